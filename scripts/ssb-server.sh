@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Runs the reference ssb-server (npm ssb-server 16, installed by
+# scripts/install-node-deps.sh) as a conformance target, or publishes to one.
+#
+# Start (stays in the foreground until killed; SIGTERM/SIGINT stop the server
+# and delete its temporary home):
+#   scripts/ssb-server.sh [start] --port PORT [--host 127.0.0.1]
+#       [--network-key HEX]   32-byte caps.shs; default: the main network's
+#       [--seed HEX]          32-byte ed25519 seed of the server's identity;
+#                             default: a fresh random identity
+#       [--messages N]        seed messages published to its own feed (default 3)
+#       [--info-file PATH]    also write the facts below to PATH (atomically,
+#                             once everything is ready)
+#       [--log PATH]          server output (default: server.log in the home)
+#       [--keep-home]         do not delete the temporary home on exit
+#       [--timeout SECONDS]   how long to wait for the server (default 60)
+#   Prints, once the server answers and the seed messages are published,
+#   KEY=VALUE lines on stdout, SSB_READY=1 last:
+#     SSB_ID=@<base64>.ed25519  SSB_SECRET=<secret file>  SSB_HOME=<dir>
+#     SSB_HOST  SSB_PORT  SSB_NETWORK_KEY=<hex>  SSB_SEQUENCE=<last seq>
+#     SSB_PID=<server pid>  SSB_LOG=<log file>  SSB_READY=1
+#
+# Publish one message to a running server's feed (e.g. for live streams):
+#   scripts/ssb-server.sh publish --home SSB_HOME --text TEXT [--type post] [--count N]
+#   Prints SSB_MSG_KEY=%... and SSB_MSG_SEQ=n per message.
+set -euo pipefail
+
+die() {
+    echo "ssb-server.sh: ERROR: $*" >&2
+    exit 1
+}
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+node_dir="$(cd "$script_dir/../interop/node" && pwd)"
+ssb_home_js="$node_dir/ssb-home.js"
+ssb_server_bin="$node_dir/node_modules/ssb-server/bin.js"
+main_network_key_hex="d4a1cb88a66f02f8db635ce26441cc5dac1b08420ceaac230839b755845a9ffb"
+
+[ -f "$ssb_server_bin" ] || die "ssb-server is not installed; run scripts/install-node-deps.sh"
+
+publish_command() {
+    local home="" passthrough=()
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --home) home="${2:?--home needs a value}"; shift 2 ;;
+            --text|--type|--count) passthrough+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+            *) die "publish: unknown argument $1" ;;
+        esac
+    done
+    [ -n "$home" ] || die "publish: --home is required (the SSB_HOME a start printed)"
+    exec node "$ssb_home_js" publish --dir "$home" "${passthrough[@]}"
+}
+
+case "${1:-}" in
+    publish) shift; publish_command "$@" ;;
+    start) shift ;;
+esac
+
+port="" host="127.0.0.1" network_key_hex="$main_network_key_hex" seed_hex=""
+seed_messages=3 info_file="" log_file="" keep_home=0 timeout_seconds=60
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --port) port="${2:?--port needs a value}"; shift 2 ;;
+        --host) host="${2:?--host needs a value}"; shift 2 ;;
+        --network-key|--caps) network_key_hex="${2:?$1 needs a value}"; shift 2 ;;
+        --seed) seed_hex="${2:?--seed needs a value}"; shift 2 ;;
+        --messages) seed_messages="${2:?--messages needs a value}"; shift 2 ;;
+        --info-file) info_file="${2:?--info-file needs a value}"; shift 2 ;;
+        --log) log_file="${2:?--log needs a value}"; shift 2 ;;
+        --keep-home) keep_home=1; shift ;;
+        --timeout) timeout_seconds="${2:?--timeout needs a value}"; shift 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+        *) die "unknown argument $1" ;;
+    esac
+done
+[ -n "$port" ] || die "--port is required"
+[[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -gt 0 ] && [ "$port" -le 65535 ] || die "bad --port $port"
+[[ "$seed_messages" =~ ^[0-9]+$ ]] || die "bad --messages $seed_messages"
+[[ "$timeout_seconds" =~ ^[0-9]+$ ]] || die "bad --timeout $timeout_seconds"
+network_key_hex="$(echo "$network_key_hex" | tr 'A-F' 'a-f')"
+[[ "$network_key_hex" =~ ^[0-9a-f]{64}$ ]] || die "--network-key must be 32 bytes of hex"
+if [ -n "$info_file" ]; then
+    info_file="$(cd "$(dirname "$info_file")" && pwd)/$(basename "$info_file")" \
+        || die "directory of --info-file $info_file does not exist"
+fi
+
+# HOME points ssb-config at the temporary home, and the app name is one no
+# real installation uses, so no ~/.ssb, ./.ssbrc or /etc/ssb config of the
+# machine can leak into the target.
+app_name="ssb-conformance"
+temp_root="$(mktemp -d "${TMPDIR:-/tmp}/ssb-server.XXXXXX")"
+ssb_home="$temp_root/.$app_name"
+[ -n "$log_file" ] || log_file="$temp_root/server.log"
+server_pid=""
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        for _ in $(seq 50); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    if [ "$keep_home" -eq 0 ]; then
+        rm -rf "$temp_root"
+    else
+        echo "ssb-server.sh: kept home $temp_root" >&2
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+show_log_tail() {
+    echo "---- last lines of $log_file ----" >&2
+    tail -n 40 "$log_file" >&2 2>/dev/null || true
+}
+
+init_args=(init --dir "$ssb_home" --host "$host" --port "$port" --caps-hex "$network_key_hex")
+[ -z "$seed_hex" ] || init_args+=(--seed "$seed_hex")
+ssb_id_line="$(node "$ssb_home_js" "${init_args[@]}")" || die "could not prepare $ssb_home"
+ssb_id="${ssb_id_line#SSB_ID=}"
+
+# With setpriv (util-linux) the server also dies when this script is killed
+# with SIGKILL, which no trap can catch; the temporary home then stays.
+death_signal=()
+if command -v setpriv >/dev/null 2>&1; then
+    death_signal=(setpriv --pdeathsig TERM)
+fi
+(
+    cd "$temp_root"
+    export HOME="$temp_root" ssb_appname="$app_name"
+    exec "${death_signal[@]}" node "$ssb_server_bin" start
+) >"$log_file" 2>&1 &
+server_pid=$!
+
+# Cheap TCP probe first (ssb-server takes a second or two to open its
+# database), then one real secret-handshake + whoami round trip.
+deadline=$((SECONDS + timeout_seconds))
+until (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; do
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        show_log_tail
+        die "ssb-server exited before listening on $host:$port"
+    fi
+    [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "ssb-server did not listen on $host:$port within ${timeout_seconds}s"; }
+    sleep 0.1
+done
+remaining=$((deadline - SECONDS)); [ "$remaining" -gt 0 ] || remaining=1
+node "$ssb_home_js" wait --dir "$ssb_home" --timeout "$remaining" >/dev/null \
+    || { show_log_tail; die "ssb-server on $host:$port does not answer a client with its own key"; }
+
+sequence=0
+if [ "$seed_messages" -gt 0 ]; then
+    publish_output="$(node "$ssb_home_js" publish --dir "$ssb_home" --type post \
+        --text "conformance seed message" --count "$seed_messages")" \
+        || { show_log_tail; die "publishing the seed messages failed"; }
+    sequence="$(echo "$publish_output" | sed -n 's/^SSB_MSG_SEQ=//p' | tail -n 1)"
+fi
+
+facts="SSB_ID=$ssb_id
+SSB_SECRET=$ssb_home/secret
+SSB_HOME=$ssb_home
+SSB_HOST=$host
+SSB_PORT=$port
+SSB_NETWORK_KEY=$network_key_hex
+SSB_SEQUENCE=$sequence
+SSB_PID=$server_pid
+SSB_LOG=$log_file
+SSB_READY=1"
+
+if [ -n "$info_file" ]; then
+    # Written under a temporary name and renamed, so a harness polling for
+    # the file never reads half of it.
+    printf '%s\n' "$facts" >"$info_file.tmp.$$"
+    mv -f "$info_file.tmp.$$" "$info_file"
+fi
+printf '%s\n' "$facts"
+
+# Foreground until killed; if the server dies on its own, say so and fail.
+set +e
+wait "$server_pid"
+server_status=$?
+set -e
+server_pid=""
+show_log_tail
+die "ssb-server exited on its own with status $server_status"
