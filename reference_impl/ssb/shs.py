@@ -597,6 +597,11 @@ class ServerHandshake(_Handshake):
     ``authorize``, if given, is called with the client's long-term public key
     once msg3 has been verified; returning False rejects the client with
     HandshakeError("msg3", "unauthorized client") before anything is sent.
+
+    ``insecure_skip_hello_check`` makes the server accept a client hello
+    whatever network key its hmac was made with. It exists only so that the
+    reference node can play a broken server (fault injection) and prove that
+    conformance suites catch one; never set it otherwise.
     """
 
     _incoming = (("msg1", HELLO_SIZE), ("msg3", CLIENT_AUTH_SIZE))
@@ -607,9 +612,12 @@ class ServerHandshake(_Handshake):
         keypair: Keypair,
         ephemeral_secret: bytes | None = None,
         authorize: Callable[[bytes], bool] | None = None,
+        *,
+        insecure_skip_hello_check: bool = False,
     ) -> None:
         super().__init__(network_key, keypair, ephemeral_secret)
         self._authorize = authorize
+        self._insecure_skip_hello_check = insecure_skip_hello_check
         self._client_ephemeral_public = b""
         self._shared_secret_ab = b""
         self._shared_secret_aB = b""
@@ -626,7 +634,10 @@ class ServerHandshake(_Handshake):
         return self._handle_client_auth(message)
 
     def _handle_client_hello(self, msg1: bytes) -> bytes:
-        self._client_ephemeral_public = open_hello(self._network_key, msg1, step="msg1")
+        if self._insecure_skip_hello_check:
+            self._client_ephemeral_public = msg1[_HMAC_SIZE:]
+        else:
+            self._client_ephemeral_public = open_hello(self._network_key, msg1, step="msg1")
         try:
             self._shared_secret_ab = shared_secret_ab(
                 self._ephemeral_secret, self._client_ephemeral_public

@@ -1,0 +1,230 @@
+"""``conformance``: certify nodes, list targets.
+
+    conformance certify                       # the built-in reference nodes
+    conformance certify --target ssb-server   # a predefined or your own target
+    conformance certify --targets-file my.toml --target my-node
+    conformance targets                       # what can be certified
+
+A run writes into ``reports/runs/<run-id>/``: ``results.jsonl`` (one line per
+case, written as each case ends), ``summary.json``, ``allure-results/``,
+``junit-<target>.xml``, ``traces/`` (wire traces as hex dumps) and ``logs/``
+(output of the nodes the harness started). The exit status is 0 only when
+every certified target passed every applicable MUST case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .core.results import new_run_id, write_summary
+from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
+
+SUITES_DIR = Path(__file__).resolve().parent / "suites"
+EXIT_CONFORMANT = 0
+EXIT_NOT_CONFORMANT = 1
+EXIT_USAGE = 2
+EXIT_HARNESS_ERROR = 3
+
+
+def available_protocols() -> list[str]:
+    return sorted(p.name for p in SUITES_DIR.iterdir()
+                  if p.is_dir() and p.name in KNOWN_PROTOCOLS and any(p.glob("test_*.py")))
+
+
+def choose_targets(targets: dict[str, Target], names: list[str], protocols: list[str]) -> list[Target]:
+    suites = available_protocols()
+    for protocol in protocols:
+        if protocol not in KNOWN_PROTOCOLS:
+            raise TargetError(f"unknown protocol {protocol!r}; known: {', '.join(KNOWN_PROTOCOLS)}")
+        if protocol not in suites:
+            raise TargetError(f"no suite for protocol {protocol!r} yet; suites: {', '.join(suites)}")
+    if names:
+        chosen = []
+        for name in names:
+            if name not in targets:
+                raise TargetError(f"unknown target {name!r}; known: {', '.join(sorted(targets))} "
+                                  "(define your own with --targets-file)")
+            target = targets[name]
+            if protocols and target.protocol not in protocols:
+                raise TargetError(f"target {name} speaks {target.protocol}, not {', '.join(protocols)}")
+            if target.protocol not in suites:
+                raise TargetError(f"target {name}: no suite for protocol {target.protocol} yet")
+            chosen.append(target)
+        return chosen
+    wanted = protocols or suites
+    chosen = [targets[f"reference-{p}"] for p in wanted if f"reference-{p}" in targets]
+    if not chosen:
+        raise TargetError(f"no built-in reference target for {', '.join(wanted)}")
+    return chosen
+
+
+def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespace) -> int:
+    """One pytest session per target, in a child process so that each run
+    starts clean; its output goes to a log, progress lines to our stderr."""
+    argv = [
+        sys.executable, "-m", "pytest", str(SUITES_DIR / target.protocol),
+        "-p", "pytest_asyncio", "-p", "allure_pytest.plugin", "-p", "conformance.plugin",
+        "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function",
+        "-o", "console_output_style=classic", "-p", "no:cacheprovider",
+        "--rootdir", str(SUITES_DIR), "-c", os.devnull,
+        "--target", target.name, "--run-dir", str(run_dir), "--run-id", run_id,
+        "--deadline", str(args.deadline), "--progress", "-q", "--tb=short",
+        "--alluredir", str(run_dir / "allure-results"),
+        "--junitxml", str(run_dir / f"junit-{target.name}.xml"),
+    ]
+    for file in args.targets_file:
+        argv += ["--targets-file", str(Path(file).resolve())]
+    if args.keyword:
+        argv += ["-k", args.keyword]
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    log = run_dir / f"pytest-{target.name}.log"
+    with open(log, "wb") as out:
+        try:
+            process = subprocess.Popen(argv, stdout=out, stderr=None, env=env)
+            return process.wait()
+        except KeyboardInterrupt:
+            process.terminate()
+            process.wait(10)
+            raise
+
+
+def print_summary(summary: dict, run_dir: Path, records_file: Path) -> None:
+    print()
+    print(f"{'target':<22} {'protocol':<9} {'level':<7} {'passed':>6} {'failed':>6} {'error':>6} {'n/a':>5}")
+    for group in summary["targets"]:
+        for level in ("MUST", "SHOULD", "MAY"):
+            counts = group["levels"][level]
+            if not any(counts.values()):
+                continue
+            print(f"{group['target']:<22} {group['protocol']:<9} {level:<7} {counts['passed']:>6} "
+                  f"{counts['failed']:>6} {counts['error']:>6} {counts['not_applicable']:>5}")
+    failures = []
+    with open(records_file, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if rec.get("outcome") in ("failed", "error"):
+                failures.append(rec)
+    if failures:
+        print("\nnot passed:")
+        for rec in failures:
+            first = (rec.get("message") or "").splitlines()[0:1]
+            print(f"  {rec['outcome']:<6} {rec['level']:<6} {rec['target']}: {rec['case_id']}")
+            if first:
+                print(f"         {first[0][:200]}")
+            if rec.get("trace_file"):
+                print(f"         trace: {run_dir / rec['trace_file']}")
+    print()
+    for group in summary["targets"]:
+        verdict = "CONFORMANT" if group["conformant"] else "NOT CONFORMANT"
+        extra = "" if group["conformant"] else (
+            f" (MUST not passed: {', '.join(group['failed_must'])})" if group["failed_must"]
+            else " (no applicable MUST case passed)")
+        print(f"{group['target']} [{group['implementation']} {group['implementation_version']}, "
+              f"{group['protocol']}]: {verdict}{extra}")
+    print(f"\nresults: {run_dir}  (summary.json, results.jsonl, allure-results/, junit-*.xml, traces/)")
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    try:
+        targets = load_targets(args.targets_file)
+        chosen = choose_targets(targets, args.target, args.protocol)
+    except TargetError as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    run_id = new_run_id()
+    run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    print(f"conformance {__version__}: run {run_id}, certifying "
+          f"{', '.join(t.name + ' (' + t.protocol + ')' for t in chosen)}", flush=True)
+    codes = {}
+    for target in chosen:
+        print(f"\n== {target.name}: {target.implementation} {target.version}, {target.protocol}, "
+              f"roles {', '.join(target.roles)}", flush=True)
+        codes[target.name] = run_suite(target, run_dir, run_id, args)
+        if codes[target.name] not in (0, 1):
+            print(f"   pytest exited with code {codes[target.name]} (5: no case ran); "
+                  f"see {run_dir / ('pytest-' + target.name + '.log')}", file=sys.stderr)
+    records_file = run_dir / "results.jsonl"
+    records_file.touch()
+    summary = write_summary(run_dir, run_id, started, {
+        "targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes})
+    # A target whose session recorded nothing cannot be conformant.
+    recorded = {g["target"] for g in summary["targets"]}
+    missing = [t.name for t in chosen if t.name not in recorded]
+    print_summary(summary, run_dir, records_file)
+    for name in missing:
+        print(f"{name}: NOT CONFORMANT (no case result recorded; see {run_dir / ('pytest-' + name + '.log')})")
+    print(f"wall time {summary['duration_s']:.1f} s")
+    if missing or not summary["conformant"]:
+        return EXIT_NOT_CONFORMANT
+    return EXIT_CONFORMANT
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    try:
+        targets = load_targets(args.targets_file)
+    except TargetError as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps([t.describe() for t in targets.values()], indent=2))
+        return 0
+    for target in targets.values():
+        d = target.describe()
+        default = "  (default)" if target.name.startswith("reference-") else ""
+        print(f"{target.name}{default}\n  {target.implementation} {target.version}, {target.protocol}, "
+              f"roles: {', '.join(target.roles)}; capabilities: {', '.join(target.capabilities) or 'none'}\n"
+              f"  address: {d['address']}; launched by the harness: {'yes' if d['launched_by_harness'] else 'no'}"
+              + (f"\n  credentials: {', '.join(d['credentials'])}" if d["credentials"] else "")
+              + (f"\n  {target.description}" if target.description else "")
+              + f"\n  defined in: {d['source']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"conformance {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    certify = sub.add_parser("certify", help="run the suites against targets and print the verdict")
+    certify.add_argument("--target", action="append", default=[],
+                         help="target to certify (repeatable); default: the built-in reference nodes")
+    certify.add_argument("--protocol", action="append", default=[], choices=KNOWN_PROTOCOLS,
+                         help="only this protocol (repeatable)")
+    certify.add_argument("--targets-file", action="append", default=[], help="TOML targets file (repeatable)")
+    certify.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
+    certify.add_argument("--run-dir", default=None, help="exact run directory (default REPORTS_DIR/runs/RUN_ID)")
+    certify.add_argument("--deadline", type=float, default=3.0,
+                         help="seconds to wait for bytes a target must send (default 3)")
+    certify.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
+    certify.set_defaults(func=cmd_certify)
+
+    targets = sub.add_parser("targets", help="list known targets")
+    targets.add_argument("--targets-file", action="append", default=[], help="TOML targets file (repeatable)")
+    targets.add_argument("--json", action="store_true", help="machine-readable output")
+    targets.set_defaults(func=cmd_targets)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("\nconformance: interrupted; results written so far are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

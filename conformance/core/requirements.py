@@ -1,0 +1,92 @@
+"""Requirement levels and the ``requirement`` marker every case carries.
+
+A conformance case checks exactly one rule of a spec. Its marker gives the
+rule a stable id (``<protocol>.<component>.<role>.<rule>``), the level the
+spec states it at (RFC 2119 MUST / SHOULD / MAY) and where the spec says so,
+so that a failure can name the rule it broke and a report can be read like
+the spec's list of rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pytest
+
+CASE_ID_PATTERN = re.compile(r"^[a-z0-9]+(\.[a-z0-9][a-z0-9-]*){3,}$")
+ROLES = ("server", "client")
+
+
+class Level(str, Enum):
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    MAY = "MAY"
+
+    @property
+    def allure_severity(self) -> str:
+        """Allure severity names for the level: a broken MUST blocks certification."""
+        return {"MUST": "blocker", "SHOULD": "normal", "MAY": "minor"}[self.value]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What one case checks. ``role`` is the role the *target* plays;
+    ``needs`` are target capabilities (adapter features, credentials) without
+    which the case is not applicable."""
+
+    case_id: str
+    level: Level
+    citation: str
+    role: str = "server"
+    needs: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def protocol(self) -> str:
+        return self.case_id.split(".", 1)[0]
+
+    @property
+    def component(self) -> str:
+        return self.case_id.split(".")[1]
+
+    def __post_init__(self) -> None:
+        if not CASE_ID_PATTERN.match(self.case_id):
+            raise ValueError(
+                f"case id {self.case_id!r} must look like protocol.component.role.rule "
+                "(lower case, digits and dashes)")
+        if self.role not in ROLES:
+            raise ValueError(f"case {self.case_id}: role must be one of {ROLES}, got {self.role!r}")
+        if not self.citation.strip():
+            raise ValueError(f"case {self.case_id}: a citation of the spec section is required")
+
+
+def requirement(case_id: str, level: str | Level, citation: str, *, role: str = "server",
+                needs: tuple[str, ...] | list[str] = ()) -> pytest.MarkDecorator:
+    """The marker for a case: ``@requirement("ssb.shs.server.rejects-wrong-network-key",
+    "MUST", "guide §Secret handshake, step 1", role="server")``.
+
+    Validates the arguments at import time so that a typo in a suite is an
+    error when the suite loads, not a silently mislabelled result."""
+    spec = Requirement(case_id, Level(level), citation, role, tuple(needs))
+    return pytest.mark.requirement(spec.case_id, spec.level.value, spec.citation,
+                                   role=spec.role, needs=spec.needs)
+
+
+def requirement_of(item: pytest.Item) -> Requirement | None:
+    """The Requirement of a collected case, or None for an ordinary test."""
+    marker = item.get_closest_marker("requirement")
+    if marker is None:
+        return None
+    case_id, level, citation = marker.args
+    return Requirement(case_id, Level(level), citation, marker.kwargs.get("role", "server"),
+                       tuple(marker.kwargs.get("needs", ())))
+
+
+NOT_APPLICABLE_PREFIX = "not applicable: "
+
+
+def not_applicable(reason: str) -> None:
+    """End the case as not applicable: the target lacks a role, capability or
+    precondition the case needs. Reported with the reason, never as passed."""
+    pytest.skip(NOT_APPLICABLE_PREFIX + reason)

@@ -1,0 +1,145 @@
+"""Result records, written one JSON line per case as soon as the case ends.
+
+Each line is flushed and fsync'd before the next case starts, so a run that
+is killed keeps every case it finished; a reader skips a torn last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from .. import __version__ as HARNESS_VERSION
+
+PASSED = "passed"
+FAILED = "failed"
+NOT_APPLICABLE = "not_applicable"
+ERROR = "error"
+"""The case could not give a verdict (harness problem, target not started);
+counts as not passed."""
+OUTCOMES = (PASSED, FAILED, NOT_APPLICABLE, ERROR)
+
+RESULTS_FILE = "results.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+def new_run_id() -> str:
+    """Sortable by time, unique across machines."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class ResultRecord:
+    run_id: str
+    time: str
+    harness_version: str
+    target: str
+    implementation: str
+    implementation_version: str
+    protocol: str
+    role: str
+    case_id: str
+    level: str
+    citation: str
+    outcome: str
+    duration_s: float
+    message: str = ""
+    peer_implementation: str | None = None
+    """The implementation on the other side when the harness drives one
+    implementation against another (interop runs); None when the harness
+    itself is the peer."""
+    trace_file: str | None = None
+    host: str = field(default_factory=socket.gethostname)
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
+
+
+class ResultWriter:
+    """Appends records to ``<run_dir>/results.jsonl`` durably."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / RESULTS_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, record: ResultRecord) -> None:
+        line = json.dumps(asdict(record), sort_keys=True, ensure_ascii=False) + "\n"
+        # O_APPEND makes each line one write even if several sessions append.
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_results(path: Path) -> Iterator[dict[str, Any]]:
+    """Records of a results file; a torn or malformed line (killed run) is skipped."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("outcome") in OUTCOMES:
+            yield record
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per target and protocol: counts by level and outcome, and the verdict.
+
+    Conformant means every applicable MUST case passed, and at least one did
+    (a run with nothing applicable proves nothing)."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for rec in records:
+        key = (rec["target"], rec["protocol"])
+        group = groups.setdefault(key, {
+            "target": rec["target"],
+            "implementation": rec["implementation"],
+            "implementation_version": rec["implementation_version"],
+            "protocol": rec["protocol"],
+            "levels": {lvl: {o: 0 for o in OUTCOMES} for lvl in ("MUST", "SHOULD", "MAY")},
+            "failed_must": [],
+        })
+        group["levels"][rec["level"]][rec["outcome"]] += 1
+        if rec["level"] == "MUST" and rec["outcome"] in (FAILED, ERROR):
+            group["failed_must"].append(rec["case_id"])
+    out = []
+    for group in groups.values():
+        must = group["levels"]["MUST"]
+        group["conformant"] = must[FAILED] == 0 and must[ERROR] == 0 and must[PASSED] > 0
+        out.append(group)
+    return {
+        "targets": sorted(out, key=lambda g: (g["target"], g["protocol"])),
+        "conformant": bool(out) and all(g["conformant"] for g in out),
+        "cases": len(records),
+    }
+
+
+def write_summary(run_dir: Path, run_id: str, started: float, extra: dict[str, Any]) -> dict[str, Any]:
+    records = list(read_results(Path(run_dir) / RESULTS_FILE))
+    summary = summarize(records)
+    summary.update(run_id=run_id, harness_version=HARNESS_VERSION,
+                   duration_s=round(time.monotonic() - started, 3), finished=utc_now(), **extra)
+    tmp = Path(run_dir) / (SUMMARY_FILE + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(Path(run_dir) / SUMMARY_FILE)
+    return summary

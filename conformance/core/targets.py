@@ -1,0 +1,455 @@
+"""Targets: the nodes under test, described declaratively in TOML.
+
+A targets file holds one table per target::
+
+    [targets.my-node]
+    implementation = "my-ssb"          # what it is
+    version = "1.2.3"
+    protocol = "ssb"
+    roles = ["server", "client"]       # roles the node can play
+    capabilities = ["publish"]         # adapter features (see docs/targets.md)
+    host = "127.0.0.1"                 # where its server role listens
+    port = 8008                        # 0: the harness picks a free port
+    # url = "ws://127.0.0.1:7768/"     # for protocols addressed by URL
+
+    [targets.my-node.params]           # public facts the cases need
+    public_key = "@...ed25519"
+
+    [targets.my-node.credentials]      # secrets: only file paths or env var names
+    secret_key_file = "/etc/my-node/secret"
+    network_key_env = "MY_NETWORK_KEY"
+
+    [targets.my-node.launch]           # present when the harness starts the node
+    server = "my-node serve --port {port} --caps-file {network_key_file}"
+    client = "my-node connect {peer_host}:{peer_port} {peer_public_key}"
+    ready = "LISTENING"                # regex on its output: server is up
+    ready_timeout = 30
+    outputs = { public_key = "id" }    # params read from KEY=VALUE output
+
+Credential values are never read into a repr, log line or report: a case
+asks for one by name and gets the bytes. Launch commands are argv lists
+(shlex-split, no shell) with ``{placeholder}`` fields.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from .requirements import ROLES
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout (or install prefix) the built-in targets' commands run from."""
+
+KNOWN_PROTOCOLS = ("ssb", "btp", "stomp", "ripp", "ripple-host")
+_PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
+_OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+
+
+class TargetError(Exception):
+    """A targets file is wrong, or a target could not be started. The message
+    says which target, which field, and what to do."""
+
+
+@dataclass(frozen=True)
+class CredentialRef:
+    kind: str  # "file" or "env"
+    ref: str
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} credential {self.ref}>"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    server: tuple[str, ...] = ()
+    client: tuple[str, ...] = ()
+    ready: str = ""
+    ready_timeout: float = 30.0
+    outputs: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    implementation: str
+    version: str
+    protocol: str
+    roles: tuple[str, ...]
+    capabilities: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 0
+    url: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    credentials: Mapping[str, CredentialRef] = field(default_factory=dict)
+    launch: LaunchSpec | None = None
+    description: str = ""
+    source: str = ""
+    base_dir: str = ""
+
+    @property
+    def launchable(self) -> bool:
+        return self.launch is not None and bool(self.launch.server or self.launch.client)
+
+    def can_launch(self, role: str) -> bool:
+        return self.launch is not None and bool(getattr(self.launch, role))
+
+    def describe(self) -> dict[str, Any]:
+        """Everything about the target that may be shown: no credential values."""
+        return {
+            "name": self.name, "implementation": self.implementation, "version": self.version,
+            "protocol": self.protocol, "roles": list(self.roles), "capabilities": list(self.capabilities),
+            "address": self.url or f"{self.host}:{self.port or '(chosen at launch)'}",
+            "launched_by_harness": self.launchable,
+            "credentials": sorted(f"{name} ({ref.kind})" for name, ref in self.credentials.items()),
+            "source": self.source,
+        }
+
+
+def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in table:
+        raise TargetError(f"{where}: missing required field {key!r}")
+    value = table[key]
+    if not isinstance(value, kind):
+        raise TargetError(f"{where}: field {key!r} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _argv(value: Any, where: str) -> tuple[str, ...]:
+    if value in (None, ""):
+        return ()
+    if isinstance(value, str):
+        return tuple(shlex.split(value))
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise TargetError(f"{where}: a command is a string or a list of strings, got {value!r}")
+
+
+def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str) -> Target:
+    where = f"{source}: target {name!r}"
+    known = {"implementation", "version", "protocol", "roles", "capabilities", "host", "port", "url",
+             "params", "credentials", "launch", "description"}
+    unknown = set(table) - known
+    if unknown:
+        raise TargetError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+    protocol = _require(table, "protocol", str, where)
+    if protocol not in KNOWN_PROTOCOLS:
+        raise TargetError(f"{where}: protocol {protocol!r} is not one of {KNOWN_PROTOCOLS}")
+    roles = tuple(_require(table, "roles", list, where))
+    bad_roles = [r for r in roles if r not in ROLES]
+    if not roles or bad_roles:
+        raise TargetError(f"{where}: roles must be a non-empty list of {ROLES}, got {list(roles)}")
+    port = table.get("port", 0)
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise TargetError(f"{where}: port must be an integer 0..65535, got {port!r}")
+    credentials: dict[str, CredentialRef] = {}
+    for key, value in dict(table.get("credentials", {})).items():
+        if not isinstance(value, str):
+            raise TargetError(f"{where}: credential {key!r} must be a string (a path or a variable name)")
+        if key.endswith("_file"):
+            credentials[key[:-5]] = CredentialRef("file", value)
+        elif key.endswith("_env"):
+            credentials[key[:-4]] = CredentialRef("env", value)
+        else:
+            raise TargetError(
+                f"{where}: credential {key!r} must end in _file (a path) or _env (an environment "
+                "variable name); secrets are never written into a targets file")
+    launch = None
+    if "launch" in table:
+        lt = dict(table["launch"])
+        lwhere = f"{where} [launch]"
+        unknown = set(lt) - {"server", "client", "ready", "ready_timeout", "outputs", "env", "cwd"}
+        if unknown:
+            raise TargetError(f"{lwhere}: unknown field(s) {sorted(unknown)}")
+        launch = LaunchSpec(
+            server=_argv(lt.get("server"), lwhere), client=_argv(lt.get("client"), lwhere),
+            ready=str(lt.get("ready", "")), ready_timeout=float(lt.get("ready_timeout", 30.0)),
+            outputs=dict(lt.get("outputs", {})), env=dict(lt.get("env", {})), cwd=str(lt.get("cwd", "")))
+        if launch.ready:
+            try:
+                re.compile(launch.ready)
+            except re.error as exc:
+                raise TargetError(f"{lwhere}: ready is not a valid regex: {exc}") from None
+        for role in ("server", "client"):
+            if getattr(launch, role) and role not in roles:
+                raise TargetError(f"{lwhere}: has a {role} command but roles does not list {role!r}")
+    if "server" in roles and not (table.get("host") or table.get("url") or (launch and launch.server)):
+        raise TargetError(f"{where}: a server-role target needs host/port, url, or a launch.server command")
+    return Target(
+        name=name, implementation=_require(table, "implementation", str, where),
+        version=str(table.get("version", "unknown")), protocol=protocol, roles=roles,
+        capabilities=tuple(table.get("capabilities", ())), host=str(table.get("host", "127.0.0.1")),
+        port=port, url=str(table.get("url", "")), params=dict(table.get("params", {})),
+        credentials=credentials, launch=launch, description=str(table.get("description", "")),
+        source=source, base_dir=base_dir)
+
+
+def load_targets_file(path: Path | str, text: str | None = None) -> dict[str, Target]:
+    path = Path(path)
+    try:
+        data = tomllib.loads(text if text is not None else path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TargetError(f"targets file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetError(f"targets file {path} is not valid TOML: {exc}") from None
+    tables = data.get("targets")
+    if not isinstance(tables, dict) or not tables:
+        raise TargetError(f"targets file {path} has no [targets.NAME] tables")
+    base_dir = str(path.resolve().parent) if text is None else str(REPO_ROOT)
+    return {name: parse_target(name, table, str(path), base_dir) for name, table in tables.items()}
+
+
+def builtin_targets() -> dict[str, Target]:
+    text = resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    return load_targets_file("<built-in targets>", text)
+
+
+def load_targets(files: list[str] | tuple[str, ...] = ()) -> dict[str, Target]:
+    """Built-in targets, then each file's; a later definition of a name wins."""
+    targets = builtin_targets()
+    for file in files:
+        targets.update(load_targets_file(file))
+    return targets
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+class ProcessHandle:
+    """A process the harness started, in its own process group so that
+    stopping it also stops whatever it spawned. Output goes to a log file."""
+
+    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str], cwd: str) -> None:
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        try:
+            self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, env=env, cwd=cwd or None,
+                                            start_new_session=True)
+        except OSError as exc:
+            self._log.close()
+            raise TargetError(f"could not start {argv[0]!r}: {exc}") from None
+        self.started = time.monotonic()
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        if self.process.poll() is None:
+            for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+                try:
+                    os.killpg(self.process.pid, sig)
+                except ProcessLookupError:
+                    break
+                if self.wait(wait) is not None:
+                    break
+        else:
+            # The leader exited; children it left in the group still go.
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._log.close()
+        return self.process.returncode
+
+    def tail(self, lines: int = 20) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+
+class TargetRuntime:
+    """A target during a run: the address its server role is reached at, the
+    params learnt at launch, credentials, and the processes started for it."""
+
+    def __init__(self, target: Target, work_dir: Path, log_dir: Path) -> None:
+        self.target = target
+        self.work_dir = work_dir
+        self.log_dir = log_dir
+        self.host = target.host
+        self.port = target.port
+        self.params: dict[str, Any] = dict(target.params)
+        self.server: ProcessHandle | None = None
+        self.restarts = 0
+        self._launches = 0
+
+    # -- credentials: values go to the cases, never into text
+    def has_credential(self, name: str) -> bool:
+        ref = self.target.credentials.get(name)
+        if ref is None:
+            return False
+        if ref.kind == "env":
+            return ref.ref in os.environ
+        return Path(self._expand_text(ref.ref)).is_file()
+
+    def credential(self, name: str) -> bytes:
+        ref = self.target.credentials.get(name)
+        if ref is None:
+            raise TargetError(f"target {self.target.name!r} has no credential {name!r}")
+        if ref.kind == "env":
+            value = os.environ.get(ref.ref)
+            if value is None:
+                raise TargetError(f"target {self.target.name!r}: credential {name!r} expects "
+                                  f"environment variable {ref.ref} to be set")
+            return value.encode()
+        path = Path(self._expand_text(ref.ref))
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise TargetError(f"target {self.target.name!r}: credential {name!r} file {path}: "
+                              f"{exc.strerror}") from None
+
+    def credential_file(self, name: str) -> str:
+        """A path holding the credential, for launch commands: the file itself,
+        or for an env credential a 0600 file written into the work dir."""
+        ref = self.target.credentials[name]
+        if ref.kind == "file":
+            return str(Path(self._expand_text(ref.ref)))
+        path = self.work_dir / f"{name}.credential"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(self.credential(name))
+        return str(path)
+
+    # -- placeholders
+    def _context(self, extra: Mapping[str, Any]) -> dict[str, str]:
+        ctx: dict[str, str] = {
+            "python": sys.executable, "repo": str(REPO_ROOT), "workdir": str(self.work_dir),
+            "target_dir": self.target.base_dir or str(REPO_ROOT),
+            "host": self.host, "port": str(self.port),
+        }
+        ctx.update({k: str(v) for k, v in self.params.items()})
+        ctx.update({k: str(v) for k, v in extra.items()})
+        return ctx
+
+    def _expand_text(self, text: str, extra: Mapping[str, Any] = {}) -> str:
+        ctx = self._context(extra)
+        def repl(match: re.Match[str]) -> str:
+            key = match.group(1)
+            if key in ctx:
+                return ctx[key]
+            if key.endswith("_file") and key[:-5] in self.target.credentials:
+                return self.credential_file(key[:-5])
+            raise TargetError(f"target {self.target.name!r}: unknown placeholder {{{key}}}; "
+                              f"known: {sorted(ctx)} and <credential>_file")
+        return _PLACEHOLDER.sub(repl, text)
+
+    def _start(self, role: str, extra: Mapping[str, Any]) -> ProcessHandle:
+        launch = self.target.launch
+        assert launch is not None
+        argv = [self._expand_text(part, extra) for part in getattr(launch, role)]
+        env = dict(os.environ)
+        env.update({k: self._expand_text(v, extra) for k, v in launch.env.items()})
+        self._launches += 1
+        log = self.log_dir / f"{self.target.name}.{role}.{self._launches}.log"
+        cwd = self._expand_text(launch.cwd, extra) if launch.cwd else (self.target.base_dir or str(REPO_ROOT))
+        return ProcessHandle(argv, log, env, cwd)
+
+    # -- server role
+    def start_server(self) -> None:
+        """Start the server role (launched targets) and wait until it is ready."""
+        launch = self.target.launch
+        if launch is None or not launch.server:
+            return
+        if self.target.port == 0 and "{port}" in " ".join(launch.server):
+            self.port = free_port(self.host)
+        handle = self._start("server", {})
+        self.server = handle
+        pattern = re.compile(launch.ready) if launch.ready else None
+        deadline = time.monotonic() + launch.ready_timeout
+        while True:
+            out = handle.output()
+            if pattern is not None and pattern.search(out):
+                break
+            if pattern is None and self.port and _port_open(self.host, self.port):
+                break
+            if not handle.running():
+                code = handle.stop()
+                raise TargetError(f"target {self.target.name!r} exited with code {code} before it was "
+                                  f"ready; last output:\n{handle.tail()}")
+            if time.monotonic() > deadline:
+                handle.stop()
+                raise TargetError(f"target {self.target.name!r} was not ready within "
+                                  f"{launch.ready_timeout} s (waiting for {launch.ready or 'its port'}); "
+                                  f"last output:\n{handle.tail()}")
+            time.sleep(0.05)
+        self._read_outputs(handle.output())
+
+    def _read_outputs(self, output: str) -> None:
+        launch = self.target.launch
+        assert launch is not None
+        found: dict[str, str] = {}
+        for key, value in _OUTPUT_PAIR.findall(output):
+            found[key] = value
+        for param, key in launch.outputs.items():
+            if key not in found:
+                raise TargetError(f"target {self.target.name!r}: launch output has no {key}=... "
+                                  f"(needed for {param}); output:\n{self.server.tail() if self.server else ''}")
+            if param == "port":
+                self.port = int(found[key])
+            elif param == "host":
+                self.host = found[key]
+            else:
+                self.params[param] = found[key]
+
+    def ensure_server(self) -> str | None:
+        """Restart a launched server that died; returns a note saying so."""
+        if self.server is not None and not self.server.running():
+            code = self.server.process.returncode
+            tail = self.server.tail(5)
+            self.server.stop()
+            self.restarts += 1
+            self.start_server()
+            return f"target process had exited (code {code}) and was restarted; its last output:\n{tail}"
+        return None
+
+    def launch_client(self, extra: Mapping[str, Any]) -> ProcessHandle:
+        return self._start("client", extra)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def make_work_dir(parent: Path, name: str) -> Path:
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{name}.", dir=parent))
+    os.chmod(path, 0o700)
+    return path

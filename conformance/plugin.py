@@ -1,0 +1,402 @@
+"""The pytest plugin that turns suites into conformance runs.
+
+It adds ``--target``, ``--targets-file``, ``--protocol``, ``--run-dir`` and
+``--deadline``; starts and stops launched targets; decides per case whether
+it applies to the target (role, capabilities); hands cases a wire trace and
+connections with read deadlines; writes one result line per case; and labels
+every case for Allure, attaching the wire trace as a hex dump.
+
+The plugin is inert for tests without a ``requirement`` marker, so it can be
+installed alongside any other test suite.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from . import __version__
+from .core.requirements import NOT_APPLICABLE_PREFIX, Requirement, not_applicable, requirement_of
+from .core.results import (ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
+                           new_run_id, utc_now)
+from .core.targets import Target, TargetError, TargetRuntime, load_targets, make_work_dir
+from .core.transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, TcpConnection, WireTrace
+
+SILENT_CASES_BEFORE_UNRESPONSIVE = 3
+"""After this many consecutive cases in which the target sent not one byte
+while a case waited for bytes it must send, the target is declared
+unresponsive and the remaining cases end at once with outcome ``error``
+(they are recorded, never skipped), so a run against a dead node ends in
+seconds with a clear verdict instead of waiting out every deadline."""
+
+try:
+    import allure
+    from allure_commons.types import AttachmentType
+except ImportError:  # allure-pytest is a dependency, but keep the core usable without it
+    allure = None
+
+
+class ConformanceFailure(AssertionError):
+    """A case's failure, prefixed with the requirement it checks."""
+
+
+@dataclass
+class RunState:
+    config: pytest.Config
+    run_id: str
+    run_dir: Path
+    deadline: float
+    targets: dict[str, Target]
+    target_name: str | None
+    runtime: TargetRuntime | None = None
+    writer: ResultWriter | None = None
+    """Created on the first result, so that test runs without conformance
+    cases leave no run directory behind."""
+    startup_error: str | None = None
+    silent_cases: int = 0
+    done: int = 0
+    total: int = 0
+    unresponsive: str | None = None
+    case_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def runtime_for(self, protocol: str) -> TargetRuntime:
+        """The target runtime, started on first use."""
+        if self.startup_error:
+            raise TargetError(self.startup_error)
+        if self.runtime is None:
+            name = self.target_name or f"reference-{protocol}"
+            if name not in self.targets:
+                raise TargetError(f"unknown target {name!r}; known targets: {sorted(self.targets)} "
+                                  "(add your own with --targets-file)")
+            target = self.targets[name]
+            runtime = TargetRuntime(target, make_work_dir(self.run_dir / "work", target.name),
+                                    self.run_dir / "logs")
+            runtime.log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                runtime.start_server()
+            except TargetError as exc:
+                self.startup_error = str(exc)
+                raise
+            self.runtime = runtime
+        return self.runtime
+
+
+_STATE = pytest.StashKey[RunState]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance", "conformance harness")
+    group.addoption("--target", default=None,
+                    help="name of the target to certify (see `conformance targets`); "
+                         "default: the built-in reference node of the suite's protocol")
+    group.addoption("--targets-file", action="append", default=[],
+                    help="TOML file of target definitions (repeatable; later names win)")
+    group.addoption("--protocol", action="append", default=[],
+                    help="only run cases of this protocol (repeatable)")
+    group.addoption("--run-dir", default=None,
+                    help="directory for results.jsonl, traces and logs (default reports/runs/RUN_ID)")
+    group.addoption("--run-id", default=None, help="run id to record (default: generated)")
+    group.addoption("--progress", action="store_true",
+                    help="print one line per finished case (case id, level, outcome) to stderr")
+    group.addoption("--deadline", type=float, default=DEFAULT_READ_DEADLINE,
+                    help=f"seconds to wait for bytes a target must send (default {DEFAULT_READ_DEADLINE})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    run_id = config.getoption("--run-id") or new_run_id()
+    run_dir = Path(config.getoption("--run-dir") or Path("reports") / "runs" / run_id)
+    try:
+        targets = load_targets(config.getoption("--targets-file"))
+    except TargetError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    name = config.getoption("--target")
+    if name is not None and name not in targets:
+        raise pytest.UsageError(f"unknown target {name!r}; known: {', '.join(sorted(targets))}")
+    config.stash[_STATE] = RunState(config, run_id, run_dir, config.getoption("--deadline"),
+                                    targets, name)
+
+
+def _state(config: pytest.Config) -> RunState:
+    return config.stash[_STATE]
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    """Keep the cases of the chosen protocols and of the target's protocol."""
+    state = _state(config)
+    protocols = set(config.getoption("--protocol"))
+    if state.target_name:
+        protocols = protocols & {state.targets[state.target_name].protocol} if protocols \
+            else {state.targets[state.target_name].protocol}
+    if not protocols:
+        state.total = sum(1 for item in items if requirement_of(item) is not None)
+        return
+    keep, drop = [], []
+    for item in items:
+        req = requirement_of(item)
+        (keep if req is None or req.protocol in protocols else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    state.total = sum(1 for item in items if requirement_of(item) is not None)
+
+
+def _writer(state: RunState) -> ResultWriter:
+    if state.writer is None:
+        state.writer = ResultWriter(state.run_dir)
+    return state.writer
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture
+def requirement_spec(request: pytest.FixtureRequest) -> Requirement:
+    req = requirement_of(request.node)
+    if req is None:
+        raise RuntimeError("requirement_spec is only for cases with a @requirement marker")
+    return req
+
+
+@pytest.fixture
+def wire_trace(request: pytest.FixtureRequest) -> WireTrace:
+    trace = WireTrace()
+    request.node.stash[_TRACE] = trace
+    return trace
+
+
+_TRACE = pytest.StashKey[WireTrace]()
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest, requirement_spec: Requirement) -> TargetRuntime:
+    """The target under test, started if the harness launches it, after
+    checking that this case applies to it."""
+    state = _state(request.config)
+    if state.unresponsive:
+        raise TargetError(state.unresponsive)
+    runtime = state.runtime_for(requirement_spec.protocol)
+    note = runtime.ensure_server()
+    if note:
+        request.node.stash[_NOTE] = note
+    reason = not_applicable_reason(runtime, requirement_spec)
+    if reason:
+        not_applicable(reason)
+    return runtime
+
+
+_NOTE = pytest.StashKey[str]()
+
+
+def not_applicable_reason(runtime: TargetRuntime, req: Requirement) -> str | None:
+    t = runtime.target
+    if req.role not in t.roles:
+        return f"target {t.name} does not play the {req.role} role (roles: {', '.join(t.roles)})"
+    if req.role == "client" and not t.can_launch("client"):
+        return (f"target {t.name} has no launch.client command, so the harness cannot make it "
+                "connect to the harness")
+    for need in req.needs:
+        if need.startswith("credential:"):
+            cred = need.split(":", 1)[1]
+            if not runtime.has_credential(cred):
+                return f"target {t.name} has no {cred} credential configured"
+        elif need not in t.capabilities:
+            return f"target {t.name} lacks the {need!r} capability (capabilities: {', '.join(t.capabilities) or 'none'})"
+    return None
+
+
+@pytest.fixture
+def deadline(request: pytest.FixtureRequest) -> float:
+    return _state(request.config).deadline
+
+
+@pytest.fixture
+def connect(target: TargetRuntime, wire_trace: WireTrace, deadline: float
+            ) -> Callable[..., Awaitable[TcpConnection]]:
+    """``await connect()`` opens a TCP connection to the target's server role.
+    Every connection is closed when the case ends."""
+    opened: list[TcpConnection] = []
+
+    async def open_connection(label: str = "") -> TcpConnection:
+        conn = await TcpConnection.open(target.host, target.port, wire_trace, deadline, label)
+        opened.append(conn)
+        return conn
+
+    yield open_connection
+    for conn in opened:
+        conn.abort()
+
+
+# ------------------------------------------------------------------ hooks
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    req = requirement_of(item)
+    if req is None:
+        return (yield)
+    try:
+        return (yield)
+    except AssertionError as exc:
+        state = _state(item.config)
+        trace = item.stash.get(_TRACE, None)
+        silent = isinstance(exc, DeadlineExceeded) and trace is not None and not trace.bytes_in("received")
+        state.silent_cases = state.silent_cases + 1 if silent else 0
+        if state.silent_cases >= SILENT_CASES_BEFORE_UNRESPONSIVE and not state.unresponsive:
+            state.unresponsive = (f"target unresponsive: it sent no byte in {state.silent_cases} consecutive "
+                                  f"cases that waited {state.deadline} s for an answer it must send; "
+                                  "remaining cases not run")
+        raise ConformanceFailure(f"{req.case_id} [{req.level.value}, {req.citation}]: {exc}") from exc
+    else:
+        _state(item.config).silent_cases = 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report: pytest.TestReport = yield
+    req = requirement_of(item)
+    if req is None:
+        return report
+    state = _state(item.config)
+    case = state.case_state.setdefault(item.nodeid, {"duration": 0.0, "outcome": None, "message": ""})
+    case["duration"] += report.duration
+    if report.when == "setup":
+        _label_for_allure(item, req, state)
+        if report.skipped:
+            reason = _skip_reason(report)
+            if reason.startswith(NOT_APPLICABLE_PREFIX):
+                case.update(outcome=NOT_APPLICABLE, message=reason[len(NOT_APPLICABLE_PREFIX):])
+            else:
+                # Conformance cases are never skipped: a skip is a harness bug.
+                case.update(outcome=ERROR, message=f"case skipped, which conformance cases never are: {reason}")
+        elif report.failed:
+            case.update(outcome=ERROR, message=_failure_text(call))
+    elif report.when == "call":
+        if report.skipped:
+            reason = _skip_reason(report)
+            if reason.startswith(NOT_APPLICABLE_PREFIX):
+                case.update(outcome=NOT_APPLICABLE, message=reason[len(NOT_APPLICABLE_PREFIX):])
+            else:
+                case.update(outcome=ERROR, message=f"case skipped, which conformance cases never are: {reason}")
+        elif report.passed:
+            case.update(outcome=PASSED)
+        elif report.failed:
+            is_failure = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
+            case.update(outcome=FAILED if is_failure else ERROR, message=_failure_text(call))
+        _attach_trace(item)
+    elif report.when == "teardown":
+        if report.failed and case["outcome"] in (PASSED, None):
+            case.update(outcome=ERROR, message="teardown failed: " + _failure_text(call))
+        _record(item, req, state, case)
+    return report
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        reason = str(longrepr[2])
+        return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+    return str(longrepr)
+
+
+def _failure_text(call: pytest.CallInfo[None]) -> str:
+    if call.excinfo is None:
+        return ""
+    exc = call.excinfo.value
+    name = "" if isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
+    return (name + str(exc)).strip()
+
+
+def _label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> None:
+    if allure is None:
+        return
+    target = state.targets.get(state.target_name or f"reference-{req.protocol}")
+    allure.dynamic.label("protocol", req.protocol)
+    allure.dynamic.label("component", req.component)
+    allure.dynamic.label("requirement", req.case_id)
+    allure.dynamic.label("level", req.level.value)
+    allure.dynamic.label("role", req.role)
+    allure.dynamic.parent_suite(req.protocol)
+    allure.dynamic.suite(req.component)
+    allure.dynamic.sub_suite(f"target role: {req.role}")
+    allure.dynamic.severity(req.level.allure_severity)
+    allure.dynamic.tag(req.level.value)
+    allure.dynamic.title(req.case_id)
+    allure.dynamic.description(f"{req.level.value}: {req.citation}\n\n{(item.obj.__doc__ or '').strip()}"
+                               if hasattr(item, "obj") else req.citation)
+    if target is not None:
+        allure.dynamic.label("target", target.name)
+        allure.dynamic.label("implementation", f"{target.implementation} {target.version}")
+
+
+def _attach_trace(item: pytest.Item) -> None:
+    trace = item.stash.get(_TRACE, None)
+    if trace is None:
+        return
+    text = trace.render()
+    if allure is not None:
+        allure.attach(text, name="wire trace (hex dump, both directions)", attachment_type=AttachmentType.TEXT)
+    item.stash[_RENDERED] = text
+
+
+_RENDERED = pytest.StashKey[str]()
+
+
+def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str, Any]) -> None:
+    outcome = case["outcome"] or ERROR
+    message = case["message"] or ("" if case["outcome"] else "case produced no outcome")
+    note = item.stash.get(_NOTE, None)
+    if note:
+        message = (message + "\n" if message else "") + note
+    target = state.runtime.target if state.runtime else state.targets.get(
+        state.target_name or f"reference-{req.protocol}")
+    trace_file = None
+    rendered = item.stash.get(_RENDERED, None)
+    if rendered is not None:
+        traces = state.run_dir / "traces"
+        traces.mkdir(parents=True, exist_ok=True)
+        path = traces / f"{req.case_id}.txt"
+        header = f"{req.case_id} [{req.level.value}, {req.citation}]\noutcome: {outcome}\n{message}\n\n"
+        path.write_text(header + rendered, encoding="utf-8")
+        trace_file = str(path.relative_to(state.run_dir))
+    _writer(state).append(ResultRecord(
+        run_id=state.run_id, time=utc_now(), harness_version=__version__,
+        target=target.name if target else (state.target_name or "?"),
+        implementation=target.implementation if target else "?",
+        implementation_version=target.version if target else "?",
+        protocol=req.protocol, role=req.role, case_id=req.case_id, level=req.level.value,
+        citation=req.citation, outcome=outcome, duration_s=round(case["duration"], 4),
+        message=message, trace_file=trace_file))
+    if state.config.getoption("--progress"):
+        _print_progress(state, req, outcome, case["duration"], message)
+
+
+_OUTCOME_LABEL = {PASSED: "pass", FAILED: "FAIL", NOT_APPLICABLE: "n/a ", ERROR: "ERR "}
+
+
+def _print_progress(state: RunState, req: Requirement, outcome: str, duration: float, message: str) -> None:
+    import sys
+    state.done += 1
+    first_line = message.splitlines()[0] if message and outcome != PASSED else ""
+    if len(first_line) > 160:
+        first_line = first_line[:157] + "..."
+    line = (f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} {req.level.value:<6} "
+            f"{req.case_id} ({duration:.2f}s)")
+    sys.stderr.write(line + (f"\n        {first_line}" if first_line else "") + "\n")
+    sys.stderr.flush()
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    """Show not-applicable cases as 'N/A' rather than as skipped."""
+    if report.skipped and report.when in ("setup", "call") and _skip_reason(report).startswith(NOT_APPLICABLE_PREFIX):
+        return "not_applicable", "n", "N/A"
+    return None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.runtime is not None:
+        state.runtime.stop()
+        state.runtime = None

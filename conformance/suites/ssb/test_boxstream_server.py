@@ -1,0 +1,113 @@
+"""Box stream after the handshake, target as server (SSB guide, "Box stream", "RPC protocol")."""
+
+from __future__ import annotations
+
+
+from conformance.core.requirements import requirement
+
+from .session import MAX_BOX_BODY, describe, flip_byte
+
+HEADER_BOX_SIZE = 34
+
+
+def history_request(session, feed_id: str, **options):
+    return session.request_message(["createHistoryStream"], [{"id": feed_id, **options}])
+
+
+@requirement("ssb.boxstream.server.ends-on-tampered-header", "MUST",
+             "SSB guide, Box stream (\"designed to protect messages from being ... modified\"), Receiving")
+async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
+    """A box whose encrypted header was altered does not authenticate; the
+    target must end the connection rather than read on."""
+    session = await open_session()
+    box = session.encoder.encode(history_request(session, server_feed_id, limit=1).encode())
+    await session.conn.send(flip_byte(box, 5), "box with one bit of its header flipped")
+    closed, data = await session.conn.await_close()
+    answered = [m for m in _decode_quietly(session, data)]
+    assert not answered, f"target answered a request carried in a tampered box: {answered}"
+    assert closed, f"target kept the connection open {session.conn.deadline} s after a tampered header"
+
+
+@requirement("ssb.boxstream.server.ends-on-tampered-body", "MUST",
+             "SSB guide, Box stream, Receiving (the body's secret box must open)")
+async def test_ends_connection_on_tampered_body(open_session, server_feed_id):
+    session = await open_session()
+    box = session.encoder.encode(history_request(session, server_feed_id, limit=1).encode())
+    await session.conn.send(flip_byte(box, HEADER_BOX_SIZE + 3), "box with one bit of its body flipped")
+    closed, data = await session.conn.await_close()
+    answered = [m for m in _decode_quietly(session, data)]
+    assert not answered, f"target answered a request carried in a tampered box: {answered}"
+    assert closed, f"target kept the connection open {session.conn.deadline} s after a tampered body"
+
+
+def _decode_quietly(session, data: bytes) -> list[str]:
+    """RPC messages the target managed to send in ``data`` (for the failure
+    message); undecodable bytes are fine here -- the case is about closing."""
+    try:
+        bodies = session.decoder.receive_data(data)
+        msgs = [m for b in bodies for m in session.rpc_decoder.receive_data(b)]
+    except Exception:
+        return []
+    return [describe(m) for m in msgs]
+
+
+@requirement("ssb.boxstream.server.closes-after-goodbye", "SHOULD",
+             "SSB guide, Box stream, Goodbye (\"they will know that the connection is finished\")")
+async def test_closes_after_goodbye(open_session):
+    """After the harness's RPC and box stream goodbyes, the target ends the
+    connection; anything it sends first must still be a valid box stream."""
+    session = await open_session()
+    await session.goodbye()
+    closed, data = await session.conn.await_close()
+    if data:
+        # What it sends on the way out must be authentic: at most its own goodbyes.
+        session.decoder.receive_data(data)
+    assert closed, f"target kept the connection open {session.conn.deadline} s after the peer's goodbye"
+
+
+@requirement("ssb.boxstream.server.accepts-rpc-split-across-boxes", "MUST",
+             "SSB guide, RPC protocol (\"a single RPC message may be split over several boxes\")")
+async def test_accepts_rpc_message_split_across_boxes(open_session, server_feed_id):
+    session = await open_session()
+    msg = history_request(session, server_feed_id, limit=1)
+    wire = msg.encode()
+    # Header alone, then the body in two unequal pieces: three boxes.
+    for piece, note in ((wire[:9], "box 1: the RPC header only"),
+                        (wire[9:20], "box 2: first 11 body bytes"),
+                        (wire[20:], "box 3: rest of the body")):
+        await session.conn.send(session.encoder.encode_box(piece), note)
+    items, end = await session.collect_stream(msg.req, "the answer to a request split over 3 boxes")
+    assert items, f"target ended the stream without the feed's first message: {describe(end)}"
+
+
+@requirement("ssb.boxstream.server.accepts-several-rpc-per-box", "MUST",
+             "SSB guide, RPC protocol (\"Multiple RPC messages may be put inside one box\")")
+async def test_accepts_several_rpc_messages_in_one_box(open_session, server_feed_id):
+    session = await open_session()
+    first = history_request(session, server_feed_id, limit=1)
+    second = history_request(session, server_feed_id, limit=1, keys=False)
+    await session.conn.send(session.encoder.encode_box(first.encode() + second.encode()),
+                            f"one box holding requests {first.req} and {second.req}")
+    for msg in (first, second):
+        items, end = await session.collect_stream(msg.req, f"the answer to request {msg.req}")
+        assert items, f"request {msg.req} (shared a box) got no message: {describe(end)}"
+
+
+@requirement("ssb.boxstream.server.splits-large-messages", "MUST",
+             "SSB guide, Box stream (bodies of at most 4096 bytes; README of the specs)",
+             needs=("publish",))
+async def test_splits_rpc_messages_larger_than_a_box(open_session, publish, server_feed_id):
+    """A message longer than one box body must reach us split over several
+    boxes of at most 4096 bytes each (our decoder refuses longer bodies)."""
+    text = "x" * 6000
+    await publish(text)
+    session = await open_session()
+    req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "keys": False}])
+    items, end = await session.collect_stream(req, "the feed including a 6000-byte post")
+    texts = [item.json().get("content", {}).get("text") for item in items if item.body_type.name == "JSON"]
+    assert text in texts, f"the 6000-byte post did not arrive intact; end: {describe(end)}"
+    biggest = max(len(b) for b in session.box_bodies)
+    assert biggest <= MAX_BOX_BODY, f"target sent a {biggest}-byte box body"
+    assert len(session.box_bodies) >= 2, "a >4096-byte RPC message cannot fit one box"
+
+

@@ -1,0 +1,59 @@
+"""Everything the target serves verifies (SSB guide, "Feeds")."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import requirement
+from reference_impl.ssb.feed import FeedError, message_id, verify_message
+
+from .session import describe
+
+
+async def served_feed(open_session, feed_id: str):
+    session = await open_session()
+    req = await session.request(["createHistoryStream"], [{"id": feed_id, "keys": True}])
+    items, end = await session.collect_stream(req, "the feed with keys")
+    assert items, f"the target's own feed came back empty: {describe(end)}"
+    return items
+
+
+@requirement("ssb.feed.server.signatures-verify", "MUST", "SSB guide, Feeds, Signature")
+async def test_served_messages_have_valid_signatures(open_session, server_feed_id):
+    items = await served_feed(open_session, server_feed_id)
+    problems = []
+    previous = None
+    for item in items:
+        value = item.json()["value"]
+        try:
+            verify_message(value, previous)
+        except FeedError as exc:
+            if exc.reason == "signature":
+                problems.append(f"sequence {value.get('sequence')}: {exc} in {describe(item)}")
+        previous = value
+    assert not problems, "messages whose signature does not verify:\n" + "\n".join(problems)
+
+
+@requirement("ssb.feed.server.keys-are-message-ids", "MUST", "SSB guide, Feeds, Message ID; createHistoryStream (keys)")
+async def test_served_keys_are_message_ids(open_session, server_feed_id):
+    items = await served_feed(open_session, server_feed_id)
+    wrong = []
+    for item in items:
+        body = item.json()
+        expected = message_id(body["value"])
+        if body.get("key") != expected:
+            wrong.append(f"key {body.get('key')!r} but the message hashes to {expected!r}")
+    assert not wrong, "served keys that are not the message ids:\n" + "\n".join(wrong)
+
+
+@requirement("ssb.feed.server.chain-links", "MUST", "SSB guide, Feeds, Structure and Message format (previous, author, sequence)")
+async def test_served_feed_is_a_valid_chain(open_session, server_feed_id):
+    items = await served_feed(open_session, server_feed_id)
+    previous = None
+    for item in items:
+        value = item.json()["value"]
+        assert value.get("author") == server_feed_id, f"message by {value.get('author')} in feed {server_feed_id}"
+        try:
+            verify_message(value, previous)
+        except FeedError as exc:
+            if exc.reason != "signature":  # signatures are their own case
+                raise AssertionError(f"sequence {value.get('sequence')} breaks the chain: {exc}") from None
+        previous = value

@@ -1,0 +1,102 @@
+"""RPC protocol, target as responder (SSB guide, "RPC protocol")."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import requirement
+
+from .session import describe, error_body
+
+UNKNOWN_PROCEDURE = ["conformanceHarness", "noSuchProcedure"]
+
+
+@requirement("ssb.rpc.server.responses-use-negated-request-number", "MUST",
+             "SSB guide, RPC protocol, Source example (\"the same request number ... but negative\")")
+async def test_responses_use_negated_request_number(open_session, server_feed_id):
+    """Two requests in flight at once: each answer carries minus its request's number."""
+    session = await open_session()
+    first = await session.request(["createHistoryStream"], [{"id": server_feed_id, "limit": 1}])
+    second = await session.request(["createHistoryStream"], [{"id": server_feed_id, "limit": 2}])
+    items_2, _ = await session.collect_stream(second, "answers to request 2")
+    items_1, _ = await session.collect_stream(first, "answers to request 1")
+    assert len(items_1) == 1 and len(items_2) == 2, (
+        f"answers got mixed up: {len(items_1)} item(s) on -{first} (limit 1), "
+        f"{len(items_2)} on -{second} (limit 2)")
+    strays = [describe(m) for m in session.inbox if m.req > 0 or m.req not in (-first, -second)]
+    assert not strays, f"target sent messages on request numbers it was not asked on: {strays}"
+
+
+@requirement("ssb.rpc.server.source-responses-set-stream-flag", "MUST",
+             "SSB guide, RPC protocol, Source example (\"their RPC headers have the stream flag set\")")
+async def test_source_responses_set_stream_flag(open_session, server_feed_id):
+    session = await open_session()
+    req = await session.request(["createHistoryStream"], [{"id": server_feed_id}])
+    items, end = await session.collect_stream(req, "the feed")
+    bad = [describe(m) for m in items + [end] if not m.stream]
+    assert not bad, f"responses to a source request without the stream flag: {bad}"
+
+
+@requirement("ssb.rpc.server.ends-source-stream-with-true", "MUST",
+             "SSB guide, RPC protocol, Source example (\"both the stream and end/err flags set and a JSON body of true\")")
+async def test_ends_source_stream_with_true(open_session, server_feed_id):
+    session = await open_session()
+    req = await session.request(["createHistoryStream"], [{"id": server_feed_id}])
+    _, end = await session.collect_stream(req, "the end of the feed")
+    assert end.stream and end.end and end.body_type.name == "JSON" and end.body.strip() == b"true", (
+        f"the closing message of a finished source stream must be stream+end with JSON body true; got {describe(end)}")
+
+
+@requirement("ssb.rpc.server.closes-stream-on-requester-abort", "MUST",
+             "SSB guide, RPC protocol, Source example (\"to abort a stream ... the responder closes their own end\")")
+async def test_closes_own_end_when_requester_aborts(open_session, server_feed_id):
+    """A live stream aborted by the requester: the responder answers with its end."""
+    session = await open_session()
+    req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "live": True, "old": False}])
+    await session.end_stream(req, f"RPC end of stream {req}: requester aborts a live stream")
+    msg = await session.next_message(req, "the responder's closing message")
+    while not msg.end:  # live data that crossed our end on the wire is fine
+        msg = await session.next_message(req, "the responder's closing message")
+    assert msg.stream, f"closing message lacks the stream flag: {describe(msg)}"
+
+
+@requirement("ssb.rpc.server.unknown-async-procedure-gets-error", "MUST",
+             "SSB guide, RPC protocol, Error example (\"the response has the end/err flag set\")")
+async def test_unknown_async_procedure_gets_error(open_session):
+    session = await open_session()
+    req = await session.request(UNKNOWN_PROCEDURE, [], "async")
+    msg = await session.next_message(req, "the answer to an unknown async procedure")
+    assert msg.end, f"an error answer must set the end/err flag; got {describe(msg)}"
+    assert not msg.stream, f"the answer to an async request must not set the stream flag: {describe(msg)}"
+
+
+@requirement("ssb.rpc.server.unknown-source-procedure-ends-stream-with-error", "MUST",
+             "SSB guide, RPC protocol, Error example (\"For source type procedures an error will also end the stream\")")
+async def test_unknown_source_procedure_ends_stream_with_error(open_session):
+    session = await open_session()
+    req = await session.request(UNKNOWN_PROCEDURE, [], "source")
+    msg = await session.next_message(req, "the answer to an unknown source procedure")
+    assert msg.end, f"the stream must end with the end/err flag; got {describe(msg)}"
+    body = error_body(msg)
+    assert body is not True, f"an unknown procedure must end the stream with an error, not a normal end: {describe(msg)}"
+
+
+@requirement("ssb.rpc.server.error-body-names-the-error", "SHOULD",
+             "SSB guide, RPC protocol, Error example (JSON body with name and message)")
+async def test_error_body_has_name_and_message(open_session):
+    session = await open_session()
+    req = await session.request(UNKNOWN_PROCEDURE, [], "async")
+    msg = await session.next_message(req, "the answer to an unknown procedure")
+    body = error_body(msg)
+    assert isinstance(body, dict) and isinstance(body.get("message"), str) and isinstance(body.get("name"), str), (
+        f"error body should be a JSON object with string name and message; got {describe(msg)}")
+
+
+@requirement("ssb.rpc.server.serves-after-an-error", "MUST",
+             "SSB guide, RPC protocol (\"can interleave multiple requests\"), Error example")
+async def test_session_continues_after_an_error(open_session, server_feed_id):
+    """An error answers one request; it does not end the session."""
+    session = await open_session()
+    bad = await session.request(UNKNOWN_PROCEDURE, [], "async")
+    await session.next_message(bad, "the error for the unknown procedure")
+    good = await session.request(["createHistoryStream"], [{"id": server_feed_id, "limit": 1}])
+    items, end = await session.collect_stream(good, "the feed, requested after an error")
+    assert items, f"after an error the target no longer serves requests: {describe(end)}"

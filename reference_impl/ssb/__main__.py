@@ -1,0 +1,328 @@
+"""Command line of the reference SSB node: ``python -m reference_impl.ssb``.
+
+``serve`` runs a node for conformance suites to test (optionally with a
+deliberate fault); ``replicate`` fetches and verifies a feed from any peer.
+Run either with ``--help`` for the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .feed import FeedError
+from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
+from .node import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_REPLICATE_TIMEOUT,
+    Fault,
+    ReplicationError,
+    SsbNode,
+    replicate,
+)
+
+log = logging.getLogger("reference_impl.ssb")
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_HANDSHAKE = 3
+EXIT_INVALID_MESSAGE = 4
+EXIT_TIMEOUT = 5
+
+_EXIT_BY_KIND = {
+    "handshake": EXIT_HANDSHAKE,
+    "invalid-message": EXIT_INVALID_MESSAGE,
+    "timeout": EXIT_TIMEOUT,
+}
+
+
+class CliError(Exception):
+    """A problem with the command line or its files: one line to stderr, exit 2."""
+
+
+# --- shared options -------------------------------------------------------------------
+
+
+def _add_identity_options(parser: argparse.ArgumentParser, *, key_file_required: bool) -> None:
+    group = parser.add_argument_group("identity and network")
+    group.add_argument(
+        "--key-file", metavar="PATH", required=key_file_required,
+        help="secret key file in ssb-keys format (like ~/.ssb/secret)"
+        + ("" if key_file_required else "; default: a fresh throwaway identity"),
+    )
+    group.add_argument(
+        "--create-key", action="store_true",
+        help="if --key-file does not exist, generate a new identity and save it there (mode 0600)",
+    )
+    network = group.add_mutually_exclusive_group()
+    network.add_argument(
+        "--network-key", metavar="HEX",
+        help="network identifier (caps.shs), 32 bytes as hex or base64; "
+        "default: the main SSB network",
+    )
+    network.add_argument(
+        "--network-key-file", metavar="PATH",
+        help="file holding the network identifier as hex or base64",
+    )
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging threshold; logs go to stderr (default: %(default)s)",
+    )
+
+
+def _parse_network_key(text: str, where: str) -> bytes:
+    text = text.strip()
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        try:
+            key = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise CliError(f"{where}: network key is neither hex nor base64") from None
+    if len(key) != 32:
+        raise CliError(f"{where}: network key must be 32 bytes, got {len(key)}")
+    return key
+
+
+def _network_key(args: argparse.Namespace) -> bytes:
+    if args.network_key is not None:
+        return _parse_network_key(args.network_key, "--network-key")
+    if args.network_key_file is not None:
+        try:
+            text = Path(args.network_key_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"--network-key-file: {exc}") from None
+        return _parse_network_key(text, args.network_key_file)
+    return MAIN_NETWORK_KEY
+
+
+def _keypair(args: argparse.Namespace) -> Keypair:
+    if args.key_file is None:
+        return Keypair.generate()
+    path = Path(args.key_file)
+    if not path.exists():
+        if not args.create_key:
+            raise CliError(f"{path}: no such key file (add --create-key to generate one)")
+        keypair = Keypair.generate()
+        keypair.save(path)
+        log.info("created identity %s in %s", keypair.feed_id, path)
+        return keypair
+    try:
+        return Keypair.load(path)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot load key file: {exc}") from None
+
+
+def _feed_id(text: str, option: str) -> bytes:
+    try:
+        return feed_id_to_public(text)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}") from None
+
+
+# --- serve ----------------------------------------------------------------------------
+
+
+def _load_seed_feed(node: SsbNode, path: str) -> None:
+    try:
+        messages = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--seed-feed {path}: {exc}") from None
+    if not isinstance(messages, list):
+        raise CliError(f"--seed-feed {path}: expected a JSON list of message values")
+    for position, msg in enumerate(messages, 1):
+        try:
+            node.add_message(msg)
+        except FeedError as exc:
+            raise CliError(f"--seed-feed {path}: message {position} rejected: {exc}") from None
+
+
+def _write_ready_file(path: str, info: dict) -> None:
+    """Write atomically, so a harness polling for the file never reads half of it."""
+    temporary = f"{path}.tmp{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as ready_file:
+        json.dump(info, ready_file)
+        ready_file.write("\n")
+    os.replace(temporary, path)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    node = SsbNode(
+        _keypair(args),
+        _network_key(args),
+        fault=Fault(args.fault) if args.fault else None,
+        handshake_timeout=args.handshake_timeout,
+        idle_timeout=args.idle_timeout,
+    )
+    for path in args.seed_feed:
+        _load_seed_feed(node, path)
+    for number in range(1, args.seed_messages + 1):
+        node.publish({"type": "post", "text": f"seed message {number}"})
+    if node.fault is not None:
+        log.warning("fault injection active: %s", node.fault.value)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        host, port = await node.start(args.host, args.port)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
+    try:
+        print(f"SSB_READY host={host} port={port} id={node.feed_id}", flush=True)
+        if args.ready_file:
+            _write_ready_file(args.ready_file, {"host": host, "port": port, "id": node.feed_id})
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        await node.close()
+    return EXIT_OK
+
+
+# --- replicate ------------------------------------------------------------------------
+
+
+async def _replicate(args: argparse.Namespace) -> int:
+    peer_public = _feed_id(args.peer_public_key, "--peer-public-key")
+    feed_id = args.feed or args.peer_public_key
+    _feed_id(feed_id, "--feed")
+    try:
+        messages = await replicate(
+            args.peer_host,
+            args.peer_port,
+            network_key=_network_key(args),
+            keypair=_keypair(args),
+            peer_public=peer_public,
+            feed_id=feed_id,
+            timeout=args.timeout,
+        )
+    except ReplicationError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return _EXIT_BY_KIND.get(exc.kind, EXIT_ERROR)
+    if args.out:
+        Path(args.out).write_text(json.dumps(messages, indent=2, ensure_ascii=False) + "\n",
+                                  encoding="utf-8")
+    latest = messages[-1]["sequence"] if messages else 0
+    print(f"SSB_REPLICATED feed={feed_id} count={len(messages)} latest_sequence={latest}", flush=True)
+    return EXIT_OK
+
+
+# --- parser ---------------------------------------------------------------------------
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m reference_impl.ssb",
+        description="Reference Secure Scuttlebutt node of the conformance harness: "
+        "secret handshake, box stream, RPC and classic feeds.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="run a node that serves its feeds over SSB",
+        description="Listen for SSB connections and serve createHistoryStream (all options of "
+        "the protocol guide), whoami and publish (publish only to a client using the node's "
+        "own key). When listening, prints one line to stdout: "
+        "'SSB_READY host=H port=P id=@...ed25519'. SIGTERM or SIGINT stops it (exit 0).",
+        epilog="fault modes (--fault), each breaking one rule on purpose:\n"
+        "  accept-any-network-key     accept a client hello made with any network key\n"
+        "  write-after-bad-handshake  write 16 garbage bytes after an invalid handshake message\n"
+        "  inclusive-sequence         createHistoryStream sequence=N also sends message N\n"
+        "  bad-signature              serve messages with one signature byte flipped\n"
+        "  no-error-on-unknown        answer unknown procedures without the end/err flag\n"
+        "  ignore-goodbye             neither answer nor close on the peer's goodbye",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_identity_options(serve, key_file_required=True)
+    listen = serve.add_argument_group("listening")
+    listen.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    listen.add_argument("--port", type=_non_negative_int, default=8008,
+                        help="TCP port; 0 picks a free one (default: %(default)s)")
+    listen.add_argument("--ready-file", metavar="PATH",
+                        help='also write {"host", "port", "id"} as JSON to PATH once listening')
+    listen.add_argument("--handshake-timeout", type=_positive_float, default=DEFAULT_HANDSHAKE_TIMEOUT,
+                        metavar="S", help="seconds a client gets to finish the handshake "
+                        "(default: %(default)g)")
+    listen.add_argument("--idle-timeout", type=_positive_float, default=DEFAULT_IDLE_TIMEOUT,
+                        metavar="S", help="close a connection silent for this many seconds "
+                        "(default: %(default)g)")
+    content = serve.add_argument_group("feeds")
+    content.add_argument("--seed-messages", type=_non_negative_int, default=0, metavar="N",
+                         help="publish N 'post' messages to the node's own feed at start")
+    content.add_argument("--seed-feed", action="append", default=[], metavar="FILE.json",
+                         help="load a feed (a JSON list of message values, e.g. the --out of "
+                         "replicate), verified message by message; repeatable")
+    serve.add_argument("--fault", choices=[fault.value for fault in Fault], metavar="MODE",
+                       help="break one protocol rule on purpose (see below); default: none")
+    serve.set_defaults(run=_serve)
+
+    client = commands.add_parser(
+        "replicate",
+        help="fetch and verify one feed from a peer",
+        description="Connect to a peer, run the handshake, call createHistoryStream "
+        "(live false), verify every message (signature, id, sequence and previous chain), "
+        "then say goodbye. On success prints "
+        "'SSB_REPLICATED feed=@... count=N latest_sequence=M'.",
+        epilog=f"exit status: {EXIT_OK} replicated and verified, {EXIT_ERROR} connection or "
+        f"protocol error, {EXIT_USAGE} bad arguments or files, {EXIT_HANDSHAKE} handshake failed, "
+        f"{EXIT_INVALID_MESSAGE} invalid message, {EXIT_TIMEOUT} timeout",
+    )
+    _add_identity_options(client, key_file_required=False)
+    peer = client.add_argument_group("peer")
+    peer.add_argument("--peer-host", default="127.0.0.1", help="default: %(default)s")
+    peer.add_argument("--peer-port", type=int, required=True)
+    peer.add_argument("--peer-public-key", required=True, metavar="@...ed25519",
+                      help="the peer's identity; the handshake fails unless it is really the peer's")
+    client.add_argument("--feed", metavar="@...ed25519",
+                        help="feed to replicate (default: the peer's own feed)")
+    client.add_argument("--out", metavar="FILE.json",
+                        help="write the verified messages there, as a JSON list of message values")
+    client.add_argument("--timeout", type=_positive_float, default=DEFAULT_REPLICATE_TIMEOUT,
+                        metavar="S", help="give up after this many seconds (default: %(default)g)")
+    client.set_defaults(run=_replicate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return asyncio.run(args.run(args))
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
