@@ -12,10 +12,11 @@ installed alongside any other test suite.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -214,8 +215,8 @@ def deadline(request: pytest.FixtureRequest) -> float:
 
 
 @pytest.fixture
-def connect(target: TargetRuntime, wire_trace: WireTrace, deadline: float
-            ) -> Callable[..., Awaitable[TcpConnection]]:
+async def connect(target: TargetRuntime, wire_trace: WireTrace, deadline: float
+                  ) -> AsyncIterator[Callable[..., Awaitable[TcpConnection]]]:
     """``await connect()`` opens a TCP connection to the target's server role.
     Every connection is closed when the case ends."""
     opened: list[TcpConnection] = []
@@ -228,6 +229,7 @@ def connect(target: TargetRuntime, wire_trace: WireTrace, deadline: float
     yield open_connection
     for conn in opened:
         conn.abort()
+    await asyncio.sleep(0)  # let the aborted transports release their sockets
 
 
 # ------------------------------------------------------------------ hooks

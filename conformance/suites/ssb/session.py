@@ -189,12 +189,14 @@ def describe(msg: RpcMessage) -> str:
     """A message as a failure message shows it: flags, number, body, bytes."""
     body: Any
     try:
-        body = msg.value
-    except Exception:
+        body = msg.value()
+    except RpcError:
         body = msg.body
+    shown = body.hex() if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False)
+    if len(shown) > 300:
+        shown = shown[:300] + "..."
     return (f"req={msg.req} stream={msg.stream} end={msg.end} type={msg.body_type.name} "
-            f"body={json.dumps(body) if not isinstance(body, bytes) else body.hex()} "
-            f"(bytes {short_hex(msg.encode(), 96)})")
+            f"body={shown} (bytes {short_hex(msg.encode(), 96)})")
 
 
 def error_body(msg: RpcMessage) -> Any:

@@ -9,6 +9,7 @@ handshake it is expected to call createHistoryStream on it.
 from __future__ import annotations
 
 import json
+import time
 
 from conformance.core.requirements import requirement
 from conformance.core.transport import short_hex
@@ -25,8 +26,9 @@ OTHER_NETWORK_KEY = bytes(range(32))
 
 def harness_feed(keypair: Keypair, count: int = 3) -> Feed:
     feed = Feed(keypair)
+    start = int(time.time() * 1000)
     for n in range(count):
-        feed.append({"type": "post", "text": f"message {n + 1} served by the conformance harness"})
+        feed.append({"type": "post", "text": f"message {n + 1} served by the conformance harness"}, start + n)
     return feed
 
 
