@@ -74,13 +74,13 @@ class RunState:
                 raise TargetError(f"unknown target {name!r}; known targets: {sorted(self.targets)} "
                                   "(add your own with --targets-file)")
             target = self.targets[name]
-            runtime = TargetRuntime(target, make_work_dir(self.run_dir / "work", target.name),
-                                    self.run_dir / "logs")
+            runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs")
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
                 runtime.start_server()
             except TargetError as exc:
                 self.startup_error = str(exc)
+                runtime.stop()
                 raise
             self.runtime = runtime
         return self.runtime

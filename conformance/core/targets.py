@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -243,7 +244,8 @@ class ProcessHandle:
         try:
             self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=env, cwd=cwd or None,
-                                            start_new_session=True)
+                                            start_new_session=True,
+                                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         except OSError as exc:
             self._log.close()
             raise TargetError(f"could not start {argv[0]!r}: {exc}") from None
@@ -438,6 +440,7 @@ class TargetRuntime:
         if self.server is not None:
             self.server.stop()
             self.server = None
+        shutil.rmtree(self.work_dir, ignore_errors=True)
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -448,8 +451,22 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
-def make_work_dir(parent: Path, name: str) -> Path:
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=f"{name}.", dir=parent))
+def make_work_dir(name: str) -> Path:
+    """A private (0700) scratch directory for a target's key files and state.
+    It lives outside the reports tree, because reports are shared and key
+    files are secrets; it is deleted when the run ends."""
+    path = Path(tempfile.mkdtemp(prefix=f"conformance-{name}."))
     os.chmod(path, 0o700)
     return path
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the harness dies, even by
+    SIGKILL, so that no launched node outlives a killed run (Linux only)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass

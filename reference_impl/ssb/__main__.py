@@ -180,9 +180,10 @@ async def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
     try:
-        print(f"SSB_READY host={host} port={port} id={node.feed_id}", flush=True)
+        # The file first: whoever sees the stdout line may look for the file.
         if args.ready_file:
             _write_ready_file(args.ready_file, {"host": host, "port": port, "id": node.feed_id})
+        print(f"SSB_READY host={host} port={port} id={node.feed_id}", flush=True)
         await stop.wait()
         log.info("shutting down")
     finally:
@@ -270,8 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="S", help="seconds a client gets to finish the handshake "
                         "(default: %(default)g)")
     listen.add_argument("--idle-timeout", type=_positive_float, default=DEFAULT_IDLE_TIMEOUT,
-                        metavar="S", help="close a connection silent for this many seconds "
-                        "(default: %(default)g)")
+                        metavar="S", help="close a connection (with goodbyes) after this many seconds "
+                        "with nothing received and no message sent (default: %(default)g)")
     content = serve.add_argument_group("feeds")
     content.add_argument("--seed-messages", type=_non_negative_int, default=0, metavar="N",
                          help="publish N 'post' messages to the node's own feed at start")
@@ -295,8 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_identity_options(client, key_file_required=False)
     peer = client.add_argument_group("peer")
-    peer.add_argument("--peer-host", default="127.0.0.1", help="default: %(default)s")
-    peer.add_argument("--peer-port", type=int, required=True)
+    peer.add_argument("--peer-host", default="127.0.0.1", metavar="HOST",
+                      help="the peer's address (default: %(default)s)")
+    peer.add_argument("--peer-port", type=int, required=True, metavar="PORT", help="the peer's TCP port")
     peer.add_argument("--peer-public-key", required=True, metavar="@...ed25519",
                       help="the peer's identity; the handshake fails unless it is really the peer's")
     client.add_argument("--feed", metavar="@...ed25519",

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 60.0
+"""Seconds without a byte received, or a message sent, before a connection
+is closed (with goodbyes)."""
 DEFAULT_REPLICATE_TIMEOUT = 30.0
 
 READ_SIZE = 64 * 1024
@@ -448,7 +450,11 @@ class _ServerSession:
                 for event in events:
                     self._handle(event)
                 self.link.flush()
-                await self.link.drain()
+                try:
+                    await self.link.drain()
+                except (OSError, TimeoutError) as exc:
+                    log.info("%s: peer stopped reading (%r); dropping the connection", self.peer_address, exc)
+                    break
                 if not data:
                     break
         finally:
@@ -607,6 +613,8 @@ class _ServerSession:
                     cursor += 1
                     sent += 1
                     self.link.flush()
+                    # A connection carrying live messages is not idle.
+                    self._last_activity = asyncio.get_running_loop().time()
                     await self.link.drain()
                 elif options.live:
                     await node._wait_for_append(options.feed_id)

@@ -52,7 +52,8 @@ class ServedSession:
                     self.inbox.extend(self.rpc.receive_data(body))
             except BoxStreamError as exc:
                 raise AssertionError(f"target client's box stream does not decrypt ({exc.reason}): {short_hex(data)}") from None
-            if self.decoder.ended or self.rpc.ended:
+            # Messages that came in the same read as a goodbye still count.
+            if not self.inbox and (self.decoder.ended or self.rpc.ended):
                 raise AssertionError(f"target client said goodbye while the case awaited {what}")
         return self.inbox.pop(0)
 
