@@ -30,7 +30,10 @@ class PeerClosed(AssertionError):
 
 @dataclass
 class TraceEntry:
-    direction: str  # "sent" (harness -> target), "received", or "event"
+    direction: str
+    """"sent" (harness -> target) and "received": bytes on the wire;
+    "sent-plain" and "received-plain": the same traffic after decryption or
+    before encryption, as a protocol layer saw it; "event": a note."""
     at: float
     data: bytes
     note: str = ""
@@ -67,7 +70,9 @@ class WireTrace:
         if not self.entries:
             return "(no traffic)\n"
         lines = []
-        arrows = {"sent": "harness -> target", "received": "target -> harness"}
+        arrows = {"sent": "harness -> target", "received": "target -> harness",
+                  "sent-plain": "harness -> target (plaintext)",
+                  "received-plain": "target -> harness (plaintext)"}
         for entry in self.entries:
             if entry.direction == "event":
                 lines.append(f"[{entry.at:8.3f}s] -- {entry.note}")

@@ -87,7 +87,8 @@ class SsbClientSession:
 
     # -- sending
     async def send_rpc_bytes(self, data: bytes, note: str) -> None:
-        await self.conn.send(self.encoder.encode(data), note)
+        self.conn.trace.record("sent-plain", data, note)
+        await self.conn.send(self.encoder.encode(data), f"box stream carrying: {note}")
 
     def request_message(self, name: list[str], args: list, type_: str = "source",
                         req: int | None = None) -> RpcMessage:
@@ -127,7 +128,9 @@ class SsbClientSession:
         for body in bodies:
             self.box_bodies.append(body)
             try:
-                self.inbox.extend(self.rpc_decoder.receive_data(body))
+                for msg in self.rpc_decoder.receive_data(body):
+                    self.conn.trace.record("received-plain", msg.encode(), f"RPC {describe(msg)[:160]}")
+                    self.inbox.append(msg)
             except RpcError as exc:
                 raise AssertionError(f"target's RPC stream is malformed ({exc}); box body {short_hex(body)}") from None
         if self.rpc_decoder.ended:
