@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Creates .venv (Python >= 3.11) and installs the harness into it, editable,
+# with the test extras. Idempotent: a second run only checks.
+#
+# Usage: scripts/setup.sh [--node]   --node also installs the npm interop
+#                                    packages (scripts/install-node-deps.sh)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+python="${PYTHON:-python3}"
+"$python" - <<'PY' || { echo "setup: ERROR: Python >= 3.11 is required (set PYTHON=...)" >&2; exit 1; }
+import sys
+sys.exit(0 if sys.version_info >= (3, 11) else 1)
+PY
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv with $("$python" --version)"
+    "$python" -m venv .venv
+fi
+stamp=.venv/.installed-from
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: installing the harness and its dependencies into .venv"
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".[test]"
+    echo "$want" > "$stamp"
+fi
+if [ "${1:-}" = "--node" ]; then
+    scripts/install-node-deps.sh
+fi
