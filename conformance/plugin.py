@@ -232,6 +232,26 @@ async def connect(target: TargetRuntime, wire_trace: WireTrace, deadline: float
     await asyncio.sleep(0)  # let the aborted transports release their sockets
 
 
+@pytest.fixture
+async def ws_connect(target: TargetRuntime, wire_trace: WireTrace, deadline: float):
+    """``await ws_connect()`` opens a WebSocket to the target's ``url``.
+    Every connection is closed when the case ends."""
+    from .core.websocket import WebSocketConnection  # only protocols over WebSocket need it
+
+    if not target.url:
+        raise TargetError(f"target {target.target.name} has no url (set url, or launch.outputs url)")
+    opened: list[WebSocketConnection] = []
+
+    async def open_connection(label: str = "") -> WebSocketConnection:
+        conn = await WebSocketConnection.open(target.url, wire_trace, deadline, label)
+        opened.append(conn)
+        return conn
+
+    yield open_connection
+    for conn in opened:
+        await conn.close()
+
+
 # ------------------------------------------------------------------ hooks
 
 @pytest.hookimpl(wrapper=True)

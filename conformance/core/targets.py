@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -57,6 +58,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 KNOWN_PROTOCOLS = ("ssb", "btp", "stomp", "ripp", "ripple-host")
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
 _OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+
+
+GENERATORS = {"hex16": lambda: secrets.token_hex(16), "hex32": lambda: secrets.token_hex(32)}
+"""Secrets the harness can make for a target it launches (e.g. the auth
+token of a reference node): written to a 0600 file in the run's work dir."""
 
 
 class TargetError(Exception):
@@ -165,10 +171,15 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
             credentials[key[:-5]] = CredentialRef("file", value)
         elif key.endswith("_env"):
             credentials[key[:-4]] = CredentialRef("env", value)
+        elif key.endswith("_generate"):
+            if value not in GENERATORS:
+                raise TargetError(f"{where}: credential {key!r}: generator must be one of {sorted(GENERATORS)}")
+            credentials[key[:-9]] = CredentialRef("generate", value)
         else:
             raise TargetError(
-                f"{where}: credential {key!r} must end in _file (a path) or _env (an environment "
-                "variable name); secrets are never written into a targets file")
+                f"{where}: credential {key!r} must end in _file (a path), _env (an environment "
+                "variable name) or _generate (a fresh secret per run, for launched targets); "
+                "secrets are never written into a targets file")
     launch = None
     if "launch" in table:
         lt = dict(table["launch"])
@@ -298,6 +309,7 @@ class TargetRuntime:
         self.log_dir = log_dir
         self.host = target.host
         self.port = target.port
+        self.url = target.url
         self.params: dict[str, Any] = dict(target.params)
         self.server: ProcessHandle | None = None
         self.restarts = 0
@@ -308,6 +320,8 @@ class TargetRuntime:
         ref = self.target.credentials.get(name)
         if ref is None:
             return False
+        if ref.kind == "generate":
+            return True
         if ref.kind == "env":
             return ref.ref in os.environ
         return Path(self._expand_text(ref.ref)).is_file()
@@ -316,6 +330,8 @@ class TargetRuntime:
         ref = self.target.credentials.get(name)
         if ref is None:
             raise TargetError(f"target {self.target.name!r} has no credential {name!r}")
+        if ref.kind == "generate":
+            return Path(self.credential_file(name)).read_bytes()
         if ref.kind == "env":
             value = os.environ.get(ref.ref)
             if value is None:
@@ -336,6 +352,12 @@ class TargetRuntime:
         if ref.kind == "file":
             return str(Path(self._expand_text(ref.ref)))
         path = self.work_dir / f"{name}.credential"
+        if ref.kind == "generate":
+            if not path.exists():
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(GENERATORS[ref.ref]())
+            return str(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(self.credential(name))
@@ -346,7 +368,7 @@ class TargetRuntime:
         ctx: dict[str, str] = {
             "python": sys.executable, "repo": str(REPO_ROOT), "workdir": str(self.work_dir),
             "target_dir": self.target.base_dir or str(REPO_ROOT),
-            "host": self.host, "port": str(self.port),
+            "host": self.host, "port": str(self.port), "url": self.url,
         }
         ctx.update({k: str(v) for k, v in self.params.items()})
         ctx.update({k: str(v) for k, v in extra.items()})
@@ -419,6 +441,8 @@ class TargetRuntime:
                 self.port = int(found[key])
             elif param == "host":
                 self.host = found[key]
+            elif param == "url":
+                self.url = found[key]
             else:
                 self.params[param] = found[key]
 

@@ -53,7 +53,7 @@ def test_mistakes_are_reported_with_target_and_field(tmp_path, change, message):
 
 def test_secrets_cannot_be_written_inline(tmp_path):
     text = MINIMAL + '\n[targets.node.credentials]\nsecret_key = "abc"\n'
-    with pytest.raises(TargetError, match="must end in _file .* or _env"):
+    with pytest.raises(TargetError, match="must end in _file .*, _env .* or _generate"):
         load_targets_file(write(tmp_path, text))
 
 
@@ -107,3 +107,18 @@ def test_launch_outputs_fill_params_and_port(tmp_path):
     finally:
         runtime.stop()
     assert not runtime.server
+
+
+def test_generated_credential_is_private_and_stable_within_a_run(tmp_path):
+    text = MINIMAL + '\n[targets.node.credentials]\nauth_token_generate = "hex16"\n'
+    runtime = TargetRuntime(load_targets_file(write(tmp_path, text))["node"], tmp_path, tmp_path)
+    assert runtime.has_credential("auth_token")
+    first = runtime.credential("auth_token")
+    assert len(first) == 32 and runtime.credential("auth_token") == first
+    assert stat.S_IMODE(os.stat(runtime.credential_file("auth_token")).st_mode) == 0o600
+
+
+def test_unknown_generator_is_refused(tmp_path):
+    text = MINIMAL + '\n[targets.node.credentials]\nauth_token_generate = "password123"\n'
+    with pytest.raises(TargetError, match="generator must be one of"):
+        load_targets_file(write(tmp_path, text))

@@ -1,0 +1,174 @@
+"""WebSocket connections to a target, with a deadline on every read and
+every message recorded in the case's wire trace.
+
+Protocols carried in WebSocket messages (BTP) use these instead of raw TCP.
+The trace records message payloads (what the protocol sees); framing is
+the websockets library's job and is checked by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from websockets.asyncio.client import connect as ws_connect
+from websockets.asyncio.server import serve as ws_serve
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from .transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, PeerClosed, WireTrace
+
+MAX_MESSAGE_SIZE = 1 << 20
+"""Largest message accepted from a target; a bigger one closes the
+connection (code 1009) rather than being buffered."""
+
+
+def _describe_close(ws: Any) -> str:
+    code = getattr(ws, "close_code", None)
+    reason = getattr(ws, "close_reason", "") or ""
+    return f"close code {code}" + (f" ({reason})" if reason else "") if code is not None else "connection lost"
+
+
+class WebSocketConnection:
+    """One WebSocket connection, either opened by the harness or accepted from a target."""
+
+    def __init__(self, ws: Any, trace: WireTrace, deadline: float, label: str = "") -> None:
+        self._ws = ws
+        self.trace = trace
+        self.deadline = deadline
+        self.label = label
+        self.closed = False
+
+    @classmethod
+    async def open(cls, url: str, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
+                   label: str = "") -> WebSocketConnection:
+        try:
+            ws = await asyncio.wait_for(
+                ws_connect(url, max_size=MAX_MESSAGE_SIZE, open_timeout=deadline, ping_interval=None,
+                           close_timeout=1.0), deadline)
+        except asyncio.TimeoutError:
+            raise DeadlineExceeded(f"WebSocket handshake with {url} did not complete within {deadline} s") from None
+        except (OSError, InvalidHandshake, InvalidURI) as exc:
+            raise ConnectionError(f"could not open WebSocket {url}: {exc}") from None
+        trace.event(f"WebSocket opened to {url}{' (' + label + ')' if label else ''}")
+        return cls(ws, trace, deadline, label)
+
+    async def send(self, payload: bytes | str, note: str = "") -> None:
+        data = payload.encode("utf-8") if isinstance(payload, str) else payload
+        kind = "text" if isinstance(payload, str) else "binary"
+        self.trace.record("sent", data, f"{kind} message" + (f": {note}" if note else ""))
+        try:
+            await asyncio.wait_for(self._ws.send(payload), self.deadline)
+        except asyncio.TimeoutError:
+            raise DeadlineExceeded(f"target did not take a {len(data)}-byte message within {self.deadline} s") from None
+
+    async def send_quietly(self, payload: bytes | str, note: str = "") -> bool:
+        try:
+            await self.send(payload, note)
+            return True
+        except ConnectionClosed:
+            return False
+
+    async def receive(self, what: str, deadline: float | None = None) -> bytes | str:
+        """The next message; fails naming ``what`` on deadline or close."""
+        limit = self.deadline if deadline is None else deadline
+        try:
+            message = await asyncio.wait_for(self._ws.recv(), limit)
+        except asyncio.TimeoutError:
+            raise DeadlineExceeded(f"no {what} within {limit} s") from None
+        except ConnectionClosed:
+            self._note_closed()
+            raise PeerClosed(f"target closed the WebSocket ({_describe_close(self._ws)}) while the case "
+                             f"awaited {what}") from None
+        self._record_received(message)
+        return message
+
+    def _record_received(self, message: bytes | str) -> None:
+        if isinstance(message, str):
+            self.trace.record("received", message.encode("utf-8"), "text message")
+        else:
+            self.trace.record("received", message, "binary message")
+
+    def _note_closed(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.trace.event(f"WebSocket closed by target: {_describe_close(self._ws)}")
+
+    async def messages_within(self, seconds: float, limit: int = 100) -> list[bytes | str]:
+        """Every message that arrives within ``seconds`` (for silence checks).
+        Stops early when the target closes."""
+        got: list[bytes | str] = []
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while len(got) < limit:
+            remaining = end - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                message = await asyncio.wait_for(self._ws.recv(), remaining)
+            except asyncio.TimeoutError:
+                break
+            except ConnectionClosed:
+                self._note_closed()
+                break
+            self._record_received(message)
+            got.append(message)
+        return got
+
+    async def await_close(self, deadline: float | None = None) -> tuple[bool, list[bytes | str]]:
+        """Wait for the target to close; ``(closed, messages received meanwhile)``."""
+        limit = self.deadline if deadline is None else deadline
+        got = await self.messages_within(limit, limit=1000)
+        return self.closed, got
+
+    async def close(self) -> None:
+        if not self.closed:
+            try:
+                await asyncio.wait_for(self._ws.close(), 2.0)
+            except (asyncio.TimeoutError, ConnectionClosed, OSError):
+                pass
+            self.closed = True
+
+
+class WebSocketServer:
+    """The harness listening on loopback, for cases where the target is the
+    client. ``accept`` has a deadline; connections stay open until the case ends."""
+
+    def __init__(self, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE, host: str = "127.0.0.1") -> None:
+        self.trace = trace
+        self.deadline = deadline
+        self.host = host
+        self.port = 0
+        self._server: Any = None
+        self._accepted: asyncio.Queue[WebSocketConnection] = asyncio.Queue()
+        self._done = asyncio.Event()
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}/"
+
+    async def __aenter__(self) -> WebSocketServer:
+        async def handler(ws: Any) -> None:
+            self.trace.event(f"target opened a WebSocket from {ws.remote_address[0]}:{ws.remote_address[1]}")
+            await self._accepted.put(WebSocketConnection(ws, self.trace, self.deadline, "client"))
+            await self._done.wait()  # the case owns the connection until it ends
+
+        self._server = await ws_serve(handler, self.host, 0, max_size=MAX_MESSAGE_SIZE, ping_interval=None,
+                                      close_timeout=1.0)
+        self.port = next(iter(self._server.sockets)).getsockname()[1]
+        self.trace.event(f"harness listening on {self.url}")
+        return self
+
+    async def accept(self, deadline: float) -> WebSocketConnection:
+        try:
+            return await asyncio.wait_for(self._accepted.get(), deadline)
+        except asyncio.TimeoutError:
+            raise DeadlineExceeded(f"target did not connect to {self.url} within {deadline} s") from None
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._done.set()
+        self._server.close()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), 3.0)
+        except asyncio.TimeoutError:
+            pass
+

@@ -1,0 +1,127 @@
+"""The harness's side of a BTP connection, driven by the reference codec.
+
+Cases use :class:`BtpPeer` to speak BTP the way a correct peer would
+(authenticate, send requests, match responses) and its raw ``send_raw`` to
+put forged or broken packets on the wire. Every packet is noted in the
+wire trace in decoded form beside its bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from conformance.core.transport import short_hex
+from conformance.core.websocket import WebSocketConnection
+from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Message, Packet, ProtocolDataEntry,
+                                       Response, decode_packet, encode_packet, is_response)
+
+AUTH = "auth"
+AUTH_TOKEN = "auth_token"
+BALANCE = "balance"
+
+
+def auth_message(request_id: int, token: bytes) -> Message:
+    """The auth Message of the spec: primary ``auth`` (octet stream, empty),
+    secondary ``auth_token`` as UTF-8 text."""
+    return Message(request_id, (
+        ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
+        ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, token),
+    ))
+
+
+def probe_message(request_id: int) -> Message:
+    """A harmless request whose only purpose is to get an answer."""
+    return Message(request_id, (ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"are you there"),))
+
+
+def summary(packet: Packet) -> str:
+    """A packet in one line for traces and failure messages."""
+    fields: dict[str, Any] = {"type": type(packet).__name__, "request_id": packet.request_id}
+    for name in ("amount", "code", "name", "triggered_at"):
+        if hasattr(packet, name):
+            fields[name] = getattr(packet, name)
+    if isinstance(packet, Error):
+        fields["data"] = packet.data[:64].hex()
+    fields["protocol_data"] = [
+        f"{e.name}/{e.content_type}/{e.data[:48].decode('utf-8', 'replace') if e.content_type else e.data[:48].hex()}"
+        for e in packet.protocol_data]
+    return json.dumps(fields, ensure_ascii=False)
+
+
+def new_request_id() -> int:
+    return secrets.randbits(32)
+
+
+class BtpPeer:
+    def __init__(self, conn: WebSocketConnection) -> None:
+        self.conn = conn
+
+    async def send(self, packet: Packet, note: str = "") -> bytes:
+        data = encode_packet(packet)
+        await self.conn.send(data, (note + ": " if note else "") + summary(packet))
+        return data
+
+    async def send_raw(self, payload: bytes | str, note: str) -> None:
+        await self.conn.send(payload, note)
+
+    async def next_packet(self, what: str, deadline: float | None = None) -> Packet:
+        """The target's next packet; one that does not decode fails the case
+        (a target must only send readable packets)."""
+        message = await self.conn.receive(what, deadline)
+        if isinstance(message, str):
+            raise AssertionError(f"target sent a text WebSocket message where {what} (a binary BTP packet) "
+                                 f"was due: {message[:200]!r}")
+        try:
+            packet = decode_packet(message)
+        except BtpDecodeError as exc:
+            raise AssertionError(f"target sent an unreadable packet where {what} was due "
+                                 f"({exc.reason}: {exc.detail}): {short_hex(message, 96)}") from None
+        self.conn.trace.event(f"decoded: {summary(packet)}")
+        return packet
+
+    async def response_to(self, request_id: int, what: str, deadline: float | None = None) -> Packet:
+        """The response (Response or Error) carrying ``request_id``; requests
+        the target makes meanwhile are answered with an empty Response, as a
+        peer would, and responses to other ids are reported."""
+        strays: list[str] = []
+        for _ in range(100):
+            packet = await self.next_packet(what, deadline)
+            if is_response(packet):
+                if packet.request_id == request_id:
+                    return packet
+                strays.append(summary(packet))
+                raise AssertionError(f"awaiting {what} for request id {request_id}, the target answered "
+                                     f"with another id: {strays}")
+            await self.send(Response(packet.request_id), "answering the target's own request")
+        raise AssertionError(f"no {what} among 100 packets")
+
+    async def request(self, packet: Packet, what: str) -> Packet:
+        await self.send(packet)
+        return await self.response_to(packet.request_id, what)
+
+    async def authenticate(self, token: bytes) -> Packet:
+        reply = await self.request(auth_message(new_request_id(), token), "the answer to the auth Message")
+        assert isinstance(reply, Response), f"target refused valid authentication: {summary(reply)}"
+        return reply
+
+    async def unanswered(self, seconds: float) -> list[str]:
+        """What the target sends within ``seconds`` (silence checks); decoded
+        where possible."""
+        got = []
+        for message in await self.conn.messages_within(seconds):
+            if isinstance(message, str):
+                got.append(f"text message {message[:120]!r}")
+                continue
+            try:
+                got.append(summary(decode_packet(message)))
+            except BtpDecodeError:
+                got.append(f"unreadable {short_hex(message)}")
+        return got
+
+    async def assert_still_answers(self, after: str) -> None:
+        """The connection keeps working: a probe request gets its response."""
+        probe = probe_message(new_request_id())
+        reply = await self.request(probe, f"the answer to a probe Message sent after {after}")
+        assert reply.request_id == probe.request_id

@@ -1,0 +1,102 @@
+"""Authentication, target as server (BTP 2.0, "Authentication")."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import requirement
+from reference_impl.btp.packet import ContentType, Error, Message, ProtocolDataEntry, Response, Transfer
+
+from .peer import auth_message, new_request_id, probe_message, summary
+
+CITE = "BTP 2.0, Authentication"
+
+
+async def expect_error_then_close(peer, request_id: int, what: str) -> None:
+    reply = await peer.response_to(request_id, f"the Error for {what}")
+    assert isinstance(reply, Error), f"{what} must get an Error, got {summary(reply)}"
+
+
+@requirement("btp.auth.server.accepts-valid-auth", "MUST", f"{CITE} (\"The server responds with a Response\")")
+async def test_accepts_valid_auth(open_peer, auth_token):
+    peer = await open_peer()
+    request = auth_message(new_request_id(), auth_token)
+    reply = await peer.request(request, "the answer to a valid auth Message")
+    assert isinstance(reply, Response), f"valid auth must get a Response, got {summary(reply)}"
+
+
+@requirement("btp.auth.server.error-on-transfer-before-auth", "MUST",
+             f"{CITE} (\"the server responds with an Error if any other packet is sent before the auth data\")")
+async def test_error_on_transfer_before_auth(open_peer):
+    peer = await open_peer()
+    transfer = Transfer(new_request_id(), 10)
+    await peer.send(transfer, "a Transfer before any auth")
+    await expect_error_then_close(peer, transfer.request_id, "a Transfer sent before auth")
+
+
+@requirement("btp.auth.server.error-on-non-auth-message-first", "MUST",
+             f"{CITE} (\"sends a Message call whose primary sub-protocol is not auth, the server should respond with an Error\")")
+async def test_error_on_message_with_other_primary_first(open_peer):
+    peer = await open_peer()
+    message = probe_message(new_request_id())
+    await peer.send(message, "a non-auth Message first")
+    await expect_error_then_close(peer, message.request_id, "a Message whose primary sub-protocol is not auth")
+
+
+@requirement("btp.auth.server.closes-after-auth-error", "MUST", f"{CITE} (\"If the server sent an Error, it subsequently closes the connection\")")
+async def test_closes_connection_after_auth_error(open_peer, deadline):
+    peer = await open_peer()
+    transfer = Transfer(new_request_id(), 10)
+    await peer.send(transfer, "a Transfer before any auth")
+    await expect_error_then_close(peer, transfer.request_id, "a Transfer sent before auth")
+    closed, more = await peer.conn.await_close(deadline)
+    assert closed, f"target kept the connection open {deadline} s after its auth Error; sent meanwhile: {len(more)} message(s)"
+
+
+@requirement("btp.auth.server.rejects-wrong-token", "MUST", f"{CITE} (\"the provided authentication data is invalid or incorrect\")")
+async def test_rejects_wrong_token(open_peer, wrong_token, deadline):
+    peer = await open_peer()
+    request = auth_message(new_request_id(), wrong_token)
+    reply = await peer.request(request, "the answer to auth with a wrong token")
+    assert isinstance(reply, Error), f"a wrong token must get an Error, got {summary(reply)}"
+    closed, _ = await peer.conn.await_close(deadline)
+    assert closed, f"target kept the connection open {deadline} s after rejecting the token"
+
+
+@requirement("btp.auth.server.rejects-missing-auth-token", "MUST",
+             f"{CITE} (\"there MUST be a UTF-8 'auth_token' entry ... it cannot be omitted\")")
+async def test_rejects_auth_without_token_entry(open_peer):
+    peer = await open_peer()
+    request = Message(new_request_id(), (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),))
+    reply = await peer.request(request, "the answer to auth without auth_token")
+    assert isinstance(reply, Error), f"auth without an auth_token entry must get an Error, got {summary(reply)}"
+
+
+@requirement("btp.auth.server.rejects-duplicate-subprotocol-names", "MUST",
+             f"{CITE} (Error if \"any of the other protocol rules are violated (e.g. having two subprotos with the same name)\")")
+async def test_rejects_auth_with_duplicate_names(open_peer, auth_token):
+    peer = await open_peer()
+    base = auth_message(new_request_id(), auth_token)
+    request = Message(base.request_id, base.protocol_data + (base.protocol_data[1],))
+    reply = await peer.request(request, "the answer to auth with auth_token twice")
+    assert isinstance(reply, Error), f"two sub-protocols named auth_token must get an Error, got {summary(reply)}"
+
+
+@requirement("btp.auth.server.disconnects-client-that-never-authenticates", "MUST",
+             f"{CITE} (Error if \"it takes too long before the authentication data is sent\"; then close)")
+async def test_disconnects_silent_client(open_peer, auth_timeout, deadline):
+    """The target declares its auth timeout (params.auth_timeout, default 30 s);
+    it must have closed the connection by then (plus the read deadline)."""
+    peer = await open_peer()
+    closed, messages = await peer.conn.await_close(auth_timeout + deadline)
+    assert closed, f"target kept an unauthenticated connection open for {auth_timeout + deadline:.0f} s"
+
+
+@requirement("btp.auth.server.requires-reauth-after-reconnect", "MUST",
+             f"{CITE} (\"If the connection is ever dropped and reconnected then it must be re-authenticated\")")
+async def test_requires_auth_again_after_reconnect(open_peer, authenticated_peer):
+    first = await authenticated_peer("first connection")
+    await first.conn.close()
+    second = await open_peer("reconnected")
+    probe = probe_message(new_request_id())
+    await second.send(probe, "a Message on a new connection without auth")
+    reply = await second.response_to(probe.request_id, "the answer to an unauthenticated Message")
+    assert isinstance(reply, Error), f"a new connection must authenticate again; got {summary(reply)}"

@@ -1,0 +1,151 @@
+"""Request/response flow after authentication, target as server
+(BTP 2.0, "Flow", "Sub-protocols", "Error")."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from conformance.core.requirements import requirement
+from reference_impl.btp.packet import (ERROR_CODES, ContentType, Error, Message, ProtocolDataEntry, Response,
+                                       encode_packet, generalized_time, is_response)
+
+from .peer import new_request_id, probe_message, summary
+
+FLOW = "BTP 2.0, Flow"
+UNEXPECTED = f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")"
+UNREADABLE = f"{FLOW} (\"Unreadable packets must be ignored too\")"
+SILENCE_WINDOW = 1.0
+"""Seconds of silence that count as "no reply": loopback answers take
+milliseconds, and every silence check is followed by a probe that must be
+answered, so a slow reply would still show up there."""
+GENERALIZED_TIME_UTC = re.compile(r"^\d{14}(\.\d{1,3})?Z$")
+
+
+async def assert_silent_then_alive(peer, what: str) -> None:
+    replies = await peer.unanswered(SILENCE_WINDOW)
+    assert not replies, f"target answered {what}; the spec wants silence. It sent: {replies}"
+    await peer.assert_still_answers(what)
+
+
+@requirement("btp.flow.server.response-carries-request-id", "MUST",
+             f"{FLOW} (\"The responder should always send back a response to a request with the same requestId\")")
+async def test_response_carries_request_id(authenticated_peer):
+    peer = await authenticated_peer()
+    probe = probe_message(0xDEADBEEF)
+    await peer.send(probe)
+    reply = await peer.next_packet("the answer to a Message with request id 0xdeadbeef")
+    assert is_response(reply) and reply.request_id == probe.request_id, (
+        f"the answer must be a Response or Error with request id {probe.request_id}; got {summary(reply)}")
+
+
+@requirement("btp.flow.server.answers-concurrent-requests-once-each", "MUST",
+             f"{FLOW} (request IDs correlate requests and responses; \"should always send back a response\")")
+async def test_answers_each_of_many_in_flight_requests_once(authenticated_peer):
+    peer = await authenticated_peer()
+    ids = [new_request_id() for _ in range(25)]
+    await asyncio.gather(*(peer.send(probe_message(i), f"in-flight request {n + 1} of 25") for n, i in enumerate(ids)))
+    answers: dict[int, int] = {}
+    for _ in ids:
+        packet = await peer.next_packet("answers to 25 in-flight requests")
+        assert is_response(packet), f"expected responses only, got {summary(packet)}"
+        answers[packet.request_id] = answers.get(packet.request_id, 0) + 1
+    extra = await peer.unanswered(SILENCE_WINDOW / 2)
+    assert not extra and set(answers) == set(ids) and all(n == 1 for n in answers.values()), (
+        f"each request must be answered exactly once with its own id; answers by id: {answers}, "
+        f"further packets: {extra}")
+
+
+@requirement("btp.flow.server.silent-on-response-for-unknown-request", "SHOULD", UNEXPECTED)
+async def test_silent_on_response_to_no_request(authenticated_peer):
+    peer = await authenticated_peer()
+    await peer.send(Response(new_request_id(), (ProtocolDataEntry("x", ContentType.TEXT_PLAIN_UTF8, b"?"),)),
+                    "a Response to a request never sent")
+    await assert_silent_then_alive(peer, "a Response to no request")
+
+
+@requirement("btp.flow.server.silent-on-error-for-unknown-request", "SHOULD", UNEXPECTED)
+async def test_silent_on_error_to_no_request(authenticated_peer):
+    peer = await authenticated_peer()
+    await peer.send(Error(new_request_id(), "F00", "NotAcceptedError", generalized_time(), b""),
+                    "an Error for a request never sent")
+    await assert_silent_then_alive(peer, "an Error for no request")
+
+
+@requirement("btp.flow.server.silent-on-truncated-packet", "MUST", UNREADABLE)
+async def test_silent_on_truncated_packet(authenticated_peer):
+    peer = await authenticated_peer()
+    whole = encode_packet(probe_message(new_request_id()))
+    await peer.send_raw(whole[:len(whole) - 5], "a Message cut 5 bytes short")
+    await assert_silent_then_alive(peer, "a truncated packet")
+
+
+@requirement("btp.flow.server.silent-on-length-beyond-end", "MUST", UNREADABLE + " (\"terminates before length prefixes dictate\")")
+async def test_silent_on_length_prefix_beyond_end(authenticated_peer):
+    peer = await authenticated_peer()
+    whole = bytearray(encode_packet(probe_message(new_request_id())))
+    whole[5] = min(whole[5] + 40, 0x7F)  # the envelope's short-form length now claims more than follows
+    await peer.send_raw(bytes(whole), "a Message whose length prefix claims 40 bytes more than are sent")
+    await assert_silent_then_alive(peer, "a packet whose length prefix runs past its end")
+
+
+@requirement("btp.flow.server.silent-on-garbage", "MUST", UNREADABLE)
+async def test_silent_on_garbage(authenticated_peer):
+    peer = await authenticated_peer()
+    await peer.send_raw(bytes.fromhex("ff00112233445566778899aabbccddeeff"), "17 bytes of garbage")
+    await assert_silent_then_alive(peer, "garbage")
+
+
+@requirement("btp.flow.server.silent-on-illegal-characters", "MUST", UNREADABLE + " (\"contains illegal characters\")")
+async def test_silent_on_non_ia5_name(authenticated_peer):
+    peer = await authenticated_peer()
+    good = encode_packet(Message(new_request_id(), (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"x"),)))
+    bad = good.replace(b"probe", "pr\u00f6b".encode("latin-1") + b"e")  # one byte >= 0x80 in an IA5String
+    await peer.send_raw(bad, "a Message whose sub-protocol name has the byte 0xf6 (not IA5)")
+    await assert_silent_then_alive(peer, "a packet with a non-IA5 protocol name")
+
+
+@requirement("btp.flow.server.silent-on-text-message", "MUST",
+             "BTP 2.0, Terminology (\"BTP Packets\" in WebSocket messages) and Flow (\"Unreadable packets must be ignored\")")
+async def test_silent_on_text_websocket_message(authenticated_peer):
+    peer = await authenticated_peer()
+    await peer.send_raw('{"type": "message", "hello": "BTP is binary"}', "a text WebSocket message")
+    await assert_silent_then_alive(peer, "a text message")
+
+
+@requirement("btp.subprotocol.server.rejects-duplicate-names", "MUST",
+             "BTP 2.0, Authentication (\"having two subprotos with the same name\" violates the protocol rules)")
+async def test_rejects_duplicate_protocol_names_after_auth(authenticated_peer):
+    peer = await authenticated_peer()
+    entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
+    request = Message(new_request_id(), (entry, entry))
+    reply = await peer.request(request, "the answer to a Message with two sub-protocols of one name")
+    assert isinstance(reply, Error), f"two sub-protocols with the same name must get an Error; got {summary(reply)}"
+
+
+async def provoke_error(peer) -> Error:
+    entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
+    reply = await peer.request(Message(new_request_id(), (entry, entry)), "an Error (duplicate sub-protocol names)")
+    assert isinstance(reply, Error), f"could not provoke an Error: {summary(reply)}"
+    return reply
+
+
+@requirement("btp.error.server.code-from-table", "MUST", "BTP 2.0, Error, Error Codes (\"Standardized error code\")")
+async def test_error_code_is_standard(authenticated_peer):
+    error = await provoke_error(await authenticated_peer())
+    assert error.code in ERROR_CODES, f"error code {error.code!r} is not in the spec's table {sorted(ERROR_CODES)}"
+
+
+@requirement("btp.error.server.name-matches-code", "SHOULD", "BTP 2.0, Error, Error Codes (\"name: Corresponding error code\")")
+async def test_error_name_matches_code(authenticated_peer):
+    error = await provoke_error(await authenticated_peer())
+    assert ERROR_CODES.get(error.code) == error.name, (
+        f"error {error.code} should be named {ERROR_CODES.get(error.code)!r}, got {error.name!r}")
+
+
+@requirement("btp.error.server.triggered-at-is-utc", "MUST",
+             "BTP 2.0, Error (triggeredAt GeneralizedTime); specs README (UTC, e.g. 20171115140000.000Z)")
+async def test_error_triggered_at_is_utc_generalized_time(authenticated_peer):
+    error = await provoke_error(await authenticated_peer())
+    assert GENERALIZED_TIME_UTC.match(error.triggered_at), (
+        f"triggeredAt {error.triggered_at!r} is not a UTC GeneralizedTime like 20171115140000.000Z")
