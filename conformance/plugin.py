@@ -286,33 +286,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     case["duration"] += report.duration
     if report.when == "setup":
         _label_for_allure(item, req, state)
-        if report.skipped:
-            reason = _skip_reason(report)
-            if reason.startswith(NOT_APPLICABLE_PREFIX):
-                case.update(outcome=NOT_APPLICABLE, message=reason[len(NOT_APPLICABLE_PREFIX):])
-            else:
-                # Conformance cases are never skipped: a skip is a harness bug.
-                case.update(outcome=ERROR, message=f"case skipped, which conformance cases never are: {reason}")
-        elif report.failed:
-            case.update(outcome=ERROR, message=_failure_text(call))
+    if report.skipped:
+        case.update(_skip_outcome(report))
+    elif report.when == "setup" and report.failed:
+        case.update(outcome=ERROR, message=_failure_text(call))
     elif report.when == "call":
-        if report.skipped:
-            reason = _skip_reason(report)
-            if reason.startswith(NOT_APPLICABLE_PREFIX):
-                case.update(outcome=NOT_APPLICABLE, message=reason[len(NOT_APPLICABLE_PREFIX):])
-            else:
-                case.update(outcome=ERROR, message=f"case skipped, which conformance cases never are: {reason}")
-        elif report.passed:
+        if report.passed:
             case.update(outcome=PASSED)
         elif report.failed:
             is_failure = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
             case.update(outcome=FAILED if is_failure else ERROR, message=_failure_text(call))
+    if report.when == "call":
         _attach_trace(item)
     elif report.when == "teardown":
         if report.failed and case["outcome"] in (PASSED, None):
             case.update(outcome=ERROR, message="teardown failed: " + _failure_text(call))
         _record(item, req, state, case)
     return report
+
+
+def _skip_outcome(report: pytest.TestReport) -> dict[str, str]:
+    reason = _skip_reason(report)
+    if reason.startswith(NOT_APPLICABLE_PREFIX):
+        return {"outcome": NOT_APPLICABLE, "message": reason[len(NOT_APPLICABLE_PREFIX):]}
+    # Conformance cases are never skipped: any other skip is a harness bug.
+    return {"outcome": ERROR, "message": f"case skipped, which conformance cases never are: {reason}"}
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -17,32 +17,30 @@ def history_request(session, feed_id: str, **options):
     return session.request_message(["createHistoryStream"], [{"id": feed_id, **options}])
 
 
+async def send_tampered_box_and_expect_close(session, feed_id: str, flip_at: int, what: str) -> None:
+    """A request in a box with one bit flipped: the target must not answer
+    it and must end the connection."""
+    request = history_request(session, feed_id, limit=1)
+    box = session.encoder.encode(request.encode())
+    await session.conn.send(flip_byte(box, flip_at), f"box with one bit of its {what} flipped")
+    closed, data = await session.conn.await_close()
+    answered = _answers_in(session, data, request.req)
+    assert not answered, f"target answered a request carried in a tampered box: {answered}"
+    assert closed, f"target kept the connection open {session.conn.deadline} s after a tampered {what}"
+
+
 @requirement("ssb.boxstream.server.ends-on-tampered-header", "MUST",
              "SSB guide, Box stream (\"designed to protect messages from being ... modified\"), Receiving")
 async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
     """A box whose encrypted header was altered does not authenticate; the
     target must end the connection rather than read on."""
-    session = await open_session()
-    request = history_request(session, server_feed_id, limit=1)
-    box = session.encoder.encode(request.encode())
-    await session.conn.send(flip_byte(box, 5), "box with one bit of its header flipped")
-    closed, data = await session.conn.await_close()
-    answered = _answers_in(session, data, request.req)
-    assert not answered, f"target answered a request carried in a tampered box: {answered}"
-    assert closed, f"target kept the connection open {session.conn.deadline} s after a tampered header"
+    await send_tampered_box_and_expect_close(await open_session(), server_feed_id, 5, "header")
 
 
 @requirement("ssb.boxstream.server.ends-on-tampered-body", "MUST",
              "SSB guide, Box stream, Receiving (the body's secret box must open)")
 async def test_ends_connection_on_tampered_body(open_session, server_feed_id):
-    session = await open_session()
-    request = history_request(session, server_feed_id, limit=1)
-    box = session.encoder.encode(request.encode())
-    await session.conn.send(flip_byte(box, HEADER_BOX_SIZE + 3), "box with one bit of its body flipped")
-    closed, data = await session.conn.await_close()
-    answered = _answers_in(session, data, request.req)
-    assert not answered, f"target answered a request carried in a tampered box: {answered}"
-    assert closed, f"target kept the connection open {session.conn.deadline} s after a tampered body"
+    await send_tampered_box_and_expect_close(await open_session(), server_feed_id, HEADER_BOX_SIZE + 3, "body")
 
 
 def _answers_in(session, data: bytes, req: int) -> list[str]:
