@@ -27,6 +27,7 @@ from .core.results import new_run_id, write_summary
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
+INTEROP_DIR = Path(__file__).resolve().parent / "interop"
 EXIT_CONFORMANT = 0
 EXIT_NOT_CONFORMANT = 1
 EXIT_USAGE = 2
@@ -65,15 +66,17 @@ def choose_targets(targets: dict[str, Target], names: list[str], protocols: list
     return chosen
 
 
-def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespace) -> int:
+def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespace,
+              suite_dir: Path | None = None, peer: Target | None = None) -> int:
     """One pytest session per target, in a child process so that each run
     starts clean; its output goes to a log, progress lines to our stderr."""
+    suite = suite_dir or SUITES_DIR / target.protocol
     argv = [
-        sys.executable, "-m", "pytest", str(SUITES_DIR / target.protocol),
+        sys.executable, "-m", "pytest", str(suite),
         "-p", "pytest_asyncio.plugin", "-p", "allure_pytest.plugin", "-p", "conformance.plugin",
         "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function",
         "-o", "console_output_style=classic", "-p", "no:cacheprovider",
-        "--rootdir", str(SUITES_DIR), "-c", os.devnull,
+        "--rootdir", str(suite.parent), "-c", os.devnull,
         "--target", target.name, "--run-dir", str(run_dir), "--run-id", run_id,
         "--deadline", str(args.deadline), "--progress", "-q", "--tb=short",
         "--alluredir", str(run_dir / "allure-results"),
@@ -81,10 +84,12 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
     ]
     for file in args.targets_file:
         argv += ["--targets-file", str(Path(file).resolve())]
+    if peer is not None:
+        argv += ["--peer", peer.name]
     if args.keyword:
         argv += ["-k", args.keyword]
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    log = run_dir / f"pytest-{target.name}.log"
+    log = run_dir / f"pytest-{target.name}{'-with-' + peer.name if peer else ''}.log"
     with open(log, "wb") as out:
         try:
             process = subprocess.Popen(argv, stdout=out, stderr=None, env=env)
@@ -172,6 +177,47 @@ def cmd_certify(args: argparse.Namespace) -> int:
     return EXIT_CONFORMANT
 
 
+def cmd_interop(args: argparse.Namespace) -> int:
+    """Each client target against each server target, through a recording relay."""
+    try:
+        targets = load_targets(args.targets_file)
+        clients = [targets[n] for n in args.client]
+        servers = [targets[n] for n in args.server]
+    except KeyError as exc:
+        print(f"conformance: error: unknown target {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TargetError as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    pairs = [(c, s) for c in clients for s in servers if c.protocol == s.protocol]
+    problems = [f"{c.name} has no launch.client command" for c in clients if not c.can_launch("client")]
+    problems += [f"{s.name} does not play the server role" for s in servers if "server" not in s.roles]
+    if problems or not pairs:
+        print("conformance: error: " + ("; ".join(problems) or "no client/server pair speaks the same protocol"),
+              file=sys.stderr)
+        return EXIT_USAGE
+    run_id = new_run_id()
+    run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    codes = {}
+    for client, server in pairs:
+        print(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}", flush=True)
+        codes[f"{client.name}->{server.name}"] = run_suite(client, run_dir, run_id, args,
+                                                           INTEROP_DIR / client.protocol, server)
+    (run_dir / "results.jsonl").touch()
+    summary = write_summary(run_dir, run_id, started, {"kind": "interop", "pytest_exit_codes": codes})
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    print()
+    ok = bool(records)
+    for rec in records:
+        print(f"  {rec['outcome']:<7} {rec['implementation']} (client) -> {rec.get('peer_implementation')} "
+              f"(server): {rec['case_id']}")
+        ok = ok and rec["outcome"] == "passed"
+    print(f"\nresults: {run_dir}\nwall time {summary['duration_s']:.1f} s")
+    return EXIT_CONFORMANT if ok else EXIT_NOT_CONFORMANT
+
+
 def cmd_targets(args: argparse.Namespace) -> int:
     try:
         targets = load_targets(args.targets_file)
@@ -211,10 +257,21 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
     certify.set_defaults(func=cmd_certify)
 
+    interop = sub.add_parser("interop", help="run implementations against each other (client x server)")
+    interop.add_argument("--client", action="append", required=True, help="target playing the client (repeatable)")
+    interop.add_argument("--server", action="append", required=True, help="target playing the server (repeatable)")
+    interop.add_argument("--targets-file", action="append", default=[], help="TOML targets file (repeatable)")
+    interop.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
+    interop.add_argument("--run-dir", default=None, help="exact run directory")
+    interop.add_argument("--deadline", type=float, default=3.0, help="read deadline in seconds (default 3)")
+    interop.set_defaults(func=cmd_interop, keyword=None)
+
     targets = sub.add_parser("targets", help="list known targets")
     targets.add_argument("--targets-file", action="append", default=[], help="TOML targets file (repeatable)")
     targets.add_argument("--json", action="store_true", help="machine-readable output")
     targets.set_defaults(func=cmd_targets)
+    from .report import register as register_report
+    register_report(sub)
     return parser
 
 

@@ -54,6 +54,8 @@ class RunState:
     targets: dict[str, Target]
     target_name: str | None
     runtime: TargetRuntime | None = None
+    peer_name: str | None = None
+    peer_runtime: TargetRuntime | None = None
     writer: ResultWriter | None = None
     """Created on the first result, so that test runs without conformance
     cases leave no run directory behind."""
@@ -63,6 +65,21 @@ class RunState:
     total: int = 0
     unresponsive: str | None = None
     case_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def peer_for(self) -> TargetRuntime:
+        """The interop peer (server role), started on first use."""
+        if self.peer_runtime is None:
+            assert self.peer_name is not None
+            peer = self.targets[self.peer_name]
+            runtime = TargetRuntime(peer, make_work_dir(peer.name), self.run_dir / "logs")
+            runtime.log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                runtime.start_server()
+            except TargetError:
+                runtime.stop()
+                raise
+            self.peer_runtime = runtime
+        return self.peer_runtime
 
     def runtime_for(self, protocol: str) -> TargetRuntime:
         """The target runtime, started on first use."""
@@ -77,7 +94,10 @@ class RunState:
             runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs")
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
-                runtime.start_server()
+                # In an interop run the target is only the client; its
+                # server role is not needed.
+                if self.peer_name is None:
+                    runtime.start_server()
             except TargetError as exc:
                 self.startup_error = str(exc)
                 runtime.stop()
@@ -101,6 +121,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--run-dir", default=None,
                     help="directory for results.jsonl, traces and logs (default reports/runs/RUN_ID)")
     group.addoption("--run-id", default=None, help="run id to record (default: generated)")
+    group.addoption("--peer", default=None,
+                    help="interop runs: the target playing the server role opposite --target (the client)")
     group.addoption("--progress", action="store_true",
                     help="print one line per finished case (case id, level, outcome) to stderr")
     group.addoption("--deadline", type=float, default=DEFAULT_READ_DEADLINE,
@@ -115,10 +137,13 @@ def pytest_configure(config: pytest.Config) -> None:
     except TargetError as exc:
         raise pytest.UsageError(str(exc)) from None
     name = config.getoption("--target")
-    if name is not None and name not in targets:
-        raise pytest.UsageError(f"unknown target {name!r}; known: {', '.join(sorted(targets))}")
-    config.stash[_STATE] = RunState(config, run_id, run_dir, config.getoption("--deadline"),
-                                    targets, name)
+    peer = config.getoption("--peer")
+    for given in (name, peer):
+        if given is not None and given not in targets:
+            raise pytest.UsageError(f"unknown target {given!r}; known: {', '.join(sorted(targets))}")
+    state = RunState(config, run_id, run_dir, config.getoption("--deadline"), targets, name)
+    state.peer_name = peer
+    config.stash[_STATE] = state
 
 
 def _state(config: pytest.Config) -> RunState:
@@ -207,6 +232,23 @@ def not_applicable_reason(runtime: TargetRuntime, req: Requirement) -> str | Non
         elif need not in t.capabilities:
             return f"target {t.name} lacks the {need!r} capability (capabilities: {', '.join(t.capabilities) or 'none'})"
     return None
+
+
+@pytest.fixture
+def peer_target(request: pytest.FixtureRequest, target: TargetRuntime) -> TargetRuntime:
+    """Interop cases: the other implementation, in the server role (--peer)."""
+    state = _state(request.config)
+    if state.peer_name is None:
+        not_applicable("no --peer target given: interop cases need two implementations")
+    peer = state.peer_for()
+    if "server" not in peer.target.roles:
+        not_applicable(f"peer {peer.target.name} does not play the server role")
+    if peer.target.protocol != target.target.protocol:
+        raise TargetError(f"peer {peer.target.name} speaks {peer.target.protocol}, target {target.target.protocol}")
+    note = peer.ensure_server()
+    if note:
+        request.node.stash[_NOTE] = "peer: " + note
+    return peer
 
 
 @pytest.fixture
@@ -388,7 +430,8 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         implementation_version=target.version if target else "?",
         protocol=req.protocol, role=req.role, case_id=req.case_id, level=req.level.value,
         citation=req.citation, outcome=outcome, duration_s=round(case["duration"], 4),
-        message=message, trace_file=trace_file))
+        message=message, trace_file=trace_file,
+        peer_implementation=(state.peer_runtime.target.implementation if state.peer_runtime else None)))
     if state.config.getoption("--progress"):
         _print_progress(state, req, outcome, case["duration"], message)
 
@@ -417,6 +460,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is not None and state.runtime is not None:
-        state.runtime.stop()
-        state.runtime = None
+    if state is not None:
+        for runtime in (state.runtime, state.peer_runtime):
+            if runtime is not None:
+                runtime.stop()
+        state.runtime = state.peer_runtime = None

@@ -393,7 +393,9 @@ class TargetRuntime:
         env = dict(os.environ)
         env.update({k: self._expand_text(v, extra) for k, v in launch.env.items()})
         self._launches += 1
-        log = self.log_dir / f"{self.target.name}.{role}.{self._launches}.log"
+        # The work dir's random suffix keeps two runtimes of one target
+        # (an implementation against itself) from sharing a log.
+        log = self.log_dir / f"{self.target.name}.{self.work_dir.name.rsplit('.', 1)[-1]}.{role}.{self._launches}.log"
         cwd = self._expand_text(launch.cwd, extra) if launch.cwd else (self.target.base_dir or str(REPO_ROOT))
         return ProcessHandle(argv, log, env, cwd)
 

@@ -72,7 +72,9 @@ class WireTrace:
         lines = []
         arrows = {"sent": "harness -> target", "received": "target -> harness",
                   "sent-plain": "harness -> target (plaintext)",
-                  "received-plain": "target -> harness (plaintext)"}
+                  "received-plain": "target -> harness (plaintext)",
+                  "client->server": "client -> server (relayed)",
+                  "server->client": "server -> client (relayed)"}
         for entry in self.entries:
             if entry.direction == "event":
                 lines.append(f"[{entry.at:8.3f}s] -- {entry.note}")
@@ -280,3 +282,65 @@ class TcpServer:
             await asyncio.wait_for(self._server.wait_closed(), 2.0)
         except asyncio.TimeoutError:
             pass
+
+
+class TcpRelay:
+    """A recording relay between two nodes under test (interop runs): the
+    client connects to the relay, the relay to the server, and every byte
+    either way goes into the trace, so an interop failure shows the bytes
+    too. Bounded by the trace's memory limit."""
+
+    def __init__(self, server_host: str, server_port: int, trace: WireTrace, host: str = "127.0.0.1") -> None:
+        self.server_host = server_host
+        self.server_port = server_port
+        self.trace = trace
+        self.host = host
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> TcpRelay:
+        async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str) -> None:
+            try:
+                while data := await reader.read(MAX_READ_CHUNK):
+                    self.trace.record(direction, data)
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                self.trace.event(f"{direction.split('->')[0]} closed its side")
+                if writer.can_write_eof() and not writer.is_closing():
+                    try:
+                        writer.write_eof()
+                    except OSError:
+                        pass
+
+        async def on_client(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+            self.trace.event(f"client connected to the relay; relaying to {self.server_host}:{self.server_port}")
+            try:
+                s_reader, s_writer = await asyncio.open_connection(self.server_host, self.server_port)
+            except OSError as exc:
+                self.trace.event(f"relay could not reach the server: {exc}")
+                c_writer.close()
+                return
+            await asyncio.gather(pump(c_reader, s_writer, "client->server"),
+                                 pump(s_reader, c_writer, "server->client"))
+            for writer in (c_writer, s_writer):
+                writer.close()
+
+        def track(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.ensure_future(on_client(reader, writer))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self._server = await asyncio.start_server(track, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

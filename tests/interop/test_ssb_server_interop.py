@@ -57,3 +57,14 @@ def test_reference_node_replicates_from_ssb_server(running_server, tmp_path):  #
     assert [m["sequence"] for m in messages] == list(range(1, int(facts["SSB_SEQUENCE"]) + 1))
     assert all(m["author"] == facts["SSB_ID"] for m in messages)
     assert Keypair.load(facts["SSB_SECRET"]).feed_id == facts["SSB_ID"]
+
+
+def test_interop_command_pairs_reference_client_with_ssb_server(tmp_path):
+    run_dir = tmp_path / "interop"
+    completed = subprocess.run([sys.executable, "-m", "conformance.cli", "interop", "--client", "reference-ssb",
+                                "--server", "ssb-server", "--run-dir", str(run_dir)],
+                               capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    [record] = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert (record["implementation"], record["peer_implementation"], record["outcome"]) == (
+        "reference-ssb", "ssb-server", "passed")
