@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The test suite: set up (Python and the npm interop packages), then run
+# The test suite: set up (Python, the npm interop packages, the Allure
+# command line and Chromium for the report tests), then run
 # every test. Extra arguments go to pytest. Exit code 5 from pytest (no
 # tests collected) is turned into a failure: an empty run proves nothing.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 scripts/setup.sh --node
+scripts/install-report-deps.sh
 set +e
 .venv/bin/python -m pytest tests -p no:cacheprovider "$@"
 code=$?
