@@ -13,7 +13,7 @@ decoder in the wrong state (a caller bug) raises RuntimeError.
 from __future__ import annotations
 
 import nacl.bindings
-import nacl.exceptions
+from nacl.exceptions import CryptoError
 
 MAX_BODY = 4096
 HEADER_SIZE = 34
@@ -24,6 +24,9 @@ _TAG_SIZE = 16
 _LENGTH_SIZE = 2
 _GOODBYE_PLAINTEXT = bytes(_LENGTH_SIZE + _TAG_SIZE)
 _NONCE_MODULUS = 1 << (8 * NONCE_SIZE)
+_NONCE_MASK = _NONCE_MODULUS - 1
+_secretbox = nacl.bindings.crypto_secretbox_easy
+_secretbox_open = nacl.bindings.crypto_secretbox_open_easy
 # The largest body a header can declare; seal_box allows up to this so that
 # callers can forge headers that exceed MAX_BODY.
 _MAX_DECLARABLE_BODY = (1 << (8 * _LENGTH_SIZE)) - 1
@@ -87,13 +90,15 @@ class BoxStreamEncoder:
     def __init__(self, key: bytes, nonce: bytes) -> None:
         _check_key_and_nonce(key, nonce)
         self._key = bytes(key)
-        self._nonce = bytes(nonce)
+        # The nonce is kept as an integer: incrementing it is then one
+        # addition, and only the nonces actually used are turned into bytes.
+        self._counter = int.from_bytes(nonce, "big")
         self._ended = False
 
     @property
     def nonce(self) -> bytes:
         """The nonce the next header will use."""
-        return self._nonce
+        return self._counter.to_bytes(NONCE_SIZE, "big")
 
     @property
     def ended(self) -> bool:
@@ -108,24 +113,42 @@ class BoxStreamEncoder:
         # figures give the range as 1 to 4096 bytes, so never send one.
         if not 0 < len(body) <= MAX_BODY:
             raise ValueError(f"a box body must be 1..{MAX_BODY} bytes, got {len(body)}")
-        header, body_ciphertext = seal_box(self._key, self._nonce, body)
-        self._nonce = increment_nonce(self._nonce, 2)
-        return header + body_ciphertext
+        return self._seal(body)
+
+    def _seal(self, body: bytes) -> bytes:
+        # seal_box() inlined: this is the hot path of every connection.
+        counter = self._counter
+        key = self._key
+        self._counter = (counter + 2) & _NONCE_MASK
+        sealed_body = _secretbox(body, ((counter + 1) & _NONCE_MASK).to_bytes(NONCE_SIZE, "big"), key)
+        header = _secretbox(
+            len(body).to_bytes(_LENGTH_SIZE, "big") + sealed_body[:_TAG_SIZE],
+            counter.to_bytes(NONCE_SIZE, "big"),
+            key,
+        )
+        return b"".join((header, memoryview(sealed_body)[_TAG_SIZE:]))
 
     def encode(self, data: bytes) -> bytes:
         """Box ``data`` as consecutive boxes of at most MAX_BODY bytes (b"" for b"")."""
-        return b"".join(
-            self.encode_box(data[start : start + MAX_BODY])
-            for start in range(0, len(data), MAX_BODY)
-        )
+        size = len(data)
+        if not size:
+            return b""
+        if self._ended:
+            raise RuntimeError("stream already ended with goodbye")
+        if type(data) is not bytes:
+            data = bytes(data)
+        if size <= MAX_BODY:
+            return self._seal(data)
+        seal = self._seal
+        return b"".join([seal(data[start : start + MAX_BODY]) for start in range(0, size, MAX_BODY)])
 
     def goodbye(self) -> bytes:
         """The goodbye header; the encoder accepts nothing afterwards."""
         if self._ended:
             raise RuntimeError("stream already ended with goodbye")
         self._ended = True
-        header = seal_goodbye(self._key, self._nonce)
-        self._nonce = increment_nonce(self._nonce)
+        header = seal_goodbye(self._key, self.nonce)
+        self._counter = (self._counter + 1) & _NONCE_MASK
         return header
 
 
@@ -139,8 +162,9 @@ class BoxStreamDecoder:
     def __init__(self, key: bytes, nonce: bytes, max_body: int = MAX_BODY) -> None:
         _check_key_and_nonce(key, nonce)
         self._key = bytes(key)
-        self._nonce = bytes(nonce)
+        self._counter = int.from_bytes(nonce, "big")
         self._max_body = max_body
+        # Bytes received but not yet decoded: part of a header or of a body.
         self._buffer = bytearray()
         # (length, tag) from the last header while its body is still awaited.
         self._pending_body: tuple[int, bytes] | None = None
@@ -150,7 +174,7 @@ class BoxStreamDecoder:
     @property
     def nonce(self) -> bytes:
         """The nonce the next header is expected to use."""
-        return self._nonce
+        return self._counter.to_bytes(NONCE_SIZE, "big")
 
     @property
     def ended(self) -> bool:
@@ -180,53 +204,85 @@ class BoxStreamDecoder:
         if self._failed:
             raise RuntimeError("box stream has failed")
         bodies: list[bytes] = []
-        try:
-            if self._ended:
-                if data:
-                    raise BoxStreamError("data after goodbye")
+        if self._ended:
+            if data:
+                self._failed = True
+                raise BoxStreamError("data after goodbye", bodies)
+            return bodies
+        pending = self._pending_body
+        needed = HEADER_SIZE if pending is None else pending[0]
+        buffer = self._buffer
+        # Decode from one bytes object, by offset: no per-box buffer copies.
+        if buffer:
+            buffer += data
+            if len(buffer) < needed:
                 return bodies
-            self._buffer += data
-            while not self._ended and self.bytes_needed <= 0:
-                if self._pending_body is None:
-                    self._read_header()
-                else:
-                    bodies.append(self._read_body(*self._pending_body))
-            if self._ended and self._buffer:
-                raise BoxStreamError("data after goodbye")
+            source = bytes(buffer)
+            buffer.clear()
+        else:
+            if len(data) < needed:
+                buffer += data
+                return bodies
+            source = data if type(data) is bytes else bytes(data)
+        try:
+            position = self._decode(source, bodies)
         except BoxStreamError as error:
             self._failed = True
             error.bodies = bodies
             raise
+        if position < len(source):
+            buffer += memoryview(source)[position:]
         return bodies
 
-    def _take(self, size: int) -> bytes:
-        taken = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return taken
-
-    def _read_header(self) -> None:
+    def _decode(self, source: bytes, bodies: list[bytes]) -> int:
+        """Decode whole headers and bodies from ``source``, appending bodies;
+        return the offset of the first byte not consumed."""
+        key = self._key
+        counter = self._counter
+        pending = self._pending_body
+        max_body = self._max_body
+        end = len(source)
+        position = 0
         try:
-            plaintext = nacl.bindings.crypto_secretbox_open_easy(
-                self._take(HEADER_SIZE), self._nonce, self._key
-            )
-        except nacl.exceptions.CryptoError:
-            raise BoxStreamError("header authentication failed") from None
-        if plaintext == _GOODBYE_PLAINTEXT:
-            self._ended = True
-            self._nonce = increment_nonce(self._nonce)
-            return
-        length = int.from_bytes(plaintext[:_LENGTH_SIZE], "big")
-        if length > self._max_body:
-            raise BoxStreamError(f"body length exceeds {self._max_body}")
-        self._pending_body = (length, plaintext[_LENGTH_SIZE:])
-
-    def _read_body(self, length: int, tag: bytes) -> bytes:
-        try:
-            body = nacl.bindings.crypto_secretbox_open_easy(
-                tag + self._take(length), increment_nonce(self._nonce), self._key
-            )
-        except nacl.exceptions.CryptoError:
-            raise BoxStreamError("body authentication failed") from None
-        self._pending_body = None
-        self._nonce = increment_nonce(self._nonce, 2)
-        return body
+            while True:
+                if pending is None:
+                    if end - position < HEADER_SIZE:
+                        break
+                    try:
+                        plaintext = _secretbox_open(
+                            source[position : position + HEADER_SIZE],
+                            counter.to_bytes(NONCE_SIZE, "big"),
+                            key,
+                        )
+                    except CryptoError:
+                        raise BoxStreamError("header authentication failed") from None
+                    position += HEADER_SIZE
+                    if plaintext == _GOODBYE_PLAINTEXT:
+                        self._ended = True
+                        counter = (counter + 1) & _NONCE_MASK
+                        if position < end:
+                            raise BoxStreamError("data after goodbye")
+                        break
+                    length = (plaintext[0] << 8) | plaintext[1]
+                    if length > max_body:
+                        raise BoxStreamError(f"body length exceeds {max_body}")
+                    pending = (length, plaintext[_LENGTH_SIZE:])
+                length, tag = pending
+                if end - position < length:
+                    break
+                try:
+                    body = _secretbox_open(
+                        b"".join((tag, memoryview(source)[position : position + length])),
+                        ((counter + 1) & _NONCE_MASK).to_bytes(NONCE_SIZE, "big"),
+                        key,
+                    )
+                except CryptoError:
+                    raise BoxStreamError("body authentication failed") from None
+                position += length
+                pending = None
+                counter = (counter + 2) & _NONCE_MASK
+                bodies.append(body)
+        finally:
+            self._counter = counter
+            self._pending_body = pending
+        return position

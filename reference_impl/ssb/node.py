@@ -491,7 +491,9 @@ class _ServerSession:
             self.peer_id = event.peer_id
             log.info("%s: handshake complete with %s", self.peer_address, self.peer_id)
         elif isinstance(event, Request):
-            if not self.conn.closing:
+            # A request can share a read with data that then failed the
+            # connection; a failed connection sends nothing, so drop it.
+            if not self.conn.closing and not self.conn.failed:
                 self._on_request(event)
         elif isinstance(event, StreamEnd) and event.req > 0:
             # The requester ended (aborted) its stream; the endpoint has

@@ -100,7 +100,8 @@ class RpcMessage:
             raise RpcError("not a JSON body", f"body type is {self.body_type.name}")
         try:
             return parse_json(self.body.decode("utf-8"))
-        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are
+            # ValueErrors; RecursionError is nesting deeper than the parser goes.
             raise RpcError("invalid JSON body", str(exc)) from None
 
     def text(self) -> str:
@@ -578,7 +579,7 @@ def _request_body_problem(body: Any, stream: bool) -> str | None:
     if not isinstance(body.get("args"), list):
         return "args must be a list"
     type_ = body.get("type", "async")
-    if type_ not in REQUEST_TYPES:
+    if not isinstance(type_, str) or type_ not in REQUEST_TYPES:
         return f"unknown procedure type {type_!r}"
     if stream != (type_ in STREAM_TYPES):
         return f"a {type_} request must {'' if type_ in STREAM_TYPES else 'not '}have the stream flag"
