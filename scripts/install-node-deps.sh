@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Node.js packages of interop/node (ssb-server, shs1-test,
-# secret-handshake, pull-box-stream, ssb-validate, ...) that the SSB interop
-# tests and the vector cross-check run against.
+# secret-handshake, pull-box-stream, ssb-validate, btp-packet, ...) that the
+# SSB and BTP interop tests and the vector cross-checks run against.
 #
 # Usage: scripts/install-node-deps.sh [--force]
 #   --force   reinstall even if node_modules already matches the lock file
@@ -55,7 +55,7 @@ stamp_of_inputs() {
 # override before any test runs.
 smoke_check() {
     node -e '
-        const wanted = ["chloride", "packet-stream-codec", "pull-box-stream",
+        const wanted = ["btp-packet", "chloride", "ilp-plugin-btp", "packet-stream-codec", "pull-box-stream",
             "pull-stream", "secret-handshake", "shs1-crypto", "ssb-client",
             "ssb-keys", "ssb-validate", "ssb-friends", "ssb-server/package.json",
             "shs1-test/package.json"];
