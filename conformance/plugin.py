@@ -24,6 +24,7 @@ from . import __version__
 from .core.requirements import NOT_APPLICABLE_PREFIX, Requirement, not_applicable, requirement_of
 from .core.results import (ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
                            new_run_id, utc_now)
+from .core.redact import Redactor
 from .core.targets import Target, TargetError, TargetRuntime, load_targets, make_work_dir
 from .core.transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, TcpConnection, WireTrace
 
@@ -65,6 +66,9 @@ class RunState:
     total: int = 0
     unresponsive: str | None = None
     case_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    redactor: Redactor = field(default_factory=Redactor)
+    """The credentials of the target and peer: masked in traces, messages
+    and reports."""
 
     def peer_for(self) -> TargetRuntime:
         """The interop peer (server role), started on first use."""
@@ -79,6 +83,8 @@ class RunState:
                 runtime.stop()
                 raise
             self.peer_runtime = runtime
+            for secret in runtime.secret_values():
+                self.redactor.add(secret)
         return self.peer_runtime
 
     def runtime_for(self, protocol: str) -> TargetRuntime:
@@ -103,6 +109,8 @@ class RunState:
                 runtime.stop()
                 raise
             self.runtime = runtime
+            for secret in runtime.secret_values():
+                self.redactor.add(secret)
         return self.runtime
 
 
@@ -189,7 +197,7 @@ def requirement_spec(request: pytest.FixtureRequest) -> Requirement:
 
 @pytest.fixture
 def wire_trace(request: pytest.FixtureRequest) -> WireTrace:
-    trace = WireTrace()
+    trace = WireTrace(redactor=_state(request.config).redactor)
     request.node.stash[_TRACE] = trace
     return trace
 
@@ -312,7 +320,11 @@ def pytest_runtest_call(item: pytest.Item):
             state.unresponsive = (f"target unresponsive: it sent no byte in {state.silent_cases} consecutive "
                                   f"cases that waited {state.deadline} s for an answer it must send; "
                                   "remaining cases not run")
-        raise ConformanceFailure(f"{req.case_id} [{req.level.value}, {req.citation}]: {exc}") from exc
+        # Assertion messages may quote what the target sent, secrets
+        # included; mask them before pytest, JUnit or Allure see the text.
+        text = state.redactor.text(str(exc))
+        exc.args = (text,)
+        raise ConformanceFailure(f"{req.case_id} [{req.level.value}, {req.citation}]: {text}") from exc
     else:
         _state(item.config).silent_cases = 0
 
@@ -412,12 +424,18 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
     note = item.stash.get(_NOTE, None)
     if note:
         message = (message + "\n" if message else "") + note
+    message = state.redactor.text(message)
     target = state.runtime.target if state.runtime else state.targets.get(
         state.target_name or f"reference-{req.protocol}")
     trace_file = None
     rendered = item.stash.get(_RENDERED, None)
     if rendered is not None:
-        traces = state.run_dir / "traces"
+        # One folder per target (and peer, in interop runs): a run that
+        # certifies several targets runs the same case ids for each.
+        folder = target.name if target else (state.target_name or "unknown")
+        if state.peer_runtime:
+            folder += f"+{state.peer_runtime.target.name}"
+        traces = state.run_dir / "traces" / folder
         traces.mkdir(parents=True, exist_ok=True)
         path = traces / f"{req.case_id}.txt"
         header = f"{req.case_id} [{req.level.value}, {req.citation}]\noutcome: {outcome}\n{message}\n\n"

@@ -4,14 +4,14 @@
 # implementation the harness interoperates with.
 #
 # Server (foreground until killed, or --stay S after the first client):
-#   scripts/ilp-plugin-btp.sh server --port PORT (--token T | --token-env VAR)
+#   scripts/ilp-plugin-btp.sh server --port PORT (--token T | --token-env VAR | --token-file F)
 #       [--host 127.0.0.1] [--send-message TEXT]... [--send-money AMOUNT]...
 #       [--send-balance]... [--stay S] [--timeout S]
 #   Prints `BTP_READY url=ws://HOST:PORT/ port=PORT` once listening (PORT 0
 #   picks a free port), `BTP_CONNECTED {...}` once a client authenticated.
 #
 # Client:
-#   scripts/ilp-plugin-btp.sh client --url ws://HOST:PORT/ (--token T | --token-env VAR)
+#   scripts/ilp-plugin-btp.sh client --url ws://HOST:PORT/ (--token T | --token-env VAR | --token-file F)
 #       [--send-message TEXT]... [--send-money AMOUNT]... [--send-balance]...
 #       [--stay S] [--timeout S]
 #
@@ -22,7 +22,7 @@
 # BTP_RESPONSE {json}, BTP_DATA {json}, BTP_MONEY {json}, BTP_DONE {json}.
 # Exit: 0 ok, 1 error, 2 usage, 3 not connected (auth refused, or not
 # within --timeout, default 20 s), 6 a request was refused.  See interop/node/ilp-plugin-btp-peer.js.
-# Prefer --token-env: a --token shows in the process list.
+# Prefer --token-file or --token-env: a --token shows in the process list.
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -345,6 +345,17 @@ class TargetRuntime:
             raise TargetError(f"target {self.target.name!r}: credential {name!r} file {path}: "
                               f"{exc.strerror}") from None
 
+    def secret_values(self) -> list[bytes]:
+        """Every credential's value that can be read now (generated ones
+        are generated), for masking them in traces and messages."""
+        values = []
+        for name in self.target.credentials:
+            try:
+                values.append(self.credential(name))
+            except (TargetError, OSError):
+                continue  # a missing credential fails the case that needs it
+        return values
+
     def credential_file(self, name: str) -> str:
         """A path holding the credential, for launch commands: the file itself,
         or for an env credential a 0600 file written into the work dir."""

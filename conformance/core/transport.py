@@ -12,6 +12,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from .redact import Redactor
+
 DEFAULT_READ_DEADLINE = 3.0
 """Seconds a case waits for bytes the spec says must come. Generous for
 loopback; configurable with --deadline."""
@@ -49,6 +51,9 @@ class WireTrace:
     """Bytes kept per direction; beyond it entries are counted, not stored,
     so that a target flooding us cannot exhaust memory."""
     dropped: int = 0
+    redactor: Redactor = field(default_factory=Redactor)
+    """The run's secrets: masked wherever the trace is rendered (a BTP
+    auth token, for one, crosses the wire in the clear)."""
 
     def _kept(self) -> int:
         return sum(len(e.data) for e in self.entries)
@@ -77,24 +82,27 @@ class WireTrace:
                   "server->client": "server -> client (relayed)"}
         for entry in self.entries:
             if entry.direction == "event":
-                lines.append(f"[{entry.at:8.3f}s] -- {entry.note}")
+                lines.append(f"[{entry.at:8.3f}s] -- {self.redactor.text(entry.note)}")
                 continue
-            note = f"  {entry.note}" if entry.note else ""
+            note = f"  {self.redactor.text(entry.note)}" if entry.note else ""
             lines.append(f"[{entry.at:8.3f}s] {arrows[entry.direction]}  {len(entry.data)} bytes{note}")
-            lines.append(hexdump(entry.data, indent="    "))
+            lines.append(hexdump(entry.data, indent="    ", masked=self.redactor.masked_positions(entry.data)))
         if self.dropped:
             lines.append(f"({self.dropped} further bytes not kept)")
         return "\n".join(lines) + "\n"
 
 
-def hexdump(data: bytes, indent: str = "", limit: int = 4096) -> str:
-    """Offset, 16 hex bytes, and the printable ASCII, like ``hexdump -C``."""
+def hexdump(data: bytes, indent: str = "", limit: int = 4096, masked: set[int] | None = None) -> str:
+    """Offset, 16 hex bytes, and the printable ASCII, like ``hexdump -C``;
+    bytes at ``masked`` offsets (secrets) print as ``**`` and ``*``."""
     shown = data[:limit]
+    masked = masked or set()
     rows = []
     for offset in range(0, len(shown), 16):
         chunk = shown[offset:offset + 16]
-        hexes = " ".join(f"{b:02x}" for b in chunk)
-        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        hexes = " ".join("**" if offset + i in masked else f"{b:02x}" for i, b in enumerate(chunk))
+        text = "".join("*" if offset + i in masked else chr(b) if 32 <= b < 127 else "."
+                       for i, b in enumerate(chunk))
         rows.append(f"{indent}{offset:08x}  {hexes:<47}  |{text}|")
     if len(data) > limit:
         rows.append(f"{indent}... {len(data) - limit} more bytes")

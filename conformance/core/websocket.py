@@ -60,6 +60,12 @@ class WebSocketConnection:
             await asyncio.wait_for(self._ws.send(payload), self.deadline)
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"target did not take a {len(data)}-byte message within {self.deadline} s") from None
+        except ConnectionClosed:
+            # A target that hung up is a verdict about the target, not a
+            # crash of the case: say so, with the close code it gave.
+            self._note_closed()
+            raise PeerClosed(f"target had closed the WebSocket ({_describe_close(self._ws)}) when the harness "
+                             f"sent {note or f'a {len(data)}-byte {kind} message'}") from None
 
     async def send_quietly(self, payload: bytes | str, note: str = "") -> bool:
         try:
@@ -92,6 +98,10 @@ class WebSocketConnection:
         if not self.closed:
             self.closed = True
             self.trace.event(f"WebSocket closed by target: {_describe_close(self._ws)}")
+
+    def close_description(self) -> str:
+        """How the connection ended, e.g. ``close code 1000``."""
+        return _describe_close(self._ws)
 
     async def messages_within(self, seconds: float, limit: int = 100) -> list[bytes | str]:
         """Every message that arrives within ``seconds`` (for silence checks).

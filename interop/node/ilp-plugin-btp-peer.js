@@ -3,9 +3,9 @@
 // Interledger connectors use: the independent implementation the harness
 // interoperates with.  Run it through scripts/ilp-plugin-btp.sh.
 //
-//   node ilp-plugin-btp-peer.js server --port P [--host 127.0.0.1] (--token T | --token-env VAR)
+//   node ilp-plugin-btp-peer.js server --port P [--host 127.0.0.1] (--token T | --token-env VAR | --token-file F)
 //        [requests] [--stay S] [--timeout S]
-//   node ilp-plugin-btp-peer.js client --url ws://HOST:PORT/ (--token T | --token-env VAR)
+//   node ilp-plugin-btp-peer.js client --url ws://HOST:PORT/ (--token T | --token-env VAR | --token-file F)
 //        [requests] [--stay S] [--timeout S]
 //
 // requests (sent once connected, in order, each waiting for its answer):
@@ -80,6 +80,18 @@ function parseArgs (argv) {
         opts.token = process.env[name]
         break
       }
+      case '--token-file': {
+        // The harness hands secrets over as 0600 files: neither the process
+        // list nor the environment shows them.  One trailing newline is not
+        // part of the token.
+        const file = value(i); i++
+        try {
+          opts.token = require('fs').readFileSync(file, 'utf8').replace(/\r?\n$/, '')
+        } catch (err) {
+          die(2, `cannot read --token-file ${file}: ${err.code || err.message}`)
+        }
+        break
+      }
       case '--stay': opts.stay = Number(value(i)); i++; break
       case '--timeout': opts.timeout = Number(value(i)); i++; break
       case '--send-message': opts.requests.push({ kind: 'message', text: value(i) }); i++; break
@@ -93,7 +105,7 @@ function parseArgs (argv) {
       default: die(2, `unknown argument ${arg}`)
     }
   }
-  if (opts.token === null) die(2, '--token or --token-env is required')
+  if (opts.token === null) die(2, '--token, --token-env or --token-file is required')
   if (opts.role === 'server' && !(Number.isInteger(opts.port) && opts.port >= 0 && opts.port <= 65535)) die(2, '--port is required (0..65535)')
   if (opts.role === 'client' && !opts.url) die(2, '--url is required')
   if (opts.stay !== null && !(opts.stay >= 0)) die(2, '--stay must be >= 0')

@@ -353,3 +353,35 @@ async def test_plugin_deviation_error_name_does_not_match_code():
         assert (error.code, error.name) == ("F00", "SyntaxError")
         assert json.loads(error.data)["message"]
         await expect_silence_open(ws)   # the connection stays open
+
+
+# Real findings of the harness against ilp-plugin-btp 1.5.0, each shown with
+# its bytes in docs/findings/ilp-plugin-btp-1.5.md.
+KNOWN_FINDINGS = {
+    "btp.flow.server.silent-on-truncated-packet",
+    "btp.flow.server.silent-on-length-beyond-end",
+    "btp.flow.server.silent-on-garbage",
+    "btp.flow.server.silent-on-text-message",
+    "btp.flow.client.silent-on-unreadable-packet",
+    "btp.flow.server.silent-on-illegal-characters",
+    "btp.auth.server.rejects-duplicate-subprotocol-names",
+    "btp.subprotocol.server.rejects-duplicate-names",
+    "btp.auth.server.disconnects-client-that-never-authenticates",
+}
+
+
+@pytest.mark.timeout(420)
+def test_harness_certifies_ilp_plugin_btp(tmp_path):
+    from ..harness.cli_runner import certify
+
+    run = certify(tmp_path, "--protocol", "btp", "--target", "ilp-plugin-btp", timeout=400)
+    records = run.by_case("ilp-plugin-btp")
+    assert len(records) >= 30, run.output
+    failed = {case for case, r in records.items() if r["outcome"] == "failed"}
+    assert failed == KNOWN_FINDINGS, run.output
+    assert all(r["outcome"] in ("passed", "failed", "not_applicable") for r in records.values()), run.output
+    na = {case for case, r in records.items() if r["outcome"] == "not_applicable"}
+    assert na == {"btp.transfer.server.response-means-balance-updated",
+                  "btp.transfer.server.error-means-balance-unchanged"}, na
+    assert {records[c]["role"] for c in records} == {"server", "client"}
+    assert run.code == 1 and "ilp-plugin-btp [ilp-plugin-btp 1.5.0, btp]: NOT CONFORMANT" in run.output

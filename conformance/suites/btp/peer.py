@@ -121,7 +121,11 @@ class BtpPeer:
         return got
 
     async def assert_still_answers(self, after: str) -> None:
-        """The connection keeps working: a probe request gets its response."""
+        """The connection keeps working: a probe request gets its response.
+        A target that closed the connection instead fails here, by name."""
+        assert not self.conn.closed, (
+            f"target closed the connection after {after} ({self.conn.close_description()}); the spec wants "
+            "the packet ignored and the connection kept working")
         probe = probe_message(new_request_id())
         reply = await self.request(probe, f"the answer to a probe Message sent after {after}")
         assert reply.request_id == probe.request_id

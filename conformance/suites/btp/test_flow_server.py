@@ -8,7 +8,7 @@ import re
 
 from conformance.core.requirements import requirement
 from reference_impl.btp.packet import (ERROR_CODES, ContentType, Error, Message, ProtocolDataEntry, Response,
-                                       encode_packet, generalized_time, is_response)
+                                       Transfer, encode_packet, generalized_time, is_response)
 
 from .peer import new_request_id, probe_message, summary
 
@@ -123,29 +123,49 @@ async def test_rejects_duplicate_protocol_names_after_auth(authenticated_peer):
     assert isinstance(reply, Error), f"two sub-protocols with the same name must get an Error; got {summary(reply)}"
 
 
-async def provoke_error(peer) -> Error:
+async def provoke_error(open_peer, auth_token: bytes) -> Error:
+    """An Error from the target, to check its form.  First by a rule
+    violation after auth (two sub-protocols of one name); a target that
+    lets that pass (its own failed case, btp.subprotocol.server.rejects-
+    duplicate-names) is asked the one other way the spec makes an Error
+    mandatory: a Transfer before auth on a fresh connection."""
+    peer = await open_peer("error by duplicate names")
+    await peer.authenticate(auth_token)
     entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
     reply = await peer.request(Message(new_request_id(), (entry, entry)), "an Error (duplicate sub-protocol names)")
-    assert isinstance(reply, Error), f"could not provoke an Error: {summary(reply)}"
+    if isinstance(reply, Error):
+        return reply
+    first = summary(reply)
+    peer = await open_peer("error by a Transfer before auth")
+    transfer = Transfer(new_request_id(), 1)
+    reply = await peer.request(transfer, "an Error (a Transfer before auth)")
+    assert isinstance(reply, Error), (f"could not provoke an Error: duplicate sub-protocol names got {first}, "
+                                      f"a Transfer before auth got {summary(reply)}")
     return reply
 
 
 @requirement("btp.error.server.code-from-table", "MUST", "BTP 2.0, Error, Error Codes (\"Standardized error code\")")
-async def test_error_code_is_standard(authenticated_peer):
-    error = await provoke_error(await authenticated_peer())
+async def test_error_code_is_standard(open_peer, auth_token):
+    error = await provoke_error(open_peer, auth_token)
     assert error.code in ERROR_CODES, f"error code {error.code!r} is not in the spec's table {sorted(ERROR_CODES)}"
 
 
 @requirement("btp.error.server.name-matches-code", "SHOULD", "BTP 2.0, Error, Error Codes (\"name: Corresponding error code\")")
-async def test_error_name_matches_code(authenticated_peer):
-    error = await provoke_error(await authenticated_peer())
+async def test_error_name_matches_code(open_peer, auth_token):
+    error = await provoke_error(open_peer, auth_token)
     assert ERROR_CODES.get(error.code) == error.name, (
         f"error {error.code} should be named {ERROR_CODES.get(error.code)!r}, got {error.name!r}")
 
 
 @requirement("btp.error.server.triggered-at-is-utc", "MUST",
              "BTP 2.0, Error (triggeredAt GeneralizedTime); specs README (UTC, e.g. 20171115140000.000Z)")
-async def test_error_triggered_at_is_utc_generalized_time(authenticated_peer):
-    error = await provoke_error(await authenticated_peer())
+async def test_error_triggered_at_is_utc_generalized_time(open_peer, auth_token):
+    error = await provoke_error(open_peer, auth_token)
     assert GENERALIZED_TIME_UTC.match(error.triggered_at), (
         f"triggeredAt {error.triggered_at!r} is not a UTC GeneralizedTime like 20171115140000.000Z")
+
+
+@requirement("btp.error.server.data-at-most-8192-bytes", "MUST", "BTP 2.0, ASN.1 module (Error: data OCTET STRING (SIZE (0..8192)))")
+async def test_error_data_is_bounded(open_peer, auth_token):
+    error = await provoke_error(open_peer, auth_token)
+    assert len(error.data) <= 8192, f"Error data is {len(error.data)} bytes; the spec allows at most 8192"

@@ -1,0 +1,140 @@
+"""BTP certification end to end through the CLI: the reference node passes
+with no secret in anything the run wrote, and each deliberately broken
+reference node fails exactly the rules it breaks."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from .cli_runner import certify
+
+SERVER = ("{python} -m reference_impl.btp serve --host {host} --port 0 --auth-token-file {auth_token_file} "
+          "--auth-timeout 2 --initial-balance 0 --max-balance 1000000")
+CLIENT = ("{python} -m reference_impl.btp client --url {peer_url} --auth-token-file {auth_token_file} "
+          "--stay {client_stay} --send-message {send_message}")
+
+
+def btp_target(name: str, credentials: str, server: str = SERVER, client: str | None = CLIENT) -> str:
+    roles = '["server", "client"]' if client else '["server"]'
+    return f"""
+[targets.{name}]
+implementation = "reference-btp-{name}"
+version = "test"
+protocol = "btp"
+roles = {roles}
+capabilities = ["balance"]
+host = "127.0.0.1"
+port = 0
+
+[targets.{name}.params]
+auth_timeout = 2
+
+[targets.{name}.credentials]
+{credentials}
+
+[targets.{name}.launch]
+server = "{server}"
+{f'client = "{client}"' if client else ""}
+ready = "BTP_READY"
+outputs = {{ url = "url", port = "port" }}
+cwd = "{{repo}}"
+"""
+
+
+def test_reference_btp_is_conformant_and_its_token_is_never_written(tmp_path, monkeypatch):
+    token = "tok-" + secrets.token_hex(12)
+    monkeypatch.setenv("CONFORMANCE_TEST_BTP_TOKEN", token)
+    targets = tmp_path / "targets.toml"
+    targets.write_text(btp_target("env-token", 'auth_token_env = "CONFORMANCE_TEST_BTP_TOKEN"'))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "env-token", timeout=300)
+    assert run.code == 0, run.output
+    assert "env-token [reference-btp-env-token test, btp]: CONFORMANT" in run.output
+    records = run.by_case("env-token")
+    assert len(records) >= 30 and {r["role"] for r in records.values()} == {"server", "client"}
+    # The token crosses the wire in the clear (the auth Message); traces,
+    # Allure attachments, JUnit, results and logs must mask it.
+    traces = list((run.run_dir / "traces" / "env-token").glob("*.txt"))
+    assert traces and any("[redacted]" in t.read_text() for t in traces)
+    forms = (token, token.encode().hex())
+    assert not any(form in run.output for form in forms)
+    for path in run.run_dir.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes().decode("utf-8", "replace")
+            assert not any(form in text for form in forms), f"the auth token is in {path}"
+
+
+# Each fault of `python -m reference_impl.btp serve --fault`, and the cases
+# that must catch it (server-role cases: the fault lives in the server).
+FAULTS = {
+    "no-auth-required": {"btp.auth.server.error-on-transfer-before-auth",
+                         "btp.auth.server.error-on-non-auth-message-first",
+                         "btp.auth.server.closes-after-auth-error",
+                         "btp.auth.server.requires-reauth-after-reconnect"},
+    "reply-to-unexpected": {"btp.flow.server.silent-on-response-for-unknown-request",
+                            "btp.flow.server.silent-on-error-for-unknown-request"},
+    "reply-to-unreadable": {"btp.flow.server.silent-on-truncated-packet",
+                            "btp.flow.server.silent-on-length-beyond-end",
+                            "btp.flow.server.silent-on-garbage",
+                            "btp.flow.server.silent-on-illegal-characters",
+                            "btp.flow.server.silent-on-text-message"},
+    "wrong-request-id": {"btp.flow.server.response-carries-request-id",
+                         "btp.flow.server.answers-concurrent-requests-once-each"},
+    "balance-on-error": {"btp.transfer.server.error-means-balance-unchanged"},
+    "accept-wrong-token": {"btp.auth.server.rejects-wrong-token"},
+}
+
+
+def test_each_broken_btp_node_fails_the_rules_it_breaks(tmp_path):
+    text = "".join(btp_target(f"fault-{fault}", 'auth_token_generate = "hex16"',
+                              server=SERVER + f" --fault {fault}", client=None) for fault in FAULTS)
+    targets = tmp_path / "targets.toml"
+    targets.write_text(text)
+    args = ["--targets-file", str(targets)]
+    for fault in FAULTS:
+        args += ["--target", f"fault-{fault}"]
+    run = certify(tmp_path, *args, timeout=600)
+    assert run.code == 1, run.output
+    for fault, expected in FAULTS.items():
+        name = f"fault-{fault}"
+        records = run.by_case(name)
+        not_passed = {case for case, r in records.items() if r["outcome"] not in ("passed", "not_applicable")}
+        if fault == "wrong-request-id":
+            # Every case that awaits an answer sees the wrong id; each says so.
+            assert expected <= not_passed, f"{fault}: {sorted(not_passed)}"
+            assert all("id" in records[c]["message"] for c in not_passed), fault
+        else:
+            assert not_passed == expected, f"{fault}: {sorted(not_passed)}\n{run.output[-3000:]}"
+        for case in not_passed:
+            record = records[case]
+            assert record["outcome"] == "failed", record
+            # The message names the requirement; the trace shows the bytes.
+            assert record["message"].startswith(f"{case} [{record['level']}, BTP 2.0"), record["message"]
+            trace = (run.run_dir / record["trace_file"]).read_text()
+            assert "harness -> target" in trace and "00000000" in trace
+        # Only a failed MUST costs the verdict; reply-to-unexpected breaks SHOULDs.
+        verdict = ("NOT CONFORMANT" if any(records[c]["level"] == "MUST" for c in expected) else "CONFORMANT")
+        assert f"{name} [reference-btp-{name} test, btp]: {verdict}" in run.output, fault
+    assert {records["level"] for records in (run.by_case("fault-reply-to-unexpected")[c]
+                                             for c in FAULTS["reply-to-unexpected"])} == {"SHOULD"}
+
+
+@pytest.mark.parametrize("secret", [b"abcd-secret", b"\x00\x01\x02\x03\xff"])
+def test_redactor_masks_every_form(secret):
+    from conformance.core.redact import MASK, Redactor
+    from conformance.core.transport import WireTrace
+
+    redactor = Redactor([secret])
+    message = f"got {secret!r}, hex {secret.hex()}"
+    assert secret.hex() not in redactor.text(message) and MASK in redactor.text(message)
+    trace = WireTrace(redactor=redactor)
+    trace.record("sent", b"\x06head" + secret + b"tail", f"note with {secret.hex()}")
+    rendered = trace.render()
+    assert secret.hex() not in rendered and "** ** **" in rendered and "head" in rendered
+    assert not any(" ".join(f"{b:02x}" for b in secret[i:i + 3]) in rendered for i in range(len(secret) - 2))
+
+
+def test_redactor_ignores_values_too_short_to_protect_anything():
+    from conformance.core.redact import Redactor
+    assert Redactor([b"ab", b""]).text("ab ab") == "ab ab"
