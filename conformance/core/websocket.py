@@ -182,3 +182,72 @@ class WebSocketServer:
         except asyncio.TimeoutError:
             pass
 
+
+
+class WebSocketRelay:
+    """A recording relay between two nodes under test that speak over
+    WebSocket (interop runs): the client connects to the relay, the relay
+    opens its own WebSocket to the server, and every message either way is
+    passed on and recorded (``client->server`` / ``server->client``), so an
+    interop failure shows the protocol's bytes. Relaying messages rather
+    than TCP bytes keeps client frames readable (they are masked on the
+    wire) and lets the trace mask secrets such as BTP auth tokens; HTTP
+    headers of the upgrade are not forwarded (credentials travel in-band)."""
+
+    def __init__(self, server_url: str, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
+                 host: str = "127.0.0.1") -> None:
+        self.server_url = server_url
+        self.trace = trace
+        self.deadline = deadline
+        self.host = host
+        self.port = 0
+        self._server: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}/"
+
+    async def _pump(self, source: Any, sink: Any, direction: str) -> None:
+        try:
+            async for message in source:
+                data = message.encode("utf-8") if isinstance(message, str) else message
+                self.trace.record(direction, data, "text message" if isinstance(message, str) else "binary message")
+                await asyncio.wait_for(sink.send(message), self.deadline)
+        except (ConnectionClosed, asyncio.TimeoutError, OSError):
+            pass
+        finally:
+            self.trace.event(f"{direction.split('->')[0]} side ended ({_describe_close(source)})")
+
+    async def __aenter__(self) -> WebSocketRelay:
+        async def handler(client: Any) -> None:
+            self.trace.event(f"client opened a WebSocket to the relay from {client.remote_address[0]}:"
+                             f"{client.remote_address[1]}")
+            try:
+                upstream = await asyncio.wait_for(
+                    ws_connect(self.server_url, max_size=MAX_MESSAGE_SIZE, open_timeout=self.deadline,
+                               ping_interval=None, close_timeout=1.0), self.deadline)
+            except (asyncio.TimeoutError, OSError, InvalidHandshake, InvalidURI) as exc:
+                self.trace.event(f"relay could not reach the server {self.server_url}: {exc!r}")
+                await client.close(1011, "relay: server unreachable")
+                return
+            async with upstream:
+                tasks = [asyncio.create_task(self._pump(client, upstream, "client->server")),
+                         asyncio.create_task(self._pump(upstream, client, "server->client"))]
+                # When one side ends, end the other: a close is relayed as a close.
+                done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in pending:
+                    task.cancel()
+                await client.close()
+
+        self._server = await ws_serve(handler, self.host, 0, max_size=MAX_MESSAGE_SIZE, ping_interval=None,
+                                      close_timeout=1.0)
+        self.port = next(iter(self._server.sockets)).getsockname()[1]
+        self.trace.event(f"relay listening on {self.url}, forwarding to {self.server_url}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), 3.0)
+        except asyncio.TimeoutError:
+            pass

@@ -41,3 +41,31 @@ def test_client_without_launch_command_is_a_usage_error(tmp_path):
                                               "--run-dir", str(tmp_path / "r")],
                                capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert completed.returncode == 2 and "ssb-server has no launch.client command" in completed.stderr
+
+
+def test_btp_reference_pair_through_the_websocket_relay(tmp_path):
+    completed, records, run_dir = run_interop(tmp_path, "--client", "reference-btp", "--server", "reference-btp")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert {r["case_id"]: r["outcome"] for r in records} == {
+        "btp.interop.client.authenticates-and-exchanges-messages": "passed",
+        "btp.interop.client.wrong-token-is-refused": "passed"}
+    record = records[0]
+    assert record["peer_implementation"] == "reference-btp"
+    assert record["trace_file"].startswith("traces/reference-btp+reference-btp/")
+    trace = (run_dir / record["trace_file"]).read_text()
+    # Relayed messages are shown unmasked by WebSocket, the token by "**".
+    assert "client -> server (relayed)" in trace and "auth_token" in trace and "** **" in trace
+
+
+def test_btp_server_accepting_any_token_fails_the_pair(tmp_path):
+    from .test_btp_certify import SERVER, btp_target
+    targets = tmp_path / "targets.toml"
+    targets.write_text(btp_target("any-token", 'auth_token_generate = "hex16"',
+                                  server=SERVER + " --fault accept-wrong-token", client=None))
+    completed, records, run_dir = run_interop(tmp_path, "--targets-file", str(targets),
+                                              "--client", "reference-btp", "--server", "any-token")
+    assert completed.returncode == 1
+    outcomes = {r["case_id"]: r for r in records}
+    assert outcomes["btp.interop.client.authenticates-and-exchanges-messages"]["outcome"] == "passed"
+    refused = outcomes["btp.interop.client.wrong-token-is-refused"]
+    assert refused["outcome"] == "failed" and "reported success with a wrong token" in refused["message"]

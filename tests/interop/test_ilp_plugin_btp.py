@@ -385,3 +385,15 @@ def test_harness_certifies_ilp_plugin_btp(tmp_path):
                   "btp.transfer.server.error-means-balance-unchanged"}, na
     assert {records[c]["role"] for c in records} == {"server", "client"}
     assert run.code == 1 and "ilp-plugin-btp [ilp-plugin-btp 1.5.0, btp]: NOT CONFORMANT" in run.output
+
+
+@pytest.mark.timeout(300)
+def test_interop_command_pairs_reference_and_ilp_plugin_btp_both_ways(tmp_path):
+    from ..harness.test_interop_command import run_interop
+
+    completed, records, _ = run_interop(tmp_path, "--client", "reference-btp", "--client", "ilp-plugin-btp",
+                                        "--server", "reference-btp", "--server", "ilp-plugin-btp")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    pairs = {(r["implementation"], r["peer_implementation"]) for r in records}
+    assert pairs == {(c, s) for c in ("reference-btp", "ilp-plugin-btp") for s in ("reference-btp", "ilp-plugin-btp")}
+    assert len(records) == 8 and all(r["outcome"] == "passed" for r in records)
