@@ -272,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     targets.set_defaults(func=cmd_targets)
     from .report import register as register_report
     register_report(sub)
+    from .aggregate.cli import register as register_aggregate
+    register_aggregate(sub)
     return parser
 
 

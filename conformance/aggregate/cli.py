@@ -1,0 +1,147 @@
+"""``conformance ingest`` and ``conformance matrix``.
+
+    conformance ingest reports/runs                      # every run under reports/runs
+    conformance ingest RUN_DIR... --dataset reports/dataset
+    conformance matrix                                   # all runs -> reports/matrix/
+    conformance matrix --since 2026-11-01 --last-runs 7 --out reports/matrix
+    conformance matrix --master spark://127.0.0.1:7077   # on a standalone cluster
+
+``register(subparsers)`` adds both to the ``conformance`` command line.
+PySpark is imported only when one of them runs, so the harness works
+without it. Exit status: 0 done, 2 a usage problem (no runs found, no
+dataset, bad date), 3 Spark could not run (pyspark or Java missing, job
+failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_SPARK = 3
+
+
+def _date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from exc
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def _spark_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--master", default=None,
+                        help="Spark master: local[*] (default) or spark://HOST:PORT of a standalone cluster "
+                             "(scripts/spark-standalone.sh start prints one)")
+    parser.add_argument("--driver-memory", default="2g", help="Spark driver memory (default 2g)")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``ingest`` and ``matrix`` subcommands."""
+    ingest = subparsers.add_parser(
+        "ingest", help="load runs' results.jsonl into the Parquet dataset (PySpark)",
+        description="Load the results.jsonl of runs (finished or not) into a Parquet dataset partitioned "
+                    "by month and protocol. Re-ingesting a run changes nothing; malformed lines are "
+                    "counted and reported, never fatal.")
+    ingest.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="a run directory, or a directory of them such as reports/runs")
+    ingest.add_argument("--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)")
+    _spark_args(ingest)
+    ingest.set_defaults(func=cmd_ingest)
+
+    matrix = subparsers.add_parser(
+        "matrix", help="compatibility matrices (CSV, JSON, HTML) from the dataset",
+        description="Compute requirement, certification, interop, flaky and trend matrices over a window "
+                    "of ingested runs; write NAME.csv and NAME.json per matrix and index.html.")
+    matrix.add_argument("--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)")
+    matrix.add_argument("--out", default="reports/matrix", help="output directory (default reports/matrix)")
+    matrix.add_argument("--since", type=_date, default=None, help="first run date, YYYY-MM-DD (inclusive)")
+    matrix.add_argument("--until", type=_date, default=None, help="last run date, YYYY-MM-DD (inclusive)")
+    matrix.add_argument("--last-runs", type=_positive, default=None, metavar="N",
+                        help="only the N most recent runs of each implementation (within --since/--until)")
+    _spark_args(matrix)
+    matrix.set_defaults(func=cmd_matrix)
+
+
+def _error(message: str) -> None:
+    print(f"conformance: error: {message}", file=sys.stderr)
+
+
+def _session(args: argparse.Namespace) -> Any:
+    from .spark import get_session
+    started = time.monotonic()
+    spark = get_session(args.master, args.driver_memory)
+    print(f"spark {spark.version} on {spark.sparkContext.master} "
+          f"(driver memory {args.driver_memory}): started in {time.monotonic() - started:.1f} s", flush=True)
+    return spark
+
+
+def _progress(line: str) -> None:
+    print(line, flush=True)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .ingest import IngestError, find_runs, ingest
+    from .spark import SparkUnavailable
+    try:
+        find_runs(args.run_dirs)  # fail on bad paths before paying for a JVM
+        spark = _session(args)
+        report = ingest(spark, args.run_dirs, args.dataset, progress=_progress)
+    except IngestError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except SparkUnavailable as exc:
+        _error(str(exc))
+        return EXIT_SPARK
+    except Exception as exc:  # a failed Spark job: keep the first line, not the JVM trace
+        _error(f"ingest failed, the dataset is unchanged: {type(exc).__name__}: "
+               f"{(str(exc).strip().splitlines() or [''])[0][:500]}")
+        return EXIT_SPARK
+    if report["malformed_lines"]:
+        print(f"note: {report['malformed_lines']} malformed line(s) skipped "
+              f"({report['torn_last_lines']} run(s) end with a torn line); see the ingest report", flush=True)
+    return EXIT_OK
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from .ingest import IngestError, require_dataset
+    from .matrix import Window, run
+    from .spark import SparkUnavailable
+    if args.since and args.until and args.since > args.until:
+        _error(f"--since {args.since} is after --until {args.until}")
+        return EXIT_USAGE
+    window = Window(args.since, args.until, args.last_runs)
+    try:
+        require_dataset(args.dataset)  # before starting a JVM
+        spark = _session(args)
+        meta = {"generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+        report = run(spark, args.dataset, args.out, window, progress=_progress, meta=meta)
+    except IngestError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except SparkUnavailable as exc:
+        _error(str(exc))
+        return EXIT_SPARK
+    except Exception as exc:
+        _error(f"matrix failed: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}")
+        return EXIT_SPARK
+    out = Path(args.out)
+    print(f"wrote {len(report['files'])} file(s) to {out}: "
+          + ", ".join(Path(p).name for p in report["files"]), flush=True)
+    print(f"open {out / 'index.html'}", flush=True)
+    return EXIT_OK

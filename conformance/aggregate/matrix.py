@@ -1,0 +1,470 @@
+"""``conformance matrix``: compatibility matrices over a window of runs.
+
+The matrices (each written as NAME.csv and NAME.json; ``index.html`` shows
+them all):
+
+``requirements``
+    implementation and version × requirement (case id): latest verdict and
+    pass rate. Only records where the harness itself was the peer count: in
+    an interop run a failure may be the other implementation's.
+``certification``
+    implementation (and version) × protocol: certified when every MUST case
+    passed (or was not applicable) and at least one passed, in the latest
+    *complete* run of that version; ``newest`` marks the version shown in the
+    implementation × protocol grid (the one tested most recently, then the
+    highest version).
+``interop``
+    client implementation × server implementation per protocol, from
+    records with ``peer_implementation``: the record's ``role`` is the role
+    ``implementation`` played, the peer played the other one.
+``flaky``
+    a case both passed and failed (or errored) for the same implementation,
+    version, protocol and peer.
+``trends``
+    per night (the run's date) and implementation: verdict counts and runs.
+
+Pass rate everywhere is passed / (passed + failed + error): not applicable
+is not a verdict.
+
+The window: ``--since``/``--until`` bound the run date (inclusive), and
+``--last-runs N`` keeps, for each implementation, its N most recent runs in
+that range (by the runs table of the dataset).
+
+Why it is computed this way: the dataset may hold tens of millions of
+records and the job must run in a 2 GB driver on 2 cores. So every matrix
+derives from three aggregations over the records, each with numeric
+aggregates only (Spark's fast hash aggregation; a string or struct
+"latest" would force a sort of every record): per case (requirements,
+flaky), per run (certification, interop, trends) and over the few failed
+records (the case lists). "Latest verdict" is the maximum of one number,
+time in ms * 16 + outcome * 4 + level, so ties resolve the same way every
+time. The results are written by Spark, sorted on their key columns into
+one file each, with fixed number formats: the files are byte-identical
+whichever Spark ran the job (local or a standalone cluster) and however it
+split the work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Callable
+
+from .ingest import IngestError, read_results, read_runs, require_dataset
+
+MATRICES = ("requirements", "certification", "interop", "flaky", "trends")
+TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+OUTCOME_CODES = ("passed", "not_applicable", "failed", "error")
+"""Index = code in the latest-verdict number; on a tie in time the worse
+outcome wins."""
+LEVEL_CODES = ("MAY", "SHOULD", "MUST")
+PAGE_VERSIONS = 2
+"""Versions per implementation (the most recently tested) that the page's
+requirements heatmap shows; the CSV has all."""
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Window:
+    since: date | None = None
+    until: date | None = None
+    last_runs: int | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"since": self.since.isoformat() if self.since else None,
+                "until": self.until.isoformat() if self.until else None,
+                "last_runs_per_implementation": self.last_runs}
+
+    def text(self) -> str:
+        parts = [f"since {self.since}" if self.since else "", f"until {self.until}" if self.until else "",
+                 f"last {self.last_runs} run(s) per implementation" if self.last_runs else ""]
+        return ", ".join(p for p in parts if p) or "all runs"
+
+
+@dataclass
+class Matrix:
+    """One matrix: a Spark DataFrame with exactly ``columns`` (typed), the
+    key it is sorted on, and the rows the HTML page shows (collected)."""
+    name: str
+    title: str
+    description: str
+    columns: list[str]
+    key: list[str]
+    frame: Any
+    rows: list[dict[str, Any]]
+    count: int = 0
+
+
+# ------------------------------------------------------------------ window
+
+def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any:
+    """The dataset's records in the window (only the columns used)."""
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
+
+    res = read_results(spark, dataset).select(
+        "run_id", "time", "date", "target", "implementation", "implementation_version", "protocol",
+        "role", "case_id", "level", "outcome", "peer_implementation", "month")
+    runs = read_runs(spark, dataset)
+    if window.since:
+        cond = (F.col("month") >= window.since.strftime("%Y-%m")) & (F.col("date") >= F.lit(window.since))
+        res = res.where(cond)
+        runs = runs.where(F.col("date") >= F.lit(window.since))
+    if window.until:
+        cond = (F.col("month") <= window.until.strftime("%Y-%m")) & (F.col("date") <= F.lit(window.until))
+        res = res.where(cond)
+        runs = runs.where(F.col("date") <= F.lit(window.until))
+    if window.last_runs:
+        # From the runs table (one row per run), not from the records.
+        per_impl = runs.select("run_id", "first_time", F.explode("implementations").alias("implementation"))
+        order = W.partitionBy("implementation").orderBy(F.col("first_time").desc(), F.col("run_id").desc())
+        keep = (per_impl.withColumn("_n", F.row_number().over(order)).where(F.col("_n") <= window.last_runs)
+                .select("implementation", "run_id"))
+        res = res.join(F.broadcast(keep), ["implementation", "run_id"], "left_semi")
+    return res.drop("month")
+
+
+def _counts(F: Any, prefix: str = "", where: Any = None) -> list[Any]:
+    def count(outcome: str) -> Any:
+        cond = F.col("outcome") == outcome
+        if where is not None:
+            cond = cond & where
+        return F.sum(F.when(cond, 1).otherwise(0)).alias(prefix + outcome)
+    return [count(o) for o in ("passed", "failed", "error", "not_applicable")]
+
+
+def _sums(F: Any, prefix: str = "") -> list[Any]:
+    return [F.sum(prefix + o).alias(prefix + o) for o in ("passed", "failed", "error", "not_applicable")]
+
+
+def _rate(F: Any, passed: str = "passed", failed: str = "failed", error: str = "error") -> Any:
+    denominator = F.col(passed) + F.col(failed) + F.col(error)
+    return F.when(denominator > 0, F.round(F.col(passed) / denominator, 4))
+
+
+def _ts(F: Any, column: Any) -> Any:
+    return F.date_format(column, TS_FORMAT)
+
+
+def _code(F: Any, column: str, values: tuple[str, ...]) -> Any:
+    expr = F.lit(0)
+    for i, value in enumerate(values):
+        expr = F.when(F.col(column) == value, i).otherwise(expr) if i else expr
+    return expr
+
+
+def _decode(F: Any, code: Any, values: tuple[str, ...]) -> Any:
+    return F.element_at(F.array(*(F.lit(v) for v in values)), (code + 1).cast("int"))
+
+
+# ---------------------------------------------------------------- matrices
+
+def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
+          progress: Progress = print) -> dict[str, Matrix]:
+    """All matrices over the window. Their frames are cached; call
+    ``spark.catalog.clearCache()`` when done with them."""
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
+
+    version = require_dataset(dataset)
+    res = select_window(spark, dataset, window)
+    peer = F.coalesce(F.col("peer_implementation"), F.lit(""))
+
+    # Per case: counts and the latest verdict as one number.
+    t = time.monotonic()
+    latest_code = (F.unix_millis("time") * 16 + _code(F, "outcome", OUTCOME_CODES) * 4
+                   + _code(F, "level", LEVEL_CODES))
+    per_case = (res.withColumn("peer", peer)
+                .groupBy("implementation", "implementation_version", "protocol", "case_id", "peer")
+                .agg(*_counts(F), F.count(F.lit(1)).alias("records"), F.max(latest_code).alias("_code"),
+                     F.min("time").alias("_first"), F.max("time").alias("_last"))
+                .select("*", _decode(F, F.expr("_code % 4"), LEVEL_CODES).alias("level"),
+                        _decode(F, F.expr("(_code div 4) % 4"), OUTCOME_CODES).alias("latest_outcome"),
+                        _ts(F, F.timestamp_millis(F.expr("_code div 16"))).alias("latest_time"))
+                .cache())
+    records = per_case.agg(F.sum("records")).first()[0] or 0
+    if not records:
+        raise IngestError(f"no records in the window ({window.text()}) of {dataset} (version {version.name})")
+    progress(f"matrix: {records:,} record(s) in the window ({window.text()}, dataset version {version.name}); "
+             f"per-case aggregation: {time.monotonic() - t:.1f} s")
+
+    # Per run (and role, peer): counts, MUST counts, times.
+    t = time.monotonic()
+    must = F.col("level") == "MUST"
+    per_run = (res.withColumn("peer", peer)
+               .groupBy("implementation", "implementation_version", "protocol", "peer", "role", "run_id", "date")
+               .agg(*_counts(F), *_counts(F, "must_", must), F.count(F.lit(1)).alias("records"),
+                    F.min("time").alias("first"), F.max("time").alias("last")))
+    complete = read_runs(spark, dataset).select("run_id", "complete")
+    per_run = (per_run.join(F.broadcast(complete), "run_id", "left")
+               .withColumn("complete", F.coalesce("complete", F.lit(False))).cache())
+    per_run_count = per_run.count()
+    # The few failed records: which cases, per run.
+    failures = (res.where(F.col("outcome").isin("failed", "error")
+                          & (must | F.col("peer_implementation").isNotNull()))
+                .withColumn("peer", peer)
+                .groupBy("implementation", "implementation_version", "protocol", "peer", "role", "run_id")
+                .agg(F.sort_array(F.collect_set("case_id")).alias("not_passed"),
+                     F.sort_array(F.collect_set(F.when(must, F.col("case_id")))).alias("failed_must"))
+                .cache())
+    failures.count()
+    progress(f"  per-run aggregation: {per_run_count:,} row(s): {time.monotonic() - t:.1f} s")
+
+    matrices = {}
+    t = time.monotonic()
+    matrices["requirements"] = _requirements(F, per_case)
+    matrices["certification"] = _certification(F, W, per_run, failures)
+    matrices["interop"] = _interop(F, per_run, failures)
+    matrices["flaky"] = _flaky(F, per_case)
+    matrices["trends"] = _trends(F, per_run)
+    progress("  " + ", ".join(f"{m.name} {m.count:,}" for m in matrices.values())
+             + f" row(s): {time.monotonic() - t:.1f} s")
+    return matrices
+
+
+def _collect(frame: Any) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in frame.collect()]
+
+
+def _requirements(F: Any, per_case: Any) -> Matrix:
+    from pyspark.sql import Window as W
+    columns = ["implementation", "implementation_version", "protocol", "case_id", "level", "latest_outcome",
+               "pass_rate", "passed", "failed", "error", "not_applicable", "records", "latest_time"]
+    frame = (per_case.where(F.col("peer") == "").withColumn("pass_rate", _rate(F)).select(*columns))
+    # The page shows the most recently tested versions of each implementation.
+    recent = (frame.groupBy("implementation", "protocol", "implementation_version")
+              .agg(F.max("latest_time").alias("_t")))
+    order = W.partitionBy("implementation", "protocol").orderBy(F.col("_t").desc(),
+                                                                 F.col("implementation_version").desc())
+    shown = (recent.withColumn("_n", F.row_number().over(order)).where(F.col("_n") <= PAGE_VERSIONS)
+             .select("implementation", "protocol", "implementation_version"))
+    rows = _collect(frame.join(F.broadcast(shown), ["implementation", "protocol", "implementation_version"],
+                               "left_semi"))
+    return Matrix(
+        "requirements", "Implementation and version × requirement",
+        "Latest verdict and pass rate of each case for each implementation version; only records where the "
+        "harness was the peer.",
+        columns, ["implementation", "implementation_version", "protocol", "case_id"], frame, rows,
+        frame.count())
+
+
+def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
+    keys = ["implementation", "implementation_version", "protocol"]
+    runs = (per_run.where(F.col("peer") == "").groupBy(*keys, "run_id")
+            .agg(*_sums(F, "must_"), F.max("last").alias("run_time"), F.min("first").alias("first"),
+                 F.max(F.col("complete").cast("int")).alias("complete")))
+    order = W.partitionBy(*keys).orderBy(F.col("run_time").desc(), F.col("run_id").desc())
+    latest = (runs.where(F.col("complete") == 1).withColumn("_n", F.row_number().over(order))
+              .where(F.col("_n") == 1).drop("_n", "first", "complete"))
+    failed = (failures.where(F.col("peer") == "").groupBy(*keys, "run_id")
+              .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("failed_must")))).alias("failed_must")))
+    latest = latest.join(failed, keys + ["run_id"], "left")
+    seen = runs.groupBy(*keys).agg(
+        F.min("first").alias("_first"), F.max("run_time").alias("_last"), F.count(F.lit(1)).alias("runs"),
+        F.sum("complete").alias("complete_runs"))
+    frame = seen.join(latest, keys, "left")
+    certified = (F.col("must_failed") == 0) & (F.col("must_error") == 0) & (F.col("must_passed") > 0)
+    status = (F.when(F.col("run_id").isNull(), F.lit("no complete run"))
+              .when(certified, F.lit("certified")).otherwise(F.lit("not certified")))
+    newest_order = W.partitionBy("implementation", "protocol").orderBy(
+        F.col("_last").desc(), F.col("implementation_version").desc())
+    columns = ["implementation", "protocol", "implementation_version", "newest", "status", "run_id", "run_time",
+               "must_passed", "must_failed", "must_error", "must_not_applicable", "failed_must", "runs",
+               "complete_runs", "first_seen", "last_seen"]
+    frame = (frame.withColumn("status", status)
+             .withColumn("newest", F.row_number().over(newest_order) == 1)
+             .withColumn("failed_must", F.coalesce("failed_must", F.array().cast("array<string>")))
+             .withColumn("run_time", _ts(F, "run_time"))
+             .withColumn("first_seen", _ts(F, "_first")).withColumn("last_seen", _ts(F, "_last"))
+             .select(*columns).cache())
+    rows = _collect(frame)
+    return Matrix(
+        "certification", "Implementation × protocol certification",
+        "Certified: every MUST case passed or was not applicable, and at least one passed, in the latest "
+        "complete run of that implementation version. 'newest' marks the version tested most recently.",
+        columns, ["implementation", "protocol", "implementation_version"], frame, rows, len(rows))
+
+
+def _orient(F: Any, frame: Any) -> Any:
+    """client/server columns from (implementation, role, peer)."""
+    client = F.when(F.col("role") == "client", F.col("implementation")).otherwise(F.col("peer"))
+    server = F.when(F.col("role") == "server", F.col("implementation")).otherwise(F.col("peer"))
+    return frame.where(F.col("peer") != "").withColumn("client_implementation", client) \
+        .withColumn("server_implementation", server)
+
+
+def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
+    keys = ["protocol", "client_implementation", "server_implementation"]
+    runs = (_orient(F, per_run).groupBy(*keys, "run_id")
+            .agg(*_sums(F), F.max("last").alias("run_time")))
+    not_passed = (_orient(F, failures).groupBy(*keys, "run_id")
+                  .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("not_passed")))).alias("not_passed")))
+    runs = runs.join(not_passed, keys + ["run_id"], "left")
+    latest = F.max(F.struct("run_time", "run_id", "passed", "failed", "error", "not_passed"))
+    columns = ["protocol", "client_implementation", "server_implementation", "pass_rate", "passed", "failed",
+               "error", "not_applicable", "runs", "latest_run_id", "latest_pass_rate", "latest_not_passed"]
+    frame = (runs.groupBy(*keys).agg(*_sums(F), F.count(F.lit(1)).alias("runs"), latest.alias("_l"))
+             .withColumn("pass_rate", _rate(F))
+             .withColumn("latest_run_id", F.col("_l.run_id"))
+             .withColumn("latest_pass_rate", _rate(F, "_l.passed", "_l.failed", "_l.error"))
+             .withColumn("latest_not_passed", F.coalesce("_l.not_passed", F.array().cast("array<string>")))
+             .select(*columns).cache())
+    rows = _collect(frame)
+    return Matrix(
+        "interop", "Implementation × implementation interoperability",
+        "Pass rate of interop cases per (client, server) pair, from records whose peer_implementation is set; "
+        "the latest run's pass rate and the cases it did not pass.",
+        columns, keys, frame, rows, len(rows))
+
+
+def _flaky(F: Any, per_case: Any) -> Matrix:
+    columns = ["implementation", "implementation_version", "protocol", "case_id", "peer_implementation", "level",
+               "fail_rate", "passed", "failed", "error", "not_applicable", "records", "latest_outcome",
+               "first_time", "last_time"]
+    not_passed = F.col("failed") + F.col("error")
+    frame = (per_case.where((F.col("passed") > 0) & (not_passed > 0))
+             .withColumn("peer_implementation", F.col("peer"))
+             .withColumn("fail_rate", F.round(not_passed / (F.col("passed") + not_passed), 4))
+             .withColumn("first_time", _ts(F, "_first")).withColumn("last_time", _ts(F, "_last"))
+             .select(*columns).cache())
+    count = frame.count()
+    # The page lists the flakiest (closest to half failing).
+    rows = _collect(frame.orderBy(F.abs(F.col("fail_rate") - 0.5), F.col("records").desc(),
+                                  *[F.col(c) for c in ("implementation", "implementation_version", "case_id",
+                                                       "peer_implementation")]).limit(150))
+    return Matrix(
+        "flaky", "Flaky cases",
+        "Cases that both passed and failed (or errored) for the same implementation, version, protocol and "
+        "peer (empty peer: the harness).",
+        columns, ["implementation", "implementation_version", "protocol", "case_id", "peer_implementation"],
+        frame, rows, count)
+
+
+def _trends(F: Any, per_run: Any) -> Matrix:
+    columns = ["date", "implementation", "passed", "failed", "error", "not_applicable", "records", "runs",
+               "pass_rate"]
+    frame = (per_run.groupBy("date", "implementation")
+             .agg(*_sums(F), F.sum("records").alias("records"), F.countDistinct("run_id").alias("runs"))
+             .withColumn("pass_rate", _rate(F)).withColumn("date", F.col("date").cast("string"))
+             .select(*columns).cache())
+    rows = _collect(frame)
+    return Matrix(
+        "trends", "Trends: pass counts per night",
+        "Per night (the run's date) and implementation: verdict counts over all its records.",
+        columns, ["date", "implementation"], frame, rows, len(rows))
+
+
+# ----------------------------------------------------------------- output
+
+def _csv_frame(F: Any, matrix: Matrix) -> Any:
+    """Every column as text with a fixed format (rates to 4 decimals, lists
+    joined with ';', empty for null)."""
+    fields = {f.name: f.dataType.typeName() for f in matrix.frame.schema.fields}
+    cols = []
+    for name in matrix.columns:
+        kind = fields[name]
+        col = F.col(name)
+        if kind == "double":
+            # format_string turns null into the text "null": keep it empty.
+            col = F.when(col.isNotNull(), F.format_string("%.4f", col))
+        elif kind == "array":
+            col = F.array_join(col, ";")
+        elif kind == "boolean":
+            col = F.when(col, "true").when(~col, "false")
+        else:
+            col = col.cast("string")
+        cols.append(col.alias(name))
+    return matrix.frame.select(*cols)
+
+
+def _write_single(frame: Any, key: list[str], fmt: str, tmp: Path, options: dict[str, str]) -> Path:
+    """Write ``frame`` sorted on ``key`` as one file; return its path."""
+    (frame.repartition(1).sortWithinPartitions(*key).write.mode("overwrite").options(**options)
+     .format(fmt).save(str(tmp)))
+    parts = sorted(p for p in tmp.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+    if len(parts) != 1:
+        raise RuntimeError(f"expected one {fmt} part file in {tmp}, found {len(parts)}")
+    return parts[0]
+
+
+def write_outputs(spark: Any, matrices: dict[str, Matrix], out: str | os.PathLike, window: Window,
+                  meta: dict[str, Any]) -> list[Path]:
+    """NAME.csv and NAME.json per matrix, index.html and matrix-report.json.
+
+    Each file is written next to its final name and renamed into place, so
+    a reader never sees half a file."""
+    from pyspark.sql import functions as F
+
+    from .html import render
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / f".matrix-{uuid.uuid4().hex[:8]}"
+    written = []
+    try:
+        for m in matrices.values():
+            csv_part = _write_single(_csv_frame(F, m), m.key, "csv", work / f"{m.name}-csv",
+                                     {"header": "true", "escape": '"', "nullValue": "", "emptyValue": "",
+                                      "lineSep": "\n"})
+            target = out / f"{m.name}.csv"
+            if csv_part.stat().st_size == 0:  # no rows: Spark may write no header
+                csv_part.write_text(",".join(m.columns) + "\n", encoding="utf-8")
+            os.replace(csv_part, target)
+            written.append(target)
+            json_part = _write_single(m.frame, m.key, "json", work / f"{m.name}-json",
+                                      {"ignoreNullFields": "false", "lineSep": "\n"})
+            target = out / f"{m.name}.json"
+            tmp = out / f".{m.name}.json.tmp"
+            head = {"matrix": m.name, "title": m.title, "description": m.description,
+                    "window": window.describe(), "columns": m.columns, "key": m.key, "row_count": m.count}
+            with open(tmp, "w", encoding="utf-8") as dst, open(json_part, encoding="utf-8") as src:
+                dst.write(json.dumps(head, indent=1)[:-2] + ',\n "rows": [\n')
+                first = True
+                for line in src:
+                    line = line.rstrip("\n")
+                    if line:
+                        dst.write(("" if first else ",\n") + line)
+                        first = False
+                dst.write("\n ]\n}\n")
+            os.replace(tmp, target)
+            written.append(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    page = out / "index.html"
+    tmp = out / ".index.html.tmp"
+    tmp.write_text(render(matrices, window, meta), encoding="utf-8")
+    os.replace(tmp, page)
+    written.append(page)
+    report = out / "matrix-report.json"
+    report.write_text(json.dumps({**meta, "window": window.describe(),
+                                  "rows": {n: m.count for n, m in matrices.items()},
+                                  "files": [p.name for p in written]}, indent=2) + "\n", encoding="utf-8")
+    written.append(report)
+    return written
+
+
+def run(spark: Any, dataset: str | os.PathLike, out: str | os.PathLike, window: Window = Window(),
+        progress: Progress = print, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Build and write every matrix; returns the report (matrix-report.json)."""
+    started = time.monotonic()
+    version = require_dataset(dataset)
+    try:
+        matrices = build(spark, dataset, window, progress)
+        records = sum(r["records"] for r in matrices["trends"].rows)
+        t = time.monotonic()
+        info = {"dataset": str(Path(dataset).resolve()), "dataset_version": version.name, "records": records,
+                "spark_master": spark.sparkContext.master, **(meta or {})}
+        written = write_outputs(spark, matrices, out, window, info)
+        progress(f"  wrote {len(written)} file(s): {time.monotonic() - t:.1f} s")
+    finally:
+        spark.catalog.clearCache()
+    info.update(seconds=round(time.monotonic() - started, 2), files=[str(p) for p in written])
+    progress(f"matrix done in {info['seconds']:.1f} s")
+    return info

@@ -1,0 +1,77 @@
+"""Real Spark for the aggregation tests: one local[2] session for the whole
+test session (starting a JVM costs seconds), and run directories written
+the way the harness writes them (ResultWriter, write_summary)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from conformance.core.results import ResultRecord, ResultWriter, write_summary
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from conformance.aggregate.spark import get_session
+    session = get_session(master="local[2]")
+    yield session
+    session.stop()
+
+
+def record(run_id: str, time_: str, implementation: str, version: str, case_id: str, outcome: str,
+           level: str = "MUST", protocol: str = "btp", role: str = "server", peer: str | None = None) -> ResultRecord:
+    return ResultRecord(
+        run_id=run_id, time=time_, harness_version="0.1.0", target=implementation, implementation=implementation,
+        implementation_version=version, protocol=protocol, role=role, case_id=case_id, level=level,
+        citation="BTP 2.0, Flow", outcome=outcome, duration_s=0.01,
+        message="" if outcome == "passed" else f"{case_id}: it broke", peer_implementation=peer)
+
+
+def write_run(root: Path, run_id: str, records: list[ResultRecord], finished: bool = True,
+              extra_lines: list[str] = (), torn: str = "") -> Path:
+    """A run directory as `conformance certify` leaves it; ``finished=False``
+    is a killed run (no summary.json), ``torn`` a half-written last line."""
+    run_dir = root / run_id
+    run_dir.mkdir(parents=True)
+    writer = ResultWriter(run_dir)
+    for rec in records:
+        writer.append(rec)
+    with open(run_dir / "results.jsonl", "a", encoding="utf-8") as out:
+        for line in extra_lines:
+            out.write(line + "\n")
+        out.write(torn)
+    if finished:
+        write_summary(run_dir, run_id, time.monotonic() - 1, {})
+    return run_dir
+
+
+def jsonl_records(run_dirs: list[Path]) -> list[dict]:
+    """Every well-formed record, read with plain Python: the independent
+    computation the Spark results are checked against."""
+    out = []
+    for run_dir in run_dirs:
+        for line in (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "case_id" in rec:
+                out.append(rec)
+    return out
+
+
+def dataset_records(spark, dataset: Path) -> list[dict]:
+    from conformance.aggregate.ingest import read_results
+    return [r.asDict() for r in read_results(spark, dataset).collect()]
+
+
+def dataset_runs(spark, dataset: Path) -> dict[str, dict]:
+    from conformance.aggregate.ingest import read_runs
+    return {r["run_id"]: r.asDict() for r in read_runs(spark, dataset).collect()}
+
+
+__all__ = ["record", "write_run", "jsonl_records", "dataset_records", "dataset_runs", "asdict"]

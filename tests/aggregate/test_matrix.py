@@ -1,0 +1,211 @@
+"""`conformance matrix` on real Spark, checked against the same figures
+computed in plain Python from the results.jsonl files; the standalone
+cluster gives byte-identical output; the CLI's errors are clear."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from conformance.aggregate.ingest import ingest
+from conformance.aggregate.matrix import Window, run
+
+from .conftest import jsonl_records
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFORMANCE = [sys.executable, "-m", "conformance.cli"]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory, spark):
+    """Synthetic nightly runs (bench/gen_results.py): 6 implementations x 3
+    protocols' cases, 4 nights, interop runs, some runs killed part-way."""
+    root = tmp_path_factory.mktemp("aggregate")
+    subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(root / "gen"),
+                    "--implementations", "6", "--cases", "25", "--nights", "4", "--interop-cases", "6",
+                    "--unfinished", "0.15", "--malformed", "0.002", "--jobs", "1", "--seed", "11"],
+                   check=True, capture_output=True, text=True, timeout=120)
+    run_dirs = sorted((root / "gen" / "runs").iterdir())
+    dataset = root / "dataset"
+    ingest(spark, [root / "gen" / "runs"], dataset, progress=lambda line: None)
+    out = root / "matrix"
+    run(spark, dataset, out, progress=lambda line: None)
+    return {"root": root, "runs": run_dirs, "dataset": dataset, "out": out,
+            "complete": {d.name for d in run_dirs if (d / "summary.json").is_file()}}
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def rate(passed: int, failed: int, error: int) -> str:
+    total = passed + failed + error
+    return f"{passed / total:.4f}" if total else ""
+
+
+def counts(records) -> dict[str, int]:
+    out = {"passed": 0, "failed": 0, "error": 0, "not_applicable": 0}
+    for r in records:
+        out[r["outcome"]] += 1
+    return out
+
+
+def test_requirements_matrix_matches_plain_python(generated):
+    records = [r for r in jsonl_records(generated["runs"]) if not r.get("peer_implementation")]
+    groups = defaultdict(list)
+    for r in records:
+        groups[(r["implementation"], r["implementation_version"], r["protocol"], r["case_id"])].append(r)
+    rows = {(r["implementation"], r["implementation_version"], r["protocol"], r["case_id"]): r
+            for r in read_csv(generated["out"] / "requirements.csv")}
+    assert set(rows) == set(groups)
+    worse = {"passed": 0, "not_applicable": 1, "failed": 2, "error": 3}
+    for key, recs in groups.items():
+        c = counts(recs)
+        row = rows[key]
+        assert {k: int(row[k]) for k in c} == c, key
+        assert row["pass_rate"] == rate(c["passed"], c["failed"], c["error"]), key
+        latest = max(recs, key=lambda r: (r["time"], worse[r["outcome"]]))
+        assert row["latest_outcome"] == latest["outcome"], key
+
+
+def test_certification_matrix_matches_plain_python(generated):
+    records = [r for r in jsonl_records(generated["runs"]) if not r.get("peer_implementation")]
+    by_version_run = defaultdict(list)
+    for r in records:
+        by_version_run[(r["implementation"], r["implementation_version"], r["protocol"], r["run_id"])].append(r)
+    latest_complete: dict[tuple, tuple] = {}
+    for (impl, version, protocol, run_id), recs in by_version_run.items():
+        if run_id not in generated["complete"]:
+            continue
+        key = (impl, version, protocol)
+        stamp = (max(r["time"] for r in recs), run_id)
+        if key not in latest_complete or stamp > latest_complete[key][0]:
+            latest_complete[key] = (stamp, recs)
+    rows = {(r["implementation"], r["implementation_version"], r["protocol"]): r
+            for r in read_csv(generated["out"] / "certification.csv")}
+    assert set(latest_complete) <= set(rows)
+    statuses = set()
+    for key, (_, recs) in latest_complete.items():
+        must = counts(r for r in recs if r["level"] == "MUST")
+        certified = must["failed"] == 0 and must["error"] == 0 and must["passed"] > 0
+        expected = "certified" if certified else "not certified"
+        failed_must = sorted({r["case_id"] for r in recs if r["level"] == "MUST" and r["outcome"] in ("failed", "error")})
+        assert rows[key]["status"] == expected, key
+        assert rows[key]["failed_must"] == ";".join(failed_must), key
+        statuses.add(expected)
+    assert statuses == {"certified", "not certified"}, "the generated data has both kinds"
+    for key in set(rows) - set(latest_complete):
+        assert rows[key]["status"] == "no complete run", key
+
+
+def test_interop_matrix_matches_plain_python(generated):
+    pairs = defaultdict(list)
+    for r in jsonl_records(generated["runs"]):
+        peer = r.get("peer_implementation")
+        if peer:
+            client, server = (r["implementation"], peer) if r["role"] == "client" else (peer, r["implementation"])
+            pairs[(r["protocol"], client, server)].append(r)
+    assert pairs, "the generated data has interop runs"
+    rows = {(r["protocol"], r["client_implementation"], r["server_implementation"]): r
+            for r in read_csv(generated["out"] / "interop.csv")}
+    assert set(rows) == set(pairs)
+    for key, recs in pairs.items():
+        c = counts(recs)
+        assert {k: int(rows[key][k]) for k in c} == c, key
+        assert rows[key]["pass_rate"] == rate(c["passed"], c["failed"], c["error"]), key
+
+
+def test_flaky_and_trends_match_plain_python(generated):
+    records = jsonl_records(generated["runs"])
+    per_case = defaultdict(list)
+    for r in records:
+        per_case[(r["implementation"], r["implementation_version"], r["protocol"], r["case_id"],
+                  r.get("peer_implementation") or "")].append(r["outcome"])
+    flaky = {k for k, outcomes in per_case.items()
+             if "passed" in outcomes and ({"failed", "error"} & set(outcomes))}
+    rows = read_csv(generated["out"] / "flaky.csv")
+    assert flaky and {(r["implementation"], r["implementation_version"], r["protocol"], r["case_id"],
+                       r["peer_implementation"]) for r in rows} == flaky
+    nights = defaultdict(list)
+    for r in records:
+        night = date(int(r["run_id"][:4]), int(r["run_id"][4:6]), int(r["run_id"][6:8])).isoformat()
+        nights[(night, r["implementation"])].append(r)
+    trends = {(r["date"], r["implementation"]): r for r in read_csv(generated["out"] / "trends.csv")}
+    assert set(trends) == set(nights)
+    for key, recs in nights.items():
+        assert int(trends[key]["passed"]) == counts(recs)["passed"], key
+        assert int(trends[key]["runs"]) == len({r["run_id"] for r in recs}), key
+
+
+def test_outputs_json_and_html_page(generated):
+    out = generated["out"]
+    for name in ("requirements", "certification", "interop", "flaky", "trends"):
+        data = json.loads((out / f"{name}.json").read_text())
+        rows = data["rows"] if isinstance(data, dict) else data
+        assert len(rows) == len(read_csv(out / f"{name}.csv")), name
+    page = (out / "index.html").read_text()
+    for anchor in ('id="certification"', 'id="interop"', 'id="requirements"', 'id="flaky"', 'id="trends"'):
+        assert anchor in page
+    # Heatmap cells carry the rate or verdict on hover.
+    assert page.count("title=") > 50
+
+
+def test_window_selects_runs_by_date(spark, generated, tmp_path):
+    nights = sorted({d.name[:8] for d in generated["runs"]})
+    last = date(int(nights[-1][:4]), int(nights[-1][4:6]), int(nights[-1][6:8]))
+    out = tmp_path / "last-night"
+    run(spark, generated["dataset"], out, Window(since=last), progress=lambda line: None)
+    assert {r["date"] for r in read_csv(out / "trends.csv")} == {last.isoformat()}
+
+
+def test_cli_reports_usage_errors_clearly(tmp_path):
+    ingest_missing = subprocess.run(CONFORMANCE + ["ingest", str(tmp_path / "nowhere"), "--dataset",
+                                                   str(tmp_path / "ds")],
+                                    capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert ingest_missing.returncode == 2 and "no runs found" in ingest_missing.stderr
+    matrix_missing = subprocess.run(CONFORMANCE + ["matrix", "--dataset", str(tmp_path / "ds")],
+                                    capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert matrix_missing.returncode == 2 and "ingest" in matrix_missing.stderr
+    bad_date = subprocess.run(CONFORMANCE + ["matrix", "--since", "yesterday"],
+                              capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert bad_date.returncode == 2 and "YYYY-MM-DD" in bad_date.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.spark_cluster
+@pytest.mark.timeout(600)
+def test_standalone_cluster_gives_the_same_matrices(generated, tmp_path):
+    env = dict(os.environ, SPARK_STANDALONE_DIR=str(tmp_path / "cluster"), SPARK_MASTER_PORT=str(_free_port()))
+    script = str(REPO_ROOT / "scripts" / "spark-standalone.sh")
+    started = subprocess.run([script, "start"], capture_output=True, text=True, timeout=180, env=env)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        master = [line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("SPARK_MASTER=")][0]
+        assert subprocess.run([script, "status"], capture_output=True, env=env, timeout=30).returncode == 0
+        out = tmp_path / "matrix-cluster"
+        job = subprocess.run(CONFORMANCE + ["matrix", "--dataset", str(generated["dataset"]), "--out", str(out),
+                                            "--master", master],
+                             capture_output=True, text=True, timeout=400, cwd=REPO_ROOT)
+        assert job.returncode == 0, job.stdout + job.stderr
+        assert f"on {master}" in job.stdout + job.stderr
+        for name in ("requirements", "certification", "interop", "flaky", "trends"):
+            assert (out / f"{name}.csv").read_bytes() == (generated["out"] / f"{name}.csv").read_bytes(), name
+    finally:
+        stopped = subprocess.run([script, "stop"], capture_output=True, text=True, timeout=60, env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert subprocess.run([script, "status"], capture_output=True, env=env, timeout=30).returncode == 1
