@@ -22,6 +22,8 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .spark import DRIVER_MEMORY
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_SPARK = 3
@@ -48,7 +50,9 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None,
                         help="Spark master: local[*] (default) or spark://HOST:PORT of a standalone cluster "
                              "(scripts/spark-standalone.sh start prints one)")
-    parser.add_argument("--driver-memory", default="2g", help="Spark driver memory (default 2g)")
+    parser.add_argument("--driver-memory", default=DRIVER_MEMORY,
+                        help=f"Spark driver heap (default {DRIVER_MEMORY}: with the JVM's own memory, the "
+                             "driver process stays within 2 GB)")
 
 
 def register(subparsers: Any) -> None:
