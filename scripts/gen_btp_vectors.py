@@ -17,7 +17,6 @@ Usage: scripts/gen_btp_vectors.py [--check]
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
@@ -26,6 +25,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from conformance.core.vector_files import write_or_check  # noqa: E402
 
 from reference_impl.btp.oer import DECODE_REASONS, encode_length  # noqa: E402
 from reference_impl.btp.packet import (  # noqa: E402
@@ -593,22 +594,7 @@ def render(document: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare with the committed files instead of writing")
-    args = parser.parse_args()
-    outputs = {PACKETS_PATH: render(packets_document()), MALFORMED_PATH: render(malformed_document())}
-    if args.check:
-        stale = [path for path, text in outputs.items()
-                 if not path.exists() or path.read_text(encoding="utf-8") != text]
-        for path in stale:
-            print(f"{path.relative_to(REPO_ROOT)} differs from what {GENERATOR} generates", file=sys.stderr)
-        return 1 if stale else 0
-    VECTORS_DIR.mkdir(parents=True, exist_ok=True)
-    for path, text in outputs.items():
-        path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.relative_to(REPO_ROOT)}")
-    return 0
+    return write_or_check(__doc__.splitlines()[0], lambda: {PACKETS_PATH: render(packets_document()), MALFORMED_PATH: render(malformed_document())})
 
 
 if __name__ == "__main__":

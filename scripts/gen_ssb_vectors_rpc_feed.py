@@ -14,7 +14,6 @@ Usage: scripts/gen_ssb_vectors_rpc_feed.py [--check]
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
@@ -24,6 +23,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from conformance.core.vector_files import write_or_check  # noqa: E402
 
 from reference_impl.ssb.feed import (  # noqa: E402
     canonical_json,
@@ -489,23 +490,7 @@ def render(document: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare with the committed files instead of writing")
-    args = parser.parse_args()
-    outputs = {RPC_PATH: render(rpc_document()), FEED_PATH: render(feed_document())}
-    if args.check:
-        stale = [path for path, text in outputs.items()
-                 if not path.exists() or path.read_text(encoding="utf-8") != text]
-        for path in stale:
-            print(f"{path.relative_to(REPO_ROOT)} is out of date; rerun {Path(__file__).name}",
-                  file=sys.stderr)
-        return 1 if stale else 0
-    VECTORS_DIR.mkdir(parents=True, exist_ok=True)
-    for path, text in outputs.items():
-        path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.relative_to(REPO_ROOT)}")
-    return 0
+    return write_or_check(__doc__.splitlines()[0], lambda: {RPC_PATH: render(rpc_document()), FEED_PATH: render(feed_document())})
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Usage: scripts/gen_ssb_vectors_shs_box.py [--check]
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+from conformance.core.vector_files import write_or_check  # noqa: E402
 
 from reference_impl.ssb import shs  # noqa: E402
 from reference_impl.ssb.boxstream import (  # noqa: E402
@@ -589,23 +590,7 @@ def render(document: dict[str, object]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="compare with the committed files instead of writing")
-    args = parser.parse_args()
-    outputs = {SHS_PATH: render(shs_document()), BOXSTREAM_PATH: render(boxstream_document())}
-    if args.check:
-        stale = [path for path, text in outputs.items()
-                 if not path.exists() or path.read_text(encoding="utf-8") != text]
-        for path in stale:
-            print(f"{path.relative_to(REPO_ROOT)} is out of date; rerun {Path(__file__).name}",
-                  file=sys.stderr)
-        return 1 if stale else 0
-    VECTORS_DIR.mkdir(parents=True, exist_ok=True)
-    for path, text in outputs.items():
-        path.write_text(text, encoding="utf-8")
-        print(f"wrote {path.relative_to(REPO_ROOT)}")
-    return 0
+    return write_or_check(__doc__.splitlines()[0], lambda: {SHS_PATH: render(shs_document()), BOXSTREAM_PATH: render(boxstream_document())})
 
 
 if __name__ == "__main__":

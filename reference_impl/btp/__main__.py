@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from .node import (
     format_result,
     run_client,
 )
+from ..node_cli import positive_float, serve_until_stopped
 from .packet import MAX_AMOUNT, ContentType
 from .session import Fault, SessionEvent
 
@@ -161,15 +160,6 @@ def _check_balance(args: argparse.Namespace) -> None:
 # --- serve -----------------------------------------------------------------------------
 
 
-def _write_ready_file(path: str, info: dict) -> None:
-    """Atomically, so a harness polling for the file never reads half of it."""
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as ready_file:
-        json.dump(info, ready_file)
-        ready_file.write("\n")
-    os.replace(temporary, path)
-
-
 async def _serve(args: argparse.Namespace) -> int:
     _check_balance(args)
     token = _auth_token(args)
@@ -194,22 +184,10 @@ async def _serve(args: argparse.Namespace) -> int:
     )
     if args.fault:
         log.warning("fault injection active: %s", args.fault)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        host, port = await node.start(args.host, args.port)
-    except OSError as exc:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    try:
-        if args.ready_file:
-            _write_ready_file(args.ready_file, {"url": node.url, "host": host, "port": port})
-        print(f"BTP_READY url={node.url} port={port}", flush=True)
-        await stop.wait()
-        log.info("shutting down")
-    finally:
-        await node.close()
+    await serve_until_stopped(
+        node, args.host, args.port, args.ready_file,
+        lambda host, port: (f"BTP_READY url={node.url} port={port}", {"url": node.url, "host": host, "port": port}),
+        CliError)
     return EXIT_OK
 
 
@@ -242,16 +220,6 @@ async def _client(args: argparse.Namespace) -> int:
 
 
 # --- parser ----------------------------------------------------------------------------
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _non_negative_float(text: str) -> float:
@@ -317,12 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--port", type=_port, default=0, help="TCP port; 0 picks a free one (default)")
     _add_token_options(serve_parser)
     _balance_options(serve_parser)
-    serve_parser.add_argument("--auth-timeout", type=_positive_float, default=DEFAULT_AUTH_TIMEOUT, metavar="S",
+    serve_parser.add_argument("--auth-timeout", type=positive_float, default=DEFAULT_AUTH_TIMEOUT, metavar="S",
                               help="seconds a client gets to authenticate (default: %(default)g)")
-    serve_parser.add_argument("--idle-timeout", type=_positive_float, default=DEFAULT_IDLE_TIMEOUT, metavar="S",
+    serve_parser.add_argument("--idle-timeout", type=positive_float, default=DEFAULT_IDLE_TIMEOUT, metavar="S",
                               help="close a connection after S seconds with nothing received "
                               "(default: %(default)g)")
-    serve_parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
+    serve_parser.add_argument("--timeout", type=positive_float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
                               help="seconds to wait for the answer to each request we send "
                               "(default: %(default)g)")
     serve_parser.add_argument("--fault", choices=[fault.value for fault in Fault], metavar="MODE",
@@ -346,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_parser.add_argument("--stay", type=_non_negative_float, default=0.0, metavar="S",
                                help="after the requests, serve the server's requests for S seconds "
                                "(default: 0)")
-    client_parser.add_argument("--timeout", type=_positive_float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
+    client_parser.add_argument("--timeout", type=positive_float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
                                help="deadline for connecting, for the auth answer and for each request's "
                                "answer (default: %(default)g)")
     _add_request_options(client_parser, "after authentication")

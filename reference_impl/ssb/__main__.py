@@ -13,11 +13,10 @@ import base64
 import binascii
 import json
 import logging
-import os
-import signal
 import sys
 from pathlib import Path
 
+from ..node_cli import positive_float, serve_until_stopped
 from .feed import FeedError
 from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
 from .node import (
@@ -147,15 +146,6 @@ def _load_seed_feed(node: SsbNode, path: str) -> None:
             raise CliError(f"--seed-feed {path}: message {position} rejected: {exc}") from None
 
 
-def _write_ready_file(path: str, info: dict) -> None:
-    """Write atomically, so a harness polling for the file never reads half of it."""
-    temporary = f"{path}.tmp{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as ready_file:
-        json.dump(info, ready_file)
-        ready_file.write("\n")
-    os.replace(temporary, path)
-
-
 async def _serve(args: argparse.Namespace) -> int:
     node = SsbNode(
         _keypair(args),
@@ -171,23 +161,11 @@ async def _serve(args: argparse.Namespace) -> int:
     if node.fault is not None:
         log.warning("fault injection active: %s", node.fault.value)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        host, port = await node.start(args.host, args.port)
-    except OSError as exc:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
-    try:
-        # The file first: whoever sees the stdout line may look for the file.
-        if args.ready_file:
-            _write_ready_file(args.ready_file, {"host": host, "port": port, "id": node.feed_id})
-        print(f"SSB_READY host={host} port={port} id={node.feed_id}", flush=True)
-        await stop.wait()
-        log.info("shutting down")
-    finally:
-        await node.close()
+    await serve_until_stopped(
+        node, args.host, args.port, args.ready_file,
+        lambda host, port: (f"SSB_READY host={host} port={port} id={node.feed_id}",
+                            {"host": host, "port": port, "id": node.feed_id}),
+        CliError)
     return EXIT_OK
 
 
@@ -220,13 +198,6 @@ async def _replicate(args: argparse.Namespace) -> int:
 
 
 # --- parser ---------------------------------------------------------------------------
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _non_negative_int(text: str) -> int:
@@ -267,10 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="TCP port; 0 picks a free one (default: %(default)s)")
     listen.add_argument("--ready-file", metavar="PATH",
                         help='also write {"host", "port", "id"} as JSON to PATH once listening')
-    listen.add_argument("--handshake-timeout", type=_positive_float, default=DEFAULT_HANDSHAKE_TIMEOUT,
+    listen.add_argument("--handshake-timeout", type=positive_float, default=DEFAULT_HANDSHAKE_TIMEOUT,
                         metavar="S", help="seconds a client gets to finish the handshake "
                         "(default: %(default)g)")
-    listen.add_argument("--idle-timeout", type=_positive_float, default=DEFAULT_IDLE_TIMEOUT,
+    listen.add_argument("--idle-timeout", type=positive_float, default=DEFAULT_IDLE_TIMEOUT,
                         metavar="S", help="close a connection (with goodbyes) after this many seconds "
                         "with nothing received and no message sent (default: %(default)g)")
     content = serve.add_argument_group("feeds")
@@ -305,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="feed to replicate (default: the peer's own feed)")
     client.add_argument("--out", metavar="FILE.json",
                         help="write the verified messages there, as a JSON list of message values")
-    client.add_argument("--timeout", type=_positive_float, default=DEFAULT_REPLICATE_TIMEOUT,
+    client.add_argument("--timeout", type=positive_float, default=DEFAULT_REPLICATE_TIMEOUT,
                         metavar="S", help="give up after this many seconds (default: %(default)g)")
     client.set_defaults(run=_replicate)
     return parser
