@@ -30,10 +30,11 @@ def generated(tmp_path_factory, spark):
     """Synthetic nightly runs (bench/gen_results.py): 6 implementations x 3
     protocols' cases, 4 nights, interop runs, some runs killed part-way."""
     root = tmp_path_factory.mktemp("aggregate")
-    subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(root / "gen"),
-                    "--implementations", "6", "--cases", "25", "--nights", "4", "--interop-cases", "6",
-                    "--unfinished", "0.15", "--malformed", "0.002", "--jobs", "1", "--seed", "11"],
-                   check=True, capture_output=True, text=True, timeout=120)
+    gen = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(root / "gen"),
+                          "--implementations", "6", "--cases", "25", "--nights", "4", "--interop-cases", "6",
+                          "--unfinished", "0.15", "--malformed", "0.002", "--jobs", "1", "--seed", "11"],
+                         capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, f"bench/gen_results.py failed:\n{gen.stdout}{gen.stderr}"
     run_dirs = sorted((root / "gen" / "runs").iterdir())
     dataset = root / "dataset"
     ingest(spark, [root / "gen" / "runs"], dataset, progress=lambda line: None)
