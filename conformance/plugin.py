@@ -211,6 +211,12 @@ def target(request: pytest.FixtureRequest, requirement_spec: Requirement) -> Tar
     checking that this case applies to it."""
     state = _state(request.config)
     if state.unresponsive:
+        # A case that would not apply anyway stays not applicable: the
+        # verdict lists only what the silence cost.
+        if state.runtime is not None:
+            reason = not_applicable_reason(state.runtime, requirement_spec)
+            if reason:
+                not_applicable(reason)
         raise TargetError(state.unresponsive)
     runtime = state.runtime_for(requirement_spec.protocol)
     note = runtime.ensure_server()

@@ -138,3 +138,39 @@ def test_redactor_masks_every_form(secret):
 def test_redactor_ignores_values_too_short_to_protect_anything():
     from conformance.core.redact import Redactor
     assert Redactor([b"ab", b""]).text("ab ab") == "ab ab"
+
+
+SILENT_SERVER = '''
+import asyncio
+from websockets.asyncio.server import serve
+
+async def handler(ws):
+    async for _ in ws:   # reads everything, answers nothing
+        pass
+
+async def main():
+    async with serve(handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        print(f"BTP_READY url=ws://127.0.0.1:{port}/ port={port}", flush=True)
+        await asyncio.Future()
+
+asyncio.run(main())
+'''
+
+
+def test_btp_server_that_never_answers_ends_quickly_with_a_clear_verdict(tmp_path):
+    script = tmp_path / "silent_ws.py"
+    script.write_text(SILENT_SERVER)
+    targets = tmp_path / "targets.toml"
+    targets.write_text(btp_target("silent", 'auth_token_generate = "hex16"', server=f"{{python}} {script}",
+                                  client=None).replace('capabilities = ["balance"]', "capabilities = []"))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "silent", timeout=120)
+    assert run.code == 1 and "silent [reference-btp-silent test, btp]: NOT CONFORMANT" in run.output
+    assert run.seconds < 60, f"took {run.seconds:.0f} s"
+    records = run.by_case("silent")
+    assert any("target unresponsive" in r["message"] for r in records.values())
+    # Cases that would not apply stay not applicable, silence or not.
+    for case in ("btp.transfer.server.response-means-balance-updated",
+                 "btp.transfer.server.error-means-balance-unchanged"):
+        assert records[case]["outcome"] == "not_applicable", records[case]
+    assert all(r["outcome"] == "not_applicable" for c, r in records.items() if ".client." in c)
