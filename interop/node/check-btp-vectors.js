@@ -26,6 +26,7 @@ const fs = require('fs')
 const path = require('path')
 const btp = require('btp-packet')
 const { generalizedTimeToIso, toJs } = require('./btp-common')
+const { runVectorChecks } = require('./vector-report')
 
 const VECTOR_FILES = ['packets.json', 'malformed.json']
 
@@ -164,54 +165,10 @@ function checkFile (filePath) {
 }
 
 function main () {
-  const args = process.argv.slice(2)
-  if (!args.length) {
-    process.stderr.write('usage: node check-btp-vectors.js DIR_OR_FILE...\n')
-    process.exit(2)
-  }
-  const files = []
-  for (const arg of args) {
-    if (fs.existsSync(arg) && fs.statSync(arg).isDirectory()) {
-      for (const name of VECTOR_FILES) files.push(path.join(arg, name))
-    } else {
-      files.push(arg)
-    }
-  }
-
-  let passed = 0
-  let failed = 0
-  let diverged = 0
-  for (const file of files) {
-    const fileName = path.basename(file)
-    let results
-    try {
-      if (!fs.existsSync(file)) throw new Error('file not found: ' + file)
-      results = checkFile(file)
-      if (!results.length) throw new Error('no vectors found (layout not recognised?)')
-    } catch (err) {
-      console.log('FAIL ' + fileName + ' -: ' + err.message)
-      failed++
-      continue
-    }
-    for (const { id, findings, divergence } of results) {
-      const notes = findings.notes.length ? ' (' + findings.notes.join('; ') + ')' : ''
-      if (divergence && findings.problems.length) {
-        console.log('diverges ' + fileName + ' ' + id + ': documented: ' + divergence + '; observed: ' + findings.problems.join('; '))
-        diverged++
-      } else if (divergence) {
-        console.log('ok ' + fileName + ' ' + id + ' (documented divergence not observed: ' + divergence + ')' + notes)
-        passed++
-      } else if (findings.problems.length) {
-        console.log('FAIL ' + fileName + ' ' + id + ': ' + findings.problems.join('; ') + notes)
-        failed++
-      } else {
-        console.log('ok ' + fileName + ' ' + id + notes)
-        passed++
-      }
-    }
-  }
-  console.log(passed + ' passed, ' + failed + ' failed, ' + diverged + ' documented divergences')
-  process.exit(failed > 0 || passed === 0 ? 1 : 0)
+  return runVectorChecks('check-btp-vectors.js', VECTOR_FILES, checkFile)
 }
 
-main()
+main().catch(err => {
+  console.error(err.stack || String(err))
+  process.exit(1)
+})
