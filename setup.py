@@ -1,0 +1,10 @@
+"""The one thing pyproject.toml cannot say: the optional C accelerator of the
+BTP decoder.  ``optional=True``: without a C compiler the install goes on
+and reference_impl.btp.packet uses its pure-Python decoder."""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[
+    Extension("reference_impl.btp._fastdecode", ["reference_impl/btp/_fastdecode.c"], optional=True,
+              extra_compile_args=["-O2"]),
+])
