@@ -5,6 +5,6 @@ and reference_impl.btp.packet uses its pure-Python decoder."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("reference_impl.btp._fastdecode", ["reference_impl/btp/_fastdecode.c"], optional=True,
+    Extension("reference_impl.btp._fastcodec", ["reference_impl/btp/_fastcodec.c"], optional=True,
               extra_compile_args=["-O2"]),
 ])

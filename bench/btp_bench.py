@@ -11,7 +11,8 @@ machine load), and prints the ratio Python/JS.  Each figure is the best of
 
 Targets, each printed as PASS or FAIL:
   * decode >= 100,000 packets/s for every packet (CPython);
-  * decode ratio Python/JS >= 1 for every packet.
+  * decode and encode ratios Python/JS >= 1 for every packet (issue #3:
+    "a ratio of 1 or better").
 Exits 1 if any target fails (or btp-packet cannot be run, unless --no-node).
 
 Usage: bench/btp_bench.py [--seconds S] [--repeats R] [--no-node] [--json]
@@ -35,6 +36,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from reference_impl.btp.packet import (  # noqa: E402
     DECODER,
+    ENCODER,
     ContentType,
     Message,
     Packet,
@@ -198,7 +200,7 @@ def main() -> int:
 
     print(f"BTP codec: reference_impl.btp.packet on CPython {platform.python_version()} "
           f"vs {js_label}")
-    print(f"decoder: {DECODER} (BTP_PURE_PYTHON=1 measures the pure-Python one)")
+    print(f"decoder: {DECODER}; encoder: {ENCODER} (BTP_PURE_PYTHON=1 measures the pure-Python ones)")
     header = (f"{'packet':<16}{'bytes':>6}  {'py decode/s':>12}{'js decode/s':>12}{'ratio':>7}"
               f"  {'py encode/s':>12}{'js encode/s':>12}{'ratio':>7}")
     print(header)
@@ -221,8 +223,10 @@ def main() -> int:
         if j:
             verdicts.append((dec_ratio >= RATIO_TARGET,
                              f"{name}: decode ratio Python/JS {dec_ratio:.2f} (target >= {RATIO_TARGET:g})"))
+            verdicts.append((enc_ratio >= RATIO_TARGET,
+                             f"{name}: encode ratio Python/JS {enc_ratio:.2f} (target >= {RATIO_TARGET:g})"))
         elif not args.no_node:
-            verdicts.append((False, f"{name}: decode ratio not measured ({node_error})"))
+            verdicts.append((False, f"{name}: ratios not measured ({node_error})"))
     print()
     for ok, text in verdicts:
         print(("PASS " if ok else "FAIL ") + text)

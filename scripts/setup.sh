@@ -19,9 +19,9 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 stamp=.venv/.installed-from
-# setup.py builds the C accelerator of the BTP decoder: a change to it or to
+# setup.py builds the C accelerator of the BTP codec: a change to it or to
 # its source reinstalls too, so the built module is never stale.
-want="$(cat pyproject.toml setup.py reference_impl/btp/_fastdecode.c | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml setup.py reference_impl/btp/_fastcodec.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing the harness and its dependencies into .venv"
     .venv/bin/python -m pip install --quiet --upgrade pip

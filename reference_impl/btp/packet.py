@@ -54,8 +54,9 @@ forms and the fixed three-digit ``.mmmZ`` form are both accepted).
 never sees a half-decoded packet, and raises only :class:`BtpDecodeError`.
 It special-cases the short forms that typical packets use; the general
 forms go through :mod:`reference_impl.btp.oer`.  When the C accelerator
-(``_fastdecode.c``) is built, ``decode_packet`` is its function: it builds
-the typical packets and calls :func:`decode_packet_python` for the rest.
+(``_fastcodec.c``) is built, ``decode_packet`` and ``encode_packet`` are its
+functions: they handle the typical packets and call
+:func:`decode_packet_python` / :func:`encode_packet_python` for the rest.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ __all__ = [
     "Response", "Error", "Message", "Transfer", "Prepare", "Fulfill", "Reject", "Packet",
     "LEGACY_TYPES", "REQUEST_TYPES", "RESPONSE_TYPES", "ERROR_CODES", "MAX_ERROR_DATA", "MAX_REQUEST_ID",
     "MAX_AMOUNT", "BtpDecodeError", "DECODE_REASONS",
-    "decode_packet", "decode_packet_python", "DECODER", "encode_packet", "packet_type", "primary", "find_entry", "is_request", "is_response",
+    "decode_packet", "decode_packet_python", "DECODER", "encode_packet", "encode_packet_python", "ENCODER", "packet_type", "primary", "find_entry", "is_request", "is_response",
     "generalized_time", "parse_generalized_time", "is_generalized_time",
     "packet_to_json", "packet_from_json",
 ]
@@ -569,25 +570,6 @@ def decode_packet(data: bytes, *, allow_trailing: bool = False) -> Packet:
 decode_packet_python = decode_packet
 """The decoder above, always in pure Python (tests compare the two)."""
 
-DECODER = "pure Python"
-"""Which :func:`decode_packet` this process uses (the benchmark prints it)."""
-
-# The common case in C (reference_impl/btp/_fastdecode.c, built by
-# ``pip install``): it builds typical Message, Response and Transfer packets
-# itself and hands everything else -- malformed input included -- to
-# decode_packet_python, so results and errors are the same either way.
-# BTP_PURE_PYTHON=1 turns it off; without a C compiler it is simply absent.
-if os.environ.get("BTP_PURE_PYTHON", "") in ("", "0"):
-    try:
-        from . import _fastdecode
-    except ImportError:
-        pass
-    else:
-        decode_packet = _fastdecode.make_decoder(  # noqa: F811
-            decode_packet_python, ProtocolDataEntry, Message, Response, Transfer)
-        DECODER = "C accelerator (reference_impl/btp/_fastdecode.c)"
-
-
 # =========================================================================== encoding
 
 _SHORT = [bytes((n,)) for n in range(256)]
@@ -733,6 +715,31 @@ def _fixed(value: Any, size: int, what: str) -> bytes:
     if len(value) != size:
         raise ValueError(f"{what} must be {size} bytes, got {len(value)}")
     return value
+
+
+encode_packet_python = encode_packet
+"""The encoder above, always in pure Python (tests compare the two)."""
+
+DECODER = ENCODER = "pure Python"
+"""Which :func:`decode_packet` and :func:`encode_packet` this process uses
+(the benchmark prints them)."""
+
+# The common cases in C (reference_impl/btp/_fastcodec.c, built by
+# ``pip install``): typical Message, Response and Transfer packets are
+# decoded and encoded there, and everything else -- malformed input, values
+# the encoder rejects, forging with validate=False -- is handed to
+# decode_packet_python / encode_packet_python, so results and errors are the
+# same either way.  BTP_PURE_PYTHON=1 turns it off; without a C compiler it
+# is simply absent.
+if os.environ.get("BTP_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from . import _fastcodec
+    except ImportError:
+        pass
+    else:
+        decode_packet, encode_packet = _fastcodec.make_codec(  # noqa: F811
+            decode_packet_python, encode_packet_python, ProtocolDataEntry, Message, Response, Transfer, ContentType)
+        DECODER = ENCODER = "C accelerator (reference_impl/btp/_fastcodec.c)"
 
 
 # =========================================================================== JSON form
