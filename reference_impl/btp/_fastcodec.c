@@ -247,6 +247,21 @@ error:
     return NULL;
 }
 
+/* Whether the one keyword argument in ``kwnames`` is ``name`` (interned).
+   Keyword names are str, so the comparison cannot fail; were it to, the
+   answer is "no" and the Python function deals with the call. */
+static int
+only_keyword_is(PyObject *kwnames, PyObject *name)
+{
+    PyObject *key = PyTuple_GET_ITEM(kwnames, 0);
+    if (key == name)
+        return 1;
+    int equal = PyUnicode_Compare(key, name);
+    if (equal == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    return equal == 0;
+}
+
 static PyObject *
 decode_call(PyObject *module_self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames)
 {
@@ -260,16 +275,11 @@ decode_call(PyObject *module_self, PyObject *const *args, Py_ssize_t nargsf, PyO
         int allow_trailing = 0;
         int understood = 1;
         if (nkw == 1) {
-            PyObject *key = PyTuple_GET_ITEM(kwnames, 0);
-            if (key == self->allow_trailing_name ||
-                PyUnicode_Compare(key, self->allow_trailing_name) == 0) {
+            understood = only_keyword_is(kwnames, self->allow_trailing_name);
+            if (understood) {
                 allow_trailing = PyObject_IsTrue(args[1]);
                 if (allow_trailing < 0)
                     return NULL;
-            } else {
-                if (PyErr_Occurred())
-                    return NULL;
-                understood = 0;
             }
         }
         if (understood) {
@@ -499,17 +509,8 @@ encode_call(PyObject *module_self, PyObject *const *args, Py_ssize_t nargsf, PyO
        validate=False (forging) and any other argument are the Python
        function's. */
     int understood = nargs == 1 && nkw == 0;
-    if (nargs == 1 && nkw == 1 && args[1] == Py_True) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, 0);
-        if (key == self->validate_name)
-            understood = 1;
-        else {
-            int equal = PyUnicode_Compare(key, self->validate_name);
-            if (equal == -1 && PyErr_Occurred())
-                PyErr_Clear();
-            understood = equal == 0;
-        }
-    }
+    if (nargs == 1 && nkw == 1 && args[1] == Py_True)
+        understood = only_keyword_is(kwnames, self->validate_name);
     if (understood) {
         PyObject *encoded = encode_common(self, args[0]);
         if (encoded != NULL || PyErr_Occurred())

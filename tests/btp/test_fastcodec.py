@@ -104,6 +104,32 @@ def outcome(decode, data: bytes, **kwargs) -> object:
         return ("error", exc.reason, exc.offset, str(exc))
 
 
+def retained_bytes(function, inputs: list, expected_errors, rounds: int) -> int:
+    """Memory still allocated after ``rounds`` passes of ``function`` over
+    ``inputs`` (after a warm-up that fills caches and interns names)."""
+
+    def run(count: int) -> None:
+        for _ in range(count):
+            for value in inputs:
+                try:
+                    function(value)
+                except expected_errors:
+                    pass
+
+    run(200)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        run(5)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        run(rounds)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
 TYPICAL = [
     Message(0x12345678, (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
                          ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"9b3c5e0f2a71d4e8"))),
@@ -148,14 +174,23 @@ def test_everything_else_reaches_the_fallback_with_the_callers_arguments():
         assert recorder.calls == [(args, kwargs)]
 
 
+WRONG_CALLS = {
+    "decode": [((), {}), ((b"", b""), {}), ((b"\x06",), {"allow_trailng": True}), (("text",), {})],
+    "encode": [((), {}), ((Message(1), Message(1)), {}), ((Message(1),), {"valdate": True}),
+               ((Message(1),), {"validate": True, "other": 1}), ((Message(1),), {"packet": Message(1)})],
+}
+
+
 @needs_accelerator
-def test_wrong_arguments_get_the_python_functions_errors():
-    decode = make()
-    for args, kwargs in [((), {}), ((b"", b""), {}), ((b"\x06",), {"allow_trailng": True}), (("text",), {})]:
+@pytest.mark.parametrize("which", ["decode", "encode"])
+def test_wrong_arguments_get_the_python_functions_errors(which):
+    c_function = make() if which == "decode" else make_encoder()
+    python_function = decode_packet_python if which == "decode" else encode_packet_python
+    for args, kwargs in WRONG_CALLS[which]:
         with pytest.raises(TypeError) as c_error:
-            decode(*args, **kwargs)
+            c_function(*args, **kwargs)
         with pytest.raises(TypeError) as py_error:
-            decode_packet_python(*args, **kwargs)
+            python_function(*args, **kwargs)
         assert str(c_error.value) == str(py_error.value)
 
 
@@ -229,28 +264,9 @@ def test_no_leak_on_success_fall_back_or_error():
     utf8_late = encode_packet(Message(1, (ProtocolDataEntry("a", 0, b"x"), ProtocolDataEntry("t", 1, "é".encode()))))
     inputs += [utf8_late, utf8_late[:-1], encode_packet(Message(1)) + b"\x00", b"\x06\x00\x00\x00\x01\x7f"]
 
-    def run(rounds: int) -> None:
-        for _ in range(rounds):
-            for wire in inputs:
-                try:
-                    decode(wire)
-                except BtpDecodeError:
-                    pass
-
-    run(200)   # caches, interned names, hypothesis-free warm-up
-    gc.collect()
-    tracemalloc.start()
-    try:
-        run(5)
-        gc.collect()
-        before = tracemalloc.get_traced_memory()[0]
-        run(5000)
-        gc.collect()
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
     # 5000 rounds of 12 decodes; a leak of even one small object per decode is > 1 MB.
-    assert after - before < 64 * 1024, f"{after - before} bytes retained"
+    retained = retained_bytes(decode, inputs, BtpDecodeError, rounds=5000)
+    assert retained < 64 * 1024, f"{retained} bytes retained"
 
 
 # =========================================================================== encoder
@@ -343,19 +359,6 @@ def test_everything_else_reaches_the_encode_fallback_with_the_callers_arguments(
 
 
 @needs_accelerator
-def test_wrong_encoder_arguments_get_the_python_functions_errors():
-    encode = make_encoder()
-    packet = Message(1)
-    for args, kwargs in [((), {}), ((packet, packet), {}), ((packet,), {"valdate": True}),
-                         ((packet,), {"validate": True, "other": 1}), ((packet,), {"packet": packet})]:
-        with pytest.raises(TypeError) as c_error:
-            encode(*args, **kwargs)
-        with pytest.raises(TypeError) as py_error:
-            encode_packet_python(*args, **kwargs)
-        assert str(c_error.value) == str(py_error.value)
-
-
-@needs_accelerator
 @pytest.mark.parametrize("vector", VECTORS, ids=[v["id"] for v in VECTORS])
 def test_vectors_encode_the_same(vector):
     packet = decode_packet_python(bytes.fromhex(vector["hex"]))
@@ -396,28 +399,9 @@ def test_encoder_no_leak_on_success_fall_back_or_error():
     encode = make_encoder()
     inputs = list(TYPICAL) + [args[0] for args, kwargs in HANDED_OVER if not kwargs]
 
-    def run(rounds: int) -> None:
-        for _ in range(rounds):
-            for packet in inputs:
-                try:
-                    encode(packet)
-                except (ValueError, AttributeError):
-                    pass
-
-    run(200)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        run(5)
-        gc.collect()
-        before = tracemalloc.get_traced_memory()[0]
-        run(2000)
-        gc.collect()
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
     # 2000 rounds of ~40 encodes; a leak of even one small object per call is > 1 MB.
-    assert after - before < 64 * 1024, f"{after - before} bytes retained"
+    retained = retained_bytes(encode, inputs, (ValueError, AttributeError), rounds=2000)
+    assert retained < 64 * 1024, f"{retained} bytes retained"
 
 
 def _parts(packet) -> list:
