@@ -155,8 +155,10 @@ def timed(argv: list[str], label: str, log: Path) -> dict:
 
 DUCKDB_SCRIPT = r"""
 import sys, time, json, duckdb
-runs, out, mem = sys.argv[1], sys.argv[2], sys.argv[3]
-con = duckdb.connect(config={"threads": 2, "memory_limit": mem, "preserve_insertion_order": False})
+runs, out, mem, spill = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+# Spill files go to the benchmark's work dir (DuckDB's default, ./.tmp, would be the checkout).
+con = duckdb.connect(config={"threads": 2, "memory_limit": mem, "preserve_insertion_order": False,
+                             "temp_directory": spill})
 columns = ("{run_id: 'VARCHAR', time: 'VARCHAR', harness_version: 'VARCHAR', target: 'VARCHAR', "
            "implementation: 'VARCHAR', implementation_version: 'VARCHAR', protocol: 'VARCHAR', role: 'VARCHAR', "
            "case_id: 'VARCHAR', level: 'VARCHAR', citation: 'VARCHAR', outcome: 'VARCHAR', duration_s: 'DOUBLE', "
@@ -240,7 +242,8 @@ def bench_size(rows: int, work: Path, driver_memory: str, jobs: int) -> dict:
     script = work / "duckdb_job.py"
     script.write_text(DUCKDB_SCRIPT)
     log = work / f"duckdb-{rows}.log"
-    duck = timed([sys.executable, str(script), str(gen / "runs"), str(duck_out), "2GB"], "duckdb ingest+matrix", log)
+    duck = timed([sys.executable, str(script), str(gen / "runs"), str(duck_out), "2GB",
+                  str(work / f"duckdb-{rows}.spill")], "duckdb ingest+matrix", log)
     duck.update(json.loads(log.read_text().strip().splitlines()[-1]))
     print(f"  duckdb: ingest {duck['ingest']:.1f} s, matrix {duck['matrix']:.1f} s, {duck['records']:,} records "
           f"(spark: {report['records']:,})", flush=True)
