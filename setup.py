@@ -1,6 +1,6 @@
 """The one thing pyproject.toml cannot say: the optional C accelerator of the
-BTP decoder.  ``optional=True``: without a C compiler the install goes on
-and reference_impl.btp.packet uses its pure-Python decoder."""
+BTP codec.  ``optional=True``: without a C compiler the install goes on
+and reference_impl.btp.packet uses its pure-Python codec."""
 
 from setuptools import Extension, setup
 

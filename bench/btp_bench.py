@@ -35,8 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from reference_impl.btp.packet import (  # noqa: E402
-    DECODER,
-    ENCODER,
+    CODEC,
     ContentType,
     Message,
     Packet,
@@ -200,7 +199,7 @@ def main() -> int:
 
     print(f"BTP codec: reference_impl.btp.packet on CPython {platform.python_version()} "
           f"vs {js_label}")
-    print(f"decoder: {DECODER}; encoder: {ENCODER} (BTP_PURE_PYTHON=1 measures the pure-Python ones)")
+    print(f"codec: {CODEC} (BTP_PURE_PYTHON=1 measures the pure-Python one)")
     header = (f"{'packet':<16}{'bytes':>6}  {'py decode/s':>12}{'js decode/s':>12}{'ratio':>7}"
               f"  {'py encode/s':>12}{'js encode/s':>12}{'ratio':>7}")
     print(header)

@@ -51,16 +51,24 @@ typedef struct {
     PyObject *text;
 } CachedName;
 
+/* One packet class handled here: its type byte, its type and the member
+   descriptors of the slots every one of them has. */
+typedef struct {
+    unsigned char kind;
+    PyTypeObject *type;
+    PyObject *request_id, *protocol_data;
+} PacketClass;
+
+enum { RESPONSE, MESSAGE, TRANSFER, PACKET_CLASSES };
+static const unsigned char PACKET_KINDS[PACKET_CLASSES] = {1, 6, 7};
+
 typedef struct {
     PyObject_HEAD
     PyObject *decode_fallback, *encode_fallback;
-    PyTypeObject *content_type_type;
-    PyTypeObject *entry_type, *message_type, *response_type, *transfer_type;
-    /* member descriptors of the slots */
-    PyObject *entry_name, *entry_content_type, *entry_data;
-    PyObject *message_request_id, *message_protocol_data;
-    PyObject *response_request_id, *response_protocol_data;
-    PyObject *transfer_request_id, *transfer_amount, *transfer_protocol_data;
+    PyTypeObject *content_type_type, *entry_type;
+    PacketClass classes[PACKET_CLASSES];
+    /* member descriptors of the other slots */
+    PyObject *entry_name, *entry_content_type, *entry_data, *transfer_amount;
     PyObject *allow_trailing_name, *validate_name;
     /* Sub-protocol names are a small vocabulary ("auth", "ilp", ...): the
        first NAME_CACHE_SLOTS distinct ones are kept and never replaced, so
@@ -209,27 +217,19 @@ decode_common(Codec *self, const unsigned char *d, Py_ssize_t size, int allow_tr
     /* Bytes left in the envelope after protocolData are a future version's
        fields: ignored, as packet.py's docstring explains. */
 
-    PyTypeObject *cls;
-    PyObject *id_descr, *pd_descr;
-    if (kind == 6) {
-        cls = self->message_type, id_descr = self->message_request_id, pd_descr = self->message_protocol_data;
-    } else if (kind == 7) {
-        cls = self->transfer_type, id_descr = self->transfer_request_id, pd_descr = self->transfer_protocol_data;
-    } else {
-        cls = self->response_type, id_descr = self->response_request_id, pd_descr = self->response_protocol_data;
-    }
-    PyObject *packet = cls->tp_alloc(cls, 0);
+    const PacketClass *packet_class = &self->classes[kind == 6 ? MESSAGE : kind == 7 ? TRANSFER : RESPONSE];
+    PyObject *packet = packet_class->type->tp_alloc(packet_class->type, 0);
     if (packet == NULL)
         goto error;
     PyObject *id_value = PyLong_FromUnsignedLong(request_id);
-    if (id_value == NULL || set_slot(id_descr, packet, id_value) < 0)
+    if (id_value == NULL || set_slot(packet_class->request_id, packet, id_value) < 0)
         goto packet_error;
     if (kind == 7) {
         PyObject *amount_value = PyLong_FromUnsignedLongLong(amount);
         if (amount_value == NULL || set_slot(self->transfer_amount, packet, amount_value) < 0)
             goto packet_error;
     }
-    if (set_slot(pd_descr, packet, entries) < 0)   /* steals entries */
+    if (set_slot(packet_class->protocol_data, packet, entries) < 0)   /* steals entries */
         goto packet_error_entries_gone;
     return packet;
 
@@ -339,8 +339,8 @@ put_length(unsigned char *p, Py_ssize_t n)
     return p;
 }
 
-/* An exact int in 0..high, or -1 with no exception set. */
-static long long
+/* 0 and *out set for an exact int in 0..high, else -1 with no exception set. */
+static int
 small_uint(PyObject *value, unsigned long long high, unsigned long long *out)
 {
     if (!PyLong_CheckExact(value))
@@ -363,18 +363,13 @@ small_uint(PyObject *value, unsigned long long high, unsigned long long *out)
 static PyObject *
 encode_common(Codec *self, PyObject *packet)
 {
-    PyTypeObject *cls = Py_TYPE(packet);
-    PyObject *id_descr, *pd_descr;
-    unsigned char kind;
-    if (cls == self->message_type) {
-        kind = 6, id_descr = self->message_request_id, pd_descr = self->message_protocol_data;
-    } else if (cls == self->transfer_type) {
-        kind = 7, id_descr = self->transfer_request_id, pd_descr = self->transfer_protocol_data;
-    } else if (cls == self->response_type) {
-        kind = 1, id_descr = self->response_request_id, pd_descr = self->response_protocol_data;
-    } else {
+    const PacketClass *packet_class = NULL;
+    for (int i = 0; i < PACKET_CLASSES; i++)
+        if (Py_TYPE(packet) == self->classes[i].type)
+            packet_class = &self->classes[i];
+    if (packet_class == NULL)
         return FALL_BACK;
-    }
+    unsigned char kind = packet_class->kind;
 
     /* New references, all released at the end: a finalizer run by the
        allocation below cannot pull a field out from under the writer. */
@@ -384,10 +379,10 @@ encode_common(Codec *self, PyObject *packet)
     PyObject *entries = NULL, *result = NULL;
     unsigned long long request_id, amount = 0;
 
-    PyObject *value = get_slot(id_descr, packet);
+    PyObject *value = get_slot(packet_class->request_id, packet);
     if (value == NULL)
         goto fall_back_clear;
-    long long ok = small_uint(value, 0xFFFFFFFFULL, &request_id);
+    int ok = small_uint(value, 0xFFFFFFFFULL, &request_id);
     Py_DECREF(value);
     if (ok < 0)
         goto fall_back;
@@ -400,7 +395,7 @@ encode_common(Codec *self, PyObject *packet)
         if (ok < 0)
             goto fall_back;
     }
-    entries = get_slot(pd_descr, packet);
+    entries = get_slot(packet_class->protocol_data, packet);
     if (entries == NULL)
         goto fall_back_clear;
     if (!PyTuple_CheckExact(entries) || PyTuple_GET_SIZE(entries) > MAX_FAST_ENTRIES)
@@ -535,19 +530,15 @@ codec_traverse(Codec *self, visitproc visit, void *arg)
     Py_VISIT(self->encode_fallback);
     Py_VISIT(self->content_type_type);
     Py_VISIT(self->entry_type);
-    Py_VISIT(self->message_type);
-    Py_VISIT(self->response_type);
-    Py_VISIT(self->transfer_type);
+    for (int i = 0; i < PACKET_CLASSES; i++) {
+        Py_VISIT(self->classes[i].type);
+        Py_VISIT(self->classes[i].request_id);
+        Py_VISIT(self->classes[i].protocol_data);
+    }
     Py_VISIT(self->entry_name);
     Py_VISIT(self->entry_content_type);
     Py_VISIT(self->entry_data);
-    Py_VISIT(self->message_request_id);
-    Py_VISIT(self->message_protocol_data);
-    Py_VISIT(self->response_request_id);
-    Py_VISIT(self->response_protocol_data);
-    Py_VISIT(self->transfer_request_id);
     Py_VISIT(self->transfer_amount);
-    Py_VISIT(self->transfer_protocol_data);
     return 0;
 }
 
@@ -558,19 +549,15 @@ codec_clear(Codec *self)
     Py_CLEAR(self->encode_fallback);
     Py_CLEAR(self->content_type_type);
     Py_CLEAR(self->entry_type);
-    Py_CLEAR(self->message_type);
-    Py_CLEAR(self->response_type);
-    Py_CLEAR(self->transfer_type);
+    for (int i = 0; i < PACKET_CLASSES; i++) {
+        Py_CLEAR(self->classes[i].type);
+        Py_CLEAR(self->classes[i].request_id);
+        Py_CLEAR(self->classes[i].protocol_data);
+    }
     Py_CLEAR(self->entry_name);
     Py_CLEAR(self->entry_content_type);
     Py_CLEAR(self->entry_data);
-    Py_CLEAR(self->message_request_id);
-    Py_CLEAR(self->message_protocol_data);
-    Py_CLEAR(self->response_request_id);
-    Py_CLEAR(self->response_protocol_data);
-    Py_CLEAR(self->transfer_request_id);
     Py_CLEAR(self->transfer_amount);
-    Py_CLEAR(self->transfer_protocol_data);
     Py_CLEAR(self->allow_trailing_name);
     Py_CLEAR(self->validate_name);
     for (int i = 0; i < self->cached; i++)
@@ -636,21 +623,21 @@ make_codec(PyObject *module, PyObject *args)
     self->decode_fallback = Py_NewRef(decode_fallback);
     self->encode_fallback = Py_NewRef(encode_fallback);
     self->entry_type = (PyTypeObject *)Py_NewRef(entry);
-    self->message_type = (PyTypeObject *)Py_NewRef(message);
-    self->response_type = (PyTypeObject *)Py_NewRef(response);
-    self->transfer_type = (PyTypeObject *)Py_NewRef(transfer);
     self->content_type_type = (PyTypeObject *)Py_NewRef(content_type);
     PyObject *decode = NULL, *encode = NULL, *pair = NULL;
+    PyTypeObject *types[PACKET_CLASSES] = {[RESPONSE] = response, [MESSAGE] = message, [TRANSFER] = transfer};
+    for (int i = 0; i < PACKET_CLASSES; i++) {
+        PacketClass *packet_class = &self->classes[i];
+        packet_class->kind = PACKET_KINDS[i];
+        packet_class->type = (PyTypeObject *)Py_NewRef(types[i]);
+        if ((packet_class->request_id = slot_descriptor(types[i], "request_id")) == NULL ||
+            (packet_class->protocol_data = slot_descriptor(types[i], "protocol_data")) == NULL)
+            goto done;
+    }
     if ((self->entry_name = slot_descriptor(entry, "name")) == NULL ||
         (self->entry_content_type = slot_descriptor(entry, "content_type")) == NULL ||
         (self->entry_data = slot_descriptor(entry, "data")) == NULL ||
-        (self->message_request_id = slot_descriptor(message, "request_id")) == NULL ||
-        (self->message_protocol_data = slot_descriptor(message, "protocol_data")) == NULL ||
-        (self->response_request_id = slot_descriptor(response, "request_id")) == NULL ||
-        (self->response_protocol_data = slot_descriptor(response, "protocol_data")) == NULL ||
-        (self->transfer_request_id = slot_descriptor(transfer, "request_id")) == NULL ||
         (self->transfer_amount = slot_descriptor(transfer, "amount")) == NULL ||
-        (self->transfer_protocol_data = slot_descriptor(transfer, "protocol_data")) == NULL ||
         (self->allow_trailing_name = PyUnicode_InternFromString("allow_trailing")) == NULL ||
         (self->validate_name = PyUnicode_InternFromString("validate")) == NULL ||
         (decode = PyCFunction_NewEx(&decode_call_def, (PyObject *)self, NULL)) == NULL ||

@@ -87,7 +87,8 @@ __all__ = [
     "Response", "Error", "Message", "Transfer", "Prepare", "Fulfill", "Reject", "Packet",
     "LEGACY_TYPES", "REQUEST_TYPES", "RESPONSE_TYPES", "ERROR_CODES", "MAX_ERROR_DATA", "MAX_REQUEST_ID",
     "MAX_AMOUNT", "BtpDecodeError", "DECODE_REASONS",
-    "decode_packet", "decode_packet_python", "DECODER", "encode_packet", "encode_packet_python", "ENCODER", "packet_type", "primary", "find_entry", "is_request", "is_response",
+    "decode_packet", "encode_packet", "decode_packet_python", "encode_packet_python", "CODEC",
+    "packet_type", "primary", "find_entry", "is_request", "is_response",
     "generalized_time", "parse_generalized_time", "is_generalized_time",
     "packet_to_json", "packet_from_json",
 ]
@@ -720,9 +721,9 @@ def _fixed(value: Any, size: int, what: str) -> bytes:
 encode_packet_python = encode_packet
 """The encoder above, always in pure Python (tests compare the two)."""
 
-DECODER = ENCODER = "pure Python"
+CODEC = "pure Python"
 """Which :func:`decode_packet` and :func:`encode_packet` this process uses
-(the benchmark prints them)."""
+(the benchmark prints it)."""
 
 # The common cases in C (reference_impl/btp/_fastcodec.c, built by
 # ``pip install``): typical Message, Response and Transfer packets are
@@ -739,7 +740,7 @@ if os.environ.get("BTP_PURE_PYTHON", "") in ("", "0"):
     else:
         decode_packet, encode_packet = _fastcodec.make_codec(  # noqa: F811
             decode_packet_python, encode_packet_python, ProtocolDataEntry, Message, Response, Transfer, ContentType)
-        DECODER = ENCODER = "C accelerator (reference_impl/btp/_fastcodec.c)"
+        CODEC = "C accelerator (reference_impl/btp/_fastcodec.c)"
 
 
 # =========================================================================== JSON form
