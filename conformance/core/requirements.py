@@ -17,6 +17,7 @@ import pytest
 
 CASE_ID_PATTERN = re.compile(r"^[a-z0-9]+(\.[a-z0-9][a-z0-9-]*){3,}$")
 ROLES = ("server", "client")
+ERRATUM_ID_PATTERN = re.compile(r"^[A-Z]+-E[0-9]+$")
 
 
 class Level(str, Enum):
@@ -41,6 +42,21 @@ class Requirement:
     citation: str
     role: str = "server"
     needs: tuple[str, ...] = field(default_factory=tuple)
+    depends: tuple[str, ...] = field(default_factory=tuple)
+    """Case ids of the prerequisites: rules this case relies on to tell its
+    own rule apart. When one of them did not pass in the same run, this case
+    is reported ``blocked`` by it instead of failing for a rule not its own."""
+    errata: tuple[str, ...] = field(default_factory=tuple)
+    """Ids of the errata (``docs/errata/<protocol>.md``) the case follows
+    where the spec's text and the deployed implementations disagree."""
+
+    @property
+    def full_citation(self) -> str:
+        """The citation with the errata the case follows, as shown in
+        failure messages and reports."""
+        if not self.errata:
+            return self.citation
+        return f"{self.citation}; as amended by erratum {', '.join(self.errata)}"
 
     @property
     def protocol(self) -> str:
@@ -59,18 +75,27 @@ class Requirement:
             raise ValueError(f"case {self.case_id}: role must be one of {ROLES}, got {self.role!r}")
         if not self.citation.strip():
             raise ValueError(f"case {self.case_id}: a citation of the spec section is required")
+        for dep in self.depends:
+            if not CASE_ID_PATTERN.match(dep) or dep == self.case_id:
+                raise ValueError(f"case {self.case_id}: prerequisite {dep!r} is not another case id")
+        for erratum in self.errata:
+            if not ERRATUM_ID_PATTERN.match(erratum):
+                raise ValueError(f"case {self.case_id}: erratum id {erratum!r} must look like SSB-E1")
 
 
 def requirement(case_id: str, level: str | Level, citation: str, *, role: str = "server",
-                needs: tuple[str, ...] | list[str] = ()) -> pytest.MarkDecorator:
+                needs: tuple[str, ...] | list[str] = (), depends: tuple[str, ...] | list[str] = (),
+                errata: tuple[str, ...] | list[str] = ()) -> pytest.MarkDecorator:
     """The marker for a case: ``@requirement("ssb.shs.server.rejects-wrong-network-key",
-    "MUST", "guide §Secret handshake, step 1", role="server")``.
+    "MUST", "guide §Secret handshake, step 1", role="server",
+    depends=["ssb.shs.server.completes-valid-handshake"])``.
 
     Validates the arguments at import time so that a typo in a suite is an
     error when the suite loads, not a silently mislabelled result."""
-    spec = Requirement(case_id, Level(level), citation, role, tuple(needs))
+    spec = Requirement(case_id, Level(level), citation, role, tuple(needs), tuple(depends), tuple(errata))
     return pytest.mark.requirement(spec.case_id, spec.level.value, spec.citation,
-                                   role=spec.role, needs=spec.needs)
+                                   role=spec.role, needs=spec.needs, depends=spec.depends,
+                                   errata=spec.errata)
 
 
 def requirement_of(item: pytest.Item) -> Requirement | None:
@@ -80,7 +105,8 @@ def requirement_of(item: pytest.Item) -> Requirement | None:
         return None
     case_id, level, citation = marker.args
     return Requirement(case_id, Level(level), citation, marker.kwargs.get("role", "server"),
-                       tuple(marker.kwargs.get("needs", ())))
+                       tuple(marker.kwargs.get("needs", ())), tuple(marker.kwargs.get("depends", ())),
+                       tuple(marker.kwargs.get("errata", ())))
 
 
 NOT_APPLICABLE_PREFIX = "not applicable: "

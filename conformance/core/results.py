@@ -24,7 +24,11 @@ NOT_APPLICABLE = "not_applicable"
 ERROR = "error"
 """The case could not give a verdict (harness problem, target not started);
 counts as not passed."""
-OUTCOMES = (PASSED, FAILED, NOT_APPLICABLE, ERROR)
+BLOCKED = "blocked"
+"""A prerequisite case (``depends``) did not pass in the same run, so this
+case could not tell its own rule apart: not passed, but not a failure of its
+own rule either. The message names the prerequisite, the root cause."""
+OUTCOMES = (PASSED, FAILED, NOT_APPLICABLE, ERROR, BLOCKED)
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
