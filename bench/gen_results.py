@@ -7,7 +7,8 @@ million result rows), on data whose quirks match the real thing: case ids
 ``protocol.component.role.rule`` per protocol, MUST/SHOULD/MAY levels,
 implementations released in new versions over time, bugs that come and go
 with versions, capabilities an implementation lacks (``not_applicable``),
-flaky cases, rare harness errors, interop runs in which one implementation
+flaky cases, rare harness errors, cases blocked by a failed prerequisite
+(``blocked``, naming it), interop runs in which one implementation
 plays client and another server (``peer_implementation`` set), runs killed
 half-way (no ``summary.json``, a torn last line) and the odd malformed line.
 
@@ -81,7 +82,10 @@ OBJECTS = ["wrong-key", "replayed-frame", "truncated-header", "garbage", "empty-
            "duplicate-id", "unknown-command", "large-message", "stale-session", "bad-signature",
            "missing-field", "oversized-frame", "out-of-order-seq", "expired-token", "split-packet",
            "concurrent-requests", "zero-length", "utf8-names", "negative-amount", "reconnect"]
-OUTCOMES = np.array(["passed", "failed", "not_applicable", "error"])
+OUTCOMES = np.array(["passed", "failed", "not_applicable", "error", "blocked"])
+BLOCKED = 4
+"""Index of ``blocked`` in OUTCOMES: a case right after a failed one (its
+prerequisite, in catalogue order) is blocked by it some of the time."""
 LEVELS = np.array(["MUST", "SHOULD", "MAY"])
 FAIL_MESSAGES = [
     "expected the connection to close within 3.0 s, it stayed open",
@@ -154,6 +158,7 @@ class Plan:
             self.lvl[p] = [f'{c["level"]}", "message": ' for c in cases]
             self.role_i[p] = [0 if c["role"] == "server" else 1 for c in cases]
         self.roles = {p: np.array([c["role"] for c in cs]) for p, cs in self.catalogues.items()}
+        self.ids = {p: [c["case_id"] for c in cs] for p, cs in self.catalogues.items()}
         # Durations as strings, 0.1 ms steps up to 3 s: formatting by lookup.
         self.dur_table = np.array([f"{x / 10000:.4f}".rstrip("0").rstrip(".") if x else "0.0"
                                    for x in range(30000)], dtype=object)
@@ -162,6 +167,8 @@ class Plan:
             "not_applicable": ['"target lacks capability: live-streams", "outcome": "not_applicable"'],
             "failed": [f'{json.dumps(m)}, "outcome": "failed"' for m in FAIL_MESSAGES],
             "error": [f'{json.dumps(m)}, "outcome": "error"' for m in ERROR_MESSAGES],
+            # Replaced per line by one naming the case that blocked it (see block()).
+            "blocked": ['"blocked by a prerequisite", "outcome": "blocked"'],
         }
         # Indexed by outcome * 5 + variant: the message and outcome part of a line.
         self.outcome_table = np.array([frags[o][w % len(frags[o])] for o in OUTCOMES for w in range(5)],
@@ -267,12 +274,22 @@ def block(plan: Plan, rng: np.random.Generator, protocol: str, impl: str, versio
     outcome = base.astype(np.int64)
     outcome[flaky & (outcome == 0) & (rng.random(n) < 0.3)] = 1
     outcome[(outcome != 2) & (rng.random(n) < 0.0008)] = 3
+    # A failed case blocks the next case (its dependent) half of the time.
+    after_failure = np.zeros(n, dtype=bool)
+    after_failure[1:] = outcome[:-1] == 1
+    blocked = after_failure & (outcome != 2) & (rng.random(n) < 0.5)
+    outcome[blocked] = BLOCKED
     dur = np.minimum(rng.gamma(1.5, 250.0, n).astype(np.int64), 29999)
     dur[outcome == 2] = 0
     times = t0 + np.cumsum(dur // 10 + 2).astype("timedelta64[ms]")
     tstr = np.datetime_as_string(times, unit="ms").tolist()
     dstr = plan.dur_table[dur].tolist()
     ofr = plan.outcome_table[outcome * 5 + rng.integers(0, 5, n)].tolist()
+    if blocked.any():
+        ids = plan.ids[protocol] if idx is None else [plan.ids[protocol][i] for i in idx.tolist()]
+        for i in np.flatnonzero(blocked).tolist():
+            message = f"blocked by {ids[i - 1]} (failed): {FAIL_MESSAGES[i % len(FAIL_MESSAGES)]}"
+            ofr[i] = f'{json.dumps(message)}, "outcome": "blocked"'
     mid = (f', "harness_version": "{HARNESS_VERSION}", "host": "nightly-1", '
            f'"implementation": "{impl}", "implementation_version": "{version}", "level": "')
     peer_s = "null" if peer is None else f'"{peer}"'

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .core.results import new_run_id, write_summary
+from .core.results import (ERROR, RESULTS_FILE, ResultRecord, ResultWriter, new_run_id, read_results,
+                           utc_now, write_summary)
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -32,6 +33,11 @@ EXIT_CONFORMANT = 0
 EXIT_NOT_CONFORMANT = 1
 EXIT_USAGE = 2
 EXIT_HARNESS_ERROR = 3
+RUN_TIMEOUT_GRACE = 10.0
+"""Seconds (plus twice the read deadline) a pytest session may outlive
+--run-timeout, time for the running case to reach its read deadline and the
+nodes to stop, before the CLI kills it."""
+KILLED_AFTER_RUN_TIMEOUT = -9
 
 
 def available_protocols() -> list[str]:
@@ -82,6 +88,9 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
         "--alluredir", str(run_dir / "allure-results"),
         "--junitxml", str(run_dir / f"junit-{target.name}.xml"),
     ]
+    run_timeout = getattr(args, "run_timeout", None)
+    if run_timeout is not None:
+        argv += ["--run-timeout", str(run_timeout)]
     for file in args.targets_file:
         argv += ["--targets-file", str(Path(file).resolve())]
     if peer is not None:
@@ -93,48 +102,127 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
     with open(log, "wb") as out:
         try:
             process = subprocess.Popen(argv, stdout=out, stderr=None, env=env)
-            return process.wait()
+            if run_timeout is None:
+                return process.wait()
+            try:
+                return process.wait(run_timeout + RUN_TIMEOUT_GRACE + 2 * args.deadline)
+            except subprocess.TimeoutExpired:
+                # Backstop: the session outlived its run deadline (a case
+                # stuck outside any read deadline, a node that will not
+                # start). Its finished cases are in results.jsonl already;
+                # the rest are recorded from its plan.
+                process.terminate()
+                try:
+                    process.wait(5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+                record_unfinished(run_dir, run_id, target, peer,
+                                  f"run deadline of {run_timeout:g} s exceeded (--run-timeout): the harness "
+                                  f"stopped the session {RUN_TIMEOUT_GRACE + 2 * args.deadline:g} s after it; "
+                                  "case not finished")
+                return KILLED_AFTER_RUN_TIMEOUT
         except KeyboardInterrupt:
             process.terminate()
             process.wait(10)
             raise
 
 
-def print_summary(summary: dict, run_dir: Path, records_file: Path) -> None:
+def record_unfinished(run_dir: Path, run_id: str, target: Target, peer: Target | None, message: str) -> int:
+    """Record as ``error`` every case of a killed session's plan that has no
+    result line yet; returns how many."""
+    from .plugin import PLAN_FILE, session_label
+    plan_file = run_dir / PLAN_FILE.format(session=session_label(target.name, peer.name if peer else None))
+    try:
+        planned = [json.loads(line) for line in plan_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return 0  # killed before it collected: nothing is known to be missing
+    peer_impl = peer.implementation if peer else None
+    done: dict[str, int] = {}
+    for rec in read_results(run_dir / RESULTS_FILE):
+        if rec.get("target") == target.name and rec.get("peer_implementation") == peer_impl:
+            done[rec["case_id"]] = done.get(rec["case_id"], 0) + 1
+    writer = ResultWriter(run_dir)
+    missing = 0
+    for case in planned:
+        if done.get(case["case_id"], 0) > 0:
+            done[case["case_id"]] -= 1
+            continue
+        writer.append(ResultRecord(
+            run_id=run_id, time=utc_now(), harness_version=__version__, target=target.name,
+            implementation=target.implementation, implementation_version=target.version,
+            protocol=case["protocol"], role=case["role"], case_id=case["case_id"], level=case["level"],
+            citation=case["citation"], outcome=ERROR, duration_s=0.0, message=message,
+            peer_implementation=peer_impl, depends=case.get("depends", []), errata=case.get("errata", [])))
+        missing += 1
+    return missing
+
+
+def preflight_error(run_dir: Path, target: Target, peer: Target | None = None) -> str | None:
+    """The error with which the session's preflight stopped it, if it did."""
+    from .plugin import PREFLIGHT_FILE, session_label
+    path = run_dir / PREFLIGHT_FILE.format(session=session_label(target.name, peer.name if peer else None))
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["error"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def report_run_deadline(run_dir: Path, target: Target, code: int, run_timeout: float | None) -> None:
+    if run_timeout is None:
+        return
+    hit = [r for r in read_results(run_dir / RESULTS_FILE)
+           if r["target"] == target.name and r["outcome"] == ERROR and "run deadline of" in (r.get("message") or "")]
+    if hit or code == KILLED_AFTER_RUN_TIMEOUT:
+        how = " (the session outlived it and was stopped)" if code == KILLED_AFTER_RUN_TIMEOUT else ""
+        print(f"   run deadline of {run_timeout:g} s exceeded for {target.name}{how}: "
+              f"{len(hit)} case(s) not run, recorded as error", file=sys.stderr, flush=True)
+
+
+def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None) -> None:
+    """Root causes first (the cases that failed or errored for their own rule,
+    each with the cases it blocked), then the counts, then the verdicts."""
     print()
-    print(f"{'target':<22} {'protocol':<9} {'level':<7} {'passed':>6} {'failed':>6} {'error':>6} {'n/a':>5}")
+    causes = [(group, cause) for group in summary["targets"] for cause in group.get("root_causes", [])]
+    if causes:
+        print("root causes (failed or errored for their own rule; the cases they blocked did not run):")
+        for group, cause in causes:
+            if cause["case_id"] is None:
+                print(f"  ?      {group['target']}: {len(cause['blocked'])} blocked case(s) whose root cause "
+                      f"is not recorded: {', '.join(cause['blocked'])}")
+                continue
+            print(f"  {cause['outcome']:<6} {cause['level']:<6} {group['target']}: {cause['case_id']}")
+            if cause.get("message"):
+                print(f"         {cause['message'][:200]}")
+            if cause["blocked"]:
+                print(f"         blocked {len(cause['blocked'])}: {', '.join(cause['blocked'])}")
+            if cause.get("trace_file"):
+                print(f"         trace: {run_dir / cause['trace_file']}")
+        print()
+    print(f"{'target':<22} {'protocol':<9} {'level':<7} {'passed':>6} {'failed':>6} {'error':>6} "
+          f"{'blocked':>7} {'n/a':>5}")
     for group in summary["targets"]:
         for level in ("MUST", "SHOULD", "MAY"):
             counts = group["levels"][level]
             if not any(counts.values()):
                 continue
             print(f"{group['target']:<22} {group['protocol']:<9} {level:<7} {counts['passed']:>6} "
-                  f"{counts['failed']:>6} {counts['error']:>6} {counts['not_applicable']:>5}")
-    failures = []
-    with open(records_file, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if rec.get("outcome") in ("failed", "error"):
-                failures.append(rec)
-    if failures:
-        print("\nnot passed:")
-        for rec in failures:
-            first = (rec.get("message") or "").splitlines()[0:1]
-            print(f"  {rec['outcome']:<6} {rec['level']:<6} {rec['target']}: {rec['case_id']}")
-            if first:
-                print(f"         {first[0][:200]}")
-            if rec.get("trace_file"):
-                print(f"         trace: {run_dir / rec['trace_file']}")
+                  f"{counts['failed']:>6} {counts['error']:>6} {counts.get('blocked', 0):>7} "
+                  f"{counts['not_applicable']:>5}")
     print()
     for group in summary["targets"]:
         verdict = "CONFORMANT" if group["conformant"] else "NOT CONFORMANT"
         failed = group["failed_must"]
-        extra = "" if group["conformant"] else (
-            f" ({len(failed)} MUST case(s) not passed, listed above)" if failed
-            else " (no applicable MUST case passed)")
+        blocked = group.get("blocked_must", [])
+        if group["conformant"]:
+            extra = ""
+        elif failed or blocked:
+            parts = [f"{len(failed)} MUST case(s) failed or errored"] if failed else []
+            if blocked:
+                parts.append(f"{len(blocked)} MUST case(s) blocked by them")
+            extra = f" ({', '.join(parts)}; root causes listed above)"
+        else:
+            extra = " (no applicable MUST case passed)"
         print(f"{group['target']} [{group['implementation']} {group['implementation_version']}, "
               f"{group['protocol']}]: {verdict}{extra}")
     print(f"\nresults: {run_dir}  (summary.json, results.jsonl, allure-results/, junit-*.xml, traces/)")
@@ -158,13 +246,30 @@ def cmd_certify(args: argparse.Namespace) -> int:
         print(f"\n== {target.name}: {target.implementation} {target.version}, {target.protocol}, "
               f"roles {', '.join(target.roles)}", flush=True)
         codes[target.name] = run_suite(target, run_dir, run_id, args)
-        if codes[target.name] not in (0, 1):
+        error = preflight_error(run_dir, target)
+        if error:
+            # A misconfigured or unreachable target: one clear error, no
+            # per-case records, and the run stops (exit 2, as for a usage error).
+            (run_dir / "results.jsonl").touch()
+            not_run = [t.name for t in chosen if t.name not in codes]
+            write_summary(run_dir, run_id, started, {
+                "targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes,
+                "preflight_error": error, "preflight_target": target.name, "targets_not_run": not_run})
+            print(f"conformance: error: preflight: {error}", file=sys.stderr)
+            if not_run:
+                print(f"conformance: not run: {', '.join(not_run)}", file=sys.stderr)
+            print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
+            return EXIT_USAGE
+        report_run_deadline(run_dir, target, codes[target.name], args.run_timeout)
+        if codes[target.name] not in (0, 1, KILLED_AFTER_RUN_TIMEOUT):
             print(f"   pytest exited with code {codes[target.name]} (5: no case ran); "
                   f"see {run_dir / ('pytest-' + target.name + '.log')}", file=sys.stderr)
     records_file = run_dir / "results.jsonl"
     records_file.touch()
-    summary = write_summary(run_dir, run_id, started, {
-        "targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes})
+    extra = {"targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes}
+    if args.run_timeout is not None:
+        extra["run_timeout_s"] = args.run_timeout
+    summary = write_summary(run_dir, run_id, started, extra)
     # A target whose session recorded nothing cannot be conformant.
     recorded = {g["target"] for g in summary["targets"]}
     missing = [t.name for t in chosen if t.name not in recorded]
@@ -205,8 +310,21 @@ def cmd_interop(args: argparse.Namespace) -> int:
         print(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}", flush=True)
         codes[f"{client.name}->{server.name}"] = run_suite(client, run_dir, run_id, args,
                                                            INTEROP_DIR / client.protocol, server)
+        error = preflight_error(run_dir, client, server)
+        if error:
+            (run_dir / "results.jsonl").touch()
+            write_summary(run_dir, run_id, started, {"kind": "interop", "pytest_exit_codes": codes,
+                                                     "preflight_error": error,
+                                                     "preflight_target": f"{client.name}->{server.name}"})
+            print(f"conformance: error: preflight: {error}", file=sys.stderr)
+            print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
+            return EXIT_USAGE
+        report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout)
     (run_dir / "results.jsonl").touch()
-    summary = write_summary(run_dir, run_id, started, {"kind": "interop", "pytest_exit_codes": codes})
+    extra = {"kind": "interop", "pytest_exit_codes": codes}
+    if args.run_timeout is not None:
+        extra["run_timeout_s"] = args.run_timeout
+    summary = write_summary(run_dir, run_id, started, extra)
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
     print()
     ok = bool(records)
@@ -239,6 +357,16 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"conformance {__version__}")
@@ -255,6 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--deadline", type=float, default=3.0,
                          help="seconds to wait for bytes a target must send (default 3)")
     certify.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
+    certify.add_argument("--run-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+                         help="deadline of each target's whole run: cases not started when it passes are "
+                              "recorded as error (default: none)")
     certify.set_defaults(func=cmd_certify)
 
     interop = sub.add_parser("interop", help="run implementations against each other (client x server)")
@@ -264,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     interop.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
     interop.add_argument("--run-dir", default=None, help="exact run directory")
     interop.add_argument("--deadline", type=float, default=3.0, help="read deadline in seconds (default 3)")
+    interop.add_argument("--run-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+                         help="deadline of each client x server run (default: none)")
     interop.set_defaults(func=cmd_interop, keyword=None)
 
     targets = sub.add_parser("targets", help="list known targets")
@@ -274,6 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
     register_report(sub)
     from .aggregate.cli import register as register_aggregate
     register_aggregate(sub)
+    from .mutation import register as register_mutation
+    register_mutation(sub)
+    from .coverage.tool import register as register_coverage
+    register_coverage(sub)
     return parser
 
 

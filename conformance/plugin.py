@@ -13,7 +13,11 @@ installed alongside any other test suite.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
+import socket
 import time
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -21,11 +25,13 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import pytest
 
 from . import __version__
-from .core.requirements import NOT_APPLICABLE_PREFIX, Requirement, not_applicable, requirement_of
-from .core.results import (ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
+from .core.requirements import (BLOCKED_PREFIX, NOT_APPLICABLE_PREFIX, Requirement, blocked, not_applicable,
+                                requirement_of)
+from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
                            new_run_id, utc_now)
 from .core.redact import Redactor
-from .core.targets import Target, TargetError, TargetRuntime, load_targets, make_work_dir
+from .core.targets import (Target, TargetError, TargetRuntime, definition_problems, load_targets, make_work_dir,
+                           runtime_problems)
 from .core.transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, TcpConnection, WireTrace
 
 SILENT_CASES_BEFORE_UNRESPONSIVE = 3
@@ -44,6 +50,20 @@ except ImportError:  # allure-pytest is a dependency, but keep the core usable w
 
 class ConformanceFailure(AssertionError):
     """A case's failure, prefixed with the requirement it checks."""
+
+
+class RunDeadlineExceeded(Exception):
+    """The run's deadline (``--run-timeout``) passed before the case started."""
+
+
+PREFLIGHT_EXIT_CODE = 4
+"""pytest's exit status when the preflight stopped the run (pytest's own
+code for a usage error: the target's definition or address is wrong)."""
+PREFLIGHT_FILE = "preflight-{session}.json"
+"""Written into the run dir when the preflight stops the run, for the CLI."""
+PLAN_FILE = "planned-{session}.jsonl"
+"""The cases a session is about to run, one JSON line each, so that the CLI
+can record the ones a killed session never reached."""
 
 
 @dataclass
@@ -66,6 +86,13 @@ class RunState:
     total: int = 0
     unresponsive: str | None = None
     case_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    case_results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per case id, the outcome of each of its items this run (with the root
+    cause of a blocked one), for judging the cases that depend on it."""
+    run_timeout: float | None = None
+    started: float = field(default_factory=time.monotonic)
+    readded: list[str] = field(default_factory=list)
+    """Node ids of prerequisites put back after -k or --deselect removed them."""
     redactor: Redactor = field(default_factory=Redactor)
     """The credentials of the target and peer: masked in traces, messages
     and reports."""
@@ -135,9 +162,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="print one line per finished case (case id, level, outcome) to stderr")
     group.addoption("--deadline", type=float, default=DEFAULT_READ_DEADLINE,
                     help=f"seconds to wait for bytes a target must send (default {DEFAULT_READ_DEADLINE})")
+    group.addoption("--run-timeout", type=float, default=None, metavar="SECONDS",
+                    help="deadline of the whole run: cases not started when it passes are recorded as "
+                         "error (the running case ends at its own read deadline)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requirement(case_id, level, citation, *, role, needs, depends, errata): "
+                                       "the rule a conformance case checks (conformance.core.requirements)")
     run_id = config.getoption("--run-id") or new_run_id()
     run_dir = Path(config.getoption("--run-dir") or Path("reports") / "runs" / run_id)
     try:
@@ -151,6 +183,11 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"unknown target {given!r}; known: {', '.join(sorted(targets))}")
     state = RunState(config, run_id, run_dir, config.getoption("--deadline"), targets, name)
     state.peer_name = peer
+    run_timeout = config.getoption("--run-timeout")
+    if run_timeout is not None and run_timeout <= 0:
+        raise pytest.UsageError(f"--run-timeout must be a positive number of seconds, got {run_timeout}")
+    state.run_timeout = run_timeout
+    config.pluginmanager.register(_PrerequisiteOrder(), "conformance-prerequisite-order")
     config.stash[_STATE] = state
 
 
@@ -158,24 +195,102 @@ def _state(config: pytest.Config) -> RunState:
     return config.stash[_STATE]
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    """Keep the cases of the chosen protocols and of the target's protocol."""
+    """Keep the cases of the chosen protocols and of the target's protocol,
+    and remember them all: ``-k`` and ``--deselect`` run after this, and
+    the prerequisites they remove are put back (see below)."""
     state = _state(config)
     protocols = set(config.getoption("--protocol"))
     if state.target_name:
         protocols = protocols & {state.targets[state.target_name].protocol} if protocols \
             else {state.targets[state.target_name].protocol}
-    if not protocols:
+    if protocols:
+        keep, drop = [], []
+        for item in items:
+            req = requirement_of(item)
+            (keep if req is None or req.protocol in protocols else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+    config.stash[_ALL_CASES] = [item for item in items if requirement_of(item) is not None]
+
+
+_ALL_CASES = pytest.StashKey[list[pytest.Item]]()
+
+
+class _PrerequisiteOrder:
+    """A second ``pytest_collection_modifyitems``, run last (after -k and
+    --deselect); a module can hold only one function of that name."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item], config: pytest.Config) -> None:
+        _order_by_prerequisites(items, config)
+
+
+def _order_by_prerequisites(items: list[pytest.Item], config: pytest.Config) -> None:
+    """Run prerequisites before the cases that depend on them, in file order
+    otherwise, and put back the prerequisites that -k or --deselect removed:
+    a dependent cannot be judged without them. An unknown prerequisite or a
+    cycle is a usage error naming it."""
+    state = _state(config)
+    every = config.stash.get(_ALL_CASES, [])
+    by_id: dict[str, list[pytest.Item]] = {}
+    for item in every:
+        by_id.setdefault(requirement_of(item).case_id, []).append(item)  # type: ignore[union-attr]
+    for item in every:
+        req = requirement_of(item)
+        assert req is not None
+        for dep in req.depends:
+            if dep not in by_id:
+                raise pytest.UsageError(
+                    f"case {req.case_id} ({item.nodeid}) depends on {dep}, which is no collected case of "
+                    f"protocol {req.protocol} (a typo, or a file of the suite left out of the run?)")
+    # Check the whole graph for cycles, selected or not, so that a cycle is
+    # found however the run is narrowed.
+    done: set[str] = set()
+    visiting: list[str] = []
+
+    def check(case_id: str) -> None:
+        if case_id in done:
+            return
+        if case_id in visiting:
+            cycle = visiting[visiting.index(case_id):] + [case_id]
+            raise pytest.UsageError("prerequisite cycle: " + " -> ".join(cycle))
+        visiting.append(case_id)
+        for member in by_id[case_id]:
+            for dep in requirement_of(member).depends:  # type: ignore[union-attr]
+                check(dep)
+        visiting.pop()
+        done.add(case_id)
+
+    for case_id in by_id:
+        check(case_id)
+    if not any(requirement_of(item) and requirement_of(item).depends for item in every):  # type: ignore[union-attr]
         state.total = sum(1 for item in items if requirement_of(item) is not None)
         return
-    keep, drop = [], []
-    for item in items:
+    ordered: list[pytest.Item] = []
+    placed: set[int] = set()
+
+    def place(item: pytest.Item) -> None:
+        if id(item) in placed:
+            return
+        placed.add(id(item))
         req = requirement_of(item)
-        (keep if req is None or req.protocol in protocols else drop).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+        if req is not None:
+            for dep in req.depends:
+                for member in by_id[dep]:
+                    place(member)
+        ordered.append(item)
+
+    selected = {id(item) for item in items}
+    for item in items:
+        place(item)
+    readded = [item for item in ordered if id(item) not in selected]
+    if readded:
+        state.readded = [item.nodeid for item in readded]
+    items[:] = ordered
     state.total = sum(1 for item in items if requirement_of(item) is not None)
 
 
@@ -211,21 +326,62 @@ def target(request: pytest.FixtureRequest, requirement_spec: Requirement) -> Tar
     checking that this case applies to it."""
     state = _state(request.config)
     if state.unresponsive:
-        # A case that would not apply anyway stays not applicable: the
-        # verdict lists only what the silence cost.
+        # A case that would not apply anyway stays not applicable, and one
+        # whose prerequisite did not pass is blocked by it: the verdict
+        # lists only what the silence cost.
         if state.runtime is not None:
             reason = not_applicable_reason(state.runtime, requirement_spec)
             if reason:
                 not_applicable(reason)
+        check_prerequisites(state, requirement_spec, request.node)
         raise TargetError(state.unresponsive)
     runtime = state.runtime_for(requirement_spec.protocol)
-    note = runtime.ensure_server()
-    if note:
-        request.node.stash[_NOTE] = note
     reason = not_applicable_reason(runtime, requirement_spec)
     if reason:
         not_applicable(reason)
+    check_prerequisites(state, requirement_spec, request.node)
+    note = runtime.ensure_server()
+    if note:
+        request.node.stash[_NOTE] = note
     return runtime
+
+
+def check_prerequisites(state: RunState, req: Requirement, item: pytest.Item) -> None:
+    """End the case before it runs when a prerequisite did not pass in this
+    run: not applicable when the prerequisite was (with its reason),
+    otherwise blocked by the root cause (the case that failed or errored
+    for its own rule; a blocked prerequisite passes its root on)."""
+    results = [(dep, result) for dep in req.depends
+               for result in state.case_results.get(dep) or [{"outcome": None}]]
+    for dep, result in results:
+        if result["outcome"] == NOT_APPLICABLE:
+            not_applicable(f"{result['message']} (as for its prerequisite {dep})")
+    for dep, result in results:
+        outcome = result["outcome"]
+        if outcome == PASSED:
+            continue
+        if outcome == BLOCKED:
+            root, root_outcome, root_message = result["root"]
+            via = [dep] + result["via"]
+        else:
+            root, root_outcome, via = dep, outcome or "not run", []
+            root_message = (_own_text(dep, result["message"]) if outcome
+                            else "the prerequisite has no result in this run")
+        item.stash[_BLOCK] = {"root": (root, root_outcome, root_message), "via": via}
+        blocked(root, root_outcome, root_message, " <- ".join(via))
+
+
+_BLOCK = pytest.StashKey[dict[str, Any]]()
+
+
+def _own_text(case_id: str, message: str) -> str:
+    """A failure message without the ``case-id [LEVEL, citation]: `` prefix
+    (a blocked message names the case already)."""
+    if message.startswith(case_id + " ["):
+        end = message.find("]: ")
+        if end != -1:
+            return message[end + 3:]
+    return message
 
 
 _NOTE = pytest.StashKey[str]()
@@ -310,6 +466,136 @@ async def ws_connect(target: TargetRuntime, wire_trace: WireTrace, deadline: flo
 
 # ------------------------------------------------------------------ hooks
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the case's fixtures: the run deadline, and the prerequisites of
+    a case that does not use the ``target`` fixture (which checks them)."""
+    req = requirement_of(item)
+    if req is None:
+        return
+    state = _state(item.config)
+    if state.run_timeout is not None and time.monotonic() - state.started > state.run_timeout:
+        raise RunDeadlineExceeded(run_deadline_message(state.run_timeout))
+    if "target" not in getattr(item, "fixturenames", ()):
+        check_prerequisites(state, req, item)
+
+
+def run_deadline_message(run_timeout: float) -> str:
+    return f"run deadline of {run_timeout:g} s exceeded (--run-timeout); case not run"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Before any case: write the plan of the run, then the preflight. A
+    misconfigured or unreachable target stops the run here with one clear
+    error instead of one error per case."""
+    config = session.config
+    if config.option.collectonly or session.testsfailed:
+        return None
+    cases = [item for item in session.items if requirement_of(item) is not None]
+    if not cases:
+        return None
+    state = _state(config)
+    protocol = requirement_of(cases[0]).protocol  # type: ignore[union-attr]
+    name = state.target_name or f"reference-{protocol}"
+    _write_plan(state, name, cases)
+    error = preflight(state, protocol)
+    if error:
+        state.run_dir.mkdir(parents=True, exist_ok=True)
+        error = state.redactor.text(error)
+        (state.run_dir / PREFLIGHT_FILE.format(session=session_label(name, state.peer_name))).write_text(
+            json.dumps({"target": name, "peer": state.peer_name, "error": error, "time": utc_now()},
+                       indent=2) + "\n", encoding="utf-8")
+        pytest.exit(f"preflight: {error}", returncode=PREFLIGHT_EXIT_CODE)
+    return None
+
+
+def _write_plan(state: RunState, name: str, cases: list[pytest.Item]) -> None:
+    target = state.targets.get(name)
+    lines = []
+    for item in cases:
+        req = requirement_of(item)
+        assert req is not None
+        lines.append(json.dumps({
+            "target": name, "implementation": target.implementation if target else "?",
+            "implementation_version": target.version if target else "?",
+            "peer": state.peer_name, "protocol": req.protocol, "role": req.role, "case_id": req.case_id,
+            "level": req.level.value, "citation": req.full_citation, "depends": list(req.depends),
+            "errata": list(req.errata)}, sort_keys=True))
+    state.run_dir.mkdir(parents=True, exist_ok=True)
+    (state.run_dir / PLAN_FILE.format(session=session_label(name, state.peer_name))).write_text(
+        "\n".join(lines) + "\n", encoding="utf-8")
+
+
+def session_label(target: str, peer: str | None) -> str:
+    """One pytest session's name in the run dir's file names."""
+    return f"{target}+{peer}" if peer else target
+
+
+def preflight(state: RunState, protocol: str) -> str | None:
+    """Check the target's (and the interop peer's) definition, start it if
+    the harness launches it, and try its address once. Returns what is
+    wrong, or None."""
+    name = state.target_name or f"reference-{protocol}"
+    if name not in state.targets:
+        return f"unknown target {name!r}; known targets: {sorted(state.targets)} (add your own with --targets-file)"
+    serving = state.peer_name is None
+    checks = [(name, state.targets[name], serving, lambda: state.runtime_for(protocol))]
+    if state.peer_name is not None:
+        checks.append((state.peer_name, state.targets[state.peer_name], True, state.peer_for))
+    for label, target, serve, start in checks:
+        problems = definition_problems(target, serving=serve)
+        if problems:
+            return f"target {label} is misconfigured: " + "; ".join(problems)
+        try:
+            runtime = start()
+        except TargetError as exc:
+            return f"target {label} could not be started: {exc}"
+        problems = runtime_problems(runtime, serving=serve) + protocol_problems(runtime, serve)
+        if problems:
+            return f"target {label} is misconfigured: " + "; ".join(problems)
+        if serve:
+            problem = unreachable(runtime, state.deadline)
+            if problem:
+                return f"target {label} is unreachable: {problem}"
+    return None
+
+
+def protocol_problems(runtime: TargetRuntime, serving: bool) -> list[str]:
+    """The protocol's own definition checks: ``preflight(runtime, serving)``
+    in ``conformance/suites/<protocol>/preflight.py``, when the suite has one."""
+    package = f"conformance.suites.{runtime.target.protocol}"
+    try:
+        module = importlib.import_module(package + ".preflight")
+    except ModuleNotFoundError as exc:
+        if exc.name in (package, package + ".preflight"):
+            return []
+        raise
+    return list(module.preflight(runtime, serving=serving))
+
+
+def unreachable(runtime: TargetRuntime, deadline: float) -> str | None:
+    """One TCP connect to the target's server address within the read
+    deadline; what went wrong, or None."""
+    if runtime.url:
+        parts = urlsplit(runtime.url)
+        host = parts.hostname or ""
+        try:
+            port = parts.port or (443 if parts.scheme in ("wss", "https") else 80)
+        except ValueError:
+            return f"url {runtime.url!r} has no valid port"
+        where = runtime.url
+    else:
+        host, port, where = runtime.host, runtime.port, f"{runtime.host}:{runtime.port}"
+    try:
+        with socket.create_connection((host, port), timeout=deadline):
+            return None
+    except socket.timeout:
+        return f"no TCP connection to {where} within {deadline:g} s"
+    except OSError as exc:
+        return f"no TCP connection to {where}: {exc.strerror or exc}"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     req = requirement_of(item)
@@ -330,7 +616,7 @@ def pytest_runtest_call(item: pytest.Item):
         # included; mask them before pytest, JUnit or Allure see the text.
         text = state.redactor.text(str(exc))
         exc.args = (text,)
-        raise ConformanceFailure(f"{req.case_id} [{req.level.value}, {req.citation}]: {text}") from exc
+        raise ConformanceFailure(f"{req.case_id} [{req.level.value}, {req.full_citation}]: {text}") from exc
     else:
         _state(item.config).silent_cases = 0
 
@@ -348,6 +634,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         _label_for_allure(item, req, state)
     if report.skipped:
         case.update(_skip_outcome(report))
+        if case["outcome"] == BLOCKED:
+            block = item.stash.get(_BLOCK, None)
+            if block is not None:
+                case["root"], case["via"] = block["root"], block["via"]
+            _label_blocked(case)
     elif report.when == "setup" and report.failed:
         case.update(outcome=ERROR, message=_failure_text(call))
     elif report.when == "call":
@@ -369,6 +660,8 @@ def _skip_outcome(report: pytest.TestReport) -> dict[str, str]:
     reason = _skip_reason(report)
     if reason.startswith(NOT_APPLICABLE_PREFIX):
         return {"outcome": NOT_APPLICABLE, "message": reason[len(NOT_APPLICABLE_PREFIX):]}
+    if reason.startswith(BLOCKED_PREFIX):
+        return {"outcome": BLOCKED, "message": reason}
     # Conformance cases are never skipped: any other skip is a harness bug.
     return {"outcome": ERROR, "message": f"case skipped, which conformance cases never are: {reason}"}
 
@@ -385,8 +678,20 @@ def _failure_text(call: pytest.CallInfo[None]) -> str:
     if call.excinfo is None:
         return ""
     exc = call.excinfo.value
-    name = "" if isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
+    name = "" if isinstance(exc, (AssertionError, RunDeadlineExceeded)) else f"{type(exc).__name__}: "
     return (name + str(exc)).strip()
+
+
+def _label_blocked(case: dict[str, Any]) -> None:
+    """Allure shows a blocked case as skipped (its status detail is the
+    ``blocked by ...`` message); the tag and label say it was blocked and by
+    which case, so a report can be filtered down to root causes."""
+    if allure is None:
+        return
+    allure.dynamic.tag("blocked")
+    root = case.get("root")
+    if root:
+        allure.dynamic.label("blocked_by", root[0])
 
 
 def _label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> None:
@@ -404,8 +709,12 @@ def _label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> N
     allure.dynamic.severity(req.level.allure_severity)
     allure.dynamic.tag(req.level.value)
     allure.dynamic.title(req.case_id)
-    allure.dynamic.description(f"{req.level.value}: {req.citation}\n\n{(item.obj.__doc__ or '').strip()}"
-                               if hasattr(item, "obj") else req.citation)
+    allure.dynamic.description(f"{req.level.value}: {req.full_citation}\n\n{(item.obj.__doc__ or '').strip()}"
+                               if hasattr(item, "obj") else req.full_citation)
+    for erratum in req.errata:
+        allure.dynamic.label("erratum", erratum)
+    for dep in req.depends:
+        allure.dynamic.label("depends", dep)
     if target is not None:
         allure.dynamic.label("target", target.name)
         allure.dynamic.label("implementation", f"{target.implementation} {target.version}")
@@ -444,7 +753,7 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         traces = state.run_dir / "traces" / folder
         traces.mkdir(parents=True, exist_ok=True)
         path = traces / f"{req.case_id}.txt"
-        header = f"{req.case_id} [{req.level.value}, {req.citation}]\noutcome: {outcome}\n{message}\n\n"
+        header = f"{req.case_id} [{req.level.value}, {req.full_citation}]\noutcome: {outcome}\n{message}\n\n"
         path.write_text(header + rendered, encoding="utf-8")
         trace_file = str(path.relative_to(state.run_dir))
     _writer(state).append(ResultRecord(
@@ -453,14 +762,18 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         implementation=target.implementation if target else "?",
         implementation_version=target.version if target else "?",
         protocol=req.protocol, role=req.role, case_id=req.case_id, level=req.level.value,
-        citation=req.citation, outcome=outcome, duration_s=round(case["duration"], 4),
+        citation=req.full_citation, outcome=outcome, duration_s=round(case["duration"], 4),
         message=message, trace_file=trace_file,
-        peer_implementation=(state.peer_runtime.target.implementation if state.peer_runtime else None)))
+        peer_implementation=(state.peer_runtime.target.implementation if state.peer_runtime else None),
+        depends=list(req.depends), errata=list(req.errata),
+        blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None))
+    state.case_results.setdefault(req.case_id, []).append({
+        "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})
     if state.config.getoption("--progress"):
         _print_progress(state, req, outcome, case["duration"], message)
 
 
-_OUTCOME_LABEL = {PASSED: "pass", FAILED: "FAIL", NOT_APPLICABLE: "n/a ", ERROR: "ERR "}
+_OUTCOME_LABEL = {PASSED: "pass", FAILED: "FAIL", NOT_APPLICABLE: "n/a ", ERROR: "ERR ", BLOCKED: "blk "}
 
 
 def _print_progress(state: RunState, req: Requirement, outcome: str, duration: float, message: str) -> None:
@@ -476,9 +789,14 @@ def _print_progress(state: RunState, req: Requirement, outcome: str, duration: f
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
-    """Show not-applicable cases as 'N/A' rather than as skipped."""
-    if report.skipped and report.when in ("setup", "call") and _skip_reason(report).startswith(NOT_APPLICABLE_PREFIX):
-        return "not_applicable", "n", "N/A"
+    """Show not-applicable cases as 'N/A' and blocked ones as 'BLOCKED'
+    rather than as skipped."""
+    if report.skipped and report.when in ("setup", "call"):
+        reason = _skip_reason(report)
+        if reason.startswith(NOT_APPLICABLE_PREFIX):
+            return "not_applicable", "n", "N/A"
+        if reason.startswith(BLOCKED_PREFIX):
+            return "blocked", "b", "BLOCKED"
     return None
 
 

@@ -23,6 +23,21 @@
 # Publish one message to a running server's feed (e.g. for live streams):
 #   scripts/ssb-server.sh publish --home SSB_HOME --text TEXT [--type post] [--count N]
 #   Prints SSB_MSG_KEY=%... and SSB_MSG_SEQ=n per message.
+#
+# Replicate a feed from another SSB server, as ssb-server does on the network
+# (the client role of the conformance target; see interop/node/ssb-replicate-from.js):
+#   scripts/ssb-server.sh replicate --peer-host HOST --peer-port PORT
+#       --peer-public-key @...ed25519 [--feed @...ed25519] [--until-sequence N]
+#       [--network-key HEX] [--seed HEX] [--timeout SECONDS] [--log PATH] [--keep-home]
+#   Starts a fresh ssb-server (own free loopback port, no seed messages),
+#   makes it follow FEED (default: the peer's own feed) and connect to the
+#   peer, and waits until it holds FEED up to N (default: the peer's latest,
+#   asked of the peer without a `sequence` option). --timeout bounds the
+#   whole run, start-up included (default 60). Prints SSB_PEER_LATEST=N, one
+#   "SSB_MSG seq=n key=%... verified=true" line per message and
+#   "SSB_REPLICATED feed=@... count=N latest_sequence=N"; exit 0 only then,
+#   4 if a held message does not verify, 5 on timeout (with the server's
+#   replication errors on stderr), 1 on other errors.
 set -euo pipefail
 
 die() {
@@ -51,15 +66,30 @@ publish_command() {
     exec node "$ssb_home_js" publish --dir "$home" "${passthrough[@]}"
 }
 
+mode=start
 case "${1:-}" in
     publish) shift; publish_command "$@" ;;
     start) shift ;;
+    replicate) shift; mode=replicate ;;
 esac
 
 port="" host="127.0.0.1" network_key_hex="$main_network_key_hex" seed_hex=""
 seed_messages=3 info_file="" log_file="" keep_home=0 timeout_seconds=60
+peer_host="" peer_port="" peer_public_key="" feed="" until_sequence=""
+[ "$mode" = start ] || seed_messages=0
 while [ $# -gt 0 ]; do
     case "$1" in
+        --peer-host|--peer-port|--peer-public-key|--feed|--until-sequence)
+            [ "$mode" = replicate ] || die "$1 is an option of the replicate mode"
+            value="${2:?$1 needs a value}"
+            case "$1" in
+                --peer-host) peer_host="$value" ;;
+                --peer-port) peer_port="$value" ;;
+                --peer-public-key) peer_public_key="$value" ;;
+                --feed) feed="$value" ;;
+                --until-sequence) until_sequence="$value" ;;
+            esac
+            shift 2 ;;
         --port) port="${2:?--port needs a value}"; shift 2 ;;
         --host) host="${2:?--host needs a value}"; shift 2 ;;
         --network-key|--caps) network_key_hex="${2:?$1 needs a value}"; shift 2 ;;
@@ -73,6 +103,13 @@ while [ $# -gt 0 ]; do
         *) die "unknown argument $1" ;;
     esac
 done
+if [ "$mode" = replicate ]; then
+    [ -n "$peer_host" ] && [ -n "$peer_port" ] && [ -n "$peer_public_key" ] \
+        || die "replicate: --peer-host, --peer-port and --peer-public-key are required"
+    [ -n "$feed" ] || feed="$peer_public_key"
+    [ -n "$port" ] || port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })')"
+    replicate_deadline=$((SECONDS + timeout_seconds))
+fi
 [ -n "$port" ] || die "--port is required"
 [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -gt 0 ] && [ "$port" -le 65535 ] || die "bad --port $port"
 [[ "$seed_messages" =~ ^[0-9]+$ ]] || die "bad --messages $seed_messages"
@@ -172,6 +209,25 @@ SSB_SEQUENCE=$sequence
 SSB_PID=$server_pid
 SSB_LOG=$log_file
 SSB_READY=1"
+
+if [ "$mode" = replicate ]; then
+    echo "ssb-server.sh: replicating $feed from $peer_host:$peer_port as $ssb_id" >&2
+    remaining=$((replicate_deadline - SECONDS)); [ "$remaining" -gt 0 ] || remaining=1
+    replicate_args=(--dir "$ssb_home" --peer-host "$peer_host" --peer-port "$peer_port"
+        --peer-key "$peer_public_key" --feed "$feed" --timeout "$remaining")
+    [ -z "$until_sequence" ] || replicate_args+=(--until-sequence "$until_sequence")
+    set +e
+    node "$node_dir/ssb-replicate-from.js" "${replicate_args[@]}"
+    replicate_status=$?
+    set -e
+    if [ "$replicate_status" -ne 0 ]; then
+        # Why legacy replication stopped: ssb-replicate logs a message that
+        # failed validation as "Error replicating with <peer>: ...".
+        echo "---- replication errors in $log_file ----" >&2
+        grep -iE -A3 'error replicating|replication error|invalid|expected' "$log_file" | head -n 40 >&2 || true
+    fi
+    exit "$replicate_status"
+fi
 
 if [ -n "$info_file" ]; then
     # Written under a temporary name and renamed, so a harness polling for

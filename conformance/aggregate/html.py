@@ -21,7 +21,8 @@ from .matrix import PAGE_VERSIONS, Matrix, Window
 MAX_NIGHTS = 180
 MAX_LIST = 12
 
-VERDICT_CLASS = {"passed": "v-pass", "failed": "v-fail", "error": "v-err", "not_applicable": "v-na"}
+VERDICT_CLASS = {"passed": "v-pass", "failed": "v-fail", "error": "v-err", "blocked": "v-blk",
+                 "not_applicable": "v-na"}
 STATUS_CLASS = {"certified": "c-ok", "not certified": "c-fail", "no complete run": "c-none"}
 
 
@@ -56,6 +57,7 @@ th{background:#f4f4f4;font-weight:600} td.num{text-align:right;font-variant-nume
 .grid td{min-width:7em;text-align:center}
 .v-pass{background:#2e9d4b} .v-passflaky{background:#9fd49b} .v-fail{background:#d7301f}
 .v-err{background:#7b3294} .v-na{background:#c9c9c9} .v-none{background:#fff}
+.v-blk{background:repeating-linear-gradient(45deg,#f1a340 0 3px,#fee0b6 3px 6px)}
 .c-ok{background:#2e9d4b;color:#fff} .c-fail{background:#d7301f;color:#fff} .c-none{background:#c9c9c9}
 .r-none{background:#eee}
 .r0{background:#b2182b;color:#fff}.r1{background:#c8372d;color:#fff}.r2{background:#d6604d;color:#fff}
@@ -69,14 +71,16 @@ th{background:#f4f4f4;font-weight:600} td.num{text-align:right;font-variant-nume
 
 def _legend() -> str:
     verdicts = [("v-pass", "passed (pass rate 100%)"), ("v-passflaky", "latest passed, some runs did not"),
-                ("v-fail", "failed"), ("v-err", "error (no verdict)"), ("v-na", "not applicable"),
+                ("v-fail", "failed"), ("v-err", "error (no verdict)"),
+                ("v-blk", "blocked (a prerequisite did not pass; not a failure of this rule)"),
+                ("v-na", "not applicable"),
                 ("v-none", "not run")]
     rates = "".join(f'<span class="sw r{i}" title="pass rate about {i * 10}%"></span>{i * 10}%' if i % 2 == 0
                     else f'<span class="sw r{i}" title="pass rate about {i * 10}%"></span>' for i in range(11))
     status = [("c-ok", "certified"), ("c-fail", "not certified"), ("c-none", "no complete run in the window")]
     return ('<div class="legend"><p><b>Latest verdict:</b>'
             + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in verdicts)
-            + "</p><p><b>Pass rate</b> (passed / (passed + failed + error)):" + rates
+            + "</p><p><b>Pass rate</b> (passed / (passed + failed + error + blocked)):" + rates
             + '<span class="sw r-none"></span>no verdict</p><p><b>Certification:</b>'
             + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in status)
             + "</p><p class=note>Hover over any cell for the numbers behind its colour.</p></div>")
@@ -105,9 +109,12 @@ def _certification(table: Matrix) -> str:
             title = (f'{impl} {r["implementation_version"]} on {proto}: {r["status"]}')
             if r["run_id"]:
                 title += (f'\nlatest complete run {r["run_id"]} ({r["run_time"]})\nMUST passed {r["must_passed"]}, '
-                          f'failed {r["must_failed"]}, error {r["must_error"]}, n/a {r["must_not_applicable"]}')
+                          f'failed {r["must_failed"]}, error {r["must_error"]}, blocked {r["must_blocked"]}, '
+                          f'n/a {r["must_not_applicable"]}')
                 if r["failed_must"]:
-                    title += "\nnot passed: " + _list(r["failed_must"])
+                    title += "\nfailed (root causes): " + _list(r["failed_must"])
+                if r["blocked_must"]:
+                    title += "\nblocked by them: " + _list(r["blocked_must"])
             title += f'\nruns in window: {r["runs"]} ({r["complete_runs"]} complete)'
             if others.get((impl, proto)):
                 title += "\nother versions: " + _list(sorted(others[(impl, proto)]))
@@ -139,7 +146,8 @@ def _interop(table: Matrix) -> str:
                     out.append('<td title="no records for this pair"></td>')
                     continue
                 title = (f"client {c} × server {s} ({proto})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
-                         f"failed {r['failed']}, error {r['error']}, n/a {r['not_applicable']} over {r['runs']} run(s)"
+                         f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, n/a {r['not_applicable']} "
+                         f"over {r['runs']} run(s)"
                          f"\nlatest run {r['latest_run_id']}: {_pct(r['latest_pass_rate'])}")
                 if r["latest_not_passed"]:
                     title += "\nnot passed in it: " + _list(r["latest_not_passed"])
@@ -187,8 +195,8 @@ def _requirements(table: Matrix) -> str:
                     cls = "v-passflaky"
                 title = (f"{impl} {version}\n{case} ({r['level']})\nlatest: {r['latest_outcome']} "
                          f"({r['latest_time']})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
-                         f"failed {r['failed']}, error {r['error']}, n/a {r['not_applicable']} "
-                         f"of {r['records']}")
+                         f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, "
+                         f"n/a {r['not_applicable']} of {r['records']}")
                 out.append(f'<td class="cell {cls}" title="{_a(title)}"></td>')
             out.append("</tr>")
         out.append("</table>")
@@ -245,7 +253,8 @@ def _trends(table: Matrix) -> str:
             h = max(1, int(round(height * r["passed"] / top)))
             x = index[day] * step
             title = (f"{impl} {day}: passed {r['passed']}, failed {r['failed']}, error {r['error']}, "
-                     f"n/a {r['not_applicable']} in {r['runs']} run(s); pass rate {_pct(r['pass_rate'])}")
+                     f"blocked {r['blocked']}, n/a {r['not_applicable']} in {r['runs']} run(s); "
+                     f"pass rate {_pct(r['pass_rate'])}")
             bars.append(f'<rect x="{x}" y="{height - h}" width="{step - 1}" height="{h}" '
                         f'class="{_rate_class(r["pass_rate"])}"><title>{escape(title)}</title></rect>')
         out.append(f"<tr><th class=row>{escape(impl)}</th><td><svg xmlns='http://www.w3.org/2000/svg' "

@@ -19,12 +19,15 @@ them all):
     ``implementation`` played, the peer played the other one.
 ``flaky``
     a case both passed and failed (or errored) for the same implementation,
-    version, protocol and peer.
+    version, protocol and peer; being blocked is no failure of the case's
+    own rule, so it does not make a case flaky.
 ``trends``
     per night (the run's date) and implementation: verdict counts and runs.
 
-Pass rate everywhere is passed / (passed + failed + error): not applicable
-is not a verdict.
+Pass rate everywhere is passed / (passed + failed + error + blocked): not
+applicable is not a verdict, and a blocked case (a prerequisite did not
+pass) did not pass. Every matrix counts ``blocked`` in its own column, apart
+from ``failed``; certification needs no MUST case blocked either.
 
 The window: ``--since``/``--until`` bound the run date (inclusive), and
 ``--last-runs N`` keeps, for each implementation, its N most recent runs in
@@ -37,7 +40,7 @@ aggregates only (Spark's fast hash aggregation; a string or struct
 "latest" would force a sort of every record): per case (requirements,
 flaky), per run (certification, interop, trends) and over the few failed
 records (the case lists). "Latest verdict" is the maximum of one number,
-time in ms * 16 + outcome * 4 + level, so ties resolve the same way every
+time in ms * 32 + outcome * 4 + level, so ties resolve the same way every
 time. The results are written by Spark, sorted on their key columns into
 one file each, with fixed number formats: the files are byte-identical
 whichever Spark ran the job (local or a standalone cluster) and however it
@@ -60,9 +63,11 @@ from .ingest import IngestError, read_results, read_runs, require_dataset
 
 MATRICES = ("requirements", "certification", "interop", "flaky", "trends")
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-OUTCOME_CODES = ("passed", "not_applicable", "failed", "error")
+OUTCOME_CODES = ("passed", "not_applicable", "blocked", "failed", "error")
 """Index = code in the latest-verdict number; on a tie in time the worse
 outcome wins."""
+COUNTED = ("passed", "failed", "error", "blocked", "not_applicable")
+"""The outcomes each matrix counts, one column each."""
 LEVEL_CODES = ("MAY", "SHOULD", "MUST")
 PAGE_VERSIONS = 2
 """Versions per implementation (the most recently tested) that the page's
@@ -137,16 +142,17 @@ def _counts(F: Any, prefix: str = "", where: Any = None) -> list[Any]:
         if where is not None:
             cond = cond & where
         return F.sum(F.when(cond, 1).otherwise(0)).alias(prefix + outcome)
-    return [count(o) for o in ("passed", "failed", "error", "not_applicable")]
+    return [count(o) for o in COUNTED]
 
 
 def _sums(F: Any, prefix: str = "") -> list[Any]:
-    return [F.sum(prefix + o).alias(prefix + o) for o in ("passed", "failed", "error", "not_applicable")]
+    return [F.sum(prefix + o).alias(prefix + o) for o in COUNTED]
 
 
-def _rate(F: Any, passed: str = "passed", failed: str = "failed", error: str = "error") -> Any:
-    denominator = F.col(passed) + F.col(failed) + F.col(error)
-    return F.when(denominator > 0, F.round(F.col(passed) / denominator, 4))
+def _rate(F: Any, prefix: str = "") -> Any:
+    """passed / (passed + failed + error + blocked): blocked did not pass."""
+    denominator = sum((F.col(prefix + o) for o in ("failed", "error", "blocked")), F.col(prefix + "passed"))
+    return F.when(denominator > 0, F.round(F.col(prefix + "passed") / denominator, 4))
 
 
 def _ts(F: Any, column: Any) -> Any:
@@ -179,15 +185,15 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
 
     # Per case: counts and the latest verdict as one number.
     t = time.monotonic()
-    latest_code = (F.unix_millis("time") * 16 + _code(F, "outcome", OUTCOME_CODES) * 4
+    latest_code = (F.unix_millis("time") * 32 + _code(F, "outcome", OUTCOME_CODES) * 4
                    + _code(F, "level", LEVEL_CODES))
     per_case = (res.withColumn("peer", peer)
                 .groupBy("implementation", "implementation_version", "protocol", "case_id", "peer")
                 .agg(*_counts(F), F.count(F.lit(1)).alias("records"), F.max(latest_code).alias("_code"),
                      F.min("time").alias("_first"), F.max("time").alias("_last"))
                 .select("*", _decode(F, F.expr("_code % 4"), LEVEL_CODES).alias("level"),
-                        _decode(F, F.expr("(_code div 4) % 4"), OUTCOME_CODES).alias("latest_outcome"),
-                        _ts(F, F.timestamp_millis(F.expr("_code div 16"))).alias("latest_time"))
+                        _decode(F, F.expr("(_code div 4) % 8"), OUTCOME_CODES).alias("latest_outcome"),
+                        _ts(F, F.timestamp_millis(F.expr("_code div 32"))).alias("latest_time"))
                 .cache())
     records = per_case.agg(F.sum("records")).first()[0] or 0
     if not records:
@@ -206,13 +212,15 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     per_run = (per_run.join(F.broadcast(complete), "run_id", "left")
                .withColumn("complete", F.coalesce("complete", F.lit(False))).cache())
     per_run_count = per_run.count()
-    # The few failed records: which cases, per run.
-    failures = (res.where(F.col("outcome").isin("failed", "error")
+    # The few failed (or blocked) records: which cases, per run.
+    own_failure = F.col("outcome").isin("failed", "error")
+    failures = (res.where(F.col("outcome").isin("failed", "error", "blocked")
                           & (must | F.col("peer_implementation").isNotNull()))
                 .withColumn("peer", peer)
                 .groupBy("implementation", "implementation_version", "protocol", "peer", "role", "run_id")
                 .agg(F.sort_array(F.collect_set("case_id")).alias("not_passed"),
-                     F.sort_array(F.collect_set(F.when(must, F.col("case_id")))).alias("failed_must"))
+                     F.sort_array(F.collect_set(F.when(must & own_failure, F.col("case_id")))).alias("failed_must"),
+                     F.sort_array(F.collect_set(F.when(must & ~own_failure, F.col("case_id")))).alias("blocked_must"))
                 .cache())
     failures.count()
     progress(f"  per-run aggregation: {per_run_count:,} row(s): {time.monotonic() - t:.1f} s")
@@ -236,7 +244,7 @@ def _collect(frame: Any) -> list[dict[str, Any]]:
 def _requirements(F: Any, per_case: Any) -> Matrix:
     from pyspark.sql import Window as W
     columns = ["implementation", "implementation_version", "protocol", "case_id", "level", "latest_outcome",
-               "pass_rate", "passed", "failed", "error", "not_applicable", "records", "latest_time"]
+               "pass_rate", "passed", "failed", "error", "blocked", "not_applicable", "records", "latest_time"]
     frame = (per_case.where(F.col("peer") == "").withColumn("pass_rate", _rate(F)).select(*columns))
     # The page shows the most recently tested versions of each implementation.
     recent = (frame.groupBy("implementation", "protocol", "implementation_version")
@@ -264,23 +272,26 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
     latest = (runs.where(F.col("complete") == 1).withColumn("_n", F.row_number().over(order))
               .where(F.col("_n") == 1).drop("_n", "first", "complete"))
     failed = (failures.where(F.col("peer") == "").groupBy(*keys, "run_id")
-              .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("failed_must")))).alias("failed_must")))
+              .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("failed_must")))).alias("failed_must"),
+                   F.array_sort(F.array_distinct(F.flatten(F.collect_list("blocked_must")))).alias("blocked_must")))
     latest = latest.join(failed, keys + ["run_id"], "left")
     seen = runs.groupBy(*keys).agg(
         F.min("first").alias("_first"), F.max("run_time").alias("_last"), F.count(F.lit(1)).alias("runs"),
         F.sum("complete").alias("complete_runs"))
     frame = seen.join(latest, keys, "left")
-    certified = (F.col("must_failed") == 0) & (F.col("must_error") == 0) & (F.col("must_passed") > 0)
+    certified = ((F.col("must_failed") == 0) & (F.col("must_error") == 0) & (F.col("must_blocked") == 0)
+                 & (F.col("must_passed") > 0))
     status = (F.when(F.col("run_id").isNull(), F.lit("no complete run"))
               .when(certified, F.lit("certified")).otherwise(F.lit("not certified")))
     newest_order = W.partitionBy("implementation", "protocol").orderBy(
         F.col("_last").desc(), F.col("implementation_version").desc())
     columns = ["implementation", "protocol", "implementation_version", "newest", "status", "run_id", "run_time",
-               "must_passed", "must_failed", "must_error", "must_not_applicable", "failed_must", "runs",
-               "complete_runs", "first_seen", "last_seen"]
+               "must_passed", "must_failed", "must_error", "must_blocked", "must_not_applicable", "failed_must",
+               "blocked_must", "runs", "complete_runs", "first_seen", "last_seen"]
     frame = (frame.withColumn("status", status)
              .withColumn("newest", F.row_number().over(newest_order) == 1)
              .withColumn("failed_must", F.coalesce("failed_must", F.array().cast("array<string>")))
+             .withColumn("blocked_must", F.coalesce("blocked_must", F.array().cast("array<string>")))
              .withColumn("run_time", _ts(F, "run_time"))
              .withColumn("first_seen", _ts(F, "_first")).withColumn("last_seen", _ts(F, "_last"))
              .select(*columns).cache())
@@ -288,7 +299,9 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
     return Matrix(
         "certification", "Implementation × protocol certification",
         "Certified: every MUST case passed or was not applicable, and at least one passed, in the latest "
-        "complete run of that implementation version. 'newest' marks the version tested most recently.",
+        "complete run of that implementation version (a blocked MUST case did not pass; failed_must lists "
+        "the MUST cases that failed for their own rule, blocked_must those blocked by a prerequisite). "
+        "'newest' marks the version tested most recently.",
         columns, ["implementation", "protocol", "implementation_version"], frame, rows, len(rows))
 
 
@@ -307,13 +320,14 @@ def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
     not_passed = (_orient(F, failures).groupBy(*keys, "run_id")
                   .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("not_passed")))).alias("not_passed")))
     runs = runs.join(not_passed, keys + ["run_id"], "left")
-    latest = F.max(F.struct("run_time", "run_id", "passed", "failed", "error", "not_passed"))
+    latest = F.max(F.struct("run_time", "run_id", "passed", "failed", "error", "blocked", "not_passed"))
     columns = ["protocol", "client_implementation", "server_implementation", "pass_rate", "passed", "failed",
-               "error", "not_applicable", "runs", "latest_run_id", "latest_pass_rate", "latest_not_passed"]
+               "error", "blocked", "not_applicable", "runs", "latest_run_id", "latest_pass_rate",
+               "latest_not_passed"]
     frame = (runs.groupBy(*keys).agg(*_sums(F), F.count(F.lit(1)).alias("runs"), latest.alias("_l"))
              .withColumn("pass_rate", _rate(F))
              .withColumn("latest_run_id", F.col("_l.run_id"))
-             .withColumn("latest_pass_rate", _rate(F, "_l.passed", "_l.failed", "_l.error"))
+             .withColumn("latest_pass_rate", _rate(F, "_l."))
              .withColumn("latest_not_passed", F.coalesce("_l.not_passed", F.array().cast("array<string>")))
              .select(*columns).cache())
     rows = _collect(frame)
@@ -326,7 +340,7 @@ def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
 
 def _flaky(F: Any, per_case: Any) -> Matrix:
     columns = ["implementation", "implementation_version", "protocol", "case_id", "peer_implementation", "level",
-               "fail_rate", "passed", "failed", "error", "not_applicable", "records", "latest_outcome",
+               "fail_rate", "passed", "failed", "error", "blocked", "not_applicable", "records", "latest_outcome",
                "first_time", "last_time"]
     not_passed = F.col("failed") + F.col("error")
     frame = (per_case.where((F.col("passed") > 0) & (not_passed > 0))
@@ -348,8 +362,8 @@ def _flaky(F: Any, per_case: Any) -> Matrix:
 
 
 def _trends(F: Any, per_run: Any) -> Matrix:
-    columns = ["date", "implementation", "passed", "failed", "error", "not_applicable", "records", "runs",
-               "pass_rate"]
+    columns = ["date", "implementation", "passed", "failed", "error", "blocked", "not_applicable", "records",
+               "runs", "pass_rate"]
     frame = (per_run.groupBy("date", "implementation")
              .agg(*_sums(F), F.sum("records").alias("records"), F.countDistinct("run_id").alias("runs"))
              .withColumn("pass_rate", _rate(F)).withColumn("date", F.col("date").cast("string"))

@@ -116,3 +116,19 @@ def not_applicable(reason: str) -> None:
     """End the case as not applicable: the target lacks a role, capability or
     precondition the case needs. Reported with the reason, never as passed."""
     pytest.skip(NOT_APPLICABLE_PREFIX + reason)
+
+
+BLOCKED_PREFIX = "blocked by "
+
+
+def blocked(root_case_id: str, root_outcome: str, root_message: str, via: str = "") -> None:
+    """End the case as blocked: a prerequisite (``depends``) did not pass, so
+    the case cannot tell its own rule apart. ``root_*`` name the case that
+    did not pass for its own rule (a blocked prerequisite passes its root on),
+    ``via`` the chain of blocked prerequisites in between. Reported with the
+    root cause, never as passed and never as a failure of this case's rule."""
+    first_line = (root_message.strip().splitlines() or [""])[0]
+    text = f"{BLOCKED_PREFIX}{root_case_id} ({root_outcome}): {first_line}"
+    if via:
+        text += f"\nthrough the blocked prerequisite(s) {via}"
+    pytest.skip(text)

@@ -65,6 +65,14 @@ class ResultRecord:
     itself is the peer."""
     trace_file: str | None = None
     host: str = field(default_factory=socket.gethostname)
+    depends: list[str] = field(default_factory=list)
+    """Case ids of the prerequisites the case declares (``depends``)."""
+    errata: list[str] = field(default_factory=list)
+    """Errata ids the case follows; ``citation`` names them too."""
+    blocked_by: str | None = None
+    """For a ``blocked`` case: the root cause, the case that failed (or
+    errored) for its own rule. Files written before these three fields
+    existed lack them; readers treat them as empty."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -107,11 +115,28 @@ def read_results(path: Path) -> Iterator[dict[str, Any]]:
             yield record
 
 
+def blocked_by(record: dict[str, Any]) -> str | None:
+    """The root cause a blocked record names: its ``blocked_by`` field, or
+    for a record written without it, the case id its message starts with."""
+    if record.get("outcome") != BLOCKED:
+        return None
+    if record.get("blocked_by"):
+        return str(record["blocked_by"])
+    message = record.get("message") or ""
+    if message.startswith("blocked by "):
+        return message[len("blocked by "):].split(" ", 1)[0] or None
+    return None
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per target and protocol: counts by level and outcome, and the verdict.
+    """Per target and protocol: counts by level and outcome, the root causes
+    and the verdict.
 
     Conformant means every applicable MUST case passed, and at least one did
-    (a run with nothing applicable proves nothing)."""
+    (a run with nothing applicable proves nothing); a blocked MUST case did
+    not pass, so it is not conformant either. ``failed_must`` lists the MUST
+    cases that failed or errored for their own rule; ``root_causes`` lists
+    every failed or errored case (any level) with the cases it blocked."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for rec in records:
         key = (rec["target"], rec["protocol"])
@@ -122,14 +147,43 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             "protocol": rec["protocol"],
             "levels": {lvl: {o: 0 for o in OUTCOMES} for lvl in ("MUST", "SHOULD", "MAY")},
             "failed_must": [],
+            "root_causes": [],
+            "blocked_must": [],
         })
         group["levels"][rec["level"]][rec["outcome"]] += 1
         if rec["level"] == "MUST" and rec["outcome"] in (FAILED, ERROR):
             group["failed_must"].append(rec["case_id"])
+        if rec["level"] == "MUST" and rec["outcome"] == BLOCKED:
+            group["blocked_must"].append(rec["case_id"])
+        if rec["outcome"] in (FAILED, ERROR):
+            first = ((rec.get("message") or "").splitlines() or [""])[0]
+            group["root_causes"].append({"case_id": rec["case_id"], "level": rec["level"],
+                                         "outcome": rec["outcome"], "message": first[:300],
+                                         "trace_file": rec.get("trace_file"), "blocked": []})
     out = []
-    for group in groups.values():
+    for key, group in groups.items():
+        causes = {cause["case_id"]: cause for cause in group["root_causes"]}
+        unexplained = []
+        for rec in records:
+            if (rec["target"], rec["protocol"]) != key or rec["outcome"] != BLOCKED:
+                continue
+            root = blocked_by(rec)
+            if root in causes:
+                causes[root]["blocked"].append(rec["case_id"])
+            else:
+                unexplained.append(rec["case_id"])
+        if unexplained:
+            # A blocked case whose root is not in this file (a hand-merged or
+            # partial file): still listed, so no blocked case goes unseen.
+            group["root_causes"].append({"case_id": None, "level": None, "outcome": None,
+                                         "message": "root cause not recorded", "trace_file": None,
+                                         "blocked": unexplained})
+        # MUST root causes first: they decide the verdict.
+        rank = {"MUST": 0, "SHOULD": 1, "MAY": 2, None: 3}
+        group["root_causes"].sort(key=lambda cause: rank.get(cause["level"], 3))
         must = group["levels"]["MUST"]
-        group["conformant"] = must[FAILED] == 0 and must[ERROR] == 0 and must[PASSED] > 0
+        group["conformant"] = (must[FAILED] == 0 and must[ERROR] == 0 and must[BLOCKED] == 0
+                               and must[PASSED] > 0)
         out.append(group)
     return {
         "targets": sorted(out, key=lambda g: (g["target"], g["protocol"])),

@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 import tomllib
+import urllib.parse
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -236,6 +237,56 @@ def load_targets(files: list[str] | tuple[str, ...] = ()) -> dict[str, Target]:
     for file in files:
         targets.update(load_targets_file(file))
     return targets
+
+
+def definition_problems(target: Target, serving: bool = True) -> list[str]:
+    """What is wrong with a target's definition before anything is started
+    (the preflight's generic part; each protocol adds its own checks).
+    ``serving``: the run needs the target's server role."""
+    problems = []
+    launches_server = target.launch is not None and bool(target.launch.server)
+    if serving and "server" not in target.roles:
+        problems.append(f"it does not play the server role (roles: {', '.join(target.roles)})")
+    if not target.host.strip() or any(ch.isspace() for ch in target.host) or "/" in target.host:
+        problems.append(f"host {target.host!r} is not a host name or address (a URL goes in url)")
+    if target.url:
+        parts = urllib.parse.urlsplit(target.url)
+        try:
+            parts.port
+        except ValueError:
+            problems.append(f"url {target.url!r} has an invalid port")
+        if not parts.scheme or not parts.hostname:
+            problems.append(f"url {target.url!r} needs a scheme and a host, e.g. ws://127.0.0.1:7768/")
+    if serving and not launches_server and not target.url and target.port == 0:
+        problems.append("port is 0 (chosen at launch) but there is no launch.server command to start it: "
+                        "give the port the node listens on")
+    if target.launch is not None and target.launch.ready_timeout <= 0:
+        problems.append(f"launch.ready_timeout must be positive, got {target.launch.ready_timeout}")
+    return problems
+
+
+def runtime_problems(runtime: "TargetRuntime", serving: bool = True) -> list[str]:
+    """Credentials that cannot be read, checked once the target is started
+    (a launched node may write its key files as it starts). Only the paths
+    and variable names are named, never a value."""
+    if not serving:
+        return []  # a launched client's files appear when each case launches it
+    problems = []
+    for name, ref in runtime.target.credentials.items():
+        if ref.kind == "env":
+            if ref.ref not in os.environ:
+                problems.append(f"credential {name}: environment variable {ref.ref} is not set")
+        elif ref.kind == "file":
+            try:
+                path = Path(runtime._expand_text(ref.ref))
+            except TargetError as exc:
+                problems.append(f"credential {name}: {exc}")
+                continue
+            if not path.is_file():
+                problems.append(f"credential {name}: file {path} does not exist")
+            elif not os.access(path, os.R_OK):
+                problems.append(f"credential {name}: file {path} is not readable")
+    return problems
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .redact import Redactor
@@ -19,6 +21,23 @@ DEFAULT_READ_DEADLINE = 3.0
 loopback; configurable with --deadline."""
 
 MAX_READ_CHUNK = 65536
+"""Largest single read from a socket."""
+
+TRACE_BYTES_PER_DIRECTION = 64 * 1024
+"""Bytes a wire trace keeps per direction: the prefix a failure needs to
+show what the target did. Beyond it bytes are counted, not stored, so that a
+flooding target cannot grow memory or trace files."""
+
+TRACE_MAX_ENTRIES = 4096
+"""Entries (chunks, notes) a trace keeps; a target trickling single bytes
+makes one entry per byte."""
+
+MAX_BYTES_WHILE_AWAITING_CLOSE = 1 << 20
+"""Bytes collected while waiting for the target to hang up. A target that
+sends this much is not hanging up; reading on would only fill memory."""
+
+SHOWN_BYTES = 64
+"""Bytes of the target's data a one-line failure message shows (as hex)."""
 
 
 class DeadlineExceeded(AssertionError):
@@ -27,7 +46,95 @@ class DeadlineExceeded(AssertionError):
 
 
 class PeerClosed(AssertionError):
-    """The target closed the connection while the case expected more bytes."""
+    """The target closed (or reset) the connection while the case expected
+    more bytes, or while the harness was sending."""
+
+
+class ProtocolViolation(AssertionError):
+    """The target sent bytes that cannot be decoded, or that exceed a bound
+    the protocol sets (a length prefix, a message size, a stream's length).
+
+    An AssertionError, so the case fails with a verdict naming what the
+    target sent, never ends in ``error``. Transports raise it, and so do the
+    protocol readers of the suites, through :func:`target_bytes`; ``data``
+    keeps only a bounded prefix of the offending bytes.
+    """
+
+    def __init__(self, what: str, data: bytes | bytearray | memoryview = b"", size: int | None = None) -> None:
+        self.what = what
+        self.data = bytes(data[:SHOWN_BYTES])
+        self.size = len(data) if size is None else size
+        super().__init__(f"{what}; bytes: {self.shown()}")
+
+    def __str__(self) -> str:
+        # Our message, also when combined with a decoder's error class that
+        # formats its own fields (see violation_from).
+        return str(self.args[0]) if self.args else ""
+
+    def shown(self) -> str:
+        if not self.size:
+            return "(none)"
+        more = self.size - len(self.data)
+        return self.data.hex() + (f"...(+{more} bytes)" if more > 0 else "")
+
+
+_VIOLATION_CLASSES: dict[type[BaseException], type[ProtocolViolation]] = {}
+
+
+def violation_from(error: BaseException, what: str, data: bytes | bytearray | memoryview) -> ProtocolViolation:
+    """A :class:`ProtocolViolation` that is also an instance of ``error``'s
+    class (with its attributes, e.g. ``reason``), so that code catching the
+    decoder's own error type goes on working, and code that does not fails
+    the case with a verdict instead of ending it in ``error``."""
+    error_class = type(error)
+    violation_class = _VIOLATION_CLASSES.get(error_class)
+    if violation_class is None:
+        violation_class = type(f"{error_class.__name__}Violation", (ProtocolViolation, error_class), {})
+        _VIOLATION_CLASSES[error_class] = violation_class
+    violation = violation_class.__new__(violation_class)
+    violation.__dict__.update(getattr(error, "__dict__", {}))
+    ProtocolViolation.__init__(violation, f"{what} ({error})", data)
+    return violation
+
+
+@contextmanager
+def target_bytes(what: str, data: bytes | bytearray | memoryview,
+                 *decode_errors: type[BaseException]) -> Iterator[None]:
+    """Decode bytes the target sent: a decoder error (one of
+    ``decode_errors``) is the target's fault, so it becomes a
+    :class:`ProtocolViolation` naming ``what`` was being read and showing
+    the bytes (see :func:`violation_from`). Transports and protocol readers
+    all convert through here."""
+    try:
+        yield
+    except ProtocolViolation:
+        raise
+    except decode_errors as exc:
+        raise violation_from(exc, what, data) from None
+
+
+def check_bound(declared: int, bound: int, what: str, data: bytes | bytearray | memoryview = b"") -> None:
+    """A length the target declared must not exceed the bound the harness
+    (or the protocol) sets: the harness never waits for, or buffers, more."""
+    if declared > bound:
+        raise ProtocolViolation(f"{what} declares {declared} bytes, over the bound of {bound}", data)
+
+
+class Deadline:
+    """An absolute point in time by which one expected message must have
+    arrived. Every read toward that message shares it, so a target that
+    trickles bytes (one a second, say) cannot extend it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
 
 
 @dataclass
@@ -39,60 +146,103 @@ class TraceEntry:
     at: float
     data: bytes
     note: str = ""
+    masked: frozenset[int] = frozenset()
+    """Secret offsets found before the data was cut to the trace's bound
+    (a secret across the cut would not be recognised in the kept prefix)."""
+
+
+_ARROWS = {"sent": "harness -> target", "received": "target -> harness",
+           "sent-plain": "harness -> target (plaintext)",
+           "received-plain": "target -> harness (plaintext)",
+           "client->server": "client -> server (relayed)",
+           "server->client": "server -> client (relayed)"}
 
 
 @dataclass
 class WireTrace:
-    """Both directions of one or more connections, in order."""
+    """Both directions of one or more connections, in order, up to a bound.
+
+    Each direction keeps its first ``limit`` bytes; what comes after is
+    counted in ``dropped_bytes`` and the rendering says how much was not
+    kept. Entries beyond ``max_entries`` are counted the same way."""
 
     entries: list[TraceEntry] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
-    limit: int = 1 << 20
-    """Bytes kept per direction; beyond it entries are counted, not stored,
-    so that a target flooding us cannot exhaust memory."""
-    dropped: int = 0
+    limit: int = TRACE_BYTES_PER_DIRECTION
+    """Bytes kept per direction."""
+    max_entries: int = TRACE_MAX_ENTRIES
+    kept_bytes: dict[str, int] = field(default_factory=dict)
+    dropped_bytes: dict[str, int] = field(default_factory=dict)
+    """Per direction: bytes seen but not kept."""
+    dropped_entries: int = 0
     redactor: Redactor = field(default_factory=Redactor)
     """The run's secrets: masked wherever the trace is rendered (a BTP
     auth token, for one, crosses the wire in the clear)."""
 
-    def _kept(self) -> int:
-        return sum(len(e.data) for e in self.entries)
+    @property
+    def dropped(self) -> int:
+        """Bytes not kept, all directions together."""
+        return sum(self.dropped_bytes.values())
 
-    def record(self, direction: str, data: bytes, note: str = "") -> None:
-        if self._kept() + len(data) > 2 * self.limit:
-            self.dropped += len(data)
+    def total(self, direction: str) -> int:
+        """Bytes seen in ``direction``, kept or not."""
+        return self.kept_bytes.get(direction, 0) + self.dropped_bytes.get(direction, 0)
+
+    def record(self, direction: str, data: bytes | bytearray | memoryview, note: str = "") -> None:
+        size = len(data)
+        kept = self.kept_bytes.get(direction, 0)
+        room = self.limit - kept
+        entries_full = len(self.entries) >= self.max_entries
+        if room <= 0 or entries_full:
+            self.dropped_bytes[direction] = self.dropped_bytes.get(direction, 0) + size
+            self.dropped_entries += entries_full
             return
-        self.entries.append(TraceEntry(direction, time.monotonic() - self.started, bytes(data), note))
+        masked: frozenset[int] = frozenset()
+        if size > room:
+            masked = frozenset(i for i in self.redactor.masked_positions(bytes(data)) if i < room)
+            self.dropped_bytes[direction] = self.dropped_bytes.get(direction, 0) + size - room
+            note = (note + "; " if note else "") + f"first {room} of {size} bytes kept"
+            data = data[:room]
+        self.kept_bytes[direction] = kept + len(data)
+        self.entries.append(TraceEntry(direction, time.monotonic() - self.started, bytes(data), note, masked))
 
     def event(self, note: str) -> None:
+        if len(self.entries) >= self.max_entries:
+            self.dropped_entries += 1
+            return
         self.entries.append(TraceEntry("event", time.monotonic() - self.started, b"", note))
 
     def bytes_in(self, direction: str) -> bytes:
+        """The kept bytes of ``direction`` (at most ``limit``)."""
         return b"".join(e.data for e in self.entries if e.direction == direction)
 
     def render(self) -> str:
-        """The trace as text: one block per entry, a hex dump of its bytes."""
+        """The trace as text: one block per entry, a hex dump of its bytes;
+        at the end, how many bytes per direction were not kept."""
         if not self.entries:
             return "(no traffic)\n"
         lines = []
-        arrows = {"sent": "harness -> target", "received": "target -> harness",
-                  "sent-plain": "harness -> target (plaintext)",
-                  "received-plain": "target -> harness (plaintext)",
-                  "client->server": "client -> server (relayed)",
-                  "server->client": "server -> client (relayed)"}
         for entry in self.entries:
             if entry.direction == "event":
                 lines.append(f"[{entry.at:8.3f}s] -- {self.redactor.text(entry.note)}")
                 continue
             note = f"  {self.redactor.text(entry.note)}" if entry.note else ""
-            lines.append(f"[{entry.at:8.3f}s] {arrows[entry.direction]}  {len(entry.data)} bytes{note}")
-            lines.append(hexdump(entry.data, indent="    ", masked=self.redactor.masked_positions(entry.data)))
-        if self.dropped:
-            lines.append(f"({self.dropped} further bytes not kept)")
+            lines.append(f"[{entry.at:8.3f}s] {_ARROWS.get(entry.direction, entry.direction)}  "
+                         f"{len(entry.data)} bytes{note}")
+            masked = self.redactor.masked_positions(entry.data) | entry.masked
+            lines.append(hexdump(entry.data, indent="    ", masked=masked))
+        for direction, count in self.dropped_bytes.items():
+            if count:
+                lines.append(f"({count} further bytes not kept, {_ARROWS.get(direction, direction)}: the trace "
+                             f"keeps the first {self.limit} bytes per direction; "
+                             f"{self.total(direction)} bytes in all)")
+        if self.dropped_entries:
+            lines.append(f"({self.dropped_entries} further entries not kept: the trace keeps "
+                         f"{self.max_entries} entries)")
         return "\n".join(lines) + "\n"
 
 
-def hexdump(data: bytes, indent: str = "", limit: int = 4096, masked: set[int] | None = None) -> str:
+def hexdump(data: bytes, indent: str = "", limit: int = 4096, masked: set[int] | frozenset[int] | None = None) -> str:
     """Offset, 16 hex bytes, and the printable ASCII, like ``hexdump -C``;
     bytes at ``masked`` offsets (secrets) print as ``**`` and ``*``."""
     shown = data[:limit]
@@ -111,7 +261,7 @@ def hexdump(data: bytes, indent: str = "", limit: int = 4096, masked: set[int] |
     return "\n".join(rows)
 
 
-def short_hex(data: bytes, limit: int = 64) -> str:
+def short_hex(data: bytes, limit: int = SHOWN_BYTES) -> str:
     """Bytes for a one-line failure message."""
     text = data[:limit].hex()
     return text + (f"...(+{len(data) - limit} bytes)" if len(data) > limit else "") or "(none)"
@@ -150,8 +300,11 @@ class TcpConnection:
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"target did not read {len(data)} bytes within {self.deadline} s") from None
         except (ConnectionError, OSError) as exc:
+            # The target hung up or reset: a verdict about the target (a
+            # failure of the case), not a crash of the harness.
             self.trace.event(f"send failed: {exc}")
-            raise
+            raise PeerClosed(f"target closed or reset the connection while the harness sent "
+                             f"{note or f'{len(data)} bytes'} ({exc})") from None
 
     async def send_quietly(self, data: bytes, note: str = "") -> bool:
         """Send when the peer may already have hung up (negative cases): a
@@ -159,15 +312,15 @@ class TcpConnection:
         try:
             await self.send(data, note)
             return True
-        except (ConnectionError, OSError):
+        except (PeerClosed, ConnectionError, OSError):
             return False
 
     async def _read_some(self, timeout: float) -> bytes:
         try:
             data = await asyncio.wait_for(self._reader.read(MAX_READ_CHUNK), timeout)
-        except ConnectionResetError:
+        except ConnectionError as exc:
             data = b""
-            self.trace.event("connection reset by target")
+            self.trace.event(f"connection reset by target ({exc})")
         if data:
             self.trace.record("received", data)
         else:
@@ -177,7 +330,8 @@ class TcpConnection:
         return data
 
     async def receive_exactly(self, count: int, what: str, deadline: float | None = None) -> bytes:
-        """Exactly ``count`` bytes, or a failure naming ``what`` was awaited."""
+        """Exactly ``count`` bytes, or a failure naming ``what`` was awaited.
+        The deadline is for all ``count`` bytes together, not per read."""
         limit = self.deadline if deadline is None else deadline
         end = time.monotonic() + limit
         while len(self._buffer) < count:
@@ -212,22 +366,29 @@ class TcpConnection:
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"target sent nothing within {limit} s") from None
 
-    async def await_close(self, deadline: float | None = None) -> tuple[bool, bytes]:
+    async def await_close(self, deadline: float | None = None,
+                          max_bytes: int = MAX_BYTES_WHILE_AWAITING_CLOSE) -> tuple[bool, bytes]:
         """Wait for the target to hang up. Returns ``(closed, bytes_received_meanwhile)``:
-        closed False means the connection was still open at the deadline."""
+        closed False means the connection was still open at the deadline, or
+        that the target sent more than ``max_bytes`` meanwhile (it is not
+        hanging up; the bytes returned are then the first ``max_bytes``)."""
         limit = self.deadline if deadline is None else deadline
         end = time.monotonic() + limit
-        received = bytes(self._buffer)
+        received = bytearray(self._buffer)
         self._buffer.clear()
         while not self.eof:
             remaining = end - time.monotonic()
             if remaining <= 0:
-                return False, received
+                return False, bytes(received)
+            if len(received) > max_bytes:
+                self.trace.event(f"harness stops reading: the target sent over {max_bytes} bytes "
+                                 "instead of hanging up")
+                return False, bytes(received[:max_bytes])
             try:
                 received += await self._read_some(remaining)
             except asyncio.TimeoutError:
-                return False, received
-        return True, received
+                return False, bytes(received)
+        return True, bytes(received)
 
     def finish_sending(self, note: str = "harness half-closes: it will send no more bytes") -> None:
         """Half-close (TCP FIN) so that the target sees the end of a truncated message."""

@@ -11,15 +11,81 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
+from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import (ConnectionClosed, InvalidHandshake, InvalidMessage, InvalidURI, PayloadTooBig,
+                                   ProtocolError)
 
-from .transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, PeerClosed, WireTrace
+from .transport import (DEFAULT_READ_DEADLINE, SHOWN_BYTES, Deadline, DeadlineExceeded, PeerClosed,
+                        ProtocolViolation, WireTrace)
 
 MAX_MESSAGE_SIZE = 1 << 20
-"""Largest message accepted from a target; a bigger one closes the
-connection (code 1009) rather than being buffered."""
+"""Largest message accepted from a target unless the protocol sets a
+smaller bound (:meth:`WebSocketConnection.limit_message_size`); a bigger one
+is refused from its frame header, before its payload is read or buffered,
+and fails the case as a :class:`ProtocolViolation`."""
+
+MAX_QUEUED_MESSAGES = 16
+"""Messages the library buffers ahead of the case; then it stops reading
+the socket (TCP backpressure), so a flooding target fills no memory."""
+
+MAX_COLLECTED_BYTES = 1 << 20
+"""Bytes of messages collected while watching for silence or a close; a
+target that sends more is not silent, and reading on would only fill memory."""
+
+
+class _RawTap:
+    """Keeps the head of the last chunk of raw bytes the target sent, so that
+    a frame or handshake the library refuses can be shown as hex (the trace
+    holds message payloads, not frames)."""
+
+    raw_head: bytes = b""
+    raw_head_size: int = 0
+    """Size of the chunk ``raw_head`` begins."""
+
+    def data_received(self, data: bytes) -> None:
+        self.raw_head = bytes(data[:SHOWN_BYTES])
+        self.raw_head_size = len(data)
+        super().data_received(data)  # type: ignore[misc]
+
+
+class _TappedClientConnection(_RawTap, ClientConnection):
+    pass
+
+
+class _TappedServerConnection(_RawTap, ServerConnection):
+    pass
+
+
+_CONNECTION_OPTIONS: dict[str, Any] = {
+    "max_size": MAX_MESSAGE_SIZE, "max_queue": MAX_QUEUED_MESSAGES, "ping_interval": None,
+    "close_timeout": 1.0,
+    # No permessage-deflate: a compressed message could inflate far beyond
+    # what crossed the wire, and no protocol the harness tests needs it.
+    "compression": None,
+}
+
+
+def _refused_bytes(ws: Any) -> ProtocolViolation | None:
+    """If the library closed the connection because of the target's bytes (a
+    frame over the size bound, a malformed frame, a text message that is not
+    UTF-8), the violation naming them; None for an ordinary close."""
+    cause = getattr(getattr(ws, "protocol", None), "parser_exc", None)
+    if not isinstance(cause, (PayloadTooBig, ProtocolError, UnicodeDecodeError)):
+        return None
+    if isinstance(cause, PayloadTooBig):
+        what = f"a WebSocket message over the harness's bound ({cause})"
+    elif isinstance(cause, UnicodeDecodeError):
+        what = f"a text WebSocket message that is not UTF-8 ({cause.reason} at position {cause.start})"
+    else:
+        what = f"a malformed WebSocket frame ({cause})"
+    sent = getattr(ws.protocol, "close_sent", None)
+    closing = f"with close code {sent.code}" if sent is not None else f"({_describe_close(ws)})"
+    return ProtocolViolation(f"target sent {what}; the harness closed the connection {closing}. "
+                             "The last raw chunk it sent", getattr(ws, "raw_head", b""),
+                             size=getattr(ws, "raw_head_size", None))
 
 
 def _describe_close(ws: Any) -> str:
@@ -41,12 +107,28 @@ class WebSocketConnection:
     @classmethod
     async def open(cls, url: str, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
                    label: str = "") -> WebSocketConnection:
+        tapped: list[_RawTap] = []
+
+        class _Connection(_TappedClientConnection):
+            # Remembered even when the handshake fails, to show what the target sent.
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                tapped.append(self)
+
         try:
             ws = await asyncio.wait_for(
-                ws_connect(url, max_size=MAX_MESSAGE_SIZE, open_timeout=deadline, ping_interval=None,
-                           close_timeout=1.0), deadline)
+                ws_connect(url, open_timeout=deadline, create_connection=_Connection, **_CONNECTION_OPTIONS),
+                deadline)
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"WebSocket handshake with {url} did not complete within {deadline} s") from None
+        except InvalidMessage as exc:
+            head = tapped[0].raw_head if tapped else b""
+            if isinstance(exc.__cause__, EOFError):
+                raise PeerClosed(f"target closed the connection during the WebSocket handshake with {url}; "
+                                 f"it had sent {head.hex() or 'nothing'}") from None
+            raise ProtocolViolation(f"target's answer to the WebSocket upgrade of {url} is not a valid HTTP "
+                                    f"response ({exc}: {exc.__cause__})", head,
+                                    size=tapped[0].raw_head_size if tapped else None) from None
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise ConnectionError(f"could not open WebSocket {url}: {exc}") from None
         trace.event(f"WebSocket opened to {url}{' (' + label + ')' if label else ''}")
@@ -64,6 +146,8 @@ class WebSocketConnection:
             # A target that hung up is a verdict about the target, not a
             # crash of the case: say so, with the close code it gave.
             self._note_closed()
+            if (violation := _refused_bytes(self._ws)) is not None:
+                raise violation from None
             raise PeerClosed(f"target had closed the WebSocket ({_describe_close(self._ws)}) when the harness "
                              f"sent {note or f'a {len(data)}-byte {kind} message'}") from None
 
@@ -71,18 +155,31 @@ class WebSocketConnection:
         try:
             await self.send(payload, note)
             return True
-        except ConnectionClosed:
+        except (PeerClosed, ConnectionClosed):
             return False
 
-    async def receive(self, what: str, deadline: float | None = None) -> bytes | str:
-        """The next message; fails naming ``what`` on deadline or close."""
-        limit = self.deadline if deadline is None else deadline
+    def limit_message_size(self, max_size: int) -> None:
+        """Lower the largest message accepted from the target to the bound
+        the protocol sets (a BTP packet, say). A frame header declaring more
+        fails the case before any of its payload is read."""
+        self._ws.protocol.max_message_size = min(max_size, MAX_MESSAGE_SIZE)
+
+    async def receive(self, what: str, deadline: float | Deadline | None = None) -> bytes | str:
+        """The next message; fails naming ``what`` on deadline or close, and
+        with a :class:`ProtocolViolation` when the target's frame was refused.
+        A :class:`Deadline` is shared with the caller's other reads."""
+        if isinstance(deadline, Deadline):
+            limit, timeout = deadline.seconds, deadline.remaining()
+        else:
+            limit = timeout = self.deadline if deadline is None else deadline
         try:
-            message = await asyncio.wait_for(self._ws.recv(), limit)
+            message = await asyncio.wait_for(self._ws.recv(), timeout)
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"no {what} within {limit} s") from None
         except ConnectionClosed:
             self._note_closed()
+            if (violation := _refused_bytes(self._ws)) is not None:
+                raise violation from None
             raise PeerClosed(f"target closed the WebSocket ({_describe_close(self._ws)}) while the case "
                              f"awaited {what}") from None
         self._record_received(message)
@@ -97,19 +194,25 @@ class WebSocketConnection:
     def _note_closed(self) -> None:
         if not self.closed:
             self.closed = True
-            self.trace.event(f"WebSocket closed by target: {_describe_close(self._ws)}")
+            violation = _refused_bytes(self._ws)
+            self.trace.event(f"WebSocket closed by the harness: {violation}" if violation else
+                             f"WebSocket closed by target: {_describe_close(self._ws)}")
 
     def close_description(self) -> str:
         """How the connection ended, e.g. ``close code 1000``."""
         return _describe_close(self._ws)
 
-    async def messages_within(self, seconds: float, limit: int = 100) -> list[bytes | str]:
-        """Every message that arrives within ``seconds`` (for silence checks).
-        Stops early when the target closes."""
+    async def messages_within(self, seconds: float, limit: int = 100,
+                              max_bytes: int = MAX_COLLECTED_BYTES) -> list[bytes | str]:
+        """Every message that arrives within ``seconds`` (for silence checks),
+        at most ``limit`` messages and about ``max_bytes`` bytes: a target
+        sending more is not silent. Stops early when the target closes; a
+        frame the harness refused fails with a :class:`ProtocolViolation`."""
         got: list[bytes | str] = []
+        collected = 0
         loop = asyncio.get_running_loop()
         end = loop.time() + seconds
-        while len(got) < limit:
+        while len(got) < limit and collected <= max_bytes:
             remaining = end - loop.time()
             if remaining <= 0:
                 break
@@ -119,13 +222,17 @@ class WebSocketConnection:
                 break
             except ConnectionClosed:
                 self._note_closed()
+                if (violation := _refused_bytes(self._ws)) is not None:
+                    raise violation from None
                 break
             self._record_received(message)
             got.append(message)
+            collected += len(message)
         return got
 
     async def await_close(self, deadline: float | None = None) -> tuple[bool, list[bytes | str]]:
-        """Wait for the target to close; ``(closed, messages received meanwhile)``."""
+        """Wait for the target to close; ``(closed, messages received meanwhile)``.
+        Bounded like :meth:`messages_within`."""
         limit = self.deadline if deadline is None else deadline
         got = await self.messages_within(limit, limit=1000)
         return self.closed, got
@@ -162,8 +269,8 @@ class WebSocketServer:
             await self._accepted.put(WebSocketConnection(ws, self.trace, self.deadline, "client"))
             await self._done.wait()  # the case owns the connection until it ends
 
-        self._server = await ws_serve(handler, self.host, 0, max_size=MAX_MESSAGE_SIZE, ping_interval=None,
-                                      close_timeout=1.0)
+        self._server = await ws_serve(handler, self.host, 0, create_connection=_TappedServerConnection,
+                                      **_CONNECTION_OPTIONS)
         self.port = next(iter(self._server.sockets)).getsockname()[1]
         self.trace.event(f"harness listening on {self.url}")
         return self

@@ -184,4 +184,7 @@ async function main () {
   }
 }
 
-main().catch(err => fail(err.stack || String(err)))
+// ssb-replicate-from.js reuses the client side.
+module.exports = { connect, call, clientConfig }
+
+if (require.main === module) main().catch(err => fail(err.stack || String(err)))

@@ -36,7 +36,8 @@ from .node import (
 )
 from ..node_cli import positive_float, serve_until_stopped
 from .packet import MAX_AMOUNT, ContentType
-from .session import Fault, SessionEvent
+from .faults import SPECS as FAULT_SPECS
+from .session import SessionEvent
 
 log = logging.getLogger("reference_impl.btp")
 
@@ -177,13 +178,13 @@ async def _serve(args: argparse.Namespace) -> int:
         auth_timeout=args.auth_timeout,
         idle_timeout=args.idle_timeout,
         request_timeout=args.timeout,
-        faults=[args.fault] if args.fault else [],
+        faults=args.fault,
         requests=args.requests or [],
         on_event=on_event,
         on_result=on_result,
     )
     if args.fault:
-        log.warning("fault injection active: %s", args.fault)
+        log.warning("fault injection active: %s", ", ".join(args.fault))
     await serve_until_stopped(
         node, args.host, args.port, args.ready_file,
         lambda host, port: (f"BTP_READY url={node.url} port={port}", {"url": node.url, "host": host, "port": port}),
@@ -203,6 +204,7 @@ async def _client(args: argparse.Namespace) -> int:
             args.url, token, requests,
             stay=args.stay, timeout=args.timeout,
             initial_balance=args.initial_balance, max_balance=args.max_balance,
+            faults=args.fault,
             on_event=lambda event: _print(format_event(event)),
             on_result=lambda result: _print(format_result(result)),
         )
@@ -252,15 +254,20 @@ def _amount(text: str) -> int:
     return value
 
 
-_FAULT_HELP = (
-    "fault modes (--fault), each breaking one rule on purpose:\n"
-    "  no-auth-required     serve requests sent before the auth Message (no Error, no close)\n"
-    "  reply-to-unexpected  answer a response to no in-flight request with an Error\n"
-    "  reply-to-unreadable  answer an unreadable packet with an Error\n"
-    "  wrong-request-id     answers carry the request's id + 1 (not the auth answer)\n"
-    "  balance-on-error     a Transfer refused with Error F08 still increases the balance\n"
-    "  accept-wrong-token   accept any auth_token"
-)
+def _fault_help() -> str:
+    """The epilog listing the faults (reference_impl/btp/faults.py), by command."""
+    width = max(len(spec.name) for spec in FAULT_SPECS)
+    lines = ["fault modes (--fault, repeatable), each breaking one rule on purpose:"]
+    for role, command in (("server", "serve"), ("client", "client")):
+        lines.append(f" {command} --fault:")
+        lines += [f"  {spec.name:<{width}}  {spec.description}" for spec in FAULT_SPECS if spec.role == role]
+    return "\n".join(lines)
+
+
+def _add_fault_option(parser: argparse.ArgumentParser, role: str) -> None:
+    parser.add_argument("--fault", action="append", default=[], metavar="MODE",
+                        choices=[spec.name for spec in FAULT_SPECS if spec.role == role],
+                        help="break one protocol rule on purpose (see below; repeatable); default: none")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -280,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
         "documented in docs/btp-adapter.md) and Transfers (balance += amount, or Error F08 above "
         "--max-balance). When listening, prints 'BTP_READY url=ws://HOST:PORT/ port=PORT'. "
         "SIGTERM or SIGINT stops it (exit 0).",
-        epilog=_FAULT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_fault_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve_parser.add_argument("--port", type=_port, default=0, help="TCP port; 0 picks a free one (default)")
     _add_token_options(serve_parser)
@@ -293,8 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--timeout", type=positive_float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
                               help="seconds to wait for the answer to each request we send "
                               "(default: %(default)g)")
-    serve_parser.add_argument("--fault", choices=[fault.value for fault in Fault], metavar="MODE",
-                              help="break one protocol rule on purpose (see below); default: none")
+    _add_fault_option(serve_parser, "server")
     serve_parser.add_argument("--ready-file", metavar="PATH",
                               help='also write {"url", "host", "port"} as JSON to PATH once listening')
     _add_request_options(serve_parser, "to every client once it has authenticated")
@@ -318,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help="deadline for connecting, for the auth answer and for each request's "
                                "answer (default: %(default)g)")
     _add_request_options(client_parser, "after authentication")
+    _add_fault_option(client_parser, "client")
     client_parser.set_defaults(run=_client)
     return parser
 

@@ -270,7 +270,8 @@ class BtpConnection:
         try:
             await self.flush()   # a client's auth Message
             while not self.session.closed:
-                if self.session.state is SessionState.AUTHENTICATING:
+                if (self.session.state is SessionState.AUTHENTICATING
+                        and Fault.NO_AUTH_TIMEOUT not in self.session.faults):
                     timeout: float | None = auth_deadline - loop.time()
                     if timeout <= 0:
                         self._handle(self.session.auth_timed_out())

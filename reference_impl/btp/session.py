@@ -118,6 +118,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Union
 
+from .faults import Fault
 from .packet import (
     ERROR_CODES,
     MAX_AMOUNT,
@@ -155,25 +156,9 @@ ECHO = "echo"
 """Primary sub-protocol the reference node answers with the entry itself."""
 
 
-class Fault(str, Enum):
-    """Deliberate protocol violations, off by default; each breaks one rule."""
-
-    NO_AUTH_REQUIRED = "no-auth-required"
-    """Server: serve requests that arrive before the auth Message as if the
-    client had authenticated (instead of Error and close)."""
-    REPLY_TO_UNEXPECTED = "reply-to-unexpected"
-    """Answer an unexpected response (no such request in flight) with an Error."""
-    REPLY_TO_UNREADABLE = "reply-to-unreadable"
-    """Answer an unreadable packet with an Error (request id taken from bytes
-    1..4 of the payload when there are that many, else 0)."""
-    WRONG_REQUEST_ID = "wrong-request-id"
-    """Responses and Errors carry the request's id + 1 (mod 2**32).  The
-    server's answer to the auth Message keeps the right id, so the fault
-    shows up in request/response checks rather than as a failed auth."""
-    BALANCE_ON_ERROR = "balance-on-error"
-    """A Transfer refused with Error F08 still increases the balance."""
-    ACCEPT_WRONG_TOKEN = "accept-wrong-token"
-    """Server: accept any auth_token."""
+_WRONG_ID_FAULTS = frozenset({Fault.WRONG_REQUEST_ID, Fault.CLIENT_WRONG_REQUEST_ID})
+_ERROR_FAULTS = frozenset({Fault.NONSTANDARD_ERROR_CODE, Fault.ERROR_NAME_MISMATCH,
+                           Fault.LOCAL_TIME_TRIGGERED_AT, Fault.OVERSIZED_ERROR_DATA})
 
 
 class Role(str, Enum):
@@ -390,6 +375,11 @@ class BtpSession:
             entries = (ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
                        ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, bytes(auth_token)),
                        *extra_auth_data)
+            if Fault.CLIENT_OMITS_AUTH_TOKEN in self._faults:
+                entries = tuple(entry for entry in entries if entry.name != AUTH_TOKEN)
+            if Fault.CLIENT_MESSAGE_BEFORE_AUTH in self._faults:
+                self._send_request(Message(self._new_id(), (ProtocolDataEntry(
+                    "fault_probe", ContentType.TEXT_PLAIN_UTF8, b"before auth"),)))
             self._auth_request_id = self._send_request(Message(self._new_id(), entries))
         elif check_token is None:
             raise ValueError("a server needs check_token")
@@ -510,21 +500,37 @@ class BtpSession:
     # --- answering
 
     def _answer_id(self, request_id: int) -> int:
-        if Fault.WRONG_REQUEST_ID in self._faults and request_id != self._auth_request_id:
+        if self._faults & _WRONG_ID_FAULTS and request_id != self._auth_request_id:
             return (request_id + 1) & MAX_REQUEST_ID
         return request_id
 
     def _error_packet(self, request_id: int, code: str, data: bytes | str = b"") -> Error:
         if isinstance(data, str):
             data = data.encode("utf-8")
-        return Error(self._answer_id(request_id), code, ERROR_CODES[code],
-                     generalized_time(self._now()), data[:8192])
+        name = ERROR_CODES[code]
+        triggered_at = generalized_time(self._now())
+        data = data[:8192]
+        if self._faults & _ERROR_FAULTS:
+            if Fault.NONSTANDARD_ERROR_CODE in self._faults:
+                code, name = "F99", "NotAcceptedError"
+            if Fault.ERROR_NAME_MISMATCH in self._faults:
+                codes = list(ERROR_CODES)
+                name = ERROR_CODES[codes[(codes.index(code) + 1) % len(codes)]]
+            if Fault.LOCAL_TIME_TRIGGERED_AT in self._faults:
+                triggered_at = triggered_at.rstrip("Z")
+            if Fault.OVERSIZED_ERROR_DATA in self._faults:
+                data = data.ljust(8193, b".")
+        return Error(self._answer_id(request_id), code, name, triggered_at, data)
 
     def _queue_response(self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()) -> None:
         self._outbox.append(encode_packet(Response(self._answer_id(request_id), tuple(protocol_data))))
 
+    def _encode_error(self, error: Error) -> bytes:
+        # The Error faults make packets the codec's checks refuse to encode.
+        return encode_packet(error, validate=not self._faults & _ERROR_FAULTS)
+
     def _queue_error(self, request_id: int, code: str, data: bytes | str = b"") -> None:
-        self._outbox.append(encode_packet(self._error_packet(request_id, code, data)))
+        self._outbox.append(self._encode_error(self._error_packet(request_id, code, data)))
 
     def _take_unanswered(self, request_id: int) -> None:
         if self._state is SessionState.CLOSED:
@@ -602,7 +608,7 @@ class BtpSession:
 
     def _unreadable(self, reason: str, detail: str, payload: bytes) -> list[SessionEvent]:
         events: list[SessionEvent] = [UnreadablePacket(reason, detail)]
-        if Fault.REPLY_TO_UNREADABLE in self._faults:
+        if self._faults & {Fault.REPLY_TO_UNREADABLE, Fault.CLIENT_REPLY_TO_UNREADABLE}:
             request_id = int.from_bytes(payload[1:5], "big") if len(payload) >= 5 else 0
             self._queue_error(request_id, "F01", f"unreadable packet: {reason}")
         return events
@@ -614,7 +620,7 @@ class BtpSession:
                 return [ResponseReceived(packet.request_id, packet)]
             events: list[SessionEvent] = [UnexpectedPacket(
                 f"{type(packet).__name__} to request {packet.request_id}, which is not in flight", packet)]
-            if Fault.REPLY_TO_UNEXPECTED in self._faults:
+            if self._faults & {Fault.REPLY_TO_UNEXPECTED, Fault.CLIENT_REPLY_TO_UNEXPECTED}:
                 self._queue_error(packet.request_id, "F00", "unexpected response")
             return events
         return self._serve_request(packet)
@@ -626,10 +632,16 @@ class BtpSession:
                 isinstance(packet, Message) and (entry := primary(packet)) is not None and entry.name == AUTH):
             # The fault: serve it as if the client had authenticated.
             return self._dispatch(packet)
+        if ((Fault.SERVE_TRANSFER_BEFORE_AUTH in self._faults and isinstance(packet, Transfer))
+                or (Fault.SERVE_MESSAGE_BEFORE_AUTH in self._faults and isinstance(packet, Message)
+                    and getattr(primary(packet), "name", None) != AUTH)):
+            return self._dispatch(packet)
         problem = self._auth_problem(packet)
         if problem is not None:
             code, reason = problem
             self._queue_error(packet.request_id, code, reason)
+            if Fault.STAY_OPEN_AFTER_AUTH_ERROR in self._faults:
+                return [AuthFailed(reason, code)]
             return [AuthFailed(reason, code), self._close(f"auth failed: {reason}")]
         self._auth_request_id = packet.request_id
         self._state = SessionState.OPEN
@@ -648,10 +660,12 @@ class BtpSession:
             return "F01", ("the auth entry must have content type 0 (application/octet-stream) and empty "
                            f"data, got content type {entry.content_type} and {len(entry.data)} byte(s)")
         dups = duplicate_names(packet)
-        if dups:
+        if dups and Fault.ACCEPT_DUPLICATE_NAMES_IN_AUTH not in self._faults:
             return "F01", f"protocol data entries with the same name: {', '.join(dups)}"
         token_entry = next((e for e in packet.protocol_data[1:] if e.name == AUTH_TOKEN), None)
         if token_entry is None:
+            if Fault.ACCEPT_MISSING_AUTH_TOKEN in self._faults:
+                return None
             return "F01", "the auth Message has no auth_token entry"
         try:
             token_entry.data.decode("utf-8")
@@ -666,6 +680,8 @@ class BtpSession:
             accepted = False
         if not accepted:
             return "F00", "the auth_token is not accepted"
+        if Fault.REFUSE_VALID_AUTH in self._faults:
+            return "F00", "refused although valid (fault refuse-valid-auth)"
         return None
 
     # --- client side of auth
@@ -683,7 +699,7 @@ class BtpSession:
     def _serve_request(self, packet: Message | Transfer) -> list[SessionEvent]:
         events: list[SessionEvent] = [RequestReceived(packet)]
         dups = duplicate_names(packet)
-        if dups:
+        if dups and Fault.ACCEPT_DUPLICATE_NAMES not in self._faults:
             # RFC 23, Authentication: "any of the other protocol rules are
             # violated (e.g. having two subprotos with the same name)".
             self._queue_error(packet.request_id, "F01",
@@ -705,6 +721,8 @@ class BtpSession:
             self._queue_response(packet.request_id, (entry,))
         else:
             self._queue_response(packet.request_id)
+            if Fault.ANSWER_TWICE in self._faults:
+                self._queue_response(packet.request_id)
         return events
 
     def _settle_transfer(self, packet: Transfer) -> list[SessionEvent]:
@@ -721,10 +739,13 @@ class BtpSession:
         new_balance = ledger.balance + packet.amount
         if new_balance <= ledger.max_balance:
             payload = encode_packet(Response(self._answer_id(packet.request_id)))
+            if Fault.RESPONSE_WITHOUT_BALANCE_UPDATE in self._faults:
+                self._outbox.append(payload)
+                return []
             ledger.balance = new_balance
             self._outbox.append(payload)
             return [BalanceChanged(new_balance, packet.amount)]
-        payload = encode_packet(self._error_packet(
+        payload = self._encode_error(self._error_packet(
             packet.request_id, "F08",
             f"the transfer of {packet.amount} would take the balance over its maximum of {ledger.max_balance}"))
         self._outbox.append(payload)

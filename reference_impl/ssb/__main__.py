@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 
 from ..node_cli import positive_float, serve_until_stopped
+from .faults import SPECS as FAULT_SPECS
 from .feed import FeedError
 from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
 from .node import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_REPLICATE_TIMEOUT,
-    Fault,
     ReplicationError,
     SsbNode,
     replicate,
@@ -150,7 +150,7 @@ async def _serve(args: argparse.Namespace) -> int:
     node = SsbNode(
         _keypair(args),
         _network_key(args),
-        fault=Fault(args.fault) if args.fault else None,
+        faults=args.fault,
         handshake_timeout=args.handshake_timeout,
         idle_timeout=args.idle_timeout,
     )
@@ -158,8 +158,8 @@ async def _serve(args: argparse.Namespace) -> int:
         _load_seed_feed(node, path)
     for number in range(1, args.seed_messages + 1):
         node.publish({"type": "post", "text": f"seed message {number}"})
-    if node.fault is not None:
-        log.warning("fault injection active: %s", node.fault.value)
+    if node.faults:
+        log.warning("fault injection active: %s", ", ".join(sorted(node.faults)))
 
     await serve_until_stopped(
         node, args.host, args.port, args.ready_file,
@@ -185,6 +185,7 @@ async def _replicate(args: argparse.Namespace) -> int:
             peer_public=peer_public,
             feed_id=feed_id,
             timeout=args.timeout,
+            faults=args.fault,
         )
     except ReplicationError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -198,6 +199,22 @@ async def _replicate(args: argparse.Namespace) -> int:
 
 
 # --- parser ---------------------------------------------------------------------------
+
+
+def fault_help() -> str:
+    """The epilog listing the faults (reference_impl/ssb/faults.py), by command."""
+    width = max(len(spec.name) for spec in FAULT_SPECS)
+    lines = ["fault modes (--fault, repeatable), each breaking one rule on purpose:"]
+    for role, command in (("server", "serve"), ("client", "replicate")):
+        lines.append(f" {command} --fault:")
+        lines += [f"  {spec.name:<{width}}  {spec.description}" for spec in FAULT_SPECS if spec.role == role]
+    return "\n".join(lines)
+
+
+def _add_fault_option(parser: argparse.ArgumentParser, role: str) -> None:
+    parser.add_argument("--fault", action="append", default=[], metavar="MODE",
+                        choices=[spec.name for spec in FAULT_SPECS if spec.role == role],
+                        help="break one protocol rule on purpose (see below; repeatable); default: none")
 
 
 def _non_negative_int(text: str) -> int:
@@ -222,13 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the protocol guide), whoami and publish (publish only to a client using the node's "
         "own key). When listening, prints one line to stdout: "
         "'SSB_READY host=H port=P id=@...ed25519'. SIGTERM or SIGINT stops it (exit 0).",
-        epilog="fault modes (--fault), each breaking one rule on purpose:\n"
-        "  accept-any-network-key     accept a client hello made with any network key\n"
-        "  write-after-bad-handshake  write 16 garbage bytes after an invalid handshake message\n"
-        "  inclusive-sequence         createHistoryStream sequence=N also sends message N\n"
-        "  bad-signature              serve messages with one signature byte flipped\n"
-        "  no-error-on-unknown        answer unknown procedures without the end/err flag\n"
-        "  ignore-goodbye             neither answer nor close on the peer's goodbye",
+        epilog=fault_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_identity_options(serve, key_file_required=True)
@@ -250,8 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     content.add_argument("--seed-feed", action="append", default=[], metavar="FILE.json",
                          help="load a feed (a JSON list of message values, e.g. the --out of "
                          "replicate), verified message by message; repeatable")
-    serve.add_argument("--fault", choices=[fault.value for fault in Fault], metavar="MODE",
-                       help="break one protocol rule on purpose (see below); default: none")
+    _add_fault_option(serve, "server")
     serve.set_defaults(run=_serve)
 
     client = commands.add_parser(
@@ -278,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the verified messages there, as a JSON list of message values")
     client.add_argument("--timeout", type=positive_float, default=DEFAULT_REPLICATE_TIMEOUT,
                         metavar="S", help="give up after this many seconds (default: %(default)g)")
+    _add_fault_option(client, "client")
     client.set_defaults(run=_replicate)
     return parser
 

@@ -24,6 +24,7 @@ from enum import Enum
 from typing import Any, Union
 
 from .boxstream import BoxStreamDecoder, BoxStreamEncoder, BoxStreamError
+from .faults import Fault
 from .keys import Keypair, public_to_feed_id
 from .rpc import (
     DEFAULT_MAX_BODY,
@@ -115,9 +116,12 @@ class SsbConnection:
         handshake: ClientHandshake | ServerHandshake,
         *,
         max_rpc_body: int = DEFAULT_MAX_BODY,
+        faults: frozenset[Fault] = frozenset(),
     ) -> None:
         self._handshake = handshake
         self._max_rpc_body = max_rpc_body
+        # Rules broken on purpose (faults.py), handed to each layer.
+        self._faults = frozenset(faults)
         self._state = ConnectionState.HANDSHAKE
         self._encoder: BoxStreamEncoder | None = None
         self._decoder: BoxStreamDecoder | None = None
@@ -141,11 +145,13 @@ class SsbConnection:
         *,
         ephemeral_secret: bytes | None = None,
         max_rpc_body: int = DEFAULT_MAX_BODY,
+        faults: frozenset[Fault] = frozenset(),
     ) -> SsbConnection:
         """The dialling side. Its first :meth:`data_to_send` is the client hello."""
         return cls(
-            ClientHandshake(network_key, keypair, server_public, ephemeral_secret),
+            ClientHandshake(network_key, keypair, server_public, ephemeral_secret, faults=faults),
             max_rpc_body=max_rpc_body,
+            faults=faults,
         )
 
     @classmethod
@@ -158,6 +164,7 @@ class SsbConnection:
         ephemeral_secret: bytes | None = None,
         max_rpc_body: int = DEFAULT_MAX_BODY,
         insecure_skip_hello_check: bool = False,
+        faults: frozenset[Fault] = frozenset(),
     ) -> SsbConnection:
         """The accepting side. ``authorize`` sees the client's public key after
         msg3 and may refuse it. ``insecure_skip_hello_check`` is fault
@@ -169,8 +176,10 @@ class SsbConnection:
                 ephemeral_secret,
                 authorize,
                 insecure_skip_hello_check=insecure_skip_hello_check,
+                faults=faults,
             ),
             max_rpc_body=max_rpc_body,
+            faults=faults,
         )
 
     # --- state
@@ -267,9 +276,9 @@ class SsbConnection:
         if not self._handshake.complete:
             return b""
         params = self._handshake.result
-        self._encoder = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce)
-        self._decoder = BoxStreamDecoder(params.decrypt_key, params.decrypt_nonce)
-        self._rpc = RpcEndpoint(self._max_rpc_body)
+        self._encoder = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce, faults=self._faults)
+        self._decoder = BoxStreamDecoder(params.decrypt_key, params.decrypt_nonce, faults=self._faults)
+        self._rpc = RpcEndpoint(self._max_rpc_body, faults=self._faults)
         self._peer_public = params.peer_public
         self._state = ConnectionState.OPEN
         events.append(HandshakeComplete(params.peer_public))

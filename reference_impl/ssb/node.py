@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from .connection import (
@@ -40,9 +40,11 @@ from .connection import (
     StreamData,
     StreamEnd,
 )
-from .feed import SIGNATURE_SUFFIX, Feed, FeedError, create_message, verify_message
+from .faults import Fault
+from .feed import SIGNATURE_SUFFIX, Feed, FeedError, create_message, message_id, verify_message
 from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
 from .rpc import ASYNC_TYPES, RpcError
+from .shs import generate_ephemeral_secret
 
 log = logging.getLogger(__name__)
 
@@ -68,27 +70,6 @@ LINGER_SECONDS = 5.0
 _ERROR_NAME = "Error"
 
 
-class Fault(str, Enum):
-    """Deliberate protocol violations, off by default.
-
-    Each makes the node break exactly one rule, so a test can prove that the
-    harness notices that rule being broken.
-    """
-
-    ACCEPT_ANY_NETWORK_KEY = "accept-any-network-key"
-    """Accept a client hello whatever network key it was made with."""
-    WRITE_AFTER_BAD_HANDSHAKE = "write-after-bad-handshake"
-    """Write 16 garbage bytes after an invalid handshake message, then hang up."""
-    INCLUSIVE_SEQUENCE = "inclusive-sequence"
-    """createHistoryStream ``sequence`` means "from" instead of "later than"."""
-    BAD_SIGNATURE = "bad-signature"
-    """Serve messages with one byte of the signature flipped."""
-    NO_ERROR_ON_UNKNOWN = "no-error-on-unknown"
-    """Answer unknown procedures with a normal (non-end) response."""
-    IGNORE_GOODBYE = "ignore-goodbye"
-    """Neither answer nor close on the peer's goodbye."""
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -100,16 +81,23 @@ def _now_ms() -> int:
 class HistoryOptions:
     """The options of one createHistoryStream request, checked.
 
-    ``after`` is the sequence number the stream starts after (0: from the
-    start); ``limit`` None means unlimited.
+    ``sequence`` is the option as given (``seq`` standing in for it; 0 when
+    absent); ``limit`` None means unlimited.
     """
 
     feed_id: str
-    after: int
+    sequence: int
     limit: int | None
     live: bool
     old: bool
     keys: bool
+
+    @property
+    def start(self) -> int:
+        """The sequence number of the first message the stream may send:
+        ``sequence`` itself, as the network reads it (erratum SSB-E1,
+        docs/errata/ssb.md), or 1 when it is absent or 0."""
+        return max(self.sequence, 1)
 
 
 def _sequence_option(options: dict, name: str) -> int | None:
@@ -131,14 +119,16 @@ def _bool_option(options: dict, name: str, default: bool) -> bool:
     return value
 
 
-def parse_history_options(args: list) -> HistoryOptions:
+def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) -> HistoryOptions:
     """Check the arguments of a createHistoryStream request.
 
     Raises ValueError with a message fit for the error reply. Follows the
     guide: ``id`` is required; ``sequence`` (or its legacy name ``seq``;
-    both with different values is an error) defaults to 0; ``live`` defaults
+    both with different values is an error) is the first sequence number to
+    send (SSB-E1), from the beginning when absent; ``live`` defaults
     to false, ``old`` and ``keys`` to true. A negative ``limit`` means no
-    limit, as in the JS stack where -1 is the default.
+    limit, as in the JS stack where -1 is the default. ``faults`` (mutation
+    testing, reference_impl/ssb/faults.py) each misread one option.
     """
     if not args or not isinstance(args[0], dict):
         raise ValueError("createHistoryStream takes one argument, an options object")
@@ -151,8 +141,9 @@ def parse_history_options(args: list) -> HistoryOptions:
     except ValueError as exc:
         raise ValueError(f"createHistoryStream: invalid id: {exc}") from None
     sequence = _sequence_option(options, "sequence")
-    seq = _sequence_option(options, "seq")
-    if sequence is not None and seq is not None and sequence != seq:
+    seq = None if Fault.IGNORE_SEQ_ALIAS in faults else _sequence_option(options, "seq")
+    if (sequence is not None and seq is not None and sequence != seq
+            and Fault.ACCEPT_CONFLICTING_SEQ not in faults):
         raise ValueError(f"createHistoryStream: sequence ({sequence}) and seq ({seq}) conflict")
     limit = options.get("limit")
     if limit is not None:
@@ -160,15 +151,17 @@ def parse_history_options(args: list) -> HistoryOptions:
             limit = int(limit)
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise ValueError(f"limit must be an integer, got {limit!r}")
-        if limit < 0:
+        if limit < 0 or Fault.IGNORE_LIMIT in faults:
             limit = None
+    absent = 2 if Fault.DEFAULT_SEQUENCE_SKIPS_FIRST in faults else 0
     return HistoryOptions(
         feed_id=feed_id,
-        after=sequence if sequence is not None else (seq or 0),
+        sequence=sequence if sequence is not None else (seq if seq is not None else absent),
         limit=limit,
-        live=_bool_option(options, "live", False),
-        old=_bool_option(options, "old", True),
-        keys=_bool_option(options, "keys", True),
+        live=_bool_option(options, "live", False) and Fault.IGNORE_LIVE not in faults,
+        old=_bool_option(options, "old", True) or Fault.IGNORE_OLD_FALSE in faults,
+        keys=(_bool_option(options, "keys", Fault.KEYS_DEFAULT_FALSE not in faults)
+              or Fault.IGNORE_KEYS_FALSE in faults),
     )
 
 
@@ -215,13 +208,17 @@ class SsbNode:
         network_key: bytes = MAIN_NETWORK_KEY,
         *,
         fault: Fault | None = None,
+        faults: Iterable[Fault | str] = (),
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         self.keypair = keypair
         self.network_key = network_key
-        self.fault = fault
+        # Rules broken on purpose (faults.py); ``fault`` is one more.
+        self.faults = frozenset(Fault(name) for name in (*faults, *([fault] if fault else [])))
+        # Fault.REUSE_EPHEMERAL_KEY: the one ephemeral secret of every handshake.
+        self._fixed_ephemeral_secret = generate_ephemeral_secret()
         self.handshake_timeout = handshake_timeout
         self.idle_timeout = idle_timeout
         self._clock = clock
@@ -295,12 +292,19 @@ class SsbNode:
         stored = self._feeds[feed_id]
         value = stored.feed.get(sequence)
         assert value is not None
-        if self.fault is Fault.BAD_SIGNATURE:
+        index = sequence - 1
+        key = stored.ids[index]
+        if Fault.BROKEN_CHAIN in self.faults and feed_id == self.feed_id and sequence > 1:
+            value = create_message(self.keypair, None, sequence, value["timestamp"], value["content"])
+            key = message_id(value)
+        if Fault.BAD_SIGNATURE in self.faults:
             value = flip_signature_byte(value)
+            key = message_id(value)
+        if Fault.WRONG_MESSAGE_KEY in self.faults:
+            key = stored.ids[index - 1]  # the first message gets the last one's id
         if not keys:
             return value
-        index = sequence - 1
-        return {"key": stored.ids[index], "value": value, "timestamp": stored.received[index]}
+        return {"key": key, "value": value, "timestamp": stored.received[index]}
 
     def _feed_length(self, feed_id: str) -> int:
         stored = self._feeds.get(feed_id)
@@ -418,7 +422,10 @@ class _ServerSession:
             node.network_key,
             node.keypair,
             max_rpc_body=MAX_RPC_BODY,
-            insecure_skip_hello_check=node.fault is Fault.ACCEPT_ANY_NETWORK_KEY,
+            insecure_skip_hello_check=Fault.ACCEPT_ANY_NETWORK_KEY in node.faults,
+            ephemeral_secret=(node._fixed_ephemeral_secret if Fault.REUSE_EPHEMERAL_KEY in node.faults
+                              else None),
+            faults=node.faults,
         )
         self.link = _Link(self.conn, reader, writer, node.idle_timeout)
         self.peer_address = writer.get_extra_info("peername")
@@ -427,6 +434,11 @@ class _ServerSession:
         self._finished = False
         self._last_activity = 0.0
         self._closing_since: float | None = None
+        # Our own createHistoryStream request to the peer (see
+        # _ask_peer_for_own_feed): whether it is still to be made, and its
+        # request number while it is open.
+        self._own_feed_request_due = False
+        self._own_feed_request: int | None = None
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -490,10 +502,14 @@ class _ServerSession:
         if isinstance(event, HandshakeComplete):
             self.peer_id = event.peer_id
             log.info("%s: handshake complete with %s", self.peer_address, self.peer_id)
+            self._own_feed_request_due = self.conn.peer_public != self.node.keypair.public
         elif isinstance(event, Request):
             # A request can share a read with data that then failed the
             # connection; a failed connection sends nothing, so drop it.
             if not self.conn.closing and not self.conn.failed:
+                if self._own_feed_request_due:
+                    self._own_feed_request_due = False
+                    self._ask_peer_for_own_feed()
                 self._on_request(event)
         elif isinstance(event, StreamEnd) and event.req > 0:
             # The requester ended (aborted) its stream; the endpoint has
@@ -507,12 +523,15 @@ class _ServerSession:
             self._on_goodbye("RPC goodbye received")
         elif isinstance(event, Closed):
             self._on_closed(event)
+        elif (isinstance(event, (StreamData, StreamEnd)) and self._own_feed_request is not None
+              and event.req == -self._own_feed_request):
+            self._on_own_feed_reply(event)
         elif isinstance(event, (Response, AsyncError, StreamData, StreamEnd)):
             # This node makes no requests on accepted connections.
             log.warning("%s: reply to a request we never made: %r", self.peer_id, event)
 
     def _on_goodbye(self, what: str) -> None:
-        if self.node.fault is Fault.IGNORE_GOODBYE:
+        if Fault.IGNORE_GOODBYE in self.node.faults:
             log.info("%s: ignoring %s (fault injection)", self.peer_id, what)
             return
         log.info("%s: %s; closing", self.peer_id, what)
@@ -522,13 +541,51 @@ class _ServerSession:
     def _on_closed(self, event: Closed) -> None:
         if not event.failed:
             self._on_goodbye(event.reason)
-            if self.node.fault is not Fault.IGNORE_GOODBYE:
+            if Fault.IGNORE_GOODBYE not in self.node.faults:
                 self._finished = True
             return
         log.info("%s: connection failed (%s): %s", self.peer_address, event.stage, event.reason)
-        if event.stage == "handshake" and self.node.fault is Fault.WRITE_AFTER_BAD_HANDSHAKE:
+        # A truncated handshake message (end of stream within it) is as bad as a wrong one.
+        in_handshake = event.stage == "handshake" or self.conn.handshake.bytes_needed > 0
+        if in_handshake and Fault.WRITE_AFTER_BAD_HANDSHAKE in self.node.faults:
             self.link.writer.write(os.urandom(16))
         self._finished = True
+
+    # --- our own request to the peer
+
+    def _ask_peer_for_own_feed(self) -> None:
+        """Ask the peer for the messages of this node's feed after the latest
+        it holds, as real peers' legacy replication asks for every feed it
+        replicates, its own included (npm ssb-replicate, legacy.js).
+
+        The call matters to the peer, not to us: ssb-server starts legacy
+        replication of the feeds it follows only once its peer has called
+        createHistoryStream on it (legacy.js, ``rpc.once('call:createHistoryStream',
+        next)``) -- without it ssb-server never asks this node for anything.
+        Made when the peer's first request arrives, as a JS peer answers the
+        other's first call with its own: a call sent with msg4 reaches
+        ssb-server before its connection handlers listen for it and is
+        missed. ``sequence`` is the first message wanted, as the network
+        reads it (erratum SSB-E1). Not live, so the stream ends."""
+        options = {"id": self.node.feed_id, "sequence": self.node._feed_length(self.node.feed_id) + 1,
+                   "live": False, "keys": False}
+        try:
+            self._own_feed_request = self.conn.request(["createHistoryStream"], [options], "source")
+        except (RpcError, RuntimeError) as exc:
+            log.debug("%s: could not ask for our own feed: %s", self.peer_id, exc)
+
+    def _on_own_feed_reply(self, event: StreamData | StreamEnd) -> None:
+        if isinstance(event, StreamEnd):
+            # The endpoint closes our side of the stream by itself.
+            self._own_feed_request = None
+            if event.error is not None:
+                log.info("%s: our createHistoryStream request ended with an error: %s",
+                         self.peer_id, _error_text(event.error))
+            return
+        # This node never loses messages, so anything offered beyond its
+        # latest is not ours to take (a fork, or someone else's key use).
+        log.info("%s: offered a message of our own feed beyond the latest we hold; ignored",
+                 self.peer_id)
 
     # --- procedures
 
@@ -561,8 +618,10 @@ class _ServerSession:
         dotted = ".".join(request.name)
         message = f"no such procedure: {dotted} ({request.type})"
         log.info("%s: %s", self.peer_id, message)
-        if self.node.fault is not Fault.NO_ERROR_ON_UNKNOWN:
+        if Fault.NO_ERROR_ON_UNKNOWN not in self.node.faults:
             self.conn.respond_error(request.req, _ERROR_NAME, message)
+            if Fault.CLOSE_AFTER_UNKNOWN_PROCEDURE in self.node.faults:
+                self._begin_close()
             return
         # The broken answer: the error object without the end/err flag.
         body = {"name": _ERROR_NAME, "message": message, "stack": ""}
@@ -587,8 +646,14 @@ class _ServerSession:
         self.conn.respond(request.req, published)
 
     def _create_history_stream(self, request: Request) -> None:
+        log.debug("%s: createHistoryStream request %d, args %s", self.peer_id, request.req,
+                  json.dumps(request.args)[:300])
+        if (Fault.MISSING_ID_ENDS_NORMALLY in self.node.faults and request.args
+                and isinstance(request.args[0], dict) and "id" not in request.args[0]):
+            self.conn.stream_end(request.req)
+            return
         try:
-            options = parse_history_options(request.args)
+            options = parse_history_options(request.args, self.node.faults)
         except ValueError as exc:
             self.conn.respond_error(request.req, _ERROR_NAME, str(exc))
             return
@@ -596,8 +661,9 @@ class _ServerSession:
             self.conn.respond_error(request.req, _ERROR_NAME, "too many open streams")
             return
         # Where to start is fixed now, before anything else can append.
-        first = options.after if self.node.fault is Fault.INCLUSIVE_SEQUENCE else options.after + 1
-        first = max(first, 1)
+        first = options.start
+        if Fault.EXCLUSIVE_SEQUENCE in self.node.faults:
+            first = options.sequence + 1
         if not options.old:
             first = max(first, self.node._feed_length(options.feed_id) + 1)
         task = asyncio.create_task(self._serve_history(request.req, options, first))
@@ -663,6 +729,7 @@ async def replicate(
     feed_id: str,
     latest: dict | None = None,
     timeout: float = DEFAULT_REPLICATE_TIMEOUT,
+    faults: Iterable[Fault | str] = (),
 ) -> list[dict]:
     """Fetch ``feed_id`` from the peer with createHistoryStream (live false).
 
@@ -670,22 +737,25 @@ async def replicate(
     only later messages are asked for, and the first must follow it. Every
     message is verified (author, sequence and previous chain, signature,
     and that the peer's ``key`` is its id) before it is returned. Ends with
-    the RPC and box stream goodbyes. Raises ReplicationError.
+    the RPC and box stream goodbyes. Raises ReplicationError. ``faults``:
+    the client-role rules broken on purpose (faults.py).
     """
+    broken = frozenset(Fault(name) for name in faults)
     try:
         async with asyncio.timeout(timeout):
-            return await _replicate(host, port, network_key, keypair, peer_public, feed_id, latest)
+            return await _replicate(host, port, network_key, keypair, peer_public, feed_id, latest, broken)
     except TimeoutError:
         raise ReplicationError("timeout", f"replication did not finish within {timeout:g} s") from None
 
 
 async def _replicate(host: str, port: int, network_key: bytes, keypair: Keypair,
-                     peer_public: bytes, feed_id: str, latest: dict | None) -> list[dict]:
+                     peer_public: bytes, feed_id: str, latest: dict | None,
+                     faults: frozenset[Fault] = frozenset()) -> list[dict]:
     try:
         reader, writer = await asyncio.open_connection(host, port, limit=READ_SIZE)
     except OSError as exc:
         raise ReplicationError("connect", f"cannot connect to {host}:{port}: {exc}") from None
-    conn = SsbConnection.client(network_key, keypair, peer_public, max_rpc_body=MAX_RPC_BODY)
+    conn = SsbConnection.client(network_key, keypair, peer_public, max_rpc_body=MAX_RPC_BODY, faults=faults)
     # The overall timeout bounds every read and write here.
     link = _Link(conn, reader, writer, write_timeout=DEFAULT_IDLE_TIMEOUT)
     try:
@@ -693,7 +763,11 @@ async def _replicate(host: str, port: int, network_key: bytes, keypair: Keypair,
         early_events = await _client_handshake(link, host, port)
         options: dict[str, Any] = {"id": feed_id}
         if latest is not None:
-            options["sequence"] = latest["sequence"]
+            # The first message wanted, as the network reads `sequence`
+            # (erratum SSB-E1): ssb-replicate asks for `last + 1` too.
+            options["sequence"] = latest["sequence"] + 1
+        if Fault.CLIENT_USES_SEQ_NAME in faults:
+            options["seq"] = options.pop("sequence", 1)
         options.update({"live": False, "keys": True})
         req = conn.request(["createHistoryStream"], [options], "source")
         link.flush()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Union
 
+from .faults import Fault
 from .feed import json_stringify, parse_json
 
 FLAG_STREAM = 0x08
@@ -160,8 +161,13 @@ class RpcDecoder:
     a JS peer can neither send nor receive an empty body.)
     """
 
-    def __init__(self, max_body: int = DEFAULT_MAX_BODY) -> None:
+    def __init__(self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()) -> None:
         self.max_body = max_body
+        # Fault.DROP_RPC_SPLIT_ACROSS_BOXES / FIRST_RPC_PER_BOX (faults.py):
+        # misreadings of "RPC messages need not align with boxes", one call
+        # being one box body.
+        self._drop_partial = Fault.DROP_RPC_SPLIT_ACROSS_BOXES in faults
+        self._first_only = Fault.FIRST_RPC_PER_BOX in faults
         self.ended = False
         self._buffer = bytearray()
         self._error: RpcError | None = None
@@ -201,6 +207,10 @@ class RpcDecoder:
                 body_type=BodyType(flags & BODY_TYPE_MASK),
                 body=body,
             ))
+            if self._first_only:
+                self._buffer.clear()
+        if self._drop_partial:
+            self._buffer.clear()
         return messages
 
     def end_of_data(self) -> None:
@@ -321,8 +331,10 @@ class RpcEndpoint:
     :meth:`data_to_send`.
     """
 
-    def __init__(self, max_body: int = DEFAULT_MAX_BODY) -> None:
-        self._decoder = RpcDecoder(max_body)
+    def __init__(self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()) -> None:
+        self._decoder = RpcDecoder(max_body, faults=faults)
+        # Rules broken on purpose (faults.py); never set otherwise.
+        self._faults = frozenset(faults)
         self._next_req = 1
         self._outgoing: dict[int, _Call] = {}  # our requests, by our number
         self._incoming: dict[int, _Call] = {}  # the peer's, by its number
@@ -398,23 +410,30 @@ class RpcEndpoint:
         call = self._incoming.get(req)
         if call is None:
             raise RpcError(f"no request {req} from the peer is open")
+        body = _error_body(name, message)
+        if Fault.ERROR_BODY_WITHOUT_NAME in self._faults:
+            del body["name"]
         if call.is_stream:
-            return self.stream_end(req, _error_body(name, message))
+            return self.stream_end(req, body)
         del self._incoming[req]
-        return self._send(RpcMessage.from_json(-req, _error_body(name, message), end=True))
+        return self._send(RpcMessage.from_json(-req, body, end=True))
 
     def stream_send(self, req: int, value: Any) -> bytes:
         """Data from us, the responder, on the peer's source or duplex request ``req``."""
         call = self._open_stream(self._incoming, req, "the peer's request")
         if call.type not in _RESPONDER_SENDS:
             raise RpcError(f"the responder sends no data on a {call.type} stream")
-        return self._send(RpcMessage.from_value(-req, value, stream=True))
+        wire_req = self._highest_incoming if Fault.NUMBER_REPLIES_BY_LATEST_REQUEST in self._faults else req
+        stream = Fault.NO_STREAM_FLAG not in self._faults
+        return self._send(RpcMessage.from_value(-wire_req, value, stream=stream))
 
     def stream_end(self, req: int, error: Any = None) -> bytes:
         """End our side of the peer's stream request ``req``: body ``true``, or
         ``error`` (e.g. {"name","message","stack"}) to end it with an error."""
         call = self._open_stream(self._incoming, req, "the peer's request")
-        return self._end(self._incoming, req, call, -req, True if error is None else error)
+        if error is None:
+            error = Fault.END_STREAM_WITH_FALSE not in self._faults  # the fault ends with false
+        return self._end(self._incoming, req, call, -req, error)
 
     def goodbye(self) -> bytes:
         """The 9 zero bytes that end the RPC session; nothing may follow."""
@@ -526,6 +545,9 @@ class RpcEndpoint:
         if call.we_ended or self.goodbye_sent:
             # Closed now; after our goodbye nothing more may be sent anyway.
             del table[req]
+        elif ((Fault.KEEP_STREAM_OPEN_AFTER_ABORT in self._faults and table is self._incoming)
+              or (Fault.CLIENT_KEEP_STREAM_OPEN_AFTER_END in self._faults and table is self._outgoing)):
+            pass  # the fault: our side stays open
         else:
             # "source type requests must always be closed by both ends": the
             # peer ended, so we end our side too.

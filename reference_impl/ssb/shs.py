@@ -29,6 +29,7 @@ import nacl.bindings
 import nacl.exceptions
 import nacl.utils
 
+from .faults import Fault
 from .keys import Keypair, public_to_feed_id, verify_signature
 
 NETWORK_KEY_SIZE = 32
@@ -505,8 +506,12 @@ class ClientHandshake(_Handshake):
         keypair: Keypair,
         server_public: bytes,
         ephemeral_secret: bytes | None = None,
+        *,
+        faults: frozenset[Fault] = frozenset(),
     ) -> None:
         super().__init__(network_key, keypair, ephemeral_secret)
+        # Rules broken on purpose (faults.py); never set otherwise.
+        self._faults = frozenset(faults)
         self._server_public = _check_size(server_public, _PUBLIC_KEY_SIZE, "server public key")
         # Fail now, not at msg2, if the key we were told to dial is unusable.
         _ed25519_public_to_curve25519(self._server_public)
@@ -522,7 +527,10 @@ class ClientHandshake(_Handshake):
         if self._msg1_taken:
             return b""
         self._msg1_taken = True
-        msg1 = hello(self._network_key, self._ephemeral_public)
+        key = self._network_key
+        if Fault.CLIENT_BAD_HELLO in self._faults:
+            key = bytes(byte ^ 0xFF for byte in key)
+        msg1 = hello(key, self._ephemeral_public)
         self._transcript["msg1"] = msg1
         return msg1
 
@@ -539,7 +547,10 @@ class ClientHandshake(_Handshake):
         return b""
 
     def _handle_server_hello(self, msg2: bytes) -> bytes:
-        self._server_ephemeral_public = open_hello(self._network_key, msg2, step="msg2")
+        if Fault.CLIENT_ACCEPT_ANY_NETWORK_KEY in self._faults:
+            self._server_ephemeral_public = msg2[_HMAC_SIZE:]
+        else:
+            self._server_ephemeral_public = open_hello(self._network_key, msg2, step="msg2")
         try:
             self._shared_secret_ab = shared_secret_ab(
                 self._ephemeral_secret, self._server_ephemeral_public
@@ -556,7 +567,8 @@ class ClientHandshake(_Handshake):
             network_key=self._network_key,
             client_keypair=self._keypair,
             server_public=self._server_public,
-            shared_secret_ab=self._shared_secret_ab,
+            shared_secret_ab=(bytes(32) if Fault.CLIENT_BAD_AUTH_SIGNATURE in self._faults
+                              else self._shared_secret_ab),
         )
         msg3 = box_client_auth(
             network_key=self._network_key,
@@ -569,16 +581,8 @@ class ClientHandshake(_Handshake):
         return msg3
 
     def _handle_server_accept(self, msg4: bytes) -> None:
-        open_server_accept(
-            network_key=self._network_key,
-            server_public=self._server_public,
-            detached_signature_A=self._detached_signature_A,
-            client_public=self._keypair.public,
-            shared_secret_ab=self._shared_secret_ab,
-            shared_secret_aB=self._shared_secret_aB,
-            shared_secret_Ab=self._shared_secret_Ab,
-            msg4=msg4,
-        )
+        if Fault.CLIENT_SKIP_SERVER_ACCEPT_CHECK not in self._faults:
+            self._open_server_accept(msg4)
         self._result = box_stream_params(
             network_key=self._network_key,
             shared_secret_ab=self._shared_secret_ab,
@@ -588,6 +592,18 @@ class ClientHandshake(_Handshake):
             peer_public=self._server_public,
             local_ephemeral_public=self._ephemeral_public,
             peer_ephemeral_public=self._server_ephemeral_public,
+        )
+
+    def _open_server_accept(self, msg4: bytes) -> None:
+        open_server_accept(
+            network_key=self._network_key,
+            server_public=self._server_public,
+            detached_signature_A=self._detached_signature_A,
+            client_public=self._keypair.public,
+            shared_secret_ab=self._shared_secret_ab,
+            shared_secret_aB=self._shared_secret_aB,
+            shared_secret_Ab=self._shared_secret_Ab,
+            msg4=msg4,
         )
 
 
@@ -614,8 +630,11 @@ class ServerHandshake(_Handshake):
         authorize: Callable[[bytes], bool] | None = None,
         *,
         insecure_skip_hello_check: bool = False,
+        faults: frozenset[Fault] = frozenset(),
     ) -> None:
         super().__init__(network_key, keypair, ephemeral_secret)
+        # Rules broken on purpose (faults.py); never set otherwise.
+        self._faults = frozenset(faults)
         self._authorize = authorize
         self._insecure_skip_hello_check = insecure_skip_hello_check
         self._client_ephemeral_public = b""
@@ -671,7 +690,9 @@ class ServerHandshake(_Handshake):
         msg4 = server_accept(
             network_key=self._network_key,
             server_keypair=self._keypair,
-            detached_signature_A=detached_signature_A,
+            # Fault.BAD_SERVER_ACCEPT: sign something else than the guide's data.
+            detached_signature_A=(bytes(len(detached_signature_A)) if Fault.BAD_SERVER_ACCEPT in self._faults
+                                  else detached_signature_A),
             client_public=client_public,
             shared_secret_ab=self._shared_secret_ab,
             shared_secret_aB=self._shared_secret_aB,

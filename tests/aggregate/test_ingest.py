@@ -4,6 +4,7 @@ torn lines, idempotent re-ingest, nothing lost when runs are added."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -100,3 +101,27 @@ def test_a_run_that_grew_after_ingest_gets_its_new_records(spark, tmp_path):
 def test_no_runs_is_a_clear_error(spark, tmp_path):
     with pytest.raises(IngestError, match="no runs found"):
         ingest(spark, [tmp_path / "nowhere"], tmp_path / "dataset", progress=lambda line: None)
+
+
+def test_blocked_records_and_files_from_before_blocked_existed_are_ingested(spark, tmp_path):
+    root = tmp_path / "runs"
+    blocked = record(LATER, "2026-03-03T02:00:02.000Z", "node-a", "1.1", "btp.flow.server.response-numbering",
+                     "blocked")
+    blocked.message = "blocked by btp.auth.server.accepts-valid-auth (failed): no auth response"
+    blocked.blocked_by = "btp.auth.server.accepts-valid-auth"
+    blocked.depends = ["btp.auth.server.accepts-valid-auth"]
+    # A line as the harness wrote it before depends/errata/blocked_by existed.
+    legacy = asdict(record(LATER, "2026-03-03T02:00:03.000Z", "node-a", "1.1", "btp.flow.server.legacy", "passed"))
+    for new_field in ("depends", "errata", "blocked_by"):
+        del legacy[new_field]
+    run_dir = write_run(root, LATER, [
+        record(LATER, "2026-03-03T02:00:01.000Z", "node-a", "1.1", "btp.auth.server.accepts-valid-auth", "failed"),
+        blocked], extra_lines=[json.dumps(legacy)])
+    report = ingest(spark, [root], tmp_path / "dataset", progress=lambda line: None)
+    assert report["records"] == 3 and report["malformed_lines"] == 0
+    stored = {r["case_id"]: r for r in dataset_records(spark, tmp_path / "dataset")}
+    assert stored["btp.flow.server.response-numbering"]["outcome"] == "blocked"
+    assert stored["btp.flow.server.response-numbering"]["message"].startswith(
+        "blocked by btp.auth.server.accepts-valid-auth (failed)")
+    assert stored["btp.flow.server.legacy"]["outcome"] == "passed"
+    assert json.loads((run_dir / "summary.json").read_text())["targets"][0]["levels"]["MUST"]["blocked"] == 1

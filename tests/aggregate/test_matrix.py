@@ -49,16 +49,23 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def rate(passed: int, failed: int, error: int) -> str:
-    total = passed + failed + error
+def rate(passed: int, failed: int, error: int, blocked: int = 0) -> str:
+    """Blocked did not pass: it counts against the pass rate."""
+    total = passed + failed + error + blocked
     return f"{passed / total:.4f}" if total else ""
 
 
 def counts(records) -> dict[str, int]:
-    out = {"passed": 0, "failed": 0, "error": 0, "not_applicable": 0}
+    out = {"passed": 0, "failed": 0, "error": 0, "blocked": 0, "not_applicable": 0}
     for r in records:
         out[r["outcome"]] += 1
     return out
+
+
+def test_generated_data_has_blocked_cases_naming_their_root_cause(generated):
+    blocked = [r for r in jsonl_records(generated["runs"]) if r["outcome"] == "blocked"]
+    assert blocked, "bench/gen_results.py writes blocked cases"
+    assert all(r["message"].startswith("blocked by ") and "(failed)" in r["message"] for r in blocked)
 
 
 def test_requirements_matrix_matches_plain_python(generated):
@@ -69,12 +76,12 @@ def test_requirements_matrix_matches_plain_python(generated):
     rows = {(r["implementation"], r["implementation_version"], r["protocol"], r["case_id"]): r
             for r in read_csv(generated["out"] / "requirements.csv")}
     assert set(rows) == set(groups)
-    worse = {"passed": 0, "not_applicable": 1, "failed": 2, "error": 3}
+    worse = {"passed": 0, "not_applicable": 1, "blocked": 2, "failed": 3, "error": 4}
     for key, recs in groups.items():
         c = counts(recs)
         row = rows[key]
         assert {k: int(row[k]) for k in c} == c, key
-        assert row["pass_rate"] == rate(c["passed"], c["failed"], c["error"]), key
+        assert row["pass_rate"] == rate(c["passed"], c["failed"], c["error"], c["blocked"]), key
         latest = max(recs, key=lambda r: (r["time"], worse[r["outcome"]]))
         assert row["latest_outcome"] == latest["outcome"], key
 
@@ -98,11 +105,14 @@ def test_certification_matrix_matches_plain_python(generated):
     statuses = set()
     for key, (_, recs) in latest_complete.items():
         must = counts(r for r in recs if r["level"] == "MUST")
-        certified = must["failed"] == 0 and must["error"] == 0 and must["passed"] > 0
+        certified = must["failed"] == 0 and must["error"] == 0 and must["blocked"] == 0 and must["passed"] > 0
         expected = "certified" if certified else "not certified"
         failed_must = sorted({r["case_id"] for r in recs if r["level"] == "MUST" and r["outcome"] in ("failed", "error")})
+        blocked_must = sorted({r["case_id"] for r in recs if r["level"] == "MUST" and r["outcome"] == "blocked"})
         assert rows[key]["status"] == expected, key
         assert rows[key]["failed_must"] == ";".join(failed_must), key
+        assert rows[key]["blocked_must"] == ";".join(blocked_must), key
+        assert int(rows[key]["must_blocked"]) == must["blocked"], key
         statuses.add(expected)
     assert statuses == {"certified", "not certified"}, "the generated data has both kinds"
     for key in set(rows) - set(latest_complete):
@@ -123,7 +133,7 @@ def test_interop_matrix_matches_plain_python(generated):
     for key, recs in pairs.items():
         c = counts(recs)
         assert {k: int(rows[key][k]) for k in c} == c, key
-        assert rows[key]["pass_rate"] == rate(c["passed"], c["failed"], c["error"]), key
+        assert rows[key]["pass_rate"] == rate(c["passed"], c["failed"], c["error"], c["blocked"]), key
 
 
 def test_flaky_and_trends_match_plain_python(generated):
@@ -132,8 +142,11 @@ def test_flaky_and_trends_match_plain_python(generated):
     for r in records:
         per_case[(r["implementation"], r["implementation_version"], r["protocol"], r["case_id"],
                   r.get("peer_implementation") or "")].append(r["outcome"])
+    # Blocked is no failure of the case's own rule: passed + blocked is not flaky.
     flaky = {k for k, outcomes in per_case.items()
              if "passed" in outcomes and ({"failed", "error"} & set(outcomes))}
+    assert any("passed" in o and "blocked" in o and not {"failed", "error"} & set(o) for o in per_case.values()), \
+        "the generated data has cases both passed and blocked"
     rows = read_csv(generated["out"] / "flaky.csv")
     assert flaky and {(r["implementation"], r["implementation_version"], r["protocol"], r["case_id"],
                        r["peer_implementation"]) for r in rows} == flaky
@@ -144,7 +157,9 @@ def test_flaky_and_trends_match_plain_python(generated):
     trends = {(r["date"], r["implementation"]): r for r in read_csv(generated["out"] / "trends.csv")}
     assert set(trends) == set(nights)
     for key, recs in nights.items():
-        assert int(trends[key]["passed"]) == counts(recs)["passed"], key
+        c = counts(recs)
+        assert int(trends[key]["passed"]) == c["passed"] and int(trends[key]["blocked"]) == c["blocked"], key
+        assert trends[key]["pass_rate"] == rate(c["passed"], c["failed"], c["error"], c["blocked"]), key
         assert int(trends[key]["runs"]) == len({r["run_id"] for r in recs}), key
 
 

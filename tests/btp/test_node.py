@@ -386,7 +386,9 @@ async def test_correct_node_passes_every_probe():
     assert seen == CORRECT
 
 
-@pytest.mark.parametrize("fault", list(Fault), ids=[fault.value for fault in Fault])
+# The faults this probe table observes; every fault (these too) is checked
+# end to end by its conformance cases in tests/mutation/.
+@pytest.mark.parametrize("fault", [Fault(name) for name in CORRECT], ids=list(CORRECT))
 async def test_each_fault_changes_exactly_its_behaviour(fault):
     seen = await _probe(fault)
     changed = {name for name in CORRECT if seen[name] != CORRECT[name]}

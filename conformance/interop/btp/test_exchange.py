@@ -66,7 +66,7 @@ async def test_client_authenticates_and_exchanges_a_message(target, peer_target,
 
 
 @requirement("btp.interop.client.wrong-token-is-refused", "MUST",
-             "BTP 2.0, Authentication (\"the server responds with an Error ... if the provided authentication "
+             "BTP 2.0, Authentication (\"the server responds with an Error if: ... the provided authentication "
              "data is invalid\", then closes)", role="client")
 async def test_wrong_token_is_refused_end_to_end(target, peer_target, wire_trace, tmp_path):
     wrong = tmp_path / "wrong-token"

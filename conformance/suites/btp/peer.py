@@ -12,7 +12,7 @@ import json
 import secrets
 from typing import Any
 
-from conformance.core.transport import short_hex
+from conformance.core.transport import Deadline, ProtocolViolation, short_hex, target_bytes
 from conformance.core.websocket import WebSocketConnection
 from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Message, Packet, ProtocolDataEntry,
                                        Response, decode_packet, encode_packet, is_response)
@@ -20,6 +20,13 @@ from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Messa
 AUTH = "auth"
 AUTH_TOKEN = "auth_token"
 BALANCE = "balance"
+
+MAX_PACKET_SIZE = 64 * 1024
+"""Largest BTP packet the harness accepts from a target. BTP sets no limit;
+an ILP packet carries at most 32767 data bytes, and no answer to the
+harness's small requests comes near 64 KiB. A WebSocket frame declaring more
+fails the case from its header, before its payload is read (OER length
+prefixes inside a packet are bounded by the packet itself)."""
 
 
 def auth_message(request_id: int, token: bytes) -> Message:
@@ -57,6 +64,7 @@ def new_request_id() -> int:
 class BtpPeer:
     def __init__(self, conn: WebSocketConnection) -> None:
         self.conn = conn
+        conn.limit_message_size(MAX_PACKET_SIZE)
 
     async def send(self, packet: Packet, note: str = "") -> bytes:
         data = encode_packet(packet)
@@ -66,28 +74,28 @@ class BtpPeer:
     async def send_raw(self, payload: bytes | str, note: str) -> None:
         await self.conn.send(payload, note)
 
-    async def next_packet(self, what: str, deadline: float | None = None) -> Packet:
+    async def next_packet(self, what: str, deadline: float | Deadline | None = None) -> Packet:
         """The target's next packet; one that does not decode fails the case
-        (a target must only send readable packets)."""
+        with a ProtocolViolation showing its bytes (a target must only send
+        readable packets)."""
         message = await self.conn.receive(what, deadline)
         if isinstance(message, str):
-            raise AssertionError(f"target sent a text WebSocket message where {what} (a binary BTP packet) "
-                                 f"was due: {message[:200]!r}")
-        try:
+            raise ProtocolViolation(f"target sent a text WebSocket message where {what} (a binary BTP packet) "
+                                    f"was due", message.encode("utf-8"))
+        with target_bytes(f"target sent an unreadable packet where {what} was due", message, BtpDecodeError):
             packet = decode_packet(message)
-        except BtpDecodeError as exc:
-            raise AssertionError(f"target sent an unreadable packet where {what} was due "
-                                 f"({exc.reason}: {exc.detail}): {short_hex(message, 96)}") from None
         self.conn.trace.event(f"decoded: {summary(packet)}")
         return packet
 
     async def response_to(self, request_id: int, what: str, deadline: float | None = None) -> Packet:
         """The response (Response or Error) carrying ``request_id``; requests
         the target makes meanwhile are answered with an empty Response, as a
-        peer would, and responses to other ids are reported."""
+        peer would, and responses to other ids are reported. The deadline is
+        for the response, however many requests of the target come first."""
         strays: list[str] = []
+        response_deadline = Deadline(self.conn.deadline if deadline is None else deadline)
         for _ in range(100):
-            packet = await self.next_packet(what, deadline)
+            packet = await self.next_packet(what, response_deadline)
             if is_response(packet):
                 if packet.request_id == request_id:
                     return packet

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import blocked, requirement
 from reference_impl.btp.packet import ContentType, Error, Message, ProtocolDataEntry, Response, Transfer
 
 from .peer import auth_message, new_request_id, probe_message, summary
+from .prerequisites import AUTH, ERROR_BEFORE_AUTH, NON_AUTH_FIRST
 
 CITE = "BTP 2.0, Authentication"
+
+
+async def show_valid_auth(open_peer, auth_token: bytes, before: str) -> None:
+    """The valid counterpart of a negative auth case, on a connection of its
+    own and before the invalid step: a valid auth Message gets a Response. A
+    target that refuses or drops everything would otherwise pass every case
+    that wants an Error or a closed connection; here it is blocked by the
+    auth rule instead."""
+    try:
+        peer = await open_peer(f"valid counterpart: a valid auth first, before {before}")
+        await peer.authenticate(auth_token)
+    except (AssertionError, OSError) as exc:
+        blocked(AUTH, "failed within this case",
+                f"a valid auth Message on a fresh connection did not get a Response ({exc}), so an Error or "
+                f"a hang-up after {before} shows nothing")
+    await peer.conn.close()
 
 
 async def expect_error_then_close(peer, request_id: int, what: str) -> None:
@@ -24,8 +41,10 @@ async def test_accepts_valid_auth(open_peer, auth_token):
 
 
 @requirement("btp.auth.server.error-on-transfer-before-auth", "MUST",
-             f"{CITE} (\"the server responds with an Error if any other packet is sent before the auth data\")")
-async def test_error_on_transfer_before_auth(open_peer):
+             f"{CITE} (\"the server responds with an Error if: any other packet is sent before the auth data\")",
+             depends=[AUTH])
+async def test_error_on_transfer_before_auth(open_peer, auth_token):
+    await show_valid_auth(open_peer, auth_token, "a Transfer before auth")
     peer = await open_peer()
     transfer = Transfer(new_request_id(), 10)
     await peer.send(transfer, "a Transfer before any auth")
@@ -33,16 +52,20 @@ async def test_error_on_transfer_before_auth(open_peer):
 
 
 @requirement("btp.auth.server.error-on-non-auth-message-first", "MUST",
-             f"{CITE} (\"sends a Message call whose primary sub-protocol is not auth, the server should respond with an Error\")")
-async def test_error_on_message_with_other_primary_first(open_peer):
+             f"{CITE} (\"sends a Message call whose primary sub-protocol is not auth, the server should respond with an Error\")",
+             depends=[AUTH])
+async def test_error_on_message_with_other_primary_first(open_peer, auth_token):
+    await show_valid_auth(open_peer, auth_token, "a non-auth Message first")
     peer = await open_peer()
     message = probe_message(new_request_id())
     await peer.send(message, "a non-auth Message first")
     await expect_error_then_close(peer, message.request_id, "a Message whose primary sub-protocol is not auth")
 
 
-@requirement("btp.auth.server.closes-after-auth-error", "MUST", f"{CITE} (\"If the server sent an Error, it subsequently closes the connection\")")
-async def test_closes_connection_after_auth_error(open_peer, deadline):
+@requirement("btp.auth.server.closes-after-auth-error", "MUST", f"{CITE} (\"If the server sent an Error, it subsequently closes the connection\")",
+             depends=[AUTH, ERROR_BEFORE_AUTH])
+async def test_closes_connection_after_auth_error(open_peer, auth_token, deadline):
+    await show_valid_auth(open_peer, auth_token, "a Transfer before auth")
     peer = await open_peer()
     transfer = Transfer(new_request_id(), 10)
     await peer.send(transfer, "a Transfer before any auth")
@@ -51,8 +74,10 @@ async def test_closes_connection_after_auth_error(open_peer, deadline):
     assert closed, f"target kept the connection open {deadline} s after its auth Error; sent meanwhile: {len(more)} message(s)"
 
 
-@requirement("btp.auth.server.rejects-wrong-token", "MUST", f"{CITE} (\"the provided authentication data is invalid or incorrect\")")
-async def test_rejects_wrong_token(open_peer, wrong_token, deadline):
+@requirement("btp.auth.server.rejects-wrong-token", "MUST", f"{CITE} (\"the provided authentication data is invalid or incorrect\")",
+             depends=[AUTH])
+async def test_rejects_wrong_token(open_peer, auth_token, wrong_token, deadline):
+    await show_valid_auth(open_peer, auth_token, "auth with a wrong token")
     peer = await open_peer()
     request = auth_message(new_request_id(), wrong_token)
     reply = await peer.request(request, "the answer to auth with a wrong token")
@@ -62,8 +87,10 @@ async def test_rejects_wrong_token(open_peer, wrong_token, deadline):
 
 
 @requirement("btp.auth.server.rejects-missing-auth-token", "MUST",
-             f"{CITE} (\"there MUST be a UTF-8 'auth_token' entry ... it cannot be omitted\")")
-async def test_rejects_auth_without_token_entry(open_peer):
+             f"{CITE} (\"there MUST be a UTF-8 'auth_token' entry ... it cannot be omitted\")",
+             depends=[AUTH])
+async def test_rejects_auth_without_token_entry(open_peer, auth_token):
+    await show_valid_auth(open_peer, auth_token, "auth without auth_token")
     peer = await open_peer()
     request = Message(new_request_id(), (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),))
     reply = await peer.request(request, "the answer to auth without auth_token")
@@ -71,8 +98,10 @@ async def test_rejects_auth_without_token_entry(open_peer):
 
 
 @requirement("btp.auth.server.rejects-duplicate-subprotocol-names", "MUST",
-             f"{CITE} (Error if \"any of the other protocol rules are violated (e.g. having two subprotos with the same name)\")")
+             f"{CITE} (Error if \"any of the other protocol rules are violated (e.g. having two subprotos with the same name)\")",
+             depends=[AUTH])
 async def test_rejects_auth_with_duplicate_names(open_peer, auth_token):
+    await show_valid_auth(open_peer, auth_token, "auth with auth_token twice")
     peer = await open_peer()
     base = auth_message(new_request_id(), auth_token)
     request = Message(base.request_id, base.protocol_data + (base.protocol_data[1],))
@@ -81,17 +110,20 @@ async def test_rejects_auth_with_duplicate_names(open_peer, auth_token):
 
 
 @requirement("btp.auth.server.disconnects-client-that-never-authenticates", "MUST",
-             f"{CITE} (Error if \"it takes too long before the authentication data is sent\"; then close)")
-async def test_disconnects_silent_client(open_peer, auth_timeout, deadline):
+             f"{CITE} (Error if \"it takes too long before the authentication data is sent\"; then close)",
+             depends=[AUTH])
+async def test_disconnects_silent_client(open_peer, auth_token, auth_timeout, deadline):
     """The target declares its auth timeout (params.auth_timeout, default 30 s);
     it must have closed the connection by then (plus the read deadline)."""
+    await show_valid_auth(open_peer, auth_token, "a silent connection")
     peer = await open_peer()
     closed, messages = await peer.conn.await_close(auth_timeout + deadline)
     assert closed, f"target kept an unauthenticated connection open for {auth_timeout + deadline:.0f} s"
 
 
 @requirement("btp.auth.server.requires-reauth-after-reconnect", "MUST",
-             f"{CITE} (\"If the connection is ever dropped and reconnected then it must be re-authenticated\")")
+             f"{CITE} (\"If the connection is ever dropped and reconnected then it must be re-authenticated\")",
+             depends=[AUTH, NON_AUTH_FIRST])
 async def test_requires_auth_again_after_reconnect(open_peer, authenticated_peer):
     first = await authenticated_peer("first connection")
     await first.conn.close()

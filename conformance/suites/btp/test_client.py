@@ -7,6 +7,7 @@ from conformance.core.requirements import requirement
 from reference_impl.btp.packet import ContentType, Message, Response, encode_packet
 
 from .peer import new_request_id, probe_message, summary
+from .prerequisites import CLIENT_AUTH, CLIENT_REQUEST_ID
 from .test_flow_server import SILENCE_WINDOW
 
 AUTH = "BTP 2.0, Authentication"
@@ -33,7 +34,8 @@ async def test_client_sends_auth_message_first(launched_client, auth_token):
 
 
 @requirement("btp.auth.client.sends-utf8-auth-token", "MUST",
-             f"{AUTH} (\"among the secondary entries, there MUST be a UTF-8 'auth_token' entry\")", role="client")
+             f"{AUTH} (\"among the secondary entries, there MUST be a UTF-8 'auth_token' entry\")", role="client",
+             depends=[CLIENT_AUTH])
 async def test_client_sends_auth_token(launched_client, auth_token):
     async with launched_client() as peer:
         first = await peer.next_packet("the client's auth Message")
@@ -45,7 +47,8 @@ async def test_client_sends_auth_token(launched_client, auth_token):
 
 @requirement("btp.flow.client.response-carries-request-id", "MUST",
              f"{FLOW} (\"The responder should always send back a response to a request with the same requestId\"; "
-             "\"At the BTP level, the client and server play identical roles\")", role="client")
+             "\"At the BTP level, the client and server play identical roles\")", role="client",
+             depends=[CLIENT_AUTH])
 async def test_client_answers_with_request_id(launched_client, auth_token):
     async with launched_client() as peer:
         await accept_auth(peer, auth_token)
@@ -55,7 +58,8 @@ async def test_client_answers_with_request_id(launched_client, auth_token):
 
 
 @requirement("btp.flow.client.silent-on-response-for-unknown-request", "SHOULD",
-             f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")", role="client")
+             f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")", role="client",
+             depends=[CLIENT_AUTH, CLIENT_REQUEST_ID])
 async def test_client_silent_on_unexpected_response(launched_client, auth_token):
     async with launched_client() as peer:
         await accept_auth(peer, auth_token)
@@ -66,7 +70,8 @@ async def test_client_silent_on_unexpected_response(launched_client, auth_token)
 
 
 @requirement("btp.flow.client.silent-on-second-response", "SHOULD",
-             f"{FLOW} (unexpected: \"a response for a request which has already been responded to\")", role="client")
+             f"{FLOW} (unexpected: \"a response for a request which has already been responded to\")", role="client",
+             depends=[CLIENT_AUTH, CLIENT_REQUEST_ID])
 async def test_client_silent_on_second_response(launched_client, auth_token):
     async with launched_client(send_message="conformance:hello") as peer:
         await accept_auth(peer, auth_token)
@@ -81,7 +86,8 @@ async def test_client_silent_on_second_response(launched_client, auth_token):
 
 
 @requirement("btp.flow.client.silent-on-unreadable-packet", "MUST", f"{FLOW} (\"Unreadable packets must be ignored too\")",
-             role="client")
+             role="client",
+             depends=[CLIENT_AUTH, CLIENT_REQUEST_ID])
 async def test_client_silent_on_unreadable(launched_client, auth_token):
     async with launched_client() as peer:
         await accept_auth(peer, auth_token)

@@ -13,17 +13,76 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.core.transport import DeadlineExceeded, TcpConnection, short_hex
+from conformance.core.transport import (Deadline, DeadlineExceeded, ProtocolViolation, TcpConnection, short_hex,
+                                        target_bytes)
 from reference_impl.ssb import boxstream, rpc, shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder, BoxStreamError
 from reference_impl.ssb.keys import Keypair, feed_id_to_public
 from reference_impl.ssb.rpc import RpcDecoder, RpcError, RpcMessage
 
+# The bounds SSB sets on what the harness reads; beyond them the target's
+# bytes are a ProtocolViolation (a failure naming them), never buffered.
 MAX_BOX_BODY = boxstream.MAX_BODY
+"""A box header may declare at most 4096 body bytes (guide, Box stream)."""
 MAX_RPC_BODY = 1 << 20
+"""The RPC header's u32 allows 4 GiB; no answer to the harness's requests
+comes near 1 MiB (messages are at most 8 KiB), so a bigger declared length is
+refused from the header, before any body is awaited."""
 MAX_STREAM_ITEMS = 10_000
 """Bound on how many stream items a case collects, so that a target that
 streams forever cannot exhaust memory."""
+MAX_QUEUED_MESSAGES = 2 * MAX_STREAM_ITEMS
+MAX_QUEUED_BYTES = 16 << 20
+"""Bound on what the target sends that no case has read yet (answers on
+other request numbers)."""
+MAX_KEPT_BOX_BODIES = 1024
+"""Box bodies kept for cases that judge how the target splits messages."""
+
+
+class TargetRpcMessage(RpcMessage):
+    """An RPC message the target sent: a body that does not parse is a
+    ProtocolViolation (still an RpcError), so a case reading it fails
+    naming the bytes instead of ending in ``error``."""
+
+    def json(self) -> Any:
+        with target_bytes(f"the body of the target's RPC message (req {self.req}) is not valid JSON",
+                          self.body, RpcError):
+            return super().json()
+
+    def text(self) -> str:
+        with target_bytes(f"the body of the target's RPC message (req {self.req}) is not UTF-8 text",
+                          self.body, RpcError):
+            return super().text()
+
+
+class TargetRpcDecoder(RpcDecoder):
+    """Splits the target's RPC stream; framing errors and a body length over
+    ``max_body`` are ProtocolViolations (and RpcErrors)."""
+
+    def receive_data(self, data: bytes) -> list[RpcMessage]:
+        with target_bytes("the target's RPC stream is malformed", data, RpcError):
+            return [TargetRpcMessage(m.req, m.stream, m.end, m.body_type, m.body)
+                    for m in super().receive_data(data)]
+
+
+class TargetBoxStreamDecoder(BoxStreamDecoder):
+    """Decrypts the target's box stream; bad boxes and a header declaring
+    more than MAX_BOX_BODY bytes are ProtocolViolations (and BoxStreamErrors,
+    whose ``bodies`` still hold what decoded before the bad bytes)."""
+
+    def __init__(self, key: bytes, nonce: bytes) -> None:
+        super().__init__(key, nonce, max_body=MAX_BOX_BODY)
+        self.violation: ProtocolViolation | None = None
+
+    def receive_data(self, data: bytes) -> list[bytes]:
+        if self.violation is not None:
+            raise self.violation  # once failed, every later read fails the same way
+        try:
+            with target_bytes("the target's box stream does not decrypt", data, BoxStreamError):
+                return super().receive_data(data)
+        except ProtocolViolation as violation:
+            self.violation = violation
+            raise
 
 
 def server_public_key(feed_id: str) -> bytes:
@@ -50,13 +109,13 @@ async def client_handshake(conn: TcpConnection, network_key: bytes, keypair: Key
     try:
         msg3 = hs.receive_data(msg2)
     except shs.HandshakeError as exc:
-        raise AssertionError(f"target's msg2 does not verify ({exc}): {msg2.hex()}") from None
+        raise ProtocolViolation(f"target's msg2 (server hello) does not verify ({exc})", msg2) from None
     await conn.send(msg3, "msg3: client authenticate")
     msg4 = await conn.receive_exactly(shs.SERVER_ACCEPT_SIZE, "msg4 (server accept, 80 bytes)")
     try:
         hs.receive_data(msg4)
     except shs.HandshakeError as exc:
-        raise AssertionError(f"target's msg4 does not verify ({exc}): {msg4.hex()}") from None
+        raise ProtocolViolation(f"target's msg4 (server accept) does not verify ({exc})", msg4) from None
     return HandshakeOutcome(hs.result, msg1, msg2, msg3, msg4)
 
 
@@ -71,13 +130,16 @@ class SsbClientSession:
         self.conn = conn
         self.params = params
         self.encoder = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce)
-        self.decoder = BoxStreamDecoder(params.decrypt_key, params.decrypt_nonce)
-        self.rpc_decoder = RpcDecoder(MAX_RPC_BODY)
+        self.decoder = TargetBoxStreamDecoder(params.decrypt_key, params.decrypt_nonce)
+        self.rpc_decoder = TargetRpcDecoder(MAX_RPC_BODY)
         self.next_req = 1
         self.inbox: list[RpcMessage] = []
+        self.inbox_bytes = 0
         self.box_bodies: list[bytes] = []
+        """The first MAX_KEPT_BOX_BODIES box bodies."""
         self.box_goodbye = False
         self.rpc_goodbye = False
+        self._pending_violation: ProtocolViolation | None = None
 
     @classmethod
     async def open(cls, conn: TcpConnection, network_key: bytes, keypair: Keypair,
@@ -114,69 +176,115 @@ class SsbClientSession:
     # -- receiving
     async def _pump(self, deadline: float | None = None) -> bool:
         """Read once; decode boxes and RPC messages into the inbox. Returns
-        False when the target closed the connection."""
+        False when the target closed the connection. Bytes that do not
+        decode fail the case (ProtocolViolation); messages that decoded
+        before them are delivered first."""
+        if self._pending_violation is not None:
+            raise self._pending_violation
         data = await self.conn.receive_some(deadline)
         if not data:
             return False
         try:
             bodies = self.decoder.receive_data(data)
-        except BoxStreamError as exc:
-            raise AssertionError(f"target's box stream does not decrypt ({exc.reason}) at bytes "
-                                 f"{short_hex(data)}") from None
+        except BoxStreamError as violation:  # a TargetBoxStreamDecoder raises ProtocolViolations
+            assert isinstance(violation, ProtocolViolation)
+            if not violation.bodies:
+                raise
+            bodies, self._pending_violation = violation.bodies, violation
         if self.decoder.ended:
             self.box_goodbye = True
         for body in bodies:
-            self.box_bodies.append(body)
-            try:
-                for msg in self.rpc_decoder.receive_data(body):
-                    self.conn.trace.record("received-plain", msg.encode(), f"RPC {describe(msg)[:160]}")
-                    self.inbox.append(msg)
-            except RpcError as exc:
-                raise AssertionError(f"target's RPC stream is malformed ({exc}); box body {short_hex(body)}") from None
+            if len(self.box_bodies) < MAX_KEPT_BOX_BODIES:
+                self.box_bodies.append(body)
+            for msg in self.rpc_decoder.receive_data(body):
+                self.conn.trace.record("received-plain", msg.encode(), f"RPC {describe(msg)[:160]}")
+                self._queue(msg)
         if self.rpc_decoder.ended:
             self.rpc_goodbye = True
         return True
 
-    async def next_message(self, req: int, what: str, deadline: float | None = None) -> RpcMessage:
+    def _queue(self, msg: RpcMessage) -> None:
+        if len(self.inbox) >= MAX_QUEUED_MESSAGES or self.inbox_bytes + len(msg.body) > MAX_QUEUED_BYTES:
+            raise ProtocolViolation(
+                f"target sent more than {len(self.inbox)} messages / {self.inbox_bytes} bytes that no case "
+                f"has asked for (requests {sorted({-m.req for m in self.inbox[:1000]})[:10]}...); the harness "
+                "buffers no more. The last one", msg.encode())
+        self.inbox.append(msg)
+        self.inbox_bytes += len(msg.body)
+
+    def _take(self, index: int) -> RpcMessage:
+        msg = self.inbox.pop(index)
+        self.inbox_bytes -= len(msg.body)
+        return msg
+
+    async def next_message(self, req: int, what: str, deadline: float | Deadline | None = None) -> RpcMessage:
         """The next message the target sends on our request ``req`` (it
-        answers with ``-req``). Messages on other request numbers stay queued."""
+        answers with ``-req``). Messages on other request numbers stay queued.
+
+        The deadline is absolute for this message: every read toward it
+        shares it, so a target trickling bytes, or sending messages on other
+        request numbers, cannot extend it. A :class:`Deadline` may be shared
+        with the caller (a whole stream)."""
+        if not isinstance(deadline, Deadline):
+            deadline = Deadline(self.conn.deadline if deadline is None else deadline)
         while True:
             for i, msg in enumerate(self.inbox):
                 if msg.req == -req:
-                    return self.inbox.pop(i)
+                    return self._take(i)
             if self.box_goodbye or self.rpc_goodbye:
                 raise AssertionError(f"target ended the session (goodbye) while the case awaited {what}")
             try:
-                alive = await self._pump(deadline)
+                if deadline.expired:
+                    raise DeadlineExceeded
+                alive = await self._pump(deadline.remaining())
             except DeadlineExceeded:
-                raise DeadlineExceeded(f"no {what} within {deadline or self.conn.deadline} s") from None
+                raise DeadlineExceeded(f"no {what} within {deadline.seconds} s") from None
             if not alive:
                 raise AssertionError(f"target closed the connection while the case awaited {what}")
 
     async def collect_stream(self, req: int, what: str, deadline: float | None = None,
                              answer_end: bool = True) -> tuple[list[RpcMessage], RpcMessage]:
         """Stream data on ``req`` until the target's end message; returns both.
-        Answers the end with our own, as a requester must."""
+        Answers the end with our own, as a requester must.
+
+        The end is the message awaited: the whole stream must arrive within
+        the deadline, and within MAX_STREAM_ITEMS items and MAX_QUEUED_BYTES
+        bytes, so a stream that never ends fails the case in bounded time
+        and memory."""
         items: list[RpcMessage] = []
+        size = 0
+        stream_deadline = Deadline(self.conn.deadline if deadline is None else deadline)
         while True:
-            msg = await self.next_message(req, what, deadline)
+            try:
+                msg = await self.next_message(req, what, stream_deadline)
+            except DeadlineExceeded:
+                if not items:
+                    raise
+                raise DeadlineExceeded(
+                    f"the stream of {what} did not end within {stream_deadline.seconds} s: {len(items)} items "
+                    f"({size} bytes) came, the last {describe(items[-1])[:300]}") from None
             if msg.end:
                 if answer_end:
                     await self.end_stream(req, f"RPC end of stream {req} (answering the target's end)")
                 return items, msg
             items.append(msg)
-            if len(items) > MAX_STREAM_ITEMS:
-                raise AssertionError(f"target sent more than {MAX_STREAM_ITEMS} items on stream {req}")
+            size += len(msg.body)
+            if len(items) > MAX_STREAM_ITEMS or size > MAX_QUEUED_BYTES:
+                raise ProtocolViolation(
+                    f"target sent more than {min(len(items), MAX_STREAM_ITEMS)} items / {size} bytes on stream {req} "
+                    f"({what}) without ending it; the harness reads no more. The last item", msg.encode())
 
     async def quiet_for(self, req: int, seconds: float) -> list[RpcMessage]:
         """Everything the target sends on ``req`` within ``seconds`` (used to
-        check that nothing comes)."""
+        check that nothing comes); at most MAX_STREAM_ITEMS messages."""
         got: list[RpcMessage] = []
-        while True:
+        window = Deadline(seconds)
+        while len(got) < MAX_STREAM_ITEMS:
             try:
-                got.append(await self.next_message(req, "more messages", seconds))
+                got.append(await self.next_message(req, "more messages", window))
             except DeadlineExceeded:
                 return got
+        return got
 
 
 async def expect_hang_up_without_writing(conn: TcpConnection, after: str) -> None:
@@ -193,7 +301,7 @@ def describe(msg: RpcMessage) -> str:
     body: Any
     try:
         body = msg.value()
-    except RpcError:
+    except RpcError:  # also the ProtocolViolation of a TargetRpcMessage
         body = msg.body
     shown = body.hex() if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False)
     if len(shown) > 300:

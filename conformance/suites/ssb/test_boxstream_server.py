@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import blocked, requirement
 
 from reference_impl.ssb.boxstream import BoxStreamError
 from reference_impl.ssb.rpc import RpcError
 
+from .prerequisites import KEYS_FALSE, NUMBERING, READS_STREAM, SESSION
 from .session import MAX_BOX_BODY, describe, flip_byte
 
 HEADER_BOX_SIZE = 34
@@ -17,9 +18,26 @@ def history_request(session, feed_id: str, **options):
     return session.request_message(["createHistoryStream"], [{"id": feed_id, **options}])
 
 
+async def show_session_answers(session, feed_id: str, before: str) -> None:
+    """The valid counterpart of a negative case, on the same connection and
+    before the invalid step: a request in an intact box gets its first
+    answer. A target that hangs up right after the handshake would otherwise
+    pass every "ends on tampered ..." case."""
+    request = history_request(session, feed_id, limit=1)
+    await session.send_rpc_bytes(request.encode(), f"valid counterpart first: RPC request {request.req} "
+                                                   "in an intact box")
+    try:
+        await session.next_message(request.req, f"the answer to a request in an intact box, before {before}")
+    except AssertionError as exc:  # no answer in time, a hang-up, or bytes that do not decrypt
+        blocked(NUMBERING, "failed within this case",
+                f"a valid request on this connection got no answer ({exc}), so what the target does "
+                f"after {before} shows nothing")
+
+
 async def send_tampered_box_and_expect_close(session, feed_id: str, flip_at: int, what: str) -> None:
     """A request in a box with one bit flipped: the target must not answer
     it and must end the connection."""
+    await show_session_answers(session, feed_id, f"a box with a tampered {what}")
     request = history_request(session, feed_id, limit=1)
     box = session.encoder.encode(request.encode())
     await session.conn.send(flip_byte(box, flip_at), f"box with one bit of its {what} flipped")
@@ -30,7 +48,8 @@ async def send_tampered_box_and_expect_close(session, feed_id: str, flip_at: int
 
 
 @requirement("ssb.boxstream.server.ends-on-tampered-header", "MUST",
-             "SSB guide, Box stream (\"designed to protect messages from being ... modified\"), Receiving")
+             "SSB guide, Box stream (\"designed to protect messages from being ... modified\"), Receiving",
+             depends=SESSION)
 async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
     """A box whose encrypted header was altered does not authenticate; the
     target must end the connection rather than read on."""
@@ -38,7 +57,8 @@ async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
 
 
 @requirement("ssb.boxstream.server.ends-on-tampered-body", "MUST",
-             "SSB guide, Box stream, Receiving (the body's secret box must open)")
+             "SSB guide, Box stream, Receiving (the body's secret box must open)",
+             depends=SESSION)
 async def test_ends_connection_on_tampered_body(open_session, server_feed_id):
     await send_tampered_box_and_expect_close(await open_session(), server_feed_id, HEADER_BOX_SIZE + 3, "body")
 
@@ -56,11 +76,15 @@ def _answers_in(session, data: bytes, req: int) -> list[str]:
 
 
 @requirement("ssb.boxstream.server.closes-after-goodbye", "SHOULD",
-             "SSB guide, Box stream, Goodbye (\"they will know that the connection is finished\")")
-async def test_closes_after_goodbye(open_session):
+             "SSB guide, Box stream, Goodbye (\"they will know that the connection is finished\")",
+             depends=SESSION)
+async def test_closes_after_goodbye(open_session, server_feed_id):
     """After the harness's RPC and box stream goodbyes, the target ends the
-    connection; anything it sends first must still be a valid box stream."""
+    connection; anything it sends first must still be a valid box stream.
+    The session must first be seen working: closing a session that was
+    never served shows nothing about goodbyes."""
     session = await open_session()
+    await show_session_answers(session, server_feed_id, "the goodbyes")
     await session.goodbye()
     closed, data = await session.conn.await_close()
     if data:
@@ -70,7 +94,8 @@ async def test_closes_after_goodbye(open_session):
 
 
 @requirement("ssb.boxstream.server.accepts-rpc-split-across-boxes", "MUST",
-             "SSB guide, RPC protocol (\"a single RPC message may be split over several boxes\")")
+             "SSB guide, RPC protocol (\"a single RPC message may be split over several boxes\")",
+             depends=READS_STREAM)
 async def test_accepts_rpc_message_split_across_boxes(open_session, server_feed_id):
     session = await open_session()
     msg = history_request(session, server_feed_id, limit=1)
@@ -85,7 +110,8 @@ async def test_accepts_rpc_message_split_across_boxes(open_session, server_feed_
 
 
 @requirement("ssb.boxstream.server.accepts-several-rpc-per-box", "MUST",
-             "SSB guide, RPC protocol (\"Multiple RPC messages may be put inside one box\")")
+             "SSB guide, RPC protocol (\"Multiple RPC messages may be put inside one box\")",
+             depends=READS_STREAM)
 async def test_accepts_several_rpc_messages_in_one_box(open_session, server_feed_id):
     session = await open_session()
     first = history_request(session, server_feed_id, limit=1)
@@ -99,7 +125,8 @@ async def test_accepts_several_rpc_messages_in_one_box(open_session, server_feed
 
 @requirement("ssb.boxstream.server.splits-large-messages", "MUST",
              "SSB guide, Box stream (bodies of at most 4096 bytes; README of the specs)",
-             needs=("publish",))
+             needs=("publish",),
+             depends=[*READS_STREAM, KEYS_FALSE])
 async def test_splits_rpc_messages_larger_than_a_box(open_session, publish, server_feed_id):
     """A message longer than one box body must reach us split over several
     boxes of at most 4096 bytes each (our decoder refuses longer bodies)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import short_hex
 from reference_impl.ssb import shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder, BoxStreamError
@@ -19,6 +19,7 @@ from reference_impl.ssb.feed import Feed
 from reference_impl.ssb.keys import Keypair
 from reference_impl.ssb.rpc import RpcDecoder, RpcMessage
 
+from .prerequisites import CLIENT_HANDSHAKE, CLIENT_HELLO, CLIENT_HISTORY_REQUEST
 from .session import describe, expect_hang_up_without_writing, random_bytes
 
 OTHER_NETWORK_KEY = bytes(range(32))
@@ -59,6 +60,19 @@ class ServedSession:
 
     async def send(self, msg: RpcMessage, note: str) -> None:
         await self.conn.send(self.encoder.encode(msg.encode()), note)
+
+
+async def valid_client_hello(conn, network_key: bytes) -> bytes:
+    """The client's msg1, which must authenticate under the network key: the
+    valid step a negative client case needs before its invalid answer (a
+    client that sends garbage and hangs up shows nothing by hanging up)."""
+    msg1 = await conn.receive_exactly(shs.HELLO_SIZE, "msg1 (client hello)")
+    try:
+        shs.open_hello(network_key, msg1, step="msg1")
+    except shs.HandshakeError as exc:
+        blocked(CLIENT_HELLO, "failed within this case",
+                f"the client's msg1 does not authenticate under the network key ({exc}): {msg1.hex()}")
+    return msg1
 
 
 async def serve_handshake(conn, network_key: bytes, keypair: Keypair) -> ServedSession:
@@ -105,31 +119,34 @@ async def test_client_hello_authenticates_under_network_key(launched_client, net
 
 
 @requirement("ssb.shs.client.rejects-wrong-network-key", "MUST",
-             "SSB guide, Handshake, 2. Server hello (Client verifies: assert_nacl_auth_verify)", role="client")
+             "SSB guide, Handshake, 2. Server hello (Client verifies: assert_nacl_auth_verify)", role="client",
+             depends=[CLIENT_HANDSHAKE])
 async def test_client_rejects_server_hello_of_another_network(launched_client, network_key, harness_keypair):
     other = OTHER_NETWORK_KEY if network_key != OTHER_NETWORK_KEY else bytes(32)
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
-        await conn.receive_exactly(shs.HELLO_SIZE, "msg1 (client hello)")
+        await valid_client_hello(conn, network_key)
         msg2 = shs.hello(other, shs.ephemeral_public(shs.generate_ephemeral_secret()))
         await conn.send(msg2, "msg2 authenticated under a different network key")
         await expect_hang_up_without_writing(conn, "a msg2 for another network")
 
 
 @requirement("ssb.shs.client.rejects-forged-server-accept", "MUST",
-             "SSB guide, Handshake, 4. Server accept (Client verifies)", role="client")
+             "SSB guide, Handshake, 4. Server accept (Client verifies)", role="client",
+             depends=[CLIENT_HANDSHAKE])
 async def test_client_rejects_forged_server_accept(launched_client, network_key, harness_keypair):
     """A man in the middle without the server's secret key cannot produce
     msg4; the client must hang up rather than start the box stream."""
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         hs = shs.ServerHandshake(network_key, harness_keypair)
-        await conn.send(hs.receive_data(await conn.receive_exactly(shs.HELLO_SIZE, "msg1")), "msg2: server hello")
+        await conn.send(hs.receive_data(await valid_client_hello(conn, network_key)), "msg2: server hello")
         await conn.receive_exactly(shs.CLIENT_AUTH_SIZE, "msg3 (client authenticate)")
         await conn.send(random_bytes(shs.SERVER_ACCEPT_SIZE), "80 random bytes in place of msg4")
         await expect_hang_up_without_writing(conn, "a forged msg4")
 
 
 @requirement("ssb.shs.client.completes-valid-handshake", "MUST",
-             "SSB guide, Handshake, 3. Client authenticate; Box stream", role="client")
+             "SSB guide, Handshake, 3. Client authenticate; Box stream", role="client",
+             depends=[CLIENT_HELLO])
 async def test_client_completes_handshake_and_speaks_box_stream(launched_client, network_key, harness_keypair):
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         session = await serve_handshake(conn, network_key, harness_keypair)
@@ -139,7 +156,8 @@ async def test_client_completes_handshake_and_speaks_box_stream(launched_client,
 
 @requirement("ssb.history.client.sends-well-formed-request", "MUST",
              "SSB guide, RPC protocol, Request format; createHistoryStream (\"Clients must use the name sequence\")",
-             role="client")
+             role="client",
+             depends=[CLIENT_HANDSHAKE])
 async def test_client_history_request_is_well_formed(launched_client, network_key, harness_keypair):
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         session = await serve_handshake(conn, network_key, harness_keypair)
@@ -156,7 +174,8 @@ async def test_client_history_request_is_well_formed(launched_client, network_ke
 
 @requirement("ssb.rpc.client.closes-stream-after-responder-end", "MUST",
              "SSB guide, RPC protocol, Source example (\"source type requests must always be closed by both ends\")",
-             role="client")
+             role="client",
+             depends=[CLIENT_HANDSHAKE, CLIENT_HISTORY_REQUEST])
 async def test_client_closes_its_end_of_a_finished_stream(launched_client, network_key, harness_keypair):
     feed = harness_feed(harness_keypair)
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):

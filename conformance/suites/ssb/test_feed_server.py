@@ -5,7 +5,11 @@ from __future__ import annotations
 from conformance.core.requirements import requirement
 from reference_impl.ssb.feed import FeedError, message_id, verify_message
 
+from .prerequisites import KEYS_DEFAULT_TRUE, READS_STREAM
 from .session import describe
+
+FEED_READING = (*READS_STREAM, KEYS_DEFAULT_TRUE)
+"""Every case reads the feed with keys, as {key, value, timestamp} items."""
 
 
 async def served_feed(open_session, feed_id: str):
@@ -16,7 +20,8 @@ async def served_feed(open_session, feed_id: str):
     return items
 
 
-@requirement("ssb.feed.server.signatures-verify", "MUST", "SSB guide, Feeds, Signature")
+@requirement("ssb.feed.server.signatures-verify", "MUST", "SSB guide, Feeds, Signature",
+             depends=FEED_READING)
 async def test_served_messages_have_valid_signatures(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
     problems = []
@@ -32,7 +37,8 @@ async def test_served_messages_have_valid_signatures(open_session, server_feed_i
     assert not problems, "messages whose signature does not verify:\n" + "\n".join(problems)
 
 
-@requirement("ssb.feed.server.keys-are-message-ids", "MUST", "SSB guide, Feeds, Message ID; createHistoryStream (keys)")
+@requirement("ssb.feed.server.keys-are-message-ids", "MUST", "SSB guide, Feeds, Message ID; createHistoryStream (keys)",
+             depends=FEED_READING)
 async def test_served_keys_are_message_ids(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
     wrong = []
@@ -44,7 +50,8 @@ async def test_served_keys_are_message_ids(open_session, server_feed_id):
     assert not wrong, "served keys that are not the message ids:\n" + "\n".join(wrong)
 
 
-@requirement("ssb.feed.server.chain-links", "MUST", "SSB guide, Feeds, Structure and Message format (previous, author, sequence)")
+@requirement("ssb.feed.server.chain-links", "MUST", "SSB guide, Feeds, Structure; Message format (previous, author, sequence)",
+             depends=FEED_READING)
 async def test_served_feed_is_a_valid_chain(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
     previous = None

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from conformance.core.requirements import not_applicable, requirement
+from conformance.core.requirements import blocked, not_applicable, requirement
 
+from .prerequisites import READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED
 from .session import describe, error_body
 
 CITE = "SSB guide, createHistoryStream"
@@ -36,12 +37,42 @@ async def full_feed(open_session, feed_id: str) -> list[dict]:
     return values(items)
 
 
-def need_messages(feed: list[dict], count: int) -> None:
-    if len(feed) < count:
-        not_applicable(f"the target's feed holds {len(feed)} message(s); this case needs {count}")
+async def feed_of_at_least(request, open_session, feed_id: str, count: int) -> list[dict]:
+    """The target's feed, with at least ``count`` messages. A shorter feed is
+    first grown through the ``publish`` adapter when the target has it; only a
+    target that has neither the messages nor a way to add them makes the case
+    not applicable."""
+    feed = await full_feed(open_session, feed_id)
+    if len(feed) >= count:
+        return feed
+    target = request.getfixturevalue("target")
+    if "publish" not in target.target.capabilities:
+        not_applicable(f"the target's feed holds {len(feed)} message(s), this case needs {count}, and the "
+                       "target has no publish capability to add more")
+    publish = request.getfixturevalue("publish")
+    for n in range(len(feed), count):
+        await publish(f"message {n + 1}, published so that the case has {count} to tell options apart")
+    feed = await full_feed(open_session, feed_id)
+    assert len(feed) >= count, (f"after publishing up to {count} messages, the feed served holds {len(feed)}: "
+                                f"{[v.get('sequence') if isinstance(v, dict) else v for v in feed]}")
+    return feed
 
 
-@requirement("ssb.history.server.serves-whole-feed-in-order", "MUST", f"{CITE} (id; sequence default: from the beginning)")
+async def shows_valid_sequence(session, feed_id: str, sequence: int, what: str):
+    """The valid counterpart of the seq/sequence cases: ``sequence`` alone
+    on a feed longer than it gives messages and a normal end (under either
+    reading of the option). When it does not, those cases cannot tell their
+    rule apart and are blocked by the sequence case."""
+    items, end = await history(session, {"id": feed_id, "sequence": sequence, "keys": False}, what)
+    if not items or end.body.strip() != b"true":
+        blocked(SEQUENCE, "failed within this case",
+                f"sequence {sequence} on a feed of more messages gave {len(items)} message(s) and the end "
+                f"{describe(end)}")
+    return items
+
+
+@requirement("ssb.history.server.serves-whole-feed-in-order", "MUST", f"{CITE} (id; sequence default: from the beginning)",
+             depends=READS_STREAM)
 async def test_serves_whole_feed_in_order(open_session, server_feed_id):
     session = await open_session()
     items, end = await history(session, {"id": server_feed_id}, "the whole feed")
@@ -50,8 +81,10 @@ async def test_serves_whole_feed_in_order(open_session, server_feed_id):
     assert seqs == list(range(1, len(seqs) + 1)), f"expected sequences 1..{len(seqs)} in order, got {seqs}"
 
 
-@requirement("ssb.history.server.keys-default-true", "MUST", f"{CITE} (keys ... Default: true)")
+@requirement("ssb.history.server.keys-default-true", "MUST", f"{CITE} (keys ... Default: true)",
+             depends=READS_STREAM)
 async def test_keys_default_true(open_session, server_feed_id):
+    # limit only spares traffic: the first item is judged whatever limit does.
     session = await open_session()
     items, _ = await history(session, {"id": server_feed_id, "limit": 1}, "the first message, keys not given")
     assert items, "no message served"
@@ -60,8 +93,10 @@ async def test_keys_default_true(open_session, server_feed_id):
         f"without keys the items must be {{key, value, timestamp}} objects; got {describe(items[0])}")
 
 
-@requirement("ssb.history.server.keys-false-sends-bare-messages", "MUST", f"{CITE} (keys: \"If false, just send the messages themselves\")")
+@requirement("ssb.history.server.keys-false-sends-bare-messages", "MUST", f"{CITE} (keys: \"If false, just send the messages themselves\")",
+             depends=READS_STREAM)
 async def test_keys_false_sends_messages_only(open_session, server_feed_id):
+    # limit only spares traffic: the first item is judged whatever limit does.
     session = await open_session()
     items, _ = await history(session, {"id": server_feed_id, "limit": 1, "keys": False}, "the first message, keys false")
     assert items, "no message served"
@@ -70,37 +105,47 @@ async def test_keys_false_sends_messages_only(open_session, server_feed_id):
         f"with keys false an item must be the message itself; got {describe(items[0])}")
 
 
-@requirement("ssb.history.server.sequence-is-exclusive", "MUST", f"{CITE} (sequence: \"Only return messages later than this sequence number\")")
-async def test_sequence_returns_later_messages_only(open_session, server_feed_id):
-    feed = await full_feed(open_session, server_feed_id)
-    need_messages(feed, 3)
+@requirement("ssb.history.server.sequence-starts-at-given-message", "MUST",
+             f"{CITE} (sequence: the first message to return, read as \"from\" where the text says "
+             "\"later than\")",
+             depends=READS_STREAM, errata=["SSB-E1"])
+async def test_sequence_starts_at_the_given_message(request, open_session, server_feed_id):
+    """The network's reading (erratum SSB-E1, docs/errata/ssb.md): legacy
+    replication asks for ``last + 1`` and must get that message first, so
+    a server that starts after it cannot be replicated by ssb-server."""
+    feed = await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
-    items, _ = await history(session, {"id": server_feed_id, "sequence": 2, "keys": False}, "messages after sequence 2")
+    items, _ = await history(session, {"id": server_feed_id, "sequence": 2, "keys": False},
+                             "messages from sequence 2")
     seqs = sequences(items)
-    assert seqs == list(range(3, len(feed) + 1)), (
-        f"sequence 2 must give the messages later than 2, i.e. {list(range(3, len(feed) + 1))}; got {seqs}"
+    expected = list(range(2, len(feed) + 1))
+    assert seqs == expected, (
+        f"sequence 2 must give the messages from 2 on, {expected} (erratum SSB-E1: the network reads "
+        f"sequence as the first message wanted; a replicating peer asks for its latest + 1); got {seqs}"
         + (f"; first item {describe(items[0])}" if items else ""))
 
 
-@requirement("ssb.history.server.accepts-seq-alias", "SHOULD", f"{CITE} (\"both sequence and seq should be accepted\")")
-async def test_accepts_seq_as_legacy_name(open_session, server_feed_id):
-    feed = await full_feed(open_session, server_feed_id)
-    need_messages(feed, 3)
+@requirement("ssb.history.server.accepts-seq-alias", "SHOULD", f"{CITE} (\"both sequence and seq should be accepted\")",
+             depends=READS_STREAM)
+async def test_accepts_seq_as_legacy_name(request, open_session, server_feed_id):
+    await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
+    by_sequence = await shows_valid_sequence(session, server_feed_id, 2, "messages, sequence 2")
     by_seq, _ = await history(session, {"id": server_feed_id, "seq": 2, "keys": False}, "messages, seq 2")
-    by_sequence, _ = await history(session, {"id": server_feed_id, "sequence": 2, "keys": False}, "messages, sequence 2")
     assert sequences(by_seq) == sequences(by_sequence), (
         f"seq 2 gave {sequences(by_seq)}, sequence 2 gave {sequences(by_sequence)}: seq is not accepted as sequence")
 
 
 @requirement("ssb.history.server.rejects-conflicting-seq-and-sequence", "MUST",
-             f"{CITE} (\"both sequence and seq arguments with conflicting values must be considered an error\")")
-async def test_rejects_conflicting_seq_and_sequence(open_session, server_feed_id):
-    feed = await full_feed(open_session, server_feed_id)
-    need_messages(feed, 3)
+             f"{CITE} (\"both sequence and seq arguments with conflicting values must be considered an error\")",
+             depends=READS_STREAM)
+async def test_rejects_conflicting_seq_and_sequence(request, open_session, server_feed_id):
+    """A negative case: it passes only once the target has served the same
+    request without the conflict (sequence alone, seq alone) normally."""
+    await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
+    by_sequence = await shows_valid_sequence(session, server_feed_id, 2, "messages, sequence 2")
     by_seq, _ = await history(session, {"id": server_feed_id, "seq": 2, "keys": False}, "messages, seq 2")
-    by_sequence, _ = await history(session, {"id": server_feed_id, "sequence": 2, "keys": False}, "messages, sequence 2")
     if sequences(by_seq) != sequences(by_sequence):
         not_applicable("the target does not accept seq as sequence, and the rule applies only "
                        "\"if that behaviour is supported\"")
@@ -110,16 +155,17 @@ async def test_rejects_conflicting_seq_and_sequence(open_session, server_feed_id
         f"conflicting sequence and seq must end the stream with an error; first answer: {describe(msg)}")
 
 
-@requirement("ssb.history.server.limit-caps-messages", "MUST", f"{CITE} (limit: \"only the earliest messages are returned\")")
-async def test_limit_returns_earliest_messages(open_session, server_feed_id):
-    feed = await full_feed(open_session, server_feed_id)
-    need_messages(feed, 3)
+@requirement("ssb.history.server.limit-caps-messages", "MUST", f"{CITE} (limit: \"only the earliest messages are returned\")",
+             depends=[*READS_STREAM, WHOLE_FEED])
+async def test_limit_returns_earliest_messages(request, open_session, server_feed_id):
+    await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
     items, _ = await history(session, {"id": server_feed_id, "limit": 2, "keys": False}, "two messages")
     assert sequences(items) == [1, 2], f"limit 2 must give sequences [1, 2]; got {sequences(items)}"
 
 
-@requirement("ssb.history.server.missing-id-is-an-error", "SHOULD", f"{CITE} (id: \"Required\")")
+@requirement("ssb.history.server.missing-id-is-an-error", "SHOULD", f"{CITE} (id: \"Required\")",
+             depends=[*SESSION, WHOLE_FEED])
 async def test_missing_id_is_an_error(open_session):
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"limit": 1}])
@@ -128,7 +174,7 @@ async def test_missing_id_is_an_error(open_session):
 
 
 @requirement("ssb.history.server.live-sends-new-messages", "MUST", f"{CITE} (live: \"keep the stream alive and send new messages\")",
-             needs=("publish",))
+             needs=("publish",), depends=READS_STREAM)
 async def test_live_stream_delivers_new_messages(open_session, publish, server_feed_id, deadline):
     feed = await full_feed(open_session, server_feed_id)
     session = await open_session()
@@ -146,10 +192,9 @@ async def test_live_stream_delivers_new_messages(open_session, publish, server_f
 
 
 @requirement("ssb.history.server.live-old-false-skips-existing", "MUST", f"{CITE} (old: \"If false, don't send existing messages\")",
-             needs=("publish",))
-async def test_live_without_old_sends_only_new_messages(open_session, publish, server_feed_id, deadline):
-    feed = await full_feed(open_session, server_feed_id)
-    need_messages(feed, 1)
+             needs=("publish",), depends=READS_STREAM)
+async def test_live_without_old_sends_only_new_messages(request, open_session, publish, server_feed_id, deadline):
+    feed = await feed_of_at_least(request, open_session, server_feed_id, 1)
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "live": True, "old": False, "keys": False}])
     early = await session.quiet_for(req, min(1.0, deadline / 2))

@@ -1,0 +1,512 @@
+"""``conformance coverage``: every normative sentence of a spec traced to cases.
+
+Per protocol, ``conformance/coverage/<protocol>.toml`` maps the sentences of
+the spec texts (``<repo>/../shared/specs`` unless ``--specs-dir`` or
+``CONFORMANCE_SPECS_DIR`` say otherwise) to the case ids that check them, in
+both roles, or to a written reason::
+
+    [spec]
+    title = "BTP 2.0 (RFC 0023) and OER notes (RFC 0030)"
+    files = ["btp/btp-2.0-rfc0023.md", "btp/oer-notes-rfc0030.md"]
+    cite_as = { "BTP 2.0" = "btp/btp-2.0-rfc0023.md" }   # optional: citation label -> file
+
+    [[out_of_scope]]          # a section and all its subsections; reason required
+    file = "btp/oer-notes-rfc0030.md"
+    section = "Fixed-length Timestamps"
+    occurrence = 1            # only when the heading occurs more than once in the file
+    reason = "..."
+
+    [[rule]]
+    quote = "exact substring of the sentence (whitespace-normalized)"
+    file = "btp/btp-2.0-rfc0023.md"      # optional when unambiguous
+    cases = ["btp.auth.server.accepts-valid-auth"]
+    reason = "..."            # required when cases is empty
+
+A sentence is normative when it holds a requirement keyword (MUST, SHOULD,
+MAY, REQUIRED, ... in any case) or a rule quotes it (rules stated as fact).
+It is covered when a rule with cases or a reason quotes it, or when it lies
+in an out-of-scope section.
+
+Citations of cases are checked too. A citation is ``LABEL, Heading,
+Subheading (remark)``, several of them joined by ``;`` (a later part
+without a label cites the same document); ``§`` may stand for the comma
+after the label; parenthesised remarks are not headings, and text quoted
+in double quotes inside them (``...`` joining fragments) must be in the
+spec. Every heading named must exist in the cited document (in ASN.1
+modules, the type names are the headings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cases import SuiteCase, collect_cases
+from .sentences import Sentence, SpecFile, normalize_space, parse_spec_file, plain
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO = PACKAGE_DIR.parents[1]
+SUITES_DIR = REPO / "conformance" / "suites"
+DEFAULT_SPECS_DIR = REPO.parent / "shared" / "specs"
+SPECS_ENV = "CONFORMANCE_SPECS_DIR"
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+
+SPEC_KEYS = {"title", "files", "cite_as"}
+OUT_OF_SCOPE_KEYS = {"file", "section", "reason", "occurrence"}
+RULE_KEYS = {"quote", "file", "cases", "reason"}
+
+
+class CoverageError(Exception):
+    """A problem that stops the tool (no specs directory, unreadable table)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    message: str
+    file: str = ""
+    section: str = ""
+    sentence: str = ""
+
+    def __str__(self) -> str:
+        where = ", ".join(p for p in (self.file, self.section) if p)
+        text = f"{where}: {self.message}" if where else self.message
+        return f"{text}: {self.sentence}" if self.sentence else text
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "section": self.section, "sentence": self.sentence, "message": self.message}
+
+
+@dataclass
+class Row:
+    file: str
+    section: str
+    line: int
+    sentence: str
+    keywords: list[str]
+    server_cases: list[str] = field(default_factory=list)
+    client_cases: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    status: str = "uncovered"
+    """``cases``, ``reason``, ``out of scope`` or ``uncovered``."""
+
+    @property
+    def level(self) -> str:
+        return ", ".join(self.keywords) if self.keywords else "(fact)"
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "section": self.section, "line": self.line, "sentence": self.sentence,
+                "level": self.level, "server_cases": self.server_cases, "client_cases": self.client_cases,
+                "reason": "; ".join(self.reasons), "status": self.status}
+
+
+@dataclass
+class OutOfScope:
+    file: str
+    section: str
+    reason: str
+    normative: int = 0
+
+
+@dataclass
+class Coverage:
+    protocol: str
+    title: str = ""
+    table: str = ""
+    rows: list[Row] = field(default_factory=list)
+    out_of_scope: list[OutOfScope] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    cases_defined: int = 0
+    cases_traced: int = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        status = [r.status for r in self.rows]
+        return {"normative": len(self.rows), "covered_by_cases": status.count("cases"),
+                "covered_by_reason": status.count("reason"), "out_of_scope": status.count("out of scope"),
+                "uncovered": status.count("uncovered"), "cases_defined": self.cases_defined,
+                "cases_traced": self.cases_traced, "problems": len(self.problems)}
+
+    def as_dict(self) -> dict:
+        return {"protocol": self.protocol, "title": self.title, "table": self.table, "counts": self.counts,
+                "rows": [r.as_dict() for r in self.rows],
+                "out_of_scope": [vars(o) for o in self.out_of_scope],
+                "problems": [p.as_dict() for p in self.problems]}
+
+
+def specs_dir(given: str | None = None) -> Path:
+    path = Path(given or os.environ.get(SPECS_ENV) or DEFAULT_SPECS_DIR)
+    if not path.is_dir():
+        raise CoverageError(f"specs directory {path} not found: pass --specs-dir or set {SPECS_ENV} "
+                            "to the folder holding the spec texts (btp/, ssb/, ...)")
+    return path
+
+
+def table_path(protocol: str, tables_dir: Path = PACKAGE_DIR) -> Path:
+    return tables_dir / f"{protocol}.toml"
+
+
+def protocols_with_tables() -> list[str]:
+    return sorted(p.stem for p in PACKAGE_DIR.glob("*.toml"))
+
+
+def protocols_with_suites() -> list[str]:
+    return sorted(p.name for p in SUITES_DIR.iterdir() if p.is_dir() and any(p.glob("test_*.py")))
+
+
+def _check_keys(entry: dict, allowed: set[str], what: str, table: str) -> list[Problem]:
+    unknown = sorted(set(entry) - allowed)
+    return [Problem(f"{what} has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})",
+                    table)] if unknown else []
+
+
+# --- citations --------------------------------------------------------------------------------
+
+QUOTED = re.compile(r'"([^"]*)"')
+PARENTHESISED = re.compile(r"\([^()]*\)")
+ELLIPSIS = re.compile(r"\.\.\.|\u2026")
+
+
+def parse_citation(citation: str) -> tuple[list[list[str]], list[str]]:
+    """The parts of a citation (each a list of comma-separated segments,
+    remarks removed) and the texts it quotes."""
+    quotes = QUOTED.findall(citation)
+    text = QUOTED.sub("", citation)
+    while PARENTHESISED.search(text):
+        text = PARENTHESISED.sub("", text)
+    text = text.replace("\u00a7", ",")
+    parts = []
+    for part in text.split(";"):
+        segments = [normalize_space(s) for s in part.split(",") if s.strip()]
+        if segments:
+            parts.append(segments)
+    return parts, quotes
+
+
+def check_citation(case: SuiteCase, specs: dict[str, SpecFile], cite_as: dict[str, str]) -> list[Problem]:
+    problems = []
+    parts, quotes = parse_citation(case.citation)
+    prefix = f"case {case.case_id} ({case.source}): citation {case.citation!r}"
+    if not parts:
+        return [Problem(f"{prefix} names no document")]
+    labels = dict(cite_as)
+    if not labels and len(specs) == 1:
+        labels = {parts[0][0]: next(iter(specs))}
+    document = None
+    for number, segments in enumerate(parts):
+        if segments[0] in labels:
+            document, segments = labels[segments[0]], segments[1:]
+        elif number == 0:
+            problems.append(Problem(f"{prefix} starts with {segments[0]!r}, not a known document label "
+                                    f"({', '.join(sorted(labels))})"))
+            return problems
+        spec = specs[document]
+        for heading in segments:
+            if not spec.sections_named(heading):
+                problems.append(Problem(f"{prefix} names section {heading!r}, which is not a heading of "
+                                        f"{document}", document))
+    for quote in quotes:
+        for fragment in ELLIPSIS.split(quote):
+            fragment = plain(fragment).strip(" .,;:").casefold()
+            if fragment and not any(fragment in spec.searchable for spec in specs.values()):
+                problems.append(Problem(f"{prefix} quotes {fragment!r}, which is not in the spec texts"))
+    return problems
+
+
+# --- the analysis -----------------------------------------------------------------------------
+
+def _shown(path: Path) -> str:
+    """A table's path as shown: relative to the repository when inside it."""
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def load_table(path: Path) -> dict:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise CoverageError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None = None,
+            case_problems: list[str] | None = None, tables_dir: Path = PACKAGE_DIR) -> Coverage:
+    """The traceability table of one protocol, with every problem found."""
+    coverage = Coverage(protocol)
+    if cases is None:
+        cases, case_problems = collect_cases(REPO)
+    protocol_cases = {cid: c for cid, c in cases.items() if c.protocol == protocol}
+    coverage.cases_defined = len(protocol_cases)
+    problems = coverage.problems
+    problems.extend(Problem(p) for p in (case_problems or []) if f"/{protocol}/" in p)
+    path = table_path(protocol, tables_dir)
+    if not path.exists():
+        if protocol in protocols_with_suites():
+            problems.append(Problem(f"protocol {protocol} has a suite but no coverage table "
+                                    f"({_shown(path)}): new protocols start with their table"))
+        else:
+            problems.append(Problem(f"protocol {protocol} has no coverage table yet ({_shown(path)})"))
+        return coverage
+    table_name = _shown(path)
+    coverage.table = table_name
+    table = load_table(path)
+    problems.extend(_check_keys(table, {"spec", "out_of_scope", "rule"}, "the table", table_name))
+    spec_entry = table.get("spec", {})
+    problems.extend(_check_keys(spec_entry, SPEC_KEYS, "[spec]", table_name))
+    coverage.title = spec_entry.get("title", protocol)
+    files = spec_entry.get("files", [])
+    if not files:
+        problems.append(Problem("[spec] lists no files", table_name))
+    specs: dict[str, SpecFile] = {}
+    for name in files:
+        file_path = specs_root / name
+        if not file_path.is_file():
+            problems.append(Problem(f"spec file {file_path} not found", table_name))
+            continue
+        specs[name] = parse_spec_file(name, file_path.read_text(encoding="utf-8"))
+    cite_as = dict(spec_entry.get("cite_as", {}))
+    for label, name in cite_as.items():
+        if name not in files:
+            problems.append(Problem(f"cite_as label {label!r} names {name!r}, not one of [spec] files", table_name))
+    if not specs:
+        return coverage
+
+    # Out-of-scope sections: (file, section index) -> entry.
+    excluded: dict[tuple[str, int], OutOfScope] = {}
+    for entry in table.get("out_of_scope", []):
+        problems.extend(_check_keys(entry, OUT_OF_SCOPE_KEYS, "[[out_of_scope]]", table_name))
+        name, title = entry.get("file", ""), entry.get("section", "")
+        reason = str(entry.get("reason", "")).strip()
+        if name not in specs:
+            problems.append(Problem(f"[[out_of_scope]] names file {name!r}, not one of [spec] files",
+                                    name, title))
+            continue
+        if not reason:
+            problems.append(Problem("[[out_of_scope]] needs a reason", name, title))
+        found = specs[name].sections_named(title)
+        occurrence = entry.get("occurrence")
+        if not found:
+            problems.append(Problem("[[out_of_scope]] section is not a heading of the file", name, title))
+            continue
+        if occurrence is not None:
+            if not 1 <= int(occurrence) <= len(found):
+                problems.append(Problem(f"[[out_of_scope]] occurrence {occurrence} but the heading occurs "
+                                        f"{len(found)} time(s)", name, title))
+                continue
+            found = [found[int(occurrence) - 1]]
+        elif len(found) > 1:
+            problems.append(Problem(f"[[out_of_scope]] heading occurs {len(found)} times in the file: "
+                                    "add occurrence = 1.." + str(len(found)), name, title))
+            continue
+        record = OutOfScope(name, title, reason)
+        coverage.out_of_scope.append(record)
+        excluded[(name, found[0].index)] = record
+
+    # Rules: which sentences each one quotes.
+    matches: dict[int, list[dict]] = {}
+    sentence_list: list[Sentence] = [s for spec in specs.values() for s in spec.sentences]
+    traced: set[str] = set()
+    for entry in table.get("rule", []):
+        problems.extend(_check_keys(entry, RULE_KEYS, "[[rule]]", table_name))
+        quote = normalize_space(str(entry.get("quote", "")))
+        name = entry.get("file")
+        rule_cases = list(entry.get("cases", []))
+        reason = str(entry.get("reason", "")).strip()
+        if not quote:
+            problems.append(Problem("[[rule]] without a quote", table_name))
+            continue
+        if name is not None and name not in specs:
+            problems.append(Problem(f"[[rule]] names file {name!r}, not one of [spec] files", name or "",
+                                    sentence=quote))
+            continue
+        if not rule_cases and not reason:
+            problems.append(Problem("[[rule]] has neither cases nor a reason", name or "", sentence=quote))
+        for case_id in rule_cases:
+            if case_id not in cases:
+                problems.append(Problem(f"[[rule]] names case {case_id}, which no suite defines",
+                                        name or "", sentence=quote))
+            else:
+                traced.add(case_id)
+        hits = [i for i, s in enumerate(sentence_list) if (name is None or s.file == name) and s.contains(quote)]
+        if not hits:
+            inside = [n for n, spec in specs.items() if (name is None or n == name)
+                      and plain(quote).casefold() in spec.searchable]
+            hint = " (it is in the text but spans two sentences: quote within one)" if inside else ""
+            problems.append(Problem(f"[[rule]] quote not found in any sentence{hint}", name or "",
+                                    sentence=quote))
+            continue
+        hit_files = {sentence_list[i].file for i in hits}
+        if name is None and len(hit_files) > 1:
+            problems.append(Problem(f"[[rule]] quote is in several files ({', '.join(sorted(hit_files))}): "
+                                    "add file = ...", sentence=quote))
+        for i in hits:
+            matches.setdefault(i, []).append({"cases": rule_cases, "reason": reason})
+
+    for i, sentence in enumerate(sentence_list):
+        keywords = sentence.keywords
+        rules = matches.get(i, [])
+        if not keywords and not rules:
+            continue
+        row = Row(sentence.file, sentence.section.title, sentence.line, sentence.text, keywords)
+        for rule in rules:
+            for case_id in rule["cases"]:
+                case = cases.get(case_id)
+                column = row.client_cases if case is not None and case.role == "client" else row.server_cases
+                if case_id not in column:
+                    column.append(case_id)
+            if rule["reason"] and rule["reason"] not in row.reasons:
+                row.reasons.append(rule["reason"])
+        scope = next((excluded[(sentence.file, index)] for index in sentence.section.lineage
+                      if (sentence.file, index) in excluded), None)
+        if row.server_cases or row.client_cases:
+            row.status = "cases"
+        elif row.reasons:
+            row.status = "reason"
+        elif scope is not None:
+            row.status = "out of scope"
+            row.reasons.append(f"out of scope: {scope.reason}")
+        else:
+            problems.append(Problem(f"normative sentence ({', '.join(keywords)}) has neither a case nor a "
+                                    "reason", sentence.file, sentence.section.title, sentence.text))
+        if scope is not None:
+            scope.normative += 1
+        coverage.rows.append(row)
+
+    for case_id, case in sorted(protocol_cases.items()):
+        if case_id not in traced:
+            problems.append(Problem(f"case {case_id} ({case.source}) is mapped by no rule: "
+                                    "every case must trace to a sentence of the spec"))
+        problems.extend(check_citation(case, specs, cite_as))
+    coverage.cases_traced = len(traced & set(protocol_cases))
+    return coverage
+
+
+# --- output -----------------------------------------------------------------------------------
+
+COUNT_LABELS = (("normative", "normative sentences"), ("covered_by_cases", "covered by cases"),
+                ("covered_by_reason", "covered by a reason"), ("out_of_scope", "out of scope"),
+                ("uncovered", "uncovered"))
+
+
+def render_text(coverage: Coverage) -> str:
+    lines = [f"== {coverage.protocol}: {coverage.title} ({coverage.table or 'no table'})"]
+    current = None
+    for row in coverage.rows:
+        if row.status == "out of scope":
+            continue
+        if (row.file, row.section) != current:
+            current = (row.file, row.section)
+            lines.append(f"\n{row.file}, {row.section}")
+        lines.append(f"  [{row.level}] {row.sentence}")
+        lines.append(f"      server: {', '.join(row.server_cases) or '-'}")
+        lines.append(f"      client: {', '.join(row.client_cases) or '-'}")
+        if row.reasons:
+            lines.append(f"      reason: {'; '.join(row.reasons)}")
+        if row.status == "uncovered":
+            lines.append("      UNCOVERED")
+    if coverage.out_of_scope:
+        lines.append("\nout of scope:")
+        for scope in coverage.out_of_scope:
+            lines.append(f"  {scope.file}, {scope.section} ({scope.normative} normative): {scope.reason}")
+    counts = coverage.counts
+    lines.append("\n" + "; ".join(f"{label}: {counts[key]}" for key, label in COUNT_LABELS)
+                 + f"; cases traced: {counts['cases_traced']}/{counts['cases_defined']}")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ") or "-"
+
+
+def render_markdown(coverage: Coverage) -> str:
+    counts = coverage.counts
+    lines = [f"# Coverage: {coverage.title}", "",
+             f"Generated from `{coverage.table}` and the spec texts by "
+             f"`conformance coverage --protocol {coverage.protocol} --format markdown --write docs/coverage/`; "
+             "do not edit by hand. Every sentence of the texts that states a requirement (a requirement "
+             "keyword in any case, or a rule stated as fact, level `(fact)`) is mapped to the cases that "
+             "check it, per role of the target, or to the reason it has none.", "",
+             "| " + " | ".join(label for _, label in COUNT_LABELS) + " | cases traced |",
+             "|" + "---|" * (len(COUNT_LABELS) + 1),
+             "| " + " | ".join(str(counts[key]) for key, _ in COUNT_LABELS)
+             + f" | {counts['cases_traced']}/{counts['cases_defined']} |", ""]
+    files = list(dict.fromkeys(row.file for row in coverage.rows))
+    for name in files:
+        lines += [f"## {name}", "", "| section | sentence | level | server cases | client cases | reason |",
+                  "|---|---|---|---|---|---|"]
+        for row in coverage.rows:
+            if row.file != name or row.status == "out of scope":
+                continue
+            reason = "; ".join(row.reasons) + (" **UNCOVERED**" if row.status == "uncovered" else "")
+            lines.append(f"| {_cell(row.section)} | {_cell(row.sentence)} | {row.level} | "
+                         f"{_cell('<br>'.join(row.server_cases))} | {_cell('<br>'.join(row.client_cases))} | "
+                         f"{_cell(reason.strip())} |")
+        lines.append("")
+    if coverage.out_of_scope:
+        lines += ["## Out of scope", "", "| file | section (with its subsections) | normative sentences | reason |",
+                  "|---|---|---|---|"]
+        for scope in coverage.out_of_scope:
+            lines.append(f"| {scope.file} | {_cell(scope.section)} | {scope.normative} | {_cell(scope.reason)} |")
+        lines.append("")
+    if coverage.problems:
+        lines += ["## Problems", ""] + [f"- {_cell(str(p))}" for p in coverage.problems] + [""]
+    return "\n".join(lines)
+
+
+def markdown_file_name(protocol: str) -> str:
+    return f"{protocol}.md"
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    try:
+        root = specs_dir(args.specs_dir)
+        wanted = args.protocol or sorted(set(protocols_with_tables()) | set(protocols_with_suites()))
+        cases, case_problems = collect_cases(REPO)
+        results = [analyse(protocol, root, cases, case_problems) for protocol in wanted]
+    except CoverageError as exc:
+        print(f"conformance coverage: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.write:
+        out = Path(args.write)
+        out.mkdir(parents=True, exist_ok=True)
+        for coverage in results:
+            if coverage.table:
+                (out / markdown_file_name(coverage.protocol)).write_text(render_markdown(coverage), encoding="utf-8")
+                print(f"wrote {out / markdown_file_name(coverage.protocol)}")
+    elif args.format == "json":
+        print(json.dumps([c.as_dict() for c in results], indent=2))
+    else:
+        render = render_markdown if args.format == "markdown" else render_text
+        print("\n".join(render(c) for c in results))
+    problems = [(c.protocol, p) for c in results for p in c.problems]
+    for protocol, problem in problems:
+        print(f"coverage error [{protocol}] {problem}", file=sys.stderr)
+    for coverage in results:
+        counts = coverage.counts
+        print(f"{coverage.protocol}: " + "; ".join(f"{label} {counts[key]}" for key, label in COUNT_LABELS)
+              + f"; cases traced {counts['cases_traced']}/{counts['cases_defined']}; "
+              f"errors {counts['problems']}", file=sys.stderr)
+    return EXIT_PROBLEMS if args.check and problems else EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("coverage", help="traceability table: each normative sentence of the spec texts "
+                                             "-> the cases that check it, or the reason it has none")
+    parser.add_argument("--protocol", action="append", default=[],
+                        help="only this protocol (repeatable); default: every protocol with a table or a suite")
+    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 on any error (uncovered sentence, unknown quote, case or heading, "
+                             "case mapped by no rule, suite without table)")
+    parser.add_argument("--specs-dir", default=None,
+                        help=f"folder of the spec texts (default ${SPECS_ENV} or <repo>/../shared/specs)")
+    parser.add_argument("--write", metavar="DIR", default=None,
+                        help="write <DIR>/<protocol>.md (markdown) for every protocol with a table")
+    parser.set_defaults(func=cmd_coverage)

@@ -1,0 +1,363 @@
+"""``conformance mutation``: the mutation score of the suites.
+
+Each reference node can break one rule on purpose (``--fault NAME``; the
+registries are ``reference_impl/<protocol>/faults.py``). The command
+certifies the conformant reference node once, then once per fault, with the
+ordinary certify machinery (:func:`conformance.cli.run_suite`) on a
+generated targets file whose targets copy the reference target with
+``--fault NAME`` appended to the launch command of the role the fault
+affects. A fault is *caught* when every case the registry expects failed
+(outcome ``failed``) and no other case failed or ended in ``error``; cases
+``blocked`` by a failed prerequisite are not failures of their own rule.
+The score is caught / faults, and must be 100 %.
+
+    conformance mutation                         # both protocols, every fault
+    conformance mutation --protocol btp --jobs 2
+    conformance mutation --fault ignore-limit    # one fault (and the conformant run)
+    conformance mutation --format markdown       # the table of docs/mutation.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import json
+import re
+import sys
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .core.results import BLOCKED, ERROR, FAILED, new_run_id, read_results, summarize
+from .core.targets import load_targets
+
+SUITES_DIR = Path(__file__).resolve().parent / "suites"
+FAULT_REGISTRIES = {"ssb": "reference_impl.ssb.faults", "btp": "reference_impl.btp.faults"}
+"""Protocol -> the module holding SPECS, REGISTRY and NOT_ISOLABLE."""
+_CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
+NOT_OWN_RULE = (FAILED, ERROR)
+"""Outcomes that, outside a fault's expected cases, mean a case blamed the
+wrong rule (or could not judge)."""
+
+
+def registry(protocol: str) -> ModuleType:
+    return importlib.import_module(FAULT_REGISTRIES[protocol])
+
+
+def suite_case_ids(protocol: str) -> list[str]:
+    """The case ids the protocol's suite declares, from its sources (every
+    ``@requirement("id", ...)`` in conformance/suites/<protocol>/)."""
+    ids: list[str] = []
+    for path in sorted((SUITES_DIR / protocol).glob("*.py")):
+        ids += _CASE_ID.findall(path.read_text(encoding="utf-8"))
+    return ids
+
+
+def registry_problems(protocol: str) -> list[str]:
+    """What is wrong between the registry and the suite: a fault expecting a
+    case that does not exist or of the other role, a case no fault breaks and
+    no reason excuses, a reason for a case that has a fault."""
+    module = registry(protocol)
+    cases = set(suite_case_ids(protocol))
+    covered: set[str] = set()
+    problems = []
+    for spec in module.SPECS:
+        for case in spec.cases:
+            if case not in cases:
+                problems.append(f"fault {spec.name}: no case {case} in conformance/suites/{protocol}")
+            elif case.split(".")[2] != spec.role:
+                problems.append(f"fault {spec.name} ({spec.role}) expects {case}, a case of the other role")
+            covered.add(case)
+    for case in sorted(cases - covered - set(module.NOT_ISOLABLE)):
+        problems.append(f"case {case} has no fault and no reason in NOT_ISOLABLE")
+    for case in sorted(set(module.NOT_ISOLABLE) & covered):
+        problems.append(f"case {case} has a fault, yet NOT_ISOLABLE gives a reason why it cannot")
+    for case in sorted(set(module.NOT_ISOLABLE) - cases):
+        problems.append(f"NOT_ISOLABLE names {case}, which is not a case")
+    return problems
+
+
+# --- targets ------------------------------------------------------------------------
+
+
+def builtin_tables() -> dict[str, dict[str, Any]]:
+    text = resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["targets"]
+
+
+def mutant_name(protocol: str, fault: str) -> str:
+    return f"mutant-{protocol}-{fault}"
+
+
+def mutant_table(reference: dict[str, Any], fault: str, role: str) -> dict[str, Any]:
+    """The reference target's table with ``--fault NAME`` on the launch
+    command of ``role`` (the other role's command is kept as it is)."""
+    table = copy.deepcopy(reference)
+    command = table["launch"][role]
+    table["launch"][role] = (command + ["--fault", fault] if isinstance(command, list)
+                             else f"{command} --fault {fault}")
+    table["description"] = f"{reference.get('description', '')}; fault {fault} (mutation testing)"
+    return table
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def targets_toml(tables: dict[str, dict[str, Any]]) -> str:
+    """A targets file holding ``tables`` (target name -> table)."""
+    lines = ["# Generated by `conformance mutation`: the reference targets with one fault each.", ""]
+    for name, table in tables.items():
+        lines.append(f"[targets.{json.dumps(name)}]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# --- runs ---------------------------------------------------------------------------
+
+
+@dataclass
+class Certification:
+    target: str
+    fault: str | None
+    records: dict[str, dict[str, Any]]
+    exit_code: int
+    run_dir: Path
+    seconds: float
+
+    def with_outcome(self, *outcomes: str) -> set[str]:
+        return {case for case, rec in self.records.items() if rec["outcome"] in outcomes}
+
+
+@dataclass
+class FaultResult:
+    protocol: str
+    name: str
+    role: str
+    description: str
+    expected: tuple[str, ...]
+    certification: Certification | None = None
+    missed: list[str] = field(default_factory=list)
+    """Expected cases that did not fail (with their outcome)."""
+    wrongly_blamed: list[str] = field(default_factory=list)
+    """Other cases that failed or ended in error."""
+
+    @property
+    def failed(self) -> list[str]:
+        return sorted(self.certification.with_outcome(FAILED)) if self.certification else []
+
+    @property
+    def blocked(self) -> list[str]:
+        return sorted(self.certification.with_outcome(BLOCKED)) if self.certification else []
+
+    @property
+    def caught(self) -> bool:
+        return self.certification is not None and not self.missed and not self.wrongly_blamed
+
+
+def judge(result: FaultResult) -> FaultResult:
+    records = result.certification.records if result.certification else {}
+    result.missed = [f"{case} ({records[case]['outcome'] if case in records else 'not run'})"
+                     for case in result.expected if records.get(case, {}).get("outcome") != FAILED]
+    result.wrongly_blamed = [f"{case} ({rec['outcome']})" for case, rec in sorted(records.items())
+                             if case not in result.expected and rec["outcome"] in NOT_OWN_RULE]
+    return result
+
+
+def certify_one(target_name: str, fault: str | None, targets_file: Path, work_dir: Path,
+                deadline: float) -> Certification:
+    """One certification of ``target_name`` through cli.run_suite (one
+    pytest session in a child process), in its own run directory."""
+    from .cli import run_suite  # cli imports this module for its subcommand
+
+    target = load_targets([str(targets_file)])[target_name]
+    run_id = new_run_id()
+    run_dir = work_dir / target_name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None)
+    started = time.monotonic()
+    code = run_suite(target, run_dir, run_id, options)
+    records = {rec["case_id"]: rec for rec in read_results(run_dir / "results.jsonl")
+               if rec["target"] == target_name}
+    return Certification(target_name, fault, records, code, run_dir, time.monotonic() - started)
+
+
+@dataclass
+class MutationRun:
+    conformant: dict[str, Certification]
+    faults: list[FaultResult]
+    not_isolable: dict[str, dict[str, str]]
+    seconds: float
+
+    @property
+    def caught(self) -> int:
+        return sum(result.caught for result in self.faults)
+
+    def conformant_ok(self, protocol: str) -> bool:
+        cert = self.conformant.get(protocol)
+        if cert is None or not cert.records:
+            return False
+        return (summarize(list(cert.records.values()))["conformant"]
+                and not cert.with_outcome(FAILED, ERROR, BLOCKED))
+
+    @property
+    def ok(self) -> bool:
+        return (all(self.conformant_ok(p) for p in self.conformant)
+                and bool(self.faults) and self.caught == len(self.faults))
+
+
+def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_dir: Path,
+                 deadline: float = 3.0, progress=print) -> MutationRun:
+    started = time.monotonic()
+    references = builtin_tables()
+    tables: dict[str, dict[str, Any]] = {}
+    plans: list[tuple[str, str | None, FaultResult | None]] = []  # (target, fault, result)
+    results: list[FaultResult] = []
+    for protocol in protocols:
+        reference_name = f"reference-{protocol}"
+        tables[reference_name] = references[reference_name]
+        plans.append((reference_name, None, None))
+        for spec in registry(protocol).SPECS:
+            if fault_names and spec.name not in fault_names:
+                continue
+            name = mutant_name(protocol, spec.name)
+            tables[name] = mutant_table(references[reference_name], spec.name, spec.role)
+            result = FaultResult(protocol, spec.name, spec.role, spec.description, spec.cases)
+            results.append(result)
+            plans.append((name, spec.name, result))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    targets_file = work_dir / "mutants.toml"
+    targets_file.write_text(targets_toml(tables), encoding="utf-8")
+    conformant: dict[str, Certification] = {}
+
+    def run(plan: tuple[str, str | None, FaultResult | None]) -> None:
+        target, fault, result = plan
+        cert = certify_one(target, fault, targets_file, work_dir, deadline)
+        if result is None:
+            conformant[target.removeprefix("reference-")] = cert
+            failed = sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))
+            progress(f"== {target} (no fault): {len(cert.records)} cases, "
+                     f"{'not passed: ' + ', '.join(failed) if failed else 'no case failed'} "
+                     f"({cert.seconds:.0f} s)")
+            return
+        result.certification = cert
+        judge(result)
+        progress(f"== {target}: {'caught' if result.caught else 'NOT CAUGHT'} "
+                 f"(failed: {', '.join(result.failed) or 'none'}) ({cert.seconds:.0f} s)")
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for future in [pool.submit(run, plan) for plan in plans]:
+            future.result()
+    not_isolable = {p: dict(registry(p).NOT_ISOLABLE) for p in protocols}
+    return MutationRun(conformant, results, not_isolable, time.monotonic() - started)
+
+
+# --- output -------------------------------------------------------------------------
+
+
+def render_text(run: MutationRun) -> str:
+    lines = []
+    for protocol, cert in run.conformant.items():
+        verdict = "CONFORMANT, no case failed" if run.conformant_ok(protocol) else (
+            "NOT PASSING: " + ", ".join(sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))))
+        lines.append(f"reference-{protocol} (no fault): {verdict}")
+    lines.append("")
+    for result in run.faults:
+        lines.append(f"{result.protocol} {result.name} [{result.role}]: {'caught' if result.caught else 'NOT CAUGHT'}")
+        lines.append(f"    expected: {', '.join(result.expected)}")
+        lines.append(f"    failed:   {', '.join(result.failed) or 'none'}")
+        if result.blocked:
+            lines.append(f"    blocked:  {', '.join(result.blocked)}")
+        if result.missed:
+            lines.append(f"    expected but not failed: {', '.join(result.missed)}")
+        if result.wrongly_blamed:
+            lines.append(f"    failed outside the expected cases: {', '.join(result.wrongly_blamed)}")
+    lines.append("")
+    total = len(run.faults)
+    lines.append(f"mutation score: {run.caught}/{total} faults caught"
+                 + (f" ({100 * run.caught / total:.0f} %)" if total else ""))
+    lines.append(f"wall time {run.seconds:.0f} s")
+    return "\n".join(lines)
+
+
+def render_markdown(run: MutationRun) -> str:
+    """The table of docs/mutation.md (tests/mutation checks it against the registries)."""
+    lines = []
+    for protocol in run.conformant:
+        lines.append(f"### {protocol.upper()}")
+        lines.append("")
+        ok = run.conformant_ok(protocol)
+        lines.append(f"Conformant reference node (`reference-{protocol}`, no fault): "
+                     f"{'CONFORMANT, no case failed' if ok else 'NOT PASSING'}.")
+        lines.append("")
+        lines.append("| fault | role | breaks | expected cases | cases that failed | caught |")
+        lines.append("|---|---|---|---|---|---|")
+        for result in (r for r in run.faults if r.protocol == protocol):
+            lines.append(f"| `{result.name}` | {result.role} | {result.description} | "
+                         f"{'<br>'.join('`' + c + '`' for c in result.expected)} | "
+                         f"{'<br>'.join('`' + c + '`' for c in result.failed) or 'none'} | "
+                         f"{'yes' if result.caught else '**no**'} |")
+        lines.append("")
+        reasons = run.not_isolable.get(protocol, {})
+        if reasons:
+            lines.append("Cases without a fault, and why their rule cannot be broken alone:")
+            lines.append("")
+            lines += [f"- `{case}`: {reason}" for case, reason in sorted(reasons.items())]
+            lines.append("")
+    total = len(run.faults)
+    lines.append(f"**Mutation score: {run.caught}/{total} faults caught"
+                 + (f" ({100 * run.caught / total:.0f} %)**" if total else "**"))
+    return "\n".join(lines) + "\n"
+
+
+def cmd_mutation(args: argparse.Namespace) -> int:
+    protocols = args.protocol or sorted(FAULT_REGISTRIES)
+    known = {spec.name for p in protocols for spec in registry(p).SPECS}
+    unknown = [name for name in args.fault if name not in known]
+    if unknown:
+        print(f"conformance: error: unknown fault(s) {', '.join(unknown)} for {', '.join(protocols)}",
+              file=sys.stderr)
+        return 2
+    problems = [p for protocol in protocols for p in registry_problems(protocol)]
+    for problem in problems:
+        print(f"registry: {problem}", file=sys.stderr)
+    if args.fault:
+        protocols = [p for p in protocols if any(s.name in args.fault for s in registry(p).SPECS)]
+    work_dir = Path(args.run_dir or Path(args.reports_dir) / "mutation" / new_run_id()).resolve()
+    run = run_mutation(protocols, args.fault, args.jobs, work_dir, args.deadline,
+                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(render_markdown(run) if args.format == "markdown" else render_text(run))
+    print(f"runs: {work_dir}", file=sys.stderr)
+    return 0 if run.ok and not problems else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("mutation", help="certify the reference nodes with each fault: the mutation score",
+                            description=__doc__.split("\n\n")[1] if __doc__ else None)
+    parser.add_argument("--protocol", action="append", default=[], choices=sorted(FAULT_REGISTRIES),
+                        help="only this protocol (repeatable); default: every protocol with a fault registry")
+    parser.add_argument("--fault", action="append", default=[], help="only this fault (repeatable)")
+    parser.add_argument("--jobs", type=int, default=1, help="certifications run at once (default 1)")
+    parser.add_argument("--format", choices=["text", "markdown"], default="text", help="table format")
+    parser.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
+    parser.add_argument("--run-dir", default=None, help="exact directory for the runs")
+    parser.add_argument("--deadline", type=float, default=3.0,
+                        help="seconds to wait for bytes a target must send (default 3)")
+    parser.set_defaults(func=cmd_mutation)

@@ -1,0 +1,27 @@
+"""Case ids the BTP cases name as prerequisites (``depends=``).
+
+A case depends on the rules it relies on to tell its own rule apart: when
+one of them did not pass in the same run, the case is reported ``blocked``
+by it instead of failing for a rule that is not its own. The graph is
+acyclic; its roots are the valid auth (target as server) and the client's
+auth Message (target as client).
+"""
+
+from __future__ import annotations
+
+# -- target as server
+AUTH = "btp.auth.server.accepts-valid-auth"
+"""Every case after auth authenticates first; every negative auth case is
+told apart from a target that refuses everything by it."""
+REQUEST_ID = "btp.flow.server.response-carries-request-id"
+"""The harness finds the answer to a request by its request id."""
+AUTHENTICATED = (AUTH, REQUEST_ID)
+"""A case that authenticates and matches answers to its requests."""
+
+ERROR_BEFORE_AUTH = "btp.auth.server.error-on-transfer-before-auth"
+NON_AUTH_FIRST = "btp.auth.server.error-on-non-auth-message-first"
+DUPLICATE_NAMES = "btp.subprotocol.server.rejects-duplicate-names"
+
+# -- target as client
+CLIENT_AUTH = "btp.auth.client.sends-auth-first"
+CLIENT_REQUEST_ID = "btp.flow.client.response-carries-request-id"

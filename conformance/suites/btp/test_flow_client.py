@@ -1,0 +1,97 @@
+"""Target as client: the rules of the coverage table that had no client case
+(BTP 2.0, "Authentication", "Flow", "Error Codes"; ASN.1 module)."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import requirement
+from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Message, ProtocolDataEntry, Response,
+                                       decode_packet, generalized_time, is_request)
+
+from .peer import new_request_id, summary
+from .prerequisites import CLIENT_AUTH, CLIENT_REQUEST_ID
+from .test_client import accept_auth
+from .test_flow_server import SILENCE_WINDOW
+
+AUTH = "BTP 2.0, Authentication"
+FLOW = "BTP 2.0, Flow"
+RETRY_WINDOW = 3.0
+"""Seconds during which a client must not send a request again after a final
+Error: its own requests go out within milliseconds on loopback."""
+
+
+async def requests_within(peer, seconds: float) -> list:
+    """The requests the client sends within ``seconds`` (decoded; other
+    messages are left out). The caller answers them."""
+    requests = []
+    for message in await peer.conn.messages_within(seconds):
+        try:
+            packet = decode_packet(message) if isinstance(message, bytes) else None
+        except BtpDecodeError:
+            continue
+        if packet is not None and is_request(packet):
+            requests.append(packet)
+    return requests
+
+
+@requirement("btp.flow.client.silent-on-error-for-unknown-request", "SHOULD",
+             f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")", role="client",
+             depends=[CLIENT_AUTH, CLIENT_REQUEST_ID])
+async def test_client_silent_on_error_for_no_request(launched_client, auth_token):
+    async with launched_client() as peer:
+        await accept_auth(peer, auth_token)
+        await peer.send(Error(new_request_id(), "F00", "NotAcceptedError", generalized_time(), b""),
+                        "an Error for a request the client never sent")
+        replies = await peer.unanswered(SILENCE_WINDOW)
+        assert not [r for r in replies if '"Response"' in r or '"Error"' in r], (
+            f"client answered an Error for no request: {replies}")
+        await peer.assert_still_answers("an Error for no request")
+
+
+@requirement("btp.flow.client.request-ids-unique", "SHOULD",
+             "BTP ASN.1, Prepare (\"Each request should have a unique requestId\"); BTP 2.0, Flow (\"no two in-flight "
+             "requests are sent out with the same requestId\")", role="client", depends=[CLIENT_AUTH])
+async def test_client_request_ids_differ(launched_client, auth_token):
+    async with launched_client(send_message="conformance:first") as peer:
+        auth = await accept_auth(peer, auth_token)
+        requests = [auth]
+        for _ in range(10):
+            batch = await requests_within(peer, SILENCE_WINDOW)
+            if not batch:
+                break
+            for packet in batch:
+                await peer.send(Response(packet.request_id), "answering the client's request")
+            requests += batch
+        ids = [r.request_id for r in requests]
+        assert len(requests) >= 2, f"the client sent only its auth Message; launched with a message to send: {ids}"
+        assert len(set(ids)) == len(ids), (
+            f"the client reused a request id: {[summary(r) for r in requests]}")
+
+
+@requirement("btp.auth.client.accepts-auth-response-with-protocol-data", "MUST",
+             f"{AUTH} (\"Again, the protocolData field there MAY be used to send additional information to the client\")",
+             role="client", depends=[CLIENT_AUTH])
+async def test_client_accepts_auth_response_with_entries(launched_client, auth_token):
+    async with launched_client(send_message="conformance:hello") as peer:
+        first = await peer.next_packet("the client's auth Message")
+        assert isinstance(first, Message), f"the client's first packet must be the auth Message; got {summary(first)}"
+        info = ProtocolDataEntry("conformance_info", ContentType.TEXT_PLAIN_UTF8, b"additional information")
+        await peer.send(Response(first.request_id, (info,)), "accepting the auth, with one protocol data entry")
+        request = await peer.next_packet("the client's Message after an auth Response with protocol data")
+        assert is_request(request), (
+            f"after an auth Response carrying protocol data the client must go on as authenticated; got {summary(request)}")
+
+
+@requirement("btp.error.client.no-retry-after-final-error", "MUST",
+             "BTP 2.0, Error, Error Codes (\"Errors marked with F are final, and the same request MUST NOT be retried\")",
+             role="client", depends=[CLIENT_AUTH])
+async def test_client_does_not_retry_after_final_error(launched_client, auth_token):
+    async with launched_client(send_message="conformance:refuse-me") as peer:
+        await accept_auth(peer, auth_token)
+        request = await peer.next_packet("the client's Message (launched with a message to send)")
+        assert isinstance(request, Message), f"expected the client's Message, got {summary(request)}"
+        await peer.send(Error(request.request_id, "F00", "NotAcceptedError", generalized_time(), b""),
+                        "refusing it with a final Error (F00)")
+        later = await requests_within(peer, RETRY_WINDOW)
+        again = [summary(r) for r in later if type(r) is type(request) and r.protocol_data == request.protocol_data]
+        assert not again, (f"after a final Error (F00) the client sent the same request again: first "
+                           f"{summary(request)}, then {again}")

@@ -1,0 +1,155 @@
+"""Packet encoding and the rules of the coverage table that had no case,
+target as server (BTP 2.0 and the OER notes, RFC 0030)."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import requirement
+from conformance.core.transport import short_hex
+from reference_impl.btp.oer import check_generalized_time
+from reference_impl.btp.packet import ContentType, Message, ProtocolDataEntry, Response, Transfer, encode_packet
+
+from .peer import auth_message, new_request_id, probe_message, summary
+from .prerequisites import AUTH, AUTHENTICATED
+from .test_flow_server import assert_silent_then_alive, provoke_error
+
+EXTRA_BYTES = bytes.fromhex("0a0b0c0d")
+UNDEFINED_TYPE = 9
+"""No BTP version defines packet type 9 (2.0 uses 1, 2, 6, 7; BTP 1 also 3-5)."""
+
+
+def envelope_with_extra_bytes(packet: Message, extra: bytes) -> bytes:
+    """``packet`` with ``extra`` appended inside its envelope, after
+    ``protocolData``, the envelope's length prefix grown to cover them: where
+    a later BTP version would add a field (RFC 0030, Extensibility)."""
+    plain = encode_packet(packet)
+    assert plain[5] + len(extra) < 128, "the probe's envelope must stay in short form"
+    return plain[:5] + bytes((plain[5] + len(extra),)) + plain[6:] + extra
+
+
+@requirement("btp.packet.server.ignores-extra-bytes-in-envelope", "MUST",
+             "RFC 0030, Extensibility (\"implementations MUST ignore extra bytes at the end of the message\")",
+             depends=AUTHENTICATED)
+async def test_ignores_extra_bytes_at_end_of_envelope(authenticated_peer):
+    peer = await authenticated_peer()
+    plain = probe_message(new_request_id())
+    expected = await peer.request(plain, "the answer to a plain probe Message")
+    extended = probe_message(new_request_id())
+    await peer.send_raw(envelope_with_extra_bytes(extended, EXTRA_BYTES),
+                        f"a probe Message with {len(EXTRA_BYTES)} extra bytes after protocolData, inside the envelope")
+    replies = await peer.unanswered(1.0)
+    decoded = [r for r in replies if f'"request_id": {extended.request_id}' in r]
+    assert decoded, (f"the same probe with {EXTRA_BYTES.hex()} appended inside its envelope got no answer "
+                     f"(the plain probe got {summary(expected)}); extra bytes at the end must be ignored. "
+                     f"Sent meanwhile: {replies}")
+    assert f'"type": "{type(expected).__name__}"' in decoded[0], (
+        f"with extra bytes at the end the probe got {decoded[0]}, without them {summary(expected)}: "
+        "the extra bytes must be ignored, not change the answer")
+
+
+@requirement("btp.flow.server.silent-on-unknown-type", "MUST",
+             "BTP 2.0, Flow (\"An unreadable BTP packet is one which is structurally invalid\"); BTP Type IDs",
+             depends=AUTHENTICATED)
+async def test_silent_on_undefined_packet_type(authenticated_peer):
+    peer = await authenticated_peer()
+    packet = bytearray(encode_packet(probe_message(new_request_id())))
+    packet[0] = UNDEFINED_TYPE
+    await peer.send_raw(bytes(packet), f"a probe Message relabelled as packet type {UNDEFINED_TYPE} (defined nowhere)")
+    await assert_silent_then_alive(peer, f"a packet of undefined type {UNDEFINED_TYPE}")
+
+
+@requirement("btp.auth.server.accepts-extra-auth-entries", "MUST",
+             "BTP 2.0, Authentication (\"The further secondary protocol data entries of this Message request MAY also "
+             "be used to send additional information to the server\")", depends=[AUTH])
+async def test_accepts_auth_with_further_secondary_entries(open_peer, auth_token):
+    peer = await open_peer()
+    base = auth_message(new_request_id(), auth_token)
+    extra = ProtocolDataEntry("conformance_info", ContentType.TEXT_PLAIN_UTF8, b"additional information")
+    request = Message(base.request_id, base.protocol_data + (extra,))
+    reply = await peer.request(request, "the answer to a valid auth Message with one more secondary entry")
+    assert isinstance(reply, Response), (
+        f"a valid auth Message with a further secondary entry must be accepted like one without; got {summary(reply)}")
+
+
+@requirement("btp.error.server.triggered-at-valid-time", "MUST",
+             "RFC 0030, Variable-length Timestamps, Encoding (\"Years MUST be given as four digits\"; \"The period . "
+             "MUST be used as the decimal separator\"; \"Midnight MUST be encoded as 000000 on the following day\")",
+             depends=[AUTH])
+async def test_error_triggered_at_is_a_valid_generalized_time(open_peer, auth_token):
+    error, what = await provoke_error(open_peer, auth_token)
+    problem = check_generalized_time(error.triggered_at)
+    assert problem is None, f"the Error to {what} has triggeredAt {error.triggered_at!r}: {problem}"
+
+
+def length_determinant_problems(data: bytes, pos: int, what: str) -> tuple[list[str], int, int]:
+    """The canonical-form problems of the length determinant at ``pos``
+    (read leniently), its value and the position after it."""
+    if pos >= len(data):
+        raise AssertionError(f"packet ends where the {what} length was due: {short_hex(data, 96)}")
+    first = data[pos]
+    if first < 128:
+        return [], first, pos + 1
+    size = first & 0x7F
+    raw = data[pos + 1:pos + 1 + size]
+    if size == 0 or len(raw) < size:
+        raise AssertionError(f"{what}: malformed long-form length {data[pos:pos + 1 + size].hex()}")
+    value = int.from_bytes(raw, "big")
+    problems = []
+    if raw[0] == 0:
+        problems.append(f"{what}: long-form length {data[pos:pos + 1 + size].hex()} has a leading zero byte")
+    if value < 128:
+        problems.append(f"{what}: length {value} in long form ({data[pos:pos + 1 + size].hex()}); "
+                        "lengths below 128 take the short form")
+    return problems, value, pos + 1 + size
+
+
+def encoding_problems(data: bytes) -> list[str]:
+    """Every non-canonical length determinant and protocol data count of a
+    Response or Error as the target sent it."""
+    problems, _, pos = length_determinant_problems(data, 5, "envelope")
+    if data[0] == 2:  # Error: code (3 bytes), name, triggeredAt, data
+        pos += 3
+        for field in ("name", "triggeredAt", "data"):
+            found, size, pos = length_determinant_problems(data, pos, f"Error {field}")
+            problems += found
+            pos += size
+    found, size, pos = length_determinant_problems(data, pos, "protocol data count")
+    problems += found
+    count_bytes = data[pos:pos + size]
+    if size == 0 or (size > 1 and count_bytes[0] == 0):
+        problems.append(f"protocol data count {data[pos - 1:pos + size].hex()} is not canonical "
+                        "(a variable-length unsigned integer of at least one byte without leading zeros)")
+    count = int.from_bytes(count_bytes, "big")
+    pos += size
+    for index in range(min(count, 64)):
+        found, size, pos = length_determinant_problems(data, pos, f"entry {index + 1} name")
+        problems += found
+        pos += size + 1  # the name, then the content type byte
+        found, size, pos = length_determinant_problems(data, pos, f"entry {index + 1} data")
+        problems += found
+        pos += size
+    return problems
+
+
+@requirement("btp.packet.server.canonical-lengths", "MUST",
+             "RFC 0030, Long form (\"This length MUST NOT contain leading zeros\"; \"the short form encoding MUST be "
+             "used\"); Variable-length unsigned integer (\"Leading zeros MUST NOT be used\")",
+             depends=AUTHENTICATED)
+async def test_target_packets_use_canonical_lengths(authenticated_peer, open_peer):
+    """The answers to a probe and to a Message with two entries of one name
+    after auth, and to a Transfer before auth (a Response or an Error each:
+    whichever the target sends, its encoding is judged)."""
+    peer = await authenticated_peer()
+    entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
+    fresh = await open_peer("a Transfer before auth")
+    for connection, request, what in (
+            (peer, probe_message(new_request_id()), "a probe Message"),
+            (peer, Message(new_request_id(), (entry, entry)), "a Message with two sub-protocols of one name"),
+            (fresh, Transfer(new_request_id(), 1), "a Transfer before auth")):
+        await connection.send(request)
+        raw = await connection.conn.receive(f"the answer to {what}")
+        assert isinstance(raw, bytes) and len(raw) >= 6 and raw[0] in (1, 2) and \
+            int.from_bytes(raw[1:5], "big") == request.request_id, (
+                f"expected the answer to {what} (a Response or Error with request id {request.request_id}); "
+                f"got {short_hex(raw, 96) if isinstance(raw, bytes) else repr(raw[:100])}")
+        problems = encoding_problems(raw)
+        assert not problems, f"the answer to {what} is not canonical OER: {problems}; bytes: {short_hex(raw, 160)}"

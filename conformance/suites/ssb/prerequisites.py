@@ -1,0 +1,39 @@
+"""Case ids the SSB cases name as prerequisites (``depends=``).
+
+A case depends on the rules it relies on to tell its own rule apart: when
+one of them did not pass in the same run, the case is reported ``blocked``
+by it instead of failing for a rule that is not its own. The graph is
+acyclic, and its roots are the cases that rely on nothing but a TCP
+connection: the valid handshake (target as server) and the client's hello
+(target as client).
+"""
+
+from __future__ import annotations
+
+# -- target as server
+HANDSHAKE = "ssb.shs.server.completes-valid-handshake"
+"""Every server case after the handshake opens a session with it."""
+
+NUMBERING = "ssb.rpc.server.responses-use-negated-request-number"
+"""The harness finds the answers to a request by its negated number."""
+STREAM_FLAG = "ssb.rpc.server.source-responses-set-stream-flag"
+STREAM_END = "ssb.rpc.server.ends-source-stream-with-true"
+"""A stream is read to its end; ``true`` tells a finished stream from a failed one."""
+
+SESSION = (HANDSHAKE, NUMBERING)
+"""A case that sends a request and reads the first answer to it."""
+READS_STREAM = (HANDSHAKE, NUMBERING, STREAM_FLAG, STREAM_END)
+"""A case that reads a source stream to its end."""
+
+WHOLE_FEED = "ssb.history.server.serves-whole-feed-in-order"
+LIMIT = "ssb.history.server.limit-caps-messages"
+KEYS_DEFAULT_TRUE = "ssb.history.server.keys-default-true"
+KEYS_FALSE = "ssb.history.server.keys-false-sends-bare-messages"
+UNKNOWN_ASYNC_ERROR = "ssb.rpc.server.unknown-async-procedure-gets-error"
+
+# -- target as client
+CLIENT_HELLO = "ssb.shs.client.sends-valid-hello"
+CLIENT_HANDSHAKE = "ssb.shs.client.completes-valid-handshake"
+CLIENT_HISTORY_REQUEST = "ssb.history.client.sends-well-formed-request"
+SEQUENCE = "ssb.history.server.sequence-starts-at-given-message"
+"""The case of the ``sequence`` option (renamed with its erratum, SSB-E1)."""

@@ -1,0 +1,153 @@
+"""The SSB reference node's faults: ``python -m reference_impl.ssb serve|replicate
+--fault NAME`` (repeatable). Each breaks one rule of the SSB guide on
+purpose; ``cases`` are the conformance cases that must catch it (see
+reference_impl/faults.py and docs/mutation.md).
+
+The cores take them as an explicit ``faults`` set of :data:`Fault` members
+(ServerHandshake/ClientHandshake, BoxStreamEncoder/Decoder, RpcDecoder,
+RpcEndpoint, SsbConnection), the node layer as ``SsbNode(faults=...)`` and
+``replicate(faults=...)``.
+"""
+
+from __future__ import annotations
+
+from ..faults import FaultSpec, fault_enum
+
+SHS = "ssb.shs.server."
+BOX = "ssb.boxstream.server."
+RPC = "ssb.rpc.server."
+HISTORY = "ssb.history.server."
+FEED = "ssb.feed.server."
+
+_HANG_UP_CASES = tuple(SHS + rule for rule in (
+    "rejects-wrong-network-key", "rejects-client-without-server-key", "rejects-tampered-msg3",
+    "rejects-replayed-handshake", "rejects-replayed-msg3-with-fresh-msg1", "rejects-truncated-msg1",
+    "rejects-truncated-msg3", "rejects-garbage-msg1", "rejects-garbage-msg3"))
+
+SPECS: tuple[FaultSpec, ...] = (
+    # --- secret handshake, server
+    FaultSpec("bad-server-accept", "server",
+              "msg4 (server accept) carries a signature over the wrong data",
+              (SHS + "completes-valid-handshake",)),
+    FaultSpec("accept-any-network-key", "server",
+              "accept a client hello whatever network key its HMAC was made with (answer msg2)",
+              (SHS + "rejects-wrong-network-key", SHS + "rejects-garbage-msg1")),
+    FaultSpec("write-after-bad-handshake", "server",
+              "write 16 garbage bytes after an invalid or truncated handshake message, then hang up",
+              _HANG_UP_CASES),
+    FaultSpec("reuse-ephemeral-key", "server",
+              "use one ephemeral key pair for every handshake (no forward secrecy, msg3 replayable)",
+              (SHS + "uses-fresh-ephemeral-keys", SHS + "rejects-replayed-handshake")),
+    # --- box stream, server
+    FaultSpec("skip-header-auth", "server",
+              "decrypt box headers without checking their authentication tag",
+              (BOX + "ends-on-tampered-header",)),
+    FaultSpec("skip-body-auth", "server",
+              "decrypt box bodies without checking their authentication tag",
+              (BOX + "ends-on-tampered-body",)),
+    FaultSpec("ignore-goodbye", "server",
+              "neither answer nor close on the peer's goodbye",
+              (BOX + "closes-after-goodbye",)),
+    FaultSpec("drop-rpc-split-across-boxes", "server",
+              "discard the start of an RPC message left unfinished at the end of a box",
+              (BOX + "accepts-rpc-split-across-boxes",)),
+    FaultSpec("first-rpc-per-box", "server",
+              "read only the first RPC message of each box, dropping the rest of the box",
+              (BOX + "accepts-several-rpc-per-box",)),
+    FaultSpec("no-box-split", "server",
+              "send an RPC message longer than 4096 bytes as one box body",
+              (BOX + "splits-large-messages",)),
+    # --- RPC, server
+    FaultSpec("number-replies-by-latest-request", "server",
+              "stream replies carry minus the latest request's number, not their own request's",
+              (RPC + "responses-use-negated-request-number",)),
+    FaultSpec("no-stream-flag", "server",
+              "stream data on a source request goes out without the stream flag",
+              (RPC + "source-responses-set-stream-flag",)),
+    FaultSpec("end-stream-with-false", "server",
+              "a finished source stream ends with the JSON body false instead of true",
+              (RPC + "ends-source-stream-with-true",)),
+    FaultSpec("keep-stream-open-after-abort", "server",
+              "do not close our end of a stream the requester aborted",
+              (RPC + "closes-stream-on-requester-abort",)),
+    FaultSpec("no-error-on-unknown", "server",
+              "answer unknown procedures without the end/err flag",
+              (RPC + "unknown-async-procedure-gets-error", RPC + "unknown-source-procedure-ends-stream-with-error")),
+    FaultSpec("error-body-without-name", "server",
+              "error bodies carry only a message, no name",
+              (RPC + "error-body-names-the-error",)),
+    FaultSpec("close-after-unknown-procedure", "server",
+              "end the connection right after answering an unknown procedure with an error",
+              (RPC + "serves-after-an-error",)),
+    # --- createHistoryStream, server
+    FaultSpec("default-sequence-skips-first", "server",
+              "without sequence, createHistoryStream starts after message 1 instead of at the beginning",
+              (HISTORY + "serves-whole-feed-in-order", FEED + "chain-links")),
+    FaultSpec("keys-default-false", "server",
+              "createHistoryStream without keys sends bare messages (keys defaults to false)",
+              (HISTORY + "keys-default-true",)),
+    FaultSpec("ignore-keys-false", "server",
+              "createHistoryStream keys=false still sends {key, value, timestamp}",
+              (HISTORY + "keys-false-sends-bare-messages",)),
+    FaultSpec("exclusive-sequence", "server",
+              "createHistoryStream sequence=N starts after message N (the guide's words, not the network's "
+              "reading: erratum SSB-E1)",
+              (HISTORY + "sequence-starts-at-given-message",)),
+    FaultSpec("ignore-seq-alias", "server",
+              "createHistoryStream ignores the legacy option name seq",
+              (HISTORY + "accepts-seq-alias",)),
+    FaultSpec("accept-conflicting-seq", "server",
+              "createHistoryStream with seq and sequence conflicting follows sequence instead of failing",
+              (HISTORY + "rejects-conflicting-seq-and-sequence",)),
+    FaultSpec("ignore-limit", "server",
+              "createHistoryStream ignores limit",
+              (HISTORY + "limit-caps-messages",)),
+    FaultSpec("missing-id-ends-normally", "server",
+              "createHistoryStream without id ends the stream with true instead of an error",
+              (HISTORY + "missing-id-is-an-error",)),
+    FaultSpec("ignore-live", "server",
+              "createHistoryStream live=true ends the stream after the existing messages",
+              (HISTORY + "live-sends-new-messages", HISTORY + "live-old-false-skips-existing")),
+    FaultSpec("ignore-old-false", "server",
+              "createHistoryStream old=false still sends the existing messages",
+              (HISTORY + "live-old-false-skips-existing",)),
+    # --- feeds, server
+    FaultSpec("bad-signature", "server",
+              "serve messages with one signature byte flipped (keys are the ids of what is served)",
+              (FEED + "signatures-verify",)),
+    FaultSpec("wrong-message-key", "server",
+              "keys=true items carry the id of the previous message (the first: of the last) as key",
+              (FEED + "keys-are-message-ids",)),
+    FaultSpec("broken-chain", "server",
+              "serve the node's own messages after the first re-signed with previous null",
+              (FEED + "chain-links",)),
+    # --- client role (replicate)
+    FaultSpec("client-bad-hello", "client",
+              "the client hello's HMAC is made with a wrong network key",
+              ("ssb.shs.client.sends-valid-hello",)),
+    FaultSpec("client-bad-auth-signature", "client",
+              "msg3 (client authenticate) carries a signature over the wrong data",
+              ("ssb.shs.client.completes-valid-handshake",)),
+    FaultSpec("client-accept-any-network-key", "client",
+              "the client accepts a server hello whatever network key its HMAC was made with",
+              ("ssb.shs.client.rejects-wrong-network-key",)),
+    FaultSpec("client-skip-server-accept-check", "client",
+              "the client does not verify msg4 (server accept) and starts the box stream",
+              ("ssb.shs.client.rejects-forged-server-accept",)),
+    FaultSpec("client-uses-seq-name", "client",
+              "the client names the createHistoryStream start option seq (always sent)",
+              ("ssb.history.client.sends-well-formed-request",)),
+    FaultSpec("client-keep-stream-open-after-end", "client",
+              "the client does not close its end of a source stream the responder ended",
+              ("ssb.rpc.client.closes-stream-after-responder-end",)),
+)
+
+Fault = fault_enum("Fault", SPECS)
+"""One member per fault (``Fault.ACCEPT_ANY_NETWORK_KEY`` is
+``"accept-any-network-key"``)."""
+
+REGISTRY: dict[str, FaultSpec] = {spec.name: spec for spec in SPECS}
+
+NOT_ISOLABLE: dict[str, str] = {}
+"""Cases whose rule cannot be broken without breaking other cases' rules too,
+with the reason; the mutation table lists them (docs/mutation.md)."""

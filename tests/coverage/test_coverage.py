@@ -1,0 +1,190 @@
+"""`conformance coverage`: the sentence splitter, the checks, the tables and
+the generated docs."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.coverage.cases import SuiteCase
+from conformance.coverage.sentences import keywords_in, parse_spec_file, split_sentences
+from conformance.coverage.tool import (REPO, analyse, parse_citation, protocols_with_suites, protocols_with_tables,
+                                       render_markdown, specs_dir)
+
+DOCS = REPO / "docs" / "coverage"
+
+
+def test_sentences_end_at_stop_marks_not_at_abbreviations_or_ranges():
+    text = "One MUST. Two? Three (e.g. four) ends here! Range 0 .. 1023 stays."
+    assert split_sentences(text) == ["One MUST.", "Two?", "Three (e.g. four) ends here!", "Range 0 .. 1023 stays."]
+
+
+def test_keywords_any_case_word_boundaries():
+    assert keywords_in("the server should respond and MUST NOT retry") == ["SHOULD", "MUST NOT"]
+    assert keywords_in("optionally mustard mayor requirements") == []
+    assert keywords_in("All required fields must be present") == ["REQUIRED", "MUST"]
+
+
+def test_markdown_sections_lists_tables_and_asn_comments():
+    text = textwrap.dedent("""\
+        ---
+        title: x MUST not count
+        ---
+        # Top
+        Intro line one
+        continues. Second sentence.
+
+        ## Sub
+
+        - item one must hold
+          and continue
+        - item two
+
+        | Code | Name |
+        | :--- | :--- |
+        | **T00** | Unreachable |
+
+        ```asn1
+        Error ::= SEQUENCE {
+          -- Peers should match
+          -- the ids.
+          code IA5String  -- trailing comment
+        }
+        ```
+        """)
+    spec = parse_spec_file("x.md", text)
+    assert [s.title for s in spec.sections] == ["Top", "Sub"]
+    assert spec.sections[1].lineage == (0, 1)
+    texts = [(s.section.title, s.text) for s in spec.sentences]
+    assert texts == [("Top", "Intro line one continues."), ("Top", "Second sentence."),
+                     ("Sub", "item one must hold and continue"), ("Sub", "item two"),
+                     ("Sub", "Code | Name"), ("Sub", "**T00** | Unreachable"),
+                     ("Sub", "Peers should match the ids."), ("Sub", "trailing comment")]
+    assert [s.keywords for s in spec.sentences if s.keywords] == [["MUST"], ["SHOULD"]]
+
+
+def test_asn_module_sections_start_at_the_comment_above_each_type():
+    text = "Mod\nDEFINITIONS ::= BEGIN\n\n-- Each request should be unique.\nPrepare ::= SEQUENCE {\n  a UInt8\n}\nEND\n"
+    spec = parse_spec_file("m.asn", text)
+    sentence = [s for s in spec.sentences if s.keywords][0]
+    assert sentence.section.title == "Prepare" and sentence.text == "Each request should be unique."
+
+
+def test_citation_parts_remarks_and_quotes():
+    parts, quotes = parse_citation('BTP 2.0, Error, Error Codes (name: "Corresponding (x) code"); RFC 0030 \u00a7Encoding')
+    assert parts == [["BTP 2.0", "Error", "Error Codes"], ["RFC 0030", "Encoding"]]
+    assert quotes == ["Corresponding (x) code"]
+
+
+def write_case_suite(tmp_path: Path) -> None:
+    (tmp_path / "demo.toml").write_text(textwrap.dedent("""\
+        [spec]
+        title = "Demo"
+        files = ["demo/spec.md"]
+        cite_as = { "Demo" = "demo/spec.md" }
+
+        [[out_of_scope]]
+        file = "demo/spec.md"
+        section = "Later"
+        reason = "not yet"
+
+        [[rule]]
+        quote = "The server MUST answer."
+        cases = ["demo.flow.server.answers"]
+
+        [[rule]]
+        quote = "Requests carry ids"
+        reason = "fact without a case, said why"
+        """))
+    specs = tmp_path / "specs" / "demo"
+    specs.mkdir(parents=True)
+    (specs / "spec.md").write_text(textwrap.dedent("""\
+        # Flow
+        The server MUST answer. Requests carry ids. The client should wait.
+        ## Later
+        Things MAY happen.
+        """))
+
+
+def demo_cases(citation: str = 'Demo, Flow ("The server MUST answer")') -> dict[str, SuiteCase]:
+    return {"demo.flow.server.answers": SuiteCase("demo.flow.server.answers", "MUST", citation, "server", "x.py:1"),
+            "demo.flow.client.extra": SuiteCase("demo.flow.client.extra", "MUST", "Demo, Flow", "client", "x.py:9")}
+
+
+def test_analysis_counts_and_every_kind_of_problem(tmp_path):
+    write_case_suite(tmp_path)
+    coverage = analyse("demo", tmp_path / "specs", demo_cases(), [], tables_dir=tmp_path)
+    counts = coverage.counts
+    assert (counts["normative"], counts["covered_by_cases"], counts["covered_by_reason"],
+            counts["out_of_scope"], counts["uncovered"]) == (4, 1, 1, 1, 1)
+    messages = [str(p) for p in coverage.problems]
+    assert any("The client should wait." in m and "neither a case nor a reason" in m for m in messages)
+    assert any("demo.flow.client.extra" in m and "mapped by no rule" in m for m in messages)
+    assert len(messages) == 2, messages
+
+
+def test_analysis_flags_bad_quotes_unknown_cases_and_citations(tmp_path):
+    write_case_suite(tmp_path)
+    table = tmp_path / "demo.toml"
+    table.write_text(table.read_text() + textwrap.dedent("""\
+        [[rule]]
+        quote = "The client should wait."
+        cases = ["demo.flow.client.extra", "demo.flow.client.nowhere"]
+
+        [[rule]]
+        quote = "The server MUST answer. Requests"
+        reason = "spans two sentences"
+
+        [[rule]]
+        quote = "not in the text"
+        """))
+    cases = demo_cases('Demo, Flow, No Such Heading ("The server MUST reply")')
+    coverage = analyse("demo", tmp_path / "specs", cases, [], tables_dir=tmp_path)
+    messages = [str(p) for p in coverage.problems]
+    assert any("demo.flow.client.nowhere" in m and "no suite defines" in m for m in messages)
+    assert any("spans two sentences" in m for m in messages if "quote not found" in m)
+    assert any("not in the text" in m and "neither cases nor a reason" in m for m in messages)
+    assert any("'No Such Heading'" in m for m in messages)
+    assert any("'the server must reply'" in m for m in messages)
+    assert coverage.counts["uncovered"] == 0
+
+
+def test_missing_table_of_a_protocol_with_a_suite_is_an_error(tmp_path):
+    coverage = analyse("btp", specs_dir(), {}, [], tables_dir=tmp_path)
+    assert any("has a suite but no coverage table" in str(p) for p in coverage.problems)
+
+
+def test_missing_specs_dir_is_a_clear_error(tmp_path, monkeypatch):
+    from conformance.coverage.tool import CoverageError
+    monkeypatch.setenv("CONFORMANCE_SPECS_DIR", str(tmp_path / "absent"))
+    with pytest.raises(CoverageError, match="--specs-dir"):
+        specs_dir()
+
+
+@pytest.mark.parametrize("protocol", protocols_with_suites())
+def test_every_protocol_with_a_suite_has_a_table(protocol):
+    assert protocol in protocols_with_tables(), (
+        f"protocol {protocol} has a suite but no conformance/coverage/{protocol}.toml")
+
+
+@pytest.mark.parametrize("protocol", protocols_with_tables())
+def test_table_passes_the_check(protocol):
+    coverage = analyse(protocol, specs_dir())
+    assert not coverage.problems, "\n".join(str(p) for p in coverage.problems)
+    assert coverage.counts["uncovered"] == 0
+
+
+@pytest.mark.parametrize("protocol", protocols_with_tables())
+def test_generated_docs_are_current(protocol):
+    written = DOCS / f"{protocol}.md"
+    expected = render_markdown(analyse(protocol, specs_dir()))
+    assert written.exists() and written.read_text(encoding="utf-8") == expected, (
+        f"{written} is out of date: run `conformance coverage --protocol {protocol} --format markdown "
+        "--write docs/coverage/`")
+
+
+def test_cli_check_exit_status(tmp_path):
+    from conformance.cli import main
+    assert main(["coverage", "--protocol", "btp", "--specs-dir", str(tmp_path / "absent")]) == 2

@@ -1,0 +1,124 @@
+"""Preflight: a misconfigured or unreachable target stops `conformance certify`
+before any case, with one clear error and exit status 2, instead of one
+error per case."""
+
+from __future__ import annotations
+
+import json
+import socket
+import textwrap
+
+import pytest
+
+from reference_impl.ssb.keys import Keypair
+
+from .cli_runner import certify
+from .fake_suite import Listener
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ssb_target(port: int, public_key: str, extra: str = "") -> str:
+    return textwrap.dedent(f"""
+        [targets.node]
+        implementation = "some-ssb"
+        protocol = "ssb"
+        roles = ["server"]
+        host = "127.0.0.1"
+        port = {port}
+        [targets.node.params]
+        public_key = "{public_key}"
+    """) + textwrap.dedent(extra)
+
+
+def assert_stopped_by_preflight(run, *expected: str) -> str:
+    assert run.code == 2, run.output
+    errors = [line for line in run.output.splitlines() if line.startswith("conformance: error: preflight:")]
+    assert len(errors) == 1, run.output
+    summary = run.summary
+    error = summary["preflight_error"]
+    assert errors[0] == "conformance: error: preflight: " + error.splitlines()[0]
+    for text in expected:
+        assert text in error, error
+    assert not (run.run_dir / "results.jsonl").read_text().strip(), "no per-case records"
+    assert summary["cases"] == 0 and not summary["conformant"]
+    return error
+
+
+@pytest.fixture
+def listener():
+    with Listener() as server:
+        yield server
+
+
+def test_malformed_public_key_stops_the_run_once(tmp_path, listener):
+    targets = tmp_path / "targets.toml"
+    targets.write_text(ssb_target(listener.port, "@not-a-key.ed25519"))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
+    assert_stopped_by_preflight(run, "target node is misconfigured", "params.public_key '@not-a-key.ed25519'",
+                                "@<base64 of 32 bytes>.ed25519")
+    assert run.seconds < 30
+
+
+def test_unreachable_port_stops_the_run_once(tmp_path):
+    port = closed_port()
+    targets = tmp_path / "targets.toml"
+    targets.write_text(ssb_target(port, Keypair.generate().feed_id))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
+    assert_stopped_by_preflight(run, "target node is unreachable", f"127.0.0.1:{port}")
+
+
+def test_bad_network_key_and_missing_secret_file_are_named(tmp_path, listener):
+    key_file = tmp_path / "caps.hex"
+    key_file.write_text("00" * 31)
+    targets = tmp_path / "targets.toml"
+    targets.write_text(ssb_target(listener.port, Keypair.generate().feed_id, f"""
+        [targets.node.credentials]
+        network_key_file = "{key_file}"
+        secret_key_file = "{tmp_path / 'no-such-secret'}"
+    """))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
+    error = assert_stopped_by_preflight(run, f"file {tmp_path / 'no-such-secret'} does not exist")
+    targets.write_text(ssb_target(listener.port, Keypair.generate().feed_id, f"""
+        [targets.node.credentials]
+        network_key_file = "{key_file}"
+    """))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
+    error = assert_stopped_by_preflight(run, "network_key holds 31 byte(s); it must hold 32")
+    assert "00" * 31 not in error, "a credential's value is never shown"
+
+
+def test_btp_url_must_be_a_websocket_url(tmp_path, listener):
+    targets = tmp_path / "targets.toml"
+    targets.write_text(textwrap.dedent(f"""
+        [targets.node]
+        implementation = "some-btp"
+        protocol = "btp"
+        roles = ["server"]
+        url = "http://127.0.0.1:{listener.port}/"
+        [targets.node.credentials]
+        auth_token_env = "PATH"
+    """))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
+    assert_stopped_by_preflight(run, "must be ws://HOST[:PORT]/... or wss://")
+
+
+def test_node_that_fails_to_start_stops_the_run_once(tmp_path):
+    targets = tmp_path / "targets.toml"
+    targets.write_text(textwrap.dedent("""
+        [targets.node]
+        implementation = "crashing-ssb"
+        protocol = "ssb"
+        roles = ["server"]
+        [targets.node.launch]
+        server = "{python} -c 'import sys; print(\\"no config here\\"); sys.exit(3)'"
+        ready = "NEVER"
+    """))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
+    assert_stopped_by_preflight(run, "target node could not be started", "exited with code 3", "no config here")
+    assert json.loads((run.run_dir / "preflight-node.json").read_text())["target"] == "node"

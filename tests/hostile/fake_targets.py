@@ -1,0 +1,363 @@
+"""Hostile fake targets: nodes that flood, trickle, reset mid-frame, declare
+gigantic lengths, stream forever, or answer validly and then send garbage.
+
+Each runs as its own process on loopback, launched by the harness through a
+targets file (:func:`targets_toml`), and prints one ready line::
+
+    HOSTILE_READY port=P id=@...ed25519        (SSB)
+    HOSTILE_READY port=P url=ws://127.0.0.1:P/  (BTP)
+
+The SSB fakes that misbehave after the handshake speak a valid secret
+handshake and box stream first, driven by the project's own sans-I/O cores
+(reference_impl/ssb), so the harness gets past decryption and meets the bad
+bytes where they are meant to be: in a box header, an RPC header, a stream.
+The BTP fakes complete a valid WebSocket upgrade (websockets library) and
+then write frames by hand on the raw transport.
+
+    python -m tests.hostile.fake_targets ssb flood --port 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import struct
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from reference_impl.btp.packet import (ContentType, Message, ProtocolDataEntry, Response, decode_packet,
+                                       encode_packet)
+from reference_impl.ssb import boxstream, shs
+from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder
+from reference_impl.ssb.feed import create_message, message_id
+from reference_impl.ssb.keys import MAIN_NETWORK_KEY, Keypair
+from reference_impl.ssb.rpc import RpcDecoder, RpcMessage, encode_header
+
+RANDOM_BLOCK = os.urandom(1 << 20)
+"""Random bytes written in slices: a flood as fast as the socket takes it,
+without spending the fake's CPU on the random generator."""
+
+TRICKLE_INTERVAL = 1.0
+"""Seconds between the bytes of a slowloris target."""
+
+SSB_BEHAVIOURS = ("flood", "slowloris", "reset-mid-frame", "huge-rpc-length", "huge-box-length",
+                  "endless-stream", "valid-then-garbage")
+BTP_BEHAVIOURS = ("flood", "slowloris", "reset-mid-frame", "huge-frame", "huge-oer-length",
+                  "endless-stream", "valid-then-garbage")
+
+
+def random_chunks(size: int = 65536):
+    """Endless random-looking chunks of ``size`` bytes."""
+    offset = 0
+    while True:
+        if offset + size > len(RANDOM_BLOCK):
+            offset = 0
+        yield RANDOM_BLOCK[offset:offset + size]
+        offset += 4099  # shift so consecutive chunks differ
+
+
+def reset(writer_or_transport: Any) -> None:
+    """Close with a TCP RST (SO_LINGER 0), not a FIN: the connection is
+    reset, as a crashing node's would be."""
+    transport = getattr(writer_or_transport, "transport", writer_or_transport)
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+async def flood(writer: asyncio.StreamWriter) -> None:
+    for chunk in random_chunks():
+        writer.write(chunk)
+        await writer.drain()
+
+
+async def trickle(writer: asyncio.StreamWriter, data: bytes | None = None) -> None:
+    """One byte a second, forever (of ``data`` repeated, or random)."""
+    source = data or RANDOM_BLOCK
+    index = 0
+    while True:
+        writer.write(source[index % len(source):index % len(source) + 1])
+        await writer.drain()
+        index += 1
+        await asyncio.sleep(TRICKLE_INTERVAL)
+
+
+async def discard_input(reader: asyncio.StreamReader) -> None:
+    """Read and drop what the harness sends, so its writes never block."""
+    while await reader.read(65536):
+        pass
+
+
+# ---------------------------------------------------------------- SSB
+
+class SsbSession:
+    """The fake's side of a valid SSB connection: handshake as server, then
+    box stream and RPC decoding of what the harness sends."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keypair: Keypair) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.keypair = keypair
+        self.encoder: BoxStreamEncoder | None = None
+        self.decoder: BoxStreamDecoder | None = None
+        self.rpc = RpcDecoder()
+        self.params: shs.BoxStreamParams | None = None
+
+    async def handshake(self) -> bool:
+        """The server side of the secret handshake; False if the harness's
+        messages do not verify (then the fake hangs up, as the spec says)."""
+        hs = shs.ServerHandshake(MAIN_NETWORK_KEY, self.keypair)
+        try:
+            for size in (shs.HELLO_SIZE, shs.CLIENT_AUTH_SIZE):
+                reply = hs.receive_data(await self.reader.readexactly(size))
+                self.writer.write(reply)
+                await self.writer.drain()
+        except (shs.HandshakeError, asyncio.IncompleteReadError):
+            return False
+        self.params = hs.result
+        self.encoder = BoxStreamEncoder(self.params.encrypt_key, self.params.encrypt_nonce)
+        self.decoder = BoxStreamDecoder(self.params.decrypt_key, self.params.decrypt_nonce)
+        return True
+
+    async def next_request(self) -> RpcMessage | None:
+        """The harness's next RPC message (None when it closes or breaks the stream)."""
+        assert self.decoder is not None
+        pending: list[RpcMessage] = []
+        while not pending:
+            data = await self.reader.read(65536)
+            if not data:
+                return None
+            try:
+                for body in self.decoder.receive_data(data):
+                    pending.extend(self.rpc.receive_data(body))
+            except Exception:  # the harness forging bad boxes on purpose
+                return None
+            if self.decoder.ended or self.rpc.ended:
+                return None
+        return pending[0]
+
+    async def send_rpc(self, data: bytes) -> None:
+        assert self.encoder is not None
+        self.writer.write(self.encoder.encode(data))
+        await self.writer.drain()
+
+
+async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         keypair: Keypair) -> None:
+    if behaviour == "flood":
+        asyncio.ensure_future(discard_input(reader))
+        await flood(writer)
+        return
+    if behaviour == "slowloris":
+        asyncio.ensure_future(discard_input(reader))
+        await trickle(writer)
+        return
+    session = SsbSession(reader, writer, keypair)
+    if not await session.handshake():
+        return
+    request = await session.next_request()
+    if request is None:
+        return
+    assert session.params is not None and session.encoder is not None
+    if behaviour == "reset-mid-frame":
+        # The first 20 of the 34 header bytes of a valid box, then RST.
+        box = session.encoder.encode(RpcMessage.from_json(-request.req, True, stream=True, end=True).encode())
+        writer.write(box[:20])
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        reset(writer)
+        return
+    if behaviour == "huge-rpc-length":
+        # A valid box whose RPC header declares 0xFFFFFFFF body bytes.
+        header = encode_header(0x0A, 0xFFFFFFFF, -request.req)
+        await session.send_rpc(header + b'{"never":"ends"')
+    elif behaviour == "huge-box-length":
+        # An authentic box header declaring 65535 body bytes (the bound is 4096).
+        header, body = boxstream.seal_box(session.params.encrypt_key, session.encoder.nonce, bytes(65535))
+        writer.write(header + body[:1024])
+        await writer.drain()
+    elif behaviour == "endless-stream":
+        # Every request gets a stream of valid, signed messages that never ends.
+        sequence, previous = 0, None
+        while True:
+            sequence += 1
+            message = create_message(keypair, previous, sequence, 1_700_000_000_000 + sequence,
+                                     {"type": "post", "text": f"message {sequence} of a stream that never ends"})
+            previous = message_id(message)
+            await session.send_rpc(RpcMessage.from_json(-request.req, message, stream=True).encode())
+    elif behaviour == "valid-then-garbage":
+        # A valid answer (the end of the request, as an error), then random bytes.
+        await session.send_rpc(RpcMessage.from_json(
+            -request.req, {"name": "Error", "message": "not here", "stack": ""}, stream=request.stream,
+            end=True).encode())
+        writer.write(RANDOM_BLOCK[:4096])
+        await writer.drain()
+    await discard_input(reader)
+
+
+async def serve_ssb(behaviour: str, host: str, port: int) -> None:
+    keypair = Keypair.generate()
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await ssb_connection(behaviour, reader, writer, keypair)
+        except (ConnectionError, OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.transport.abort()
+
+    server = await asyncio.start_server(on_connect, host, port)
+    bound = server.sockets[0].getsockname()[1]
+    print(f"HOSTILE_READY port={bound} id={keypair.feed_id}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+# ---------------------------------------------------------------- BTP
+
+def ws_frame(payload: bytes, opcode: int = 0x2, declared: int | None = None) -> bytes:
+    """A server-to-client WebSocket frame (FIN set, unmasked); ``declared``
+    overrides the payload length the header states."""
+    length = len(payload) if declared is None else declared
+    if length < 126:
+        head = bytes([0x80 | opcode, length])
+    elif length < 1 << 16:
+        head = bytes([0x80 | opcode, 126]) + length.to_bytes(2, "big")
+    else:
+        head = bytes([0x80 | opcode, 127]) + length.to_bytes(8, "big")
+    return head + payload
+
+
+def request_id_of(message: Any) -> int:
+    if isinstance(message, bytes) and len(message) >= 5:
+        return int.from_bytes(message[1:5], "big")
+    return 0
+
+
+async def btp_connection(behaviour: str, ws: Any) -> None:
+    transport = ws.transport
+
+    async def write(data: bytes) -> None:
+        transport.write(data)
+        while transport.get_write_buffer_size() > 1 << 20:
+            await asyncio.sleep(0.001)
+
+    if behaviour == "flood":
+        # Valid frames, random payloads, as fast as the socket takes them.
+        for chunk in random_chunks(16384):
+            await write(ws_frame(chunk))
+        return
+    if behaviour == "slowloris":
+        # A valid Response frame, one byte a second.
+        frame = ws_frame(encode_packet(Response(1)))
+        index = 0
+        while True:
+            await write(frame[index % len(frame):index % len(frame) + 1])
+            index += 1
+            await asyncio.sleep(TRICKLE_INTERVAL)
+    first = await ws.recv()
+    request_id = request_id_of(first)
+    if behaviour == "reset-mid-frame":
+        frame = ws_frame(encode_packet(Response(request_id)))
+        await write(frame[:len(frame) // 2])
+        await asyncio.sleep(0.05)
+        reset(transport)
+        return
+    if behaviour == "huge-frame":
+        # A binary frame declaring 2^32 payload bytes, then a little of it.
+        await write(ws_frame(b"\x01" * 1024, declared=1 << 32))
+    elif behaviour == "huge-oer-length":
+        # A Response whose OER envelope length prefix says 0xFFFFFFFF bytes follow.
+        await write(ws_frame(bytes([1]) + request_id.to_bytes(4, "big") + b"\x84\xff\xff\xff\xff" + b"\x00" * 16))
+    elif behaviour == "endless-stream":
+        await write(ws_frame(encode_packet(Response(request_id))))
+        sequence = 0
+        while True:
+            sequence += 1
+            packet = Message(sequence, (ProtocolDataEntry("endless", ContentType.TEXT_PLAIN_UTF8,
+                                                          f"message {sequence}".encode()),))
+            await write(ws_frame(encode_packet(packet)))
+            await asyncio.sleep(0)
+    elif behaviour == "valid-then-garbage":
+        await write(ws_frame(encode_packet(Response(request_id))))
+        await write(ws_frame(RANDOM_BLOCK[:512]))
+    # Stay connected, answering nothing more.
+    while True:
+        await ws.recv()
+
+
+async def serve_btp(behaviour: str, host: str, port: int) -> None:
+    from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosed
+
+    async def handler(ws: Any) -> None:
+        try:
+            await btp_connection(behaviour, ws)
+        except (ConnectionClosed, ConnectionError, OSError):
+            pass
+
+    async with serve(handler, host, port, ping_interval=None, compression=None, max_size=1 << 20) as server:
+        bound = next(iter(server.sockets)).getsockname()[1]
+        print(f"HOSTILE_READY port={bound} url=ws://{host}:{bound}/", flush=True)
+        await server.serve_forever()
+
+
+SERVERS: dict[str, tuple[tuple[str, ...], Callable[[str, str, int], Awaitable[None]]]] = {
+    "ssb": (SSB_BEHAVIOURS, serve_ssb),
+    "btp": (BTP_BEHAVIOURS, serve_btp),
+}
+
+
+def targets_toml(protocol: str, behaviours: tuple[str, ...] | list[str] | None = None) -> str:
+    """A targets file with one target per behaviour, named ``hostile-<protocol>-<behaviour>``,
+    each launched by the harness as a process of this module."""
+    known, _ = SERVERS[protocol]
+    parts = []
+    for behaviour in behaviours or known:
+        name = f"hostile-{protocol}-{behaviour}"
+        outputs = '{ public_key = "id", port = "port" }' if protocol == "ssb" else '{ url = "url", port = "port" }'
+        extra = ""
+        if protocol == "btp":
+            extra = (f"[targets.{name}.params]\nauth_timeout = 1\n"
+                     f"[targets.{name}.credentials]\nauth_token_generate = \"hex16\"\n")
+        parts.append(f"""
+[targets.{name}]
+implementation = "hostile-{protocol}-{behaviour}"
+version = "test"
+protocol = "{protocol}"
+roles = ["server"]
+host = "127.0.0.1"
+port = 0
+{extra}[targets.{name}.launch]
+server = "{{python}} -m tests.hostile.fake_targets {protocol} {behaviour} --host {{host}} --port 0"
+ready = "HOSTILE_READY"
+ready_timeout = 30
+outputs = {outputs}
+cwd = "{{repo}}"
+""")
+    return "".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("protocol", choices=sorted(SERVERS))
+    parser.add_argument("behaviour")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    behaviours, serve = SERVERS[args.protocol]
+    if args.behaviour not in behaviours:
+        parser.error(f"{args.protocol} behaviours: {', '.join(behaviours)}")
+    try:
+        asyncio.run(serve(args.behaviour, args.host, args.port))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

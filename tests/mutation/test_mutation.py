@@ -1,0 +1,88 @@
+"""The mutation score: every fault of the reference nodes is caught by
+exactly its own cases, the conformant nodes pass, and docs/mutation.md shows
+the registries as they are."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conformance.core.targets import load_targets_file
+from conformance.mutation import (FAULT_REGISTRIES, builtin_tables, mutant_name, mutant_table, registry,
+                                  registry_problems, run_mutation, suite_case_ids, targets_toml)
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "mutation.md"
+PROTOCOLS = sorted(FAULT_REGISTRIES)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_registry_covers_every_case_of_the_suite(protocol):
+    """Every case has a fault (or a written reason why its rule cannot be
+    broken alone); every fault names existing cases of its own role."""
+    assert suite_case_ids(protocol)
+    assert registry_problems(protocol) == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_mutant_targets_copy_the_reference_with_the_fault_on_one_role(protocol, tmp_path):
+    reference = builtin_tables()[f"reference-{protocol}"]
+    tables = {mutant_name(protocol, spec.name): mutant_table(reference, spec.name, spec.role)
+              for spec in registry(protocol).SPECS}
+    path = tmp_path / "mutants.toml"
+    path.write_text(targets_toml(tables))
+    targets = load_targets_file(path)
+    base = load_targets_file("<ref>", targets_toml({"ref": reference}))["ref"]
+    for spec in registry(protocol).SPECS:
+        target = targets[mutant_name(protocol, spec.name)]
+        other = "client" if spec.role == "server" else "server"
+        assert getattr(target.launch, spec.role) == getattr(base.launch, spec.role) + ("--fault", spec.name)
+        assert getattr(target.launch, other) == getattr(base.launch, other)
+        assert (target.protocol, target.roles, target.capabilities) == (base.protocol, base.roles, base.capabilities)
+
+
+def _doc_rows() -> dict[str, list[str]]:
+    rows = {}
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^\| `([a-z0-9-]+)` \| (.*) \|$", line)
+        if match:
+            rows[match.group(1)] = [cell.strip() for cell in match.group(2).split(" | ")]
+    return rows
+
+
+def test_doc_table_matches_the_registries():
+    """docs/mutation.md is `conformance mutation --format markdown`; it must
+    list every fault as the registries define it, each caught."""
+    rows = _doc_rows()
+    specs = [spec for protocol in PROTOCOLS for spec in registry(protocol).SPECS]
+    assert sorted(rows) == sorted(spec.name for spec in specs), "regenerate docs/mutation.md"
+    for spec in specs:
+        role, description, expected, failed, caught = rows[spec.name]
+        assert (role, description) == (spec.role, spec.description), spec.name
+        assert expected == "<br>".join(f"`{case}`" for case in spec.cases), spec.name
+        assert failed == expected and caught == "yes", spec.name
+    text = DOC.read_text(encoding="utf-8")
+    assert f"**Mutation score: {len(specs)}/{len(specs)} faults caught (100 %)**" in text
+    for protocol in PROTOCOLS:
+        for case in registry(protocol).NOT_ISOLABLE:
+            assert f"- `{case}`: " in text, case
+
+
+@pytest.mark.timeout(1500)
+def test_every_fault_is_caught_by_exactly_its_own_cases(tmp_path):
+    """Certifies each reference node once without a fault and once per fault,
+    two certifications at a time (2 cores)."""
+    run = run_mutation(PROTOCOLS, [], jobs=2, work_dir=tmp_path, progress=lambda line: None)
+    for protocol in PROTOCOLS:
+        cert = run.conformant[protocol]
+        assert run.conformant_ok(protocol), sorted(cert.with_outcome("failed", "error", "blocked"))
+    problems = {result.name: {"missed": result.missed, "failed elsewhere": result.wrongly_blamed}
+                for result in run.faults if not result.caught}
+    assert not problems
+    assert run.caught == len(run.faults) == sum(len(registry(p).SPECS) for p in PROTOCOLS)
+    for result in run.faults:
+        for case in result.failed:
+            message = result.certification.records[case]["message"]
+            assert message.startswith(case), message  # the failure names its requirement
