@@ -24,6 +24,7 @@ import copy
 import importlib
 import json
 import re
+import shutil
 import sys
 import time
 import tomllib
@@ -182,18 +183,28 @@ def judge(result: FaultResult) -> FaultResult:
 
 
 def certify_one(target_name: str, fault: str | None, targets_file: Path, work_dir: Path,
-                deadline: float) -> Certification:
+                deadline: float, resume: bool = False) -> Certification:
     """One certification of ``target_name`` through cli.run_suite (one
-    pytest session in a child process), in its own run directory."""
+    pytest session in a child process), in its own run directory. With
+    ``resume``, a run directory that already holds a finished run (its
+    summary.json) is read instead of certified again."""
     from .cli import run_suite  # cli imports this module for its subcommand
 
     target = load_targets([str(targets_file)])[target_name]
     run_id = new_run_id()
     run_dir = work_dir / target_name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None)
     started = time.monotonic()
-    code = run_suite(target, run_dir, run_id, options)
+    if resume and (run_dir / "summary.json").is_file():
+        code = json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("exit_code", 0)
+    else:
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+        options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None)
+        code = run_suite(target, run_dir, run_id, options)
+        records = list(read_results(run_dir / "results.jsonl"))
+        (run_dir / "summary.json").write_text(json.dumps({"exit_code": code, **summarize(records)}),
+                                              encoding="utf-8")
     records = {rec["case_id"]: rec for rec in read_results(run_dir / "results.jsonl")
                if rec["target"] == target_name}
     return Certification(target_name, fault, records, code, run_dir, time.monotonic() - started)
@@ -224,7 +235,7 @@ class MutationRun:
 
 
 def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_dir: Path,
-                 deadline: float = 3.0, progress=print) -> MutationRun:
+                 deadline: float = 3.0, progress=print, resume: bool = False) -> MutationRun:
     started = time.monotonic()
     references = builtin_tables()
     tables: dict[str, dict[str, Any]] = {}
@@ -249,7 +260,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
 
     def run(plan: tuple[str, str | None, FaultResult | None]) -> None:
         target, fault, result = plan
-        cert = certify_one(target, fault, targets_file, work_dir, deadline)
+        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume)
         if result is None:
             conformant[target.removeprefix("reference-")] = cert
             failed = sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))
@@ -342,7 +353,7 @@ def cmd_mutation(args: argparse.Namespace) -> int:
         protocols = [p for p in protocols if any(s.name in args.fault for s in registry(p).SPECS)]
     work_dir = Path(args.run_dir or Path(args.reports_dir) / "mutation" / new_run_id()).resolve()
     run = run_mutation(protocols, args.fault, args.jobs, work_dir, args.deadline,
-                       progress=lambda line: print(line, file=sys.stderr, flush=True))
+                       progress=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume)
     print(render_markdown(run) if args.format == "markdown" else render_text(run))
     print(f"runs: {work_dir}", file=sys.stderr)
     return 0 if run.ok and not problems else 1
@@ -358,6 +369,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=["text", "markdown"], default="text", help="table format")
     parser.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
     parser.add_argument("--run-dir", default=None, help="exact directory for the runs")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --run-dir: reuse the certifications a previous run there finished "
+                        "(delete a target's directory to certify it again)")
     parser.add_argument("--deadline", type=float, default=3.0,
                         help="seconds to wait for bytes a target must send (default 3)")
     parser.set_defaults(func=cmd_mutation)

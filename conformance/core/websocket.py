@@ -37,18 +37,28 @@ target that sends more is not silent, and reading on would only fill memory."""
 
 
 class _RawTap:
-    """Keeps the head of the last chunk of raw bytes the target sent, so that
-    a frame or handshake the library refuses can be shown as hex (the trace
-    holds message payloads, not frames)."""
+    """Keeps the head of raw chunks the target sent, so that a handshake or a
+    frame the library refuses can be shown as hex (the trace holds message
+    payloads, not frames): the first chunk (the HTTP answer to the upgrade)
+    and the chunk in which the frame parser failed."""
 
-    raw_head: bytes = b""
-    raw_head_size: int = 0
-    """Size of the chunk ``raw_head`` begins."""
+    first_head: bytes = b""
+    first_size: int = 0
+    refused_head: bytes = b""
+    refused_size: int = 0
 
     def data_received(self, data: bytes) -> None:
-        self.raw_head = bytes(data[:SHOWN_BYTES])
-        self.raw_head_size = len(data)
+        if not self.first_size:
+            self.first_head, self.first_size = bytes(data[:SHOWN_BYTES]), len(data)
+        protocol = getattr(self, "protocol", None)
+        failed_before = getattr(protocol, "parser_exc", None) is not None
         super().data_received(data)  # type: ignore[misc]
+        if not failed_before and getattr(protocol, "parser_exc", None) is not None:
+            self.refused_head, self.refused_size = bytes(data[:SHOWN_BYTES]), len(data)
+        if getattr(protocol, "handshake_exc", None) is not None and self.transport is not None:
+            # The answer to the upgrade is refused: the library would wait for
+            # the target to close; end it now so the case fails at once.
+            self.transport.abort()
 
 
 class _TappedClientConnection(_RawTap, ClientConnection):
@@ -84,8 +94,8 @@ def _refused_bytes(ws: Any) -> ProtocolViolation | None:
     sent = getattr(ws.protocol, "close_sent", None)
     closing = f"with close code {sent.code}" if sent is not None else f"({_describe_close(ws)})"
     return ProtocolViolation(f"target sent {what}; the harness closed the connection {closing}. "
-                             "The last raw chunk it sent", getattr(ws, "raw_head", b""),
-                             size=getattr(ws, "raw_head_size", None))
+                             "The chunk of raw bytes holding that frame", getattr(ws, "refused_head", b""),
+                             size=getattr(ws, "refused_size", None) or None)
 
 
 def _describe_close(ws: Any) -> str:
@@ -120,15 +130,19 @@ class WebSocketConnection:
                 ws_connect(url, open_timeout=deadline, create_connection=_Connection, **_CONNECTION_OPTIONS),
                 deadline)
         except asyncio.TimeoutError:
+            refused = getattr(tapped[0].protocol, "handshake_exc", None) if tapped else None
+            if refused is not None:
+                raise ProtocolViolation(f"target's answer to the WebSocket upgrade of {url} was refused ({refused})",
+                                        tapped[0].first_head, size=tapped[0].first_size or None) from None
             raise DeadlineExceeded(f"WebSocket handshake with {url} did not complete within {deadline} s") from None
         except InvalidMessage as exc:
-            head = tapped[0].raw_head if tapped else b""
+            head = tapped[0].first_head if tapped else b""
             if isinstance(exc.__cause__, EOFError):
                 raise PeerClosed(f"target closed the connection during the WebSocket handshake with {url}; "
                                  f"it had sent {head.hex() or 'nothing'}") from None
             raise ProtocolViolation(f"target's answer to the WebSocket upgrade of {url} is not a valid HTTP "
                                     f"response ({exc}: {exc.__cause__})", head,
-                                    size=tapped[0].raw_head_size if tapped else None) from None
+                                    size=(tapped[0].first_size or None) if tapped else None) from None
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise ConnectionError(f"could not open WebSocket {url}: {exc}") from None
         trace.event(f"WebSocket opened to {url}{' (' + label + ')' if label else ''}")

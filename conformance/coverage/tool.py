@@ -18,6 +18,7 @@ both roles, or to a written reason::
 
     [[rule]]
     quote = "exact substring of the sentence (whitespace-normalized)"
+    section = "createHistoryStream"   # optional: only sentences under this heading
     file = "btp/btp-2.0-rfc0023.md"      # optional when unambiguous
     cases = ["btp.auth.server.accepts-valid-auth"]
     reason = "..."            # required when cases is empty
@@ -59,7 +60,7 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 SPEC_KEYS = {"title", "files", "cite_as"}
 OUT_OF_SCOPE_KEYS = {"file", "section", "reason", "occurrence"}
-RULE_KEYS = {"quote", "file", "cases", "reason"}
+RULE_KEYS = {"quote", "file", "section", "cases", "reason"}
 
 
 class CoverageError(Exception):
@@ -334,7 +335,11 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
                                         name or "", sentence=quote))
             else:
                 traced.add(case_id)
-        hits = [i for i, s in enumerate(sentence_list) if (name is None or s.file == name) and s.contains(quote)]
+        # A short quote ("Required.") can stand in several sections: `section`
+        # limits the rule to the sentences under that heading.
+        section = entry.get("section")
+        hits = [i for i, s in enumerate(sentence_list) if (name is None or s.file == name)
+                and (section is None or s.section.title == section) and s.contains(quote)]
         if not hits:
             inside = [n for n, spec in specs.items() if (name is None or n == name)
                       and plain(quote).casefold() in spec.searchable]

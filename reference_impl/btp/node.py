@@ -270,8 +270,12 @@ class BtpConnection:
         try:
             await self.flush()   # a client's auth Message
             while not self.session.closed:
+                # The faults: no auth deadline at all, or none left once an
+                # auth Error went out (the connection then simply stays open).
                 if (self.session.state is SessionState.AUTHENTICATING
-                        and Fault.NO_AUTH_TIMEOUT not in self.session.faults):
+                        and Fault.NO_AUTH_TIMEOUT not in self.session.faults
+                        and not (Fault.STAY_OPEN_AFTER_AUTH_ERROR in self.session.faults
+                                 and self.auth_failure is not None)):
                     timeout: float | None = auth_deadline - loop.time()
                     if timeout <= 0:
                         self._handle(self.session.auth_timed_out())

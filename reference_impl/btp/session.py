@@ -680,6 +680,8 @@ class BtpSession:
             accepted = False
         if not accepted:
             return "F00", "the auth_token is not accepted"
+        if Fault.REFUSE_EXTRA_AUTH_ENTRIES in self._faults and len(packet.protocol_data) > 2:
+            return "F01", "further secondary entries refused (fault refuse-extra-auth-entries)"
         if Fault.REFUSE_VALID_AUTH in self._faults:
             return "F00", "refused although valid (fault refuse-valid-auth)"
         return None

@@ -393,4 +393,5 @@ class SsbConnection:
         if not self._rpc.goodbye_sent:
             self._rpc_plaintext += self._rpc.goodbye()
         self._box_pending_rpc()
-        self._outgoing += self._encoder.goodbye()
+        if Fault.HANG_UP_WITHOUT_GOODBYE not in self._faults:
+            self._outgoing += self._encoder.goodbye()

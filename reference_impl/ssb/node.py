@@ -154,12 +154,16 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
         if limit < 0 or Fault.IGNORE_LIMIT in faults:
             limit = None
     absent = 2 if Fault.DEFAULT_SEQUENCE_SKIPS_FIRST in faults else 0
+    live = _bool_option(options, "live", False) and Fault.IGNORE_LIVE not in faults
+    if Fault.LIVE_FALSE_KEEPS_STREAM_OPEN in faults and options.get("live") is False:
+        live = True
+    old_default = not (live and Fault.LIVE_OLD_DEFAULT_FALSE in faults)
     return HistoryOptions(
         feed_id=feed_id,
         sequence=sequence if sequence is not None else (seq if seq is not None else absent),
         limit=limit,
-        live=_bool_option(options, "live", False) and Fault.IGNORE_LIVE not in faults,
-        old=_bool_option(options, "old", True) or Fault.IGNORE_OLD_FALSE in faults,
+        live=live,
+        old=_bool_option(options, "old", old_default) or Fault.IGNORE_OLD_FALSE in faults,
         keys=(_bool_option(options, "keys", Fault.KEYS_DEFAULT_FALSE not in faults)
               or Fault.IGNORE_KEYS_FALSE in faults),
     )
@@ -252,6 +256,8 @@ class SsbNode:
         """
         stored = self._feeds[self.feed_id]
         timestamp = self._clock()
+        if Fault.TIMESTAMP_IN_SECONDS in self.faults:
+            timestamp //= 1000
         latest = stored.feed.latest
         msg = create_message(
             self.keypair,

@@ -12,6 +12,7 @@ every method that sends returns the bytes to write.
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -425,6 +426,9 @@ class RpcEndpoint:
             raise RpcError(f"the responder sends no data on a {call.type} stream")
         wire_req = self._highest_incoming if Fault.NUMBER_REPLIES_BY_LATEST_REQUEST in self._faults else req
         stream = Fault.NO_STREAM_FLAG not in self._faults
+        if Fault.INDENTED_JSON in self._faults and not isinstance(value, (bytes, bytearray, memoryview, str)):
+            return self._send(RpcMessage(-wire_req, stream=stream, end=False, body_type=BodyType.JSON,
+                                         body=json.dumps(value, indent=2).encode("utf-8")))
         return self._send(RpcMessage.from_value(-wire_req, value, stream=stream))
 
     def stream_end(self, req: int, error: Any = None) -> bytes:

@@ -87,7 +87,7 @@ FAULTS = {
     "write-after-bad-handshake": [f"ssb.shs.server.rejects-{rule}" for rule in (
         "wrong-network-key", "client-without-server-key", "tampered-msg3", "replayed-handshake",
         "replayed-msg3-with-fresh-msg1", "garbage-msg1", "garbage-msg3")],
-    "inclusive-sequence": ["ssb.history.server.sequence-is-exclusive"],
+    "exclusive-sequence": ["ssb.history.server.sequence-starts-at-given-message"],
     # The id hashes the signature too: a flipped signature byte also breaks
     # the served keys and the previous links of the following messages.
     "bad-signature": ["ssb.feed.server.signatures-verify", "ssb.feed.server.keys-are-message-ids",
@@ -114,7 +114,7 @@ def test_each_broken_node_fails_the_rule_it_breaks(tmp_path):
         wrongly_failed = [c for c, r in cases.items() if r["outcome"] in ("failed", "error") and c not in expected
                           and r["level"] == "MUST"]
         assert not wrongly_failed, (fault, wrongly_failed)
-    assert not verdicts["fault-inclusive-sequence"]["conformant"]
+    assert not verdicts["fault-exclusive-sequence"]["conformant"]
     # closes-after-goodbye is a SHOULD: a node breaking only it is still conformant.
     assert verdicts["fault-ignore-goodbye"]["conformant"]
 

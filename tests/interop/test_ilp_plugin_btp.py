@@ -362,6 +362,7 @@ KNOWN_FINDINGS = {
     "btp.flow.server.silent-on-length-beyond-end",
     "btp.flow.server.silent-on-garbage",
     "btp.flow.server.silent-on-text-message",
+    "btp.flow.server.silent-on-unknown-type",
     "btp.flow.client.silent-on-unreadable-packet",
     "btp.flow.server.silent-on-illegal-characters",
     "btp.auth.server.rejects-duplicate-subprotocol-names",

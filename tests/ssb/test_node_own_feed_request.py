@@ -1,5 +1,6 @@
 """The reference node, as server, calls createHistoryStream on each peer that
-connects (for its own feed, from the message after its latest), as real
+connects, once that peer has made its first request (for the node's own
+feed, from the message after its latest), as real
 peers' legacy replication does; ssb-server starts replicating the feeds it
 follows from a peer only once that peer has called it (npm ssb-replicate,
 legacy.js, ``rpc.once('call:createHistoryStream', next)``). The interop
@@ -28,7 +29,22 @@ async def connect(node: SsbNode, port: int, keypair: Keypair):
     return conn, reader, writer
 
 
-async def events_within(conn, reader, writer, seconds: float) -> list:
+async def first_request_of_node(conn, reader, writer) -> tuple[Request, list]:
+    """Call whoami (the node asks only once the peer has made a request, as
+    a JS peer answers the other's first call) and return the node's own
+    request, with every event seen."""
+    while not conn.is_open:
+        events = await events_within(conn, reader, writer, READ_TIMEOUT, until_open=True)
+        assert not any(isinstance(event, Closed) for event in events), events
+    conn.request(["whoami"], [], "async")
+    writer.write(conn.data_to_send())
+    events = await events_within(conn, reader, writer, SILENCE * 2)
+    requests = [event for event in events if isinstance(event, Request)]
+    assert len(requests) == 1, events
+    return requests[0], events
+
+
+async def events_within(conn, reader, writer, seconds: float, until_open: bool = False) -> list:
     """Every event the node's bytes give within ``seconds`` (answers flushed)."""
     collected = []
     loop = asyncio.get_running_loop()
@@ -41,7 +57,7 @@ async def events_within(conn, reader, writer, seconds: float) -> list:
         events = conn.receive_data(data) if data else conn.receive_eof()
         writer.write(conn.data_to_send())
         collected.extend(events)
-        if not data or any(isinstance(event, Closed) for event in events):
+        if not data or any(isinstance(event, Closed) for event in events) or (until_open and conn.is_open):
             break
     return collected
 
@@ -60,10 +76,11 @@ async def test_node_asks_a_connecting_peer_for_its_own_feed_from_the_next_messag
     server, port = node
     conn, reader, writer = await connect(server, port, Keypair.generate())
     try:
-        events = await events_within(conn, reader, writer, SILENCE * 2)
-        requests = [event for event in events if isinstance(event, Request)]
-        assert len(requests) == 1, events
-        [request] = requests
+        # Nothing before the peer's first request.
+        while not conn.is_open:
+            await events_within(conn, reader, writer, READ_TIMEOUT, until_open=True)
+        assert not [e for e in await events_within(conn, reader, writer, SILENCE) if isinstance(e, Request)]
+        request, _ = await first_request_of_node(conn, reader, writer)
         assert request.name == ["createHistoryStream"] and request.type == "source"
         # The first message it lacks (4), as the network reads `sequence`
         # (erratum SSB-E1), by the name clients must use.
@@ -85,8 +102,7 @@ async def test_node_ignores_messages_of_its_own_feed_offered_by_the_peer(node):
     server, port = node
     conn, reader, writer = await connect(server, port, Keypair.generate())
     try:
-        events = await events_within(conn, reader, writer, SILENCE * 2)
-        [request] = [event for event in events if isinstance(event, Request)]
+        request, _ = await first_request_of_node(conn, reader, writer)
         forged = {"previous": None, "author": server.feed_id, "sequence": 4, "content": {"type": "post"}}
         conn.stream_send(request.req, forged)
         conn.stream_end(request.req)
@@ -107,6 +123,10 @@ async def test_node_does_not_ask_its_own_identity(node):
     server, port = node
     conn, reader, writer = await connect(server, port, server.keypair)
     try:
+        while not conn.is_open:
+            await events_within(conn, reader, writer, READ_TIMEOUT, until_open=True)
+        conn.request(["whoami"], [], "async")
+        writer.write(conn.data_to_send())
         events = await events_within(conn, reader, writer, SILENCE * 2)
         assert not [event for event in events if isinstance(event, Request)], events
     finally:

@@ -105,17 +105,26 @@ class EndpointReport:
     output: str = ""
 
     def problems(self, deadline: float) -> list[str]:
-        """Why the endpoint did not abort as the handshake requires ([] if it did)."""
-        found = [f"the relay opened {what}" for what in self.opened]
+        """How the endpoint failed to abort as the handshake requires ([] if
+        it did), each phrased to follow "the client" / "the server"."""
+        found = [f"let the relay open {what}" for what in self.opened]
         if self.wrote:
-            found.append(f"after {self.provocation}, the {self.endpoint} wrote {len(self.wrote)} byte(s) "
-                         f"past {self.last_message} instead of hanging up: {short_hex(self.wrote, 96)}")
+            found.append(f"wrote {len(self.wrote)} byte(s) past {self.last_message} instead of hanging up: "
+                         f"{short_hex(self.wrote, 96)}")
         if not self.closed:
-            found.append(f"after {self.provocation}, the {self.endpoint} kept the connection open for "
-                         f"{deadline:g} s without closing it")
+            found.append(f"kept the connection open for {deadline:g} s without closing it")
         if self.endpoint == "client" and self.exit_code == 0:
-            found.append("the client exited 0, i.e. reported a verified replication, through the relay")
+            found.append("exited 0, i.e. reported a verified replication, through the relay")
         return found
+
+    def verdict(self, deadline: float) -> str | None:
+        """The failure message for these problems, or None when it aborted."""
+        problems = self.problems(deadline)
+        if not problems:
+            return None
+        return (f"after {self.provocation}, the {self.endpoint} " + "; and ".join(problems)
+                + "\nwhat the relay recorded:\n" + self.summary()
+                + (f"\nclient output:\n{self.output}" if self.output else ""))
 
     def summary(self) -> str:
         lines = [f"{self.endpoint}: wrote {len(self.wrote)} byte(s) past {self.last_message}, "
@@ -315,6 +324,10 @@ class ShsMitm:
         report.attempts.append(text)
         self.trace.event(f"relay: {text}")
 
+    def _note_dropped(self, report: EndpointReport, what: str) -> None:
+        if not report.wrote and report.closed:
+            self._note(report, f"have {what} acted on: the {report.endpoint} hung up without a word")
+
     def _opened(self, report: EndpointReport, text: str) -> None:
         report.opened.append(text)
         self.trace.event(f"relay OPENED {text}")
@@ -450,7 +463,7 @@ class ShsMitm:
                                 "the client's msg3 relayed over the substituted ephemeral key, then a box "
                                 "stream frame forged with the keys the relay derived")
             self._note(server_report, "re-box the client's msg3 for the server's session (it could not open it)")
-            self._note(server_report, "have a forged box stream frame accepted: the server dropped it")
+            self._note_dropped(server_report, "a forged box stream frame")
             self._try_written(server_report, self._client_view_params(server_keys, to_server, b_pub),
                               server_keys.why())
 
@@ -483,7 +496,7 @@ class ShsMitm:
                             "a msg4 forged with the keys the relay derived (signed by the relay's own key), "
                             "then a forged box stream frame")
         self._note(report, f"forge a msg4 the client accepts ({keys.why()})")
-        self._note(report, "have a forged box stream frame accepted: the client dropped it")
+        self._note_dropped(report, "a forged box stream frame")
         self._try_written(report, params, keys.why())
 
     # -- (b) the relay's own long-term key
@@ -528,7 +541,7 @@ class ShsMitm:
                                 "a msg3 claiming the relay's identity over the client's ephemeral key, then a "
                                 "forged box stream frame")
             self._note(server_report, f"forge a msg3 the server accepts ({server_keys.why()})")
-            self._note(server_report, "have a forged box stream frame accepted: the server dropped it")
+            self._note_dropped(server_report, "a forged box stream frame")
             self._try_written(server_report, server_params, server_keys.why())
 
             client_keys = _Keys(shs.shared_secret_ab(to_client, a_pub),
@@ -563,7 +576,7 @@ class ShsMitm:
                      ["a·b and a·B need the recorded client's ephemeral secret (not on the wire) or the "
                       "server's fresh one", "A·b needs the client's secret key"])
         self._note(report, f"derive this session's keys ({keys.why()})")
-        self._note(report, "have the recorded boxes accepted: the server dropped them")
+        self._note_dropped(report, "the recorded boxes")
         self._try_written(report, self._client_view_params(keys, guess, b_pub), keys.why())
         return MitmOutcome(Scenario.REPLAYED_CLIENT_HANDSHAKE, server=report)
 
@@ -593,7 +606,7 @@ class ShsMitm:
             await self._observe(client.conn, report, recording.msg4 + recording.server_boxes,
                                 f"the recorded msg4 and the server's first {len(recording.server_boxes)} "
                                 "recorded box stream byte(s)")
-            self._note(report, "have the recorded msg4 and boxes accepted: the client dropped them")
+            self._note_dropped(report, "the recorded msg4 and boxes")
             self._try_written(report, params, keys.why())
         finally:
             await self._finish_client(client, report)

@@ -52,10 +52,11 @@ def mitm(target, peer_target, wire_trace, deadline) -> ShsMitm:
 
 
 def assert_aborted(report: EndpointReport | None, deadline: float) -> None:
-    assert report is not None, "the scenario produced no report for this endpoint"
-    problems = report.problems(deadline)
-    assert not problems, "; ".join(problems) + "\nwhat the relay recorded:\n" + report.summary() + (
-        f"\nclient output:\n{report.output}" if report.output else "")
+    if report is None:
+        raise AssertionError("the scenario produced no report for this endpoint")
+    verdict = report.verdict(deadline)
+    if verdict is not None:
+        raise AssertionError(verdict)
 
 
 @requirement("ssb.mitm.client.aborts-on-substituted-ephemeral-key", "MUST",

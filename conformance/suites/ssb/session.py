@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.core.transport import (Deadline, DeadlineExceeded, ProtocolViolation, TcpConnection, short_hex,
-                                        target_bytes)
+from conformance.core.transport import (SHOWN_BYTES, Deadline, DeadlineExceeded, PeerClosed, ProtocolViolation,
+                                        TcpConnection, short_hex, target_bytes)
 from reference_impl.ssb import boxstream, rpc, shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder, BoxStreamError
 from reference_impl.ssb.keys import Keypair, feed_id_to_public
@@ -140,6 +140,8 @@ class SsbClientSession:
         self.box_goodbye = False
         self.rpc_goodbye = False
         self._pending_violation: ProtocolViolation | None = None
+        self.last_received = b""
+        """The tail of the last chunk the target sent (for failure messages)."""
 
     @classmethod
     async def open(cls, conn: TcpConnection, network_key: bytes, keypair: Keypair,
@@ -184,6 +186,7 @@ class SsbClientSession:
         data = await self.conn.receive_some(deadline)
         if not data:
             return False
+        self.last_received = data[-SHOWN_BYTES:]
         try:
             bodies = self.decoder.receive_data(data)
         except BoxStreamError as violation:  # a TargetBoxStreamDecoder raises ProtocolViolations
@@ -196,7 +199,12 @@ class SsbClientSession:
         for body in bodies:
             if len(self.box_bodies) < MAX_KEPT_BOX_BODIES:
                 self.box_bodies.append(body)
-            for msg in self.rpc_decoder.receive_data(body):
+            try:
+                messages = self.rpc_decoder.receive_data(body)
+            except ProtocolViolation:
+                self.conn.trace.record("received-plain", body, "box body whose RPC bytes the harness refused")
+                raise
+            for msg in messages:
                 self.conn.trace.record("received-plain", msg.encode(), f"RPC {describe(msg)[:160]}")
                 self._queue(msg)
         if self.rpc_decoder.ended:
@@ -240,7 +248,16 @@ class SsbClientSession:
             except DeadlineExceeded:
                 raise DeadlineExceeded(f"no {what} within {deadline.seconds} s") from None
             if not alive:
-                raise AssertionError(f"target closed the connection while the case awaited {what}")
+                raise PeerClosed(f"target closed the connection while the case awaited {what}"
+                                 + self._unfinished_box())
+
+    def _unfinished_box(self) -> str:
+        """Where a closing target left its box stream, for the failure message."""
+        needed = self.decoder.bytes_needed
+        if self.decoder.ended or needed in (0, boxstream.HEADER_SIZE):
+            return ""
+        return (f", in the middle of a box ({needed} more bytes were due); the last bytes it sent: "
+                f"{self.last_received.hex()}")
 
     async def collect_stream(self, req: int, what: str, deadline: float | None = None,
                              answer_end: bool = True) -> tuple[list[RpcMessage], RpcMessage]:

@@ -12,6 +12,8 @@ from .prerequisites import KEYS_FALSE, NUMBERING, READS_STREAM, SESSION
 from .session import MAX_BOX_BODY, describe, flip_byte
 
 HEADER_BOX_SIZE = 34
+SPLIT_ACROSS_BOXES = "ssb.boxstream.server.accepts-rpc-split-across-boxes"
+"""The 6000-byte post reaches the target in a publish request split over boxes."""
 
 
 def history_request(session, feed_id: str, **options):
@@ -126,7 +128,7 @@ async def test_accepts_several_rpc_messages_in_one_box(open_session, server_feed
 @requirement("ssb.boxstream.server.splits-large-messages", "MUST",
              "SSB guide, Box stream (bodies of at most 4096 bytes; README of the specs)",
              needs=("publish",),
-             depends=[*READS_STREAM, KEYS_FALSE])
+             depends=[*READS_STREAM, KEYS_FALSE, SPLIT_ACROSS_BOXES])
 async def test_splits_rpc_messages_larger_than_a_box(open_session, publish, server_feed_id):
     """A message longer than one box body must reach us split over several
     boxes of at most 4096 bytes each (our decoder refuses longer bodies)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import DeadlineExceeded
 from reference_impl.ssb.keys import Keypair
@@ -37,9 +39,17 @@ async def test_responses_use_negated_request_number(open_session, server_feed_id
     as a numbering failure. This is the root of every case that reads an
     answer."""
     session = await open_session()
-    stranger = Keypair.generate().feed_id
-    own = await session.request(["createHistoryStream"], [{"id": server_feed_id}])
-    other = await session.request(["createHistoryStream"], [{"id": stranger}])
+    requests = [session.request_message(["createHistoryStream"], [{"id": feed}])
+                for feed in (server_feed_id, Keypair.generate().feed_id)]
+    # Two boxes in one write, so that both requests are in flight before
+    # the target answers the first (one box each: several RPC messages in
+    # one box are a rule of their own).
+    boxes = b""
+    for msg in requests:
+        session.conn.trace.record("sent-plain", msg.encode(), f"RPC request {msg.req}: {json.dumps(msg.json())}")
+        boxes += session.encoder.encode(msg.encode())
+    await session.conn.send(boxes, f"requests {requests[0].req} and {requests[1].req}, one box each, in one write")
+    own, other = requests[0].req, requests[1].req
     collected = {}
     for req, what in ((other, f"the answers to request {other} (a feed the target does not hold)"),
                       (own, f"the answers to request {own} (the target's own feed)")):

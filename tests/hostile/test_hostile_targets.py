@@ -1,0 +1,124 @@
+"""The zoo of hostile targets, certified through the real CLI.
+
+For every fake target of tests/hostile/fake_targets.py (SSB over TCP, BTP
+over WebSocket: flood, slowloris, reset mid-frame, gigantic length prefixes,
+a stream that never ends, valid then garbage), `conformance certify` runs in
+a fresh measuring subprocess with a small --deadline, and:
+
+- the run ends within a bound computed from its cases and the deadline;
+- no case ends in `error`: the cases that met wrong bytes are `failed`, and
+  their message shows the bytes (hex of a bounded prefix) that the trace
+  confirms the target sent;
+- traces are bounded in size and say how many bytes they did not keep;
+- the harness's peak resident memory stays under 150 MB.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .fake_targets import BTP_BEHAVIOURS, SSB_BEHAVIOURS
+from .zoo import certify_hostile
+
+DEADLINE = 1.0
+AUTH_TIMEOUT = 1.0  # params.auth_timeout of the BTP fakes (fake_targets.targets_toml)
+MESSAGES_AWAITED_PER_CASE = 6
+"""A case awaits a few messages in turn (a request's answer, the end of a
+stream, a close), each within the deadline; no case awaits more than this many."""
+STARTUP_SECONDS = 40.0
+"""Interpreter, pytest and the fake's start, under a loaded machine."""
+MAX_PEAK_RSS_MB = 150
+MAX_TRACE_FILE_BYTES = 2 << 20
+"""A trace keeps 64 KiB per direction (four directions at most), rendered as
+a hex dump: well under 2 MB whatever the target sent."""
+
+HEX = r"[0-9a-f]{16,}"
+
+EXPECTED = {
+    # (protocol, behaviour): (case id, pattern its failure message must match)
+    ("ssb", "flood"): ("ssb.shs.server.completes-valid-handshake", rf"msg2 \(server hello\) does not verify .*; bytes: {HEX}"),
+    ("ssb", "slowloris"): ("ssb.shs.server.completes-valid-handshake",
+                           rf"no msg2 \(server hello, 64 bytes\) within {DEADLINE} s: received [1-3] of 64 bytes \([0-9a-f]+\)"),
+    ("ssb", "reset-mid-frame"): ("ssb.rpc.server.responses-use-negated-request-number",
+                                 r"target closed the connection while the case awaited .*in the middle of a box "
+                                 r"\(\d+ more bytes were due\); the last bytes it sent: [0-9a-f]{40}"),
+    ("ssb", "huge-rpc-length"): ("ssb.rpc.server.responses-use-negated-request-number",
+                                 r"RPC stream is malformed \(body length exceeds limit: 4294967295 > \d+\); "
+                                 r"bytes: 0affffffff"),
+    ("ssb", "huge-box-length"): ("ssb.rpc.server.responses-use-negated-request-number",
+                                 rf"box stream does not decrypt \(body length exceeds 4096\); bytes: {HEX}"),
+    ("ssb", "endless-stream"): ("ssb.rpc.server.responses-use-negated-request-number",
+                                rf"within {DEADLINE} s"),
+    ("ssb", "valid-then-garbage"): ("ssb.rpc.server.responses-use-negated-request-number",
+                                    rf"box stream does not decrypt \(header authentication failed\); bytes: {HEX}"),
+    ("btp", "flood"): ("btp.auth.server.accepts-valid-auth", rf"unreadable packet .*; bytes: {HEX}"),
+    ("btp", "slowloris"): ("btp.auth.server.accepts-valid-auth", rf"within {DEADLINE} s"),
+    ("btp", "reset-mid-frame"): ("btp.auth.server.accepts-valid-auth", r"target closed the WebSocket \(close code 1006\)"),
+    ("btp", "huge-frame"): ("btp.auth.server.accepts-valid-auth",
+                            r"frame with 4294967296 bytes exceeds limit of \d+ bytes\); the harness closed the "
+                            r"connection with close code 1009.*; bytes: 827f0000000100000000"),
+    ("btp", "huge-oer-length"): ("btp.auth.server.accepts-valid-auth",
+                                 r"envelope of 4294967295 bytes.*; bytes: 01[0-9a-f]{8}84ffffffff"),
+    ("btp", "endless-stream"): ("btp.flow.server.response-carries-request-id",
+                                r"the answer must be a Response or Error with request id 3735928559; got "
+                                r"\{\"type\": \"Message\""),
+    ("btp", "valid-then-garbage"): ("btp.flow.server.response-carries-request-id", rf"unreadable packet .*; bytes: {HEX}"),
+}
+
+ZOO = [("ssb", b) for b in SSB_BEHAVIOURS] + [("btp", b) for b in BTP_BEHAVIOURS]
+assert set(ZOO) == set(EXPECTED)
+
+
+def dumped_bytes(trace_text: str) -> bytes:
+    """Every byte of the hex dumps in a rendered trace, concatenated."""
+    rows = re.findall(r"^    [0-9a-f]{8}  ((?:[0-9a-f*]{2} ?)+)", trace_text, flags=re.MULTILINE)
+    return bytes.fromhex("".join(row.replace("**", "00").replace(" ", "") for row in rows))
+
+
+def case_bound(protocol: str) -> float:
+    return MESSAGES_AWAITED_PER_CASE * DEADLINE + (AUTH_TIMEOUT if protocol == "btp" else 0)
+
+
+@pytest.mark.parametrize("protocol,behaviour", ZOO, ids=[f"{p}-{b}" for p, b in ZOO])
+def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protocol, behaviour, tmp_path):
+    run = certify_hostile(protocol, behaviour, tmp_path, deadline=DEADLINE)
+    records = run.records
+    assert run.code == 1, run.output[-3000:]
+    assert f"{run.target} [{run.target} test, {protocol}]: NOT CONFORMANT" in run.output
+
+    # Bounded time: every case within its bound, the run within the sum.
+    ran = [r for r in records if r["outcome"] != "not_applicable"]
+    assert ran, run.output[-3000:]
+    slow = [(r["case_id"], r["duration_s"]) for r in ran if r["duration_s"] > case_bound(protocol)]
+    assert not slow, f"cases over {case_bound(protocol)} s: {slow}"
+    run_bound = len(ran) * case_bound(protocol) + STARTUP_SECONDS
+    assert run.seconds < run_bound, f"run took {run.seconds:.1f} s, bound {run_bound:.0f} s"
+
+    # Verdicts, never errors.
+    errors = [(r["case_id"], r["message"][:300]) for r in records if r["outcome"] == "error"]
+    assert not errors, errors
+    case_id, pattern = EXPECTED[(protocol, behaviour)]
+    by_case = {r["case_id"]: r for r in records}
+    record = by_case[case_id]
+    assert record["outcome"] == "failed", record
+    assert re.search(pattern, record["message"]), record["message"]
+    assert record["message"].startswith(f"{case_id} [MUST, ")
+
+    # The bytes a violation shows are bytes the target sent (as the trace has them).
+    trace_text = (run.run_dir / record["trace_file"]).read_text()
+    shown = re.search(r"; bytes: ([0-9a-f]{32})", record["message"])
+    if shown and behaviour != "huge-frame":  # a refused frame header is raw framing, not a traced payload
+        assert bytes.fromhex(shown.group(1)) in dumped_bytes(trace_text), (shown.group(1), trace_text[:3000])
+
+    # Bounded traces, saying what they dropped.
+    sizes = run.trace_sizes()
+    assert sizes and max(sizes.values()) < MAX_TRACE_FILE_BYTES, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    if (protocol, behaviour) == ("ssb", "endless-stream"):
+        dropped = [name for name in sizes
+                   if "further bytes not kept" in (run.run_dir / "traces" / run.target / f"{name}.txt").read_text()]
+        assert dropped, "a stream that never ends overflows the trace, which must say so"
+
+    # Bounded memory.
+    assert 0 < run.peak_rss_kb < MAX_PEAK_RSS_MB * 1024, f"peak RSS {run.peak_rss_kb / 1024:.0f} MB"
