@@ -42,6 +42,8 @@ SUITES_DIR = Path(__file__).resolve().parent / "suites"
 FAULT_REGISTRIES = {"ssb": "reference_impl.ssb.faults", "btp": "reference_impl.btp.faults"}
 """Protocol -> the module holding SPECS, REGISTRY and NOT_ISOLABLE."""
 _CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
+_CASE_ID_CONSTANT = re.compile(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,")
+_STRING_CONSTANT = re.compile(r"^([A-Z_][A-Z0-9_]*) = \"([^\"]+)\"$", re.MULTILINE)
 NOT_OWN_RULE = (FAILED, ERROR)
 """Outcomes that, outside a fault's expected cases, mean a case blamed the
 wrong rule (or could not judge)."""
@@ -56,7 +58,11 @@ def suite_case_ids(protocol: str) -> list[str]:
     ``@requirement("id", ...)`` in conformance/suites/<protocol>/)."""
     ids: list[str] = []
     for path in sorted((SUITES_DIR / protocol).glob("*.py")):
-        ids += _CASE_ID.findall(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        ids += _CASE_ID.findall(text)
+        # @requirement(NAME, ...) with NAME = "case.id" a constant of the module
+        constants = dict(_STRING_CONSTANT.findall(text))
+        ids += [constants[name] for name in _CASE_ID_CONSTANT.findall(text) if name in constants]
     return ids
 
 

@@ -204,13 +204,42 @@ def write_environment(results: Path, facts: dict) -> None:
         props["run.finished"] = summary["finished"]
     if "conformant" in summary:
         props["run.conformant"] = "yes" if summary["conformant"] else "no"
+    if summary.get("preflight_error"):
+        props["run.preflight.error"] = summary["preflight_error"]
     for group in summary.get("targets", []):
         key = _property_key(group["target"])
+        must = group.get("levels", {}).get("MUST", {})
+        counts = ", ".join(f"{must.get(o, 0)} {o}" for o in ("failed", "error", "blocked") if must.get(o))
         props[f"target.{key}"] = (f"{group['implementation']} {group['implementation_version']} "
                                   f"({group['protocol']}): "
-                                  + ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT"))
+                                  + ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT")
+                                  + (f" (MUST: {counts})" if counts else ""))
+        causes = [c["case_id"] for c in group.get("root_causes", []) if c.get("case_id")]
+        if causes:
+            props[f"target.{key}.root_causes"] = ", ".join(
+                f"{c['case_id']} (blocked {len(c['blocked'])})" if c["blocked"] else c["case_id"]
+                for c in group["root_causes"] if c.get("case_id"))
     lines = [f"{key}={_property_value(value)}" for key, value in props.items()]
     (results / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+CATEGORIES = [
+    {"name": "Blocked by a prerequisite (see the root cause it names)", "matchedStatuses": ["skipped"],
+     "messageRegex": "(?s)(Skipped: )?blocked by .*"},
+    {"name": "Not applicable to the target", "matchedStatuses": ["skipped"],
+     "messageRegex": "(?s)(Skipped: )?not applicable: .*"},
+    {"name": "Run deadline exceeded (case not run)", "matchedStatuses": ["broken"],
+     "messageRegex": "(?s).*run deadline of .* exceeded.*"},
+    {"name": "Requirement failed (the target broke the rule)", "matchedStatuses": ["failed"]},
+    {"name": "No verdict (error)", "matchedStatuses": ["broken"]},
+]
+"""Allure's categories: blocked and not applicable cases are both 'skipped'
+for Allure; these tell them apart on the report's Categories tab. The first
+category whose status and message match a case takes it."""
+
+
+def write_categories(results: Path) -> None:
+    (results / "categories.json").write_text(json.dumps(CATEGORIES, indent=2) + "\n", encoding="utf-8")
 
 
 def write_executor(results: Path, facts: dict, build_order: int) -> None:
@@ -273,6 +302,7 @@ def build_report(run_dir: Path, out: Path | None = None, history_from: Path | No
     build_order = previous_build_order(target_history if source is not None else None) + 1
     write_environment(results, facts)
     write_executor(results, facts, build_order)
+    write_categories(results)
 
     argv = [str(allure), "generate", "--clean", "--name", f"Conformance run {facts['run_id']}",
             "-o", str(out), str(results)]

@@ -58,6 +58,7 @@ smoke_check() {
         const wanted = ["btp-packet", "chloride", "ilp-plugin-btp", "packet-stream-codec", "pull-box-stream",
             "pull-stream", "secret-handshake", "shs1-crypto", "ssb-client",
             "ssb-keys", "ssb-validate", "ssb-friends", "ssb-server/package.json",
+            "ssb-replicate/legacy.js", "ssb-db/indexes/clock.js",
             "shs1-test/package.json"];
         for (const name of wanted) {
             try { require(name); }

@@ -31,9 +31,10 @@
 #       [--network-key HEX] [--seed HEX] [--timeout SECONDS] [--log PATH] [--keep-home]
 #   Starts a fresh ssb-server (own free loopback port, no seed messages),
 #   makes it follow FEED (default: the peer's own feed) and connect to the
-#   peer, and waits until it holds FEED up to N (default: the peer's latest,
-#   asked of the peer without a `sequence` option). --timeout bounds the
-#   whole run, start-up included (default 60). Prints SSB_PEER_LATEST=N, one
+#   peer, and waits until it holds FEED up to N (without --until-sequence:
+#   at least one message, then 3 s without a new one; only ssb-server's own
+#   connection reaches the peer). --timeout bounds the whole run, start-up
+#   included (default 60). Prints one
 #   "SSB_MSG seq=n key=%... verified=true" line per message and
 #   "SSB_REPLICATED feed=@... count=N latest_sequence=N"; exit 0 only then,
 #   4 if a held message does not verify, 5 on timeout (with the server's
@@ -217,15 +218,17 @@ if [ "$mode" = replicate ]; then
         --peer-key "$peer_public_key" --feed "$feed" --timeout "$remaining")
     [ -z "$until_sequence" ] || replicate_args+=(--until-sequence "$until_sequence")
     set +e
-    node "$node_dir/ssb-replicate-from.js" "${replicate_args[@]}"
+    node "$node_dir/ssb-replicate-from.js" "${replicate_args[@]}" 2>"$temp_root/replicate.err"
     replicate_status=$?
     set -e
     if [ "$replicate_status" -ne 0 ]; then
-        # Why legacy replication stopped: ssb-replicate logs a message that
-        # failed validation as "Error replicating with <peer>: ...".
-        echo "---- replication errors in $log_file ----" >&2
-        grep -iE -A3 'error replicating|replication error|invalid|expected' "$log_file" | head -n 40 >&2 || true
+        # What ssb-server logged about replication (ssb-replicate writes
+        # "Error replicating with <peer>: ..." and "replication error"),
+        # then the reason, last, where a reader of the tail sees it.
+        echo "---- replication errors in $log_file (first lines) ----" >&2
+        grep -iE -A1 'error replicating|replication error' "$log_file" | head -n 6 >&2 || true
     fi
+    cat "$temp_root/replicate.err" >&2
     exit "$replicate_status"
 fi
 

@@ -7,10 +7,7 @@
 //       --peer-key @...ed25519 --feed @...ed25519 --timeout SECONDS
 //       [--until-sequence N]
 //
-// 1. Unless --until-sequence is given, asks the peer directly (ssb-client
-//    with a throwaway identity) for the whole feed, without a `sequence`
-//    option so that every reading of it agrees, to learn its latest sequence N.
-// 2. Publishes, as the server's own identity, {type: 'contact', contact:
+// 1. Publishes, as the server's own identity, {type: 'contact', contact:
 //    FEED, following: true}; ssb-friends then asks ssb-replicate (and
 //    ssb-ebt) to replicate FEED. Waits until ssb-friends has FEED at hop 1.
 // 3. Tells the server to connect to the peer (gossip.connect). ssb-server, as
@@ -19,15 +16,19 @@
 //    for FEED with createHistoryStream {seq: last + 1, live: true} once the
 //    peer has called createHistoryStream on it. Every message is validated
 //    (signature, author, sequence, previous) by ssb-db on append.
-// 4. Polls the server until it holds FEED up to N, then reads the feed back
-//    and checks each message again with ssb-validate and ssb-keys (chain,
-//    signature, message id).
+// 4. Polls the server until it holds FEED up to N (--until-sequence), or,
+//    without it, until it holds at least one message and has got no new one
+//    for QUIET_MS (legacy replication streams live, so no end of stream says
+//    "that was all"; whoever needs the whole feed compares, as the interop
+//    case does with its own fetch). Only ssb-server's own connection reaches
+//    the peer: a recording relay in between sees one session. Then reads the
+//    feed back and checks each message again with ssb-validate and ssb-keys
+//    (chain, signature, message id).
 //
 // Output (stdout), on success, exit 0:
-//   SSB_PEER_LATEST=N
 //   SSB_MSG seq=1 key=%...sha256 verified=true      (one line per message)
 //   SSB_REPLICATED feed=@... count=N latest_sequence=N
-// Exit 4: a held message does not verify; 5: FEED not held up to N within
+// Exit 4: a held message does not verify; 5: FEED not held (up to N) within
 // the timeout (the server's log says why, e.g. ssb-replicate's "Error
 // replicating with ..." for a message that failed validation); 1: other errors.
 'use strict'
@@ -35,7 +36,6 @@
 const path = require('path')
 const pull = require('pull-stream')
 const ssbKeys = require('ssb-keys')
-const ssbClient = require('ssb-client')
 const validate = require('ssb-validate')
 const { connect, call, clientConfig } = require('./ssb-home')
 
@@ -43,6 +43,7 @@ const EXIT_ERROR = 1
 const EXIT_INVALID_MESSAGE = 4
 const EXIT_TIMEOUT = 5
 const POLL_MS = 200
+const QUIET_MS = 3000
 
 class ExitError extends Error {
   constructor (code, message) {
@@ -74,34 +75,6 @@ function sleep (ms) {
 
 function collect (source) {
   return new Promise((resolve, reject) => pull(source, pull.collect((err, items) => err ? reject(err) : resolve(items))))
-}
-
-// The peer's latest sequence of FEED, asked without `sequence` (from the
-// beginning in every reading) and with a fresh identity, so that nothing of
-// the server under test is involved.
-async function peerLatest (options, caps, deadline) {
-  const keys = ssbKeys.generate()
-  const peer = await new Promise((resolve, reject) => {
-    ssbClient(keys, {
-      host: options['peer-host'],
-      port: Number(options['peer-port']),
-      key: options['peer-key'],
-      caps,
-      manifest: { createHistoryStream: 'source' },
-      timers: { handshake: Math.max(1000, deadline - Date.now()) }
-    }, (err, client) => err ? reject(err) : resolve(client))
-  })
-  try {
-    const messages = await collect(peer.createHistoryStream({ id: options.feed, keys: false }))
-    messages.forEach((msg, index) => {
-      if (!msg || msg.sequence !== index + 1) {
-        throw new ExitError(EXIT_ERROR, 'the peer\'s whole feed is not in sequence order at position ' + (index + 1))
-      }
-    })
-    return messages.length
-  } finally {
-    await call(peer.close, true).catch(() => {})
-  }
 }
 
 function multiserverAddress (host, port, feedId) {
@@ -142,10 +115,8 @@ async function run (options) {
   const config = clientConfig(dir)
   const feed = options.feed
 
-  let until = options['until-sequence'] !== undefined ? Number(options['until-sequence']) : null
-  if (until === null) until = await peerLatest(options, config.caps, deadline)
-  if (!Number.isInteger(until) || until < 1) throw new ExitError(EXIT_ERROR, 'nothing to replicate: the peer holds ' + until + ' message(s) of ' + feed)
-  process.stdout.write('SSB_PEER_LATEST=' + until + '\n')
+  const until = options['until-sequence'] !== undefined ? Number(options['until-sequence']) : null
+  if (until !== null && (!Number.isInteger(until) || until < 1)) throw new ExitError(EXIT_ERROR, 'bad --until-sequence ' + options['until-sequence'])
 
   const server = await connect(dir)
   try {
@@ -166,10 +137,16 @@ async function run (options) {
 
     let held = 0
     let connections = 1
-    while ((held = await heldSequence(server, feed)) < until) {
+    let lastGrowth = Date.now()
+    const done = () => until !== null ? held >= until : (held > 0 && Date.now() - lastGrowth >= QUIET_MS)
+    for (;;) {
+      const now = await heldSequence(server, feed)
+      if (now !== held) lastGrowth = Date.now()
+      held = now
+      if (done()) break
       if (Date.now() > deadline) {
-        throw new ExitError(EXIT_TIMEOUT, 'ssb-server holds ' + held + ' of the ' + until + ' message(s) of ' +
-          feed + ' after ' + options.timeout + ' s (' + connections + ' connection(s) to the peer). ' +
+        throw new ExitError(EXIT_TIMEOUT, 'ssb-server holds ' + held + (until !== null ? ' of the ' + until : '') +
+          ' message(s) of ' + feed + ' after ' + options.timeout + ' s (' + connections + ' connection(s) to the peer). ' +
           'ssb-db appends only a message that continues the feed it holds (a first message of ' +
           'sequence 1); it keeps others aside without a word in its log')
       }

@@ -50,8 +50,8 @@ SPECS: tuple[FaultSpec, ...] = (
               (AUTH + "disconnects-client-that-never-authenticates",)),
     # --- flow, server
     FaultSpec("wrong-request-id", "server",
-              "answers carry the request's id + 1 (not the auth answer)",
-              (FLOW + "response-carries-request-id", FLOW + "answers-concurrent-requests-once-each")),
+              "after auth, answers carry the request's id + 1",
+              (FLOW + "response-carries-request-id",)),
     FaultSpec("answer-twice", "server",
               "answer each ordinary Message twice",
               (FLOW + "answers-concurrent-requests-once-each",)),
@@ -62,23 +62,17 @@ SPECS: tuple[FaultSpec, ...] = (
               "answer an unreadable packet with an Error",
               tuple(FLOW + rule for rule in ("silent-on-truncated-packet", "silent-on-length-beyond-end",
                                              "silent-on-garbage", "silent-on-illegal-characters",
-                                             "silent-on-text-message"))),
+                                             "silent-on-text-message", "silent-on-unknown-type"))),
     FaultSpec("accept-duplicate-names", "server",
               "after auth, serve a request with two protocol data entries of one name",
               ("btp.subprotocol.server.rejects-duplicate-names",)),
     # --- Error packets, server
     FaultSpec("nonstandard-error-code", "server",
-              "Errors carry code F99, which is not in the spec's table (name NotAcceptedError)",
-              (ERROR + "code-from-table",)),
+              "Errors carry code F99, which is not in the spec's table (so no name can match it either)",
+              (ERROR + "code-from-table", ERROR + "name-matches-code")),
     FaultSpec("error-name-mismatch", "server",
               "Errors carry the name of another code (F00 named InvalidPacketError, ...)",
               (ERROR + "name-matches-code",)),
-    FaultSpec("local-time-triggered-at", "server",
-              "Errors' triggeredAt is a local GeneralizedTime without the Z",
-              (ERROR + "triggered-at-is-utc",)),
-    FaultSpec("oversized-error-data", "server",
-              "Errors' data is padded to 8193 bytes",
-              (ERROR + "data-at-most-8192-bytes",)),
     # --- Transfers, server
     FaultSpec("balance-on-error", "server",
               "a Transfer refused with Error F08 still increases the balance",
@@ -98,10 +92,30 @@ SPECS: tuple[FaultSpec, ...] = (
               ("btp.flow.client.response-carries-request-id",)),
     FaultSpec("client-reply-to-unexpected", "client",
               "the client answers a Response or Error to no in-flight request with an Error",
-              ("btp.flow.client.silent-on-response-for-unknown-request", "btp.flow.client.silent-on-second-response")),
+              ("btp.flow.client.silent-on-response-for-unknown-request", "btp.flow.client.silent-on-second-response",
+               "btp.flow.client.silent-on-error-for-unknown-request")),
     FaultSpec("client-reply-to-unreadable", "client",
               "the client answers an unreadable packet with an Error",
               ("btp.flow.client.silent-on-unreadable-packet",)),
+    # --- cases from the coverage tables (issue 11)
+    FaultSpec("reject-extra-bytes-in-envelope", "server",
+              "treat a packet with bytes after protocolData inside its envelope as unreadable (silence)",
+              ("btp.packet.server.ignores-extra-bytes-in-envelope",)),
+    FaultSpec("serve-unknown-type-as-message", "server",
+              "serve a packet of an undefined type (such as 9) whose envelope reads as a Message's",
+              (FLOW + "silent-on-unknown-type",)),
+    FaultSpec("client-reply-to-unexpected-error", "client",
+              "the client answers an Error to no in-flight request with an Error (Responses are still ignored)",
+              ("btp.flow.client.silent-on-error-for-unknown-request",)),
+    FaultSpec("client-reuse-request-id", "client",
+              "the client gives its first request after auth the auth Message's request id",
+              ("btp.flow.client.request-ids-unique",)),
+    FaultSpec("client-refuse-auth-response-with-data", "client",
+              "the client takes an auth Response that carries protocol data for a refusal (and closes)",
+              ("btp.auth.client.accepts-auth-response-with-protocol-data",)),
+    FaultSpec("client-retry-after-final-error", "client",
+              "the client sends a request again after a final (F) Error to it",
+              ("btp.error.client.no-retry-after-final-error",)),
 )
 
 Fault = fault_enum("Fault", SPECS)
@@ -109,6 +123,28 @@ Fault = fault_enum("Fault", SPECS)
 
 REGISTRY: dict[str, FaultSpec] = {spec.name: spec for spec in SPECS}
 
-NOT_ISOLABLE: dict[str, str] = {}
+_DECODER_REFUSES = (
+    "the harness reads every packet with the strict BTP decoder (reference_impl/btp/packet.py), which "
+    "refuses an Error {what}: every case that expects an Error then fails on the unreadable answer, so "
+    "a fault here fails those cases, not this one (found by mutation: a node with this fault failed "
+    "7 other cases and passed this one)")
+
+NOT_ISOLABLE: dict[str, str] = {
+    ERROR + "triggered-at-is-utc": _DECODER_REFUSES.format(what="whose triggeredAt is not a UTC GeneralizedTime"),
+    ERROR + "triggered-at-valid-time": _DECODER_REFUSES.format(what="whose triggeredAt is not a valid GeneralizedTime"),
+    ERROR + "data-at-most-8192-bytes": _DECODER_REFUSES.format(what="whose data is longer than 8192 bytes"),
+    # --- cases from the coverage tables (issue 11)
+    "btp.packet.server.canonical-lengths": (
+        "the harness reads every packet with the strict BTP decoder (reference_impl/btp/packet.py), which "
+        "refuses a length in long form below 128 or with a leading zero byte, and a protocol data count with "
+        "a leading zero, as unreadable; each answer this case judges (to a probe, to two sub-protocols of one "
+        "name, to a Transfer before auth) is also read by the cases of those rules, so a fault here fails them "
+        "too (this case names the non-canonical field with the bytes)"),
+    AUTH + "requires-reauth-after-reconnect": (
+        "its wire sequence (authenticate, close, a new connection, a probe Message without auth) is the one "
+        "btp.auth.server.error-on-non-auth-message-first already performs with its valid counterpart first "
+        "(show_valid_auth), and that case is its prerequisite: a node that carries auth over to a new "
+        "connection fails that case, and this one is blocked by it"),
+}
 """Cases whose rule cannot be broken without breaking other cases' rules too,
 with the reason; the mutation table lists them (docs/mutation.md)."""

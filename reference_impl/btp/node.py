@@ -543,6 +543,9 @@ async def run_client(
             raise BtpError("closed", f"connection closed before authentication: {session.close_reason}")
         for spec in requests:
             result = await conn.request(spec, timeout)
+            if (Fault.CLIENT_RETRY_AFTER_FINAL_ERROR in session.faults and isinstance(result.packet, Error)
+                    and result.packet.code.startswith("F")):
+                result = await conn.request(spec, timeout)  # the fault: the same request again
             run.results.append(result)
             if on_result is not None:
                 on_result(result)

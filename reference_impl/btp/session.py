@@ -157,8 +157,7 @@ ECHO = "echo"
 
 
 _WRONG_ID_FAULTS = frozenset({Fault.WRONG_REQUEST_ID, Fault.CLIENT_WRONG_REQUEST_ID})
-_ERROR_FAULTS = frozenset({Fault.NONSTANDARD_ERROR_CODE, Fault.ERROR_NAME_MISMATCH,
-                           Fault.LOCAL_TIME_TRIGGERED_AT, Fault.OVERSIZED_ERROR_DATA})
+_ERROR_FAULTS = frozenset({Fault.NONSTANDARD_ERROR_CODE, Fault.ERROR_NAME_MISMATCH})
 
 
 class Role(str, Enum):
@@ -470,6 +469,9 @@ class BtpSession:
             raise RuntimeError("the client has not authenticated yet")
 
     def _request_id(self, request_id: int | None) -> int:
+        if (request_id is None and Fault.CLIENT_REUSE_REQUEST_ID in self._faults
+                and self._auth_request_id is not None and self._auth_request_id not in self._in_flight):
+            return self._auth_request_id  # the fault: the auth Message's id again
         if request_id is None:
             return self._new_id()
         if request_id in self._in_flight:
@@ -500,7 +502,8 @@ class BtpSession:
     # --- answering
 
     def _answer_id(self, request_id: int) -> int:
-        if self._faults & _WRONG_ID_FAULTS and request_id != self._auth_request_id:
+        if (self._faults & _WRONG_ID_FAULTS and self._state is SessionState.OPEN
+                and request_id != self._auth_request_id):
             return (request_id + 1) & MAX_REQUEST_ID
         return request_id
 
@@ -516,10 +519,6 @@ class BtpSession:
             if Fault.ERROR_NAME_MISMATCH in self._faults:
                 codes = list(ERROR_CODES)
                 name = ERROR_CODES[codes[(codes.index(code) + 1) % len(codes)]]
-            if Fault.LOCAL_TIME_TRIGGERED_AT in self._faults:
-                triggered_at = triggered_at.rstrip("Z")
-            if Fault.OVERSIZED_ERROR_DATA in self._faults:
-                data = data.ljust(8193, b".")
         return Error(self._answer_id(request_id), code, name, triggered_at, data)
 
     def _queue_response(self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()) -> None:
@@ -594,7 +593,19 @@ class BtpSession:
         try:
             packet = decode_packet(bytes(payload))
         except BtpDecodeError as exc:
-            return self._unreadable(exc.reason, str(exc), payload)
+            packet = None
+            if Fault.SERVE_UNKNOWN_TYPE_AS_MESSAGE in self._faults and exc.reason == "unknown packet type":
+                try:  # the fault: an undefined type read as a Message
+                    packet = decode_packet(b"\x06" + bytes(payload[1:]))
+                except BtpDecodeError:
+                    pass
+            if packet is None:
+                return self._unreadable(exc.reason, str(exc), payload)
+        if (Fault.REJECT_EXTRA_BYTES_IN_ENVELOPE in self._faults
+                and len(encode_packet(packet, validate=False)) != len(payload)):
+            # The fault: what the decoder ignored (bytes after protocolData
+            # inside the envelope) makes the packet unreadable.
+            return self._unreadable("extra bytes in the envelope", "bytes after protocolData", payload)
         if isinstance(packet, (Prepare, Fulfill, Reject)):
             kind = payload[0]
             return self._unreadable(f"legacy BTP 1 type {kind}",
@@ -620,7 +631,8 @@ class BtpSession:
                 return [ResponseReceived(packet.request_id, packet)]
             events: list[SessionEvent] = [UnexpectedPacket(
                 f"{type(packet).__name__} to request {packet.request_id}, which is not in flight", packet)]
-            if self._faults & {Fault.REPLY_TO_UNEXPECTED, Fault.CLIENT_REPLY_TO_UNEXPECTED}:
+            if (self._faults & {Fault.REPLY_TO_UNEXPECTED, Fault.CLIENT_REPLY_TO_UNEXPECTED}
+                    or (Fault.CLIENT_REPLY_TO_UNEXPECTED_ERROR in self._faults and isinstance(packet, Error))):
                 self._queue_error(packet.request_id, "F00", "unexpected response")
             return events
         return self._serve_request(packet)
@@ -690,6 +702,10 @@ class BtpSession:
 
     def _client_auth_answer(self, packet: Response | Error) -> list[SessionEvent]:
         self._in_flight.discard(packet.request_id)
+        if (isinstance(packet, Response) and packet.protocol_data
+                and Fault.CLIENT_REFUSE_AUTH_RESPONSE_WITH_DATA in self._faults):
+            reason = "the server's auth Response carries protocol data (fault client-refuse-auth-response-with-data)"
+            return [AuthFailed(reason, None), self._close(reason)]
         if isinstance(packet, Response):
             self._state = SessionState.OPEN
             return [Authenticated(packet.request_id)]
@@ -706,6 +722,10 @@ class BtpSession:
             # violated (e.g. having two subprotos with the same name)".
             self._queue_error(packet.request_id, "F01",
                               f"protocol data entries with the same name: {', '.join(dups)}")
+            if (Fault.BALANCE_ON_ERROR in self._faults and isinstance(packet, Transfer)
+                    and self._ledger.balance + packet.amount <= MAX_AMOUNT):
+                self._ledger.balance += packet.amount
+                events.append(BalanceChanged(self._ledger.balance, packet.amount))
             return events
         if isinstance(packet, Transfer):
             events.extend(self._settle_transfer(packet))

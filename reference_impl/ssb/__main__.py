@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..node_cli import positive_float, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS
+from .faults import Fault
 from .feed import FeedError
 from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
 from .node import (
@@ -195,6 +196,8 @@ async def _replicate(args: argparse.Namespace) -> int:
                                   encoding="utf-8")
     latest = messages[-1]["sequence"] if messages else 0
     print(f"SSB_REPLICATED feed={feed_id} count={len(messages)} latest_sequence={latest}", flush=True)
+    if Fault.CLIENT_FAIL_AFTER_REPLICATION.value in args.fault:
+        return EXIT_ERROR  # the fault: a verified replication reported as failed
     return EXIT_OK
 
 

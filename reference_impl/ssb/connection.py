@@ -393,5 +393,5 @@ class SsbConnection:
         if not self._rpc.goodbye_sent:
             self._rpc_plaintext += self._rpc.goodbye()
         self._box_pending_rpc()
-        if Fault.HANG_UP_WITHOUT_GOODBYE not in self._faults:
+        if not {Fault.HANG_UP_WITHOUT_GOODBYE, Fault.CLIENT_HANG_UP_WITHOUT_GOODBYE} & self._faults:
             self._outgoing += self._encoder.goodbye()

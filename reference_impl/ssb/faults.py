@@ -18,11 +18,15 @@ BOX = "ssb.boxstream.server."
 RPC = "ssb.rpc.server."
 HISTORY = "ssb.history.server."
 FEED = "ssb.feed.server."
+CLIENT_SHS = "ssb.shs.client."
+CLIENT_FEED = "ssb.feed.client."
+CLIENT_FEED_REPLICATED = "ssb.history.client.replicates-valid-feed"
 
 _HANG_UP_CASES = tuple(SHS + rule for rule in (
     "rejects-wrong-network-key", "rejects-client-without-server-key", "rejects-tampered-msg3",
     "rejects-replayed-handshake", "rejects-replayed-msg3-with-fresh-msg1", "rejects-truncated-msg1",
-    "rejects-truncated-msg3", "rejects-garbage-msg1", "rejects-garbage-msg3"))
+    "rejects-truncated-msg3", "rejects-garbage-msg1", "rejects-garbage-msg3",
+    "rejects-msg3-signed-by-another-key", "rejects-msg3-signed-for-another-server"))
 
 SPECS: tuple[FaultSpec, ...] = (
     # --- secret handshake, server
@@ -155,6 +159,68 @@ SPECS: tuple[FaultSpec, ...] = (
     FaultSpec("client-keep-stream-open-after-end", "client",
               "the client does not close its end of a source stream the responder ended",
               ("ssb.rpc.client.closes-stream-after-responder-end",)),
+    # --- cases from the coverage tables (issue 11)
+    FaultSpec("skip-client-auth-signature-check", "server",
+              "open msg3 (client authenticate) but accept it without verifying the client's signature inside",
+              (SHS + "rejects-msg3-signed-by-another-key", SHS + "rejects-msg3-signed-for-another-server")),
+    FaultSpec("default-limit-4", "server",
+              "createHistoryStream without limit serves at most 4 messages (the guide: \"Default: unlimited\")",
+              (HISTORY + "limit-default-unlimited",)),
+    FaultSpec("client-fail-after-replication", "client",
+              "the client exits with an error status after replicating and verifying a valid feed",
+              (CLIENT_FEED_REPLICATED,)),
+    FaultSpec("client-sort-content-keys", "client",
+              "the client verifies signatures with the content keys re-sorted (type first, then alphabetically) "
+              "instead of in the order received",
+              ("ssb.feed.client.keeps-content-key-order",)),
+    FaultSpec("client-drop-rpc-split-across-boxes", "client",
+              "the client discards the start of an RPC message left unfinished at the end of a box",
+              ("ssb.boxstream.client.accepts-rpc-split-across-boxes",)),
+    FaultSpec("client-hang-up-without-goodbye", "client",
+              "the client ends the connection without the box stream goodbye header",
+              ("ssb.boxstream.client.ends-stream-with-goodbye",)),
+    FaultSpec("client-skip-signature-check", "client",
+              "the client accepts feed messages without verifying their signature",
+              (CLIENT_FEED + "rejects-bad-signature", CLIENT_FEED + "rejects-non-canonical-signing")),
+    FaultSpec("client-accept-foreign-author", "client",
+              "the client accepts a message whose author is not the feed it replicates",
+              (CLIENT_FEED + "rejects-foreign-author",)),
+    FaultSpec("client-skip-previous-check", "client",
+              "the client does not check that previous is the id of the message before",
+              (CLIENT_FEED + "rejects-broken-previous-link",)),
+    FaultSpec("client-skip-sequence-check", "client",
+              "the client does not check that sequence is the previous one + 1",
+              (CLIENT_FEED + "rejects-wrong-sequence",)),
+    FaultSpec("client-skip-content-type-length-check", "client",
+              "the client accepts a content type of any length (not only 3 to 52 code units)",
+              (CLIENT_FEED + "rejects-invalid-content-type",)),
+    FaultSpec("client-accept-extra-fields", "client",
+              "the client accepts messages with fields besides the seven the guide allows",
+              (CLIENT_FEED + "rejects-extra-field",)),
+    FaultSpec("client-accept-any-field-order", "client",
+              "the client accepts the seven message fields in any order",
+              (CLIENT_FEED + "rejects-fields-out-of-order",)),
+    FaultSpec("client-accept-any-hash-name", "client",
+              "the client accepts a hash field other than sha256",
+              (CLIENT_FEED + "rejects-wrong-hash-name",)),
+    FaultSpec("client-accept-compact-json-signature", "client",
+              "the client also accepts a signature made over the message's compact JSON",
+              (CLIENT_FEED + "rejects-non-canonical-signing",)),
+    FaultSpec("client-reuse-ephemeral-key", "client",
+              "the client uses one fixed ephemeral key pair for every handshake, in every process",
+              (CLIENT_SHS + "uses-fresh-ephemeral-keys", CLIENT_SHS + "rejects-replayed-server-hello-and-accept")),
+    FaultSpec("client-write-on-eof-in-handshake", "client",
+              "when the server hangs up mid-handshake (a short msg2), the client writes 16 bytes before hanging up",
+              (CLIENT_SHS + "rejects-truncated-msg2",)),
+    FaultSpec("client-skip-server-accept-signature-check", "client",
+              "the client opens msg4 (server accept) but does not verify the server's signature inside",
+              (CLIENT_SHS + "rejects-msg4-with-bad-signature",)),
+    FaultSpec("client-first-request-number-2", "client",
+              "the client numbers its requests from 2",
+              ("ssb.rpc.client.first-request-is-number-1",)),
+    FaultSpec("client-indented-json", "client",
+              "the client sends its request bodies as indented JSON",
+              ("ssb.rpc.client.json-without-whitespace",)),
 )
 
 Fault = fault_enum("Fault", SPECS)
@@ -163,6 +229,18 @@ Fault = fault_enum("Fault", SPECS)
 
 REGISTRY: dict[str, FaultSpec] = {spec.name: spec for spec in SPECS}
 
-NOT_ISOLABLE: dict[str, str] = {}
+NOT_ISOLABLE: dict[str, str] = {
+    # --- cases from the coverage tables (issue 11)
+    BOX + "nonces-increment-per-box": (
+        "every case after the handshake reads the target's box stream with the guide's nonces (the harness's "
+        "BoxStreamDecoder, conformance/suites/ssb/session.py); a node whose nonces do not advance as the guide "
+        "says has boxes no case can open, so a fault here fails all of them, not this one alone (this case "
+        "names the cause with the nonce and the bytes)"),
+    RPC + "json-bodies-have-json-type": (
+        "every case that reads createHistoryStream parses its items as JSON, which the harness (like a JS "
+        "peer, which hands a STRING or BINARY body over as a string or a Buffer) does only for a body declared "
+        "JSON; a node that declares another body type fails all of those cases, and declaring it only on the "
+        "end fails ssb.rpc.server.ends-source-stream-with-true, this case's prerequisite"),
+}
 """Cases whose rule cannot be broken without breaking other cases' rules too,
 with the reason; the mutation table lists them (docs/mutation.md)."""

@@ -20,6 +20,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from .faults import Fault
 from .keys import Keypair, feed_id_to_public, verify_signature
 
 HASH_NAME = "sha256"
@@ -335,7 +336,7 @@ def _utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _check_content(content: Any) -> None:
+def _check_content(content: Any, faults: frozenset[Fault] = frozenset()) -> None:
     if isinstance(content, str):
         if not _ENCRYPTED_CONTENT.match(content):
             raise FeedError("content", "string content must be <base64>.box (encrypted)")
@@ -347,7 +348,7 @@ def _check_content(content: Any) -> None:
         raise FeedError("content", "content.type must be a string")
     # The guide counts "code units": JS string length, i.e. UTF-16.
     length = _utf16_length(content_type)
-    if not CONTENT_TYPE_MIN <= length <= CONTENT_TYPE_MAX:
+    if not CONTENT_TYPE_MIN <= length <= CONTENT_TYPE_MAX and Fault.CLIENT_SKIP_CONTENT_TYPE_LENGTH_CHECK not in faults:
         raise FeedError("content", f"content.type must be {CONTENT_TYPE_MIN}..{CONTENT_TYPE_MAX} UTF-16 code units, got {length}")
 
 
@@ -384,7 +385,7 @@ def _as_integer(value: Any) -> int | None:
     return None
 
 
-def verify_message(msg: dict, previous: dict | None) -> str:
+def verify_message(msg: dict, previous: dict | None, *, faults: frozenset[Fault] = frozenset()) -> str:
     """Check ``msg`` as the successor of ``previous`` (None: first message).
 
     Returns the message id. Raises FeedError whose ``reason`` names the first
@@ -397,10 +398,16 @@ def verify_message(msg: dict, previous: dict | None) -> str:
     the author's but over a non-canonical serialisation (compact, 4-space
     indent, or Python's json.dumps): still invalid, but named precisely
     because it is a common implementation mistake.
+
+    ``faults`` (mutation testing, faults.py) each skip one of these checks.
     """
     if not isinstance(msg, dict):
         raise FeedError("fields", f"a message is a JSON object, got {type(msg).__name__}")
     keys = tuple(msg)
+    if Fault.CLIENT_ACCEPT_EXTRA_FIELDS in faults:
+        keys = tuple(key for key in keys if key in FIELD_ORDER)
+    if Fault.CLIENT_ACCEPT_ANY_FIELD_ORDER in faults and sorted(map(str, keys)) == sorted(FIELD_ORDER):
+        keys = FIELD_ORDER
     if keys not in (FIELD_ORDER, LEGACY_FIELD_ORDER):
         raise FeedError("fields", f"fields must be {', '.join(FIELD_ORDER)} in this order, got {', '.join(map(str, keys))}")
 
@@ -409,23 +416,23 @@ def verify_message(msg: dict, previous: dict | None) -> str:
         public = feed_id_to_public(author)
     except ValueError as exc:
         raise FeedError("author", str(exc)) from None
-    if previous is not None and previous.get("author") != author:
+    if previous is not None and previous.get("author") != author and Fault.CLIENT_ACCEPT_FOREIGN_AUTHOR not in faults:
         raise FeedError("author", f"author {author} differs from the previous message's {previous.get('author')}")
 
     sequence = _as_integer(msg["sequence"])
     expected_sequence = 1 if previous is None else (_as_integer(previous.get("sequence")) or 0) + 1
-    if sequence != expected_sequence:
+    if sequence != expected_sequence and Fault.CLIENT_SKIP_SEQUENCE_CHECK not in faults:
         raise FeedError("sequence", f"sequence must be {expected_sequence}, got {msg['sequence']!r}")
 
     expected_previous = None if previous is None else message_id(previous)
-    if msg["previous"] != expected_previous:
+    if msg["previous"] != expected_previous and Fault.CLIENT_SKIP_PREVIOUS_CHECK not in faults:
         raise FeedError("previous", f"previous must be {expected_previous!r}, got {msg['previous']!r}")
 
     if not _is_number(msg["timestamp"]):
         raise FeedError("timestamp", f"timestamp must be a number, got {msg['timestamp']!r}")
-    if msg["hash"] != HASH_NAME:
+    if msg["hash"] != HASH_NAME and Fault.CLIENT_ACCEPT_ANY_HASH_NAME not in faults:
         raise FeedError("hash", f"hash must be {HASH_NAME!r}, got {msg['hash']!r}")
-    _check_content(msg["content"])
+    _check_content(msg["content"], faults)
 
     unfaithful = _find_unfaithful_value(msg)
     if unfaithful:
@@ -436,8 +443,13 @@ def verify_message(msg: dict, previous: dict | None) -> str:
         raise FeedError("size", f"canonical JSON is {_utf16_length(signed_text)} UTF-16 code units, over {MAX_MESSAGE_LENGTH}")
 
     signature = _decode_signature(msg["signature"])
+    if Fault.CLIENT_SKIP_SIGNATURE_CHECK in faults:
+        return message_id(msg)
     if not verify_signature(public, signing_input(msg), signature):
         unsigned = _unsigned(msg)
+        if (Fault.CLIENT_ACCEPT_COMPACT_JSON_SIGNATURE in faults
+                and verify_signature(public, json_stringify(unsigned).encode("utf-8"), signature)):
+            return message_id(msg)
         for misformatted in _common_misformattings(unsigned):
             if verify_signature(public, misformatted, signature):
                 raise FeedError("format", "signed over a non-canonical serialisation, not JSON.stringify(msg, null, 2)")

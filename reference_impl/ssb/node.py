@@ -62,6 +62,9 @@ MAX_RPC_BODY = 256 * 1024
 """Largest RPC body accepted. Real requests are a few hundred bytes and a
 message is at most 8 KiB, so this only bounds what a hostile peer can make us
 buffer."""
+CLIENT_FIXED_EPHEMERAL_SECRET = bytes(range(1, 33))
+"""Fault.CLIENT_REUSE_EPHEMERAL_KEY: the client's ephemeral secret in every
+handshake of every process (no forward secrecy, replayable)."""
 MAX_STREAMS_PER_CONNECTION = 64
 MAX_CONNECTIONS = 128
 LINGER_SECONDS = 5.0
@@ -153,6 +156,8 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
             raise ValueError(f"limit must be an integer, got {limit!r}")
         if limit < 0 or Fault.IGNORE_LIMIT in faults:
             limit = None
+    elif Fault.DEFAULT_LIMIT_4 in faults:
+        limit = 4  # the fault: a default page size where the guide says "Default: unlimited"
     absent = 2 if Fault.DEFAULT_SEQUENCE_SKIPS_FIRST in faults else 0
     live = _bool_option(options, "live", False) and Fault.IGNORE_LIVE not in faults
     if Fault.LIVE_FALSE_KEEPS_STREAM_OPEN in faults and options.get("live") is False:
@@ -761,12 +766,14 @@ async def _replicate(host: str, port: int, network_key: bytes, keypair: Keypair,
         reader, writer = await asyncio.open_connection(host, port, limit=READ_SIZE)
     except OSError as exc:
         raise ReplicationError("connect", f"cannot connect to {host}:{port}: {exc}") from None
-    conn = SsbConnection.client(network_key, keypair, peer_public, max_rpc_body=MAX_RPC_BODY, faults=faults)
+    conn = SsbConnection.client(network_key, keypair, peer_public, max_rpc_body=MAX_RPC_BODY, faults=faults,
+                                ephemeral_secret=(CLIENT_FIXED_EPHEMERAL_SECRET
+                                                  if Fault.CLIENT_REUSE_EPHEMERAL_KEY in faults else None))
     # The overall timeout bounds every read and write here.
     link = _Link(conn, reader, writer, write_timeout=DEFAULT_IDLE_TIMEOUT)
     try:
         link.flush()
-        early_events = await _client_handshake(link, host, port)
+        early_events = await _client_handshake(link, host, port, faults)
         options: dict[str, Any] = {"id": feed_id}
         if latest is not None:
             # The first message wanted, as the network reads `sequence`
@@ -777,7 +784,7 @@ async def _replicate(host: str, port: int, network_key: bytes, keypair: Keypair,
         options.update({"live": False, "keys": True})
         req = conn.request(["createHistoryStream"], [options], "source")
         link.flush()
-        received = await _receive_history(link, req, feed_id, latest, early_events)
+        received = await _receive_history(link, req, feed_id, latest, early_events, faults)
         conn.close()
         link.flush()
         await link.drain()
@@ -795,7 +802,8 @@ async def _read_events(link: _Link) -> list[ConnectionEvent]:
     return link.conn.receive_data(data) if data else link.conn.receive_eof()
 
 
-async def _client_handshake(link: _Link, host: str, port: int) -> list[ConnectionEvent]:
+async def _client_handshake(link: _Link, host: str, port: int,
+                            faults: frozenset[Fault] = frozenset()) -> list[ConnectionEvent]:
     """Run the handshake; return the events that came in with its last
     message (the peer may start RPC right after msg4)."""
     while True:
@@ -804,6 +812,8 @@ async def _client_handshake(link: _Link, host: str, port: int) -> list[Connectio
             if isinstance(event, Closed):
                 if event.stage == "handshake":
                     raise ReplicationError("handshake", f"handshake failed: {event.reason}")
+                if Fault.CLIENT_WRITE_ON_EOF_IN_HANDSHAKE in faults and not link.writer.is_closing():
+                    link.writer.write(os.urandom(16))
                 raise ReplicationError(
                     "handshake",
                     f"{host}:{port} closed the connection during the handshake "
@@ -816,7 +826,7 @@ async def _client_handshake(link: _Link, host: str, port: int) -> list[Connectio
 
 
 async def _receive_history(link: _Link, req: int, feed_id: str, latest: dict | None,
-                           events: list[ConnectionEvent]) -> list[dict]:
+                           events: list[ConnectionEvent], faults: frozenset[Fault] = frozenset()) -> list[dict]:
     """Collect and verify the replies to our createHistoryStream ``req``,
     starting with ``events`` already received."""
     conn = link.conn
@@ -825,7 +835,7 @@ async def _receive_history(link: _Link, req: int, feed_id: str, latest: dict | N
     while True:
         for event in events:
             if isinstance(event, StreamData) and event.req == -req:
-                previous = _accept_history_item(event, feed_id, previous)
+                previous = _accept_history_item(event, feed_id, previous, faults)
                 received.append(previous)
             elif isinstance(event, StreamEnd) and event.req == -req:
                 if event.error is not None:
@@ -848,8 +858,10 @@ async def _receive_history(link: _Link, req: int, feed_id: str, latest: dict | N
         events = await _read_events(link)
 
 
-def _accept_history_item(event: StreamData, feed_id: str, previous: dict | None) -> dict:
-    """Verify one createHistoryStream reply (keys=true form); return the message."""
+def _accept_history_item(event: StreamData, feed_id: str, previous: dict | None,
+                         faults: frozenset[Fault] = frozenset()) -> dict:
+    """Verify one createHistoryStream reply (keys=true form); return the message.
+    ``faults``: the feed rules broken on purpose (faults.py)."""
     position = (previous["sequence"] + 1) if previous else 1
     try:
         item = event.msg.json()
@@ -859,10 +871,14 @@ def _accept_history_item(event: StreamData, feed_id: str, previous: dict | None)
         raise ReplicationError("invalid-message",
                                f"message {position}: expected {{key, value, timestamp}}, got {item!r:.200}")
     value = item["value"]
-    if not isinstance(value, dict) or value.get("author") != feed_id:
+    foreign = isinstance(value, dict) and Fault.CLIENT_ACCEPT_FOREIGN_AUTHOR in faults
+    if not isinstance(value, dict) or (value.get("author") != feed_id and not foreign):
         raise ReplicationError("invalid-message", f"message {position}: not a message of {feed_id}")
+    if Fault.CLIENT_SORT_CONTENT_KEYS in faults and isinstance(value.get("content"), dict):
+        content = value["content"]
+        value = {**value, "content": {key: content[key] for key in sorted(content, key=lambda k: (k != "type", k))}}
     try:
-        msg_id = verify_message(value, previous)
+        msg_id = verify_message(value, previous, faults=faults)
     except FeedError as exc:
         raise ReplicationError("invalid-message", f"message {position}: {exc}") from None
     if item["key"] != msg_id:

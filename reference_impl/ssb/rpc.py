@@ -167,7 +167,7 @@ class RpcDecoder:
         # Fault.DROP_RPC_SPLIT_ACROSS_BOXES / FIRST_RPC_PER_BOX (faults.py):
         # misreadings of "RPC messages need not align with boxes", one call
         # being one box body.
-        self._drop_partial = Fault.DROP_RPC_SPLIT_ACROSS_BOXES in faults
+        self._drop_partial = bool({Fault.DROP_RPC_SPLIT_ACROSS_BOXES, Fault.CLIENT_DROP_RPC_SPLIT_ACROSS_BOXES} & faults)
         self._first_only = Fault.FIRST_RPC_PER_BOX in faults
         self.ended = False
         self._buffer = bytearray()
@@ -336,7 +336,7 @@ class RpcEndpoint:
         self._decoder = RpcDecoder(max_body, faults=faults)
         # Rules broken on purpose (faults.py); never set otherwise.
         self._faults = frozenset(faults)
-        self._next_req = 1
+        self._next_req = 2 if Fault.CLIENT_FIRST_REQUEST_NUMBER_2 in self._faults else 1
         self._outgoing: dict[int, _Call] = {}  # our requests, by our number
         self._incoming: dict[int, _Call] = {}  # the peer's, by its number
         self._highest_incoming = 0
@@ -377,7 +377,11 @@ class RpcEndpoint:
         req = self._next_req
         call = _Call(type)
         body = {"name": list(name), "type": type, "args": list(args)}
-        data = self._send(RpcMessage.from_json(req, body, stream=call.is_stream))
+        if Fault.CLIENT_INDENTED_JSON in self._faults:
+            data = self._send(RpcMessage(req, stream=call.is_stream, end=False, body_type=BodyType.JSON,
+                                         body=json_stringify(body, 2).encode("utf-8")))
+        else:
+            data = self._send(RpcMessage.from_json(req, body, stream=call.is_stream))
         self._next_req += 1
         self._outgoing[req] = call
         return req, data

@@ -221,8 +221,11 @@ def open_client_auth(
     shared_secret_ab: bytes,
     shared_secret_aB: bytes,
     msg3: bytes,
+    insecure_skip_signature_check: bool = False,
 ) -> tuple[bytes, bytes]:
-    """Open and verify message 3; return ``(detached_signature_A, client_public)``."""
+    """Open and verify message 3; return ``(detached_signature_A, client_public)``.
+    ``insecure_skip_signature_check`` is fault injection only
+    (Fault.SKIP_CLIENT_AUTH_SIGNATURE_CHECK): never set it otherwise."""
     if len(msg3) != CLIENT_AUTH_SIZE:
         raise HandshakeError("msg3", "wrong length")
     try:
@@ -234,7 +237,7 @@ def open_client_auth(
     detached_signature_A = plaintext[:_SIGNATURE_SIZE]
     client_public = plaintext[_SIGNATURE_SIZE:]
     signed = _client_auth_signed_message(network_key, server_public, shared_secret_ab)
-    if not verify_signature(client_public, signed, detached_signature_A):
+    if not insecure_skip_signature_check and not verify_signature(client_public, signed, detached_signature_A):
         raise HandshakeError("msg3", "bad signature")
     return detached_signature_A, client_public
 
@@ -322,8 +325,11 @@ def open_server_accept(
     shared_secret_aB: bytes,
     shared_secret_Ab: bytes,
     msg4: bytes,
+    insecure_skip_signature_check: bool = False,
 ) -> bytes:
-    """Open and verify message 4; return ``detached_signature_B``."""
+    """Open and verify message 4; return ``detached_signature_B``.
+    ``insecure_skip_signature_check`` is fault injection only
+    (Fault.CLIENT_SKIP_SERVER_ACCEPT_SIGNATURE_CHECK): never set it otherwise."""
     if len(msg4) != SERVER_ACCEPT_SIZE:
         raise HandshakeError("msg4", "wrong length")
     try:
@@ -339,7 +345,7 @@ def open_server_accept(
     signed = _server_accept_signed_message(
         network_key, detached_signature_A, client_public, shared_secret_ab
     )
-    if not verify_signature(server_public, signed, detached_signature_B):
+    if not insecure_skip_signature_check and not verify_signature(server_public, signed, detached_signature_B):
         raise HandshakeError("msg4", "bad signature")
     return detached_signature_B
 
@@ -604,6 +610,7 @@ class ClientHandshake(_Handshake):
             shared_secret_aB=self._shared_secret_aB,
             shared_secret_Ab=self._shared_secret_Ab,
             msg4=msg4,
+            insecure_skip_signature_check=Fault.CLIENT_SKIP_SERVER_ACCEPT_SIGNATURE_CHECK in self._faults,
         )
 
 
@@ -677,6 +684,7 @@ class ServerHandshake(_Handshake):
             shared_secret_ab=self._shared_secret_ab,
             shared_secret_aB=self._shared_secret_aB,
             msg3=msg3,
+            insecure_skip_signature_check=Fault.SKIP_CLIENT_AUTH_SIGNATURE_CHECK in self._faults,
         )
         self.client_public = client_public
         if self._authorize is not None and not self._authorize(client_public):

@@ -40,3 +40,38 @@ def test_conformant_needs_every_applicable_must_passed():
 def test_nothing_applicable_is_not_conformant():
     assert not summarize([record("m1", "MUST", "not_applicable").__dict__])["conformant"]
     assert not summarize([])["conformant"]
+
+
+def test_blocked_must_is_not_conformant_and_not_an_own_failure():
+    root = record("ssb.shs.server.handshake", "MUST", "failed")
+    root.message = "ssb.shs.server.handshake [MUST, c]: no msg2 within 1.0 s"
+    blocked = record("ssb.rpc.server.numbering", "MUST", "blocked")
+    blocked.message = "blocked by ssb.shs.server.handshake (failed): no msg2 within 1.0 s"
+    blocked.blocked_by = "ssb.shs.server.handshake"
+    should_blocked = record("ssb.rpc.server.flags", "SHOULD", "blocked")
+    should_blocked.blocked_by = "ssb.shs.server.handshake"
+    group = summarize([r.__dict__ for r in (record("m1", "MUST", "passed"), root, blocked, should_blocked)])["targets"][0]
+    assert group["failed_must"] == ["ssb.shs.server.handshake"]
+    assert group["blocked_must"] == ["ssb.rpc.server.numbering"]
+    assert group["levels"]["MUST"]["blocked"] == 1 and group["levels"]["SHOULD"]["blocked"] == 1
+    assert group["root_causes"] == [{
+        "case_id": "ssb.shs.server.handshake", "level": "MUST", "outcome": "failed",
+        "message": "ssb.shs.server.handshake [MUST, c]: no msg2 within 1.0 s", "trace_file": None,
+        "blocked": ["ssb.rpc.server.numbering", "ssb.rpc.server.flags"]}]
+    # Blocked alone (its root passed elsewhere, or is missing) still is not conformant.
+    only_blocked = summarize([r.__dict__ for r in (record("m1", "MUST", "passed"), blocked)])
+    assert not only_blocked["conformant"]
+    assert only_blocked["targets"][0]["root_causes"][0]["blocked"] == ["ssb.rpc.server.numbering"]
+
+
+def test_records_written_before_depends_errata_and_blocked_by_still_read(tmp_path):
+    old = {k: v for k, v in record("m1", "MUST", "passed").__dict__.items()
+           if k not in ("depends", "errata", "blocked_by")}
+    old_blocked = dict(old, case_id="m2", outcome="blocked", message="blocked by m0 (failed): it broke")
+    (tmp_path / "results.jsonl").write_text(json.dumps(old) + "\n" + json.dumps(old_blocked) + "\n")
+    records = list(read_results(tmp_path / "results.jsonl"))
+    assert [r["case_id"] for r in records] == ["m1", "m2"]
+    summary = summarize(records)
+    # The root cause is read from the message when the field is missing.
+    assert summary["targets"][0]["root_causes"][0]["blocked"] == ["m2"]
+    assert not summary["conformant"]

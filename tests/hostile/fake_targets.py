@@ -28,7 +28,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from reference_impl.btp.packet import (ContentType, Message, ProtocolDataEntry, Response, decode_packet,
+from reference_impl.btp.packet import (ContentType, Error, Message, ProtocolDataEntry, Response, decode_packet,
                                        encode_packet)
 from reference_impl.ssb import boxstream, shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder
@@ -40,13 +40,23 @@ RANDOM_BLOCK = os.urandom(1 << 20)
 """Random bytes written in slices: a flood as fast as the socket takes it,
 without spending the fake's CPU on the random generator."""
 
+TRIGGERED_AT = "20261123000000.000Z"
+
 TRICKLE_INTERVAL = 1.0
 """Seconds between the bytes of a slowloris target."""
 
-SSB_BEHAVIOURS = ("flood", "slowloris", "reset-mid-frame", "huge-rpc-length", "huge-box-length",
+SSB_BEHAVIOURS = ("flood", "flood-on-error", "slowloris", "reset-mid-frame", "huge-rpc-length",
+                  "huge-box-length", "endless-stream", "valid-then-garbage")
+BTP_BEHAVIOURS = ("flood", "flood-on-error", "slowloris", "reset-mid-frame", "huge-frame", "huge-oer-length",
                   "endless-stream", "valid-then-garbage")
-BTP_BEHAVIOURS = ("flood", "slowloris", "reset-mid-frame", "huge-frame", "huge-oer-length",
-                  "endless-stream", "valid-then-garbage")
+"""``flood-on-error`` behaves on valid input (a valid handshake; a Response
+to valid auth) and floods where it should hang up: after an invalid
+handshake message (SSB), or after the Error to a bad auth (BTP), so the
+harness meets the flood in the cases that wait for a close."""
+
+FLOOD_MESSAGE_SIZE = (1 << 20) - 64
+"""BTP flood-on-error messages: just under the WebSocket library's default
+size limit, so only the harness's own packet bound refuses them."""
 
 
 def random_chunks(size: int = 65536):
@@ -105,6 +115,7 @@ class SsbSession:
         self.encoder: BoxStreamEncoder | None = None
         self.decoder: BoxStreamDecoder | None = None
         self.rpc = RpcDecoder()
+        self.pending: list[RpcMessage] = []
         self.params: shs.BoxStreamParams | None = None
 
     async def handshake(self) -> bool:
@@ -126,19 +137,18 @@ class SsbSession:
     async def next_request(self) -> RpcMessage | None:
         """The harness's next RPC message (None when it closes or breaks the stream)."""
         assert self.decoder is not None
-        pending: list[RpcMessage] = []
-        while not pending:
+        while not self.pending:
+            if self.decoder.ended or self.rpc.ended:
+                return None
             data = await self.reader.read(65536)
             if not data:
                 return None
             try:
                 for body in self.decoder.receive_data(data):
-                    pending.extend(self.rpc.receive_data(body))
+                    self.pending.extend(self.rpc.receive_data(body))
             except Exception:  # the harness forging bad boxes on purpose
                 return None
-            if self.decoder.ended or self.rpc.ended:
-                return None
-        return pending[0]
+        return self.pending.pop(0)
 
     async def send_rpc(self, data: bytes) -> None:
         assert self.encoder is not None
@@ -158,6 +168,18 @@ async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: a
         return
     session = SsbSession(reader, writer, keypair)
     if not await session.handshake():
+        if behaviour == "flood-on-error":
+            asyncio.ensure_future(discard_input(reader))
+            await flood(writer)
+        return
+    if behaviour == "flood-on-error":
+        # Valid input gets valid answers: every request ends at once (an
+        # empty stream; an error for an async call).
+        while (request := await session.next_request()) is not None:
+            if request.req <= 0 or request.end:
+                continue  # the harness ending its side of a stream: nothing to answer
+            body: Any = True if request.stream else {"name": "Error", "message": "no such procedure", "stack": ""}
+            await session.send_rpc(RpcMessage.from_json(-request.req, body, stream=request.stream, end=True).encode())
         return
     request = await session.next_request()
     if request is None:
@@ -238,7 +260,7 @@ def request_id_of(message: Any) -> int:
     return 0
 
 
-async def btp_connection(behaviour: str, ws: Any) -> None:
+async def btp_connection(behaviour: str, ws: Any, token: bytes) -> None:
     transport = ws.transport
 
     async def write(data: bytes) -> None:
@@ -259,6 +281,26 @@ async def btp_connection(behaviour: str, ws: Any) -> None:
             await write(frame[index % len(frame):index % len(frame) + 1])
             index += 1
             await asyncio.sleep(TRICKLE_INTERVAL)
+    if behaviour == "flood-on-error":
+        # Valid auth gets a Response and every later request one too; any
+        # other first packet gets an Error, then a flood of big messages.
+        authenticated = False
+        while True:
+            message = await ws.recv()
+            request_id = request_id_of(message)
+            try:
+                packet = decode_packet(message)
+                valid_auth = (not authenticated and packet.protocol_data[0].name == "auth"
+                              and any(e.name == "auth_token" and e.data == token for e in packet.protocol_data))
+            except Exception:
+                valid_auth = False
+            if authenticated or valid_auth:
+                authenticated = True
+                await write(ws_frame(encode_packet(Response(request_id))))
+                continue
+            await write(ws_frame(encode_packet(Error(request_id, "F00", "NotAcceptedError", TRIGGERED_AT))))
+            for chunk in random_chunks(FLOOD_MESSAGE_SIZE):
+                await write(ws_frame(chunk))
     first = await ws.recv()
     request_id = request_id_of(first)
     if behaviour == "reset-mid-frame":
@@ -290,13 +332,13 @@ async def btp_connection(behaviour: str, ws: Any) -> None:
         await ws.recv()
 
 
-async def serve_btp(behaviour: str, host: str, port: int) -> None:
+async def serve_btp(behaviour: str, host: str, port: int, token: bytes = b"") -> None:
     from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed
 
     async def handler(ws: Any) -> None:
         try:
-            await btp_connection(behaviour, ws)
+            await btp_connection(behaviour, ws, token)
         except (ConnectionClosed, ConnectionError, OSError):
             pass
 
@@ -320,8 +362,9 @@ def targets_toml(protocol: str, behaviours: tuple[str, ...] | list[str] | None =
     for behaviour in behaviours or known:
         name = f"hostile-{protocol}-{behaviour}"
         outputs = '{ public_key = "id", port = "port" }' if protocol == "ssb" else '{ url = "url", port = "port" }'
-        extra = ""
+        extra = token = ""
         if protocol == "btp":
+            token = " --auth-token-file {auth_token_file}"
             extra = (f"[targets.{name}.params]\nauth_timeout = 1\n"
                      f"[targets.{name}.credentials]\nauth_token_generate = \"hex16\"\n")
         parts.append(f"""
@@ -333,7 +376,7 @@ roles = ["server"]
 host = "127.0.0.1"
 port = 0
 {extra}[targets.{name}.launch]
-server = "{{python}} -m tests.hostile.fake_targets {protocol} {behaviour} --host {{host}} --port 0"
+server = "{{python}} -m tests.hostile.fake_targets {protocol} {behaviour} --host {{host}} --port 0{token}"
 ready = "HOSTILE_READY"
 ready_timeout = 30
 outputs = {outputs}
@@ -348,12 +391,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("behaviour")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--auth-token-file", help="BTP: the token a valid auth carries")
     args = parser.parse_args(argv)
     behaviours, serve = SERVERS[args.protocol]
     if args.behaviour not in behaviours:
         parser.error(f"{args.protocol} behaviours: {', '.join(behaviours)}")
+    extra = ()
+    if args.protocol == "btp":
+        with open(args.auth_token_file, "rb") as handle:
+            extra = (handle.read().rstrip(b"\r\n"),)
     try:
-        asyncio.run(serve(args.behaviour, args.host, args.port))
+        asyncio.run(serve(args.behaviour, args.host, args.port, *extra))
     except KeyboardInterrupt:
         pass
     return 0

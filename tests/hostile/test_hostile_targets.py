@@ -39,6 +39,9 @@ HEX = r"[0-9a-f]{16,}"
 EXPECTED = {
     # (protocol, behaviour): (case id, pattern its failure message must match)
     ("ssb", "flood"): ("ssb.shs.server.completes-valid-handshake", rf"msg2 \(server hello\) does not verify .*; bytes: {HEX}"),
+    ("ssb", "flood-on-error"): ("ssb.shs.server.rejects-garbage-msg1",
+                                r"after a random msg1, the target wrote 1048576 byte\(s\) instead of hanging up "
+                                rf"silently: {HEX}"),
     ("ssb", "slowloris"): ("ssb.shs.server.completes-valid-handshake",
                            rf"no msg2 \(server hello, 64 bytes\) within {DEADLINE} s: received [1-3] of 64 bytes \([0-9a-f]+\)"),
     ("ssb", "reset-mid-frame"): ("ssb.rpc.server.responses-use-negated-request-number",
@@ -54,6 +57,9 @@ EXPECTED = {
     ("ssb", "valid-then-garbage"): ("ssb.rpc.server.responses-use-negated-request-number",
                                     rf"box stream does not decrypt \(header authentication failed\); bytes: {HEX}"),
     ("btp", "flood"): ("btp.auth.server.accepts-valid-auth", rf"unreadable packet .*; bytes: {HEX}"),
+    ("btp", "flood-on-error"): ("btp.auth.server.rejects-wrong-token",
+                                r"frame with 1048512 bytes exceeds limit of \d+ bytes\); the harness closed the "
+                                r"connection with close code 1009.*; bytes: 827f00000000000fffc0"),
     ("btp", "slowloris"): ("btp.auth.server.accepts-valid-auth", rf"within {DEADLINE} s"),
     ("btp", "reset-mid-frame"): ("btp.auth.server.accepts-valid-auth", r"target closed the WebSocket \(close code 1006\)"),
     ("btp", "huge-frame"): ("btp.auth.server.accepts-valid-auth",
@@ -109,7 +115,8 @@ def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protoco
     # The bytes a violation shows are bytes the target sent (as the trace has them).
     trace_text = (run.run_dir / record["trace_file"]).read_text()
     shown = re.search(r"; bytes: ([0-9a-f]{32})", record["message"])
-    if shown and behaviour != "huge-frame":  # a refused frame header is raw framing, not a traced payload
+    if shown and behaviour not in ("huge-frame", "flood-on-error"):
+        # (a refused frame header is raw framing, not a traced payload)
         assert bytes.fromhex(shown.group(1)) in dumped_bytes(trace_text), (shown.group(1), trace_text[:3000])
 
     # Bounded traces, saying what they dropped.

@@ -179,6 +179,8 @@ class _LegTrace:
 class _Client:
     conn: TcpConnection
     process: ClientProcess
+    listener: TcpServer | None = None
+    """Still listening (honest sessions only): for the client's further connections."""
 
 
 @dataclass
@@ -261,7 +263,10 @@ class ShsMitm:
 
     # -- connections
 
-    async def _start_client(self, purpose: str) -> _Client:
+    async def _start_client(self, purpose: str, keep_listening: bool = False) -> _Client:
+        """Launch the client against the relay and accept its first
+        connection: the one attacked. Unless ``keep_listening``, the relay
+        then stops listening, so a client's retries are refused."""
         listener = TcpServer(self._client_trace, self.deadline)
         await listener.__aenter__()
         try:
@@ -273,11 +278,30 @@ class ShsMitm:
                 process.stop()
                 raise TargetError(f"the client did not connect to the relay within {self.connect_wait:g} s; "
                                   f"its output:\n{process.tail()}") from None
-        finally:
-            # Stop listening: only this one connection is the client's session.
+        except BaseException:
+            await listener.__aexit__(None, None, None)
+            raise
+        if not keep_listening:
             await listener.__aexit__(None, None, None)
         self._open.append(conn)
-        return _Client(conn, process)
+        return _Client(conn, process, listener if keep_listening else None)
+
+    async def _relay_further_connections(self, client: _Client, end: float) -> None:
+        """Honest session: a client command may open more connections than
+        one (ssb-server's asks the peer's latest sequence first); relay
+        each unchanged until the client exits or the session limit passes."""
+        assert client.listener is not None
+        while time.monotonic() < end and await asyncio.to_thread(client.process.wait, 0) is None:
+            try:
+                conn = await client.listener.accept(0.2)
+            except DeadlineExceeded:
+                continue
+            self._open.append(conn)
+            self.trace.event("the client opened a further connection; relayed unchanged, not recorded")
+            server = await self._connect_server()
+            await self._relay_boxes(conn, server)
+            conn.abort()
+            server.abort()
 
     async def _connect_server(self) -> TcpConnection:
         try:
@@ -291,6 +315,9 @@ class ShsMitm:
     async def _finish_client(self, client: _Client, report: EndpointReport | None) -> int | None:
         """Close the client's connection, then give it time to exit."""
         client.conn.abort()
+        if client.listener is not None:
+            await client.listener.__aexit__(None, None, None)
+            client.listener = None
         code = await asyncio.to_thread(client.process.wait, CLIENT_EXIT_WAIT)
         if code is None:
             self.trace.event(f"the client was still running {CLIENT_EXIT_WAIT:g} s after the relay hung up; stopped")
@@ -365,7 +392,7 @@ class ShsMitm:
         client must complete it (exit 0): a replay is only a test if the
         original was accepted."""
         self.trace.event("recording: the relay passes an honest session through unchanged")
-        client = await self._start_client("honest session, to record")
+        client = await self._start_client("honest session, to record", keep_listening=True)
         code: int | None = None
         try:
             server = await self._connect_server()
@@ -379,6 +406,7 @@ class ShsMitm:
                 msg4 = await server.receive_exactly(SERVER_ACCEPT, "msg4 (server accept)")
                 await client.conn.send(msg4, "msg4 relayed unchanged")
                 client_boxes, server_boxes = await self._relay_boxes(client.conn, server)
+                await self._relay_further_connections(client, time.monotonic() + self.session_limit)
             except AssertionError as exc:
                 raise TargetError(f"the honest session to record failed: {exc}") from None
             finally:

@@ -128,14 +128,18 @@ async def test_silent_on_text_websocket_message(authenticated_peer):
              depends=AUTHENTICATED)
 async def test_rejects_duplicate_protocol_names_after_auth(authenticated_peer):
     """A negative case: the same Message without the duplicate must first be
-    acknowledged with a Response on the same connection, or an Error to the
+    acknowledged with a Response (on an authenticated connection of its own,
+    so that the case sends one request per connection), or an Error to the
     duplicate shows nothing."""
-    peer = await authenticated_peer()
     entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
-    valid = await peer.request(Message(new_request_id(), (entry,)), "the answer to the same Message with one entry")
+    counterpart = await authenticated_peer("valid counterpart: the same Message with one entry")
+    valid = await counterpart.request(Message(new_request_id(), (entry,)),
+                                      "the answer to the same Message with one entry")
     if not isinstance(valid, Response):
         not_applicable(f"the target answers even the Message without a duplicate name with {summary(valid)}, so an "
                        "Error to the duplicate cannot be told apart")
+    await counterpart.conn.close()
+    peer = await authenticated_peer("the Message with a duplicate name")
     request = Message(new_request_id(), (entry, entry))
     reply = await peer.request(request, "the answer to a Message with two sub-protocols of one name")
     assert isinstance(reply, Error), f"two sub-protocols with the same name must get an Error; got {summary(reply)}"

@@ -10,6 +10,9 @@ from .session import describe
 
 FEED_READING = (*READS_STREAM, KEYS_DEFAULT_TRUE)
 """Every case reads the feed with keys, as {key, value, timestamp} items."""
+SIGNATURES = "ssb.feed.server.signatures-verify"
+"""A previous link is the id of the message before, signature included: a
+served message with a broken signature breaks the next one's link too."""
 
 
 async def served_feed(open_session, feed_id: str):
@@ -51,7 +54,7 @@ async def test_served_keys_are_message_ids(open_session, server_feed_id):
 
 
 @requirement("ssb.feed.server.chain-links", "MUST", "SSB guide, Feeds, Structure; Message format (previous, author, sequence)",
-             depends=FEED_READING)
+             depends=[*FEED_READING, SIGNATURES])
 async def test_served_feed_is_a_valid_chain(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
     previous = None
