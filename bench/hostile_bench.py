@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             for b in (SSB_BEHAVIOURS if p == "ssb" else BTP_BEHAVIOURS)
             if not args.behaviour or b in args.behaviour]
     print(f"harness: {repo}  --deadline {args.deadline}  ({os.cpu_count()} CPUs)")
-    header = (f"{'target':<28} {'exit':>4} {'wall s':>7} {'peak MB':>8} "
+    header = (f"{'target':<30} {'exit':>4} {'wall s':>7} {'peak MB':>8} "
               + " ".join(f"{o[:7]:>7}" for o in OUTCOMES) + f" {'trace KB':>9}")
     print(header)
     print("-" * len(header))
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         counts = run.outcomes
         sizes = run.trace_sizes()
         worst_rss = max(worst_rss, run.peak_rss_kb)
-        print(f"{run.target:<28} {run.code:>4} {run.seconds:>7.1f} {run.peak_rss_kb / 1024:>8.0f} "
+        print(f"{run.target:<30} {run.code:>4} {run.seconds:>7.1f} {run.peak_rss_kb / 1024:>8.0f} "
               + " ".join(f"{counts.get(o, 0):>7}" for o in OUTCOMES)
               + f" {max(sizes.values(), default=0) / 1024:>9.0f}", flush=True)
     print(f"\nlargest peak RSS: {worst_rss / 1024:.0f} MB; run directories: {work}")

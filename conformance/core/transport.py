@@ -113,13 +113,6 @@ def target_bytes(what: str, data: bytes | bytearray | memoryview,
         raise violation_from(exc, what, data) from None
 
 
-def check_bound(declared: int, bound: int, what: str, data: bytes | bytearray | memoryview = b"") -> None:
-    """A length the target declared must not exceed the bound the harness
-    (or the protocol) sets: the harness never waits for, or buffers, more."""
-    if declared > bound:
-        raise ProtocolViolation(f"{what} declares {declared} bytes, over the bound of {bound}", data)
-
-
 class Deadline:
     """An absolute point in time by which one expected message must have
     arrived. Every read toward that message shares it, so a target that

@@ -163,9 +163,6 @@ SPECS: tuple[FaultSpec, ...] = (
     FaultSpec("skip-client-auth-signature-check", "server",
               "open msg3 (client authenticate) but accept it without verifying the client's signature inside",
               (SHS + "rejects-msg3-signed-by-another-key", SHS + "rejects-msg3-signed-for-another-server")),
-    FaultSpec("default-limit-4", "server",
-              "createHistoryStream without limit serves at most 4 messages (the guide: \"Default: unlimited\")",
-              (HISTORY + "limit-default-unlimited",)),
     FaultSpec("client-fail-after-replication", "client",
               "the client exits with an error status after replicating and verifying a valid feed",
               (CLIENT_FEED_REPLICATED,)),
@@ -241,6 +238,12 @@ NOT_ISOLABLE: dict[str, str] = {
         "peer, which hands a STRING or BINARY body over as a string or a Buffer) does only for a body declared "
         "JSON; a node that declares another body type fails all of those cases, and declaring it only on the "
         "end fails ssb.rpc.server.ends-source-stream-with-true, this case's prerequisite"),
+    HISTORY + "limit-default-unlimited": (
+        "cases of other rules read the whole feed (or a live stream past the existing messages) without a "
+        "limit, relying on the default being unlimited without declaring this case as a prerequisite: a node "
+        "serving at most 4 messages by default (measured by mutation) also failed "
+        "ssb.boxstream.server.splits-large-messages, ssb.history.server.sequence-starts-at-given-message, "
+        "ssb.history.server.live-sends-new-messages and ssb.history.server.live-old-false-skips-existing"),
 }
 """Cases whose rule cannot be broken without breaking other cases' rules too,
 with the reason; the mutation table lists them (docs/mutation.md)."""

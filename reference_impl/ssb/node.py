@@ -156,8 +156,6 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
             raise ValueError(f"limit must be an integer, got {limit!r}")
         if limit < 0 or Fault.IGNORE_LIMIT in faults:
             limit = None
-    elif Fault.DEFAULT_LIMIT_4 in faults:
-        limit = 4  # the fault: a default page size where the guide says "Default: unlimited"
     absent = 2 if Fault.DEFAULT_SEQUENCE_SKIPS_FIRST in faults else 0
     live = _bool_option(options, "live", False) and Fault.IGNORE_LIVE not in faults
     if Fault.LIVE_FALSE_KEEPS_STREAM_OPEN in faults and options.get("live") is False:

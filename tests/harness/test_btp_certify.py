@@ -176,7 +176,12 @@ def test_btp_server_that_never_answers_ends_quickly_with_a_clear_verdict(tmp_pat
     assert run.code == 1 and "silent [reference-btp-silent test, btp]: NOT CONFORMANT" in run.output
     assert run.seconds < 60, f"took {run.seconds:.0f} s"
     records = run.by_case("silent")
-    assert any("target unresponsive" in r["message"] for r in records.values())
+    # One root cause, authentication; the cases relying on it are blocked by it.
+    assert records["btp.auth.server.accepts-valid-auth"]["outcome"] == "failed"
+    assert not any(r["outcome"] in ("passed", "error") for r in records.values())
+    causes = {c["case_id"]: c for c in run.summary["targets"][0]["root_causes"]}
+    assert list(causes) == ["btp.auth.server.accepts-valid-auth"]
+    assert len(causes["btp.auth.server.accepts-valid-auth"]["blocked"]) >= 10
     # Cases that would not apply stay not applicable, silence or not.
     for case in ("btp.transfer.server.response-means-balance-updated",
                  "btp.transfer.server.error-means-balance-unchanged"):

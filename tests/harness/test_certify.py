@@ -83,10 +83,11 @@ def test_reference_node_certifies_with_every_artifact(tmp_path):
 FAULTS = {
     # Not checking the HMAC of msg1 also lets random msg1 bytes through.
     "accept-any-network-key": ["ssb.shs.server.rejects-wrong-network-key", "ssb.shs.server.rejects-garbage-msg1"],
-    # Every invalid (not merely truncated) handshake message gets the garbage.
+    # Every invalid or truncated handshake message gets the garbage.
     "write-after-bad-handshake": [f"ssb.shs.server.rejects-{rule}" for rule in (
         "wrong-network-key", "client-without-server-key", "tampered-msg3", "replayed-handshake",
-        "replayed-msg3-with-fresh-msg1", "garbage-msg1", "garbage-msg3")],
+        "replayed-msg3-with-fresh-msg1", "garbage-msg1", "garbage-msg3", "truncated-msg1", "truncated-msg3",
+        "msg3-signed-by-another-key", "msg3-signed-for-another-server")],
     "exclusive-sequence": ["ssb.history.server.sequence-starts-at-given-message"],
     # The id hashes the signature too: a flipped signature byte also breaks
     # the served keys and the previous links of the following messages.

@@ -30,6 +30,9 @@ LIMIT = "ssb.history.server.limit-caps-messages"
 KEYS_DEFAULT_TRUE = "ssb.history.server.keys-default-true"
 KEYS_FALSE = "ssb.history.server.keys-false-sends-bare-messages"
 UNKNOWN_ASYNC_ERROR = "ssb.rpc.server.unknown-async-procedure-gets-error"
+LIMIT_DEFAULT = "ssb.history.server.limit-default-unlimited"
+"""A case that needs every message (the latest, or one just published) reads
+the feed without a limit and relies on the default being unlimited."""
 
 # -- target as client
 CLIENT_HELLO = "ssb.shs.client.sends-valid-hello"

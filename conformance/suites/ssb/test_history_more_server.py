@@ -20,6 +20,8 @@ KEYS_FALSE = "ssb.history.server.keys-false-sends-bare-messages"
 LIMIT = "ssb.history.server.limit-caps-messages"
 ABORT = "ssb.rpc.server.closes-stream-on-requester-abort"
 LARGE_LIMIT = 100_000
+LIMIT_DEFAULT = "ssb.history.server.limit-default-unlimited"
+"""Cases that read every existing message without a limit rely on it."""
 
 
 def sequences(items) -> list:
@@ -61,7 +63,7 @@ async def test_stream_ends_when_live_is_false_or_absent(open_session, server_fee
 
 @requirement("ssb.history.server.live-old-default-sends-existing", "MUST",
              f"{CITE} (old: \"If true, start by sending existing messages already posted by this feed\" ... "
-             "\"Default: true\")", depends=READS_STREAM + [KEYS_FALSE, ABORT])
+             "\"Default: true\")", depends=READS_STREAM + [KEYS_FALSE, ABORT, LIMIT_DEFAULT])
 async def test_live_stream_starts_with_existing_messages(open_session, server_feed_id, deadline):
     """live true, old not given: the existing messages come first, and the
     stream stays open afterwards."""

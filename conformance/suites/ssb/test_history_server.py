@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conformance.core.requirements import blocked, not_applicable, requirement
 
-from .prerequisites import READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED
+from .prerequisites import LIMIT_DEFAULT, READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED
 from .session import describe, error_body
 
 CITE = "SSB guide, createHistoryStream"
@@ -182,7 +182,7 @@ async def test_missing_id_is_an_error(open_session):
 
 
 @requirement("ssb.history.server.live-sends-new-messages", "MUST", f"{CITE} (live: \"keep the stream alive and send new messages\")",
-             needs=("publish",), depends=READS_STREAM)
+             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT])
 async def test_live_stream_delivers_new_messages(open_session, publish, server_feed_id, deadline):
     feed = await full_feed(open_session, server_feed_id)
     latest = latest_sequence(feed)
@@ -200,7 +200,7 @@ async def test_live_stream_delivers_new_messages(open_session, publish, server_f
 
 
 @requirement("ssb.history.server.live-old-false-skips-existing", "MUST", f"{CITE} (old: \"If false, don't send existing messages\")",
-             needs=("publish",), depends=READS_STREAM)
+             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT])
 async def test_live_without_old_sends_only_new_messages(request, open_session, publish, server_feed_id, deadline):
     latest = latest_sequence(await feed_of_at_least(request, open_session, server_feed_id, 1))
     session = await open_session()
