@@ -322,11 +322,19 @@ class TcpConnection:
             self.eof = True
         return data
 
-    async def receive_exactly(self, count: int, what: str, deadline: float | None = None) -> bytes:
+    def _window(self, deadline: float | Deadline | None) -> tuple[float, float]:
+        """``(seconds to name in messages, absolute end)`` of a read: the
+        connection's deadline, a number of seconds from now, or a
+        :class:`Deadline` the caller shares across several reads."""
+        if isinstance(deadline, Deadline):
+            return deadline.seconds, deadline.at
+        limit = self.deadline if deadline is None else deadline
+        return limit, time.monotonic() + limit
+
+    async def receive_exactly(self, count: int, what: str, deadline: float | Deadline | None = None) -> bytes:
         """Exactly ``count`` bytes, or a failure naming ``what`` was awaited.
         The deadline is for all ``count`` bytes together, not per read."""
-        limit = self.deadline if deadline is None else deadline
-        end = time.monotonic() + limit
+        limit, end = self._window(deadline)
         while len(self._buffer) < count:
             if self.eof:
                 raise PeerClosed(f"target closed the connection after {len(self._buffer)} of the "
@@ -344,29 +352,30 @@ class TcpConnection:
         del self._buffer[:count]
         return data
 
-    async def receive_some(self, deadline: float | None = None) -> bytes:
+    async def receive_some(self, deadline: float | Deadline | None = None) -> bytes:
         """Whatever is buffered or arrives next (b"" on close); raises
-        DeadlineExceeded if nothing comes in time."""
+        DeadlineExceeded if nothing comes in time. A case reading in a loop
+        passes one :class:`Deadline` to every call, so that a trickling
+        target cannot keep it reading."""
         if self._buffer:
             data = bytes(self._buffer)
             self._buffer.clear()
             return data
         if self.eof:
             return b""
-        limit = self.deadline if deadline is None else deadline
+        limit, end = self._window(deadline)
         try:
-            return await self._read_some(limit)
+            return await self._read_some(max(0.0, end - time.monotonic()))
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"target sent nothing within {limit} s") from None
 
-    async def await_close(self, deadline: float | None = None,
+    async def await_close(self, deadline: float | Deadline | None = None,
                           max_bytes: int = MAX_BYTES_WHILE_AWAITING_CLOSE) -> tuple[bool, bytes]:
         """Wait for the target to hang up. Returns ``(closed, bytes_received_meanwhile)``:
         closed False means the connection was still open at the deadline, or
         that the target sent more than ``max_bytes`` meanwhile (it is not
         hanging up; the bytes returned are then the first ``max_bytes``)."""
-        limit = self.deadline if deadline is None else deadline
-        end = time.monotonic() + limit
+        _, end = self._window(deadline)
         received = bytearray(self._buffer)
         self._buffer.clear()
         while not self.eof:

@@ -378,13 +378,16 @@ def _read_amount(data: bytes, pos: int, end: int) -> int:
     return _U64.unpack_from(data, pos)[0]
 
 
-def _decode_error(request_id: int, data: bytes, pos: int, end: int) -> Error:
+def _decode_error(request_id: int, data: bytes, pos: int, end: int, lenient_form: bool = False) -> Error:
     if pos + 3 > end:
         raise BtpDecodeError("bad error code length", f"the Error's data ends {end - pos} byte(s) into the "
                              "fixed 3-character code (IA5String (SIZE (3)))", pos)
     code = ia5_text(data[pos:pos + 3], pos, "error code")
     name, pos = _read_var_ia5(data, pos + 3, end, "error name")
-    triggered_at, pos = _read_time(data, pos, end, "triggeredAt")
+    if lenient_form:
+        triggered_at, pos = _read_var_ia5(data, pos, end, "triggeredAt")
+    else:
+        triggered_at, pos = _read_time(data, pos, end, "triggeredAt")
     if pos >= end:
         raise BtpDecodeError("truncated", "error data length missing", pos)
     length = data[pos]
@@ -394,7 +397,7 @@ def _decode_error(request_id: int, data: bytes, pos: int, end: int) -> Error:
     stop = start + length
     if stop > end:
         raise BtpDecodeError("length prefix beyond end", f"error data of {length} bytes, {end - start} left", pos)
-    if length > MAX_ERROR_DATA:
+    if length > MAX_ERROR_DATA and not lenient_form:
         raise BtpDecodeError("error data too long", f"{length} bytes; Error data is OCTET STRING (SIZE (0..8192))",
                              pos)
     protocol_data, _ = _read_protocol_data(data, stop, end)
@@ -417,13 +420,17 @@ def _decode_legacy(kind: int, request_id: int, data: bytes, pos: int, end: int) 
     return Reject(request_id, transfer_id, protocol_data)
 
 
-def decode_packet(data: bytes, *, allow_trailing: bool = False) -> Packet:
+def decode_packet(data: bytes, *, allow_trailing: bool = False, lenient_error_form: bool = False) -> Packet:
     """The packet in ``data`` (one whole WebSocket message), fully validated.
 
     Raises :class:`BtpDecodeError` -- and nothing else -- when ``data`` is
     not a readable BTP packet. Bytes after ``protocolData`` inside the
     envelope are ignored; bytes after the envelope are ``"trailing bytes"``
-    unless ``allow_trailing`` (see the module docstring)."""
+    unless ``allow_trailing`` (see the module docstring). With
+    ``lenient_error_form`` an Error's triggeredAt need only be IA5 text and
+    its data may be longer than 8192 bytes (it still lies within the
+    envelope): for a reader that judges those rules itself, as the harness
+    does in their own cases, so that no other case fails for them."""
     if type(data) is not bytes:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"decode_packet needs bytes, got {type(data).__name__}")
@@ -459,7 +466,7 @@ def decode_packet(data: bytes, *, allow_trailing: bool = False) -> Packet:
         amount = _U64.unpack_from(data, pos)[0]
         pos += 8
     elif kind == 2:
-        return _decode_error(request_id, data, pos, end)
+        return _decode_error(request_id, data, pos, end, lenient_error_form)
     elif 2 < kind < 6:
         return _decode_legacy(kind, request_id, data, pos, end)
     # Message, Response, Transfer: the protocol data, fast path.  It handles

@@ -157,7 +157,8 @@ ECHO = "echo"
 
 
 _WRONG_ID_FAULTS = frozenset({Fault.WRONG_REQUEST_ID, Fault.CLIENT_WRONG_REQUEST_ID})
-_ERROR_FAULTS = frozenset({Fault.NONSTANDARD_ERROR_CODE, Fault.ERROR_NAME_MISMATCH})
+_ERROR_FAULTS = frozenset({Fault.NONSTANDARD_ERROR_CODE, Fault.ERROR_NAME_MISMATCH, Fault.TRIGGERED_AT_LOCAL_TIME,
+                           Fault.TRIGGERED_AT_TRAILING_ZERO, Fault.OVERSIZED_ERROR_DATA})
 
 
 class Role(str, Enum):
@@ -519,6 +520,12 @@ class BtpSession:
             if Fault.ERROR_NAME_MISMATCH in self._faults:
                 codes = list(ERROR_CODES)
                 name = ERROR_CODES[codes[(codes.index(code) + 1) % len(codes)]]
+            if Fault.TRIGGERED_AT_LOCAL_TIME in self._faults:
+                triggered_at = triggered_at.removesuffix("Z")
+            if Fault.TRIGGERED_AT_TRAILING_ZERO in self._faults:
+                triggered_at = triggered_at[:15] + triggered_at[15] + "0Z"  # .mmmZ -> .m0Z
+            if Fault.OVERSIZED_ERROR_DATA in self._faults:
+                data = data.ljust(9000, b".")
         return Error(self._answer_id(request_id), code, name, triggered_at, data)
 
     def _queue_response(self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()) -> None:

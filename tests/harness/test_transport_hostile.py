@@ -14,7 +14,7 @@ import pytest
 from websockets.asyncio.server import serve
 
 from conformance.core.redact import Redactor
-from conformance.core.transport import (MAX_BYTES_WHILE_AWAITING_CLOSE, DeadlineExceeded, PeerClosed,
+from conformance.core.transport import (MAX_BYTES_WHILE_AWAITING_CLOSE, Deadline, DeadlineExceeded, PeerClosed,
                                         ProtocolViolation, TcpConnection, WireTrace, target_bytes)
 from conformance.core.websocket import WebSocketConnection
 from conformance.suites.btp.peer import MAX_PACKET_SIZE, BtpPeer
@@ -114,6 +114,28 @@ async def test_trickle_cannot_extend_the_deadline_of_a_message():
         with pytest.raises(DeadlineExceeded, match=r"no msg2 within 0.6 s: received [4-7] of 64 bytes \(0101"):
             await conn.receive_exactly(64, "msg2")
         assert time.monotonic() - started < 0.9
+        conn.abort()
+
+
+async def test_a_loop_of_reads_sharing_one_deadline_ends_with_it():
+    async def slowloris(reader, writer):
+        try:
+            while True:
+                writer.write(b"\x02")
+                await writer.drain()
+                await asyncio.sleep(0.1)
+        except (ConnectionError, OSError):
+            pass
+    server, port = await start_tcp(slowloris)
+    async with server:
+        conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline=5.0)
+        window = Deadline(0.5)
+        started = time.monotonic()
+        got = b""
+        with pytest.raises(DeadlineExceeded, match="target sent nothing within 0.5 s"):
+            while True:
+                got += await conn.receive_some(window)
+        assert time.monotonic() - started < 0.8 and 3 <= len(got) <= 7
         conn.abort()
 
 

@@ -82,8 +82,10 @@ class BtpPeer:
         if isinstance(message, str):
             raise ProtocolViolation(f"target sent a text WebSocket message where {what} (a binary BTP packet) "
                                     f"was due", message.encode("utf-8"))
+        # An Error's triggeredAt and data size are read leniently: the cases of those rules
+        # (btp.error.server.triggered-at-*, data-at-most-8192-bytes) judge them, no other case.
         with target_bytes(f"target sent an unreadable packet where {what} was due", message, BtpDecodeError):
-            packet = decode_packet(message)
+            packet = decode_packet(message, lenient_error_form=True)
         self.conn.trace.event(f"decoded: {summary(packet)}")
         return packet
 
@@ -123,7 +125,7 @@ class BtpPeer:
                 got.append(f"text message {message[:120]!r}")
                 continue
             try:
-                got.append(summary(decode_packet(message)))
+                got.append(summary(decode_packet(message, lenient_error_form=True)))
             except BtpDecodeError:
                 got.append(f"unreadable {short_hex(message)}")
         return got

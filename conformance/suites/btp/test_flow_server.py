@@ -11,7 +11,7 @@ from reference_impl.btp.packet import (ERROR_CODES, ContentType, Error, Message,
                                        Transfer, encode_packet, generalized_time, is_response)
 
 from .peer import auth_message, new_request_id, probe_message, summary
-from .prerequisites import AUTH, AUTHENTICATED, DUPLICATE_NAMES
+from .prerequisites import ANSWERS_ONCE, AUTH, AUTHENTICATED, DUPLICATE_NAMES
 
 FLOW = "BTP 2.0, Flow"
 UNEXPECTED = f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")"
@@ -125,7 +125,7 @@ async def test_silent_on_text_websocket_message(authenticated_peer):
 
 @requirement("btp.subprotocol.server.rejects-duplicate-names", "MUST",
              "BTP 2.0, Authentication (\"having two subprotos with the same name\" violates the protocol rules)",
-             depends=AUTHENTICATED)
+             depends=[*AUTHENTICATED, ANSWERS_ONCE])
 async def test_rejects_duplicate_protocol_names_after_auth(authenticated_peer):
     """A negative case: the same Message without the duplicate must first be
     acknowledged with a Response (on an authenticated connection of its own,

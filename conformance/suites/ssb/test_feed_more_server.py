@@ -15,6 +15,8 @@ READS_STREAM = ["ssb.shs.server.completes-valid-handshake",
                 "ssb.rpc.server.ends-source-stream-with-true"]
 LIMIT_DEFAULT = "ssb.history.server.limit-default-unlimited"
 """The case finds the message it published by reading the feed without a limit."""
+KEYS_FALSE = "ssb.history.server.keys-false-sends-bare-messages"
+"""The case reads the feed with keys false and takes each item for the message itself."""
 CLOCK_SLACK_MS = 120_000
 """The target runs on the same host (or a synchronised one); two minutes
 covers slow start-ups without letting seconds pass for milliseconds."""
@@ -22,7 +24,7 @@ covers slow start-ups without letting seconds pass for milliseconds."""
 
 @requirement("ssb.feed.server.timestamp-is-milliseconds", "MUST",
              "SSB guide, Feeds, Message format (timestamp: \"Number of milliseconds since 1 January 1970 00:00 UTC\")",
-             needs=("publish",), depends=READS_STREAM + [LIMIT_DEFAULT])
+             needs=("publish",), depends=READS_STREAM + [LIMIT_DEFAULT, KEYS_FALSE])
 async def test_new_message_timestamp_is_milliseconds_since_epoch(open_session, publish, server_feed_id):
     """A message published during the case carries the time it was created,
     in milliseconds: between the clock before and after the publish call."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from conformance.core.requirements import requirement
 from reference_impl.ssb.feed import FeedError, message_id, verify_message
 
-from .prerequisites import KEYS_DEFAULT_TRUE, READS_STREAM
+from .prerequisites import KEYS_DEFAULT_TRUE, READS_STREAM, reading_the_feed
 from .session import describe
 
 FEED_READING = (*READS_STREAM, KEYS_DEFAULT_TRUE)
@@ -18,7 +18,8 @@ served message with a broken signature breaks the next one's link too."""
 async def served_feed(open_session, feed_id: str):
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"id": feed_id, "keys": True}])
-    items, end = await session.collect_stream(req, "the feed with keys")
+    with reading_the_feed():
+        items, end = await session.collect_stream(req, "the feed with keys")
     assert items, f"the target's own feed came back empty: {describe(end)}"
     return items
 

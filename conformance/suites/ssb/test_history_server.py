@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conformance.core.requirements import blocked, not_applicable, requirement
 
-from .prerequisites import LIMIT_DEFAULT, READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED
+from .prerequisites import LIMIT_DEFAULT, READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED, reading_the_feed
 from .session import describe, error_body
 
 CITE = "SSB guide, createHistoryStream"
@@ -13,7 +13,8 @@ CITE = "SSB guide, createHistoryStream"
 
 async def history(session, options: dict, what: str):
     req = await session.request(["createHistoryStream"], [options])
-    items, end = await session.collect_stream(req, what)
+    with reading_the_feed():
+        items, end = await session.collect_stream(req, what)
     return items, end
 
 
@@ -116,7 +117,7 @@ async def test_keys_false_sends_messages_only(open_session, server_feed_id):
 @requirement("ssb.history.server.sequence-starts-at-given-message", "MUST",
              f"{CITE} (sequence: the first message to return, read as \"from\" where the text says "
              "\"later than\")",
-             depends=READS_STREAM, errata=["SSB-E1"])
+             depends=[*READS_STREAM, WHOLE_FEED], errata=["SSB-E1"])
 async def test_sequence_starts_at_the_given_message(request, open_session, server_feed_id):
     """The network's reading (erratum SSB-E1, docs/errata/ssb.md): legacy
     replication asks for ``last + 1`` and must get that message first, so

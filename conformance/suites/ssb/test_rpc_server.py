@@ -8,7 +8,7 @@ from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import DeadlineExceeded
 from reference_impl.ssb.keys import Keypair
 
-from .prerequisites import HANDSHAKE, SESSION, STREAM_END, UNKNOWN_ASYNC_ERROR
+from .prerequisites import HANDSHAKE, SESSION, STREAM_END, UNKNOWN_ASYNC_ERROR, reading_the_feed
 from .session import describe, error_body
 
 UNKNOWN_PROCEDURE = ["conformanceHarness", "noSuchProcedure"]
@@ -54,7 +54,8 @@ async def test_responses_use_negated_request_number(open_session, server_feed_id
     for req, what in ((other, f"the answers to request {other} (a feed the target does not hold)"),
                       (own, f"the answers to request {own} (the target's own feed)")):
         try:
-            collected[req] = await session.collect_stream(req, what)
+            with reading_the_feed():
+                collected[req] = await session.collect_stream(req, what)
         except DeadlineExceeded as exc:
             elsewhere = [describe(m) for m in session.inbox if m.req < 0][:5]
             raise AssertionError(f"{exc}; answers on other request numbers meanwhile: {elsewhere or 'none'}") from None
@@ -77,7 +78,8 @@ async def test_responses_use_negated_request_number(open_session, server_feed_id
 async def test_source_responses_set_stream_flag(open_session, server_feed_id):
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"id": server_feed_id}])
-    items, end = await session.collect_stream(req, "the feed")
+    with reading_the_feed():
+        items, end = await session.collect_stream(req, "the feed")
     bad = [describe(m) for m in items + [end] if not m.stream]
     assert not bad, f"responses to a source request without the stream flag: {bad}"
 
@@ -88,7 +90,8 @@ async def test_source_responses_set_stream_flag(open_session, server_feed_id):
 async def test_ends_source_stream_with_true(open_session, server_feed_id):
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"id": server_feed_id}])
-    _, end = await session.collect_stream(req, "the end of the feed")
+    with reading_the_feed():
+        _, end = await session.collect_stream(req, "the end of the feed")
     assert end.stream and end.end and end.body_type.name == "JSON" and end.body.strip() == b"true", (
         f"the closing message of a finished source stream must be stream+end with JSON body true; got {describe(end)}")
 
