@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, default=REPO,
                         help="checkout whose harness is measured (default: this one)")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="seconds after which a run is killed and reported as such (default 300)")
     args = parser.parse_args(argv)
 
     repo = args.repo.resolve()
@@ -62,11 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     worst_rss = 0
     for protocol, behaviour in plan:
-        run = zoo.certify_hostile(protocol, behaviour, work, deadline=args.deadline)
+        run = zoo.certify_hostile(protocol, behaviour, work, deadline=args.deadline, timeout=args.timeout)
         counts = run.outcomes
         sizes = run.trace_sizes()
         worst_rss = max(worst_rss, run.peak_rss_kb)
-        print(f"{run.target:<30} {run.code:>4} {run.seconds:>7.1f} {run.peak_rss_kb / 1024:>8.0f} "
+        killed = "(killed after" in run.output
+        peak = "killed" if killed else f"{run.peak_rss_kb / 1024:.0f}"
+        print(f"{run.target:<30} {run.code:>4} {run.seconds:>7.1f} {peak:>8} "
               + " ".join(f"{counts.get(o, 0):>7}" for o in OUTCOMES)
               + f" {max(sizes.values(), default=0) / 1024:>9.0f}", flush=True)
     print(f"\nlargest peak RSS: {worst_rss / 1024:.0f} MB; run directories: {work}")

@@ -187,11 +187,8 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
     if causes:
         print("root causes (failed or errored for their own rule; the cases they blocked did not run):")
         for group, cause in causes:
-            if cause["case_id"] is None:
-                print(f"  ?      {group['target']}: {len(cause['blocked'])} blocked case(s) whose root cause "
-                      f"is not recorded: {', '.join(cause['blocked'])}")
-                continue
-            print(f"  {cause['outcome']:<6} {cause['level']:<6} {group['target']}: {cause['case_id']}")
+            print(f"  {cause['outcome'] or '?':<6} {cause['level'] or '?':<6} {group['target']}: "
+                  f"{cause['case_id'] or '(unknown case)'}")
             if cause.get("message"):
                 print(f"         {cause['message'][:200]}")
             if cause["blocked"]:

@@ -104,11 +104,21 @@ def mutant_name(protocol: str, fault: str) -> str:
 
 def mutant_table(reference: dict[str, Any], fault: str, role: str) -> dict[str, Any]:
     """The reference target's table with ``--fault NAME`` on the launch
-    command of ``role`` (the other role's command is kept as it is)."""
+    command of ``role`` (the other role's command is kept as it is).
+
+    A server fault's target plays the server role only: the client cases
+    launch the client command, which the fault leaves unchanged, so their
+    outcomes are the conformant run's, and running them again would only
+    cost time (about half of each certification). A client fault keeps both
+    roles: the server cases are cheap, and the client cases read what the
+    server launch writes (its identity)."""
     table = copy.deepcopy(reference)
     command = table["launch"][role]
     table["launch"][role] = (command + ["--fault", fault] if isinstance(command, list)
                              else f"{command} --fault {fault}")
+    if role == "server":
+        table["roles"] = ["server"]
+        table["launch"].pop("client", None)
     table["description"] = f"{reference.get('description', '')}; fault {fault} (mutation testing)"
     return table
 

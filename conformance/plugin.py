@@ -499,6 +499,10 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     protocol = requirement_of(cases[0]).protocol  # type: ignore[union-attr]
     name = state.target_name or f"reference-{protocol}"
     _write_plan(state, name, cases)
+    if state.readded and config.getoption("--progress"):
+        import sys
+        sys.stderr.write(f"  prerequisites run although -k/--deselect left them out: {len(state.readded)} "
+                         f"({', '.join(state.readded[:5])}{', ...' if len(state.readded) > 5 else ''})\n")
     error = preflight(state, protocol)
     if error:
         state.run_dir.mkdir(parents=True, exist_ok=True)
@@ -539,7 +543,10 @@ def preflight(state: RunState, protocol: str) -> str | None:
     name = state.target_name or f"reference-{protocol}"
     if name not in state.targets:
         return f"unknown target {name!r}; known targets: {sorted(state.targets)} (add your own with --targets-file)"
-    serving = state.peer_name is None
+    # The target's server role is used in a certify run of a target that has
+    # one (a client-only target is certified through its launched client);
+    # in an interop run the target is the client and the peer the server.
+    serving = state.peer_name is None and "server" in state.targets[name].roles
     checks = [(name, state.targets[name], serving, lambda: state.runtime_for(protocol))]
     if state.peer_name is not None:
         checks.append((state.peer_name, state.targets[state.peer_name], True, state.peer_for))
@@ -583,8 +590,9 @@ def unreachable(runtime: TargetRuntime, deadline: float) -> str | None:
         try:
             port = parts.port or (443 if parts.scheme in ("wss", "https") else 80)
         except ValueError:
-            return f"url {runtime.url!r} has no valid port"
-        where = runtime.url
+            return f"the url's port is not a valid port number"
+        # Host and port only: a URL may carry a user:password part.
+        where = f"{parts.scheme}://{host}:{port}"
     else:
         host, port, where = runtime.host, runtime.port, f"{runtime.host}:{runtime.port}"
     try:
@@ -635,9 +643,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if report.skipped:
         case.update(_skip_outcome(report))
         if case["outcome"] == BLOCKED:
-            block = item.stash.get(_BLOCK, None)
-            if block is not None:
-                case["root"], case["via"] = block["root"], block["via"]
+            block = item.stash.get(_BLOCK, None) or _parse_blocked(case["message"])
+            case["root"], case["via"] = block["root"], block["via"]
             _label_blocked(case)
     elif report.when == "setup" and report.failed:
         case.update(outcome=ERROR, message=_failure_text(call))
@@ -664,6 +671,18 @@ def _skip_outcome(report: pytest.TestReport) -> dict[str, str]:
         return {"outcome": BLOCKED, "message": reason}
     # Conformance cases are never skipped: any other skip is a harness bug.
     return {"outcome": ERROR, "message": f"case skipped, which conformance cases never are: {reason}"}
+
+
+def _parse_blocked(message: str) -> dict[str, Any]:
+    """Root and chain of a ``blocked by <case id> (<outcome>): <text>``
+    message, for a case that called ``blocked()`` itself (its valid step,
+    the rule a prerequisite stands for, failed within the case)."""
+    first, _, rest = message.partition("\n")
+    head, _, text = first[len(BLOCKED_PREFIX):].partition(": ")
+    root, _, outcome = head.partition(" (")
+    via_prefix = "through the blocked prerequisite(s) "
+    via = rest[len(via_prefix):].split(" <- ") if rest.startswith(via_prefix) else []
+    return {"root": (root, outcome.rstrip(")") or "failed", text), "via": via}
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -163,21 +163,26 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     out = []
     for key, group in groups.items():
         causes = {cause["case_id"]: cause for cause in group["root_causes"]}
-        unexplained = []
-        for rec in records:
-            if (rec["target"], rec["protocol"]) != key or rec["outcome"] != BLOCKED:
+        mine = [rec for rec in records if (rec["target"], rec["protocol"]) == key]
+        recorded = {rec["case_id"]: rec for rec in mine}
+        for rec in mine:
+            if rec["outcome"] != BLOCKED:
                 continue
             root = blocked_by(rec)
-            if root in causes:
-                causes[root]["blocked"].append(rec["case_id"])
-            else:
-                unexplained.append(rec["case_id"])
-        if unexplained:
-            # A blocked case whose root is not in this file (a hand-merged or
-            # partial file): still listed, so no blocked case goes unseen.
-            group["root_causes"].append({"case_id": None, "level": None, "outcome": None,
-                                         "message": "root cause not recorded", "trace_file": None,
-                                         "blocked": unexplained})
+            if root not in causes:
+                # The root did not fail as a case of its own: its valid step
+                # failed within the blocked case (the root passed earlier, or
+                # was not run), or the file is partial. Still listed, so no
+                # blocked case goes unseen.
+                known = recorded.get(root) if root else None
+                causes[root] = {
+                    "case_id": root, "level": known["level"] if known else None,
+                    "outcome": known["outcome"] if known else None,
+                    "message": ("its valid step failed within the blocked case(s)" if known
+                                else "root cause not recorded in this run"),
+                    "trace_file": None, "blocked": []}
+                group["root_causes"].append(causes[root])
+            causes[root]["blocked"].append(rec["case_id"])
         # MUST root causes first: they decide the verdict.
         rank = {"MUST": 0, "SHOULD": 1, "MAY": 2, None: 3}
         group["root_causes"].sort(key=lambda cause: rank.get(cause["level"], 3))

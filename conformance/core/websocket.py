@@ -46,8 +46,12 @@ class _RawTap:
     first_size: int = 0
     refused_head: bytes = b""
     refused_size: int = 0
+    raw_total: int = 0
+    last_head: bytes = b""
 
     def data_received(self, data: bytes) -> None:
+        self.raw_total += len(data)
+        self.last_head = bytes(data[:SHOWN_BYTES])
         if not self.first_size:
             self.first_head, self.first_size = bytes(data[:SHOWN_BYTES]), len(data)
         protocol = getattr(self, "protocol", None)
@@ -113,6 +117,8 @@ class WebSocketConnection:
         self.deadline = deadline
         self.label = label
         self.closed = False
+        self._raw_accounted = getattr(ws, "raw_total", 0)
+        """Raw bytes received up to the last message recorded in the trace."""
 
     @classmethod
     async def open(cls, url: str, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
@@ -189,7 +195,7 @@ class WebSocketConnection:
         try:
             message = await asyncio.wait_for(self._ws.recv(), timeout)
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"no {what} within {limit} s") from None
+            raise DeadlineExceeded(f"no {what} within {limit} s" + self._unfinished_frame()) from None
         except ConnectionClosed:
             self._note_closed()
             if (violation := _refused_bytes(self._ws)) is not None:
@@ -199,7 +205,22 @@ class WebSocketConnection:
         self._record_received(message)
         return message
 
+    def _unfinished_frame(self) -> str:
+        """Raw bytes that arrived without making a complete message (a
+        trickling target): noted in the trace as received bytes (they are
+        not silence) and described for the failure message."""
+        raw_total = getattr(self._ws, "raw_total", 0)
+        pending = raw_total - self._raw_accounted
+        if pending <= 0:
+            return ""
+        self._raw_accounted = raw_total
+        head = getattr(self._ws, "last_head", b"")
+        self.trace.record("received", head, f"raw bytes of an unfinished WebSocket frame ({pending} bytes "
+                                            "arrived without completing a message; the last chunk began so)")
+        return f"; {pending} raw byte(s) arrived without completing a WebSocket message, the last chunk: {head.hex()}"
+
     def _record_received(self, message: bytes | str) -> None:
+        self._raw_accounted = getattr(self._ws, "raw_total", 0)
         if isinstance(message, str):
             self.trace.record("received", message.encode("utf-8"), "text message")
         else:
@@ -233,6 +254,7 @@ class WebSocketConnection:
             try:
                 message = await asyncio.wait_for(self._ws.recv(), remaining)
             except asyncio.TimeoutError:
+                self._unfinished_frame()  # trickled bytes go into the trace
                 break
             except ConnectionClosed:
                 self._note_closed()

@@ -209,3 +209,41 @@ def test_printed_summary_lists_root_causes_first(tmp_path, listener):
     # passed failed error blocked n/a
     assert must_row.split()[-5:] == ["1", "1", "0", "1", "2"]
     assert "1 MUST case(s) failed or errored, 1 MUST case(s) blocked by them" in text
+
+
+WITHIN_CASE = """
+from conformance.core.requirements import blocked
+
+
+@requirement("stomp.fake.server.valid", "MUST", "Fake §1")
+def test_valid(target):
+    pass
+
+
+@requirement("stomp.fake.server.rejects-bad", "MUST", "Fake §2", depends=["stomp.fake.server.valid"])
+def test_rejects_bad(target):
+    # The valid counterpart, shown again within the case, failed this time.
+    blocked("stomp.fake.server.valid", "failed within this case", "no answer to the valid request")
+
+
+@requirement("stomp.fake.server.after-bad", "SHOULD", "Fake §3", depends=["stomp.fake.server.rejects-bad"])
+def test_after_bad(target):
+    pass
+"""
+
+
+def test_case_blocking_itself_names_the_root_and_passes_it_on(tmp_path, listener):
+    run = run_suite(tmp_path, write_suite(tmp_path, WITHIN_CASE), targets_file(tmp_path, listener.port))
+    cases = run.by_case()
+    own = cases["stomp.fake.server.rejects-bad"]
+    assert own["outcome"] == "blocked" and own["blocked_by"] == "stomp.fake.server.valid"
+    assert own["message"] == ("blocked by stomp.fake.server.valid (failed within this case): "
+                              "no answer to the valid request")
+    after = cases["stomp.fake.server.after-bad"]
+    assert after["outcome"] == "blocked" and after["blocked_by"] == "stomp.fake.server.valid"
+    assert after["message"].startswith("blocked by stomp.fake.server.valid (failed within this case): ")
+    group = summarize(run.records)["targets"][0]
+    assert not group["conformant"] and group["failed_must"] == []
+    [cause] = group["root_causes"]
+    assert cause["case_id"] == "stomp.fake.server.valid" and cause["outcome"] == "passed"
+    assert cause["blocked"] == ["stomp.fake.server.rejects-bad", "stomp.fake.server.after-bad"]

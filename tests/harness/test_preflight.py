@@ -122,3 +122,39 @@ def test_node_that_fails_to_start_stops_the_run_once(tmp_path):
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
     assert_stopped_by_preflight(run, "target node could not be started", "exited with code 3", "no config here")
     assert json.loads((run.run_dir / "preflight-node.json").read_text())["target"] == "node"
+
+
+def test_interop_with_an_unreachable_server_stops_once(tmp_path):
+    import subprocess
+
+    from .cli_runner import CONFORMANCE, REPO_ROOT
+    port = closed_port()
+    targets = tmp_path / "targets.toml"
+    targets.write_text(ssb_target(port, Keypair.generate().feed_id))
+    run_dir = tmp_path / "run"
+    completed = subprocess.run(CONFORMANCE + ["interop", "--run-dir", str(run_dir), "--targets-file", str(targets),
+                                              "--client", "reference-ssb", "--server", "node"],
+                               capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("conformance: error: preflight:")]
+    assert len(errors) == 1 and "target node is unreachable" in errors[0] and f"127.0.0.1:{port}" in errors[0]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["preflight_error"] and summary["cases"] == 0
+
+
+def test_client_only_target_passes_the_preflight(tmp_path):
+    """No server role, no address: nothing to reach; its client cases run."""
+    targets = tmp_path / "targets.toml"
+    targets.write_text(textwrap.dedent("""
+        [targets.client-only]
+        implementation = "reference-ssb-client"
+        protocol = "ssb"
+        roles = ["client"]
+        [targets.client-only.launch]
+        client = "{python} -m reference_impl.ssb replicate --key-file {workdir}/client-secret --create-key --peer-host {peer_host} --peer-port {peer_port} --peer-public-key {peer_public_key} --feed {feed} --timeout {client_timeout}"
+        cwd = "{repo}"
+    """))
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "client-only", "-k", "test_client", timeout=180)
+    assert "preflight" not in run.output, run.output
+    records = run.records
+    assert records and {r["role"] for r in records if r["outcome"] == "passed"} == {"client"}

@@ -352,6 +352,25 @@ async def test_websocket_flood_of_messages_while_awaiting_silence_is_bounded():
         await conn.close()
 
 
+async def test_websocket_trickle_ends_at_the_deadline_and_is_not_silence():
+    async def slowloris(ws):
+        frame = ws_frame(b"\x01\x00\x00\x00\x01\x00")
+        for index in range(len(frame) * 100):
+            ws.transport.write(frame[index % len(frame):index % len(frame) + 1])
+            await asyncio.sleep(0.1)
+    async with await ws_server(slowloris) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        trace = WireTrace()
+        conn = await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", trace, deadline=0.35)
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceeded, match=r"no the answer within 0.35 s; [1-7] raw byte\(s\) arrived without "
+                                                   r"completing a WebSocket message, the last chunk: [0-9a-f]{2}"):
+            await conn.receive("the answer")
+        assert time.monotonic() - started < 0.6
+        assert trace.bytes_in("received"), "trickled bytes are in the trace: the target was not silent"
+        await conn.close()
+
+
 async def test_websocket_upgrade_answered_with_garbage_is_a_violation():
     async def garbage(reader, writer):
         await reader.read(1024)

@@ -221,8 +221,13 @@ async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: a
     await discard_input(reader)
 
 
-async def serve_ssb(behaviour: str, host: str, port: int) -> None:
+async def serve_ssb(behaviour: str, host: str, port: int, key_file: str | None = None) -> None:
     keypair = Keypair.generate()
+    if key_file:
+        # Handed to the harness as the secret_key credential: with the
+        # "publish" capability, the cases that publish first run too, and
+        # meet the same misbehaviour on their publish call.
+        keypair.save(key_file)
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -363,6 +368,10 @@ def targets_toml(protocol: str, behaviours: tuple[str, ...] | list[str] | None =
         name = f"hostile-{protocol}-{behaviour}"
         outputs = '{ public_key = "id", port = "port" }' if protocol == "ssb" else '{ url = "url", port = "port" }'
         extra = token = ""
+        if protocol == "ssb":
+            token = " --key-file {workdir}/hostile-secret"
+            extra = (f"capabilities = [\"publish\"]\n"
+                     f"[targets.{name}.credentials]\nsecret_key_file = \"{{workdir}}/hostile-secret\"\n")
         if protocol == "btp":
             token = " --auth-token-file {auth_token_file}"
             extra = (f"[targets.{name}.params]\nauth_timeout = 1\n"
@@ -392,11 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--auth-token-file", help="BTP: the token a valid auth carries")
+    parser.add_argument("--key-file", help="SSB: write the node's secret key here (ssb-keys format)")
     args = parser.parse_args(argv)
     behaviours, serve = SERVERS[args.protocol]
     if args.behaviour not in behaviours:
         parser.error(f"{args.protocol} behaviours: {', '.join(behaviours)}")
-    extra = ()
+    extra: tuple[Any, ...] = (args.key_file,) if args.protocol == "ssb" else ()
     if args.protocol == "btp":
         with open(args.auth_token_file, "rb") as handle:
             extra = (handle.read().rstrip(b"\r\n"),)

@@ -7,6 +7,8 @@ Used by tests/hostile/test_hostile_targets.py and bench/hostile_bench.py.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -73,11 +75,19 @@ def certify_hostile(protocol: str, behaviour: str, work: Path, deadline: float =
             "--run-dir", str(run_dir), "--targets-file", str(targets),
             "--target", f"hostile-{protocol}-{behaviour}", "--deadline", str(deadline), *extra]
     started = time.monotonic()
-    completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+    # A session of its own, so that a harness that never ends (an old one,
+    # against an endless stream) is stopped with everything below it.
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        output += f"\n(killed after {timeout} s)"
     seconds = time.monotonic() - started
-    output = completed.stdout + completed.stderr
     peak = 0
     for line in output.splitlines():
         if line.startswith("PEAK_RSS_KB="):
             peak = int(line.split("=", 1)[1])
-    return HostileRun(protocol, behaviour, completed.returncode, output, run_dir, seconds, peak)
+    return HostileRun(protocol, behaviour, process.returncode, output, run_dir, seconds, peak)

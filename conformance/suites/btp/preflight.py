@@ -19,7 +19,9 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
     else:
         parts = urlsplit(url)
         if parts.scheme not in ("ws", "wss") or not parts.hostname:
-            problems.append(f"url {url!r} must be ws://HOST[:PORT]/... or wss://HOST[:PORT]/... "
+            # Shown without a user:password part a URL may carry.
+            shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+            problems.append(f"url {shown!r} must be ws://HOST[:PORT]/... or wss://HOST[:PORT]/... "
                             "(BTP runs over WebSocket)")
     if "auth_token" not in runtime.target.credentials:
         problems.append("no auth_token credential (auth_token_file or auth_token_env; it may hold an "

@@ -7,6 +7,7 @@ import time
 
 from conformance.core.requirements import requirement
 
+from .prerequisites import reading_the_feed
 from .session import describe
 
 READS_STREAM = ["ssb.shs.server.completes-valid-handshake",
@@ -35,7 +36,8 @@ async def test_new_message_timestamp_is_milliseconds_since_epoch(open_session, p
     assert isinstance(sequence, int), f"publish adapter did not return the new message: {published!r:.300}"
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "keys": False}])
-    items, end = await session.collect_stream(req, "the whole feed")
+    with reading_the_feed():
+        items, end = await session.collect_stream(req, "the whole feed")
     matching = [m for m in items if isinstance(m.json(), dict) and m.json().get("sequence") == sequence]
     assert matching, f"the published message (sequence {sequence}) is not served; end: {describe(end)}"
     timestamp = matching[0].json().get("timestamp")

@@ -7,6 +7,7 @@ import json
 
 from conformance.core.requirements import requirement
 
+from .prerequisites import reading_the_feed
 from .session import describe
 
 NUMBERING = "ssb.rpc.server.responses-use-negated-request-number"
@@ -28,7 +29,8 @@ async def test_json_bodies_declare_json_body_type(open_session, server_feed_id):
     flag bits must say so (2), and the body must then parse as JSON."""
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "keys": False}])
-    items, end = await session.collect_stream(req, "the feed")
+    with reading_the_feed():
+        items, end = await session.collect_stream(req, "the feed")
     wrong = []
     for msg in items + [end]:
         if msg.body_type.name != "JSON":
