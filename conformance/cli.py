@@ -99,6 +99,10 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
         argv += ["-k", args.keyword]
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     log = run_dir / f"pytest-{target.name}{'-with-' + peer.name if peer else ''}.log"
+    from .plugin import PREFLIGHT_FILE, session_label
+    # A reused --run-dir: only this session's preflight may stop the run.
+    (run_dir / PREFLIGHT_FILE.format(session=session_label(target.name, peer.name if peer else None))).unlink(
+        missing_ok=True)
     with open(log, "wb") as out:
         try:
             process = subprocess.Popen(argv, stdout=out, stderr=None, env=env)
