@@ -64,7 +64,7 @@ def test_doc_table_matches_the_registries():
         role, description, expected, failed, caught = rows[spec.name]
         assert (role, description) == (spec.role, spec.description), spec.name
         assert expected == "<br>".join(f"`{case}`" for case in spec.cases), spec.name
-        assert failed == expected and caught == "yes", spec.name
+        assert sorted(failed.split("<br>")) == sorted(expected.split("<br>")) and caught == "yes", spec.name
     text = DOC.read_text(encoding="utf-8")
     assert f"**Mutation score: {len(specs)}/{len(specs)} faults caught (100 %)**" in text
     for protocol in PROTOCOLS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from conformance.core.requirements import blocked, not_applicable, requirement
+from conformance.core.transport import target_bytes
 from reference_impl.btp.packet import ContentType, Error, Message, ProtocolDataEntry, Response, Transfer
 
 from .peer import new_request_id, summary
@@ -24,10 +25,12 @@ async def read_balance(peer) -> int:
     reply = await peer.request(request, "the answer to the balance adapter Message")
     assert isinstance(reply, Response) and reply.protocol_data and reply.protocol_data[0].name == "balance", (
         f"balance adapter: expected a Response whose primary entry is 'balance'; got {summary(reply)}")
-    try:
-        return int(json.loads(reply.protocol_data[0].data)["balance"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AssertionError(f"balance adapter answered unreadable JSON ({exc}): {reply.protocol_data[0].data[:200]!r}") from None
+    data = reply.protocol_data[0].data
+    # Not JSON, not UTF-8, no "balance" member, or not an integer: the
+    # target's bytes are wrong, a failure that shows them.
+    with target_bytes("balance adapter answered no readable {\"balance\": <integer>} JSON", data,
+                      ValueError, KeyError, TypeError):
+        return int(json.loads(data)["balance"])
 
 
 @requirement("btp.transfer.server.response-means-balance-updated", "MUST",

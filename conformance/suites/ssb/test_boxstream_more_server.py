@@ -7,7 +7,7 @@ import nacl.bindings
 from nacl.exceptions import CryptoError
 
 from conformance.core.requirements import requirement
-from conformance.core.transport import DeadlineExceeded, short_hex
+from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
 from reference_impl.ssb import rpc
 from reference_impl.ssb.boxstream import HEADER_SIZE, increment_nonce
 
@@ -30,8 +30,15 @@ async def test_nonces_increment_per_box(open_session, server_feed_id):
     await session.request(["createHistoryStream"], [{"id": server_feed_id, "keys": False}])
     buffer = b""
     opened = 0
+    # One deadline for the two boxes: every read shares it, so a target
+    # trickling bytes cannot keep the case reading.
+    boxes_due = Deadline(session.conn.deadline)
     while opened < 2:
-        received = await session.conn.receive_some()
+        try:
+            received = await session.conn.receive_some(boxes_due)
+        except DeadlineExceeded:
+            raise DeadlineExceeded(f"{opened} complete box(es) within {boxes_due.seconds} s; the rule needs "
+                                   f"two; bytes of an unfinished box: {short_hex(buffer)}") from None
         buffer += received
         while len(buffer) >= HEADER_SIZE and opened < MAX_BOXES_CHECKED:
             try:
@@ -75,9 +82,16 @@ async def test_ends_its_stream_with_goodbye(open_session, deadline):
     await session.send_rpc_bytes(rpc.GOODBYE, "RPC goodbye (the box stream goodbye follows later)")
     sent_box_goodbye = False
     last = b""
+    # The whole ending shares one deadline (the quiet second, then the
+    # answer to both goodbyes), so a target trickling bytes cannot prolong it.
+    ending = Deadline(QUIET_SECONDS + deadline)
     while not session.decoder.ended:
+        if ending.expired:
+            raise AssertionError(f"target neither ended its box stream nor closed the connection within "
+                                 f"{ending.seconds} s of the harness's RPC goodbye; the last bytes it sent "
+                                 f"({len(last)}): {short_hex(last, 96)}")
         try:
-            data = await session.conn.receive_some(min(QUIET_SECONDS, deadline))
+            data = await session.conn.receive_some(min(QUIET_SECONDS, ending.remaining()))
         except DeadlineExceeded:
             if sent_box_goodbye:
                 raise AssertionError(f"target kept the connection open {deadline} s after both goodbyes") from None

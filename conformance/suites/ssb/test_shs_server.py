@@ -9,6 +9,7 @@ all end with the server hanging up without writing another byte.
 from __future__ import annotations
 
 from conformance.core.requirements import blocked, requirement
+from conformance.core.transport import target_bytes
 from reference_impl.ssb import shs
 from reference_impl.ssb.keys import Keypair
 
@@ -73,7 +74,8 @@ async def test_rejects_client_not_knowing_server_key(connect, network_key, harne
     conn = await connect()
     await conn.send(hs.data_to_send(), "msg1: client hello")
     msg2 = await conn.receive_exactly(shs.HELLO_SIZE, "msg2 (server hello)")
-    msg3 = hs.receive_data(msg2)
+    with target_bytes("target's msg2 (server hello) does not verify", msg2, shs.HandshakeError):
+        msg3 = hs.receive_data(msg2)
     await conn.send(msg3, "msg3 computed with a wrong server public key")
     await expect_hang_up_without_writing(conn, "a msg3 made for another server key")
 
@@ -88,7 +90,8 @@ async def test_rejects_tampered_msg3(connect, network_key, harness_keypair, serv
     conn = await connect()
     await conn.send(hs.data_to_send(), "msg1: client hello")
     msg2 = await conn.receive_exactly(shs.HELLO_SIZE, "msg2 (server hello)")
-    msg3 = hs.receive_data(msg2)
+    with target_bytes("target's msg2 (server hello) does not verify", msg2, shs.HandshakeError):
+        msg3 = hs.receive_data(msg2)
     await conn.send(flip_byte(msg3, 40), "msg3 with one bit flipped at offset 40")
     await expect_hang_up_without_writing(conn, "a tampered msg3")
 
@@ -143,7 +146,9 @@ async def test_rejects_truncated_msg3(connect, network_key, harness_keypair, ser
     hs = shs.ClientHandshake(network_key, harness_keypair, server_public)
     conn = await connect()
     await conn.send(hs.data_to_send(), "msg1: client hello")
-    msg3 = hs.receive_data(await conn.receive_exactly(shs.HELLO_SIZE, "msg2 (server hello)"))
+    msg2 = await conn.receive_exactly(shs.HELLO_SIZE, "msg2 (server hello)")
+    with target_bytes("target's msg2 (server hello) does not verify", msg2, shs.HandshakeError):
+        msg3 = hs.receive_data(msg2)
     await conn.send(msg3[:100], "first 100 of the 112 bytes of msg3")
     conn.finish_sending()
     await expect_hang_up_without_writing(conn, "a msg3 truncated to 100 bytes and end of stream")
