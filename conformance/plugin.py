@@ -247,6 +247,18 @@ def _order_by_prerequisites(items: list[pytest.Item], config: pytest.Config) -> 
                 raise pytest.UsageError(
                     f"case {req.case_id} ({item.nodeid}) depends on {dep}, which is no collected case of "
                     f"protocol {req.protocol} (a typo, or a file of the suite left out of the run?)")
+    # A prerequisite must be at least as strong as its dependent: a MUST
+    # case blocked by a failed SHOULD would make a node not conformant for
+    # breaking a SHOULD.
+    rank = {"MUST": 3, "SHOULD": 2, "MAY": 1}
+    for item in every:
+        req = requirement_of(item)
+        for dep in req.depends:  # type: ignore[union-attr]
+            dep_req = requirement_of(by_id[dep][0])
+            if rank[dep_req.level.value] < rank[req.level.value]:  # type: ignore[union-attr]
+                raise pytest.UsageError(
+                    f"case {req.case_id} ({req.level.value}) depends on {dep} ({dep_req.level.value}): "  # type: ignore[union-attr]
+                    "a prerequisite must be at least as strong as the case that depends on it")
     # Check the whole graph for cycles, selected or not, so that a cycle is
     # found however the run is narrowed.
     done: set[str] = set()

@@ -185,6 +185,15 @@ def test_b(target):
 def test_c(target):
     pass
 """, "prerequisite cycle: stomp.fake.server.a -> stomp.fake.server.b -> stomp.fake.server.c -> stomp.fake.server.a"),
+    ("""
+@requirement("stomp.fake.server.a", "MUST", "Fake §1", depends=["stomp.fake.server.b"])
+def test_a(target):
+    pass
+
+@requirement("stomp.fake.server.b", "SHOULD", "Fake §2")
+def test_b(target):
+    pass
+""", "a prerequisite must be at least as strong as the case that depends on it"),
 ])
 def test_unknown_prerequisite_or_cycle_is_a_usage_error(tmp_path, listener, body, expected):
     run = run_suite(tmp_path, write_suite(tmp_path, body), targets_file(tmp_path, listener.port))

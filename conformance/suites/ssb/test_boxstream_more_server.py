@@ -6,7 +6,7 @@ from __future__ import annotations
 import nacl.bindings
 from nacl.exceptions import CryptoError
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import not_applicable, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
 from reference_impl.ssb import rpc
 from reference_impl.ssb.boxstream import HEADER_SIZE, increment_nonce
@@ -70,7 +70,7 @@ async def test_nonces_increment_per_box(open_session, server_feed_id):
 
 @requirement("ssb.boxstream.server.ends-stream-with-goodbye", "MUST",
              "SSB guide, Box stream, Goodbye (\"The stream ends with a special ... header\")",
-             depends=[HANDSHAKE, CLOSES_AFTER_GOODBYE])
+             depends=[HANDSHAKE])
 async def test_ends_its_stream_with_goodbye(open_session, deadline):
     """When the target ends the connection the last thing on its box stream
     is the authenticated goodbye header, so that the peer can tell a
@@ -94,7 +94,12 @@ async def test_ends_its_stream_with_goodbye(open_session, deadline):
             data = await session.conn.receive_some(min(QUIET_SECONDS, ending.remaining()))
         except DeadlineExceeded:
             if sent_box_goodbye:
-                raise AssertionError(f"target kept the connection open {deadline} s after both goodbyes") from None
+                # A target that never ends its stream breaks no rule of this
+                # case (closing after the goodbye is CLOSES_AFTER_GOODBYE, a
+                # SHOULD): there is no ending to judge.
+                not_applicable(f"the target neither ended its box stream nor closed the connection "
+                               f"{deadline} s after both goodbyes, so there is no end of stream to check "
+                               f"(closing after a goodbye is {CLOSES_AFTER_GOODBYE}, a SHOULD)")
             data = None
         if data == b"":
             break  # closed
