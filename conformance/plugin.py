@@ -374,6 +374,12 @@ def check_prerequisites(state: RunState, req: Requirement, item: pytest.Item) ->
             continue
         if outcome == BLOCKED:
             root, root_outcome, root_message = result["root"]
+            if root == req.case_id:
+                # The prerequisite met a breach of this very case's rule (an
+                # oversized box while reading a feed, say): a case is never
+                # blocked by itself. It runs and judges its own rule, on
+                # bytes of its own trace.
+                continue
             via = [dep] + result["via"]
         else:
             root, root_outcome, via = dep, outcome or "not run", []
@@ -622,7 +628,16 @@ def pytest_runtest_call(item: pytest.Item):
     if req is None:
         return (yield)
     try:
-        return (yield)
+        try:
+            return (yield)
+        except pytest.skip.Exception as skip:
+            # A case is never blocked by itself: when the rule a helper
+            # blames (``blocked()`` raised in the body, e.g. by
+            # reading_the_feed) is the case's own, the case fails with it.
+            own_failure = _blocked_by_itself(str(skip.msg), req.case_id)
+            if own_failure is None:
+                raise
+            raise AssertionError(own_failure) from None
     except AssertionError as exc:
         state = _state(item.config)
         trace = item.stash.get(_TRACE, None)
@@ -695,6 +710,15 @@ def _parse_blocked(message: str) -> dict[str, Any]:
     via_prefix = "through the blocked prerequisite(s) "
     via = rest[len(via_prefix):].split(" <- ") if rest.startswith(via_prefix) else []
     return {"root": (root, outcome.rstrip(")") or "failed", text), "via": via}
+
+
+def _blocked_by_itself(message: str, case_id: str) -> str | None:
+    """The root cause's text of a ``blocked by <case_id> ...`` message that
+    names ``case_id`` itself, else None."""
+    if not message.startswith(BLOCKED_PREFIX):
+        return None
+    root_id, _, text = _parse_blocked(message)["root"]
+    return text if root_id == case_id else None
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -12,6 +12,7 @@ members, never through global state.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from enum import Enum
 
@@ -48,3 +49,21 @@ def fault_enum(enum_name: str, specs: tuple[FaultSpec, ...]) -> type[Enum]:
 def parse_faults(enum: type[Enum], names: list[str] | tuple[str, ...] | None) -> frozenset:
     """The members for the names given on a command line (None: none)."""
     return frozenset(enum(name) for name in names or ())
+
+
+def fault_help(specs: tuple[FaultSpec, ...], commands: dict[str, str]) -> str:
+    """The epilog of a node's command line listing its faults by command
+    (``commands``: role -> the command that plays it)."""
+    width = max(len(spec.name) for spec in specs)
+    lines = ["fault modes (--fault, repeatable), each breaking one rule on purpose:"]
+    for role, command in commands.items():
+        lines.append(f" {command} --fault:")
+        lines += [f"  {spec.name:<{width}}  {spec.description}" for spec in specs if spec.role == role]
+    return "\n".join(lines)
+
+
+def add_fault_option(parser: argparse.ArgumentParser, specs: tuple[FaultSpec, ...], role: str) -> None:
+    """``--fault MODE`` (repeatable) with the faults of one role as choices."""
+    parser.add_argument("--fault", action="append", default=[], metavar="MODE",
+                        choices=[spec.name for spec in specs if spec.role == role],
+                        help="break one protocol rule on purpose (see below; repeatable); default: none")

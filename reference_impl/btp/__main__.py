@@ -36,6 +36,7 @@ from .node import (
 )
 from ..node_cli import positive_float, serve_until_stopped
 from .packet import MAX_AMOUNT, ContentType
+from ..faults import add_fault_option, fault_help
 from .faults import SPECS as FAULT_SPECS
 from .session import SessionEvent
 
@@ -254,20 +255,6 @@ def _amount(text: str) -> int:
     return value
 
 
-def _fault_help() -> str:
-    """The epilog listing the faults (reference_impl/btp/faults.py), by command."""
-    width = max(len(spec.name) for spec in FAULT_SPECS)
-    lines = ["fault modes (--fault, repeatable), each breaking one rule on purpose:"]
-    for role, command in (("server", "serve"), ("client", "client")):
-        lines.append(f" {command} --fault:")
-        lines += [f"  {spec.name:<{width}}  {spec.description}" for spec in FAULT_SPECS if spec.role == role]
-    return "\n".join(lines)
-
-
-def _add_fault_option(parser: argparse.ArgumentParser, role: str) -> None:
-    parser.add_argument("--fault", action="append", default=[], metavar="MODE",
-                        choices=[spec.name for spec in FAULT_SPECS if spec.role == role],
-                        help="break one protocol rule on purpose (see below; repeatable); default: none")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -287,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         "documented in docs/btp-adapter.md) and Transfers (balance += amount, or Error F08 above "
         "--max-balance). When listening, prints 'BTP_READY url=ws://HOST:PORT/ port=PORT'. "
         "SIGTERM or SIGINT stops it (exit 0).",
-        epilog=_fault_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=fault_help(FAULT_SPECS, {"server": "serve", "client": "client"}), formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve_parser.add_argument("--port", type=_port, default=0, help="TCP port; 0 picks a free one (default)")
     _add_token_options(serve_parser)
@@ -300,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_parser.add_argument("--timeout", type=positive_float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",
                               help="seconds to wait for the answer to each request we send "
                               "(default: %(default)g)")
-    _add_fault_option(serve_parser, "server")
+    add_fault_option(serve_parser, FAULT_SPECS, "server")
     serve_parser.add_argument("--ready-file", metavar="PATH",
                               help='also write {"url", "host", "port"} as JSON to PATH once listening')
     _add_request_options(serve_parser, "to every client once it has authenticated")
@@ -324,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
                                help="deadline for connecting, for the auth answer and for each request's "
                                "answer (default: %(default)g)")
     _add_request_options(client_parser, "after authentication")
-    _add_fault_option(client_parser, "client")
+    add_fault_option(client_parser, FAULT_SPECS, "client")
     client_parser.set_defaults(run=_client)
     return parser
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from ..node_cli import positive_float, serve_until_stopped
+from ..faults import add_fault_option, fault_help
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .feed import FeedError
@@ -204,20 +205,6 @@ async def _replicate(args: argparse.Namespace) -> int:
 # --- parser ---------------------------------------------------------------------------
 
 
-def fault_help() -> str:
-    """The epilog listing the faults (reference_impl/ssb/faults.py), by command."""
-    width = max(len(spec.name) for spec in FAULT_SPECS)
-    lines = ["fault modes (--fault, repeatable), each breaking one rule on purpose:"]
-    for role, command in (("server", "serve"), ("client", "replicate")):
-        lines.append(f" {command} --fault:")
-        lines += [f"  {spec.name:<{width}}  {spec.description}" for spec in FAULT_SPECS if spec.role == role]
-    return "\n".join(lines)
-
-
-def _add_fault_option(parser: argparse.ArgumentParser, role: str) -> None:
-    parser.add_argument("--fault", action="append", default=[], metavar="MODE",
-                        choices=[spec.name for spec in FAULT_SPECS if spec.role == role],
-                        help="break one protocol rule on purpose (see below; repeatable); default: none")
 
 
 def _non_negative_int(text: str) -> int:
@@ -242,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the protocol guide), whoami and publish (publish only to a client using the node's "
         "own key). When listening, prints one line to stdout: "
         "'SSB_READY host=H port=P id=@...ed25519'. SIGTERM or SIGINT stops it (exit 0).",
-        epilog=fault_help(),
+        epilog=fault_help(FAULT_SPECS, {"server": "serve", "client": "replicate"}),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_identity_options(serve, key_file_required=True)
@@ -264,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     content.add_argument("--seed-feed", action="append", default=[], metavar="FILE.json",
                          help="load a feed (a JSON list of message values, e.g. the --out of "
                          "replicate), verified message by message; repeatable")
-    _add_fault_option(serve, "server")
+    add_fault_option(serve, FAULT_SPECS, "server")
     serve.set_defaults(run=_serve)
 
     client = commands.add_parser(
@@ -291,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the verified messages there, as a JSON list of message values")
     client.add_argument("--timeout", type=positive_float, default=DEFAULT_REPLICATE_TIMEOUT,
                         metavar="S", help="give up after this many seconds (default: %(default)g)")
-    _add_fault_option(client, "client")
+    add_fault_option(client, FAULT_SPECS, "client")
     client.set_defaults(run=_replicate)
     return parser
 
