@@ -269,7 +269,14 @@ async def btp_connection(behaviour: str, ws: Any, token: bytes) -> None:
     transport = ws.transport
 
     async def write(data: bytes) -> None:
+        # Once the harness has closed the connection, writes are discarded
+        # and the buffer stays empty: without this stop a flood would spin
+        # without ever yielding and starve the target's other connections,
+        # so the next case would meet a refused upgrade, not the flood.
+        if transport.is_closing():
+            raise ConnectionResetError("the harness closed the connection")
         transport.write(data)
+        await asyncio.sleep(0)
         while transport.get_write_buffer_size() > 1 << 20:
             await asyncio.sleep(0.001)
 
