@@ -105,6 +105,7 @@ class RunState:
             runtime = TargetRuntime(peer, make_work_dir(peer.name), self.run_dir / "logs")
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
+                prepare_runtime(runtime)
                 runtime.start_server()
             except TargetError:
                 runtime.stop()
@@ -127,6 +128,7 @@ class RunState:
             runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs")
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
+                prepare_runtime(runtime)
                 # In an interop run the target is only the client; its
                 # server role is not needed.
                 if self.peer_name is None:
@@ -586,16 +588,33 @@ def preflight(state: RunState, protocol: str) -> str | None:
     return None
 
 
+def _protocol_preflight_module(protocol: str) -> Any:
+    """``conformance/suites/<protocol>/preflight.py``, or None when the
+    suite has none."""
+    package = f"conformance.suites.{protocol}"
+    try:
+        return importlib.import_module(package + ".preflight")
+    except ModuleNotFoundError as exc:
+        if exc.name in (package, package + ".preflight"):
+            return None
+        raise
+
+
+def prepare_runtime(runtime: TargetRuntime) -> None:
+    """The protocol's ``prepare(runtime)``, when its preflight module has
+    one: what must exist before the node starts or a client is launched
+    (e.g. the run's TLS certificates, whose paths become params)."""
+    module = _protocol_preflight_module(runtime.target.protocol)
+    if module is not None and hasattr(module, "prepare"):
+        module.prepare(runtime)
+
+
 def protocol_problems(runtime: TargetRuntime, serving: bool) -> list[str]:
     """The protocol's own definition checks: ``preflight(runtime, serving)``
     in ``conformance/suites/<protocol>/preflight.py``, when the suite has one."""
-    package = f"conformance.suites.{runtime.target.protocol}"
-    try:
-        module = importlib.import_module(package + ".preflight")
-    except ModuleNotFoundError as exc:
-        if exc.name in (package, package + ".preflight"):
-            return []
-        raise
+    module = _protocol_preflight_module(runtime.target.protocol)
+    if module is None:
+        return []
     return list(module.preflight(runtime, serving=serving))
 
 

@@ -19,6 +19,9 @@ A targets file holds one table per target::
     secret_key_file = "/etc/my-node/secret"
     network_key_env = "MY_NETWORK_KEY"
 
+    [targets.my-node.adapters]         # commands exposing what the wire cannot show
+    accepted = "my-node dump-accepted --data {workdir}/data"
+
     [targets.my-node.launch]           # present when the harness starts the node
     server = "my-node serve --port {port} --caps-file {network_key_file}"
     client = "my-node connect {peer_host}:{peer_port} {peer_public_key}"
@@ -105,6 +108,10 @@ class Target:
     params: Mapping[str, Any] = field(default_factory=dict)
     credentials: Mapping[str, CredentialRef] = field(default_factory=dict)
     launch: LaunchSpec | None = None
+    adapters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Named adapter commands (argv with placeholders): what a node exposes
+    where the wire alone cannot show a behaviour, e.g. the messages a STOMP
+    server accepted (docs/stomp-adapter.md)."""
     description: str = ""
     source: str = ""
     base_dir: str = ""
@@ -150,7 +157,7 @@ def _argv(value: Any, where: str) -> tuple[str, ...]:
 def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str) -> Target:
     where = f"{source}: target {name!r}"
     known = {"implementation", "version", "protocol", "roles", "capabilities", "host", "port", "url",
-             "params", "credentials", "launch", "description"}
+             "params", "credentials", "launch", "adapters", "description"}
     unknown = set(table) - known
     if unknown:
         raise TargetError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -200,6 +207,10 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
         for role in ("server", "client"):
             if getattr(launch, role) and role not in roles:
                 raise TargetError(f"{lwhere}: has a {role} command but roles does not list {role!r}")
+    adapters_table = table.get("adapters", {})
+    if not isinstance(adapters_table, dict):
+        raise TargetError(f"{where}: adapters must be a table of name = command")
+    adapters = {name: _argv(command, f"{where} [adapters] {name}") for name, command in adapters_table.items()}
     if "server" in roles and not (table.get("host") or table.get("url") or (launch and launch.server)):
         raise TargetError(f"{where}: a server-role target needs host/port, url, or a launch.server command")
     return Target(
@@ -207,7 +218,7 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
         version=str(table.get("version", "unknown")), protocol=protocol, roles=roles,
         capabilities=tuple(table.get("capabilities", ())), host=str(table.get("host", "127.0.0.1")),
         port=port, url=str(table.get("url", "")), params=dict(table.get("params", {})),
-        credentials=credentials, launch=launch, description=str(table.get("description", "")),
+        credentials=credentials, launch=launch, adapters=adapters, description=str(table.get("description", "")),
         source=source, base_dir=base_dir)
 
 
@@ -523,6 +534,54 @@ class TargetRuntime:
 
     def launch_client(self, extra: Mapping[str, Any]) -> ProcessHandle:
         return self._start("client", extra)
+
+    def has_adapter(self, name: str) -> bool:
+        return bool(self.target.adapters.get(name))
+
+    def run_adapter(self, name: str, extra: Mapping[str, Any] = {}, timeout: float = 30.0) -> str:
+        """Run the target's adapter command ``name`` and return what it
+        printed on stdout. A missing adapter, a nonzero exit or a run past
+        ``timeout`` is a TargetError naming the command and its stderr."""
+        argv_template = self.target.adapters.get(name)
+        if not argv_template:
+            raise TargetError(f"target {self.target.name!r} has no adapter {name!r} "
+                              f"(adapters: {', '.join(sorted(self.target.adapters)) or 'none'})")
+        argv = [self._expand_text(part, extra) for part in argv_template]
+        env = dict(os.environ)
+        if self.target.launch is not None:
+            env.update({k: self._expand_text(v, extra) for k, v in self.target.launch.env.items()})
+        cwd = (self._expand_text(self.target.launch.cwd, extra) if self.target.launch and self.target.launch.cwd
+               else (self.target.base_dir or str(REPO_ROOT)))
+        try:
+            completed = subprocess.run(argv, capture_output=True, timeout=timeout, env=env, cwd=cwd,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise TargetError(f"target {self.target.name!r}: adapter {name!r} ran past {timeout} s") from None
+        except OSError as exc:
+            raise TargetError(f"target {self.target.name!r}: adapter {name!r} could not start: {exc}") from None
+        if completed.returncode != 0:
+            tail = "\n".join(completed.stderr.decode("utf-8", "replace").splitlines()[-10:])
+            raise TargetError(f"target {self.target.name!r}: adapter {name!r} exited with code "
+                              f"{completed.returncode}; its stderr:\n{tail}")
+        return completed.stdout.decode("utf-8", "replace")
+
+    def restart_server(self, kill: bool = True) -> None:
+        """Stop the launched server (SIGKILL to its process group with
+        ``kill``, as a crash; else SIGTERM) and start it again with the same
+        work dir, so that what it stored is there for it to find."""
+        if self.server is None:
+            raise TargetError(f"target {self.target.name!r}: the harness did not launch its server, so it "
+                              "cannot restart it")
+        if kill:
+            try:
+                os.killpg(self.server.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.server.wait(5.0)
+        self.server.stop()
+        self.server = None
+        self.restarts += 1
+        self.start_server()
 
     def stop(self) -> None:
         if self.server is not None:

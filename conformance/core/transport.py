@@ -9,6 +9,7 @@ attaches it to the Allure report and writes it beside the results.
 from __future__ import annotations
 
 import asyncio
+import ssl as ssl_module
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,11 @@ class DeadlineExceeded(AssertionError):
 class PeerClosed(AssertionError):
     """The target closed (or reset) the connection while the case expected
     more bytes, or while the harness was sending."""
+
+
+class TlsRefused(ConnectionError):
+    """The TLS handshake did not complete: the alert or reason, as the TLS
+    library put it (e.g. ``TLSV1_ALERT_PROTOCOL_VERSION``), is in the text."""
 
 
 class ProtocolViolation(AssertionError):
@@ -272,18 +278,47 @@ class TcpConnection:
         self.label = label
         self._buffer = bytearray()
         self.eof = False
+        self.tls_alert: str | None = None
+        """The TLS alert that ended the connection, if one did."""
 
     @classmethod
     async def open(cls, host: str, port: int, trace: WireTrace,
-                   deadline: float = DEFAULT_READ_DEADLINE, label: str = "") -> TcpConnection:
+                   deadline: float = DEFAULT_READ_DEADLINE, label: str = "",
+                   ssl: ssl_module.SSLContext | None = None, server_hostname: str | None = None) -> TcpConnection:
+        """Connect; with ``ssl``, also complete a TLS handshake within the
+        same deadline. The trace then holds the plaintext: TLS records are
+        the TLS library's business, the frames inside are the target's."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), deadline)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=ssl,
+                                        server_hostname=(server_hostname or host) if ssl is not None else None,
+                                        ssl_handshake_timeout=deadline if ssl is not None else None),
+                deadline)
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"could not connect to {host}:{port} within {deadline} s") from None
+            raise DeadlineExceeded(f"could not connect{' with TLS' if ssl else ''} to {host}:{port} "
+                                   f"within {deadline} s") from None
+        except ssl_module.SSLError as exc:
+            trace.event(f"TLS handshake with {host}:{port} failed: {tls_reason(exc)}")
+            raise TlsRefused(f"TLS handshake with {host}:{port} failed: {tls_reason(exc)}") from None
+        except ConnectionResetError as exc:
+            if ssl is not None:
+                trace.event(f"connection reset during the TLS handshake with {host}:{port}")
+                raise TlsRefused(f"TLS handshake with {host}:{port} failed: the target reset the connection "
+                                 f"({exc})") from None
+            raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
         except OSError as exc:
             raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
-        trace.event(f"connected to {host}:{port}{' (' + label + ')' if label else ''}")
+        if ssl is not None:
+            trace.event(f"connected to {host}:{port} with {describe_tls(writer)}"
+                        f"{' (' + label + ')' if label else ''}; the trace shows the plaintext")
+        else:
+            trace.event(f"connected to {host}:{port}{' (' + label + ')' if label else ''}")
         return cls(reader, writer, trace, deadline, label)
+
+    @property
+    def tls(self) -> ssl_module.SSLObject | None:
+        """The TLS session (peer certificate, version), or None on plain TCP."""
+        return self._writer.get_extra_info("ssl_object")
 
     async def send(self, data: bytes, note: str = "") -> None:
         self.trace.record("sent", data, note)
@@ -314,6 +349,13 @@ class TcpConnection:
         except ConnectionError as exc:
             data = b""
             self.trace.event(f"connection reset by target ({exc})")
+        except ssl_module.SSLError as exc:
+            # In TLS 1.3 a server judges the client's certificate after the
+            # client's handshake has finished: its refusal is an alert met
+            # on the first read. It ends the connection like a close.
+            data = b""
+            self.tls_alert = tls_reason(exc)
+            self.trace.event(f"TLS alert from the target: {self.tls_alert}")
         if data:
             self.trace.record("received", data)
         else:
@@ -419,11 +461,15 @@ class TcpServer:
     the server, the target connects to it. ``accept`` has a deadline too."""
 
     def __init__(self, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", ssl: ssl_module.SSLContext | None = None) -> None:
         self.trace = trace
         self.deadline = deadline
         self.host = host
         self.port = 0
+        self.ssl = ssl
+        self.tls_failures: list[str] = []
+        """Handshakes that did not complete (with TLS): the target's client
+        refused the harness's certificate, or offered no acceptable version."""
         self._server: asyncio.base_events.Server | None = None
         self._accepted: asyncio.Queue[TcpConnection] = asyncio.Queue()
 
@@ -431,11 +477,26 @@ class TcpServer:
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             peer = writer.get_extra_info("peername")
             self.trace.event(f"target connected from {peer[0]}:{peer[1]}")
+            if self.ssl is not None:
+                # The handshake is done here, not by the listener, so that a
+                # failed one is seen: a client-role case needs to know that
+                # the target's client refused the harness's certificate.
+                try:
+                    await writer.start_tls(self.ssl, ssl_handshake_timeout=self.deadline)
+                except (ssl_module.SSLError, ConnectionError, OSError, asyncio.TimeoutError) as exc:
+                    reason = (tls_reason(exc) if isinstance(exc, ssl_module.SSLError)
+                              else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+                    self.tls_failures.append(reason)
+                    self.trace.event(f"TLS handshake with the target failed: {reason}")
+                    writer.transport.abort()
+                    return
+                self.trace.event(f"TLS handshake with the target done: {describe_tls(writer)}; "
+                                 "the trace shows the plaintext")
             await self._accepted.put(TcpConnection(reader, writer, self.trace, self.deadline, "client"))
 
         self._server = await asyncio.start_server(on_connect, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
-        self.trace.event(f"harness listening on {self.host}:{self.port}")
+        self.trace.event(f"harness listening on {self.host}:{self.port}{' with TLS' if self.ssl else ''}")
         return self
 
     async def accept(self, deadline: float) -> TcpConnection:
@@ -453,6 +514,22 @@ class TcpServer:
             await asyncio.wait_for(self._server.wait_closed(), 2.0)
         except asyncio.TimeoutError:
             pass
+
+
+def tls_reason(exc: BaseException) -> str:
+    """The TLS library's reason for a failure (``TLSV1_ALERT_UNKNOWN_CA``,
+    ``CERTIFICATE_VERIFY_FAILED``, ...), with its text."""
+    reason = getattr(exc, "reason", None)
+    verify = getattr(exc, "verify_message", None)
+    text = str(exc)
+    return f"{reason}{': ' + verify if verify else ''} ({text})" if reason else text
+
+
+def describe_tls(writer: asyncio.StreamWriter) -> str:
+    ssl_object = writer.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return "plain TCP"
+    return f"{ssl_object.version()} ({ssl_object.cipher()[0] if ssl_object.cipher() else '?'})"
 
 
 class TcpRelay:

@@ -3,7 +3,8 @@
 Sections come from headings: markdown ``#`` lines (the SSB guide, a
 converted HTML page, uses ``## `` for every heading, so it is flat), and in
 ASN.1 modules each type assignment (``Name ::=``) together with the comment
-block just above it. Sentences end at ``.``, ``?`` or ``!`` followed by
+block just above it, and in reStructuredText (``.rst``) titles underlined
+(and possibly overlined) with punctuation, levels in order of first use. Sentences end at ``.``, ``?`` or ``!`` followed by
 white space, or at a blank line; every list item and table row is a
 sentence of its own. Code blocks are not prose, except ASN.1 comments,
 which are read as sentences. A sentence is normative when it holds one of
@@ -283,7 +284,41 @@ def _searchable(lines: list[str]) -> str:
     return plain(" ".join(cleaned)).casefold()
 
 
+RST_ADORNMENT = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")
+
+
+def rst_as_markdown(text: str) -> str:
+    """reStructuredText headings rewritten as markdown ``#`` lines, every
+    other line kept and the line count unchanged (so line numbers hold):
+    the rest of an .rst text (paragraphs, ``*``/``1.`` lists, definition
+    lists, ``.. [#note]`` footnotes) reads as markdown prose already."""
+    lines = text.splitlines()
+    out = list(lines)
+    styles: list[tuple[str, bool]] = []
+    number = 0
+    while number + 1 < len(lines):
+        title, under = lines[number], lines[number + 1]
+        over = lines[number - 1] if number > 0 else ""
+        adorned = RST_ADORNMENT.match(under)
+        if title.strip() and not title.startswith((" ", "\t")) and not RST_ADORNMENT.match(title) \
+                and adorned and len(under.rstrip()) >= len(title.rstrip()):
+            overlined = bool(RST_ADORNMENT.match(over)) and over.strip() == under.strip()
+            style = (adorned.group(1), overlined)
+            if style not in styles:
+                styles.append(style)
+            out[number] = "#" * min(styles.index(style) + 1, 6) + " " + title.strip()
+            out[number + 1] = ""
+            if overlined:
+                out[number - 1] = ""
+            number += 2
+            continue
+        number += 1
+    return "\n".join(out) + "\n"
+
+
 def parse_spec_file(path: str, text: str) -> SpecFile:
     if path.endswith(".asn"):
         return parse_asn(path, text)
+    if path.endswith(".rst"):
+        return parse_markdown(path, rst_as_markdown(text))
     return parse_markdown(path, text)

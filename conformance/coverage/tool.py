@@ -22,6 +22,8 @@ both roles, or to a written reason::
     file = "btp/btp-2.0-rfc0023.md"      # optional when unambiguous
     cases = ["btp.auth.server.accepts-valid-auth"]
     reason = "..."            # required when cases is empty
+    occurrence = 2            # optional: only the 2nd sentence the quote matches (the
+                              # same sentence written several times in one section)
 
 A sentence is normative when it holds a requirement keyword (MUST, SHOULD,
 MAY, REQUIRED, ... in any case) or a rule quotes it (rules stated as fact).
@@ -60,7 +62,7 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 SPEC_KEYS = {"title", "files", "cite_as"}
 OUT_OF_SCOPE_KEYS = {"file", "section", "reason", "occurrence"}
-RULE_KEYS = {"quote", "file", "section", "cases", "reason"}
+RULE_KEYS = {"quote", "file", "section", "cases", "reason", "occurrence"}
 
 
 class CoverageError(Exception):
@@ -347,6 +349,16 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
             problems.append(Problem(f"[[rule]] quote not found in any sentence{hint}", name or "",
                                     sentence=quote))
             continue
+        occurrence = entry.get("occurrence")
+        if occurrence is not None:
+            # A sentence repeated word for word (the profile's "The client
+            # MUST substitute all occurrences ..." under host, login and
+            # destination) is told apart by its position.
+            if not isinstance(occurrence, int) or not 1 <= occurrence <= len(hits):
+                problems.append(Problem(f"[[rule]] occurrence {occurrence!r} but the quote matches "
+                                        f"{len(hits)} sentence(s)", name or "", sentence=quote))
+                continue
+            hits = [hits[occurrence - 1]]
         hit_files = {sentence_list[i].file for i in hits}
         if name is None and len(hit_files) > 1:
             problems.append(Problem(f"[[rule]] quote is in several files ({', '.join(sorted(hit_files))}): "

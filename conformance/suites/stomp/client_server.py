@@ -1,0 +1,405 @@
+"""The harness as the STOMP server of a launched client (client-role cases).
+
+A client-role case starts a TLS listener on loopback, writes a
+``stomp.toml`` naming it and a messages file, launches the target's client
+command with them, and then plays the server: it answers CONNECT with
+CONNECTED, sends or withholds RECEIPTs, drops the connection. What the
+client does on the wire is in the case's trace (TLS is end to end, the
+trace holds the plaintext); what it believes it delivered comes from its
+output, one ``DELIVERED=<n>`` line per message (docs/stomp-client-adapter.md).
+
+The launch placeholders a client command may use (docs/targets.md):
+``{manifest_file}``, ``{node_id}``, ``{messages_file}``,
+``{client_timeout}``, and the PKI paths the STOMP preflight puts into the
+target's params (``{ca_file}``, ``{client_cert_file}``,
+``{client_key_file}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import ssl
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+import pytest
+
+from conformance.core.pki import harness_server_context, run_pki
+from conformance.core.targets import ProcessHandle, TargetError, TargetRuntime
+from conformance.core.transport import (Deadline, DeadlineExceeded, TcpConnection, TcpServer, WireTrace,
+                                        target_bytes)
+from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame
+from reference_impl.stomp.smp import example_message
+
+SUBSET_CLIENT_COMMANDS = frozenset({"CONNECT", "STOMP", "SEND", "DISCONNECT"})
+"""What a client may send (profile, "A Subset of the STOMP Protocol": peers
+need not understand SUBSCRIBE, UNSUBSCRIBE, ACK, NACK, BEGIN, COMMIT, ABORT)."""
+
+MESSAGE_TYPES = ("ConfigureAccount", "PrepareTransfer", "FinalizeTransfer")
+"""The SMP messages a launched client is given (valid examples of each):
+three, so that pipelining, cumulative receipts and resending show."""
+
+CLIENT_TIMEOUT = 30.0
+"""The client's ``--timeout``: it gives up (and exits) after this long. The
+harness stops it when the case ends anyway; the bound is for a client
+left alone (a case waiting for it to reconnect or to exit)."""
+
+QUIET_AFTER_LAST_MESSAGE = 1.0
+"""Seconds the harness listens on after every message was receipted, for a
+client that keeps its connection open (the profile allows it): what it
+sends then is part of the session too."""
+
+RECONNECT_WINDOW = 15.0
+"""Seconds a client has to connect again after the harness dropped its
+connection. Reconnecting at once is not required; backing off a few
+seconds is usual (stomp.py starts at 0.1 s, the reference client at
+0.05 s doubling)."""
+
+DELIVERED_LINE = re.compile(r"^DELIVERED=(\d{1,9})\s*$", re.MULTILINE)
+"""The client's report that message ``n`` (1-based line of the messages
+file) is delivered (docs/stomp-client-adapter.md)."""
+
+MAX_FRAME_BYTES = 1 << 20
+"""Largest frame accepted from a client: an SMP message is a few hundred
+bytes; a megabyte leaves room for any sane client and bounds a broken one."""
+
+
+def substitute(value: str, node_id: str) -> str:
+    """Every ``${NODE_ID}`` replaced (the profile's manifest keys)."""
+    return value.replace("${NODE_ID}", node_id)
+
+
+MANIFEST_VALUES = {
+    # Two placeholders in each value: a client replacing only the first one
+    # does not follow "substitute all occurrences".
+    "host": "/${NODE_ID}/vhost-${NODE_ID}",
+    "login": "node-${NODE_ID}-${NODE_ID}",
+    "destination": "/exchange/smp.${NODE_ID}.in-${NODE_ID}",
+}
+
+
+def manifest_text(host: str, port: int, values: dict[str, str] = MANIFEST_VALUES) -> str:
+    lines = [f'servers = ["{host}:{port}"]']
+    lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+    # An undescribed key: manifests MAY carry them, clients must not choke.
+    lines.append("conformance-note = \"written by the conformance harness\"")
+    return "\n".join(lines) + "\n"
+
+
+def message_json(message: dict[str, Any]) -> Any:
+    return message["body"]
+
+
+def parse_json_body(body: bytes) -> tuple[Any, str | None]:
+    """The JSON value of a SEND body, or (None, why not)."""
+    try:
+        return json.loads(body.decode("utf-8")), None
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 ({exc})"
+    except ValueError as exc:
+        return None, f"not JSON ({exc})"
+
+
+def show_frame(frame: Frame) -> str:
+    """A frame as the bytes a failure message shows (bounded)."""
+    data = encode_frame(frame, content_length=False if b"\x00" not in frame.body else None)
+    text = data[:400].decode("utf-8", errors="replace").replace("\x00", "^@")
+    return repr(text) + (f"...(+{len(data) - 400} bytes)" if len(data) > 400 else "")
+
+
+class ClientConnection:
+    """One connection of the launched client, as its server sees it."""
+
+    def __init__(self, conn: TcpConnection, index: int) -> None:
+        self.conn = conn
+        self.index = index
+        self.parser = FrameParser(max_frame_bytes=MAX_FRAME_BYTES, commands=None)
+        self.frames: list[Frame] = []
+        """Every frame the client sent on this connection, in order."""
+        self._queue: list[Frame] = []
+        self.closed = False
+        self.connected = False
+
+    @property
+    def tls_version(self) -> str | None:
+        ssl_object = self.conn._writer.get_extra_info("ssl_object")
+        return ssl_object.version() if ssl_object is not None else None
+
+    def peer_certificate(self) -> dict | None:
+        ssl_object = self.conn._writer.get_extra_info("ssl_object")
+        return ssl_object.getpeercert() if ssl_object is not None else None
+
+    async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame | None:
+        """The client's next frame (heart-beats skipped), None when it closed
+        the connection. DeadlineExceeded when nothing whole comes in time."""
+        end = deadline if isinstance(deadline, Deadline) else Deadline(deadline or self.conn.deadline)
+        while not self._queue:
+            if self.closed:
+                return None
+            try:
+                data = await self.conn.receive_some(end)
+            except DeadlineExceeded:
+                raise DeadlineExceeded(f"no {what} within {end.seconds:g} s"
+                                       + (f" (partial frame: {self.parser.buffered[:200]!r})"
+                                          if self.parser.buffered else "")) from None
+            if not data:
+                self.closed = True
+                continue
+            with target_bytes(f"the client's frames ({what})", data, FrameError):
+                items = self.parser.receive_data(data)
+            for item in items:
+                if item is not HEARTBEAT:
+                    self.frames.append(item)
+                    self._queue.append(item)
+        return self._queue.pop(0)
+
+    async def send_frame(self, frame: Frame, note: str) -> None:
+        await self.conn.send(encode_frame(frame), note)
+
+    async def answer_connect(self, frame: Frame) -> None:
+        await self.send_frame(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "0,0"),
+                                                   ("server", "conformance-harness"))),
+                              "CONNECTED (version 1.2, no heart-beats)")
+        self.connected = True
+
+    async def receipt(self, receipt: str, note: str = "") -> None:
+        await self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)), note or f"RECEIPT for {receipt!r}")
+
+    def drop(self, note: str) -> None:
+        """Cut the connection at once (no RECEIPT, no ERROR, no TLS close)."""
+        self.conn.trace.event(note)
+        self.conn.abort()
+        self.closed = True
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+@dataclass
+class Session:
+    """What one connection carried when the harness played a full server."""
+
+    connection: ClientConnection
+    frames: list[Frame] = field(default_factory=list)
+    sends: list[Frame] = field(default_factory=list)
+    connect: Frame | None = None
+    first: Frame | None = None
+    ended: str = ""
+
+
+@dataclass
+class LaunchedClient:
+    """A launched client and what it was given."""
+
+    server: TcpServer
+    process: ProcessHandle
+    node_id: str
+    messages: list[dict[str, Any]]
+    manifest_values: dict[str, str]
+    deadline: float
+    wait: float
+    connections: list[ClientConnection] = field(default_factory=list)
+
+    def expected(self, key: str) -> str:
+        return substitute(self.manifest_values[key], self.node_id)
+
+    async def accept(self, what: str = "the client's connection", wait: float | None = None) -> ClientConnection:
+        """The client's next connection with its TLS handshake done. A client
+        that never connects is an AssertionError showing its output."""
+        try:
+            conn = await self.server.accept(self.wait if wait is None else wait)
+        except DeadlineExceeded as exc:
+            raise AssertionError(f"{what}: {exc}; the client's output:\n{self.output_tail()}") from None
+        connection = ClientConnection(conn, len(self.connections) + 1)
+        self.connections.append(connection)
+        return connection
+
+    def output(self) -> str:
+        return self.process.output()
+
+    def output_tail(self, lines: int = 15) -> str:
+        return self.process.tail(lines) or "(no output)"
+
+    def delivered(self) -> list[int]:
+        """The message numbers (1-based) the client reported delivered so far."""
+        return [int(n) for n in DELIVERED_LINE.findall(self.output())]
+
+    def message_number(self, frame: Frame) -> int | None:
+        """The 1-based number of the message a SEND carries (its JSON body
+        equal to one given), or None."""
+        value, _ = parse_json_body(frame.body)
+        for number, message in enumerate(self.messages, 1):
+            if value is not None and value == message_json(message):
+                return number
+        return None
+
+    async def serve(self, connection: ClientConnection, *, receipts: bool = True,
+                    window: float | None = None) -> Session:
+        """Play a conformant server on ``connection`` until the client is
+        done: CONNECTED for its CONNECT, a RECEIPT for every frame asking
+        for one (``receipts``), until it closes, sends DISCONNECT, or every
+        message was receipted and it stayed quiet; at most ``window``
+        seconds."""
+        session = Session(connection)
+        end = Deadline(window if window is not None else max(4 * self.deadline, 10.0))
+        receipted: set[int] = set()
+        quiet_from: float | None = None
+        while not end.expired:
+            read_for: float | Deadline = end
+            if quiet_from is not None:
+                read_for = min(end.remaining(), max(0.0, quiet_from + QUIET_AFTER_LAST_MESSAGE - time.monotonic()))
+                if read_for <= 0:
+                    session.ended = "every message receipted; the client stayed quiet"
+                    break
+            try:
+                frame = await connection.next_frame("a frame from the client", read_for)
+            except DeadlineExceeded:
+                if quiet_from is not None:
+                    session.ended = "every message receipted; the client stayed quiet"
+                    break
+                session.ended = f"window of {end.seconds:g} s over"
+                break
+            if frame is None:
+                session.ended = "the client closed the connection"
+                break
+            session.frames.append(frame)
+            if session.first is None:
+                session.first = frame
+            if frame.command in ("CONNECT", "STOMP") and session.connect is None:
+                session.connect = frame
+                await connection.answer_connect(frame)
+                continue
+            if frame.command == "SEND":
+                session.sends.append(frame)
+                number = self.message_number(frame)
+                if number is not None:
+                    receipted.add(number)
+            receipt = frame.get("receipt")
+            if receipts and receipt is not None:
+                await connection.receipt(receipt)
+            if frame.command == "DISCONNECT":
+                closed, _ = await connection.conn.await_close(min(end.remaining(), 2.0))
+                session.ended = "DISCONNECT" + (" and close" if closed else "")
+                break
+            if receipts and len(receipted) == len(self.messages) and quiet_from is None:
+                quiet_from = time.monotonic()
+        else:
+            session.ended = f"window of {end.seconds:g} s over"
+        return session
+
+    async def full_session(self, what: str = "the client's session") -> Session:
+        """Accept the client's connection and serve it to the end."""
+        connection = await self.accept(what)
+        return await self.serve(connection)
+
+
+def make_messages(rng: random.Random) -> list[dict[str, Any]]:
+    """Valid SMP messages of the MESSAGE_TYPES, made distinct per launch so a
+    resent message can be told from another one."""
+    messages = []
+    for type_name in MESSAGE_TYPES:
+        body = example_message(type_name)
+        messages.append({"type": type_name, "body": body})
+    return messages
+
+
+def new_node_id(rng: random.Random) -> str:
+    # SMP node IDs are decimal (the profile's example: 12345678).
+    return str(rng.randrange(10**8, 10**9))
+
+
+ServerCert = str
+"""Which certificate the harness's server presents: "matching" (the run's CA,
+naming 127.0.0.1 and localhost: any conformant client accepts it, hostname
+check or not), "server" (the run's CA, naming only stomp-server.invalid),
+"untrusted" (a CA the client was not given)."""
+
+
+def server_context(cert: ServerCert = "matching", *, maximum: ssl.TLSVersion | None = None,
+                   client_cert: str = "required") -> ssl.SSLContext:
+    """The harness server's TLS context. ``client_cert``: "required" (as a
+    profile server: a trusted chain or no handshake) or "optional" (asked
+    for, not demanded: presents-certificate tells a client without one from
+    a handshake failing for another reason)."""
+    pki = run_pki()
+    context = harness_server_context(pki, cert=cert, maximum=maximum)
+    if client_cert == "optional":
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+@pytest.fixture
+def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: float):
+    """``async with launched_client(cert=..., maximum=...) as client``: a TLS
+    listener on loopback, a manifest and messages file for it, the target's
+    client launched at it. The case then calls ``client.accept()`` and
+    plays the server. The client is stopped when the case ends."""
+    processes: list[ProcessHandle] = []
+    launches = [0]
+
+    @asynccontextmanager
+    async def launch(cert: ServerCert = "matching", *, maximum: ssl.TLSVersion | None = None,
+                     client_cert: str = "required") -> AsyncIterator[LaunchedClient]:
+        rng = random.Random()
+        context = server_context(cert, maximum=maximum, client_cert=client_cert)
+        async with TcpServer(wire_trace, deadline, ssl=context) as server:
+            launches[0] += 1
+            where = target.work_dir / f"stomp-client-{launches[0]}"
+            where.mkdir(mode=0o700, exist_ok=True)
+            node_id = new_node_id(rng)
+            messages = make_messages(rng)
+            manifest_file = where / "stomp.toml"
+            messages_file = where / "messages.jsonl"
+            _write(manifest_file, manifest_text(server.host, server.port))
+            _write(messages_file, "".join(json.dumps(m, sort_keys=True) + "\n" for m in messages))
+            wire_trace.event(f"client launched with node id {node_id}, manifest {manifest_text(server.host, server.port)!r}"
+                             f" and {len(messages)} messages ({', '.join(m['type'] for m in messages)})")
+            process = target.launch_client({
+                "manifest_file": manifest_file, "node_id": node_id, "messages_file": messages_file,
+                "client_timeout": CLIENT_TIMEOUT,
+            })
+            processes.append(process)
+            wait = target.target.launch.ready_timeout if target.target.launch else 30.0
+            client = LaunchedClient(server, process, node_id, messages, dict(MANIFEST_VALUES), deadline, wait)
+            try:
+                yield client
+            finally:
+                for connection in client.connections:
+                    if not connection.closed:
+                        await connection.close()
+
+    yield launch
+    for process in processes:
+        process.stop()
+
+
+def reconnect_window(client: LaunchedClient) -> float:
+    return max(RECONNECT_WINDOW, 3 * client.deadline)
+
+
+def require_delivered_contract(client: LaunchedClient, numbers: list[int], receipted: int) -> None:
+    """The client reported a message it was sent a RECEIPT for; otherwise the
+    harness cannot read its deliveries at all (an adapter contract breach,
+    an ``error``, never a verdict on the protocol)."""
+    if not numbers:
+        raise TargetError(
+            f"the client printed no DELIVERED=<n> line although {receipted} message(s) were receipted: it does "
+            f"not follow the client output contract (docs/stomp-client-adapter.md); its output:\n"
+            f"{client.output_tail()}")
+    bad = [n for n in numbers if not 1 <= n <= len(client.messages)]
+    if bad:
+        raise TargetError(f"the client printed DELIVERED={bad[0]}, which names no line of the messages file "
+                          f"(1..{len(client.messages)}; docs/stomp-client-adapter.md)")

@@ -1,0 +1,1 @@
+"""STOMP 1.2 subset carrying the Swaptacular Messaging Protocol: the reference node."""

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Runs a private RabbitMQ (Debian's rabbitmq-server, installed by
+# scripts/install-rabbitmq.sh) as a STOMP conformance target: the
+# rabbitmq_stomp plugin on a TLS 1.3 listener that requires client
+# certificates, loopback only, and nothing shared with a system RabbitMQ
+# (own data and log directories, node name, Erlang cookie, epmd and ports).
+#
+#   scripts/rabbitmq.sh --cert SERVER_PEM --key SERVER_KEY --ca CA_PEM
+#       [--data-dir DIR]     keep the node's data here (created if missing):
+#                            a second start with the same DIR is the same
+#                            node with the same durable queue and messages
+#                            (the harness's restart case). Default: a
+#                            temporary directory, deleted on exit.
+#       [--port PORT]        STOMP TLS port (default: a free loopback port)
+#       [--amqp-port PORT]   AMQP port, used by the "accepted" adapter
+#                            (default: a free loopback port)
+#       [--exchange NAME]    durable topic exchange SENDs go to (default smp)
+#       [--queue NAME]       durable queue bound to it with "#" that keeps
+#                            every message (default smp-accepted)
+#       [--python PATH]      Python with pika (default: the repo's .venv)
+#       [--timeout SECONDS]  how long to wait for the broker (default 120)
+#
+# Once the broker answers on AMQP and the STOMP listener accepts TCP, and the
+# exchange and queue are declared, prints one line on stdout:
+#   RABBITMQ_READY=1 port=<stomp tls port> amqp_port=<port> exchange=<name> queue=<name> data_dir=<dir>
+# A STOMP client then SENDs to destination /exchange/<exchange>/<anything>
+# (e.g. the Swaptacular form /exchange/smp/${NODE_ID}); CONNECT needs no
+# login (stomp.default_user). Stays in the foreground; SIGTERM/SIGINT stop the
+# broker and the epmd it started. SIGKILL of the process group (the harness
+# does that to test durability) kills everything without cleanup; the data
+# directory stays for the next start.
+set -euo pipefail
+
+die() {
+    echo "rabbitmq.sh: ERROR: $*" >&2
+    exit 1
+}
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$script_dir/.." && pwd)"
+rabbit_bin=/usr/lib/rabbitmq/bin
+[ -x "$rabbit_bin/rabbitmq-server" ] || die "rabbitmq-server is not installed; run scripts/install-rabbitmq.sh"
+command -v epmd >/dev/null 2>&1 || die "epmd (erlang-base) not found"
+
+cert="" key="" ca="" data_dir="" stomp_port="" amqp_port="" exchange="smp" queue="smp-accepted"
+python="$repo/.venv/bin/python" timeout_seconds=120
+[ -x "$python" ] || python=python3
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --cert) cert="${2:?--cert needs a value}"; shift 2 ;;
+        --key) key="${2:?--key needs a value}"; shift 2 ;;
+        --ca) ca="${2:?--ca needs a value}"; shift 2 ;;
+        --data-dir) data_dir="${2:?--data-dir needs a value}"; shift 2 ;;
+        --port) stomp_port="${2:?--port needs a value}"; shift 2 ;;
+        --amqp-port) amqp_port="${2:?--amqp-port needs a value}"; shift 2 ;;
+        --exchange) exchange="${2:?--exchange needs a value}"; shift 2 ;;
+        --queue) queue="${2:?--queue needs a value}"; shift 2 ;;
+        --python) python="${2:?--python needs a value}"; shift 2 ;;
+        --timeout) timeout_seconds="${2:?--timeout needs a value}"; shift 2 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+        *) die "unknown argument $1" ;;
+    esac
+done
+[ -n "$cert" ] && [ -n "$key" ] && [ -n "$ca" ] || die "--cert, --key and --ca are required"
+for f in "$cert" "$key" "$ca"; do
+    [ -r "$f" ] || die "cannot read $f"
+done
+cert="$(cd "$(dirname "$cert")" && pwd)/$(basename "$cert")"
+key="$(cd "$(dirname "$key")" && pwd)/$(basename "$key")"
+ca="$(cd "$(dirname "$ca")" && pwd)/$(basename "$ca")"
+[[ "$timeout_seconds" =~ ^[0-9]+$ ]] || die "bad --timeout $timeout_seconds"
+[[ "$exchange" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --exchange $exchange"
+[[ "$queue" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --queue $queue"
+
+free_port() {
+    "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+for p in stomp_port amqp_port; do
+    [ -n "${!p}" ] || printf -v "$p" '%s' "$(free_port)"
+    [[ "${!p}" =~ ^[0-9]+$ ]] && [ "${!p}" -gt 0 ] && [ "${!p}" -le 65535 ] || die "bad port ${!p}"
+done
+# Private Erlang distribution: our own epmd on its own port, and the node's
+# distribution listener on a fixed free port, both on loopback only.
+epmd_port="$(free_port)"
+dist_port="$(free_port)"
+
+temporary=0
+if [ -z "$data_dir" ]; then
+    data_dir="$(mktemp -d "${TMPDIR:-/tmp}/rabbitmq.XXXXXX")"
+    temporary=1
+fi
+mkdir -p "$data_dir"
+chmod 0700 "$data_dir"
+data_dir="$(cd "$data_dir" && pwd)"
+# The node name is kept in the data directory: Mnesia's directory is named
+# after it, so a restart must use the same name to find its durable queue.
+if [ ! -s "$data_dir/nodename" ]; then
+    echo "conformance-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')@localhost" >"$data_dir/nodename"
+fi
+nodename="$(cat "$data_dir/nodename")"
+mkdir -p "$data_dir/home" "$data_dir/mnesia" "$data_dir/log"
+log_file="$data_dir/log/server.out"
+
+# rabbitmq.conf (cuttlefish). Only a TLS STOMP listener; the AMQP listener is
+# on loopback for the adapter (guest is loopback-only by default). CONNECT
+# without login/passcode logs in as guest (the profile: servers SHOULD NOT
+# require login). The low disk limit keeps a small container from raising the
+# disk alarm, which would block every publisher.
+cat >"$data_dir/rabbitmq.conf" <<EOF
+listeners.tcp.1 = 127.0.0.1:$amqp_port
+listeners.ssl = none
+stomp.listeners.tcp = none
+stomp.listeners.ssl.1 = 127.0.0.1:$stomp_port
+ssl_options.cacertfile = $ca
+ssl_options.certfile = $cert
+ssl_options.keyfile = $key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+ssl_options.versions.1 = tlsv1.3
+stomp.default_user = guest
+stomp.default_pass = guest
+stomp.implicit_connect = false
+loopback_users.guest = true
+disk_free_limit.absolute = 20MB
+log.file.level = info
+log.console = false
+EOF
+echo "[rabbitmq_stomp]." >"$data_dir/enabled_plugins"
+: >"$data_dir/rabbitmq-env.conf"
+
+export HOME="$data_dir/home"
+export RABBITMQ_CONF_ENV_FILE="$data_dir/rabbitmq-env.conf"
+export RABBITMQ_CONFIG_FILE="$data_dir/rabbitmq.conf"
+export RABBITMQ_ADVANCED_CONFIG_FILE="$data_dir/advanced.config"
+export RABBITMQ_ENABLED_PLUGINS_FILE="$data_dir/enabled_plugins"
+export RABBITMQ_MNESIA_BASE="$data_dir/mnesia"
+export RABBITMQ_LOG_BASE="$data_dir/log"
+export RABBITMQ_PID_FILE="$data_dir/rabbitmq.pid"
+export RABBITMQ_PLUGINS_EXPAND_DIR="$data_dir/plugins-expand"
+export RABBITMQ_NODENAME="$nodename"
+export RABBITMQ_USE_LONGNAME=false
+export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+export RABBITMQ_NODE_PORT="$amqp_port"
+export RABBITMQ_DIST_PORT="$dist_port"
+export ERL_EPMD_PORT="$epmd_port"
+export ERL_EPMD_ADDRESS=127.0.0.1
+export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+unset RABBITMQ_ENABLED_PLUGINS RABBITMQ_SERVICENAME
+
+epmd_pid="" server_pid=""
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        # RabbitMQ stops cleanly on SIGTERM (queues flushed, listeners closed).
+        kill -TERM "$server_pid" 2>/dev/null || true
+        for _ in $(seq 150); do
+            kill -0 "$server_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    if [ -n "$epmd_pid" ]; then
+        kill -TERM "$epmd_pid" 2>/dev/null || true
+        wait "$epmd_pid" 2>/dev/null || true
+    fi
+    if [ "$temporary" -eq 1 ]; then
+        rm -rf "$data_dir"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+show_log_tail() {
+    echo "---- last lines of $log_file ----" >&2
+    tail -n 30 "$log_file" >&2 2>/dev/null || true
+    local node_log="$data_dir/log/$nodename.log"
+    if [ -f "$node_log" ]; then
+        echo "---- last lines of $node_log ----" >&2
+        grep -E '\[(error|warning)\]' "$node_log" | tail -n 15 >&2 || true
+    fi
+}
+
+# With setpriv (util-linux) the children also die when this script is killed
+# with SIGKILL, which no trap can catch.
+death_signal=()
+if command -v setpriv >/dev/null 2>&1; then
+    death_signal=(setpriv --pdeathsig TERM)
+fi
+"${death_signal[@]}" epmd -port "$epmd_port" -address 127.0.0.1 >>"$data_dir/log/epmd.out" 2>&1 &
+epmd_pid=$!
+(
+    cd "$data_dir"
+    exec "${death_signal[@]}" "$rabbit_bin/rabbitmq-server"
+) >>"$log_file" 2>&1 &
+server_pid=$!
+
+deadline=$((SECONDS + timeout_seconds))
+# The broker prints "Starting broker... completed" once every plugin (STOMP
+# included) is up; the AMQP declare below then has a live broker to talk to.
+start_offset=$(stat -c %s "$log_file" 2>/dev/null || echo 0)
+until tail -c +"$((start_offset + 1))" "$log_file" 2>/dev/null | grep -q 'Starting broker.*completed'; do
+    kill -0 "$server_pid" 2>/dev/null || { show_log_tail; die "rabbitmq-server exited before it was ready"; }
+    [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "rabbitmq-server not ready within ${timeout_seconds}s"; }
+    sleep 0.2
+done
+until (exec 3<>"/dev/tcp/127.0.0.1/$stomp_port") 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "STOMP TLS listener 127.0.0.1:$stomp_port not open within ${timeout_seconds}s"; }
+    sleep 0.2
+done
+remaining=$((deadline - SECONDS)); [ "$remaining" -gt 5 ] || remaining=5
+"$python" "$repo/interop/stomp/amqp_accepted.py" declare --port "$amqp_port" \
+    --exchange "$exchange" --queue "$queue" --timeout "$remaining" \
+    || { show_log_tail; die "declaring exchange $exchange and queue $queue over AMQP failed"; }
+
+echo "RABBITMQ_READY=1 port=$stomp_port amqp_port=$amqp_port exchange=$exchange queue=$queue data_dir=$data_dir"
+
+set +e
+wait "$server_pid"
+server_status=$?
+set -e
+server_pid=""
+show_log_tail
+die "rabbitmq-server exited on its own with status $server_status"
