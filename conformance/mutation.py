@@ -39,7 +39,8 @@ from .core.results import BLOCKED, ERROR, FAILED, new_run_id, read_results, summ
 from .core.targets import load_targets
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
-FAULT_REGISTRIES = {"ssb": "reference_impl.ssb.faults", "btp": "reference_impl.btp.faults"}
+FAULT_REGISTRIES = {"ssb": "reference_impl.ssb.faults", "btp": "reference_impl.btp.faults",
+                    "stomp": "reference_impl.stomp.faults"}
 """Protocol -> the module holding SPECS, REGISTRY and NOT_ISOLABLE."""
 _CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
 _CASE_ID_CONSTANT = re.compile(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,")
@@ -57,11 +58,13 @@ def suite_case_ids(protocol: str) -> list[str]:
     """The case ids the protocol's suite declares, from its sources (every
     ``@requirement("id", ...)`` in conformance/suites/<protocol>/)."""
     ids: list[str] = []
-    for path in sorted((SUITES_DIR / protocol).glob("*.py")):
-        text = path.read_text(encoding="utf-8")
+    texts = [path.read_text(encoding="utf-8") for path in sorted((SUITES_DIR / protocol).glob("*.py"))]
+    # @requirement(NAME, ...) with NAME = "case.id" a constant of the suite: of the module, or imported
+    # from a sibling (the STOMP suite keeps prerequisite ids in prerequisites.py); the module's own wins.
+    shared = {name: value for text in texts for name, value in _STRING_CONSTANT.findall(text)}
+    for text in texts:
         ids += _CASE_ID.findall(text)
-        # @requirement(NAME, ...) with NAME = "case.id" a constant of the module
-        constants = dict(_STRING_CONSTANT.findall(text))
+        constants = {**shared, **dict(_STRING_CONSTANT.findall(text))}
         ids += [constants[name] for name in _CASE_ID_CONSTANT.findall(text) if name in constants]
     return ids
 

@@ -3,8 +3,9 @@
 
 Valid manifests come with the node ID to substitute and what a client must
 derive from them: the servers (host to connect to, port), each entry's
-share of the random choice (repeats weight it), the CONNECT host/login/
-passcode and SEND destination after every ``${NODE_ID}`` is replaced, and
+share of the random choice (repeats weight it), the CONNECT host and login
+and the SEND destination after every ``${NODE_ID}`` is replaced, the
+passcode as written (the profile asks for no substitution there), and
 the content types the node accepts (application/json implied). Invalid ones
 name the key at fault (and the list entry) and the reason. Every vector is
 checked against reference_impl/stomp/manifest.py while it is generated;
@@ -64,7 +65,9 @@ VALID: list[dict[str, Any]] = [
      "toml": ('servers = ["stomp.example.org:61614"]\nhost = "vhost-${NODE_ID}"\n'
               'login = "node-${NODE_ID}"\npasscode = "pw-${NODE_ID}-test"\n'
               'destination = "/exchange/creditors/${NODE_ID}"\n'),
-     "description": "${NODE_ID} in all four substituted keys."},
+     "description": ("${NODE_ID} in the three substituted keys, and in the passcode, which is sent as written: "
+                     "the profile states the substitution for host, login and destination only (as swpt_stomp "
+                     "does).")},
     {"id": "every-occurrence-substituted", "node_id": "42",
      "toml": ('servers = ["a.example:1"]\nhost = "${NODE_ID}${NODE_ID}/${NODE_ID}"\n'
               'destination = "/${NODE_ID}/x/${NODE_ID}"\n'),
@@ -218,7 +221,7 @@ def build() -> dict[Path, str]:
     document = {
         "protocol": "stomp", "component": "manifest", "spec": SPEC, "generator": GENERATOR,
         "description": ("STOMP servers manifest files. valid: node_id is substituted for every ${NODE_ID} in "
-                        "host, login, passcode and destination; choice_probability is each distinct entry's "
+                        "host, login and destination (not in passcode); choice_probability is each distinct entry's "
                         "chance under a uniform choice among the list entries; content_types has "
                         "application/json implied. invalid: key (null: the file as a whole) and index (the list "
                         "entry, or null) at fault; reason is the reference module's ManifestError.reason."),

@@ -2,8 +2,10 @@
 # Creates .venv (Python >= 3.11) and installs the harness into it, editable,
 # with the test extras. Idempotent: a second run only checks.
 #
-# Usage: scripts/setup.sh [--node]   --node also installs the npm interop
-#                                    packages (scripts/install-node-deps.sh)
+# Usage: scripts/setup.sh [--node] [--rabbitmq]
+#   --node      also installs the npm interop packages (scripts/install-node-deps.sh)
+#   --rabbitmq  also installs Debian's rabbitmq-server for the STOMP target
+#               `rabbitmq` (scripts/install-rabbitmq.sh; root or sudo)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -28,6 +30,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet -e ".[test]"
     echo "$want" > "$stamp"
 fi
-if [ "${1:-}" = "--node" ]; then
-    scripts/install-node-deps.sh
-fi
+for arg in "$@"; do
+    case "$arg" in
+        --node) scripts/install-node-deps.sh ;;
+        --rabbitmq) scripts/install-rabbitmq.sh ;;
+        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq)" >&2; exit 2 ;;
+    esac
+done

@@ -3,7 +3,10 @@
 Every ``@requirement(...)`` decorator in ``conformance/suites/*/test_*.py``
 and ``conformance/interop/*/`` is read with ``ast``; its case id, level,
 citation and role are constant expressions, possibly built from module-level
-string constants (``f"{CITE} (...)"``), which are evaluated here.
+string constants (``f"{CITE} (...)"``), which are evaluated here; constants
+imported from a sibling module of the suite (``from .prerequisites import
+TLS``, where a suite keeps the ids its prerequisites name) are read from
+that module's source the same way.
 """
 
 from __future__ import annotations
@@ -61,17 +64,37 @@ def _is_requirement_call(node: ast.AST) -> bool:
     return name == "requirement"
 
 
-def cases_in_file(path: Path, repo: Path) -> tuple[list[SuiteCase], list[str]]:
-    """The cases of one suite file and the problems reading them."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+def module_constants(path: Path, tree: ast.Module | None = None, _seen: frozenset[Path] = frozenset()) \
+        -> dict[str, object]:
+    """The module-level constants of a suite module, with those it imports
+    from sibling modules (``from .x import NAME``, one package level)."""
+    if tree is None:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     constants: dict[str, object] = {}
     for statement in tree.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+        if isinstance(statement, ast.ImportFrom) and statement.level == 1 and statement.module:
+            sibling = path.parent / (statement.module.replace(".", "/") + ".py")
+            if sibling.is_file() and sibling not in _seen:
+                try:
+                    theirs = module_constants(sibling, None, _seen | {path})
+                except SyntaxError:
+                    continue
+                for alias in statement.names:
+                    if alias.name in theirs:
+                        constants[alias.asname or alias.name] = theirs[alias.name]
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
                 and isinstance(statement.targets[0], ast.Name):
             try:
                 constants[statement.targets[0].id] = _evaluate(statement.value, constants)
             except (NotConstant, TypeError):
                 pass
+    return constants
+
+
+def cases_in_file(path: Path, repo: Path) -> tuple[list[SuiteCase], list[str]]:
+    """The cases of one suite file and the problems reading them."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    constants = module_constants(path, tree)
     cases: list[SuiteCase] = []
     problems: list[str] = []
     relative = path.relative_to(repo).as_posix()

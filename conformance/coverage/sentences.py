@@ -275,13 +275,23 @@ def parse_asn(path: str, text: str) -> SpecFile:
     return builder.spec
 
 
+# Single-character emphasis (*word*, _word_) and footnote marks (<sup>3</sup>)
+# of texts converted to markdown: a citation quoting the words alone must
+# still be found. Only the searchable text drops them (sentences and titles
+# keep their markup, so tables and generated docs do not change).
+EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=\S)([^*_\n]+?)(?<=\S)\1(?![\w*])")
+FOOTNOTE_MARK = re.compile(r"<sup>[^<]{0,8}</sup>")
+
+
 def _searchable(lines: list[str]) -> str:
     cleaned = []
     for line in lines:
         line = HEADING.sub(r"\2", line)
         line = LIST_ITEM.sub("", line, count=1)
         cleaned.append(line.strip().lstrip(">").replace("|", " "))
-    return plain(" ".join(cleaned)).casefold()
+    text = plain(" ".join(cleaned))
+    text = EMPHASIS.sub(r"\2", FOOTNOTE_MARK.sub("", text))
+    return normalize_space(text).casefold()
 
 
 RST_ADORNMENT = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")

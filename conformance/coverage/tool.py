@@ -36,7 +36,9 @@ without a label cites the same document); ``§`` may stand for the comma
 after the label; parenthesised remarks are not headings, and text quoted
 in double quotes inside them (``...`` joining fragments) must be in the
 spec. Every heading named must exist in the cited document (in ASN.1
-modules, the type names are the headings).
+modules, the type names are the headings); "A and B" names two headings
+when no heading is called that, and "footnote 2" names a footnote mark
+(``<sup>2</sup>``) of the document.
 """
 
 from __future__ import annotations
@@ -191,6 +193,21 @@ def parse_citation(citation: str) -> tuple[list[list[str]], list[str]]:
     return parts, quotes
 
 
+FOOTNOTE_REFERENCE = re.compile(r"footnotes?\s+(\d{1,3})", re.IGNORECASE)
+
+
+def _names_parts_of(spec: SpecFile, segment: str) -> bool:
+    """A citation segment that is not a heading but still names parts of
+    the document: "Heading and Heading" (each must be a heading) or
+    "footnote N" (the document must have the footnote mark N)."""
+    footnote = FOOTNOTE_REFERENCE.fullmatch(segment)
+    if footnote:
+        mark = f"<sup>{footnote.group(1)}</sup>"
+        return any(mark in sentence.text for sentence in spec.sentences)
+    parts = [part.strip() for part in segment.split(" and ")]
+    return len(parts) > 1 and all(part and spec.sections_named(part) for part in parts)
+
+
 def check_citation(case: SuiteCase, specs: dict[str, SpecFile], cite_as: dict[str, str]) -> list[Problem]:
     problems = []
     parts, quotes = parse_citation(case.citation)
@@ -210,7 +227,7 @@ def check_citation(case: SuiteCase, specs: dict[str, SpecFile], cite_as: dict[st
             return problems
         spec = specs[document]
         for heading in segments:
-            if not spec.sections_named(heading):
+            if not spec.sections_named(heading) and not _names_parts_of(spec, heading):
                 problems.append(Problem(f"{prefix} names section {heading!r}, which is not a heading of "
                                         f"{document}", document))
     for quote in quotes:

@@ -53,7 +53,8 @@ def describe(method: pika.spec.Basic.GetOk, props: pika.BasicProperties, body: b
     """One message as the adapter contract's JSON object."""
     headers = props.headers or {}
     if method.exchange:
-        destination = f"/exchange/{method.exchange}/{method.routing_key}"
+        # /exchange/X (no key) publishes with the empty routing key.
+        destination = f"/exchange/{method.exchange}" + (f"/{method.routing_key}" if method.routing_key else "")
     else:
         destination = _DEFAULT_EXCHANGE_PREFIX + method.routing_key
     return {

@@ -69,6 +69,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame, heart_beat_interval, parse_heart_beat
+from .tls import client_context
 
 log = logging.getLogger("reference_impl.stomp.client")
 
@@ -502,8 +503,6 @@ def tls_context(cert_file: str, key_file: str, ca_file: str,
                 faults: frozenset[ClientFault] = frozenset()) -> ssl.SSLContext:
     """The profile's client context (tls.client_context), or one that breaks
     one TLS rule on purpose."""
-    from .tls import client_context
-
     if ClientFault.NO_CLIENT_CERTIFICATE in faults:
         context = client_context(None, None, ca_file)
     else:
@@ -527,8 +526,7 @@ async def _close(writer: asyncio.StreamWriter) -> None:
 
 
 async def _one_connection(session: ClientSession, host: str, port: int, context: ssl.SSLContext,
-                          deadline: float, on_event: Callable[[Event], None],
-                          server_hostname: str | None) -> str:
+                          deadline: float, on_event: Callable[[Event], None]) -> str:
     """One connection, until it ends; returns why it ended (for the log)."""
     loop = asyncio.get_running_loop()
 
@@ -538,8 +536,10 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
     if remaining() <= 0:
         return "deadline"
     reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(host, port, ssl=context, server_hostname=server_hostname,
-                                ssl_handshake_timeout=max(remaining(), 0.01)),
+        # server_hostname defaults to host: sent as SNI (a DNS name only), and
+        # checked against the certificate only if the context checks hostnames
+        # (the fault check-hostname; the profile's client does not).
+        asyncio.open_connection(host, port, ssl=context, ssl_handshake_timeout=max(remaining(), 0.01)),
         remaining())
     heartbeat_task: asyncio.Task | None = None
     try:
@@ -604,15 +604,11 @@ async def _send_heartbeats(session: ClientSession, writer: asyncio.StreamWriter,
 
 
 async def run_client(session: ClientSession, servers: Callable[[], tuple[str, int]], context: ssl.SSLContext, *,
-                     timeout: float, on_event: Callable[[Event], None] = lambda event: None,
-                     server_hostname: Callable[[str], str | None] = lambda host: None) -> ClientRun:
+                     timeout: float, on_event: Callable[[Event], None] = lambda event: None) -> ClientRun:
     """Deliver everything the session holds within ``timeout`` seconds.
 
     ``servers()`` picks the server for each new connection (the profile:
     "the client SHOULD randomly choose one of the server addresses").
-    ``server_hostname(host)`` is what TLS is told the server's name is: None
-    (no SNI, nothing to check) for the profile's client; the fault
-    check-hostname gives the host so that OpenSSL checks it.
     Raises :class:`ClientFailure` when not everything got delivered."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -626,13 +622,12 @@ async def run_client(session: ClientSession, servers: Callable[[], tuple[str, in
         before = len(session.delivered)
         host, port = servers()
         try:
-            why = await _one_connection(session, host, port, context, deadline, on_event, server_hostname(host))
-            if why != "done":
-                last_problem = f"{host}:{port}: {why}"
+            why = await _one_connection(session, host, port, context, deadline, on_event)
         except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
-            last_problem = f"{host}:{port}: {type(exc).__name__}: {exc}" if str(exc) else \
-                f"{host}:{port}: {type(exc).__name__}"
-        log.info("connection %d ended: %s", session.connections, last_problem)
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        log.info("connection to %s:%d ended: %s", host, port, why)
+        if why != "done":
+            last_problem = f"{host}:{port}: {why}"
         session.connection_lost()
         if session.finished:
             break
@@ -769,12 +764,10 @@ async def client_command(args) -> int:
             log.info("connected (server %s; heart-beats out every %d ms, in every %d ms)",
                      event.server, event.send_every, event.expect_every)
 
-    check_hostname = ClientFault.CHECK_HOSTNAME in faults
     status = EXIT_OK
     try:
         await run_client(session, lambda: choose_server(manifest, rng), context, timeout=args.timeout,
-                         on_event=on_event, server_hostname=(lambda host: host) if check_hostname else
-                         (lambda host: None))
+                         on_event=on_event)
     except ClientFailure as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         status = EXIT_TIMEOUT if exc.kind == "timeout" else EXIT_FAILED

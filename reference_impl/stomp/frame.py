@@ -318,22 +318,24 @@ class FrameParser:
             raise self._fail("the frame starts with an empty command line", view, pos, body_start)
         if self.commands is not None and command not in self.commands:
             raise self._fail(f"unknown command {command[:40]!r}", view, pos, body_start)
-        escaped = command not in UNESCAPED_COMMANDS
-        headers = []
-        for line in lines[1:]:
-            if len(line) > self.max_header_line:
-                raise self._fail(f"a header line of {len(line)} characters exceeds the limit of "
-                                 f"{self.max_header_line}", view, pos, body_start)
-            name, colon, value = line.partition(":")
-            if not colon:
-                raise self._fail(f"header line {line[:60]!r} has no colon", view, pos, body_start)
-            if not name:
-                raise self._fail(f"header line {line[:60]!r} has an empty name", view, pos, body_start)
-            if escaped and ("\\" in line):
-                try:
-                    name = unescape_header_value(name)
-                    value = unescape_header_value(value)
-                except ValueError as exc:
-                    raise self._fail(f"header {line[:60]!r}: {exc}", view, pos, body_start) from None
-            headers.append((name, value))
-        return command, tuple(headers)
+        rest = lines[1:]
+        if len(block) > self.max_header_line:
+            for line in rest:
+                if len(line) > self.max_header_line:
+                    raise self._fail(f"a header line of {len(line)} characters exceeds the limit of "
+                                     f"{self.max_header_line}", view, pos, body_start)
+        parts = [line.partition(":") for line in rest]
+        for name, colon, _ in parts:
+            if not colon or not name:
+                line = name + colon + _
+                problem = "has no colon" if not colon else "has an empty name"
+                raise self._fail(f"header line {line[:60]!r} {problem}", view, pos, body_start)
+        if "\\" in block and command not in UNESCAPED_COMMANDS:
+            try:
+                headers = tuple((unescape_header_value(name), unescape_header_value(value))
+                                for name, _, value in parts)
+            except ValueError as exc:
+                raise self._fail(f"a header: {exc}", view, pos, body_start) from None
+        else:
+            headers = tuple((name, value) for name, _, value in parts)
+        return command, headers

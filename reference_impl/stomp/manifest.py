@@ -15,8 +15,12 @@ Profile, "STOMP Servers Manifest Files": a TOML file with
   a client could not connect anywhere.
 - ``host``: the ``host`` header of CONNECT; ``login`` and ``passcode``
   optional CONNECT headers; ``destination``: the ``destination`` header of
-  SEND. In each, every ``${NODE_ID}`` is replaced by the client node's ID
-  (:meth:`Manifest.substituted`). CONNECT frames are not escaped (STOMP
+  SEND. In host, login and destination every ``${NODE_ID}`` is replaced by
+  the client node's ID (:meth:`Manifest.substituted`). The passcode is sent
+  as written: the profile asks for the substitution under host, login and
+  destination only, and swpt_stomp (the Swaptacular node's STOMP component,
+  ``peer_data._parse_stomp_toml``) substitutes those three and not the
+  passcode. CONNECT frames are not escaped (STOMP
   1.2, Value Encoding), so CR, LF and NUL cannot be carried in host, login
   or passcode; SEND headers are escaped, but the grammar still has no room
   for NUL. Values holding those are refused, and so are node IDs holding
@@ -51,7 +55,7 @@ MAX_VALUE_CHARS = 4096
 MAX_CONTENT_TYPES = 64
 
 DESCRIBED_KEYS = ("servers", "host", "login", "passcode", "destination", "accepted-content-types")
-SUBSTITUTED_KEYS = ("host", "login", "passcode", "destination")
+SUBSTITUTED_KEYS = ("host", "login", "destination")
 
 _LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 _PORT = re.compile(r"^[0-9]{1,5}$")
@@ -125,8 +129,9 @@ class Manifest:
         return any(_media_type(t) == wanted for t in self.content_types())
 
     def substituted(self, node_id: str) -> Manifest:
-        """The manifest with every ``${NODE_ID}`` in host, login, passcode and
-        destination replaced by ``node_id``."""
+        """The manifest with every ``${NODE_ID}`` in host, login and
+        destination replaced by ``node_id`` (the passcode is kept as written:
+        see the module docstring)."""
         if not isinstance(node_id, str) or not node_id:
             raise ValueError("node_id must be a non-empty string")
         if any(c in node_id for c in _FORBIDDEN_CONNECT):
@@ -135,8 +140,7 @@ class Manifest:
         def sub(value: str | None) -> str | None:
             return None if value is None else value.replace(NODE_ID_PLACEHOLDER, node_id)
 
-        return replace(self, host=sub(self.host), login=sub(self.login), passcode=sub(self.passcode),
-                       destination=sub(self.destination))
+        return replace(self, host=sub(self.host), login=sub(self.login), destination=sub(self.destination))
 
     def connect_headers(self) -> tuple[tuple[str, str], ...]:
         """host, then login and passcode when given, for a CONNECT/STOMP frame

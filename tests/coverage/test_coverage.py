@@ -72,6 +72,43 @@ def test_asn_module_sections_start_at_the_comment_above_each_type():
     assert sentence.section.title == "Prepare" and sentence.text == "Each request should be unique."
 
 
+def test_rst_titles_become_sections_with_lines_kept():
+    text = textwrap.dedent("""\
+        +++++
+        Title
+        +++++
+        :Version: 2.1
+
+        Overview
+        ========
+
+        Intro must hold.
+
+        Message
+        -------
+
+        field : int64
+           The value MUST be positive.
+
+        .. [#note] A note should count.
+        """)
+    spec = parse_spec_file("x.rst", text)
+    assert [(s.title, s.level) for s in spec.sections] == [("Title", 1), ("Overview", 2), ("Message", 3)]
+    assert spec.sections[2].lineage == (0, 1, 2)
+    normative = [(s.section.title, s.text, s.line) for s in spec.sentences if s.keywords]
+    assert normative == [("Overview", "Intro must hold.", 9),
+                         ("Message", "field : int64 The value MUST be positive.", 14),
+                         ("Message", ".. [#note] A note should count.", 17)]
+
+
+def test_searchable_text_drops_emphasis_and_footnote_marks_only():
+    spec = parse_spec_file("x.txt", "# T\nClients SHOULD NOT do *hostname verification*<sup>3</sup>, "
+                                    "frames _received_ keep config_data and 2 * 3.\n")
+    assert "clients should not do hostname verification, frames received keep config_data and 2 * 3." \
+        == spec.searchable.split("t ", 1)[1]
+    assert "*hostname verification*<sup>3</sup>" in spec.sentences[0].text
+
+
 def test_citation_parts_remarks_and_quotes():
     parts, quotes = parse_citation('BTP 2.0, Error, Error Codes (name: "Corresponding (x) code"); RFC 0030 \u00a7Encoding')
     assert parts == [["BTP 2.0", "Error", "Error Codes"], ["RFC 0030", "Encoding"]]
@@ -149,6 +186,84 @@ def test_analysis_flags_bad_quotes_unknown_cases_and_citations(tmp_path):
     assert any("'No Such Heading'" in m for m in messages)
     assert any("'the server must reply'" in m for m in messages)
     assert coverage.counts["uncovered"] == 0
+
+
+def test_rule_occurrence_picks_one_of_a_repeated_sentence(tmp_path):
+    write_case_suite(tmp_path)
+    (tmp_path / "specs" / "demo" / "spec.md").write_text(textwrap.dedent("""\
+        # Flow
+        The server MUST answer. Requests carry ids. The client should wait.
+        ## Keys
+        host: You MUST substitute it.
+
+        login: You MUST substitute it.
+        ## Later
+        Things MAY happen.
+        """))
+    table = tmp_path / "demo.toml"
+    table.write_text(table.read_text() + textwrap.dedent("""\
+        [[rule]]
+        quote = "The client should wait."
+        cases = ["demo.flow.client.extra"]
+
+        [[rule]]
+        quote = "You MUST substitute it."
+        occurrence = 1
+        cases = ["demo.flow.server.answers"]
+
+        [[rule]]
+        quote = "You MUST substitute it."
+        occurrence = 2
+        cases = ["demo.flow.client.extra"]
+
+        [[rule]]
+        quote = "You MUST substitute it."
+        occurrence = 3
+        reason = "no third one"
+        """))
+    coverage = analyse("demo", tmp_path / "specs", demo_cases(), [], tables_dir=tmp_path)
+    rows = {(r.line, r.sentence): (r.server_cases, r.client_cases) for r in coverage.rows}
+    assert rows[(4, "host: You MUST substitute it.")] == (["demo.flow.server.answers"], [])
+    assert rows[(6, "login: You MUST substitute it.")] == ([], ["demo.flow.client.extra"])
+    messages = [str(p) for p in coverage.problems]
+    assert messages == ["[[rule]] occurrence 3 but the quote matches 2 sentence(s): You MUST substitute it."]
+
+
+def test_case_ids_imported_from_a_sibling_module_are_read(tmp_path):
+    from conformance.coverage.cases import cases_in_file
+    suite = tmp_path / "conformance" / "suites" / "demo"
+    suite.mkdir(parents=True)
+    (suite / "prerequisites.py").write_text('ROOT = "demo.root.server.works"\nCITE = "Demo, Flow"\n')
+    (suite / "test_x.py").write_text(textwrap.dedent("""\
+        from .prerequisites import ROOT, CITE as BASE
+        from .absent import NOTHING
+
+        @requirement(ROOT, "MUST", f"{BASE} (x)")
+        def test_root(): pass
+
+        @requirement(NOTHING, "MUST", "Demo")
+        def test_unknown(): pass
+        """))
+    cases, problems = cases_in_file(suite / "test_x.py", tmp_path)
+    assert [(c.case_id, c.citation) for c in cases] == [("demo.root.server.works", "Demo, Flow (x)")]
+    assert len(problems) == 1 and "NOTHING" in problems[0]
+
+
+def test_citations_may_join_headings_with_and_and_name_footnotes(tmp_path):
+    write_case_suite(tmp_path)
+    (tmp_path / "specs" / "demo" / "spec.md").write_text(textwrap.dedent("""\
+        # Flow
+        The server MUST answer.<sup>2</sup> Requests carry ids. The client should wait.
+        ## Later
+        Things MAY happen.
+        """))
+    good = analyse("demo", tmp_path / "specs", demo_cases('Demo, Flow and Later; Demo, Flow, footnote 2'), [],
+                   tables_dir=tmp_path)
+    assert not [p for p in good.problems if "citation" in str(p)]
+    bad = analyse("demo", tmp_path / "specs", demo_cases('Demo, Flow and Nowhere, footnote 3'), [],
+                  tables_dir=tmp_path)
+    messages = [str(p) for p in bad.problems if "citation" in str(p)]
+    assert any("'Flow and Nowhere'" in m for m in messages) and any("'footnote 3'" in m for m in messages)
 
 
 def test_missing_table_of_a_protocol_with_a_suite_is_an_error(tmp_path):

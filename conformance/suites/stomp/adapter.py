@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from conformance.core.targets import TargetError, TargetRuntime
+from reference_impl.stomp.smp import example_message
 
 ACCEPTED = "accepted"
 """Capability and adapter name."""
@@ -178,8 +179,6 @@ def own_message(destination: str, label: str = "m") -> OwnMessage:
     """A valid SMP ConfigureAccount with a creditor_id drawn at random above
     the reserved range, so that its body is unique among everything the
     node holds (this run's messages, earlier runs', other clients')."""
-    from reference_impl.stomp.smp import example_message  # the SMP helper's module
-
     message = dict(example_message(MESSAGE_TYPE))
     message["creditor_id"] = RESERVED_CREDITOR_IDS + secrets.randbelow(MAX_INT64 - RESERVED_CREDITOR_IDS)
     body = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
@@ -293,8 +292,9 @@ def accepted_messages(target: TargetRuntime) -> ReadAccepted:
 def smp_destination(target: TargetRuntime) -> str:
     """The destination the receipt cases SEND to: the target's param
     ``destination`` (the manifest's destination with the node id put in),
-    else ``/exchange/smp``."""
-    return str(target.params.get("destination") or "/exchange/smp")
+    else peer.DEFAULT_DESTINATION."""
+    from .peer import settings_of
+    return settings_of(target).destination
 
 
 @pytest.fixture
@@ -302,5 +302,9 @@ def restart_target_server(target: TargetRuntime) -> Callable[[], Awaitable[None]
     """``await restart_target_server()``: SIGKILL the launched server's
     process group and start it again (capability ``restart``)."""
     async def restart() -> None:
-        await asyncio.to_thread(target.restart_server, True)
+        # In this thread, not asyncio.to_thread: the launched process gets
+        # PR_SET_PDEATHSIG (targets._die_with_parent), which fires when the
+        # *thread* that forked it ends; a worker thread of the case's event
+        # loop ends with the case, and the restarted server was SIGTERMed.
+        target.restart_server(True)
     return restart

@@ -6,7 +6,8 @@ command with them, and then plays the server: it answers CONNECT with
 CONNECTED, sends or withholds RECEIPTs, drops the connection. What the
 client does on the wire is in the case's trace (TLS is end to end, the
 trace holds the plaintext); what it believes it delivered comes from its
-output, one ``DELIVERED=<n>`` line per message (docs/stomp-client-adapter.md).
+output, one ``DELIVERED=<n>`` line per message (docs/stomp-adapter.md,
+"Client targets").
 
 The launch placeholders a client command may use (docs/targets.md):
 ``{manifest_file}``, ``{node_id}``, ``{messages_file}``,
@@ -17,7 +18,6 @@ target's params (``{ca_file}``, ``{client_cert_file}``,
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -27,7 +27,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 import pytest
 
@@ -63,8 +63,8 @@ seconds is usual (stomp.py starts at 0.1 s, the reference client at
 0.05 s doubling)."""
 
 DELIVERED_LINE = re.compile(r"^DELIVERED=(\d{1,9})\s*$", re.MULTILINE)
-"""The client's report that message ``n`` (1-based line of the messages
-file) is delivered (docs/stomp-client-adapter.md)."""
+"""The client's report that message ``n`` (its position in the messages
+file, from 0) is delivered (docs/stomp-adapter.md, "Client targets")."""
 
 MAX_FRAME_BYTES = 1 << 20
 """Largest frame accepted from a client: an SMP message is a few hundred
@@ -93,10 +93,6 @@ def manifest_text(host: str, port: int, values: dict[str, str] = MANIFEST_VALUES
     return "\n".join(lines) + "\n"
 
 
-def message_json(message: dict[str, Any]) -> Any:
-    return message["body"]
-
-
 def parse_json_body(body: bytes) -> tuple[Any, str | None]:
     """The JSON value of a SEND body, or (None, why not)."""
     try:
@@ -108,8 +104,15 @@ def parse_json_body(body: bytes) -> tuple[Any, str | None]:
 
 
 def show_frame(frame: Frame) -> str:
-    """A frame as the bytes a failure message shows (bounded)."""
-    data = encode_frame(frame, content_length=False if b"\x00" not in frame.body else None)
+    """A frame as the bytes a failure message shows (bounded; a passcode
+    masked: the harness gives none, but a client may send its own)."""
+    if frame.has("passcode"):
+        frame = Frame(frame.command, tuple((k, "***" if k == "passcode" else v) for k, v in frame.headers),
+                      frame.body)
+    try:
+        data = encode_frame(frame, content_length=False if b"\x00" not in frame.body else None)
+    except ValueError:  # a header the encoder will not write (it was read, so it is shown as read)
+        return repr(frame)[:400]
     text = data[:400].decode("utf-8", errors="replace").replace("\x00", "^@")
     return repr(text) + (f"...(+{len(data) - 400} bytes)" if len(data) > 400 else "")
 
@@ -129,12 +132,10 @@ class ClientConnection:
 
     @property
     def tls_version(self) -> str | None:
-        ssl_object = self.conn._writer.get_extra_info("ssl_object")
-        return ssl_object.version() if ssl_object is not None else None
+        return self.conn.tls.version() if self.conn.tls is not None else None
 
     def peer_certificate(self) -> dict | None:
-        ssl_object = self.conn._writer.get_extra_info("ssl_object")
-        return ssl_object.getpeercert() if ssl_object is not None else None
+        return self.conn.tls.getpeercert() if self.conn.tls is not None else None
 
     async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame | None:
         """The client's next frame (heart-beats skipped), None when it closed
@@ -212,14 +213,41 @@ class LaunchedClient:
 
     async def accept(self, what: str = "the client's connection", wait: float | None = None) -> ClientConnection:
         """The client's next connection with its TLS handshake done. A client
-        that never connects is an AssertionError showing its output."""
-        try:
-            conn = await self.server.accept(self.wait if wait is None else wait)
-        except DeadlineExceeded as exc:
-            raise AssertionError(f"{what}: {exc}; the client's output:\n{self.output_tail()}") from None
-        connection = ClientConnection(conn, len(self.connections) + 1)
-        self.connections.append(connection)
+        that never connects, or whose handshake fails, is an AssertionError
+        showing why (and its output)."""
+        connection, failure = await self.handshake(what, wait)
+        if connection is None:
+            raise AssertionError(f"{what}: the TLS handshake failed: {failure}; the client's output:\n"
+                                 f"{self.output_tail()}")
         return connection
+
+    async def handshake(self, what: str, wait: float | None = None) -> tuple[ClientConnection | None, str | None]:
+        """The client's first connection: ``(connection, None)`` when its TLS
+        handshake completed, ``(None, reason)`` when it failed (the reason as
+        the TLS library gives it). A client that never connects is an
+        AssertionError showing its output."""
+        failures = len(self.server.tls_failures)
+        wait = self.wait if wait is None else wait
+        end = Deadline(wait)
+        while True:
+            if len(self.server.tls_failures) > failures:
+                return None, self.server.tls_failures[failures]
+            if end.expired:
+                raise AssertionError(f"{what}: the client did not connect to {self.server.host}:{self.server.port} "
+                                     f"within {wait:g} s; its output:\n{self.output_tail()}")
+            if not self.process.running() and self.server._accepted.empty():
+                # Nothing more can come: a client that exited does not connect.
+                raise AssertionError(f"{what}: the client exited (code {self.process.process.returncode}) without "
+                                     f"a connection the harness could accept; its output:\n{self.output_tail()}")
+            try:
+                # Short slices: a failed handshake is a list entry, not an
+                # accepted connection, so the wait must look at both.
+                conn = await self.server.accept(min(0.1, max(end.remaining(), 0.01)))
+            except DeadlineExceeded:
+                continue
+            connection = ClientConnection(conn, len(self.connections) + 1)
+            self.connections.append(connection)
+            return connection, None
 
     def output(self) -> str:
         return self.process.output()
@@ -228,16 +256,16 @@ class LaunchedClient:
         return self.process.tail(lines) or "(no output)"
 
     def delivered(self) -> list[int]:
-        """The message numbers (1-based) the client reported delivered so far."""
+        """The message positions (from 0) the client reported delivered so far."""
         return [int(n) for n in DELIVERED_LINE.findall(self.output())]
 
-    def message_number(self, frame: Frame) -> int | None:
-        """The 1-based number of the message a SEND carries (its JSON body
+    def message_index(self, frame: Frame) -> int | None:
+        """The position (from 0) of the message a SEND carries (its JSON body
         equal to one given), or None."""
         value, _ = parse_json_body(frame.body)
-        for number, message in enumerate(self.messages, 1):
-            if value is not None and value == message_json(message):
-                return number
+        for index, message in enumerate(self.messages):
+            if value is not None and value == message["body"]:
+                return index
         return None
 
     async def serve(self, connection: ClientConnection, *, receipts: bool = True,
@@ -278,9 +306,9 @@ class LaunchedClient:
                 continue
             if frame.command == "SEND":
                 session.sends.append(frame)
-                number = self.message_number(frame)
-                if number is not None:
-                    receipted.add(number)
+                index = self.message_index(frame)
+                if index is not None:
+                    receipted.add(index)
             receipt = frame.get("receipt")
             if receipts and receipt is not None:
                 await connection.receipt(receipt)
@@ -300,14 +328,10 @@ class LaunchedClient:
         return await self.serve(connection)
 
 
-def make_messages(rng: random.Random) -> list[dict[str, Any]]:
-    """Valid SMP messages of the MESSAGE_TYPES, made distinct per launch so a
-    resent message can be told from another one."""
-    messages = []
-    for type_name in MESSAGE_TYPES:
-        body = example_message(type_name)
-        messages.append({"type": type_name, "body": body})
-    return messages
+def make_messages() -> list[dict[str, Any]]:
+    """Valid SMP messages, one of each of MESSAGE_TYPES (distinct bodies, so
+    a message sent again can be told from another one)."""
+    return [{"type": type_name, "body": example_message(type_name)} for type_name in MESSAGE_TYPES]
 
 
 def new_node_id(rng: random.Random) -> str:
@@ -316,23 +340,19 @@ def new_node_id(rng: random.Random) -> str:
 
 
 ServerCert = str
-"""Which certificate the harness's server presents: "matching" (the run's CA,
-naming 127.0.0.1 and localhost: any conformant client accepts it, hostname
-check or not), "server" (the run's CA, naming only stomp-server.invalid),
-"untrusted" (a CA the client was not given)."""
+"""Which certificate the harness's server presents: "loopback-server" (the
+run's CA, naming 127.0.0.1, ::1 and localhost: any conformant client accepts
+it, whether it checks hostnames or not), "server" (the run's CA, naming only
+stomp-server.invalid), "untrusted-server" (a CA the client was not given)."""
 
 
-def server_context(cert: ServerCert = "matching", *, maximum: ssl.TLSVersion | None = None,
-                   client_cert: str = "required") -> ssl.SSLContext:
-    """The harness server's TLS context. ``client_cert``: "required" (as a
-    profile server: a trusted chain or no handshake) or "optional" (asked
-    for, not demanded: presents-certificate tells a client without one from
-    a handshake failing for another reason)."""
-    pki = run_pki()
-    context = harness_server_context(pki, cert=cert, maximum=maximum)
-    if client_cert == "optional":
-        context.verify_mode = ssl.CERT_OPTIONAL
-    return context
+def server_context(cert: ServerCert = "loopback-server", *, maximum: ssl.TLSVersion | None = None,
+                   require_client_cert: bool = True) -> ssl.SSLContext:
+    """The harness server's TLS context. ``require_client_cert``: True as a
+    profile server (a trusted chain or no handshake); False asks for one
+    without demanding it, so that presents-certificate can tell a client
+    without a certificate from a handshake failing for another reason."""
+    return harness_server_context(run_pki(), cert=cert, maximum=maximum, require_client_cert=require_client_cert)
 
 
 def _write(path: Path, text: str) -> None:
@@ -351,16 +371,16 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
     launches = [0]
 
     @asynccontextmanager
-    async def launch(cert: ServerCert = "matching", *, maximum: ssl.TLSVersion | None = None,
-                     client_cert: str = "required") -> AsyncIterator[LaunchedClient]:
+    async def launch(cert: ServerCert = "loopback-server", *, maximum: ssl.TLSVersion | None = None,
+                     require_client_cert: bool = True) -> AsyncIterator[LaunchedClient]:
         rng = random.Random()
-        context = server_context(cert, maximum=maximum, client_cert=client_cert)
+        context = server_context(cert, maximum=maximum, require_client_cert=require_client_cert)
         async with TcpServer(wire_trace, deadline, ssl=context) as server:
             launches[0] += 1
             where = target.work_dir / f"stomp-client-{launches[0]}"
             where.mkdir(mode=0o700, exist_ok=True)
             node_id = new_node_id(rng)
-            messages = make_messages(rng)
+            messages = make_messages()
             manifest_file = where / "stomp.toml"
             messages_file = where / "messages.jsonl"
             _write(manifest_file, manifest_text(server.host, server.port))
@@ -397,9 +417,9 @@ def require_delivered_contract(client: LaunchedClient, numbers: list[int], recei
     if not numbers:
         raise TargetError(
             f"the client printed no DELIVERED=<n> line although {receipted} message(s) were receipted: it does "
-            f"not follow the client output contract (docs/stomp-client-adapter.md); its output:\n"
+            f"not follow the client output contract (docs/stomp-adapter.md, \"Client targets\"); its output:\n"
             f"{client.output_tail()}")
-    bad = [n for n in numbers if not 1 <= n <= len(client.messages)]
+    bad = [n for n in numbers if not 0 <= n < len(client.messages)]
     if bad:
-        raise TargetError(f"the client printed DELIVERED={bad[0]}, which names no line of the messages file "
-                          f"(1..{len(client.messages)}; docs/stomp-client-adapter.md)")
+        raise TargetError(f"the client printed DELIVERED={bad[0]}, which names no message of the messages file "
+                          f"(0..{len(client.messages) - 1}, from 0; docs/stomp-adapter.md, \"Client targets\")")

@@ -1,0 +1,375 @@
+"""Target as client: the harness launches the target's client with a
+manifest naming the harness's own TLS STOMP server, and plays that server
+(Swaptacular STOMP profile; STOMP 1.2 where the profile builds on it).
+
+Unless a case says otherwise the harness presents a certificate from the
+run's CA naming 127.0.0.1, ::1 and localhost, so that a client checking
+hostnames (which the profile advises against, a SHOULD with its own case)
+is judged on every other rule all the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+
+from conformance.core.requirements import requirement
+from conformance.core.transport import Deadline, DeadlineExceeded
+from reference_impl.stomp.smp import parse_body, validate_message
+
+from .client_server import (SUBSET_CLIENT_COMMANDS, LaunchedClient, Session, reconnect_window,
+                            require_delivered_contract, show_frame)
+
+PROFILE = "Swaptacular STOMP transport"
+SUBSET = f"{PROFILE}, A Subset of the STOMP Protocol"
+CONNECTIONS = f"{PROFILE}, STOMP Connections"
+MANIFEST = f"{PROFILE}, STOMP Servers Manifest Files"
+
+ROOT = "stomp.tls.client.presents-certificate"
+CONNECT_FIRST = "stomp.connect.client.sends-connect-first"
+SENDS_EACH = "stomp.send.client.sends-each-message"
+INCLUDES_RECEIPT = "stomp.send.client.includes-receipt"
+
+NO_FRAME_WINDOW = 2.0
+"""Seconds the harness waits, after a TLS handshake a client should have
+refused, for the CONNECT a client that accepted it sends at once (within
+milliseconds on loopback). A client that checks the certificate after the
+handshake and closes, or sends nothing, has not proceeded."""
+
+UNRECEIPTED_WINDOW = 2.0
+"""Seconds the harness withholds RECEIPTs while watching the client's
+output for a delivery it must not report."""
+
+
+async def refused_or_silent(client: LaunchedClient, what: str) -> tuple[bool, str]:
+    """After a handshake the client must refuse: (refused, how). Refused when
+    the handshake failed, or when the client completed it but closed or sent
+    no frame; not refused when it sent a frame (its CONNECT, shown)."""
+    connection, failure = await client.handshake(f"the client's TLS handshake ({what})")
+    if connection is None:
+        return True, f"the TLS handshake failed: {failure}"
+    try:
+        frame = await connection.next_frame("the client's first frame", NO_FRAME_WINDOW)
+    except DeadlineExceeded:
+        return True, f"the handshake completed ({connection.tls_version}) but the client sent no frame"
+    if frame is None:
+        return True, f"the handshake completed ({connection.tls_version}) but the client closed without a frame"
+    return False, (f"the handshake completed ({connection.tls_version}) and the client went on: "
+                   f"{show_frame(frame)}")
+
+
+@requirement(ROOT, "MUST",
+             f"{CONNECTIONS} (\"Both the client and the server must present a certificate, which the other side "
+             "verifies before proceeding\"; \"Servers MUST require clients to authenticate themselves by presenting "
+             "a trusted certificate chain\")", role="client")
+async def test_client_presents_certificate(launched_client):
+    # The harness asks for a certificate without demanding one, so that a
+    # client sending none completes the handshake and is told apart from a
+    # handshake failing for another reason (shown as it is).
+    async with launched_client(require_client_cert=False) as client:
+        connection, failure = await client.handshake("the client's TLS handshake")
+        assert connection is not None, (
+            f"the TLS handshake with the client did not complete: {failure} (the harness presented a certificate "
+            f"from the run's CA naming 127.0.0.1, over TLS 1.2-1.3); the client's output:\n{client.output_tail()}")
+        certificate = connection.peer_certificate()
+        assert certificate, (f"the client completed the TLS handshake ({connection.tls_version}) without "
+                             "presenting a certificate")
+
+
+@requirement("stomp.tls.client.verifies-server-chain", "MUST",
+             f"{CONNECTIONS} (\"Clients MUST require servers to authenticate themselves by presenting a trusted "
+             "certificate chain\")", role="client", depends=[ROOT])
+async def test_client_verifies_server_chain(launched_client):
+    async with launched_client("untrusted-server", require_client_cert=False) as client:
+        refused, how = await refused_or_silent(client, "the harness presents a certificate from a CA the client "
+                                                       "was not given")
+        assert refused, ("the harness presented a certificate from a CA the client does not trust, and "
+                         f"the client proceeded: {how}")
+
+
+@requirement("stomp.tls.client.skips-hostname-verification", "SHOULD",
+             f"{CONNECTIONS} (\"Clients SHOULD NOT perform hostname verification\", footnote 3)", role="client",
+             depends=[ROOT])
+async def test_client_skips_hostname_verification(launched_client):
+    async with launched_client("server") as client:
+        connection, failure = await client.handshake("the client's TLS handshake (certificate naming only "
+                                                     "stomp-server.invalid)")
+        assert connection is not None, (
+            "the harness presented a certificate from the trusted CA naming only stomp-server.invalid (the "
+            f"manifest names 127.0.0.1), and the TLS handshake failed: {failure}")
+        frame = await connection.next_frame("the client's first frame after the handshake (certificate naming "
+                                            "only stomp-server.invalid)")
+        assert frame is not None, ("the client completed the TLS handshake with a certificate naming only "
+                                   "stomp-server.invalid, then closed without a frame (a hostname check after "
+                                   "the handshake?)")
+
+
+@requirement("stomp.tls.client.refuses-tls-1-2", "MUST",
+             f"{CONNECTIONS} (\"STOMP connections MUST be secured by using Transport Layer Security version 1.3 "
+             "or higher\")", role="client", depends=[ROOT])
+async def test_client_refuses_tls_1_2(launched_client):
+    async with launched_client(maximum=ssl.TLSVersion.TLSv1_2, require_client_cert=False) as client:
+        refused, how = await refused_or_silent(client, "the harness offers TLS 1.2 at most")
+        assert refused, f"the harness offered TLS 1.2 at most, and the client proceeded: {how}"
+
+
+@requirement(CONNECT_FIRST, "MUST",
+             "STOMP 1.2, Connecting (\"A STOMP client initiates the stream or TCP connection to the server by "
+             f"sending the CONNECT frame\"; STOMP frame likewise); {SUBSET} (CONNECT and STOMP \"MUST be fully "
+             "supported\")", role="client", depends=[ROOT])
+async def test_client_sends_connect_first(launched_client):
+    async with launched_client() as client:
+        connection = await client.accept()
+        frame = await connection.next_frame("the client's first frame")
+        assert frame is not None, "the client closed the connection without sending a frame"
+        assert frame.command in ("CONNECT", "STOMP"), (
+            f"the client's first frame is {frame.command}, not CONNECT or STOMP: {show_frame(frame)}")
+
+
+async def full_session(client: LaunchedClient) -> Session:
+    session = await client.full_session()
+    assert session.connect is not None, (
+        f"the client sent no CONNECT ({session.ended}); frames: {[f.command for f in session.frames]}")
+    return session
+
+
+async def sends_of(client: LaunchedClient) -> Session:
+    session = await full_session(client)
+    assert session.sends, f"the client sent no SEND after CONNECTED ({session.ended})"
+    return session
+
+
+@requirement("stomp.connect.client.host-substitutes-node-id", "MUST",
+             f"{MANIFEST} (host: \"The client MUST substitute all occurrences of the string ${{NODE_ID}} in the "
+             "value, with the ID of the client's Swaptacular node\")", role="client", depends=[CONNECT_FIRST])
+async def test_client_host_substitutes_node_id(launched_client):
+    async with launched_client() as client:
+        session = await full_session(client)
+        expected = client.expected("host")
+        got = session.connect.get("host")
+        assert got == expected, (
+            f"manifest host {client.manifest_values['host']!r}, node id {client.node_id}: the host header must be "
+            f"{expected!r}, the client sent {got!r}: {show_frame(session.connect)}")
+
+
+@requirement("stomp.connect.client.login-substitutes-node-id", "MUST",
+             f"{MANIFEST} (login: \"The client MUST substitute all occurrences of the string ${{NODE_ID}} in the "
+             "value\")", role="client", depends=[CONNECT_FIRST])
+async def test_client_login_substitutes_node_id(launched_client):
+    async with launched_client() as client:
+        session = await full_session(client)
+        expected = client.expected("login")
+        got = session.connect.get("login")
+        assert got == expected, (
+            f"manifest login {client.manifest_values['login']!r}, node id {client.node_id}: the login header must "
+            f"be {expected!r}, the client sent {got!r}: {show_frame(session.connect)}")
+
+
+@requirement(SENDS_EACH, "MUST",
+             f"{CONNECTIONS} (\"the sending node opens a client STOMP connection to one (or more) of the "
+             "receiving node's servers, and issues a SEND command for each of the messages\"; the profile's "
+             "transport is that SEND, so a message never sent is never delivered)", role="client",
+             depends=[CONNECT_FIRST])
+async def test_client_sends_each_message(launched_client):
+    async with launched_client() as client:
+        session = await full_session(client)
+        bodies = {frame.body for frame in session.sends}
+        assert len(bodies) >= len(client.messages), (
+            f"the client was given {len(client.messages)} messages and sent {len(session.sends)} SEND frame(s) "
+            f"with {len(bodies)} distinct bodies ({session.ended}); frames: {[f.command for f in session.frames]}")
+
+
+@requirement("stomp.send.client.destination-substitutes-node-id", "MUST",
+             f"{MANIFEST} (destination: \"The client MUST substitute all occurrences of the string ${{NODE_ID}} in "
+             "the value\")", role="client", depends=[SENDS_EACH])
+async def test_client_destination_substitutes_node_id(launched_client):
+    async with launched_client() as client:
+        session = await sends_of(client)
+        expected = client.expected("destination")
+        wrong = [frame for frame in session.sends if frame.get("destination") != expected]
+        assert not wrong, (
+            f"manifest destination {client.manifest_values['destination']!r}, node id {client.node_id}: every SEND "
+            f"must have destination {expected!r}; {len(wrong)} of {len(session.sends)} do not, the first: "
+            f"{show_frame(wrong[0])}")
+
+
+@requirement(INCLUDES_RECEIPT, "MUST",
+             f"{SUBSET} (\"every SEND command MUST include the following headers: receipt Specifies a message ID\")",
+             role="client", depends=[SENDS_EACH])
+async def test_client_includes_receipt(launched_client):
+    async with launched_client() as client:
+        session = await sends_of(client)
+        wrong = [frame for frame in session.sends if not frame.get("receipt")]
+        assert not wrong, (f"{len(wrong)} of {len(session.sends)} SEND frames have no (or an empty) receipt "
+                           f"header, the first: {show_frame(wrong[0])}")
+
+
+@requirement("stomp.send.client.includes-type", "MUST",
+             f"{SUBSET} (\"every SEND command MUST include the following headers: ... type Specifies the type of "
+             "the SMP message\")", role="client", depends=[SENDS_EACH])
+async def test_client_includes_type(launched_client):
+    async with launched_client() as client:
+        session = await sends_of(client)
+        problems = []
+        for frame in session.sends:
+            got = frame.get("type")
+            index = client.message_index(frame)
+            want = client.messages[index]["type"] if index is not None else None
+            if not got:
+                problems.append(f"no type header: {show_frame(frame)}")
+            elif want is not None and got != want:
+                problems.append(f"type {got!r} on a {want} message: {show_frame(frame)}")
+        assert not problems, f"{len(problems)} of {len(session.sends)} SEND frames: {problems[0]}"
+
+
+@requirement("stomp.send.client.includes-content-type", "MUST",
+             f"{SUBSET} (\"content-type Specifies the MIME type of the message body\"; \"Every Swaptacular node "
+             "MUST support the JSON serialization format (the application/json MIME type)\"); "
+             f"{MANIFEST} (accepted-content-types missing: \"only application/json is supported\")",
+             role="client", depends=[SENDS_EACH])
+async def test_client_includes_content_type(launched_client):
+    # The harness's manifest lists no accepted-content-types: the server
+    # takes application/json only, so that is the one a SEND may name.
+    async with launched_client() as client:
+        session = await sends_of(client)
+        wrong = []
+        for frame in session.sends:
+            value = frame.get("content-type")
+            media = (value or "").split(";", 1)[0].strip().lower()
+            if media != "application/json":
+                wrong.append(frame)
+        assert not wrong, (
+            f"{len(wrong)} of {len(session.sends)} SEND frames lack content-type application/json (the manifest "
+            f"lists no other type), the first has {wrong[0].get('content-type')!r}: {show_frame(wrong[0])}")
+
+
+@requirement("stomp.send.client.persistent-true", "MUST",
+             f"{SUBSET} (\"persistent MUST have the value true\")", role="client", depends=[SENDS_EACH])
+async def test_client_persistent_true(launched_client):
+    async with launched_client() as client:
+        session = await sends_of(client)
+        wrong = [frame for frame in session.sends if frame.get("persistent") != "true"]
+        assert not wrong, (f"{len(wrong)} of {len(session.sends)} SEND frames lack persistent:true, the first has "
+                           f"{wrong[0].get('persistent')!r}: {show_frame(wrong[0])}")
+
+
+@requirement("stomp.send.client.body-is-valid-smp", "MUST",
+             f"{SUBSET} (the JSON serialization, application/json); Swaptacular Messaging Protocol 2.1, Incoming messages and Outgoing messages "
+             "(each type's fields, their types and ranges)", role="client", depends=[SENDS_EACH])
+async def test_client_body_is_valid_smp(launched_client):
+    async with launched_client() as client:
+        session = await sends_of(client)
+        problems = []
+        for frame in session.sends:
+            value, problem = parse_body(frame.body)
+            if problem is not None:
+                problems.append(f"body: {problem.field}: {problem.reason}: {show_frame(frame)}")
+                continue
+            type_name = value.get("type") if isinstance(value, dict) else None
+            type_name = type_name if isinstance(type_name, str) else frame.get("type")
+            if not type_name:
+                problems.append(f"body names no SMP message type: {show_frame(frame)}")
+                continue
+            found = validate_message(type_name, value)
+            if found:
+                shown = "; ".join(f"{p.field}: {p.reason}" for p in found[:3])
+                problems.append(f"not a valid {type_name} message ({shown}): {show_frame(frame)}")
+        assert not problems, f"{len(problems)} of {len(session.sends)} SEND bodies: {problems[0]}"
+
+
+@requirement("stomp.send.client.only-subset-commands", "MUST",
+             f"{SUBSET} (\"Swaptacular nodes MUST NOT presume that their peer nodes will understand these "
+             "commands\": SUBSCRIBE, UNSUBSCRIBE, MESSAGE, ACK, NACK, BEGIN, COMMIT, ABORT)", role="client",
+             depends=[CONNECT_FIRST])
+async def test_client_only_subset_commands(launched_client):
+    async with launched_client() as client:
+        session = await full_session(client)
+        wrong = [frame for frame in session.frames if frame.command not in SUBSET_CLIENT_COMMANDS]
+        assert not wrong, (
+            f"the client sent {wrong[0].command} (outside the subset CONNECT, STOMP, SEND, DISCONNECT) in its "
+            f"session: {show_frame(wrong[0])}")
+
+
+@requirement("stomp.receipt.client.delivered-only-after-receipt", "MUST",
+             f"{CONNECTIONS} (\"The client MUST consider a message to be successfully delivered, only after a "
+             "RECEIPT command has been received from the server, confirming that the message has been "
+             "processed\"; footnote 2: a RECEIPT confirms the messages before it)", role="client",
+             depends=[INCLUDES_RECEIPT])
+async def test_client_delivered_only_after_receipt(launched_client):
+    async with launched_client() as client:
+        connection = await client.accept()
+        first_send = None
+        window = Deadline(max(4 * client.deadline, 10.0))
+        while first_send is None:
+            frame = await connection.next_frame("the client's first SEND", window)
+            assert frame is not None, "the client closed the connection before its first SEND"
+            if frame.command in ("CONNECT", "STOMP") and not connection.connected:
+                await connection.answer_connect(frame)
+            elif frame.command == "SEND":
+                first_send = frame
+        receipt = first_send.get("receipt")
+        await connection.receipt(receipt, f"RECEIPT for the first SEND only ({receipt!r}); the others get none")
+        confirmed = client.message_index(first_send)
+        # What the client delivers now is up to the first SEND; the RECEIPT
+        # confirms nothing after it. Its output must say so within the
+        # read deadline (a positive control: a client that reports nothing
+        # cannot be judged).
+        reported: list[int] = []
+        control = Deadline(client.deadline)
+        while not control.expired and not reported:
+            await asyncio.sleep(0.1)
+            reported = client.delivered()
+        require_delivered_contract(client, reported, 1)
+        # Withhold every other RECEIPT a while (reading what the client
+        # sends), then drop the connection: neither the wait nor the drop
+        # confirms anything.
+        try:
+            while True:
+                frame = await connection.next_frame("more frames (no RECEIPT given)", Deadline(UNRECEIPTED_WINDOW))
+                if frame is None:
+                    break
+        except DeadlineExceeded:
+            pass
+        connection.drop("harness drops the connection: the SENDs after the first were never receipted")
+        await asyncio.sleep(UNRECEIPTED_WINDOW / 2)
+        reported = client.delivered()
+        # Unidentified bodies (not the JSON given): one report may stand for
+        # the receipted SEND, any second one is too many.
+        extra = (sorted(set(reported) - {confirmed}) if confirmed is not None else sorted(set(reported))[1:])
+        assert not extra, (
+            f"only the first SEND (message {confirmed if confirmed is not None else '?'}, from 0) was receipted, "
+            f"and the client reported message(s) {extra} delivered too (its DELIVERED=n lines: {reported}); the "
+            f"messages of its SENDs: {[client.message_index(f) for f in connection.frames if f.command == 'SEND']}")
+
+
+@requirement("stomp.receipt.client.resends-unreceipted-after-drop", "SHOULD",
+             f"{CONNECTIONS} (a message is delivered \"only after a RECEIPT\", so one whose connection dropped "
+             "before its RECEIPT is still to be delivered); Swaptacular Messaging Protocol 2.1, Overview "
+             "(\"Messages may ... be delivered more than once, without causing any problems\": sending again is "
+             "the remedy; no sentence says MUST resend: SHOULD)", role="client", depends=[SENDS_EACH])
+async def test_client_resends_unreceipted_after_drop(launched_client):
+    async with launched_client() as client:
+        first = await client.accept()
+        window = Deadline(max(4 * client.deadline, 10.0))
+        dropped = None
+        while dropped is None:
+            frame = await first.next_frame("the client's first SEND", window)
+            assert frame is not None, "the client closed the connection before its first SEND"
+            if frame.command in ("CONNECT", "STOMP") and not first.connected:
+                await first.answer_connect(frame)
+            elif frame.command == "SEND":
+                dropped = frame
+        first.drop("harness drops the connection before any RECEIPT")
+        unreceipted = [f for f in first.frames if f.command == "SEND"]
+        connection = await client.accept(
+            f"the harness dropped the connection before the RECEIPT of {len(unreceipted)} SEND(s); the client did "
+            f"not connect again to send them", wait=reconnect_window(client))
+        session = await client.serve(connection)
+        again = {frame.body for frame in session.sends}
+        indexes = {client.message_index(frame) for frame in session.sends} - {None}
+        missing = [frame for frame in unreceipted
+                   if frame.body not in again and client.message_index(frame) not in indexes]
+        assert not missing, (
+            f"{len(missing)} SEND(s) of the dropped connection were never receipted and the client's next "
+            f"connection did not carry them ({session.ended}; {len(session.sends)} SENDs on it); the first: "
+            f"{show_frame(missing[0])}")

@@ -1,0 +1,197 @@
+"""Frames, target as server (STOMP 1.2 "STOMP Frames", "Value Encoding",
+"Header content-length", "Repeated Header Entries", "Augmented BNF").
+
+Every case starts from a valid SEND (the profile's headers, a valid SMP
+body, see peer.valid_send) and changes one thing, so that a refusal is of
+that thing: each depends on ``receipt-id-echoes-receipt``, where the same
+SEND unchanged gets its RECEIPT. A SEND the server cannot process must get
+"an ERROR frame and then close the connection" (STOMP 1.2, SEND), which is
+what the malformed-frame cases want.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from conformance.core.requirements import requirement
+from reference_impl.stomp.frame import Frame, encode_frame, escape_header_value
+
+from .peer import StompPeer, summary, valid_send
+
+SEND_RULE = ("STOMP 1.2, SEND (\"If the server cannot successfully process the SEND frame for any reason, the server "
+             "MUST send the client an ERROR frame and then close the connection\")")
+BNF = "STOMP 1.2, Augmented BNF (header = header-name \":\" header-value)"
+SESSION_AND_ECHO = ["stomp.tls.server.completes-mutual-handshake", "stomp.connect.server.connect-gets-connected",
+                    "stomp.receipt.server.receipt-id-echoes-receipt"]
+
+
+async def receipt_for(peer: StompPeer, receipt: str, what: str) -> Frame:
+    """The RECEIPT of ``what``, carrying ``receipt``; anything else fails
+    the case, showing it."""
+    frame = await peer.next_or_close(f"the RECEIPT for {what}")
+    if frame is None:
+        raise AssertionError(f"the {peer.closed_text()} instead of answering {what} with a RECEIPT")
+    if frame.command != "RECEIPT":
+        detail = f" (ERROR message: {frame.get('message')!r})" if frame.command == "ERROR" else ""
+        raise AssertionError(f"{what} must be processed and get a RECEIPT; the target sent {summary(frame)}{detail}")
+    got = frame.get("receipt-id")
+    assert got == receipt, (f"the RECEIPT for {what} carries receipt-id:{got!r}, not {receipt!r}: "
+                            f"{summary(frame)}")
+    return frame
+
+
+@requirement("stomp.frame.server.error-then-close-on-malformed-frame", "MUST",
+             f"{BNF}; {SEND_RULE}; STOMP 1.2, ERROR (\"it MUST then close the connection just after sending the "
+             "ERROR frame\")", depends=SESSION_AND_ECHO)
+async def test_error_then_close_on_malformed_frame(connected_peer, stomp):
+    """A valid SEND with one more header line that has no colon: not a
+    header, so not a frame of the grammar."""
+    peer = await connected_peer("SEND with a header line without a colon")
+    message, frame = valid_send(stomp.destination, "malformed")
+    data = encode_frame(frame)
+    head, _, rest = data.partition(b"\n")
+    broken = head + b"\nthis-header-line-has-no-colon\n" + rest
+    await peer.send_raw(broken, f"SEND receipt:{message.receipt} with the header line "
+                                "'this-header-line-has-no-colon' (malformed)")
+    await peer.await_error_then_close("a SEND with a header line without a colon")
+
+
+@requirement("stomp.frame.server.error-on-undefined-escape", "MUST",
+             "STOMP 1.2, Value Encoding (\"Undefined escape sequences such as \\t (octet 92 and 116) MUST be treated "
+             f"as a fatal protocol error\"); {SEND_RULE}", depends=SESSION_AND_ECHO)
+async def test_error_on_undefined_escape(connected_peer, stomp):
+    """A valid SEND with a user-defined header whose value holds ``\\t``.
+    It must not be processed (no RECEIPT) and must get an ERROR; whether the
+    connection then closes is error-then-close-on-malformed-frame's rule."""
+    peer = await connected_peer("SEND with an undefined escape")
+    message, frame = valid_send(stomp.destination, "escape")
+    data = encode_frame(frame)
+    head, _, rest = data.partition(b"\n")
+    broken = head + b"\nconformance-note:tab\\there\n" + rest
+    await peer.send_raw(broken, f"SEND receipt:{message.receipt} with header 'conformance-note:tab\\there' "
+                                "(\\t is no escape of STOMP 1.2)")
+    answer = await peer.next_or_close("the ERROR for an undefined escape sequence")
+    if answer is None:
+        raise AssertionError(f"the {peer.closed_text()} without an ERROR frame after a SEND with the undefined "
+                             "escape \\t (a SEND the server cannot process MUST get an ERROR frame)")
+    assert answer.command == "ERROR", (
+        f"a SEND with the undefined escape \\t in a header is a fatal protocol error; the target answered "
+        f"{summary(answer)}")
+
+
+@requirement("stomp.frame.server.accepts-body-with-nul", "MUST",
+             "STOMP 1.2, Header content-length (\"If a content-length header is included, this number of octets "
+             "MUST be read, regardless of whether or not there are NULL octets in the body\")",
+             depends=[*SESSION_AND_ECHO, "stomp.connect.server.disconnect-gets-receipt"])
+async def test_accepts_body_with_nul(connected_peer, stomp):
+    """The body is a valid SMP message, a NUL, then the text of a whole
+    DISCONNECT frame with a receipt of its own; content-length counts it
+    all. A server reading content-length octets sees one SEND, whose body
+    it may process (RECEIPT) or refuse as not JSON (ERROR, then close: the
+    profile wants JSON bodies). A server that ends the body at the NUL
+    processes the message and then takes the rest for a DISCONNECT and
+    answers it: the smuggled receipt shows it. After a RECEIPT the harness
+    sends a DISCONNECT receipt:... of its own, which must be the next thing
+    answered."""
+    peer = await connected_peer("SEND whose body holds a NUL")
+    message, frame = valid_send(stomp.destination, "nul")
+    smuggled = f"smuggled-{secrets.token_hex(4)}"
+    body = message.body.encode("utf-8") + b"\x00" + f"DISCONNECT\nreceipt:{smuggled}\n\n".encode()
+    await peer.send_frame(Frame("SEND", frame.headers, body),
+                          f"SEND with content-length {len(body)}, a NUL at octet {len(message.body)}", content_length=True)
+
+    def smuggling(answer: Frame) -> str | None:
+        if answer.command == "RECEIPT" and answer.get("receipt-id") == smuggled:
+            return (f"the target answered the DISCONNECT receipt:{smuggled} that was part of the SEND's body "
+                    f"after its NUL: it ended the body at the NUL instead of reading the content-length "
+                    f"({len(body)}) octets: {summary(answer)}")
+        return None
+
+    answer = await peer.next_or_close("the answer to a SEND whose body holds a NUL")
+    if answer is None:
+        raise AssertionError(f"the {peer.closed_text()} without answering the SEND whose body holds a NUL "
+                             "(neither a RECEIPT nor an ERROR)")
+    problem = smuggling(answer)
+    assert problem is None, problem
+    if answer.command == "ERROR":
+        closed, more = await peer.await_close()
+        for text in more:
+            assert smuggled not in text, (f"after its ERROR the target answered the DISCONNECT receipt:{smuggled} "
+                                          f"that was part of the SEND's body: {text}")
+        return
+    assert answer.command == "RECEIPT" and answer.get("receipt-id") == message.receipt, (
+        f"a SEND receipt:{message.receipt} whose body holds a NUL must get its RECEIPT or an ERROR; the target "
+        f"sent {summary(answer)}")
+    closing = f"closing-{secrets.token_hex(4)}"
+    await peer.send_frame(Frame("DISCONNECT", (("receipt", closing),)), "DISCONNECT after the RECEIPT")
+    after = await peer.next_or_close(f"the RECEIPT for DISCONNECT receipt:{closing}")
+    assert after is not None, (f"after the RECEIPT for the SEND the {peer.closed_text()} instead of answering "
+                               f"DISCONNECT receipt:{closing}")
+    problem = smuggling(after)
+    assert problem is None, problem
+    assert after.command == "RECEIPT" and after.get("receipt-id") == closing, (
+        f"after the RECEIPT for the SEND whose body holds a NUL, DISCONNECT receipt:{closing} got "
+        f"{summary(after)}: the rest of the body was read as frames")
+
+
+@requirement("stomp.frame.server.accepts-crlf-line-ends", "MUST",
+             "STOMP 1.2, STOMP Frames (\"an end-of-line (EOL), which consists of an OPTIONAL carriage return (octet "
+             "13) followed by a REQUIRED line feed\") and Augmented BNF (EOL = [CR] LF)", depends=SESSION_AND_ECHO)
+async def test_accepts_crlf_line_ends(open_peer, stomp, target):
+    """CONNECT, a CRLF heart-beat, then a valid SEND, every line ended by
+    CRLF: CONNECTED, then the RECEIPT."""
+    peer = await open_peer("CRLF line ends")
+    await peer.connect(stomp.connect_headers(target), eol=b"\r\n", note="CONNECT with CRLF line ends")
+    message, frame = valid_send(stomp.destination, "crlf")
+    await peer.send_raw(b"\r\n", "an EOL written CR LF")
+    await peer.send_frame(frame, "SEND with CRLF line ends", eol=b"\r\n")
+    await receipt_for(peer, message.receipt, f"a SEND receipt:{message.receipt} with CRLF line ends")
+
+
+@requirement("stomp.frame.server.repeated-header-first-wins", "SHOULD",
+             "STOMP 1.2, Repeated Header Entries (\"If a client or a server receives repeated frame header entries, "
+             "only the first header entry SHOULD be used as the value of header entry\")",
+             depends=SESSION_AND_ECHO)
+async def test_repeated_header_first_wins(connected_peer, stomp):
+    """A valid SEND whose receipt header comes twice: the RECEIPT carries
+    the first value."""
+    peer = await connected_peer("SEND with receipt twice")
+    message, frame = valid_send(stomp.destination, "first")
+    second = f"second-{secrets.token_hex(4)}"
+    await peer.send_frame(frame.with_headers(("receipt", second), replace=False),
+                          f"SEND with receipt:{message.receipt} then receipt:{second}")
+    answer = await peer.next_or_close("the RECEIPT for a SEND with two receipt headers")
+    assert answer is not None, f"the {peer.closed_text()} instead of answering a SEND with two receipt headers"
+    assert answer.command == "RECEIPT", (f"a SEND with two receipt headers (repeated headers are allowed; the "
+                                         f"first counts) got {summary(answer)}")
+    got = answer.get("receipt-id")
+    assert got == message.receipt, (f"the RECEIPT carries receipt-id:{got!r}: the server used "
+                                    f"{'the second' if got == second else 'another'} receipt header, not the first "
+                                    f"({message.receipt!r})")
+
+
+@requirement("stomp.frame.server.unescapes-header-values", "MUST",
+             "STOMP 1.2, Value Encoding (\"When decoding frame headers, the following transformations MUST be "
+             "applied ... Conversely when encoding frame headers, the reverse transformation MUST be applied\")",
+             depends=SESSION_AND_ECHO)
+async def test_unescapes_header_values(connected_peer, stomp):
+    """A valid SEND whose receipt value holds a colon, a backslash, a LF and
+    a CR, escaped on the wire (\\c \\\\ \\n \\r). The RECEIPT's receipt-id,
+    escaped again by the server, must decode to the same value. (A server
+    that neither decodes nor encodes would echo the bytes unchanged; such a
+    server also takes \\t for a value and fails error-on-undefined-escape.)"""
+    peer = await connected_peer("SEND with escaped receipt")
+    message, frame = valid_send(stomp.destination, "escaped")
+    value = f"esc:{secrets.token_hex(3)}\\back\nline\rend"
+    await peer.send_frame(frame.with_headers(("receipt", value)),
+                          f"SEND with receipt {value!r}, on the wire {escape_header_value(value)!r}")
+    answer = await peer.next_or_close("the RECEIPT for a SEND with an escaped receipt value")
+    assert answer is not None, (f"the {peer.closed_text()} instead of answering a SEND whose receipt holds "
+                                "escaped octets")
+    assert answer.command == "RECEIPT", (f"a SEND whose receipt value holds escaped octets "
+                                         f"({escape_header_value(value)!r}) got {summary(answer)}")
+    got = answer.get("receipt-id")
+    assert got == value, (f"the RECEIPT's receipt-id decodes to {got!r}, not the receipt value {value!r} (on the "
+                          f"wire {escape_header_value(value)!r}): the server did not decode the escapes, or did not "
+                          "encode them again")
+

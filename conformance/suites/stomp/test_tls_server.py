@@ -1,0 +1,121 @@
+"""TLS, target as server (Swaptacular STOMP profile, "STOMP Connections").
+
+"STOMP connections MUST be secured by using Transport Layer Security version
+1.3 or higher. Both the client and the server must present a certificate,
+which the other side verifies before proceeding with the connection. ...
+Servers MUST require clients to authenticate themselves by presenting a
+trusted certificate chain."
+
+How a refusal shows: in TLS 1.2 the server checks the client's certificate
+inside the handshake, so a refusal fails the handshake. In TLS 1.3 the
+client's handshake is over once it has sent its Finished message; the server
+judges the certificate after that, and its refusal (an alert such as
+``certificate required`` or ``unknown CA``, or a bare close) meets the
+client on its first read. So each negative case sends a CONNECT and reads
+with the run's deadline: a refusal is a failed handshake, an alert, or the
+connection closed before any frame; a frame (CONNECTED or even ERROR) means
+the server let the unauthenticated client in; silence until the deadline
+means it neither refused nor served it, and fails the case too (the text
+wants the certificate verified "before proceeding with the connection").
+"""
+
+from __future__ import annotations
+
+import ssl
+
+from conformance.core.requirements import requirement
+from conformance.core.transport import DeadlineExceeded, PeerClosed, TlsRefused
+from reference_impl.stomp.frame import Frame, encode_frame
+
+from .conftest import UNTRUSTED
+from .peer import StompPeer, summary
+from .prerequisites import TLS
+
+CITE = "Swaptacular STOMP profile, STOMP Connections"
+
+
+async def refusal_of(open_peer, stomp, target, label: str, **tls) -> str:
+    """Open a connection with ``tls`` options and send CONNECT; what the
+    target did, as a sentence, when it refused; AssertionError when it did
+    not."""
+    try:
+        peer: StompPeer = await open_peer(label, **tls)
+    except TlsRefused as exc:
+        return f"handshake refused: {exc}"
+    version = peer.conn.tls.version() if peer.conn.tls else "?"
+    # Quietly: a TLS 1.3 server may already have sent its alert and closed.
+    await peer.conn.send_quietly(encode_frame(Frame("CONNECT", stomp.connect_headers(target))),
+                                 "CONNECT (to see whether the server proceeds)")
+    try:
+        frame = await peer.next_or_close(f"a refusal of the {label}")
+    except DeadlineExceeded:
+        raise AssertionError(
+            f"with a {label} ({version}), the target neither refused the connection (no alert, no close) nor "
+            f"answered within {peer.conn.deadline:g} s: a server MUST verify the client's certificate before "
+            "proceeding with the connection") from None
+    except PeerClosed as exc:
+        return f"connection closed ({exc})"
+    if frame is None:
+        alert = peer.conn.tls_alert
+        return f"after the {version} handshake, " + (f"TLS alert {alert}" if alert else "the connection was closed")
+    raise AssertionError(f"with a {label} ({version}) the target proceeded with the connection: it answered "
+                         f"CONNECT with {summary(frame)}")
+
+
+@requirement(TLS, "MUST", f"{CITE} (\"Both the client and the server must present a certificate, which the other "
+             "side verifies before proceeding\"; TLS 1.3 or higher)")
+async def test_completes_mutual_handshake(open_peer, stomp, target):
+    """The valid counterpart of every TLS case: TLS 1.3 with the harness's
+    trusted client certificate (whose name, ``stomp-client.invalid``, is no
+    name of the host it connects from), and the server proceeds: it answers
+    CONNECT with a frame, whichever (connect-gets-connected judges which)."""
+    try:
+        peer: StompPeer = await open_peer("harness certificate, TLS 1.3")
+    except TlsRefused as exc:
+        raise AssertionError(f"the TLS 1.3 handshake with the harness's trusted client certificate failed: "
+                             f"{exc}") from None
+    tls = peer.conn.tls
+    assert tls is not None and tls.version() in ("TLSv1.3",), f"negotiated {tls.version() if tls else 'no TLS'}"
+    await peer.send_frame(Frame("CONNECT", stomp.connect_headers(target)), "CONNECT")
+    try:
+        frame = await peer.next_or_close("any frame answering CONNECT on a mutually authenticated connection")
+    except DeadlineExceeded as exc:
+        raise AssertionError(f"after a TLS 1.3 handshake with a trusted client certificate the target sent "
+                             f"nothing: {exc}") from None
+    if frame is None:
+        alert = peer.conn.tls_alert
+        raise AssertionError("after the TLS 1.3 handshake the target refused the harness's trusted client "
+                             "certificate: " + (f"TLS alert {alert}" if alert else "it closed the connection "
+                                                "without a frame"))
+
+
+@requirement("stomp.tls.server.refuses-tls-1-2", "MUST",
+             f"{CITE} (\"STOMP connections MUST be secured by using Transport Layer Security version 1.3 or "
+             "higher\")", depends=[TLS])
+async def test_refuses_tls_1_2(open_peer, stomp, target):
+    """A client offering at most TLS 1.2, with the trusted certificate: the
+    handshake must fail. In TLS 1.2 the client's certificate is judged inside
+    the handshake, so a completed one means the server accepted TLS 1.2."""
+    try:
+        peer: StompPeer = await open_peer("TLS 1.2 client", minimum=ssl.TLSVersion.TLSv1_2,
+                                          maximum=ssl.TLSVersion.TLSv1_2)
+    except TlsRefused:
+        return
+    version = peer.conn.tls.version() if peer.conn.tls else "?"
+    raise AssertionError(f"the target completed a {version} handshake with a client that offered only TLS 1.2 "
+                         "(the profile asks for TLS 1.3 or higher)")
+
+
+@requirement("stomp.tls.server.requires-client-certificate", "MUST",
+             f"{CITE} (\"Servers MUST require clients to authenticate themselves by presenting a trusted "
+             "certificate chain\")", depends=[TLS])
+async def test_requires_client_certificate(open_peer, stomp, target):
+    await refusal_of(open_peer, stomp, target, "client without a certificate", cert=None)
+
+
+@requirement("stomp.tls.server.refuses-untrusted-client-certificate", "MUST",
+             f"{CITE} (\"Servers MUST require clients to authenticate themselves by presenting a trusted "
+             "certificate chain\")", depends=[TLS])
+async def test_refuses_untrusted_client_certificate(open_peer, stomp, target):
+    """The certificate comes from the run's second CA, which nobody trusts."""
+    await refusal_of(open_peer, stomp, target, "client certificate from an untrusted CA", cert=UNTRUSTED)

@@ -1,0 +1,165 @@
+"""Launch adapter: stomp.py (PyPI ``stomp.py``) as a Swaptacular STOMP client
+target (docs/stomp-adapter.md, "Client targets"; client_contract.py).
+
+stomp.py does the TLS connection, the CONNECT (its 1.2 protocol sends the
+STOMP command), the framing and the RECEIPT matching; this adapter hands it
+the manifest's values and counts a message delivered when stomp.py reports
+the RECEIPT for it. What stomp.py leaves to applications, sending again what
+a dropped connection left unreceipted, the adapter does: a new connection,
+the same SENDs (same receipt ids).
+
+TLS: the profile wants the server chain verified and the hostname not
+checked. stomp.py's ``set_ssl`` builds ``ssl.SSLContext(ssl_version)`` and,
+with ``verify=True``, only sets ``verify_mode``; with its default
+``ssl_version`` (PROTOCOL_TLS_CLIENT) ``check_hostname`` stays on, and
+``verify=False`` drops chain verification too. The one setting that gives
+chain verification without a hostname check is ``ssl_version=
+ssl.PROTOCOL_TLS`` (deprecated in Python, whose contexts start with
+check_hostname off): the adapter uses it. No setting requires TLS 1.3 (see
+docs/findings/stomp.py-9.0.md).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import ssl
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import stomp  # noqa: E402
+import stomp.exception  # noqa: E402
+
+from client_contract import (EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, Plan, UsageError,  # noqa: E402
+                             delivered, done, log, parse_args)
+
+MAX_FRUITLESS_ATTEMPTS = 6
+BACKOFF_FIRST = 0.1
+BACKOFF_MAX = 2.0
+
+
+class Listener(stomp.ConnectionListener):
+    """stomp.py calls these from its I/O thread."""
+
+    def __init__(self, in_flight: dict[str, int], done_set: set[int], lock: threading.Lock) -> None:
+        self.in_flight = in_flight
+        self.done_set = done_set
+        self.lock = lock
+        self.connected = threading.Event()
+        self.changed = threading.Condition(lock)
+        self.lost = False
+
+    def on_connected(self, frame) -> None:
+        self.connected.set()
+
+    def on_receipt(self, frame) -> None:
+        receipt = frame.headers.get("receipt-id")
+        with self.lock:
+            index = self.in_flight.pop(receipt, None)
+            if index is not None and index not in self.done_set:
+                self.done_set.add(index)
+                delivered(index)
+            self.changed.notify_all()
+
+    def on_error(self, frame) -> None:
+        log(f"ERROR frame from the server: {frame.headers.get('message')!r}")
+
+    def on_disconnected(self) -> None:
+        with self.lock:
+            self.lost = True
+            self.changed.notify_all()
+
+
+def one_connection(plan: Plan, done_set: set[int], prefix: str, end: float) -> str:
+    """Connect, send what is not delivered, wait for the RECEIPTs; returns why
+    the connection ended."""
+    host, port = plan.choose_server()
+    remaining = max(end - time.monotonic(), 0.1)
+    conn = stomp.Connection12([(host, port)], vhost=plan.host, heartbeats=(0, 0), reconnect_attempts_max=1,
+                              timeout=min(remaining, 10.0), try_loopback_connect=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        conn.set_ssl(for_hosts=[(host, port)], cert_file=plan.cert, key_file=plan.key, ca_certs=plan.ca,
+                     ssl_version=ssl.PROTOCOL_TLS, verify=True)
+    lock = threading.Lock()
+    in_flight: dict[str, int] = {}
+    listener = Listener(in_flight, done_set, lock)
+    conn.set_listener("adapter", listener)
+    try:
+        conn.connect(username=plan.login, passcode=plan.passcode, wait=False)
+    except (stomp.exception.StompException, OSError, ssl.SSLError) as exc:
+        return f"connect to {host}:{port} failed: {type(exc).__name__}: {exc}"
+    try:
+        if not listener.connected.wait(max(end - time.monotonic(), 0.01)):
+            return "no CONNECTED"
+        with lock:
+            todo = [i for i in range(len(plan.messages)) if i not in done_set]
+            for index in todo:
+                in_flight[f"{prefix}-{index}"] = index
+        for index in todo:
+            message = plan.messages[index]
+            conn.send(plan.destination, message.body, content_type="application/json",
+                      headers={"type": message.type, "persistent": "true", "receipt": f"{prefix}-{index}"})
+        with lock:
+            while len(done_set) < len(plan.messages) and not listener.lost:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return "deadline"
+                listener.changed.wait(left)
+            if listener.lost:
+                return "connection lost"
+        conn.disconnect(receipt=f"{prefix}-disconnect")
+        return "done"
+    except (stomp.exception.StompException, OSError, ssl.SSLError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        try:
+            if conn.is_connected():
+                conn.disconnect()
+        except Exception:  # noqa: BLE001 - tearing down a connection that is going anyway
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        plan = parse_args(argv, "stomppy_client.py", "stomp.py as a Swaptacular STOMP client target")
+    except UsageError as exc:
+        log(f"error: {exc}")
+        return EXIT_USAGE
+    end = time.monotonic() + plan.timeout
+    done_set: set[int] = set()
+    prefix = secrets.token_hex(8)
+    fruitless, backoff = 0, BACKOFF_FIRST
+    status = EXIT_OK
+    while len(done_set) < len(plan.messages):
+        if time.monotonic() >= end:
+            log(f"error: {len(plan.messages) - len(done_set)} message(s) not receipted after {plan.timeout:g} s")
+            status = EXIT_TIMEOUT
+            break
+        before = len(done_set)
+        why = one_connection(plan, done_set, prefix, end)
+        if why != "done":
+            log(f"connection ended: {why}")
+        if len(done_set) == len(plan.messages):
+            break
+        fruitless = 0 if len(done_set) > before else fruitless + 1
+        if fruitless >= MAX_FRUITLESS_ATTEMPTS:
+            log(f"error: {fruitless} connections in a row delivered nothing")
+            status = EXIT_FAILED
+            break
+        time.sleep(max(0.0, min(backoff, end - time.monotonic())))
+        backoff = min(backoff * 2, BACKOFF_MAX)
+    done(len(done_set))
+    sys.stdout.flush()
+    # stomp.py's threads are daemons, but a receiver blocked in a TLS read
+    # can delay interpreter shutdown: leave at once.
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    main()
