@@ -388,15 +388,19 @@ def parse_bytewise(data: bytes) -> list[Any]:
     return out
 
 
-def canonical(items: list[Any], data: bytes) -> bool:
-    """Whether encode_frame of the frames (LF line ends, no content-length
-    added) gives the bytes back: the valid vectors double as encoder vectors."""
+def canonical_eol(items: list[Any], data: bytes) -> str | None:
+    """"LF" or "CRLF" when encode_frame of the frames with that line end (no
+    content-length added unless a body holds NUL) gives the bytes back: such
+    valid vectors double as encoder vectors. None otherwise."""
     if any(item == HB for item in items):
-        return False
-    encoded = b"".join(encode_frame(Frame(item["command"], tuple(item["headers"]), item["body"]),
-                                    content_length=False if b"\x00" not in item["body"] else None)
-                       for item in items)
-    return encoded == data
+        return None
+    for name, eol in (("LF", b"\n"), ("CRLF", b"\r\n")):
+        encoded = b"".join(encode_frame(Frame(item["command"], tuple(item["headers"]), item["body"]),
+                                        content_length=False if b"\x00" not in item["body"] else None, eol=eol)
+                           for item in items)
+        if encoded == data:
+            return name
+    return None
 
 
 def build_valid() -> dict[str, Any]:
@@ -413,7 +417,7 @@ def build_valid() -> dict[str, Any]:
                                  f"{expected!r}")
         vector = {"id": vector_id, "spec_section": section, "description": description,
                   "hex": data.hex(), "text": escaped_text(data), "items": expected,
-                  "canonical": canonical(items, data)}
+                  "canonical_eol": canonical_eol(items, data)}
         if vector_id in DIVERGENCES:
             vector["third_party"] = {library: {"reads": reads, "note": note}
                                      for library, (reads, note) in DIVERGENCES[vector_id].items()}
@@ -437,8 +441,9 @@ def build_valid() -> dict[str, Any]:
             "items": "what the stream holds, in order: \"heartbeat\" (one EOL outside a frame) or a frame "
                      "{command, headers: [[name, value], ...] in wire order, unescaped, repeats kept, "
                      "body_hex, body_text when the body is UTF-8 without NUL}",
-            "canonical": "true when encoding the frames with LF line ends gives `hex` back (the codec adds "
-                         "content-length only when a body holds NUL)",
+            "canonical_eol": "\"LF\" or \"CRLF\" when encoding the frames with that line end gives `hex` back "
+                             "(content-length added only when a body holds NUL); null when no encoding does "
+                             "(heart-beats, mixed line ends)",
             "limits": "FrameParser bounds used; every valid vector fits within them",
             "third_party": "where an independent parser (stomp.py's transport + utils.parse_frame, stompman's "
                            "serde.FrameParser) reads the stream differently: what it reads (frames only, the "

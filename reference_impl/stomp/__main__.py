@@ -70,9 +70,23 @@ async def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"TLS files (--cert/--key/--ca): {exc}") from None
     except StoreError as exc:
         raise CliError(f"--store: {exc}") from None
-    await serve_until_stopped(node, args.host, args.port, args.ready_file,
-                              lambda host, port: (f"STOMP_READY port={port}", {"host": host, "port": port}),
-                              CliError)
+    def ready(host: str, port: int) -> tuple[str, dict]:
+        line = f"STOMP_READY port={port}"
+        if args.manifest:
+            # The node's own stomp.toml (profile: every node MUST publish one),
+            # naming the address it listens on; written before the ready line.
+            from .manifest import render_manifest
+            address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            text = render_manifest([address], "/", args.manifest_destination)
+            if Fault.MANIFEST_WITHOUT_DESTINATION in faults:
+                text = "".join(line for line in text.splitlines(keepends=True)
+                               if not line.startswith("destination"))
+            with open(args.manifest, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            line += f" manifest={args.manifest}"
+        return line, {"host": host, "port": port}
+
+    await serve_until_stopped(node, args.host, args.port, args.ready_file, ready, CliError)
     return EXIT_OK
 
 
@@ -124,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="connections served at once (default: %(default)s)")
     serve.add_argument("--ready-file", metavar="PATH",
                        help='also write {"host", "port"} as JSON to PATH once listening')
+    serve.add_argument("--manifest", metavar="PATH",
+                       help="once listening, write the node's stomp.toml (servers = the address listened on) to PATH "
+                       "and add manifest=PATH to the ready line")
+    serve.add_argument("--manifest-destination", default="/exchange/smp", metavar="DEST",
+                       help="the manifest's destination (default: %(default)s)")
     add_fault_option(serve, FAULT_SPECS, "server")
     serve.set_defaults(run=_serve)
 

@@ -16,10 +16,11 @@ is "the profile", ``stomp-specification-1.2.md`` "STOMP"):
 - CONNECT carries ``accept-version:1.2``, ``host`` (STOMP, "CONNECT or STOMP
   Frame": REQUIRED), ``login``/``passcode`` when the manifest has them, and
   ``heart-beat``. The values come from the manifest with every ``${NODE_ID}``
-  replaced by the node id (profile, manifest keys ``host``/``login``/
-  ``destination``: "The client MUST substitute all occurrences"); that is the
-  caller's job (:meth:`Manifest.substituted`), the session sends what it is
-  given. CONNECT is not escaped (STOMP, "Value Encoding"), so a value with CR,
+  in host, login and destination replaced by the node id (profile, manifest
+  keys ``host``/``login``/``destination``: "The client MUST substitute all
+  occurrences"; the passcode goes as written, see manifest.py); that is the
+  caller's job (:func:`settings_from_manifest`), the session sends what it
+  is given. CONNECT is not escaped (STOMP, "Value Encoding"), so a value with CR,
   LF or NUL cannot be sent at all and is refused up front.
 - CONNECTED must say ``version:1.2``: we offer nothing else (STOMP, "Protocol
   Negotiation"), so any other answer is a server that does not speak ours.
@@ -50,8 +51,10 @@ is "the profile", ``stomp-specification-1.2.md`` "STOMP"):
   with :class:`ProtocolViolation`; an ERROR frame ends it with
   :class:`ServerError` (STOMP, "ERROR": the server closes after it).
 
-Faults (``reference_impl/stomp/faults.py``, role "client") reach the session
-as ``ClientSession(faults=...)`` and :func:`run_client(faults=...)`.
+Faults (``reference_impl/stomp/faults.py``, role "client"; :class:`ClientFault`
+has the same names) reach the session as ``ClientSession(faults=...)``, the
+TLS context as :func:`tls_context(faults=...)`, the ``${NODE_ID}`` ones
+:func:`settings_from_manifest` and body-not-json :func:`parse_messages`.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ import random
 import ssl
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -246,9 +250,9 @@ class ClientSession:
         """Indexes given up (only with the fault no-resend)."""
         self.connections = 0
         self._delivered_set: set[int] = set()
-        self._pending: list[int] = list(range(len(self.messages)))  # to send, in order
-        self._in_flight: list[_InFlight] = []                      # sent on this connection, not receipted
-        self._sent_ever: set[int] = set()
+        # deques: a benchmark may hand over 10^5 messages; both ends are used.
+        self._pending: deque[int] = deque(range(len(self.messages)))  # to send, in order
+        self._in_flight: deque[_InFlight] = deque()                  # sent on this connection, not receipted
         self._counted_early: set[int] = set()
         self._outgoing = bytearray()
         self._parser: FrameParser | None = None
@@ -321,7 +325,7 @@ class ClientSession:
         if ClientFault.NO_RESEND in self.faults:
             self.abandoned += unconfirmed
         else:
-            self._pending[:0] = unconfirmed
+            self._pending.extendleft(reversed(unconfirmed))
         self._in_flight.clear()
         self._outgoing.clear()
         self._parser = None
@@ -406,11 +410,10 @@ class ClientSession:
         omit_receipt = ClientFault.OMIT_RECEIPT in self.faults
         room = len(self._pending) if omit_receipt else self.settings.window - len(self._in_flight)
         while self._pending and room > 0:
-            index = self._pending.pop(0)
+            index = self._pending.popleft()
             frame = self._send_frame(index)
             self._outgoing += encode_frame(frame)
             self._in_flight.append(_InFlight(index, frame.get("receipt")))
-            self._sent_ever.add(index)
             room -= 1
             if ClientFault.COUNT_BEFORE_RECEIPT in self.faults and index not in self._counted_early:
                 # The fault count-before-receipt: written is taken for delivered.
@@ -432,9 +435,9 @@ class ClientSession:
 
     def _confirm(self, upto: int) -> list[Event]:
         """The first ``upto`` SENDs in flight are confirmed."""
-        confirmed, self._in_flight = self._in_flight[:upto], self._in_flight[upto:]
         events: list[Event] = []
-        for item in confirmed:
+        for _ in range(upto):
+            item = self._in_flight.popleft()
             if item.index in self._delivered_set:
                 continue
             self._delivered_set.add(item.index)
@@ -449,12 +452,10 @@ class ClientSession:
             return [self._violation("RECEIPT without a receipt-id header", encode_frame(frame))]
         if self._disconnect_receipt is not None and receipt_id == self._disconnect_receipt:
             # Everything before the DISCONNECT is confirmed with it.
+            # (DISCONNECT goes out only when nothing is pending: no frame may
+            # follow it, STOMP 1.2 "DISCONNECT".)
             events = self._confirm(len(self._in_flight))
             self._disconnect_receipt = None
-            if self._pending:
-                # Only reachable with omit-receipt and a window: go on.
-                self.state = State.OPEN
-                return events + self._pump()
             self.state = State.CLOSING
             return events + [Disconnected()]
         for position, item in enumerate(self._in_flight):

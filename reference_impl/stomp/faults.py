@@ -17,8 +17,13 @@ CONNECT = "stomp.connect.server."
 FRAME = "stomp.frame.server."
 SEND = "stomp.send.server."
 RECEIPT = "stomp.receipt.server."
+MANIFEST = "stomp.manifest.server."
 
 SPECS: tuple[FaultSpec, ...] = (
+    # --- the node's manifest (serve --manifest)
+    FaultSpec("manifest-without-destination", "server",
+              "the stomp.toml written by --manifest has no destination key",
+              (MANIFEST + "provides-valid-manifest",)),
     # --- TLS (the server's context)
     FaultSpec("accept-tls-1-2", "server",
               "the server's TLS context allows TLS 1.2 (minimum_version TLSv1_2)",

@@ -29,8 +29,7 @@ What this module decides, and why:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 CLIENT_COMMANDS = frozenset({
     "SEND", "SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK", "NACK", "DISCONNECT",
@@ -76,8 +75,10 @@ class FrameError(ValueError):
         self.data = bytes(data)
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
+    """One frame: command, headers in wire order (repeats kept), body.
+    A tuple: cheap to make, immutable, comparable."""
+
     command: str
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""

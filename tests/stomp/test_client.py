@@ -752,6 +752,7 @@ async def test_client_command_fails_clearly_against_an_untrusted_server(pki, tmp
     (lambda files: files.__setitem__(1, "/nonexistent/stomp.toml"), "--manifest: cannot read"),
     (lambda files: Path(files[1]).write_text("servers = []\nhost='/'\ndestination='/q'\n"), "servers"),
     (lambda files: Path(files[-1]).write_text("not json\n"), "--messages line 1"),
+    (lambda files: files.__setitem__(3, "7\n77"), "node_id must not contain CR, LF or NUL"),
 ])
 async def test_client_command_usage_errors_exit_2(pki, tmp_path, change, words):
     files = _cli_files(pki, tmp_path, 1)
@@ -849,3 +850,24 @@ async def test_heart_beats_go_out_and_a_silent_server_is_left(pki):
     lasted = first["closed"] - first["opened"]
     assert 1.1 <= lasted <= 2.5, lasted
     assert first["eols"] >= 0.5 * lasted / 0.1, (first["eols"], lasted)
+
+
+async def test_client_command_never_prints_the_passcode(pki, tmp_path):
+    """Even at DEBUG, through a drop (the proxy) and its reconnect."""
+    node, port = await _start_server(pki, tmp_path / "store")
+    proxy = DroppingProxy(pki, port, drops=1)
+    proxy_port = await proxy.start()
+    try:
+        files = _cli_files(pki, tmp_path, proxy_port)
+        manifest = Path(files[1])
+        manifest.write_text(manifest.read_text() + 'login = "${NODE_ID}"\npasscode = "pa55-c0de-never-shown"\n')
+        status, out, err = await _run_cli(*files, "--timeout", "20", "--log-level", "DEBUG")
+    finally:
+        await proxy.close()
+        await node.close()
+    assert status == 0, err
+    assert proxy.connections == 2
+    connect = proxy.client_frames[0][0]
+    assert connect.get("passcode") == "pa55-c0de-never-shown" and connect.get("login") == "777"
+    assert "pa55-c0de-never-shown" not in out + err
+    assert out.splitlines()[-1] == "DONE delivered=3"
