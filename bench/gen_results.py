@@ -70,7 +70,7 @@ PROTOCOLS: dict[str, dict] = {
         "components": ["session", "payment", "quote", "settlement", "retry", "idempotency"],
         "impls": ["ripp-ref", "ripp-go", "ripp-kotlin", "ripp-node"],
     },
-    "ripple-host": {
+    "ripplehost": {
         "spec": "Ripple host protocol 1.0",
         "components": ["hello", "ledger", "peer", "validation", "squelch", "transaction"],
         "impls": ["rippled", "xrpld-lite", "ripple-host-rs", "clio-host"],

@@ -59,7 +59,10 @@ from .requirements import ROLES
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout (or install prefix) the built-in targets' commands run from."""
 
-KNOWN_PROTOCOLS = ("ssb", "btp", "stomp", "ripp", "ripple-host")
+KNOWN_PROTOCOLS = ("ssb", "btp", "stomp", "ripp", "ripplehost")
+"""Protocol ids: the first part of every case id, the suite folder name
+(conformance/suites/<id>). "ripplehost" is the Ripple host protocol (BEEP-style
+frames over TCP); "ripp" the RIPP binary envelopes of the Ripple workers."""
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
 _OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 

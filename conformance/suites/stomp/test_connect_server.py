@@ -68,7 +68,7 @@ def server_heart_beat(connected: Frame) -> tuple[int, int]:
                              f"\"MUST contain two positive integers separated by a comma\"); {summary(connected)}")
 
 
-@requirement(CONNECTED, "MUST", f"{SUBSET}; {CONNECTING} (\"If the server accepts the connection attempt it will "
+@requirement("stomp.connect.server.connect-gets-connected", "MUST", f"{SUBSET}; {CONNECTING} (\"If the server accepts the connection attempt it will "
              "respond with a CONNECTED frame\")", depends=[TLS])
 async def test_connect_gets_connected(open_peer, stomp, target):
     peer = await open_peer("CONNECT")
@@ -112,7 +112,7 @@ async def test_does_not_require_passcode(open_peer, stomp, target):
     await connect_with(peer, stomp, target, passcode=False)
 
 
-@requirement(DISCONNECT_RECEIPT, "MUST",
+@requirement("stomp.connect.server.disconnect-gets-receipt", "MUST",
              f"STOMP 1.2, DISCONNECT and RECEIPT (\"A RECEIPT frame is sent from the server to the client once a "
              f"server has successfully processed a client frame that requests a receipt\"); {SUBSET}",
              depends=SESSION)

@@ -62,7 +62,7 @@ async def refusal_of(open_peer, stomp, target, label: str, **tls) -> str:
                          f"CONNECT with {summary(frame)}")
 
 
-@requirement(TLS, "MUST", f"{CITE} (\"Both the client and the server must present a certificate, which the other "
+@requirement("stomp.tls.server.completes-mutual-handshake", "MUST", f"{CITE} (\"Both the client and the server must present a certificate, which the other "
              "side verifies before proceeding\"; TLS 1.3 or higher)")
 async def test_completes_mutual_handshake(open_peer, stomp, target):
     """The valid counterpart of every TLS case: TLS 1.3 with the harness's

@@ -1,0 +1,404 @@
+"""The machinery of the STOMP server-role suite (conformance/suites/stomp:
+peer.py, preflight.py, conftest.py and the tls/connect/frame/send/manifest
+cases): the peer's verdicts on scripted servers, the preflight and the
+per-run PKI, and end to end through the CLI: the conformant reference node
+passes every case, and a fault makes exactly its own cases fail."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.core.pki import harness_server_context, run_pki
+from conformance.core.targets import TargetRuntime, load_targets_file
+from conformance.core.transport import DeadlineExceeded, ProtocolViolation, TcpConnection, WireTrace
+from conformance.suites.stomp import preflight as stomp_preflight
+from conformance.suites.stomp.peer import MAX_FRAME_BYTES, StompPeer, client_context, settings_of, tls_files
+from reference_impl.stomp.faults import SPECS
+
+SUITE = Path(__file__).resolve().parents[2] / "conformance" / "suites" / "stomp"
+OWN_FILES = ("test_tls_server.py", "test_connect_server.py", "test_frame_server.py", "test_send_server.py",
+             "test_manifest_server.py")
+
+
+def own_case_ids() -> list[str]:
+    ids = []
+    for name in OWN_FILES:
+        text = (SUITE / name).read_text(encoding="utf-8")
+        ids += re.findall(r"@requirement\(\s*\"([^\"]+)\"", text)
+        constants = dict(re.findall(r"^([A-Z_][A-Z0-9_]*) = \"([^\"]+)\"$", text, re.MULTILINE))
+        ids += [constants[n] for n in re.findall(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,", text) if n in constants]
+    return ids
+
+
+def test_every_case_is_caught_by_a_fault_of_the_reference_server():
+    """Each case must be shown to fail for a server with the matching
+    defect: the registry names a server fault for it."""
+    caught = {case for spec in SPECS if spec.role == "server" for case in spec.cases}
+    ids = own_case_ids()
+    assert len(ids) == len(set(ids)) == 27, ids
+    assert sorted(set(ids) - caught) == []
+
+
+# -- preflight and prepare -------------------------------------------------------------------
+
+def runtime_of(toml: str, tmp_path: Path) -> TargetRuntime:
+    (target,) = load_targets_file("t.toml", textwrap.dedent(toml)).values()
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return TargetRuntime(target, work, tmp_path)
+
+
+LAUNCHED = """
+    [targets.t]
+    implementation = "x"
+    protocol = "stomp"
+    roles = ["server"]
+    [targets.t.launch]
+    server = "node --cert {server_cert_file} --ca {ca_file}"
+"""
+EXTERNAL = """
+    [targets.t]
+    implementation = "x"
+    protocol = "stomp"
+    roles = ["server"]
+    host = "127.0.0.1"
+    port = 1234
+"""
+
+
+def test_prepare_puts_the_run_pki_into_the_params(tmp_path):
+    runtime = runtime_of(LAUNCHED, tmp_path)
+    stomp_preflight.prepare(runtime)
+    pki = run_pki()
+    assert runtime.params["ca_file"] == str(pki.ca_file)
+    assert runtime.params["server_key_file"] == str(pki.server_key_file)
+    assert stomp_preflight.preflight(runtime, serving=True) == []
+    files = tls_files(runtime)
+    assert (files.cert_file, files.key_file) == (str(pki.client_cert_file), str(pki.client_key_file))
+
+
+def test_prepare_keeps_what_the_target_gives(tmp_path):
+    cert, key = run_pki().cert_pair("client")
+    runtime = runtime_of(EXTERNAL + f"""
+    [targets.t.params]
+    ca_file = "{run_pki().ca_file}"
+    [targets.t.credentials]
+    client_cert_file = "{cert}"
+    client_key_file = "{key}"
+    """, tmp_path)
+    stomp_preflight.prepare(runtime)
+    assert "client_cert_file" not in runtime.params and "client_key_file" not in runtime.params
+    assert runtime.params["ca_file"] == str(run_pki().ca_file)
+    assert stomp_preflight.preflight(runtime, serving=True) == []
+
+
+def test_preflight_names_what_an_external_target_lacks(tmp_path):
+    runtime = runtime_of(EXTERNAL + """
+    [targets.t.params]
+    idle_seconds = -1
+    manifest_file = "/nonexistent/stomp.toml"
+    """, tmp_path)
+    stomp_preflight.prepare(runtime)
+    problems = " | ".join(stomp_preflight.preflight(runtime, serving=True))
+    for words in ("params.ca_file is missing", "credential client_cert_file", "credential client_key_file",
+                  "idle_seconds must be a positive number", "manifest_file /nonexistent/stomp.toml is not a file"):
+        assert words in problems, problems
+
+
+def test_preflight_refuses_files_that_do_not_load(tmp_path):
+    bad = tmp_path / "not-a-cert.pem"
+    bad.write_text("not a certificate")
+    runtime = runtime_of(EXTERNAL + f"""
+    [targets.t.params]
+    ca_file = "{bad}"
+    [targets.t.credentials]
+    client_cert_file = "{bad}"
+    client_key_file = "{bad}"
+    """, tmp_path)
+    problems = stomp_preflight.preflight(runtime, serving=True)
+    assert len(problems) == 1 and "cannot load the harness's TLS files" in problems[0], problems
+    assert "not a certificate" not in problems[0]
+
+
+def test_settings_defaults_and_params(tmp_path):
+    runtime = runtime_of(EXTERNAL + """
+    [targets.t.params]
+    stomp_host = "/vhost"
+    login = "me"
+    """, tmp_path)
+    settings = settings_of(runtime)
+    assert settings.destination == "/exchange/smp" and settings.host_header == "/vhost"
+    headers = dict(settings.connect_headers(runtime, heart_beat=(1, 2)))
+    assert headers == {"accept-version": "1.2", "host": "/vhost", "login": "me", "heart-beat": "1,2"}
+    assert "login" not in dict(settings.connect_headers(runtime, login=False))
+
+
+# -- the peer's verdicts, against scripted TLS servers --------------------------------------
+
+async def scripted(script, *, require_client_cert: bool = True):
+    """A TLS server on loopback running ``script(reader, writer)`` for each
+    connection; returns (server, port)."""
+    context = harness_server_context(run_pki(), minimum=ssl.TLSVersion.TLSv1_3,
+                                     require_client_cert=require_client_cert)
+
+    async def handle(reader, writer):
+        try:
+            await script(reader, writer)
+        except (ConnectionError, ssl.SSLError, OSError):
+            pass
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def peer_to(port: int, *, cert: bool = True, deadline: float = 1.0) -> StompPeer:
+    pki = run_pki()
+    pair = (str(pki.client_cert_file), str(pki.client_key_file)) if cert else None
+    conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline,
+                                    ssl=client_context(str(pki.ca_file), pair))
+    return StompPeer(conn)
+
+
+async def read_frame(reader) -> bytes:
+    return await reader.readuntil(b"\x00")
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+def test_error_then_close_is_accepted():
+    async def script(reader, writer):
+        await read_frame(reader)
+        writer.write(b"ERROR\nmessage:no\n\n\x00\n")
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port)
+            await peer.send_raw(b"SEND\n\n\x00", "a SEND")
+            frame = await peer.await_error_then_close("a SEND")
+            assert frame.command == "ERROR" and frame.get("message") == "no"
+    run(main())
+
+
+def test_error_without_close_fails_naming_the_rule():
+    async def script(reader, writer):
+        await read_frame(reader)
+        writer.write(b"ERROR\nmessage:no\n\n\x00")
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port, deadline=0.5)
+            await peer.send_raw(b"SEND\n\n\x00", "a SEND")
+            with pytest.raises(AssertionError, match="kept the connection open"):
+                await peer.await_error_then_close("a SEND")
+    run(main())
+
+
+def test_close_without_error_fails():
+    async def script(reader, writer):
+        await read_frame(reader)
+        writer.close()
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port)
+            await peer.send_raw(b"SEND\n\n\x00", "a SEND")
+            with pytest.raises(AssertionError, match="without sending an ERROR frame"):
+                await peer.await_error_then_close("a SEND")
+    run(main())
+
+
+def test_frames_after_error_fail():
+    async def script(reader, writer):
+        await read_frame(reader)
+        writer.write(b"ERROR\n\n\x00\n\nRECEIPT\nreceipt-id:late\n\n\x00")
+        await writer.drain()
+        writer.close()
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port)
+            await peer.send_raw(b"SEND\n\n\x00", "a SEND")
+            with pytest.raises(AssertionError, match="sent more instead of closing.*receipt-id:late"):
+                await peer.await_error_then_close("a SEND")
+    run(main())
+
+
+def test_malformed_frame_from_the_target_is_a_violation_with_its_bytes():
+    async def script(reader, writer):
+        await read_frame(reader)
+        writer.write(b"RECEIPT\nno colon here\n\n\x00")
+        await writer.drain()
+        await asyncio.sleep(2)
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port)
+            await peer.send_raw(b"SEND\n\n\x00", "a SEND")
+            with pytest.raises(ProtocolViolation, match="malformed frame.*no colon") as info:
+                await peer.next_frame("a RECEIPT")
+            assert b"RECEIPT".hex() in str(info.value)
+    run(main())
+
+
+def test_a_flood_without_nul_is_refused_at_the_bound():
+    async def script(reader, writer):
+        await read_frame(reader)
+        writer.write(b"ERROR\n\n")
+        for _ in range(MAX_FRAME_BYTES // 65536 + 2):
+            writer.write(b"x" * 65536)
+            await writer.drain()
+        await asyncio.sleep(2)
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port, deadline=5.0)
+            await peer.send_raw(b"SEND\n\n\x00", "a SEND")
+            with pytest.raises(ProtocolViolation, match="limit"):
+                await peer.next_frame("an answer")
+    run(main())
+
+
+def test_silence_is_a_deadline_with_what_was_awaited():
+    async def script(reader, writer):
+        await asyncio.sleep(3)
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port, deadline=0.3)
+            with pytest.raises(DeadlineExceeded, match="no the CONNECTED frame within"):
+                await peer.next_frame("the CONNECTED frame")
+    run(main())
+
+
+def test_tls13_refusal_of_a_client_without_certificate_shows_on_the_first_read():
+    """The scripted server requires a certificate; the client's TLS 1.3
+    handshake completes without one and the refusal comes as an alert or a
+    close on the first read: next_or_close says closed (None), not a hang."""
+    async def script(reader, writer):
+        await reader.read(100)
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port, cert=False)
+            await peer.conn.send_quietly(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
+            assert await peer.next_or_close("CONNECTED") is None
+            assert peer.conn.tls_alert is None or "CERTIFICATE" in peer.conn.tls_alert.upper()
+    run(main())
+
+
+def test_heart_beats_are_counted_and_gaps_measured():
+    async def script(reader, writer):
+        await read_frame(reader)
+        writer.write(b"CONNECTED\nversion:1.2\nheart-beat:100,0\n\n\x00")
+        for _ in range(5):
+            await asyncio.sleep(0.1)
+            writer.write(b"\n")
+            await writer.drain()
+        writer.write(b"RECEIPT\nreceipt-id:x\n\n\x00")
+        await writer.drain()
+        await asyncio.sleep(1)
+
+    async def main():
+        server, port = await scripted(script)
+        async with server:
+            peer = await peer_to(port)
+            await peer.connect((("accept-version", "1.2"), ("host", "/")))
+            start = peer.arrivals[-1]
+            frame = await peer.next_frame("a RECEIPT")
+            assert frame.get("receipt-id") == "x" and peer.heartbeats == 5
+            gaps = peer.gaps(start, peer.arrivals[-1])
+            assert len(gaps) >= 5 and max(gaps) < 0.5
+    run(main())
+
+
+# -- end to end through the CLI ----------------------------------------------------------
+
+REFERENCE_SERVER = ("{python} -m reference_impl.stomp serve --host {host} --port 0 --cert {server_cert_file} "
+                    "--key {server_key_file} --ca {ca_file} --store {workdir}/store --manifest {workdir}/stomp.toml")
+
+
+def stomp_target(name: str, fault: str | None = None) -> str:
+    server = REFERENCE_SERVER + (f" --fault {fault}" if fault else "")
+    return textwrap.dedent(f"""
+        [targets.{name}]
+        implementation = "reference-stomp-{name}"
+        version = "test"
+        protocol = "stomp"
+        roles = ["server"]
+        capabilities = ["accepted", "restart"]
+        [targets.{name}.params]
+        destination = "/exchange/smp"
+        login = "conformance"
+        idle_seconds = 4
+        [targets.{name}.credentials]
+        passcode_generate = "hex16"
+        [targets.{name}.launch]
+        server = "{server}"
+        ready = "STOMP_READY"
+        outputs = {{ port = "port", manifest_file = "manifest" }}
+        cwd = "{{repo}}"
+        [targets.{name}.adapters]
+        accepted = "{{python}} -m reference_impl.stomp accepted --store {{workdir}}/store"
+    """)
+
+
+@pytest.mark.slow
+def test_the_reference_server_passes_every_server_case(tmp_path):
+    from tests.harness.cli_runner import certify
+
+    targets = tmp_path / "targets.toml"
+    targets.write_text(stomp_target("conformant"))
+    result = certify(tmp_path, "--targets-file", str(targets), "--target", "conformant", timeout=300)
+    assert result.code == 0, result.output
+    cases = result.by_case("conformant")
+    for case in own_case_ids():
+        assert cases[case]["outcome"] == "passed", (case, cases[case]["message"])
+
+
+FAULTS = {
+    "accept-tls-1-2": "tls",
+    "last-header-wins": "frame",
+    "body-ends-at-nul": "frame",
+    "open-after-profile-error": "send",
+    "require-passcode": "connect and not beat and not idle",
+}
+"""A sample of the server faults with the -k expression that narrows each
+run to the area (the whole registry is `conformance mutation`'s job)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_fault_fails_exactly_its_own_cases(tmp_path, fault):
+    from tests.harness.cli_runner import certify
+
+    targets = tmp_path / "targets.toml"
+    targets.write_text(stomp_target("mutant", fault))
+    result = certify(tmp_path, "--targets-file", str(targets), "--target", "mutant", "-k", FAULTS[fault],
+                     timeout=300)
+    expected = set(next(spec.cases for spec in SPECS if spec.name == fault))
+    cases = result.by_case("mutant")
+    failed = {case for case, record in cases.items() if record["outcome"] in ("failed", "error")}
+    assert failed == expected, (fault, {c: cases[c]["message"][:200] for c in failed ^ expected if c in cases})
+    for case in expected:
+        message = cases[case]["message"]
+        assert message.startswith(case) and ("MUST" in message or "SHOULD" in message), message
