@@ -67,6 +67,9 @@ _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
 _OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 
 
+MAX_ADAPTER_OUTPUT = 256 << 20
+"""Bytes of an adapter command's output the harness reads at most."""
+
 GENERATORS = {"hex16": lambda: secrets.token_hex(16), "hex32": lambda: secrets.token_hex(32)}
 """Secrets the harness can make for a target it launches (e.g. the auth
 token of a reference node): written to a 0600 file in the run's work dir."""
@@ -555,18 +558,35 @@ class TargetRuntime:
             env.update({k: self._expand_text(v, extra) for k, v in self.target.launch.env.items()})
         cwd = (self._expand_text(self.target.launch.cwd, extra) if self.target.launch and self.target.launch.cwd
                else (self.target.base_dir or str(REPO_ROOT)))
-        try:
-            completed = subprocess.run(argv, capture_output=True, timeout=timeout, env=env, cwd=cwd,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise TargetError(f"target {self.target.name!r}: adapter {name!r} ran past {timeout} s") from None
-        except OSError as exc:
-            raise TargetError(f"target {self.target.name!r}: adapter {name!r} could not start: {exc}") from None
-        if completed.returncode != 0:
-            tail = "\n".join(completed.stderr.decode("utf-8", "replace").splitlines()[-10:])
-            raise TargetError(f"target {self.target.name!r}: adapter {name!r} exited with code "
-                              f"{completed.returncode}; its stderr:\n{tail}")
-        return completed.stdout.decode("utf-8", "replace")
+        # Output goes to files, so a chatty adapter cannot fill memory
+        # through a pipe; at most MAX_ADAPTER_OUTPUT bytes are read back.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            try:
+                process = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd,
+                                           stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as exc:
+                raise TargetError(f"target {self.target.name!r}: adapter {name!r} could not start: {exc}") from None
+            try:
+                code = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                # The whole process group: an adapter script's children too.
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait()
+                raise TargetError(f"target {self.target.name!r}: adapter {name!r} ran past {timeout} s") from None
+            out.seek(0)
+            stdout = out.read(MAX_ADAPTER_OUTPUT + 1)
+            if code != 0:
+                err.seek(0)
+                tail = "\n".join(err.read(65536).decode("utf-8", "replace").splitlines()[-10:])
+                raise TargetError(f"target {self.target.name!r}: adapter {name!r} exited with code "
+                                  f"{code}; its stderr:\n{tail}")
+        if len(stdout) > MAX_ADAPTER_OUTPUT:
+            raise TargetError(f"target {self.target.name!r}: adapter {name!r} printed more than "
+                              f"{MAX_ADAPTER_OUTPUT} bytes")
+        return stdout.decode("utf-8", "replace")
 
     def restart_server(self, kill: bool = True) -> None:
         """Stop the launched server (SIGKILL to its process group with

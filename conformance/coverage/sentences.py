@@ -326,9 +326,62 @@ def rst_as_markdown(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+BOX_DRAWING = re.compile(r"[\u2500-\u257f]")
+COLUMNS = re.compile(r"\S\s{2,}\S")
+BULLET = re.compile(r"^\s*[\u2022\u25e6\u25aa]\s+")
+TITLE_WORD = re.compile(r"^[(\"]?[A-Z0-9][\w.-]*\)?$|^-$")
+
+
+def _is_plain_title(lines: list[str], number: int) -> bool:
+    """A heading of a plain-text page (a web page saved as text): a short
+    unindented line standing alone between blank lines, every word
+    capitalised, no sentence or code punctuation at its end."""
+    line = lines[number]
+    stripped = line.strip()
+    if not stripped or line[0].isspace() or len(stripped) > 60 or stripped[-1] in ".:;,?!=":
+        return False
+    if number > 0 and lines[number - 1].strip():
+        return False
+    if number + 1 < len(lines) and lines[number + 1].strip():
+        return False
+    if BOX_DRAWING.search(stripped) or COLUMNS.search(stripped):
+        return False
+    return all(TITLE_WORD.match(word) for word in stripped.split())
+
+
+def plain_text_as_markdown(text: str) -> str:
+    """A plain-text page (no markdown headings, e.g. the RIPP wiki page)
+    rewritten as markdown with the line count unchanged: title lines become
+    headings (the first ``#``, the others ``##``), bullets (``\u2022``) list
+    items, column layouts (fields separated by two or more spaces, indented)
+    and diagram lines (box drawing) table rows, so that each is a sentence
+    of its own instead of one run-on paragraph; separator rules vanish."""
+    lines = text.splitlines()
+    out = []
+    titles = 0
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if BOX_DRAWING.search(line):
+            words = BOX_DRAWING.sub(" ", line).replace(">", " ").replace("<", " ").strip()
+            # An arrow's head ("──>") is drawing too; what is left is the label.
+            out.append(f"| {normalize_space(words).replace('|', '/')} |" if words.strip(" -") else "")
+        elif _is_plain_title(lines, number):
+            out.append(("# " if titles == 0 else "## ") + stripped)
+            titles += 1
+        elif BULLET.match(line):
+            out.append("- " + BULLET.sub("", line))
+        elif line[:1].isspace() and COLUMNS.search(stripped) and not LIST_ITEM.match(line):
+            out.append("| " + " | ".join(re.split(r"\s{2,}", stripped)) + " |")
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def parse_spec_file(path: str, text: str) -> SpecFile:
     if path.endswith(".asn"):
         return parse_asn(path, text)
     if path.endswith(".rst"):
         return parse_markdown(path, rst_as_markdown(text))
+    if path.endswith(".txt") and not any(HEADING.match(line) for line in text.splitlines()):
+        return parse_markdown(path, plain_text_as_markdown(text))
     return parse_markdown(path, text)

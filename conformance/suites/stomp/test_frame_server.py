@@ -16,13 +16,13 @@ import secrets
 from conformance.core.requirements import requirement
 from reference_impl.stomp.frame import Frame, encode_frame, escape_header_value
 
+from .prerequisites import DISCONNECT_RECEIPT, MISSING_DESTINATION, RECEIPT_ECHO, SESSION
 from .peer import StompPeer, summary, valid_send
 
 SEND_RULE = ("STOMP 1.2, SEND (\"If the server cannot successfully process the SEND frame for any reason, the server "
              "MUST send the client an ERROR frame and then close the connection\")")
 BNF = "STOMP 1.2, Augmented BNF (header = header-name \":\" header-value)"
-SESSION_AND_ECHO = ["stomp.tls.server.completes-mutual-handshake", "stomp.connect.server.connect-gets-connected",
-                    "stomp.receipt.server.receipt-id-echoes-receipt"]
+SESSION_AND_ECHO = [*SESSION, RECEIPT_ECHO]
 
 
 async def receipt_for(peer: StompPeer, receipt: str, what: str) -> Frame:
@@ -82,7 +82,7 @@ async def test_error_on_undefined_escape(connected_peer, stomp):
 @requirement("stomp.frame.server.accepts-body-with-nul", "MUST",
              "STOMP 1.2, Header content-length (\"If a content-length header is included, this number of octets "
              "MUST be read, regardless of whether or not there are NULL octets in the body\")",
-             depends=[*SESSION_AND_ECHO, "stomp.connect.server.disconnect-gets-receipt",
+             depends=[*SESSION_AND_ECHO, DISCONNECT_RECEIPT,
                       # A server may refuse the body as not JSON: the plain form of that answer
                       # (ERROR then close, or a RECEIPT) is that case's rule, not this one's.
                       "stomp.send.server.processes-or-refuses-non-json-body"])

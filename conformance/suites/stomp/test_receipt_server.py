@@ -5,11 +5,13 @@ The wire shows RECEIPT frames; whether the message behind one was kept
 lies behind the server. Targets with capability ``accepted`` print what
 they hold through the adapter of docs/stomp-adapter.md, and the storage
 cases read it (without it they are not applicable; the two wire rules,
-receipt-id echo and receipt order, apply to every server). Every SEND is a valid one:
-the profile's required headers (``receipt``, ``type``, ``content-type:
-application/json``, ``persistent:true``) and a valid SMP body whose
-``creditor_id`` is drawn afresh, so the harness finds its own messages
-among whatever else the node holds.
+receipt-id echo and receipt order, apply to every server). Every SEND is a
+valid one: the profile's required headers (``receipt``, ``type``,
+``content-type: application/json``, ``persistent:true``) and a valid SMP
+body whose ``creditor_id`` is drawn afresh, so the harness finds its own
+messages among whatever else the node holds. A RECEIPT is cumulative
+(footnote 2), so the cases wait for the RECEIPT of the SEND they judge and
+let RECEIPTs of earlier SENDs be left out.
 
 Levels: STOMP 1.2 "RECEIPT": "A RECEIPT frame MUST include the header
 receipt-id, where the value is the value of the receipt header in the frame
@@ -135,8 +137,9 @@ async def test_receipts_in_order(connected_peer, smp_destination):
     confirmed: a client following the profile has let it go (Swaptacular's
     swpt_stomp acknowledges its source queue up to the receipt-id, AMQP
     basic.ack multiple, and an acknowledgement going backwards is a channel
-    error there: RabbitMQ's 406 PRECONDITION_FAILED "unknown delivery tag"). The 21st SEND bounds the wait for stragglers without a
-    timed silence. No adapter is needed."""
+    error there: RabbitMQ's 406 PRECONDITION_FAILED "unknown delivery
+    tag"). The 21st SEND bounds the wait for stragglers without a timed
+    silence. No adapter is needed."""
     peer = await connected_peer("pipelined SENDs")
     messages = own_messages(smp_destination, IN_ORDER_COUNT + 1, "order")
     burst, closing = messages[:-1], messages[-1]

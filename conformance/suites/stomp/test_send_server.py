@@ -28,6 +28,7 @@ import secrets
 from conformance.core.requirements import requirement
 from reference_impl.stomp.frame import Frame, encode_frame
 
+from .prerequisites import DISCONNECT_RECEIPT, MISSING_DESTINATION, RECEIPT_ECHO, SESSION
 from .peer import StompPeer, summary, valid_send
 
 SEND_RULE = ("STOMP 1.2, SEND (\"If the server cannot successfully process the SEND frame for any reason, the server "
@@ -35,9 +36,8 @@ SEND_RULE = ("STOMP 1.2, SEND (\"If the server cannot successfully process the S
 PROFILE = "Swaptacular STOMP profile, A Subset of the STOMP Protocol"
 PROCESS_OR_REFUSE = (f"{SEND_RULE} and RECEIPT (\"sent ... once a server has successfully processed a client frame "
                      "that requests a receipt\"; the sentence of the profile the SEND breaks binds the client only)")
-SESSION_AND_ECHO = ["stomp.tls.server.completes-mutual-handshake", "stomp.connect.server.connect-gets-connected",
-                    "stomp.receipt.server.receipt-id-echoes-receipt"]
-PLAIN_REFUSAL = [*SESSION_AND_ECHO, "stomp.send.server.error-on-missing-destination"]
+SESSION_AND_ECHO = [*SESSION, RECEIPT_ECHO]
+PLAIN_REFUSAL = [*SESSION_AND_ECHO, MISSING_DESTINATION]
 """The profile cases rely on the plain ERROR-then-close answer to a SEND the
 server cannot process: a server that never closes after an ERROR fails that
 case once, not these six."""
@@ -129,7 +129,7 @@ async def test_processes_or_refuses_invalid_smp_body(connected_peer, stomp):
 @requirement("stomp.send.server.processes-or-refuses-missing-receipt", "MUST",
              f"{SEND_RULE} (\"every SEND command MUST include ... receipt\", {PROFILE}, binds the client only); STOMP "
              "1.2, RECEIPT (\"the receipt is also a cumulative acknowledgment that all the previous frames have been "
-             "received\")", depends=[*PLAIN_REFUSAL, "stomp.connect.server.disconnect-gets-receipt"])
+             "received\")", depends=[*PLAIN_REFUSAL, DISCONNECT_RECEIPT])
 async def test_processes_or_refuses_missing_receipt(connected_peer, stomp):
     """A SEND without receipt can get no RECEIPT of its own: the harness
     sends it together with DISCONNECT receipt:..., whose RECEIPT shows the

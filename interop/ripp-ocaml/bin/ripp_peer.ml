@@ -1,0 +1,1 @@
+let () = Crc32c.self_test (); print_endline "ok"

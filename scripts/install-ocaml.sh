@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs the OCaml toolchain and the real bin_prot library from Debian's
+# packages, for the independent RIPP peer in interop/ripp-ocaml/ (built by
+# scripts/build-ocaml-ripp.sh). Idempotent: a second run only checks.
+#
+# Usage: scripts/install-ocaml.sh        (as root, or with sudo available)
+#
+# Why Debian's packages and not opam: the only registries this project's
+# machines reach are PyPI, Debian's and npm; Debian ships bin_prot and its
+# ppx deriver (the library RIPP's OCaml workers use), so the peer's payload
+# codec is code the project did not write.
+set -euo pipefail
+
+die() {
+    echo "install-ocaml.sh: ERROR: $*" >&2
+    exit 1
+}
+
+# ocaml-nox: compiler; dune: build system; ocaml-findlib: library lookup;
+# libppx-bin-prot-ocaml-dev + libbin-prot-ocaml-dev: [@@deriving bin_io];
+# libfieldslib-ocaml-dev and libppxlib-ocaml-dev: what the deriver links
+# against (named so a partial install is repaired too); libyojson-ocaml-dev:
+# reads the JSON vector files (vectors/ripp/*.json).
+packages=(ocaml-nox dune ocaml-findlib libppx-bin-prot-ocaml-dev libbin-prot-ocaml-dev
+          libfieldslib-ocaml-dev libppxlib-ocaml-dev libyojson-ocaml-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+    echo "install-ocaml.sh: $(ocamlfind ocamlopt -version 2>/dev/null | sed 's/^/ocaml /') bin_prot $(dpkg-query -W -f='${Version}' libbin-prot-ocaml-dev) already installed"
+    exit 0
+fi
+
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install ${missing[*]} by hand"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "run as root (apt-get install ${missing[*]})"
+    sudo=(sudo)
+fi
+
+echo "install-ocaml.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists: without an update the install
+# finds nothing.
+"${sudo[@]}" apt-get update -q >/dev/null
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+    || die "apt-get install ${missing[*]} failed"
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || die "$p is still not installed"
+done
+echo "install-ocaml.sh: installed; bin_prot $(dpkg-query -W -f='${Version}' libbin-prot-ocaml-dev)"
