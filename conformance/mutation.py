@@ -40,7 +40,8 @@ from .core.targets import load_targets
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 FAULT_REGISTRIES = {"ssb": "reference_impl.ssb.faults", "btp": "reference_impl.btp.faults",
-                    "stomp": "reference_impl.stomp.faults"}
+                    "stomp": "reference_impl.stomp.faults", "ripp": "reference_impl.ripp.faults",
+                    "ripplehost": "reference_impl.ripplehost.faults"}
 """Protocol -> the module holding SPECS, REGISTRY and NOT_ISOLABLE."""
 _CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
 _CASE_ID_CONSTANT = re.compile(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,")

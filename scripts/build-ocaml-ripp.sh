@@ -31,7 +31,10 @@ fi
 cd "$project"
 # --root: never let dune climb to an enclosing dune-project; the build
 # directory stays inside interop/ripp-ocaml/_build (git-ignored).
-dune build --root . --display quiet ./bin/ripp_peer.exe
+# flock: two builds started at once (a server and a client target) take
+# turns instead of the second failing on dune's build-directory lock.
+mkdir -p _build
+flock _build/.ripp-build.lock dune build --root . --display quiet ./bin/ripp_peer.exe
 exe="$project/_build/default/bin/ripp_peer.exe"
 [ -x "$exe" ] || { echo "build-ocaml-ripp.sh: ERROR: $exe was not built" >&2; exit 1; }
 echo "$exe"

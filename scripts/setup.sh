@@ -21,9 +21,9 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 stamp=.venv/.installed-from
-# setup.py builds the C accelerator of the BTP codec: a change to it or to
-# its source reinstalls too, so the built module is never stale.
-want="$(cat pyproject.toml setup.py reference_impl/btp/_fastcodec.c | sha256sum | cut -d' ' -f1)"
+# setup.py builds the C accelerators (BTP codec, RIPP envelope decoder): a
+# change to it or to their sources reinstalls too, so no built module is stale.
+want="$(cat pyproject.toml setup.py reference_impl/btp/_fastcodec.c reference_impl/ripp/_fastenvelope.c | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing the harness and its dependencies into .venv"
     .venv/bin/python -m pip install --quiet --upgrade pip

@@ -116,6 +116,8 @@ class ClientFault(str, enum.Enum):
     NO_VERIFY = "no-verify"
     ALLOW_TLS_1_2 = "allow-tls-1-2"
     NO_CLIENT_CERTIFICATE = "no-client-certificate"
+    SEND_BEFORE_CONNECT = "send-before-connect"
+    SKIP_FIRST_MESSAGE = "skip-first-message"
 
 
 def client_faults(names: Iterable[str] | None) -> frozenset[ClientFault]:
@@ -252,6 +254,9 @@ class ClientSession:
         self._delivered_set: set[int] = set()
         # deques: a benchmark may hand over 10^5 messages; both ends are used.
         self._pending: deque[int] = deque(range(len(self.messages)))  # to send, in order
+        if ClientFault.SKIP_FIRST_MESSAGE in self.faults and self._pending:
+            # The fault skip-first-message: the first message is never sent.
+            self.abandoned.append(self._pending.popleft())
         self._in_flight: deque[_InFlight] = deque()                  # sent on this connection, not receipted
         self._counted_early: set[int] = set()
         self._outgoing = bytearray()
@@ -304,6 +309,10 @@ class ClientSession:
         if self.settings.passcode is not None:
             headers.append(("passcode", self.settings.passcode))
         headers.append(("heart-beat", "%d,%d" % self.settings.heart_beat))
+        if ClientFault.SEND_BEFORE_CONNECT in self.faults and self._pending:
+            # The fault send-before-connect: the first SEND goes out ahead
+            # of CONNECT.
+            self._outgoing += encode_frame(self._send_frame(self._pending[0]))
         self._outgoing += encode_frame(Frame("CONNECT", tuple(headers)))
         self.state = State.CONNECTING
 

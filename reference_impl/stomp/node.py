@@ -14,8 +14,8 @@
   past :func:`grace_seconds` of the interval the client promised; with no
   heart-beats agreed an idle connected client is kept for ever (profile: the
   server SHOULD NOT terminate the connection unilaterally, without a
-  reason). A client that never sends CONNECT is dropped after
-  ``connect_timeout``.
+  reason). A client whose CONNECT is not complete ``connect_timeout``
+  seconds after the handshake is dropped, however it trickles bytes.
 - Every read is bounded (65536 bytes at a time, frames by the core's
   parser), every write has :data:`WRITE_TIMEOUT`, connections are capped at
   ``max_connections``; nothing a peer sends can raise out of a handler.
@@ -118,6 +118,8 @@ class _Link:
     """The clock of one connection."""
 
     last_write: float
+    connect_deadline: float
+    """CONNECT must be complete by then, however the bytes trickle in."""
     stored: list[StoredMessage] = field(default_factory=list)
 
 
@@ -186,11 +188,11 @@ class StompServerNode:
         link.last_write = asyncio.get_running_loop().time()
         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
 
-    def _read_timeout(self, conn: ServerConnection) -> float | None:
+    def _read_timeout(self, conn: ServerConnection, link: _Link) -> float | None:
         if Fault.DROP_IDLE_CONNECTIONS in self.faults:
             return FAULT_IDLE_DROP
         if not conn.connected:
-            return self.connect_timeout
+            return max(0.0, link.connect_deadline - asyncio.get_running_loop().time())
         expect_ms = conn.heart_beats[1]
         return grace_seconds(expect_ms, self.grace_margin) if expect_ms else None
 
@@ -220,13 +222,13 @@ class StompServerNode:
         self._sessions += 1
         peer = writer.get_extra_info("peername")
         conn = ServerConnection(heart_beat=self.heart_beat, faults=self.faults, session_id=f"s{self._sessions}")
-        link = _Link(last_write=loop.time())
+        link = _Link(last_write=loop.time(), connect_deadline=loop.time() + self.connect_timeout)
         beats: asyncio.Task | None = None
         log.info("connection %s from %s", conn.session_id, peer)
         try:
             while not conn.finished:
                 try:
-                    data = await asyncio.wait_for(reader.read(READ_SIZE), self._read_timeout(conn))
+                    data = await asyncio.wait_for(reader.read(READ_SIZE), self._read_timeout(conn, link))
                 except TimeoutError:
                     if not conn.connected:
                         log.info("%s: no CONNECT in time", conn.session_id)
@@ -261,7 +263,8 @@ class StompServerNode:
                         log.error("%s: store failed: %s", conn.session_id, exc)
                         conn.store_failed(request.request_id, str(exc))
                         break
-                    link.stored.append(request.message)
+                    if Fault.FORGET_ON_CONNECTION_CUT in self.faults:   # only that fault needs the list
+                        link.stored.append(request.message)
                     conn.stored(request.request_id)
                 await self._write(writer, link, conn.data_to_send())
         except (ConnectionError, ssl.SSLError, OSError, TimeoutError) as exc:

@@ -47,7 +47,9 @@ accepts whatever the texts allow:
 
 Accepted without fuss: EOLs between frames (heart-beats, also before
 CONNECT), CRLF line ends, repeated headers (the first counts), NULs in a
-body with ``content-length``, user-defined SEND headers (kept in the store),
+body with ``content-length`` (read as body octets, never as a frame end;
+such a body is not JSON, so the SEND is then refused for its body),
+user-defined SEND headers (kept in the store),
 a ``receipt`` on CONNECT (ignored: STOMP gives CONNECT no receipt).
 
 An ERROR carries ``message`` (short), ``content-type: text/plain``, the
@@ -77,11 +79,6 @@ from .frame import (
 )
 from . import smp
 from .store import StoredMessage
-
-SMP_TYPES = ("ConfigureAccount", "PrepareTransfer", "FinalizeTransfer", "RejectedConfig", "RejectedTransfer",
-             "PreparedTransfer", "FinalizedTransfer", "AccountUpdate", "AccountPurge", "AccountTransfer")
-"""The message types of SMP 2.1 (swaptacular-messaging-protocol.rst), the
-same ten the profile lists."""
 
 SERVER_NAME = "reference-stomp/1.0"
 DEFAULT_HEART_BEAT = (1000, 10000)
@@ -285,6 +282,8 @@ class ServerConnection:
             self._failed_from is not None or self.pending_stores == 0)
 
     def _emit(self, frame: Frame, *, needs: int | None = None, receipt: bool = False) -> None:
+        if Fault.BODY_ON_RECEIPT in self.faults and frame.command == "RECEIPT":
+            frame = Frame(frame.command, frame.headers, b"receipted\n")
         self._queue.append((self._requested if needs is None else needs, encode_frame(frame), receipt))
         self._release()
 
@@ -325,11 +324,12 @@ class ServerConnection:
         self.closing = True
 
     def _queue_error(self, refusal: ProtocolRefusal, needs: int | None = None) -> None:
-        headers: list[tuple[str, str]] = [("message", refusal.message)]
+        headers: list[tuple[str, str]] = ([] if Fault.ERROR_WITHOUT_MESSAGE in self.faults
+                                          else [("message", refusal.message)])
         frame = refusal.frame
         if frame is not None and frame.command != "CONNECT" and frame.command != "STOMP":
             receipt = frame.get("receipt")
-            if receipt is not None:
+            if receipt is not None and Fault.ERROR_WITHOUT_RECEIPT_ID not in self.faults:
                 headers.append(("receipt-id", receipt))
         headers += refusal.extra_headers
         headers.append(("content-type", "text/plain"))
@@ -379,7 +379,8 @@ class ServerConnection:
             raise ProtocolRefusal("unsupported protocol version",
                                   "no accept-version header: the client speaks only STOMP 1.0; "
                                   "supported protocol versions are 1.2", extra_headers=(("version", "1.2"),))
-        if "1.2" not in (part.strip() for part in accept.split(",")):
+        if "1.2" not in (part.strip() for part in accept.split(",")) and \
+                Fault.IGNORE_ACCEPT_VERSION not in self.faults:
             raise ProtocolRefusal("unsupported protocol version",
                                   f"accept-version {accept[:80]!r}: supported protocol versions are 1.2",
                                   extra_headers=(("version", "1.2"),))
@@ -426,6 +427,8 @@ class ServerConnection:
         value = values[-1] if Fault.LAST_HEADER_WINS in self.faults else values[0]
         if Fault.NO_HEADER_UNESCAPE in self.faults:
             value = escape_header_value(value)
+        if Fault.TRIM_HEADER_VALUES in self.faults:
+            value = value.strip(" ")
         return value
 
     def _send(self, frame: Frame) -> StoreRequest | None:
@@ -453,7 +456,7 @@ class ServerConnection:
         if problem is not None:
             raise ProtocolRefusal("unsupported content-type", problem, frame)
         type_name = self._header(frame, "type") or ""
-        if type_name not in SMP_TYPES:
+        if type_name not in smp.MESSAGE_TYPES:
             raise ProtocolRefusal("unknown message type",
                                   f"type {type_name[:80]!r} is not an SMP 2.1 message type", frame)
         problems = self.validate_body(type_name, frame.body)

@@ -151,7 +151,9 @@ class Store:
         torn tail. ``wipe``: start empty (only the fault
         ``store-lost-on-restart`` asks for it)."""
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _fsync_directory(self.directory.parent)    # the new directory's entry is durable too
         self._lock_fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

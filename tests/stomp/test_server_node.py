@@ -349,3 +349,19 @@ async def test_cli_serve_and_accepted(pki, tmp_path):
         process.stdout.close()
         process.stderr.close()
     assert accepted(tmp_path / "empty") == []
+
+
+async def test_trickled_connect_is_dropped_at_the_deadline(pki, tmp_path):
+    node, port = await started(pki, tmp_path / "store", connect_timeout=1.0)
+    try:
+        peer = await Peer.open(port, client_context(pki))
+        start = time.monotonic()
+        for byte in b"CONNECT\naccept-version:1.2\nhost:/":
+            peer.send(bytes([byte]))
+            await asyncio.sleep(0.1)
+            if peer.writer.transport.is_closing() or time.monotonic() - start > 2.5:
+                break
+        assert await peer.closes(3.0)
+        assert time.monotonic() - start < 4.0
+    finally:
+        await node.close()

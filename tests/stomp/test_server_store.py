@@ -6,6 +6,8 @@ tail and nothing before it; readers stop at it without writing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from reference_impl.stomp.store import (
@@ -103,6 +105,5 @@ def test_adapter_lines(tmp_path):
     with Store(tmp_path) as store:
         store.append([message(0, '{"note":"ünï"}'.encode())])
     [line] = list(iter_adapter_lines(tmp_path))
-    import json
     assert json.loads(line) == {"destination": "/exchange/smp", "type": "ConfigureAccount",
                                 "content-type": "application/json", "receipt": "r-0", "body": '{"note":"ünï"}'}

@@ -25,6 +25,8 @@ DISCONNECT_RECEIPT = "stomp.connect.server.disconnect-gets-receipt"
 """A case that ends with DISCONNECT receipt:... to show the session still
 works (heart-beat and idle cases): a target that never answers a DISCONNECT
 receipt would otherwise fail them."""
+ACCEPTS_BEATS = "stomp.connect.server.accepts-heart-beats"
+"""A case that sends EOLs between frames (heart-beats)."""
 RECEIPT_ECHO = "stomp.receipt.server.receipt-id-echoes-receipt"
 """A case that matches a RECEIPT to its SEND by receipt-id (the frame and
 SEND cases that want a valid SEND receipted; helper RECEIPTS' case)."""

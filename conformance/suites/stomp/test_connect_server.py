@@ -27,7 +27,7 @@ from conformance.core.transport import Deadline, DeadlineExceeded
 from reference_impl.stomp.frame import Frame, heart_beat_interval, parse_heart_beat
 
 from .peer import STOMP_VERSION, StompPeer, heartbeat_sender, summary
-from .prerequisites import CONNECTED, DISCONNECT_RECEIPT, SESSION, TLS
+from .prerequisites import ACCEPTS_BEATS, DISCONNECT_RECEIPT, SESSION, TLS
 
 CONNECTING = "STOMP 1.2, Connecting"
 HEART_BEATING = "STOMP 1.2, Heart-beating"
@@ -47,7 +47,6 @@ ACCEPTS_BEATS_SECONDS = 3.0
 """How long the harness sends heart-beats in accepts-heart-beats."""
 DEFAULT_IDLE_SECONDS = 12.0
 """How long keeps-idle-connection stays idle (params ``idle_seconds``)."""
-ACCEPTS_BEATS = "stomp.connect.server.accepts-heart-beats"
 
 
 async def connect_with(peer: StompPeer, stomp, target, **options) -> Frame:
@@ -96,6 +95,18 @@ async def test_connected_says_version_1_2(open_peer, stomp, target):
     assert version, f"CONNECTED carries no version header: {summary(connected)}"
     assert version[0] == STOMP_VERSION, (f"CONNECTED says version:{version[0]} to a client accepting 1.1 and 1.2; "
                                          f"the session must use 1.2: {summary(connected)}")
+
+
+@requirement("stomp.connect.server.error-on-no-common-version", "MUST",
+             "STOMP 1.2, Protocol Negotiation (\"If the client and server do not share any common protocol versions, "
+             "then the server MUST respond with an ERROR frame ... and then close the connection\")", depends=SESSION)
+async def test_error_on_no_common_version(open_peer, stomp, target):
+    """CONNECT accept-version:9.9, a version no server speaks; the same
+    CONNECT with 1.2 is connect-gets-connected."""
+    peer = await open_peer("CONNECT accept-version:9.9")
+    await peer.send_frame(Frame("CONNECT", stomp.connect_headers(target, accept_version="9.9")),
+                          "CONNECT offering only version 9.9")
+    await peer.await_error_then_close("a CONNECT whose accept-version (9.9) shares no version with STOMP 1.2")
 
 
 @requirement("stomp.connect.server.does-not-require-login", "SHOULD",
@@ -179,7 +190,7 @@ async def test_sends_heart_beats(connected_peer):
         f"{', '.join(f'{g:.2f}' for g in gaps)}; heart-beats received: {peer.heartbeats}")
 
 
-@requirement(ACCEPTS_BEATS, "MUST",
+@requirement("stomp.connect.server.accepts-heart-beats", "MUST",
              f"{HEART_BEATING} (heart-beats are EOLs: \"if the sender has no real STOMP frame to send, it MUST send an "
              "end-of-line\"); STOMP 1.2, Augmented BNF (a frame may be followed by EOLs)",
              depends=[*SESSION, DISCONNECT_RECEIPT])

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import secrets
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import blocked, requirement
 from reference_impl.stomp.frame import Frame, encode_frame, escape_header_value
 
-from .prerequisites import DISCONNECT_RECEIPT, MISSING_DESTINATION, RECEIPT_ECHO, SESSION
 from .peer import StompPeer, summary, valid_send
+from .prerequisites import ACCEPTS_BEATS, DISCONNECT_RECEIPT, MISSING_DESTINATION, RECEIPT_ECHO, SESSION
 
 SEND_RULE = ("STOMP 1.2, SEND (\"If the server cannot successfully process the SEND frame for any reason, the server "
              "MUST send the client an ERROR frame and then close the connection\")")
@@ -139,7 +139,9 @@ async def test_accepts_body_with_nul(connected_peer, stomp):
 
 @requirement("stomp.frame.server.accepts-crlf-line-ends", "MUST",
              "STOMP 1.2, STOMP Frames (\"an end-of-line (EOL), which consists of an OPTIONAL carriage return (octet "
-             "13) followed by a REQUIRED line feed\") and Augmented BNF (EOL = [CR] LF)", depends=SESSION_AND_ECHO)
+             "13) followed by a REQUIRED line feed\") and Augmented BNF (EOL = [CR] LF)",
+             # The case sends a CRLF heart-beat between the frames: an EOL refused as such is that case's rule.
+             depends=[*SESSION_AND_ECHO, ACCEPTS_BEATS])
 async def test_accepts_crlf_line_ends(open_peer, stomp, target):
     """CONNECT, a CRLF heart-beat, then a valid SEND, every line ended by
     CRLF: CONNECTED, then the RECEIPT."""
@@ -173,6 +175,24 @@ async def test_repeated_header_first_wins(connected_peer, stomp):
                                     f"({message.receipt!r})")
 
 
+@requirement("stomp.frame.server.keeps-header-spaces", "MUST",
+             "STOMP 1.2, Value Encoding (\"In STOMP 1.2, clients and servers MUST never trim or pad headers with "
+             "spaces\")", depends=SESSION_AND_ECHO)
+async def test_keeps_header_spaces(connected_peer, stomp):
+    """A valid SEND whose receipt value starts and ends with spaces: the
+    RECEIPT's receipt-id keeps them."""
+    peer = await connected_peer("SEND with spaces around the receipt value")
+    message, frame = valid_send(stomp.destination, "spaces")
+    value = f"  spaced {secrets.token_hex(3)}  "
+    await peer.send_frame(frame.with_headers(("receipt", value)), f"SEND with receipt {value!r}")
+    answer = await peer.next_or_close("the RECEIPT for a SEND whose receipt value has spaces around it")
+    assert answer is not None, f"the {peer.closed_text()} instead of answering a SEND receipt:{value!r}"
+    assert answer.command == "RECEIPT", f"a SEND with receipt {value!r} got {summary(answer)}"
+    got = answer.get("receipt-id")
+    assert got == value, (f"the RECEIPT carries receipt-id:{got!r} for receipt:{value!r}: the server trimmed or "
+                          "padded the header value")
+
+
 @requirement("stomp.frame.server.unescapes-header-values", "MUST",
              "STOMP 1.2, Value Encoding (\"When decoding frame headers, the following transformations MUST be "
              "applied ... Conversely when encoding frame headers, the reverse transformation MUST be applied\")",
@@ -198,3 +218,49 @@ async def test_unescapes_header_values(connected_peer, stomp):
                           f"wire {escape_header_value(value)!r}): the server did not decode the escapes, or did not "
                           "encode them again")
 
+
+
+@requirement("stomp.frame.server.no-body-on-connected-or-receipt", "MUST",
+             "STOMP 1.2, Body (\"Only the SEND, MESSAGE, and ERROR frames MAY have a body. All other frames MUST NOT "
+             "have a body\")", depends=[*SESSION, DISCONNECT_RECEIPT])
+async def test_no_body_on_connected_or_receipt(connected_peer):
+    """The CONNECTED of a session and the RECEIPT of its DISCONNECT."""
+    peer = await connected_peer("CONNECTED and RECEIPT bodies")
+    assert peer.connected is not None
+    assert not peer.connected.body, f"CONNECTED carries a body: {summary(peer.connected)}"
+    receipt = await peer.disconnect(f"nobody-{secrets.token_hex(4)}")
+    assert not receipt.body, f"RECEIPT carries a body: {summary(receipt)}"
+
+
+async def error_for_missing_destination(connected_peer, stomp) -> tuple[str, Frame]:
+    """The ERROR answering a SEND receipt:... without destination (the
+    frame of error-on-missing-destination); a target that answers
+    otherwise blocks the ERROR-header cases by that rule."""
+    peer = await connected_peer("SEND without destination")
+    message, frame = valid_send(stomp.destination, "errorheaders")
+    await peer.send_frame(frame.without("destination"), "SEND without destination")
+    answer = await peer.next_or_close("the ERROR for a SEND without destination")
+    if answer is None or answer.command != "ERROR":
+        got = "a close" if answer is None else summary(answer)
+        blocked(MISSING_DESTINATION, "failed within this case",
+                f"a SEND without destination got {got}, not an ERROR, so the ERROR's headers cannot be judged")
+    return message.receipt, answer
+
+
+@requirement("stomp.frame.server.error-has-message-header", "SHOULD",
+             "STOMP 1.2, ERROR (\"The ERROR frame SHOULD contain a message header with a short description of the "
+             "error\")", depends=SESSION_AND_ECHO)
+async def test_error_has_message_header(connected_peer, stomp):
+    _, error = await error_for_missing_destination(connected_peer, stomp)
+    assert error.get("message"), f"the ERROR carries no (or an empty) message header: {summary(error)}"
+
+
+@requirement("stomp.frame.server.error-carries-receipt-id", "SHOULD",
+             "STOMP 1.2, ERROR (\"if the frame included a receipt header, the ERROR frame SHOULD set the receipt-id "
+             "header to match the value of the receipt header of the frame which the error is related to\")",
+             depends=SESSION_AND_ECHO)
+async def test_error_carries_receipt_id(connected_peer, stomp):
+    receipt, error = await error_for_missing_destination(connected_peer, stomp)
+    got = error.get("receipt-id")
+    assert got == receipt, (f"the ERROR for the SEND receipt:{receipt} carries receipt-id:{got!r}: "
+                            f"{summary(error)}")

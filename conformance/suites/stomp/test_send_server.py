@@ -28,8 +28,8 @@ import secrets
 from conformance.core.requirements import requirement
 from reference_impl.stomp.frame import Frame, encode_frame
 
-from .prerequisites import DISCONNECT_RECEIPT, MISSING_DESTINATION, RECEIPT_ECHO, SESSION
 from .peer import StompPeer, summary, valid_send
+from .prerequisites import DISCONNECT_RECEIPT, MISSING_DESTINATION, RECEIPT_ECHO, SESSION
 
 SEND_RULE = ("STOMP 1.2, SEND (\"If the server cannot successfully process the SEND frame for any reason, the server "
              "MUST send the client an ERROR frame and then close the connection\")")

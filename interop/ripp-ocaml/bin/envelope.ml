@@ -7,7 +7,8 @@
      59+N 4 CRC-32C over bytes 0 .. 59+N-1 (LE)
 
    Decoding checks run in the order the project's profile fixes, before any
-   payload parsing: length bounds, magic, CRC, version, type. *)
+   payload parsing: length bounds, magic, CRC, version, type, flags
+   (docs/ripp-profile.md P1). *)
 
 let header_len = 59
 let overhead = 63
@@ -15,6 +16,9 @@ let overhead = 63
 (* The magic's bytes on the wire, as docs/ripp-profile.md fixes them. *)
 let magic = "RIPP"
 let version = 1
+
+(* MAX_PAYLOAD of the profile (P1): 1 MiB. *)
+let max_payload = 1_048_576
 
 type t = {
   version : int;
@@ -26,10 +30,10 @@ type t = {
   payload : string;
 }
 
-type error_check = Length | Magic | Crc | Version | Type
+type error_check = Length | Magic | Crc | Version | Type | Flags
 
 let check_name = function
-  | Length -> "length" | Magic -> "magic" | Crc -> "crc" | Version -> "version" | Type -> "type"
+  | Length -> "length" | Magic -> "magic" | Crc -> "crc" | Version -> "version" | Type -> "type" | Flags -> "flags"
 
 exception Envelope_error of error_check * string
 
@@ -86,10 +90,12 @@ let decode_at ~max_payload (b : Bytes.t) off =
   if v <> version then raise (Envelope_error (Version, Printf.sprintf "unsupported version %d" v));
   let t = Bytes.get_uint8 b (off + 5) in
   if not (List.mem t known_types) then raise (Envelope_error (Type, Printf.sprintf "unknown message type %d" t));
+  let flags = Bytes.get_uint8 b (off + 6) in
+  if flags <> 0 then raise (Envelope_error (Flags, Printf.sprintf "flags %d, not 0" flags));
   {
     version = v;
     msg_type = t;
-    flags = Bytes.get_uint8 b (off + 6);
+    flags;
     sequence = Bytes.get_int64_le b (off + 7);
     timestamp_ns = Bytes.get_int64_le b (off + 15);
     fingerprint = Bytes.sub_string b (off + 23) 32;

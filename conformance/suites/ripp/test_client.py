@@ -1,0 +1,144 @@
+"""Target as client (producer): the harness listens, launches the target's
+producer pointed at it and plays the consumer (RIPP, "Handshake Protocol",
+"Heartbeat", "Sequence Numbering"; docs/ripp-profile.md P2, P5, P6, P8)."""
+
+from __future__ import annotations
+
+import time
+
+from conformance.core.requirements import requirement
+from conformance.core.transport import Deadline, short_hex
+from reference_impl.ripp.payloads import DeltaMsg, Handshake, Heartbeat, SchemaNegotiation
+
+from .prerequisites import CLIENT_ENVELOPES, CLIENT_HANDSHAKE
+
+HEARTBEAT_MS = 300
+"""The interval the harness asks for: short, so a case sees several."""
+WATCH_SECONDS = 2.6
+
+
+async def accept_handshake(peer, *, ok: bool = True, interval_ms: int = HEARTBEAT_MS, **kw) -> Handshake:
+    # Whatever comes before the Handshake is the rule of sends-handshake-first,
+    # not of the case calling this: it is skipped (at most a few envelopes).
+    for _ in range(8):
+        got = await peer.next_envelope("the producer's Handshake", **kw)
+        if isinstance(got.message, Handshake):
+            break
+    else:
+        raise AssertionError("the producer sent 8 envelopes and no Handshake")
+    hs = got.message
+    errors = [] if ok else [f"{name}: missing field x" for name, _ in hs.output_schemas[:1]] or ["missing field x"]
+    await peer.send(SchemaNegotiation(ok, errors, 1, interval_ms, "conformance-consumer"),
+                    f"Schema_negotiation ok={str(ok).lower()}, heartbeat_interval_ms {interval_ms}")
+    return hs
+
+
+async def read_all(peer, count: int, **kw) -> list:
+    return [await peer.next_envelope(f"envelope {n + 1} after the negotiation", **kw) for n in range(count)]
+
+
+@requirement(CLIENT_ENVELOPES, "MUST",
+             "RIPP, Message Envelope Format; Field Details (\"Covers all bytes from offset 0 through the end of the "
+             "payload\")", role="client", errata=["RIPP-E2"])
+async def test_client_sends_valid_envelopes(launched_producer):
+    async with launched_producer(count=3) as peer:
+        await accept_handshake(peer)
+        received = await read_all(peer, 3)
+        deltas = [r for r in received if isinstance(r.message, DeltaMsg)]
+        assert deltas, f"no Delta among the producer's first envelopes: {[type(r.message).__name__ for r in received]}"
+        for r in deltas:
+            assert len(r.envelope.fingerprint.rstrip(b"\0")) > 0, (
+                f"a Delta carries an empty schema fingerprint (profile P4): {short_hex(r.raw)}")
+
+
+@requirement(CLIENT_HANDSHAKE, "MUST",
+             "RIPP, Handshake (\"Sent on connection establishment\"); Handshake Protocol", role="client",
+             depends=[CLIENT_ENVELOPES])
+async def test_client_sends_handshake_first(launched_producer):
+    async with launched_producer(count=1) as peer:
+        first = await peer.next_envelope("the producer's first envelope")
+        assert isinstance(first.message, Handshake), (
+            f"the producer's first message is a {type(first.message).__name__}, not a Handshake: {short_hex(first.raw)}")
+        assert first.message.protocol_version == 1 and first.message.output_schemas, (
+            f"Handshake protocol_version {first.message.protocol_version}, outputs {first.message.output_schemas}")
+
+
+@requirement("ripp.envelope.client.sends-zero-flags", "MUST",
+             "RIPP, Field Details (\"Flags: Reserved for future use (e.g., compression bit, priority). "
+             "Currently always 0.\")", role="client", depends=[CLIENT_ENVELOPES])
+async def test_client_sends_zero_flags(launched_producer):
+    async with launched_producer(count=2) as peer:
+        await accept_handshake(peer, allow_flags=True)
+        await read_all(peer, 2, allow_flags=True)
+        received = list(peer.received)
+        flagged = [r for r in received if r.raw[6] != 0]
+        assert not flagged, f"{len(flagged)} envelope(s) with non-zero flags, first: {short_hex(flagged[0].raw)}"
+
+
+@requirement("ripp.envelope.client.sequence-increases", "MUST",
+             "RIPP, Field Details (\"Sequence number: Monotonically increasing per sender\")", role="client",
+             depends=[CLIENT_HANDSHAKE], errata=["RIPP-E3"])
+async def test_client_envelope_sequence_increases(launched_producer):
+    async with launched_producer(count=4) as peer:
+        await accept_handshake(peer)
+        await read_all(peer, 4)
+        numbers = [r.envelope.sequence for r in peer.received]
+        assert all(b > a for a, b in zip(numbers, numbers[1:])), (
+            f"envelope sequence numbers {numbers}: each must be above the one before (profile P6)")
+
+
+@requirement("ripp.delta.client.sends-deltas", "MUST",
+             "RIPP, Sequence Numbering (\"Each worker maintains a monotonically increasing sequence counter per "
+             "output\")", role="client", depends=[CLIENT_HANDSHAKE])
+async def test_client_delta_sequence_per_output(launched_producer):
+    async with launched_producer(count=4) as peer:
+        await accept_handshake(peer)
+        received = await read_all(peer, 4)
+        per_output: dict[str, list[int]] = {}
+        for r in received:
+            if isinstance(r.message, DeltaMsg):
+                per_output.setdefault(r.message.source_output, []).append(r.message.sequence_no)
+        assert per_output, "the producer sent no Delta after an ok negotiation"
+        for output, numbers in per_output.items():
+            assert all(b > a for a, b in zip(numbers, numbers[1:])), (
+                f"Deltas of {output} carry sequence_no {numbers}: the counter per output must increase")
+
+
+@requirement("ripp.handshake.client.stops-after-rejection", "MUST",
+             "RIPP, Handshake Protocol (\"If schema negotiation fails\"; \"[connection rejected]\") (profile P5)",
+             role="client", depends=[CLIENT_HANDSHAKE])
+async def test_client_stops_after_rejection(launched_producer):
+    async with launched_producer(count=3, stay=2.0) as peer:
+        await accept_handshake(peer, ok=False)
+        closed, data = await peer.closes_silently()
+        assert not data, f"after Schema_negotiation(ok=false) the producer went on sending: {short_hex(data)}"
+        assert closed, "after Schema_negotiation(ok=false) the producer kept the connection open"
+
+
+@requirement("ripp.heartbeat.client.sends-at-interval", "SHOULD",
+             "RIPP, Heartbeat (\"Sent periodically (default every 5 seconds)\"); Message Types (profile P8)",
+             role="client", depends=[CLIENT_HANDSHAKE])
+async def test_client_heartbeats_at_negotiated_interval(launched_producer):
+    async with launched_producer(count=0, stay=WATCH_SECONDS + 2) as peer:
+        await accept_handshake(peer)
+        start = time.monotonic()
+        arrivals: list[float] = []
+        watch = Deadline(WATCH_SECONDS)
+        while not watch.expired:
+            try:
+                got = await peer.next_envelope("the producer's next Heartbeat", deadline=watch)
+            except AssertionError:
+                if watch.expired:
+                    break
+                raise
+            if isinstance(got.message, Heartbeat):
+                arrivals.append(time.monotonic() - start)
+        interval = HEARTBEAT_MS / 1000
+        expected = int(WATCH_SECONDS / interval)
+        assert len(arrivals) >= expected - 2, (
+            f"{len(arrivals)} Heartbeat(s) in {WATCH_SECONDS} s after asking for one every {HEARTBEAT_MS} ms "
+            f"(about {expected} expected); arrivals at {[round(a, 2) for a in arrivals]} s")
+        gaps = [b - a for a, b in zip([0.0] + arrivals, arrivals)]
+        off = [round(g, 3) for g in gaps if not 0.5 * interval <= g <= 1.5 * interval]
+        assert not off, (f"Heartbeat gaps {[round(g, 3) for g in gaps]} s; profile P8: each within "
+                         f"[0.5, 1.5] x {interval} s, off: {off}")

@@ -1,0 +1,106 @@
+"""Target as server (consumer): the target's envelopes, the handshake and
+schema negotiation, checkpoints (RIPP, "Handshake Protocol", "Handshake";
+docs/ripp-profile.md P1, P5, P7)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from conformance.core.requirements import requirement
+from conformance.core.transport import short_hex
+from reference_impl.ripp.payloads import SchemaNegotiation
+
+from .peer import describe
+from .prerequisites import CHECKPOINT, HANDSHAKE, VALID_ENVELOPES
+
+FORMAT = "RIPP, Message Envelope Format"
+HANDSHAKE_TEXT = "RIPP, Handshake; Handshake Protocol"
+
+
+def without_field(schema, name: str):
+    """``schema`` with field ``name`` removed: data written with it lacks a
+    field the reader needs (the text's "missing field x")."""
+    return dataclasses.replace(schema, fields=[f for f in schema.fields if f.field_name != name])
+
+
+def required_field(schema):
+    for f in schema.fields:
+        if f.default is None:
+            return f.field_name
+    raise AssertionError(f"the registry's schema {schema.schema_name} has no field without a default: "
+                         "an incompatible writer cannot be built from it")
+
+
+@requirement(VALID_ENVELOPES, "MUST",
+             f"{FORMAT}; Field Details (\"Covers all bytes from offset 0 through the end of the payload\")",
+             errata=["RIPP-E2"])
+async def test_sends_valid_envelopes(open_peer, registry):
+    peer = await open_peer()
+    await peer.handshake(list(registry.items()))
+    got = peer.received[-1]
+    assert got.envelope.fingerprint == bytes(32), (
+        f"the Schema_negotiation carries fingerprint {got.envelope.fingerprint!r}; profile P4: control messages "
+        f"carry 32 zero bytes: {short_hex(got.raw)}")
+
+
+@requirement("ripp.envelope.server.sends-zero-flags", "MUST",
+             "RIPP, Field Details (\"Flags: Reserved for future use (e.g., compression bit, priority). "
+             "Currently always 0.\")", depends=[VALID_ENVELOPES])
+async def test_sends_zero_flags(open_peer, registry):
+    peer = await open_peer()
+    peer_hs = await peer.handshake(list(registry.items()))
+    got = peer.received[-1]
+    assert got.raw[6] == 0, f"the Schema_negotiation has flags {got.raw[6]:#04x}, not 0: {short_hex(got.raw)}"
+    assert isinstance(peer_hs, SchemaNegotiation)
+
+
+@requirement(HANDSHAKE, "MUST", f"{HANDSHAKE_TEXT} (\"Schema_negotiation(ok=true)\")", depends=[VALID_ENVELOPES])
+async def test_accepts_compatible_schema(open_peer, registry):
+    peer = await open_peer()
+    negotiation = await peer.handshake(list(registry.items()))
+    assert negotiation.ok and not negotiation.errors, (
+        f"a Handshake declaring the registry's own schemas (writer = reader) got ok={negotiation.ok}, "
+        f"errors {negotiation.errors}")
+    assert negotiation.protocol_version == 1, f"Schema_negotiation protocol_version {negotiation.protocol_version}"
+
+
+@requirement("ripp.handshake.server.refuses-incompatible-schema", "MUST",
+             f"{HANDSHAKE_TEXT} (\"If schema negotiation fails\"; \"[connection rejected]\");  (profile P5)", depends=[HANDSHAKE])
+async def test_refuses_incompatible_schema(open_peer, output):
+    name, schema = output
+    missing = required_field(schema)
+    peer = await open_peer()
+    negotiation = await peer.handshake([(name, without_field(schema, missing))])
+    assert not negotiation.ok, (f"a writer schema of {name} without the required field {missing!r} got ok=true: "
+                                "check_backward(reader, writer) must fail with a missing field")
+    assert any(missing in error for error in negotiation.errors), (
+        f"ok=false but the errors {negotiation.errors} do not name the missing field {missing!r}")
+    closed, data = await peer.closes_silently()
+    assert closed, "after Schema_negotiation(ok=false) the consumer kept the connection open (\"[connection rejected]\")"
+    assert not data, f"after refusing the schemas the consumer sent more: {short_hex(data)}"
+
+
+@requirement("ripp.handshake.server.refuses-unsupported-protocol-version", "MUST",
+             "RIPP, Field Details (\"The receiver must reject messages with an unsupported version\"); Handshake "
+             "(\"Protocol version compatibility\")", depends=[HANDSHAKE], errata=["RIPP-E3"])
+async def test_refuses_unsupported_protocol_version(open_peer, registry):
+    peer = await open_peer()
+    negotiation = await peer.handshake(list(registry.items()), protocol_version=2)
+    assert not negotiation.ok, "a Handshake with protocol_version 2 got ok=true (only version 1 exists)"
+    closed, data = await peer.closes_silently()
+    assert closed, "after refusing protocol_version 2 the consumer kept the connection open"
+
+
+@requirement(CHECKPOINT, "MUST",
+             "RIPP, Message Types (\"2Checkpoint_requestcoordinator -> workerTrigger checkpoint\") (profile P7)",
+             depends=[HANDSHAKE])
+async def test_answers_checkpoint_request(ready_peer, registry):
+    peer = await ready_peer()
+    ack = await peer.checkpoint(41)
+    names = sorted(s.source_output for s in ack.sources)
+    assert names == sorted(registry), f"the Checkpoint_ack lists sources {names}, the Handshake declared {sorted(registry)}"
+    for state in ack.sources:
+        assert state.last_sequence_no == 0 and state.applied_count == 0 and \
+            state.state_digest.hex() == "93b885adfe0da089cdf634904fd59f71", (
+                f"before any Delta, source {state.source_output} shows {describe(state)} "
+                "(profile P7: 0, 0 and the digest of the empty state)")

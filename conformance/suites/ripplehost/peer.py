@@ -1,0 +1,274 @@
+"""The harness's side of a Ripple host association, driven by the reference codec.
+
+Cases use :class:`RipplePeer` to speak the host protocol the way a correct
+host would (host-id exchange, MSGs with the harness's own msgno parity,
+answers matched by msgno) and to put forged frames on the wire: frames
+encoded by the sans-I/O codec (reference_impl/ripplehost/frame.py), then
+chunked, interleaved or mutated byte by byte (``send_raw``). Every frame
+sent is noted in the wire trace in decoded form beside its bytes, every
+frame received too.
+
+Frames from the target are read with the codec's :class:`FrameParser` under
+the profile's bounds (docs/ripplehost-profile.md): a header line of at most
+512 bytes, at most 65536 content bytes per frame (checked from the header,
+before the content is buffered), 1 MiB per reassembled message, 32 messages
+in progress. A target cannot make the harness buffer without end, and a
+frame that breaks the grammar fails the case with its bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections import deque
+from typing import Any
+
+from conformance.core.transport import Deadline, DeadlineExceeded, PeerClosed, ProtocolViolation, TcpConnection, short_hex, target_bytes
+from reference_impl.ripplehost.frame import (VERSION, Frame, FrameError, FrameParser, Message, Reassembler,
+                                             encode_frame, message_frames)
+
+HOST_ID_TYPE = "host-id"
+HARNESS_HOSTNAME = "conformance-harness.invalid"
+"""The hostname the harness announces: ``.invalid`` (RFC 2606) can never
+name a real host, so a target resolving it learns nothing and harms no one."""
+INITIATOR, ACCEPTOR = "initiator", "acceptor"
+PARITY = {INITIATOR: 0, ACCEPTOR: 1}
+"""Host Messages: the host that initiated the association uses even msgnos,
+the one that received it odd ones."""
+MAX_FRAMES_WHILE_WAITING = 1000
+"""Frames read while waiting for one particular message: a target sending
+more than this in between is flooding, not answering."""
+
+
+def summary(item: Frame | Message) -> str:
+    """A frame or message in one line for traces and failure messages."""
+    if isinstance(item, Frame):
+        more = "*" if item.more else "."
+        users = f" {item.to_user} {item.from_user}" if item.is_node else ""
+        content = item.payload
+        head = f"{item.type} {item.version} {item.msgno} {more} {len(content)}{users}"
+    else:
+        users = f" to-user {item.to_user} from-user {item.from_user}" if item.is_node else ""
+        content = item.content
+        head = f"{item.type} msgno {item.msgno} (version {item.version}, {item.frames} frame(s)){users}"
+    shown = content[:160].decode("utf-8", "replace")
+    return f"{head} {shown!r}" + (f"...(+{len(content) - 160} bytes)" if len(content) > 160 else "")
+
+
+def body_bytes(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def probe_body(label: str = "probe") -> dict[str, Any]:
+    """An echo request with a unique token, so that an answer can be told
+    from an answer to any other message (the profile's ``echo`` type: the
+    RPY carries the same ``data``)."""
+    return {"type": "echo", "data": f"{label}-{secrets.token_hex(6)}"}
+
+
+def describe_bytes(data: bytes) -> str:
+    """Bytes the target sent, as frames where they parse, else as hex."""
+    if not data:
+        return "nothing"
+    parser = FrameParser()
+    try:
+        frames = parser.receive_data(data)
+    except FrameError as exc:
+        return f"bytes that break the grammar ({exc.reason}): {short_hex(data)}"
+    shown = "; ".join(summary(frame) for frame in frames)
+    if parser.buffered:
+        shown += ("; " if shown else "") + f"{parser.buffered} byte(s) of an incomplete frame"
+    return shown
+
+
+class RipplePeer:
+    """One association of the harness with the target. ``role`` is the
+    harness's own: INITIATOR when the harness connected (target as server),
+    ACCEPTOR when the target connected to the harness (target as client)."""
+
+    def __init__(self, conn: TcpConnection, role: str) -> None:
+        self.conn = conn
+        self.role = role
+        self.parser = FrameParser()
+        self.reassembler = Reassembler()
+        self._frames: deque[Frame] = deque()
+        self._next_msgno = PARITY[role]
+        self.received_frames: list[Frame] = []
+        """Every frame the target sent on this association, in order (the
+        cases about msgno parity look at all of them)."""
+        self.peer_hostname: str | None = None
+        self.pending_msgs: list[Message] = []
+        """MSGs of the target read but not answered (``answer_to(serve=False)``)."""
+
+    @property
+    def trace(self):
+        return self.conn.trace
+
+    # ---------------------------------------------------------------- sending
+
+    def new_msgno(self) -> int:
+        """The next msgno of the harness's own parity, never reused in an association."""
+        msgno = self._next_msgno
+        self._next_msgno += 2
+        return msgno
+
+    async def send_frames(self, frames: list[Frame], note: str = "") -> bytes:
+        """Each frame in a write of its own, noted in decoded form."""
+        sent = b""
+        for frame in frames:
+            data = encode_frame(frame)
+            await self.conn.send(data, (note + ": " if note else "") + summary(frame))
+            sent += data
+        return sent
+
+    async def send_message(self, type_: str, msgno: int, body: dict[str, Any] | bytes, note: str = "",
+                           **options: Any) -> bytes:
+        """One message as its frames (``chunk_size``, ``to_user``,
+        ``from_user``, ``version`` as for ``message_frames``)."""
+        options.setdefault("version", VERSION)
+        return await self.send_frames(message_frames(type_, msgno, body, **options), note)
+
+    async def send_raw(self, data: bytes, note: str) -> bool:
+        """Forged bytes, in one write; False when the target had already hung
+        up (for negative cases a reset is an answer, not an error)."""
+        return await self.conn.send_quietly(data, note)
+
+    # ---------------------------------------------------------------- receiving
+
+    async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame:
+        """The target's next frame. A close fails the case (PeerClosed), a
+        frame that breaks the grammar too (ProtocolViolation with its bytes),
+        silence past the deadline too (DeadlineExceeded)."""
+        limit = deadline if isinstance(deadline, Deadline) else Deadline(self.conn.deadline if deadline is None
+                                                                         else deadline)
+        while not self._frames:
+            data = await self.conn.receive_some(limit)
+            if not data:
+                raise PeerClosed(f"target closed the connection while {what} was due")
+            with target_bytes(f"target sent a frame that breaks the grammar where {what} was due", data, FrameError):
+                frames = self.parser.receive_data(data)
+            for frame in frames:
+                self.trace.event(f"decoded frame: {summary(frame)}")
+            self._frames.extend(frames)
+            self.received_frames.extend(frames)
+        return self._frames.popleft()
+
+    async def next_message(self, what: str, deadline: float | Deadline | None = None) -> Message:
+        """The target's next complete message (its frames reassembled; chunks
+        of other messages may come in between)."""
+        limit = deadline if isinstance(deadline, Deadline) else Deadline(self.conn.deadline if deadline is None
+                                                                         else deadline)
+        for _ in range(MAX_FRAMES_WHILE_WAITING):
+            frame = await self.next_frame(what, limit)
+            with target_bytes(f"target sent a message the profile cannot read where {what} was due",
+                              frame.payload, FrameError):
+                message = self.reassembler.add(frame)
+            if message is not None:
+                self.trace.event(f"decoded message: {summary(message)}")
+                return message
+        raise ProtocolViolation(f"over {MAX_FRAMES_WHILE_WAITING} frames without a complete message while {what} "
+                                "was due")
+
+    async def answer_to(self, msgno: int, what: str, deadline: float | Deadline | None = None, *,
+                        serve: bool = True) -> Message:
+        """The complete RPY or ERR the target sends next. MSGs of the
+        target's own that come first are answered as a host would (see
+        :meth:`answer_target_msg`), or with ``serve=False`` kept unanswered
+        in ``pending_msgs`` (a launched initiator may close once answered);
+        an answer with another msgno fails the case with both msgnos."""
+        limit = deadline if isinstance(deadline, Deadline) else Deadline(self.conn.deadline if deadline is None
+                                                                         else deadline)
+        for _ in range(MAX_FRAMES_WHILE_WAITING):
+            message = await self.next_message(what, limit)
+            if message.type == "MSG":
+                if serve:
+                    await self.answer_target_msg(message)
+                else:
+                    self.pending_msgs.append(message)
+                continue
+            if message.msgno != msgno:
+                raise AssertionError(f"awaiting {what} (an RPY or ERR with msgno {msgno}), the target answered "
+                                     f"with msgno {message.msgno}: {summary(message)}")
+            return message
+        raise ProtocolViolation(f"over {MAX_FRAMES_WHILE_WAITING} messages without {what}")
+
+    async def answer_target_msg(self, message: Message) -> None:
+        """Answer a MSG of the target as a correct host would: its host-id
+        with the harness's host-id, anything else with an RPY echoing it."""
+        if message.body.get("type") == HOST_ID_TYPE:
+            body: dict[str, Any] = {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME}
+        else:
+            body = {"type": "ok", "echo": message.body}
+        await self.send_message("RPY", message.msgno, body, "answering the target's MSG",
+                                to_user=message.from_user, from_user=message.to_user)
+
+    async def request(self, body: dict[str, Any] | bytes, what: str, **options: Any) -> tuple[int, Message]:
+        """Send a MSG with a new msgno; its answer."""
+        msgno = self.new_msgno()
+        await self.send_message("MSG", msgno, body, what, **options)
+        return msgno, await self.answer_to(msgno, f"the answer to {what}")
+
+    # ---------------------------------------------------------------- host-id
+
+    async def exchange_host_ids(self, msgno: int | None = None) -> Message:
+        """The initiator's part: send the host-id MSG, return the target's
+        answer (which the caller judges)."""
+        msgno = self.new_msgno() if msgno is None else msgno
+        await self.send_message("MSG", msgno, {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
+                                "the initiator's host-id")
+        return await self.answer_to(msgno, "the acceptor's answer to the host-id MSG")
+
+    # ---------------------------------------------------------------- closing
+
+    async def await_close(self, deadline: float | None = None) -> tuple[bool, bytes]:
+        """Wait for the target to end the connection: ``(closed, what it sent
+        meanwhile)``, the bytes including any frames parsed but not yet read."""
+        pending = b"".join(encode_frame(frame) for frame in self._frames)
+        self._frames.clear()
+        closed, data = await self.conn.await_close(deadline)
+        return closed, pending + data
+
+    async def silence(self, seconds: float) -> bytes:
+        """What the target sends within ``seconds`` without the harness
+        expecting anything (b"" when silent); stops early on a close."""
+        window = Deadline(seconds)
+        got = bytearray(b"".join(encode_frame(frame) for frame in self._frames))
+        self._frames.clear()
+        while not self.conn.eof and not window.expired:
+            try:
+                data = await self.conn.receive_some(window)
+            except DeadlineExceeded:   # the window passed in silence
+                break
+            if not data:
+                break
+            got += data
+            if len(got) > 1 << 20:
+                break
+        return bytes(got)
+
+
+# ---------------------------------------------------------------- verdicts on closing
+
+def served(data: bytes) -> list[str]:
+    """The RPY frames among bytes the target sent: a frame it was meant to
+    refuse was served (as far as the bytes parse)."""
+    parser = FrameParser()
+    try:
+        frames = parser.receive_data(data)
+    except FrameError:
+        return []
+    return [summary(frame) for frame in frames if frame.type == "RPY"]
+
+
+async def expect_close(peer: RipplePeer, what: str, *, silent: bool) -> None:
+    """The target must end the connection within the read deadline after
+    ``what``; with ``silent``, without sending a byte first (the profile:
+    "closed at once, with nothing sent in answer")."""
+    closed, data = await peer.await_close()
+    limit = peer.conn.deadline
+    if not closed:
+        raise AssertionError(f"after {what}, the target kept the connection open for {limit} s; the association "
+                             f"must be closed at once. Meanwhile it sent: {describe_bytes(data)}")
+    if silent and data:
+        raise AssertionError(f"after {what}, the target sent {describe_bytes(data)} before closing; the "
+                             "association must be closed at once, with nothing sent in answer")

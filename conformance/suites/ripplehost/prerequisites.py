@@ -1,0 +1,28 @@
+"""Case ids the Ripple host cases name as prerequisites (``depends=``).
+
+A case depends on the rules it relies on to tell its own rule apart: when
+one of them did not pass in the same run, the case is reported ``blocked``
+by it instead of failing for a rule that is not its own. The graph is
+acyclic; its roots are the acceptor's host-id reply (target as server) and
+the initiator's host-id MSG (target as client).
+"""
+
+from __future__ import annotations
+
+# -- target as server (the acceptor)
+HOST_ID = "ripplehost.hostid.server.replies-with-host-id"
+"""Every case after the host-id exchange: without it the target serves nothing."""
+REPLY_MSGNO = "ripplehost.msgno.server.reply-carries-msgno"
+"""The harness finds the answer to a MSG by its msgno: every case that
+judges an answer (or checks that a probe still gets one) relies on it."""
+IDENTIFIED = (HOST_ID, REPLY_MSGNO)
+"""A case that exchanges host-ids and matches answers to its MSGs."""
+CLOSES_ON_MALFORMED = "ripplehost.frame.server.closes-on-malformed-header"
+"""The silence of a closing target is judged only once it closes at all."""
+REASSEMBLES = "ripplehost.chunk.server.reassembles-chunked"
+"""Interleaving is told apart from chunking only once chunking works."""
+
+# -- target as client (the initiator)
+CLIENT_HOST_ID = "ripplehost.hostid.client.sends-host-id-first"
+"""Every client case finds the client's first MSG, the host-id, and answers it."""
+CLIENT_REPLY_MSGNO = "ripplehost.msgno.client.reply-carries-msgno"

@@ -1,0 +1,140 @@
+"""Target as client (the initiator): the harness listens, launches the
+target's client command pointed at it, and plays the acceptor (Ripple SCTP
+binding, "Host Identification", "Host Messages", "Node Messages"; the
+profile, docs/ripplehost-profile.md, sections 4 and 5)."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import requirement
+from reference_impl.ripplehost.frame import message_frames
+
+from .conftest import DEFAULT_CLIENT_MESSAGES
+from .peer import HARNESS_HOSTNAME, HOST_ID_TYPE, RipplePeer, expect_close, probe_body, summary
+from .prerequisites import CLIENT_HOST_ID, CLIENT_REPLY_MSGNO
+
+BINDING = "Ripple SCTP binding"
+HOST_MESSAGES = f"{BINDING}, Host Messages"
+PARITY = (f"{HOST_MESSAGES} (\"The host that initiated the association must use only even-numbered msgnos\")")
+
+
+async def answer_host_id(peer: RipplePeer) -> None:
+    """The acceptor's part of the exchange: the first message must be the
+    host-id MSG (its own case judges that); it is answered with the
+    harness's host-id in an RPY of its msgno."""
+    first = await peer.next_message("the initiator's host-id MSG")
+    assert first.type == "MSG" and first.body.get("type") == HOST_ID_TYPE, (
+        f"the initiator's first message must be its host-id MSG: {summary(first)}")
+    await peer.send_message("RPY", first.msgno, {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
+                            "the acceptor's host-id")
+
+
+async def own_msgs(peer: RipplePeer, count: int) -> list:
+    """The initiator's next ``count`` MSGs, left unanswered (an initiator may
+    close once its MSGs are answered)."""
+    messages = []
+    while len(messages) < count:
+        message = await peer.next_message(f"the initiator's MSGs ({len(messages)} of {count} so far)")
+        assert message.type == "MSG", f"expected the initiator's MSGs, got {summary(message)}"
+        messages.append(message)
+    return messages
+
+
+@requirement(CLIENT_HOST_ID, "MUST",
+             f"{BINDING}, Host Identification (\"Upon starting a session and negotiating TLS, the initiating host "
+             "must send a host-id message\")", role="client", errata=["RIPPLEHOST-E3"])
+async def test_client_sends_host_id_first(launched_client):
+    async with launched_client() as client:
+        peer = await client.accept()
+        first = await peer.next_message("the initiator's first message")
+        assert first.type == "MSG", f"the initiator's first message must be a MSG (its host-id): {summary(first)}"
+        assert first.body.get("type") == HOST_ID_TYPE, (
+            f"the initiator's first message must be a host-id message, not {first.body.get('type')!r}: "
+            f"{summary(first)}")
+        hostname = first.body.get("hostname")
+        assert isinstance(hostname, str) and hostname, f"the host-id must carry a hostname string: {summary(first)}"
+        assert not first.is_node, f"the host-id must come in a host frame (profile section 4): {summary(first)}"
+
+
+@requirement("ripplehost.msgno.client.uses-even-msgnos", "MUST", PARITY, role="client", depends=[CLIENT_HOST_ID])
+async def test_client_uses_even_msgnos(launched_client):
+    async with launched_client() as client:
+        peer = await client.accept()
+        await answer_host_id(peer)
+        await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
+        frames = [frame for frame in peer.received_frames if frame.type == "MSG"]
+        odd = [frame.msgno for frame in frames if frame.msgno % 2]
+        assert not odd, (f"the initiator must use only even msgnos; its MSG frames (host-id included) carried "
+                         f"{[frame.msgno for frame in frames]} (odd: {odd})")
+
+
+@requirement("ripplehost.msgno.client.unique-outstanding-msgnos", "MUST",
+             f"{HOST_MESSAGES} (\"The msgno must be unique among MSG-type messages in the session ... that have not "
+             "yet received a complete response\")", role="client", depends=[CLIENT_HOST_ID])
+async def test_client_unique_outstanding_msgnos(launched_client):
+    async with launched_client() as client:
+        peer = await client.accept()
+        await answer_host_id(peer)
+        # None of them is answered, so all are outstanding together.
+        messages = await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
+        msgnos = [message.msgno for message in messages]
+        assert len(set(msgnos)) == len(msgnos), (
+            f"{len(msgnos)} MSGs awaiting their answers at once must have distinct msgnos; they carried {msgnos}")
+
+
+@requirement("ripplehost.msgno.client.reply-carries-msgno", "MUST",
+             f"{HOST_MESSAGES} (\"For RPY and ERR types, msgno must be identical to the original MSG\")",
+             role="client", depends=[CLIENT_HOST_ID])
+async def test_client_reply_carries_msgno(launched_client):
+    async with launched_client() as client:
+        peer = await client.accept()
+        await answer_host_id(peer)
+        # The acceptor's own msgnos are odd; two in flight, matched by their echoed tokens.
+        sent = {}
+        for msgno in (1, 77):
+            body = probe_body(f"msgno-{msgno}")
+            sent[body["data"]] = msgno
+            await peer.send_message("MSG", msgno, body, f"an echo MSG of the acceptor with msgno {msgno}")
+        answers = []
+        while len(answers) < len(sent):
+            message = await peer.next_message("the initiator's answers to two echo MSGs (msgnos 1 and 77)")
+            if message.type == "MSG":
+                continue   # the initiator's own MSGs: left unanswered, so that it stays
+            answers.append(message)
+        for answer in answers:
+            data = answer.body.get("data")
+            assert data in sent, f"an answer that echoes neither MSG: {summary(answer)}"
+            assert answer.msgno == sent[data], (
+                f"the answer to the MSG with msgno {sent[data]} carries msgno {answer.msgno}: {summary(answer)}")
+
+
+@requirement("ripplehost.frame.client.closes-on-malformed-header", "MUST",
+             f"{BINDING}, Node Messages (\"If a received frame does not meet either the host or node message format, "
+             "the association must be immediately closed\")", role="client", depends=[CLIENT_HOST_ID])
+async def test_client_closes_on_malformed_header(launched_client):
+    async with launched_client() as client:
+        peer = await client.accept()
+        await answer_host_id(peer)
+        await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
+        # Its MSGs stay unanswered: a correct initiator has every reason to
+        # stay, except the frame below.
+        await peer.send_raw(b"MSG 1.0 3 .\r\n{\"type\":\"ping\"}END\r\n", "a header without its size field")
+        await expect_close(peer, "a frame whose header has no size field", silent=False)
+
+
+@requirement("ripplehost.chunk.client.reassembles-chunked", "MUST",
+             f"{HOST_MESSAGES} (\"If more is ... it signifies there are more frames in the message; if it is ... "
+             "this is the final frame\")", role="client", depends=[CLIENT_HOST_ID, CLIENT_REPLY_MSGNO])
+async def test_client_reassembles_chunked(launched_client):
+    async with launched_client() as client:
+        peer = await client.accept()
+        await answer_host_id(peer)
+        body = probe_body("chunked-" + "0123456789" * 30)
+        frames = message_frames("MSG", 5, body, chunk_size=64)
+        await peer.send_frames(frames, f"an echo MSG of the acceptor in {len(frames)} frames")
+        while True:
+            message = await peer.next_message(f"the initiator's answer to an echo MSG sent in {len(frames)} frames")
+            if message.type != "MSG":   # the initiator's own MSGs stay unanswered, so that it stays
+                break
+        assert message.msgno == 5 and message.type == "RPY" and message.body == body, (
+            f"the {len(frames)} frames must be reassembled into one message, answered by the echo of its whole "
+            f"body; got {summary(message)}")

@@ -1,0 +1,205 @@
+"""Target as server (the acceptor): frames, chunking, node frames and unknown
+messages (Ripple SCTP binding, "Host Messages", "Node Messages"; the specs
+README on the END trailer; the profile, docs/ripplehost-profile.md,
+sections 2, 3 and 6)."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import requirement
+from reference_impl.ripplehost.frame import VERSION, Frame, encode_body, encode_frame, message_frames
+
+from .peer import expect_close, probe_body, summary
+from .prerequisites import CLOSES_ON_MALFORMED, IDENTIFIED, REASSEMBLES
+
+BINDING = "Ripple SCTP binding"
+README = "Specs README, Ripple host protocol"
+HOST_MESSAGES = f"{BINDING}, Host Messages"
+NODE_MESSAGES = f"{BINDING}, Node Messages"
+CLOSE_SENTENCE = ("\"If a received frame does not meet either the host or node message format, the association "
+                  "must be immediately closed\"")
+CLOSE = f"{NODE_MESSAGES} ({CLOSE_SENTENCE})"
+SIZE = (f"{HOST_MESSAGES} (\"size is the number of content bytes between, but not including, the CRLF at the end "
+        "of the header line, and the END at the end of the frame\")")
+TRAILER = f"{README} (\"A frame is the header line, CRLF, exactly size content bytes, then END CRLF\")"
+MORE = (f"{HOST_MESSAGES} (\"If more is ... it signifies there are more frames in the message; if it is ... this is "
+        "the final frame\")")
+CLOSES_SILENTLY = "ripplehost.frame.server.closes-silently-on-malformed-header"
+
+
+def ping_frame(msgno: int) -> bytes:
+    return encode_frame(Frame("MSG", VERSION, msgno, False, encode_body({"type": "ping"})))
+
+
+def malformed_headers() -> list[tuple[str, bytes]]:
+    """Frames that fit neither the host nor the node format, each with the
+    rule it breaks; a valid frame follows each, so that a target skipping
+    the bad line would have something to serve."""
+    content = encode_body({"type": "ping"})
+    size = str(len(content)).encode()
+    tail = content + b"END\r\n" + ping_frame(4)
+    return [
+        ("a header without its size field (4 fields)", b"MSG 1.0 2 .\r\n" + tail),
+        ("a header of 6 fields (a host header plus one user)", b"MSG 1.0 2 . " + size + b" alice\r\n" + tail),
+        ("the frame type ANS (BEEP's, not one of MSG, RPY, ERR)", b"ANS 1.0 2 . " + size + b"\r\n" + tail),
+        ("msgno 2147483648, above the range 0..2147483647", b"MSG 1.0 2147483648 . " + size + b"\r\n" + tail),
+        ("more flag '+' (neither '.' nor '*')", b"MSG 1.0 2 + " + size + b"\r\n" + tail),
+        ("a size that is not an integer (-15)", b"MSG 1.0 2 . -" + size + b"\r\n" + tail),
+        ("a header ended by a bare LF instead of CRLF", b"MSG 1.0 2 . " + size + b"\n" + tail),
+    ]
+
+
+@requirement("ripplehost.frame.server.closes-on-malformed-header", "MUST", CLOSE, depends=IDENTIFIED)
+async def test_closes_on_malformed_header(identified_peer):
+    for rule, data in malformed_headers():
+        peer = await identified_peer(rule)
+        await peer.send_raw(data, f"a frame with {rule}, then a valid ping")
+        await expect_close(peer, f"a frame with {rule}", silent=False)
+
+
+@requirement(CLOSES_SILENTLY, "MUST",
+             f"{NODE_MESSAGES} ({CLOSE_SENTENCE}; profile section 2: at once, with nothing sent in answer, as RFC 3080 "
+             "2.2.1.1)",
+             depends=[*IDENTIFIED, CLOSES_ON_MALFORMED])
+async def test_closes_silently_on_malformed_header(identified_peer):
+    for rule, data in malformed_headers():
+        peer = await identified_peer(rule)
+        await peer.send_raw(data, f"a frame with {rule}, then a valid ping")
+        await expect_close(peer, f"a frame with {rule}", silent=True)
+
+
+@requirement("ripplehost.frame.server.closes-on-missing-end", "MUST", f"{TRAILER}; {CLOSE}",
+             depends=[*IDENTIFIED, CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+async def test_closes_on_missing_end(identified_peer):
+    body = probe_body("missing-end")
+    content = encode_body(body)
+    header = f"MSG {VERSION} 2 . {len(content)}\r\n".encode()
+    for rule, trailer in (("the trailer EDN CRLF instead of END CRLF", b"EDN\r\n"),
+                          ("no trailer at all (the next frame follows the content)", b""),
+                          ("a bare CRLF where END CRLF is due", b"\r\n")):
+        peer = await identified_peer(rule)
+        await peer.send_raw(header + content + trailer + ping_frame(4),
+                            f"an echo MSG of the right size with {rule}, then a valid ping")
+        await expect_close(peer, f"a frame with {rule}", silent=True)
+
+
+@requirement("ripplehost.frame.server.closes-on-wrong-size", "MUST", f"{SIZE}; {CLOSE}",
+             depends=[*IDENTIFIED, CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+async def test_closes_on_wrong_size(identified_peer):
+    content = encode_body(probe_body("wrong-size-" + "x" * 24))
+    for rule, size in ((f"size {len(content) - 8} for {len(content)} content bytes", len(content) - 8),
+                       (f"size {len(content) + 8} for {len(content)} content bytes", len(content) + 8)):
+        peer = await identified_peer(rule)
+        data = f"MSG {VERSION} 2 . {size}\r\n".encode() + content + b"END\r\n" + ping_frame(4)
+        await peer.send_raw(data, f"an echo MSG with {rule} (END not where size puts it), then a valid ping")
+        await expect_close(peer, f"a frame with {rule}", silent=True)
+
+
+@requirement("ripplehost.chunk.server.reassembles-chunked", "MUST", MORE, depends=IDENTIFIED)
+async def test_reassembles_chunked(identified_peer):
+    peer = await identified_peer("a chunked message")
+    body = probe_body("chunked-" + "0123456789" * 30)
+    msgno = peer.new_msgno()
+    frames = message_frames("MSG", msgno, body, chunk_size=64)
+    await peer.send_frames(frames, f"an echo MSG in {len(frames)} frames ('*' ... '*' '.')")
+    answer = await peer.answer_to(msgno, f"the answer to an echo MSG sent in {len(frames)} frames")
+    assert answer.type == "RPY" and answer.body == body, (
+        f"the {len(frames)} frames must be reassembled into one message, answered by the echo of its whole body; "
+        f"got {summary(answer)}")
+
+
+@requirement("ripplehost.chunk.server.reassembles-interleaved", "MUST",
+             f"{HOST_MESSAGES} (\"This allows a host to chunk messages into discrete bits in order to interleave "
+             "messages in the same stream\")", depends=[*IDENTIFIED, REASSEMBLES])
+async def test_reassembles_interleaved(identified_peer):
+    peer = await identified_peer("interleaved chunked messages")
+    first, second, single = peer.new_msgno(), peer.new_msgno(), peer.new_msgno()
+    bodies = {first: probe_body("first-" + "a" * 150), second: probe_body("second-" + "b" * 190)}
+    chunked = {msgno: message_frames("MSG", msgno, body, chunk_size=48) for msgno, body in bodies.items()}
+    order: list[Frame] = []
+    for index in range(max(len(frames) for frames in chunked.values())):
+        for msgno in (first, second):
+            if index < len(chunked[msgno]):
+                order.append(chunked[msgno][index])
+        if index == 1:
+            # A whole message between the chunks of the two others.
+            order += message_frames("MSG", single, {"type": "ping"})
+    await peer.send_frames(order, "interleaved frames")
+    answers = {}
+    for _ in range(3):
+        answer = await peer.next_message(f"the answers to MSGs {first} and {second} (chunked, interleaved) and "
+                                         f"{single} (a ping between their chunks)")
+        assert answer.msgno in (first, second, single) and answer.msgno not in answers, (
+            f"an answer with an unexpected or repeated msgno: {summary(answer)}")
+        answers[answer.msgno] = answer
+    for msgno, body in bodies.items():
+        answer = answers[msgno]
+        assert answer.type == "RPY" and answer.body == body, (
+            f"MSG {msgno}, sent in chunks interleaved with another message's, must be reassembled from its own "
+            f"chunks and echoed whole; got {summary(answer)}")
+    assert answers[single].type == "RPY", f"the ping between the chunks must be answered: {summary(answers[single])}"
+
+
+@requirement("ripplehost.chunk.server.counts-crlf-before-end", "MUST",
+             f"{README} (\"size counts every byte between the header's CRLF and END, so a line break written before "
+             "END is content and is counted\")", depends=IDENTIFIED, errata=["RIPPLEHOST-E1"])
+async def test_counts_crlf_before_end(identified_peer):
+    peer = await identified_peer("CRLF before END")
+    body = probe_body("crlf")
+    msgno = peer.new_msgno()
+    frame = Frame("MSG", VERSION, msgno, False, encode_body(body) + b"\r\n")
+    await peer.send_frames([frame], "an echo MSG whose content ends in CRLF, counted in size")
+    answer = await peer.answer_to(msgno, "the answer to an echo MSG whose content ends in CRLF")
+    assert answer.type == "RPY" and answer.body == body, (
+        f"the CRLF before END is content (counted in size); the MSG must be served: {summary(answer)}")
+
+
+@requirement("ripplehost.node.server.accepts-node-frame", "MUST",
+             f"{NODE_MESSAGES} (\"Node messages are sent in frames of the following format\"; \"(type) (version) "
+             "(msgno) (more) (size) (to-user) (from-user)(CRLF)\")", depends=IDENTIFIED)
+async def test_accepts_node_frame(identified_peer):
+    peer = await identified_peer("a node frame")
+    body = probe_body("node")
+    msgno, answer = await peer.request(body, "an echo MSG in a node frame (to-user alice, from-user bob)",
+                                       to_user="alice", from_user="bob")
+    assert answer.type == "RPY" and answer.body == body, (
+        f"a MSG in a node frame must be accepted and served like one in a host frame: {summary(answer)}")
+
+
+@requirement("ripplehost.node.server.answer-swaps-users", "SHOULD",
+             f"{NODE_MESSAGES} (\"The to-user and from-user fields need only specify usernames\"; profile section "
+             "6: answers to a node frame are node frames with the users swapped)",
+             depends=[*IDENTIFIED, "ripplehost.node.server.accepts-node-frame"])
+async def test_answer_swaps_users(identified_peer):
+    peer = await identified_peer("the users of an answer to a node frame")
+    msgno, answer = await peer.request(probe_body("users"), "an echo MSG to-user alice from-user bob",
+                                       to_user="alice", from_user="bob")
+    assert (answer.to_user, answer.from_user) == ("bob", "alice"), (
+        f"the answer to a node frame from bob to alice should be a node frame to bob from alice: {summary(answer)}")
+
+
+@requirement("ripplehost.message.server.err-for-unknown-type", "SHOULD",
+             f"{HOST_MESSAGES} (\"Message types MSG, RPY, and ERR correspond to the Ripple message types message, "
+             "reply, and error\"; profile section 6: a MSG of a type the host does not serve gets ERR unknown-type)",
+             depends=IDENTIFIED)
+async def test_err_for_unknown_type(identified_peer):
+    peer = await identified_peer("a MSG of an unknown type")
+    msgno, answer = await peer.request({"type": "conformance-no-such-type"}, "a MSG of a type no host serves")
+    assert answer.type == "ERR", f"a MSG of a type the host does not serve should get an ERR: {summary(answer)}"
+    assert answer.body.get("error") == "unknown-type", (
+        f"the ERR should carry the profile's code unknown-type: {summary(answer)}")
+    _, probe = await peer.request(probe_body("after-unknown"), "an echo MSG after the ERR")
+    assert probe.type == "RPY", f"the association should stay usable after the ERR: {summary(probe)}"
+
+
+@requirement("ripplehost.message.server.err-for-unsupported-version", "SHOULD",
+             f"{HOST_MESSAGES} (\"The version indicates the Ripple protocol version\"; profile section 6: a MSG of "
+             "a version the host does not speak gets ERR unsupported-version)", depends=IDENTIFIED)
+async def test_err_for_unsupported_version(identified_peer):
+    peer = await identified_peer("a MSG of another protocol version")
+    msgno, answer = await peer.request(probe_body("version"), "an echo MSG of version 9.9", version="9.9")
+    assert answer.type == "ERR", (
+        f"a MSG of a version the host does not speak should get an ERR, not be served: {summary(answer)}")
+    assert answer.body.get("error") == "unsupported-version", (
+        f"the ERR should carry the profile's code unsupported-version: {summary(answer)}")
+    _, probe = await peer.request(probe_body("after-version"), f"an echo MSG of version {VERSION} after the ERR")
+    assert probe.type == "RPY", f"the association should stay usable after the ERR: {summary(probe)}"

@@ -1,0 +1,127 @@
+"""Target as server (the acceptor): host identification and message numbers
+(Ripple SCTP binding, "Host Identification", "Host Messages"; the profile,
+docs/ripplehost-profile.md, sections 4 and 5)."""
+
+from __future__ import annotations
+
+from conformance.core.requirements import not_applicable, requirement
+
+from .conftest import identified
+from .peer import describe_bytes, expect_close, probe_body, summary
+from .prerequisites import HOST_ID
+from .prerequisites import IDENTIFIED
+
+BINDING = "Ripple SCTP binding"
+HOST_IDENTIFICATION = f"{BINDING}, Host Identification"
+HOST_MESSAGES = f"{BINDING}, Host Messages"
+PARITY = (f"{HOST_MESSAGES} (\"The host that initiated the association must use only even-numbered msgnos and the "
+          "host that received the association must use only odd-numbered msgnos\")")
+SAME_MSGNO = f"{HOST_MESSAGES} (\"For RPY and ERR types, msgno must be identical to the original MSG\")"
+UNIQUE = (f"{HOST_MESSAGES} (\"The msgno must be unique among MSG-type messages in the session ... that have not yet "
+          "received a complete response\")")
+CLOSE = (f"{BINDING}, Node Messages (\"If a received frame does not meet either the host or node message format, the "
+         "association must be immediately closed\"; profile section 5: msgno rules are part of the format)")
+
+
+@requirement(HOST_ID, "MUST",
+             f"{HOST_IDENTIFICATION} (\"Upon receiving a host-id message, the accepting host must reply with its own "
+             "host-id message\"; profile section 4: an RPY of the host-id MSG's msgno)",
+             errata=["RIPPLEHOST-E3"])
+async def test_replies_with_host_id(open_peer):
+    peer = await open_peer("host-id")
+    answer = await peer.exchange_host_ids(msgno=0)
+    problem = identified(answer)
+    assert problem is None, f"the acceptor must reply to the host-id MSG with its own host-id message: {problem}"
+
+
+@requirement("ripplehost.msgno.server.reply-carries-msgno", "MUST", SAME_MSGNO, depends=[HOST_ID])
+async def test_reply_carries_msgno(identified_peer):
+    peer = await identified_peer("answers carry the MSG's msgno")
+    # Two MSGs in flight with unrelated msgnos: the answers are matched by
+    # their echoed token, so a target counting its own answers, or answering
+    # the wrong MSG, shows.
+    sent = {}
+    for msgno in (42, 1000):
+        body = probe_body(f"msgno-{msgno}")
+        sent[body["data"]] = msgno
+        await peer.send_message("MSG", msgno, body, f"an echo MSG with msgno {msgno}")
+    for _ in sent:
+        answer = await peer.next_message("the answers to two echo MSGs (msgnos 42 and 1000)")
+        assert answer.type in ("RPY", "ERR"), f"expected the answers to two MSGs, got {summary(answer)}"
+        data = answer.body.get("data")
+        assert data in sent, (f"an answer that echoes neither MSG (the profile's echo returns the same body): "
+                              f"{summary(answer)}")
+        assert answer.msgno == sent[data], (f"the answer to the MSG with msgno {sent[data]} carries msgno "
+                                            f"{answer.msgno}: {summary(answer)}")
+
+
+@requirement("ripplehost.msgno.server.uses-odd-msgnos", "MUST", PARITY, needs=["ping-me"], depends=IDENTIFIED)
+async def test_uses_odd_msgnos(identified_peer):
+    peer = await identified_peer("the acceptor's own MSGs")
+    count = 4
+    msgno = peer.new_msgno()
+    await peer.send_message("MSG", msgno, {"type": "ping-me", "count": count},
+                            f"asking the acceptor for {count} MSGs of its own (profile section 7)")
+    own = []
+    answered = False
+    while len(own) < count or not answered:
+        message = await peer.next_message(f"the RPY to ping-me and the acceptor's {count} MSGs")
+        if message.type == "MSG":
+            own.append(message)
+            await peer.answer_target_msg(message)
+        else:
+            assert message.msgno == msgno and message.type == "RPY", (
+                f"ping-me must be answered with an RPY of msgno {msgno}: {summary(message)}")
+            answered = True
+    frames = [frame for frame in peer.received_frames if frame.type == "MSG"]
+    wrong = [frame.msgno for frame in frames if frame.msgno % 2 != 1]
+    assert not wrong, (f"the acceptor must use only odd msgnos; its MSG frames carried "
+                       f"{[frame.msgno for frame in frames]} (even: {wrong})")
+
+
+@requirement("ripplehost.msgno.server.closes-on-wrong-parity", "MUST", f"{PARITY}; {CLOSE}", depends=IDENTIFIED)
+async def test_closes_on_wrong_parity(identified_peer):
+    peer = await identified_peer("a MSG with the acceptor's parity")
+    await peer.send_message("MSG", 7, {"type": "ping"}, "a MSG of the initiator with the odd msgno 7")
+    await expect_close(peer, "a MSG of the initiator with an odd msgno", silent=True)
+
+
+@requirement("ripplehost.msgno.server.closes-on-reused-msgno", "MUST", f"{UNIQUE}; {CLOSE}", needs=["hold"],
+             depends=IDENTIFIED)
+async def test_closes_on_reused_msgno(identified_peer):
+    peer = await identified_peer("a reused outstanding msgno")
+    # The hold outlasts every window of the case, so the first MSG is still
+    # awaiting its answer when the second one reuses its msgno.
+    hold = min(30, max(5, round(3 * peer.conn.deadline)))
+    await peer.send_message("MSG", 2, {"type": "hold", "seconds": hold},
+                            f"a MSG the acceptor answers only after {hold} s (profile section 7)")
+    early = await peer.silence(min(0.5, peer.conn.deadline / 2))
+    if early:
+        not_applicable(f"the target answered the hold MSG at once ({describe_bytes(early)}), so no MSG of the "
+                       "harness stays outstanding and a reuse cannot be shown")
+    await peer.send_message("MSG", 2, {"type": "ping"}, "a second MSG reusing msgno 2 while the first awaits its answer")
+    await expect_close(peer, "a MSG reusing the msgno of a MSG still awaiting its answer", silent=True)
+
+
+@requirement("ripplehost.msgno.server.closes-on-reply-to-unknown-msgno", "MUST", f"{SAME_MSGNO}; {CLOSE}",
+             depends=IDENTIFIED)
+async def test_closes_on_reply_to_unknown_msgno(identified_peer):
+    for kind, body in (("RPY", {"type": "pong"}),
+                       ("ERR", {"type": "error", "error": "conformance", "message": "an ERR for no MSG"})):
+        peer = await identified_peer(f"an {kind} for no MSG")
+        await peer.send_message(kind, 1001, body, f"an {kind} with msgno 1001, for which the acceptor sent no MSG")
+        await expect_close(peer, f"an {kind} whose msgno names no outstanding MSG", silent=True)
+
+
+@requirement("ripplehost.hostid.server.refuses-msg-before-host-id", "SHOULD",
+             f"{HOST_IDENTIFICATION} (\"Upon starting a session and negotiating TLS, the initiating host must send a "
+             "host-id message\"; profile section 4: any other first MSG gets ERR host-id-required, then the "
+             "association closes)", depends=IDENTIFIED, errata=["RIPPLEHOST-E3"])
+async def test_refuses_msg_before_host_id(open_peer):
+    peer = await open_peer("a MSG before the host-id")
+    await peer.send_message("MSG", 0, probe_body("before-host-id"), "an echo MSG where the host-id MSG is due")
+    answer = await peer.answer_to(0, "the answer to a MSG sent before the host-id")
+    assert answer.type == "ERR" and answer.body.get("error") == "host-id-required", (
+        f"a MSG before the host-id should be refused with ERR host-id-required (profile section 4), not served: "
+        f"{summary(answer)}")
+    await expect_close(peer, "its ERR host-id-required", silent=False)

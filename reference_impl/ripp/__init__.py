@@ -1,0 +1,9 @@
+"""RIPP, the binary envelope protocol of the Ripple workers (``ripp-wire-protocol.txt``).
+
+* :mod:`.envelope` -- the 63-byte-overhead envelope with CRC-32C, the check
+  order, a bounded stream reader.
+* :mod:`.binprot` -- a bounded bin_prot reader/writer (type descriptors).
+* :mod:`.payloads` -- the payload types of ``docs/ripp-profile.md`` P3.
+* :mod:`.schema` -- ``check_backward`` and the consumer's negotiation.
+* :mod:`.session` -- sans-I/O producer and consumer sessions.
+"""

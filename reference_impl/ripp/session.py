@@ -1,0 +1,547 @@
+"""RIPP sessions, sans-I/O: one connection, either role.
+
+:class:`ConsumerSession` is the accepting side, :class:`ProducerSession` the
+connecting side (``docs/ripp-profile.md`` P2).  Neither reads a socket or a
+clock: hand each chunk of received bytes to ``receive_data(data, now_ns)``,
+act on the events it returns, write what ``data_to_send()`` returns, call
+``poll(now_ns)`` no later than ``next_deadline()`` (heartbeats, timeouts),
+and close the socket once ``closed`` is set and the pending bytes are
+written.  ``now_ns`` is any monotonic nanosecond clock the I/O layer likes;
+it is also what goes in the envelope timestamps of control messages.
+
+Rules (profile sections in brackets):
+
+* Any refused envelope [P1], undecodable payload or range-rule breach [P3],
+  or message out of place [P2]: close at once, sending nothing.
+* Consumer: the first message must be a Handshake.  It is answered with one
+  Schema_negotiation [P5]; ``ok = false`` (version mismatch, incompatible
+  or unknown outputs) is followed by closing.  Deltas are checked against
+  the negotiated writer fingerprints before their payload is decoded [P4],
+  then applied per ``source_output`` only when ``sequence_no > last``:
+  duplicates are discarded silently, gaps applied and reported [P6].
+  Checkpoint_request -> Checkpoint_ack with per-source last sequence number,
+  count and state digest [P7].  Three heartbeat intervals with no Heartbeat
+  close the connection [P8].
+* Producer: sends its Handshake on ``start``; closes on ``ok = false`` or a
+  protocol version other than 1; after ``ok`` sends a Heartbeat every
+  negotiated interval [P8] and whatever deltas and checkpoint requests its
+  owner asks for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from . import binprot as bp
+from .envelope import (
+    MAX_PAYLOAD,
+    ZERO_FINGERPRINT,
+    Envelope,
+    EnvelopeError,
+    EnvelopeReader,
+    MsgType,
+    encode_envelope,
+    make_envelope,
+)
+from .payloads import (
+    DEFAULT_HEARTBEAT_MS,
+    HEARTBEAT_MAX_MS,
+    HEARTBEAT_MIN_MS,
+    PROTOCOL_VERSION,
+    CheckpointAck,
+    CheckpointRequest,
+    DeltaMsg,
+    DeltaT,
+    Handshake,
+    Heartbeat,
+    PatchDelta,
+    PayloadError,
+    RemoveDelta,
+    Schema,
+    SchemaNegotiation,
+    SetDelta,
+    SourceState,
+    decode_delta,
+    decode_payload,
+    encode_delta,
+    encode_payload,
+    fingerprint,
+    msg_type_of,
+)
+from .schema import negotiate
+
+NS_PER_MS = 1_000_000
+HANDSHAKE_TIMEOUT_NS = 10_000_000_000  # profile P5: 10 s
+LIVENESS_INTERVALS = 3  # profile P8
+
+# --- events ---------------------------------------------------------------
+
+
+@dataclass
+class HandshakeReceived:
+    handshake: Handshake
+
+
+@dataclass
+class NegotiationSent:
+    ok: bool
+    errors: list[str]
+
+
+@dataclass
+class Negotiated:
+    """Producer: the consumer's Schema_negotiation arrived."""
+
+    negotiation: SchemaNegotiation
+
+
+@dataclass
+class DeltaApplied:
+    source_output: str
+    sequence_no: int
+    key: bytes
+    delta: DeltaT
+
+
+@dataclass
+class DuplicateDiscarded:
+    source_output: str
+    sequence_no: int
+    last: int
+
+
+@dataclass
+class GapDetected:
+    """Sequence numbers ``first_missing .. last_missing`` never arrived."""
+
+    source_output: str
+    first_missing: int
+    last_missing: int
+
+
+@dataclass
+class CheckpointAnswered:
+    ack: CheckpointAck
+
+
+@dataclass
+class CheckpointAckReceived:
+    ack: CheckpointAck
+
+
+@dataclass
+class HeartbeatReceived:
+    heartbeat: Heartbeat
+    at_ns: int
+
+
+@dataclass
+class HeartbeatSent:
+    heartbeat: Heartbeat
+
+
+@dataclass
+class Closed:
+    """The session is over.  ``kind``: envelope, payload, protocol, rejected,
+    timeout, liveness or peer; ``check`` the envelope check for ``envelope``."""
+
+    kind: str
+    reason: str
+    check: Optional[str] = None
+
+
+# --- applied state --------------------------------------------------------
+
+_STATE_T = bp.List(bp.Tuple(bp.BYTES, bp.List(bp.Tuple(bp.BYTES, bp.BYTES))))
+
+
+def state_digest(entries: dict[bytes, dict[bytes, bytes]]) -> bytes:
+    """Profile P7: MD5 of the sorted state as ``(string * (string * string) list) list``."""
+    canonical = [(k, sorted(entries[k].items())) for k in sorted(entries)]
+    return hashlib.md5(bp.encode(_STATE_T, canonical)).digest()
+
+
+@dataclass
+class SourceTrack:
+    schema: Schema
+    fingerprint: bytes
+    last: int = 0
+    applied: int = 0
+    entries: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)
+    # field name -> descriptor of its value, from the writer schema
+    field_types: dict[str, bp.BinType] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in self.schema.fields:
+            self.field_types.setdefault(f.field_name, f.field_type.bintype())
+
+    def validate(self, delta: DeltaT) -> None:
+        if isinstance(delta, RemoveDelta):
+            return
+        for fv in delta.fields:
+            t = self.field_types.get(fv.field)
+            if t is None:
+                raise PayloadError(f"Delta.t names field {fv.field!r}, not in the writer schema")
+            try:
+                bp.decode(t, fv.value)
+            except bp.BinProtError as exc:
+                raise PayloadError(f"value of field {fv.field!r} is not a {t.name}: {exc}") from None
+
+    def apply(self, key: bytes, delta: DeltaT) -> None:
+        if isinstance(delta, SetDelta):
+            self.entries[key] = {fv.field.encode("utf-8", "surrogateescape"): fv.value for fv in delta.fields}
+        elif isinstance(delta, PatchDelta):
+            entry = self.entries.setdefault(key, {})
+            for fv in delta.fields:
+                entry[fv.field.encode("utf-8", "surrogateescape")] = fv.value
+        else:
+            self.entries.pop(key, None)
+        self.applied += 1
+
+    def digest(self) -> bytes:
+        return state_digest(self.entries)
+
+
+# --- common ---------------------------------------------------------------
+
+
+class _Session:
+    role = "?"
+
+    def __init__(self, worker_id: str, *, max_payload: int = MAX_PAYLOAD,
+                 handshake_timeout_ns: int = HANDSHAKE_TIMEOUT_NS) -> None:
+        self.worker_id = worker_id
+        self.handshake_timeout_ns = handshake_timeout_ns
+        self._reader = EnvelopeReader(max_payload)
+        self._out = bytearray()
+        self._sequence = 0
+        self.closed: Optional[Closed] = None
+        self.state = "new"
+        self.started_ns: Optional[int] = None
+        self.sent_log: list[Envelope] = []  # every envelope sent, for traces
+
+    # I/O side
+    def data_to_send(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def receive_data(self, data: bytes, now_ns: int) -> list[Any]:
+        if self.closed is not None:
+            return []
+        events: list[Any] = []
+        try:
+            envelopes = self._reader.receive_data(data)
+            failure = None
+        except EnvelopeError as exc:
+            envelopes, failure = exc.decoded, exc
+        for env in envelopes:
+            if self.closed is not None:
+                return events
+            events.extend(self._handle(env, now_ns))
+        if failure is not None and self.closed is None:
+            events.append(self._close("envelope", failure.reason, failure.check))
+        return events
+
+    def eof(self) -> list[Any]:
+        if self.closed is not None:
+            return []
+        return [self._close("peer", "the peer closed the connection")]
+
+    def next_deadline(self) -> Optional[int]:
+        if self.closed is not None or self.started_ns is None:
+            return None
+        if self.state == self._awaiting:
+            return self.started_ns + self.handshake_timeout_ns
+        return self._open_deadline()
+
+    def poll(self, now_ns: int) -> list[Any]:
+        if self.closed is not None or self.started_ns is None:
+            return []
+        if self.state == self._awaiting:
+            if now_ns - self.started_ns >= self.handshake_timeout_ns:
+                return [self._close("timeout", f"no {self._awaited_name} within the handshake timeout")]
+            return []
+        return self._open_poll(now_ns)
+
+    # internals
+    _awaiting = "?"
+    _awaited_name = "?"
+
+    def _open_deadline(self) -> Optional[int]:
+        return None
+
+    def _open_poll(self, now_ns: int) -> list[Any]:
+        return []
+
+    def _close(self, kind: str, reason: str, check: Optional[str] = None) -> Closed:
+        self.closed = Closed(kind, reason, check)
+        self.state = "closed"
+        return self.closed
+
+    def _send(self, msg: Any, now_ns: int, *, fingerprint: bytes = ZERO_FINGERPRINT,
+              timestamp_ns: Optional[int] = None) -> Envelope:
+        self._sequence += 1
+        env = make_envelope(
+            msg_type_of(msg), encode_payload(msg), sequence=self._sequence,
+            timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns, fingerprint=fingerprint,
+        )
+        self._out += encode_envelope(env)
+        self.sent_log.append(env)
+        return env
+
+    def _decode(self, env: Envelope) -> Any:
+        """The envelope's payload, or None after closing the session."""
+        try:
+            return decode_payload(env.msg_type, env.payload)
+        except PayloadError as exc:
+            self._close("payload", f"{MsgType(env.msg_type).name}: {exc}")
+            return None
+
+    def _unexpected(self, env: Envelope) -> Closed:
+        return self._close(
+            "protocol", f"{MsgType(env.msg_type).name} is not expected by a {self.role} in state {self.state}"
+        )
+
+    def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
+        raise NotImplementedError
+
+
+# --- consumer ---------------------------------------------------------------
+
+
+class ConsumerSession(_Session):
+    """The accepting side: answers the Handshake, applies deltas, acks checkpoints.
+
+    ``registry`` maps output names to the reader schemas this consumer
+    accepts.  ``heartbeat_interval_ms`` is what it asks producers for (P8).
+    """
+
+    role = "consumer"
+    _awaiting = "await_handshake"
+    _awaited_name = "Handshake"
+
+    def __init__(self, worker_id: str, registry: dict[str, Schema], *,
+                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_MS, **kw: Any) -> None:
+        super().__init__(worker_id, **kw)
+        if not HEARTBEAT_MIN_MS <= heartbeat_interval_ms <= HEARTBEAT_MAX_MS:
+            raise ValueError(f"heartbeat interval must be within {HEARTBEAT_MIN_MS}..{HEARTBEAT_MAX_MS} ms")
+        self.registry = dict(registry)
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.handshake: Optional[Handshake] = None
+        self.sources: dict[str, SourceTrack] = {}
+        self._by_fingerprint: dict[bytes, set[str]] = {}
+        self.last_heartbeat_ns: Optional[int] = None
+
+    def start(self, now_ns: int) -> None:
+        """The connection was accepted at ``now_ns``."""
+        self.started_ns = now_ns
+        self.state = "await_handshake"
+
+    def checkpoint_ack(self, checkpoint_id: int) -> CheckpointAck:
+        return CheckpointAck(
+            checkpoint_id,
+            self.worker_id,
+            [
+                SourceState(name, t.last, t.applied, t.digest())
+                for name, t in sorted(self.sources.items(), key=lambda kv: kv[0].encode("utf-8", "surrogateescape"))
+            ],
+        )
+
+    def _open_deadline(self) -> Optional[int]:
+        if self.state != "open" or self.last_heartbeat_ns is None:
+            return None
+        return self.last_heartbeat_ns + LIVENESS_INTERVALS * self.heartbeat_interval_ms * NS_PER_MS
+
+    def _open_poll(self, now_ns: int) -> list[Any]:
+        deadline = self._open_deadline()
+        if deadline is not None and now_ns >= deadline:
+            return [self._close("liveness", f"no Heartbeat for {LIVENESS_INTERVALS} intervals "
+                                            f"of {self.heartbeat_interval_ms} ms")]
+        return []
+
+    def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
+        if self.state == "new":
+            self.start(now_ns)
+        t = env.msg_type
+        if self.state == "await_handshake":
+            if t != MsgType.HANDSHAKE:
+                return [self._unexpected(env)]
+            hs = self._decode(env)
+            if hs is None:
+                return [self.closed]
+            return self._on_handshake(hs, now_ns)
+        if t == MsgType.DELTA:
+            return self._on_delta(env)
+        if t == MsgType.CHECKPOINT_REQUEST:
+            req = self._decode(env)
+            if req is None:
+                return [self.closed]
+            ack = self.checkpoint_ack(req.checkpoint_id)
+            self._send(ack, now_ns)
+            return [CheckpointAnswered(ack)]
+        if t == MsgType.HEARTBEAT:
+            hb = self._decode(env)
+            if hb is None:
+                return [self.closed]
+            if hb.worker_id != self.handshake.source_worker_id:
+                return [self._close("protocol", f"Heartbeat worker_id {hb.worker_id!r} is not the Handshake's "
+                                                f"{self.handshake.source_worker_id!r}")]
+            self.last_heartbeat_ns = now_ns
+            return [HeartbeatReceived(hb, now_ns)]
+        return [self._unexpected(env)]
+
+    def _on_handshake(self, hs: Handshake, now_ns: int) -> list[Any]:
+        self.handshake = hs
+        errors = negotiate(self.registry, hs)
+        ok = not errors
+        self._send(SchemaNegotiation(ok, errors, PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id), now_ns)
+        events: list[Any] = [HandshakeReceived(hs), NegotiationSent(ok, errors)]
+        if not ok:
+            events.append(self._close("rejected", "; ".join(errors)))
+            return events
+        for name, schema in hs.output_schemas:
+            fp = fingerprint(schema)
+            self.sources[name] = SourceTrack(schema, fp)
+            self._by_fingerprint.setdefault(fp, set()).add(name)
+        self.state = "open"
+        # liveness is measured from the negotiation: the first Heartbeat is due one interval later
+        self.last_heartbeat_ns = now_ns
+        return events
+
+    def _on_delta(self, env: Envelope) -> list[Any]:
+        # P4: the fingerprint is checked before the payload is decoded
+        if env.fingerprint not in self._by_fingerprint:
+            return [self._close("protocol", f"Delta fingerprint {env.fingerprint!r} is not a negotiated writer schema")]
+        msg: DeltaMsg = self._decode(env)
+        if msg is None:
+            return [self.closed]
+        track = self.sources.get(msg.source_output)
+        if track is None:
+            return [self._close("protocol", f"Delta for output {msg.source_output!r}, not declared in the Handshake")]
+        if track.fingerprint != env.fingerprint:
+            return [self._close("protocol", f"Delta for {msg.source_output!r} carries the fingerprint "
+                                            f"{env.fingerprint!r}, its schema's is {track.fingerprint!r}")]
+        seq = msg.sequence_no
+        if seq <= track.last:
+            # the text's set_remote: "Already seen -- idempotent discard"
+            return [DuplicateDiscarded(msg.source_output, seq, track.last)]
+        try:
+            delta = decode_delta(msg.delta_bytes)
+            track.validate(delta)
+        except PayloadError as exc:
+            return [self._close("payload", f"Delta {msg.source_output!r} #{seq}: {exc}")]
+        events: list[Any] = []
+        if seq > track.last + 1:
+            events.append(GapDetected(msg.source_output, track.last + 1, seq - 1))
+        track.apply(msg.key, delta)
+        track.last = seq
+        events.append(DeltaApplied(msg.source_output, seq, msg.key, delta))
+        return events
+
+
+# --- producer ---------------------------------------------------------------
+
+
+class ProducerSession(_Session):
+    """The connecting side: Handshake, then deltas, heartbeats, checkpoint requests.
+
+    ``outputs`` lists ``(output name, writer schema)`` in Handshake order.
+    ``load`` is what the next Heartbeat reports (0.0 .. 1.0).
+    """
+
+    role = "producer"
+    _awaiting = "await_negotiation"
+    _awaited_name = "Schema_negotiation"
+
+    def __init__(self, worker_id: str, outputs: Sequence[tuple[str, Schema]], *,
+                 protocol_version: int = PROTOCOL_VERSION, **kw: Any) -> None:
+        super().__init__(worker_id, **kw)
+        self.outputs = list(outputs)
+        self.fingerprints = {name: fingerprint(s) for name, s in self.outputs}
+        self.protocol_version = protocol_version
+        self.negotiation: Optional[SchemaNegotiation] = None
+        self.next_sequence_no = {name: 1 for name, _ in self.outputs}
+        self.load = 0.0
+        self._next_heartbeat_ns: Optional[int] = None
+        self._requested: set[int] = set()
+
+    def start(self, now_ns: int) -> None:
+        """The connection is up: send the Handshake."""
+        if self.started_ns is not None:
+            raise RuntimeError("already started")
+        self.started_ns = now_ns
+        self.state = "await_negotiation"
+        self._send(Handshake(self.worker_id, self.outputs, self.protocol_version), now_ns)
+
+    @property
+    def heartbeat_interval_ns(self) -> Optional[int]:
+        return None if self.negotiation is None else self.negotiation.heartbeat_interval_ms * NS_PER_MS
+
+    def _require_open(self) -> None:
+        if self.state != "open":
+            raise RuntimeError(f"cannot send in state {self.state}")
+
+    def send_delta(self, output: str, key: bytes, delta: DeltaT, now_ns: int, *,
+                   sequence_no: Optional[int] = None, watermark_ns: Optional[int] = None,
+                   timestamp_ns: Optional[int] = None) -> int:
+        """Send one Delta; ``sequence_no`` overrides the per-output counter
+        (tests resend old numbers).  Returns the sequence number used."""
+        self._require_open()
+        if output not in self.fingerprints:
+            raise KeyError(f"output {output!r} is not declared in the Handshake")
+        seq = self.next_sequence_no[output] if sequence_no is None else sequence_no
+        self.next_sequence_no[output] = max(self.next_sequence_no[output], seq + 1)
+        msg = DeltaMsg(output, key, encode_delta(delta), seq, watermark_ns)
+        self._send(msg, now_ns, fingerprint=self.fingerprints[output], timestamp_ns=timestamp_ns)
+        return seq
+
+    def request_checkpoint(self, checkpoint_id: int, now_ns: int) -> None:
+        self._require_open()
+        self._requested.add(checkpoint_id)
+        self._send(CheckpointRequest(checkpoint_id), now_ns)
+
+    def _open_deadline(self) -> Optional[int]:
+        return self._next_heartbeat_ns if self.state == "open" else None
+
+    def _open_poll(self, now_ns: int) -> list[Any]:
+        if self.state != "open" or self._next_heartbeat_ns is None or now_ns < self._next_heartbeat_ns:
+            return []
+        hb = Heartbeat(self.worker_id, now_ns, self.load)
+        self._send(hb, now_ns)
+        interval = self.heartbeat_interval_ns
+        self._next_heartbeat_ns += interval
+        if self._next_heartbeat_ns <= now_ns:
+            # polled late (a stalled loop): do not burst to catch up
+            self._next_heartbeat_ns = now_ns + interval
+        return [HeartbeatSent(hb)]
+
+    def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
+        t = env.msg_type
+        if self.state == "await_negotiation":
+            if t != MsgType.SCHEMA_NEGOTIATION:
+                return [self._unexpected(env)]
+            neg = self._decode(env)
+            if neg is None:
+                return [self.closed]
+            self.negotiation = neg
+            events: list[Any] = [Negotiated(neg)]
+            if neg.protocol_version != PROTOCOL_VERSION:
+                events.append(self._close("protocol", f"consumer speaks protocol version {neg.protocol_version}"))
+            elif not neg.ok:
+                events.append(self._close("rejected", "; ".join(neg.errors) or "negotiation failed"))
+            else:
+                self.state = "open"
+                self._next_heartbeat_ns = now_ns + self.heartbeat_interval_ns
+            return events
+        if self.state == "open" and t == MsgType.CHECKPOINT_ACK:
+            ack = self._decode(env)
+            if ack is None:
+                return [self.closed]
+            if ack.checkpoint_id not in self._requested:
+                return [self._close("protocol", f"Checkpoint_ack for checkpoint {ack.checkpoint_id}, never requested")]
+            self._requested.discard(ack.checkpoint_id)
+            return [CheckpointAckReceived(ack)]
+        return [self._unexpected(env)]
