@@ -17,7 +17,6 @@ Usage: scripts/gen_ripp_vectors.py [--check]
 from __future__ import annotations
 
 import json
-import math
 import struct
 import sys
 from pathlib import Path

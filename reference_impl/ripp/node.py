@@ -295,7 +295,18 @@ class FaultyConsumerSession(_OutgoingFaults, ConsumerSession):
         self._shared_last = 0
         self._digest_before_last: dict[str, bytes] = {}
 
+    def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
+        if Fault.IGNORE_CHECKPOINT_REQUEST in self.faults and self.state == "open" \
+                and env.msg_type == MsgType.CHECKPOINT_REQUEST:
+            return []
+        return super()._handle(env, now_ns)
+
     def _on_handshake(self, hs: Any, now_ns: int) -> list[Any]:
+        if Fault.REFUSE_ALL_SCHEMAS in self.faults:
+            self.handshake = hs
+            self._send(SchemaNegotiation(False, ["refused"], PROTOCOL_VERSION, self.heartbeat_interval_ms,
+                                         self.worker_id), now_ns)
+            return [NegotiationSent(False, ["refused"]), self._close("rejected", "refused")]
         if Fault.IGNORE_HANDSHAKE_VERSION in self.faults:
             hs = dataclasses.replace(hs, protocol_version=PROTOCOL_VERSION)
         if Fault.ACCEPT_INCOMPATIBLE_SCHEMA in self.faults:

@@ -4,7 +4,6 @@ the facts in the specs README and bin_prot's read.ml/write.ml behaviour."""
 from __future__ import annotations
 
 import math
-import struct
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -156,3 +155,23 @@ def test_claimed_lengths_never_allocate(claim, type_name):
         bp.decode(type_by_name(type_name), bytes(out) + b"\x00" * 3)
     except bp.BinProtError:
         pass
+
+
+def test_memory_is_bounded_whatever_a_length_claims():
+    import tracemalloc
+
+    claims = [bp.OCAML_INT_MAX, (1 << 57) - 9, 1 << 32, 0xFFFFFFFF, 0xFFFF]
+    tracemalloc.start()
+    try:
+        for claim in claims:
+            out = bytearray()
+            bp.write_nat0(out, claim)
+            for name in ("string", "int list", "string list list", "Handshake.t", "Checkpoint_ack.t"):
+                try:
+                    bp.decode(type_by_name(name), bytes(out) + b"\x01" * 16)
+                except bp.BinProtError:
+                    pass
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024, peak

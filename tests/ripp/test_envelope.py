@@ -20,7 +20,6 @@ from reference_impl.ripp.envelope import (
     EnvelopeReader,
     MsgType,
     crc32c,
-    decode_envelope,
     encode_envelope,
     fingerprint_text,
     make_envelope,

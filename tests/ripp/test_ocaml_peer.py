@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reference_impl.ripp.envelope import MsgType, encode_envelope, make_envelope
 from reference_impl.ripp.payloads import Handshake, encode_payload, schema_from_json
@@ -152,3 +154,85 @@ def test_ocaml_consumer_closes_silently_on_a_flipped_bit(ocaml):
     assert received == b"", f"the consumer answered a corrupted envelope: {received.hex()}"
     closed = events(out, "CLOSED")
     assert closed and closed[0]["kind"] == "envelope" and closed[0]["check"] == "crc", out
+
+
+def _header(length: int) -> bytes:
+    data = bytearray(b"RIPP" + bytes(55))
+    data[4] = 1
+    data[55:59] = length.to_bytes(4, "little", signed=True)
+    return bytes(data)
+
+
+def _valid_handshake() -> bytes:
+    registry = json.loads(REGISTRY.read_text())
+    hs = Handshake("fuzz", [(name, schema_from_json(s)) for name, s in registry.items()])
+    return encode_envelope(make_envelope(MsgType.HANDSHAKE, encode_payload(hs), sequence=1, timestamp_ns=1))
+
+
+@st.composite
+def _mutated_handshake(draw) -> bytes:
+    data = bytearray(_valid_handshake())
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(data) - 1))
+        data[at] = draw(st.integers(0, 255))
+    return bytes(data) + draw(st.binary(max_size=64))
+
+
+GARBAGE = st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda n, tail: _header(n) + tail, st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=64)),
+    _mutated_handshake(),
+    st.builds(lambda tail: _valid_handshake() + tail, st.binary(max_size=120)),
+)
+REPLY_WINDOW = 3.0
+
+
+def _probe(port: int, data: bytes) -> tuple[bool, bytes]:
+    """Send, half-close, read until the node closes (True) or the window ends."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        end = time.monotonic() + REPLY_WINDOW
+        while time.monotonic() < end:
+            sock.settimeout(max(0.01, end - time.monotonic()))
+            try:
+                chunk = sock.recv(4096)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                return True, received
+            if not chunk:
+                return True, received
+            received += chunk
+        return False, received
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_ocaml_consumer_survives_malformed_input(ocaml):
+    """Hypothesis-generated garbage, headers claiming any length, mutated
+    Handshakes: the OCaml consumer closes every connection (no hang), never
+    answers with more than one Schema_negotiation, keeps serving and keeps
+    its memory bounded (no buffering of claimed lengths)."""
+    node = Consumer(ocaml)
+    try:
+        @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(GARBAGE)
+        def check(data):
+            closed, received = _probe(node.port, data)
+            assert closed, f"the consumer did not close within {REPLY_WINDOW} s after {data[:80].hex()}"
+            assert len(received) < 63 + 4096, received.hex()
+            assert node.proc.poll() is None, "the consumer process died"
+
+        check()
+        closed, _ = _probe(node.port, b"")
+        assert closed and node.proc.poll() is None
+        assert _rss_kib(node.proc.pid) < 64 * 1024, f"consumer RSS {_rss_kib(node.proc.pid)} KiB after the fuzzing"
+    finally:
+        node.stop()

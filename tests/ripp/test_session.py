@@ -4,17 +4,12 @@ heartbeats, refusals."""
 
 from __future__ import annotations
 
-import struct
-
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference_impl.ripp import binprot as bp
-from reference_impl.ripp.envelope import MsgType, crc32c, decode_envelope, encode_envelope, make_envelope
+from reference_impl.ripp.envelope import MsgType, encode_envelope, make_envelope
 from reference_impl.ripp.payloads import (
-    CheckpointRequest,
-    DeltaMsg,
     Field,
     FieldType,
     FieldValue,
@@ -24,8 +19,6 @@ from reference_impl.ripp.payloads import (
     RemoveDelta,
     Schema,
     SetDelta,
-    decode_payload,
-    encode_delta,
     encode_payload,
     fingerprint,
 )
@@ -38,7 +31,6 @@ from reference_impl.ripp.session import (
     DeltaApplied,
     DuplicateDiscarded,
     GapDetected,
-    HeartbeatReceived,
     HeartbeatSent,
     NegotiationSent,
     ProducerSession,

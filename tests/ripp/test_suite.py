@@ -64,7 +64,8 @@ def test_reference_node_is_conformant(tmp_path):
 
 
 @pytest.mark.parametrize("fault", ["accept-bad-crc", "apply-duplicates", "accept-incompatible-schema",
-                                   "no-heartbeats", "delta-before-handshake"])
+                                   "no-heartbeats", "delta-before-handshake",
+                                   "refuse-all-schemas", "ignore-checkpoint-request"])
 def test_each_fault_fails_exactly_its_case(tmp_path, fault):
     code, results = certify(tmp_path, fault)
     failed = {r["case_id"] for r in results if r["outcome"] in ("failed", "error")}

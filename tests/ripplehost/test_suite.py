@@ -87,3 +87,45 @@ def test_each_fault_fails_exactly_its_own_cases(tmp_path):
             message = records[case]["message"]
             assert message.startswith(case + " ["), (spec.name, case, message[:200])
     assert not problems, "\n".join(problems)
+
+
+TLS_TARGET = """
+[targets.ripple-tls]
+implementation = "reference-ripplehost"
+version = "tls"
+protocol = "ripplehost"
+roles = ["server", "client"]
+capabilities = ["hold", "ping-me"]
+host = "127.0.0.1"
+port = 0
+[targets.ripple-tls.params]
+tls = true
+[targets.ripple-tls.launch]
+server = "{python} -m reference_impl.ripplehost serve --host {host} --port 0 --hostname reference.ripple.test --tls-cert {server_cert_file} --tls-key {server_key_file}"
+client = "{python} -m reference_impl.ripplehost connect --peer-host {peer_host} --peer-port {peer_port} --hostname client.ripple.test --send {messages_file} --timeout {client_timeout} --tls --tls-ca {ca_file}"
+ready = "RIPPLE_READY"
+outputs = { port = "port" }
+cwd = "{repo}"
+"""
+
+
+@pytest.mark.slow
+def test_reference_node_over_tls_is_conformant_in_both_roles(tmp_path):
+    targets = tmp_path / "targets.toml"
+    targets.write_text(TLS_TARGET)
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "ripple-tls", timeout=300)
+    records = run.by_case("ripple-tls")
+    assert set(records) == suite_cases(), run.output[-3000:]
+    not_passed = {case: (r["outcome"], r["message"][:300]) for case, r in records.items() if r["outcome"] != "passed"}
+    assert not not_passed, not_passed
+    trace = (run.run_dir / "traces" / "ripple-tls" / "ripplehost.hostid.server.replies-with-host-id.txt").read_text()
+    assert "with TLSv1." in trace, trace[:2000]
+
+
+def test_tls_target_without_ca_file_stops_in_preflight(tmp_path):
+    targets = tmp_path / "targets.toml"
+    targets.write_text('[targets.remote-tls]\nimplementation = "x"\nprotocol = "ripplehost"\nroles = ["server"]\n'
+                       'host = "127.0.0.1"\nport = 9\n[targets.remote-tls.params]\ntls = true\n')
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "remote-tls", timeout=120)
+    assert run.code == 2, run.output[-2000:]
+    assert "params.ca_file is missing" in run.output, run.output[-2000:]

@@ -142,7 +142,10 @@ class RipplePeer:
         limit = deadline if isinstance(deadline, Deadline) else Deadline(self.conn.deadline if deadline is None
                                                                          else deadline)
         while not self._frames:
-            data = await self.conn.receive_some(limit)
+            try:
+                data = await self.conn.receive_some(limit)
+            except DeadlineExceeded as exc:
+                raise DeadlineExceeded(f"no {what}: {exc}") from None
             if not data:
                 raise PeerClosed(f"target closed the connection while {what} was due")
             with target_bytes(f"target sent a frame that breaks the grammar where {what} was due", data, FrameError):

@@ -25,6 +25,7 @@ let exit_ok, exit_error, exit_usage, exit_timeout, exit_rejected = (0, 1, 2, 5, 
 let read_chunk = 65536
 let max_connections = 256
 let max_file_bytes = 16 lsl 20
+let max_pending = 1 lsl 20
 
 exception Usage of string
 
@@ -229,7 +230,16 @@ let consume ~host ~port ~schemas ~worker_id ~heartbeat_ms ~ready_file =
         !conns
     in
     let wait = List.fold_left (fun acc d -> Float.min acc (float_of_int (d - t) /. 1e9)) 1.0 deadlines in
-    let reads = lsock :: List.filter_map (fun (c, s, _) -> if s.Session.cb.closed = None then Some c.fd else None) !conns in
+    (* Backpressure: a producer that does not read its answers (acks) is
+       not read either once max_pending bytes wait for it, so memory per
+       connection stays bounded. *)
+    let reads =
+      lsock
+      :: List.filter_map
+           (fun (c, s, _) ->
+             if s.Session.cb.closed = None && String.length c.pending < max_pending then Some c.fd else None)
+           !conns
+    in
     let writes = List.filter_map (fun (c, _, _) -> if c.pending <> "" then Some c.fd else None) !conns in
     let readable, _ = select_wait reads writes wait in
     if List.mem lsock readable then begin
