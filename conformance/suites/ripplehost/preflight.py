@@ -62,7 +62,9 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
     if serving and not runtime.host:
         problems.append("host is missing (the address the node's acceptor listens on)")
     if tls_enabled(runtime):
-        ca_file = runtime.params.get("ca_file")
+        # prepare() filled in the run's CA, which only a node the harness launches can have a certificate from.
+        launched = target.launch is not None and bool(target.launch.server)
+        ca_file = runtime.params.get("ca_file") if launched or not serving else target.params.get("ca_file")
         if not ca_file:
             problems.append("params.tls is true but params.ca_file is missing: the CA file the node's "
                             "certificate chains to (the harness verifies the chain, never the hostname)")

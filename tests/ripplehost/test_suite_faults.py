@@ -1,0 +1,85 @@
+"""The faults added for the suite's cases that no earlier fault broke
+(chunking, CRLF before END, node frames, a MSG before the host-id, other
+versions; client-side chunking), at the level of the sans-I/O session: each
+breaks its one rule and, off, the session keeps it. (That the conformance
+cases catch them end to end is test_suite.py's certification of every
+fault, and `conformance mutation --protocol ripplehost`.)"""
+
+from __future__ import annotations
+
+from reference_impl.ripplehost.faults import Fault
+from reference_impl.ripplehost.frame import Frame, MessageReader, encode_body, encode_frame, encode_message
+from reference_impl.ripplehost.session import Closed, HostIdentified, MessageReceived, RippleSession, Role
+
+HOST_ID = {"type": "host-id", "hostname": "a.example"}
+ECHO = {"type": "echo", "data": "x" * 100}
+
+
+def identified(role: Role, *faults) -> RippleSession:
+    session = RippleSession(role, "b.example", faults=frozenset(faults))
+    if role is Role.ACCEPTOR:
+        assert session.receive_data(encode_message("MSG", 0, HOST_ID)) == [HostIdentified("a.example")]
+    else:
+        session.start()
+        session.receive_data(encode_message("RPY", 0, {"type": "host-id", "hostname": "a.example"}))
+        assert session.identified
+    session.data_to_send()
+    return session
+
+
+def received(session: RippleSession, data: bytes) -> list:
+    return session.receive_data(data)
+
+
+def test_refuse_chunked_closes_on_a_star_frame_in_either_role():
+    chunked = encode_message("MSG", 2, ECHO, chunk_size=16)
+    served = received(identified(Role.ACCEPTOR), chunked)
+    assert [type(e) for e in served] == [MessageReceived] and served[0].message.body == ECHO
+    assert isinstance(received(identified(Role.ACCEPTOR, Fault.REFUSE_CHUNKED), chunked)[0], Closed)
+    from_acceptor = encode_message("MSG", 1, ECHO, chunk_size=16)
+    assert [type(e) for e in received(identified(Role.INITIATOR), from_acceptor)] == [MessageReceived]
+    assert isinstance(received(identified(Role.INITIATOR, Fault.CLIENT_REFUSE_CHUNKED), from_acceptor)[0], Closed)
+    # Single-frame messages are still served under the fault.
+    single = received(identified(Role.ACCEPTOR, Fault.REFUSE_CHUNKED), encode_message("MSG", 2, ECHO))
+    assert [type(e) for e in single] == [MessageReceived]
+
+
+def test_refuse_crlf_before_end_closes_only_on_content_ending_in_crlf():
+    data = encode_frame(Frame("MSG", "1.0", 2, False, encode_body(ECHO) + b"\r\n"))
+    served = received(identified(Role.ACCEPTOR), data)
+    assert [type(e) for e in served] == [MessageReceived] and served[0].message.body == ECHO
+    assert isinstance(received(identified(Role.ACCEPTOR, Fault.REFUSE_CRLF_BEFORE_END), data)[0], Closed)
+    plain = received(identified(Role.ACCEPTOR, Fault.REFUSE_CRLF_BEFORE_END), encode_message("MSG", 2, ECHO))
+    assert [type(e) for e in plain] == [MessageReceived]
+
+
+def test_refuse_node_frames_and_node_answer_as_host():
+    node = encode_message("MSG", 2, ECHO, to_user="alice", from_user="bob")
+    assert isinstance(received(identified(Role.ACCEPTOR, Fault.REFUSE_NODE_FRAMES), node)[0], Closed)
+    for faults, users in (((), ("bob", "alice")), ((Fault.NODE_ANSWER_AS_HOST,), (None, None))):
+        session = identified(Role.ACCEPTOR, *faults)
+        [event] = received(session, node)
+        session.reply(event.message.msgno, ECHO)
+        [answer] = MessageReader().receive_data(session.data_to_send())
+        assert (answer.type, answer.msgno, (answer.to_user, answer.from_user)) == ("RPY", 2, users)
+
+
+def test_serve_before_host_id_serves_instead_of_err_and_close():
+    ping = encode_message("MSG", 0, {"type": "ping"})
+    session = RippleSession(Role.ACCEPTOR, "b.example")
+    events = received(session, ping)
+    [err] = MessageReader().receive_data(session.data_to_send())
+    assert isinstance(events[-1], Closed) and (err.type, err.body["error"]) == ("ERR", "host-id-required")
+    faulty = RippleSession(Role.ACCEPTOR, "b.example", faults=frozenset({Fault.SERVE_BEFORE_HOST_ID}))
+    assert [type(e) for e in received(faulty, ping)] == [MessageReceived] and not faulty.closed
+    # A host-id still completes the exchange afterwards.
+    assert received(faulty, encode_message("MSG", 2, HOST_ID)) == [HostIdentified("a.example")]
+
+
+def test_serve_any_version_serves_instead_of_err():
+    other = encode_message("MSG", 2, ECHO, version="9.9")
+    session = identified(Role.ACCEPTOR)
+    assert received(session, other) == []
+    [err] = MessageReader().receive_data(session.data_to_send())
+    assert (err.type, err.msgno, err.body["error"]) == ("ERR", 2, "unsupported-version")
+    assert [type(e) for e in received(identified(Role.ACCEPTOR, Fault.SERVE_ANY_VERSION), other)] == [MessageReceived]
