@@ -546,6 +546,10 @@ class TcpRelay:
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.connections = 0
+        """Client connections accepted so far: an interop case judging a
+        TLS session by outcomes (the relay sees ciphertext only) still knows
+        whether the client reconnected, and so had reason to resend."""
 
     async def __aenter__(self) -> TcpRelay:
         async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str) -> None:
@@ -565,6 +569,7 @@ class TcpRelay:
                         pass
 
         async def on_client(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+            self.connections += 1
             self.trace.event(f"client connected to the relay; relaying to {self.server_host}:{self.server_port}")
             try:
                 s_reader, s_writer = await asyncio.open_connection(self.server_host, self.server_port)

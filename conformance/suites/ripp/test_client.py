@@ -123,6 +123,7 @@ async def test_client_heartbeats_at_negotiated_interval(launched_producer):
         await accept_handshake(peer)
         start = time.monotonic()
         arrivals: list[float] = []
+        stamps: list[int] = []
         watch = Deadline(WATCH_SECONDS)
         while not watch.expired:
             try:
@@ -133,12 +134,18 @@ async def test_client_heartbeats_at_negotiated_interval(launched_producer):
                 raise
             if isinstance(got.message, Heartbeat):
                 arrivals.append(time.monotonic() - start)
+                stamps.append(got.message.timestamp_ns)
         interval = HEARTBEAT_MS / 1000
         expected = int(WATCH_SECONDS / interval)
-        assert len(arrivals) >= expected - 2, (
+        assert expected - 2 <= len(arrivals) <= expected + 2, (
             f"{len(arrivals)} Heartbeat(s) in {WATCH_SECONDS} s after asking for one every {HEARTBEAT_MS} ms "
             f"(about {expected} expected); arrivals at {[round(a, 2) for a in arrivals]} s")
-        gaps = [b - a for a, b in zip([0.0] + arrivals, arrivals)]
+        # The gaps are judged on the producer's own timestamp_ns (profile P8:
+        # "the producer's clock"), not on when the harness read them: on a
+        # loaded machine the harness's reads bunch up, and that jitter is
+        # the harness's, not the target's. The count above is judged on the
+        # harness's clock, so a producer cannot fake its rate.
+        gaps = [(b - a) / 1e9 for a, b in zip(stamps, stamps[1:])]
         off = [round(g, 3) for g in gaps if not 0.5 * interval <= g <= 1.5 * interval]
-        assert not off, (f"Heartbeat gaps {[round(g, 3) for g in gaps]} s; profile P8: each within "
-                         f"[0.5, 1.5] x {interval} s, off: {off}")
+        assert not off, (f"Heartbeat gaps by their timestamp_ns {[round(g, 3) for g in gaps]} s; profile P8: "
+                         f"each within [0.5, 1.5] x {interval} s, off: {off}")
