@@ -12,6 +12,7 @@ is a bug in one of the codecs."""
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 
 import pytest
@@ -27,6 +28,8 @@ TYPES = sorted(NAMED_TYPES) + [
     "nat0", "int", "int64", "string", "float", "bool", "int option option", "int64 option list",
     "(string * int)", "string list",
 ]
+
+ANSWER_TIMEOUT = 10.0
 
 # Bytes that look like bin_prot: integer markers, small tags, short lengths.
 INTERESTING = st.sampled_from([0x00, 0x01, 0x02, 0x05, 0x7F, 0x80, 0xFC, 0xFD, 0xFE, 0xFF])
@@ -67,11 +70,15 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
 
 class OcamlDecoder:
     def __init__(self, exe) -> None:
-        self.proc = subprocess.Popen([str(exe), "decode"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        # bufsize=1: line-buffered, so select() sees each answer line as it comes
+        self.proc = subprocess.Popen([str(exe), "decode"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     bufsize=1)
 
     def decode(self, type_name: str, data: bytes) -> list[str]:
         self.proc.stdin.write(f"{type_name}\t{data.hex()}\n")
         self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_TIMEOUT)
+        assert ready, f"ripp_peer decode gave no answer within {ANSWER_TIMEOUT} s for {type_name} {data.hex()}"
         line = self.proc.stdout.readline()
         assert line, f"ripp_peer decode died (exit {self.proc.poll()})"
         return line.rstrip("\n").split("\t")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -39,9 +40,12 @@ class Consumer:
                                              "--heartbeat-interval", "0.2"],
                                      cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
-        self.lines: list[str] = []
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
+            # select first: a node that hangs before its ready line must not hang the test
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
             line = self.proc.stdout.readline()
             if not line:
                 break
@@ -49,17 +53,18 @@ class Consumer:
             if m:
                 self.port = int(m[1])
                 return
-        self.stop()
-        pytest.fail(f"consumer {argv} never printed RIPP_READY: {self.proc.stderr.read()}")
+        out = self.stop()
+        pytest.fail(f"consumer {argv} never printed RIPP_READY within {READY_TIMEOUT} s: {out}")
 
     def stop(self) -> str:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
         try:
-            out, _ = self.proc.communicate(timeout=10)
+            out, err = self.proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            out, _ = self.proc.communicate()
+            out, err = self.proc.communicate()
+        self.stderr = err
         return out
 
 

@@ -365,3 +365,48 @@ async def test_trickled_connect_is_dropped_at_the_deadline(pki, tmp_path):
         assert time.monotonic() - start < 4.0
     finally:
         await node.close()
+
+
+def test_stomp_py_client_delivers_to_the_server(pki, tmp_path):
+    """A third-party client (stomp.py, a test extra) against the reference
+    server: CONNECT with heart-beats, SENDs with receipts, DISCONNECT. It
+    checks hostnames, so the server shows the certificate naming 127.0.0.1."""
+    stomp = pytest.importorskip("stomp")
+    store = tmp_path / "store"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reference_impl.stomp", "serve", "--cert", str(pki.loopback_server_cert_file),
+         "--key", str(pki.loopback_server_key_file), "--ca", str(pki.ca_file), "--store", str(store)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        port = int(process.stdout.readline().split("=")[1])
+        receipts: list[str] = []
+        errors: list[str] = []
+
+        class Listener(stomp.ConnectionListener):
+            def on_receipt(self, frame):
+                receipts.append(frame.headers.get("receipt-id"))
+
+            def on_error(self, frame):
+                errors.append(frame.headers.get("message"))
+
+        conn = stomp.Connection12([("127.0.0.1", port)], heartbeats=(500, 500), timeout=DEADLINE,
+                                  reconnect_attempts_max=1)
+        conn.set_ssl(for_hosts=[("127.0.0.1", port)], key_file=str(pki.client_key_file),
+                     cert_file=str(pki.client_cert_file), ca_certs=str(pki.ca_file))
+        conn.set_listener("test", Listener())
+        conn.connect(wait=True, headers={"host": "/"})
+        for i in range(3):
+            conn.send("/exchange/smp", message_body(4294967400 + i).decode(), content_type="application/json",
+                      headers={"receipt": f"sp-{i}", "type": "ConfigureAccount", "persistent": "true"})
+        end = time.monotonic() + DEADLINE
+        while len(receipts) < 3 and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(1.2)                      # a few heart-beat intervals both ways, connection kept
+        assert conn.is_connected()
+        conn.disconnect()
+        assert receipts[:3] == ["sp-0", "sp-1", "sp-2"] and not errors
+        assert [line["receipt"] for line in accepted(store)] == ["sp-0", "sp-1", "sp-2"]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(10)
+        process.stdout.close()

@@ -60,7 +60,7 @@ def unique_messages() -> list[dict[str, Any]]:
         if body.get("coordinator_type") == "direct":
             # SMP: a "direct" coordinator is the creditor itself.
             body["coordinator_id"] = creditor_id
-        problems = validate_message(body)
+        problems = validate_message(type_name, body)
         if problems:
             raise TargetError(f"harness bug: the {type_name} example is not valid SMP: {problems}")
         messages.append({"type": type_name, "body": body})
@@ -150,7 +150,7 @@ async def deliver(client: TargetRuntime, server: TargetRuntime, trace: WireTrace
         finally:
             process.stop()
         connections = relay.connections
-    relayed = {d: trace.bytes_in(d) for d in ("client->server", "server->client")}
+    relayed = {d: len(trace.bytes_in(d)) for d in ("client->server", "server->client")}
     return PairRun(client.target.name, server.target.name, node_id, destination, messages, code,
                    process.output(), connections, relayed)
 

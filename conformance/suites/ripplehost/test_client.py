@@ -14,6 +14,9 @@ from .prerequisites import CLIENT_HOST_ID, CLIENT_REPLY_MSGNO
 
 BINDING = "Ripple SCTP binding"
 HOST_MESSAGES = f"{BINDING}, Host Messages"
+MAX_MESSAGES = len(DEFAULT_CLIENT_MESSAGES) + 20
+"""Messages read while waiting for the initiator's answers: its own MSGs
+(it was given three) may come first; a flood beyond this fails the case."""
 PARITY = (f"{HOST_MESSAGES} (\"The host that initiated the association must use only even-numbered msgnos\")")
 
 
@@ -95,11 +98,13 @@ async def test_client_reply_carries_msgno(launched_client):
             sent[body["data"]] = msgno
             await peer.send_message("MSG", msgno, body, f"an echo MSG of the acceptor with msgno {msgno}")
         answers = []
-        while len(answers) < len(sent):
+        for _ in range(MAX_MESSAGES):
+            if len(answers) == len(sent):
+                break
             message = await peer.next_message("the initiator's answers to two echo MSGs (msgnos 1 and 77)")
-            if message.type == "MSG":
-                continue   # the initiator's own MSGs: left unanswered, so that it stays
-            answers.append(message)
+            if message.type != "MSG":   # the initiator's own MSGs: left unanswered, so that it stays
+                answers.append(message)
+        assert len(answers) == len(sent), f"over {MAX_MESSAGES} messages without the initiator's two answers"
         for answer in answers:
             data = answer.body.get("data")
             assert data in sent, f"an answer that echoes neither MSG: {summary(answer)}"
@@ -131,10 +136,12 @@ async def test_client_reassembles_chunked(launched_client):
         body = probe_body("chunked-" + "0123456789" * 30)
         frames = message_frames("MSG", 5, body, chunk_size=64)
         await peer.send_frames(frames, f"an echo MSG of the acceptor in {len(frames)} frames")
-        while True:
+        for _ in range(MAX_MESSAGES):
             message = await peer.next_message(f"the initiator's answer to an echo MSG sent in {len(frames)} frames")
             if message.type != "MSG":   # the initiator's own MSGs stay unanswered, so that it stays
                 break
+        else:
+            raise AssertionError(f"over {MAX_MESSAGES} MSGs of the initiator and no answer to the harness's MSG")
         assert message.msgno == 5 and message.type == "RPY" and message.body == body, (
             f"the {len(frames)} frames must be reassembled into one message, answered by the echo of its whole "
             f"body; got {summary(message)}")

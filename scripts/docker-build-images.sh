@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Builds the project's container images, all FROM the local base image
+# conformance/base:bookworm (scripts/docker-setup.sh), tagged
+# conformance/<name>:dev. No network inside any build: Python packages come
+# from the local wheelhouse (scripts/build-wheelhouse.sh), npm packages from
+# interop/node/node_modules installed on the host (scripts/install-node-deps.sh).
+#
+# Usage: scripts/docker-build-images.sh [--force] [NAME...]
+#   NAME: python harness reference node ssb-server ilp-plugin-btp (default: all;
+#   a name also builds the images it starts FROM)
+#
+# Images (docker/<name>/Dockerfile):
+#   python          venv with conformance-harness from the wheelhouse (parent of the next two)
+#   harness         the `conformance` CLI
+#   reference       the Python reference nodes: `reference-node ssb|btp|stomp|... ARGS`
+#   node            Node.js + interop/node packages (parent of the next two)
+#   ssb-server      ssb-server 16 via scripts/ssb-server.sh
+#   ilp-plugin-btp  ilp-plugin-btp 1.5 via interop/node/ilp-plugin-btp-peer.js
+#
+# Unchanged images are skipped: each build context is staged in
+# .cache/docker-context/<name>/ and hashed together with its Dockerfile and
+# the id of its parent image; the hash is a label of the image, and an image
+# whose label matches is not rebuilt. Prints one line per image with its
+# size and build time.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+label=org.conformance.context-hash
+ctx_root="$repo/.cache/docker-context"
+all=(python harness reference node ssb-server ilp-plugin-btp)
+
+say() { echo "docker-build-images.sh: $*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+force=0 wanted=()
+for arg in "$@"; do
+    case "$arg" in
+        --force) force=1 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -*) die "unknown option $arg" ;;
+        *) [[ " ${all[*]} " == *" $arg "* ]] || die "unknown image $arg (${all[*]})"; wanted+=("$arg") ;;
+    esac
+done
+[ "${#wanted[@]}" -gt 0 ] || wanted=("${all[@]}")
+
+parent_of() {
+    case "$1" in
+        harness|reference) echo python ;;
+        ssb-server|ilp-plugin-btp) echo node ;;
+        *) echo "" ;;
+    esac
+}
+# The images to build, parents first, each once.
+order=()
+for name in "${all[@]}"; do
+    for w in "${wanted[@]}"; do
+        if [ "$w" = "$name" ] || [ "$(parent_of "$w")" = "$name" ]; then order+=("$name"); break; fi
+    done
+done
+
+needs_python=0 needs_node=0
+for name in "${order[@]}"; do
+    case "$name" in python) needs_python=1 ;; node) needs_node=1 ;; esac
+done
+
+scripts/docker-setup.sh
+[ "$needs_python" -eq 0 ] || scripts/build-wheelhouse.sh
+if [ "$needs_node" -eq 1 ]; then
+    scripts/install-node-deps.sh >/dev/null
+    node_bin="$(readlink -f "$(command -v node)")" || die "node is not on PATH"
+fi
+tini_bin=/usr/bin/tini-static
+[ -x "$tini_bin" ] || die "$tini_bin missing (Debian's docker.io ships it; run scripts/docker-setup.sh)"
+
+# Copies (hard links where the filesystem allows: the staging dir is
+# read-only input to docker build) SRC to DEST.
+stage() {
+    local src="$1" dest="$2"
+    mkdir -p "$(dirname "$dest")"
+    cp -al "$src" "$dest" 2>/dev/null || cp -a "$src" "$dest"
+}
+
+populate() {
+    local name="$1" ctx="$2"
+    cp docker/"$name"/* "$ctx"/
+    case "$name" in
+        python)
+            mkdir -p "$ctx/wheels/deps" "$ctx/wheels/project"
+            for whl in .cache/wheelhouse/*.whl; do
+                case "$(basename "$whl")" in
+                    conformance_harness-*) stage "$whl" "$ctx/wheels/project/$(basename "$whl")" ;;
+                    *) stage "$whl" "$ctx/wheels/deps/$(basename "$whl")" ;;
+                esac
+            done
+            cp "$tini_bin" "$ctx/tini" ;;
+        node)
+            cp "$node_bin" "$ctx/node"
+            cp "$tini_bin" "$ctx/tini"
+            mkdir -p "$ctx/interop/node" "$ctx/scripts"
+            # The JS files and package manifests of interop/node, and its
+            # node_modules; scripts/ssb-server.sh and ilp-plugin-btp.sh find
+            # them as ../interop/node, as in the repository.
+            find interop/node -maxdepth 1 -type f -exec cp {} "$ctx/interop/node/" \;
+            stage interop/node/node_modules "$ctx/interop/node/node_modules"
+            cp scripts/ssb-server.sh scripts/ilp-plugin-btp.sh "$ctx/scripts/" ;;
+    esac
+}
+
+context_hash() {
+    local ctx="$1" parent_id="$2"
+    {
+        echo "parent=$parent_id"
+        (cd "$ctx" && find . \( -type f -o -type l \) -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+        # Modes matter too (an entrypoint that lost its x bit).
+        (cd "$ctx" && find . -type f -perm -u+x | LC_ALL=C sort)
+    } | sha256sum | cut -d' ' -f1
+}
+
+for name in "${order[@]}"; do
+    tag="conformance/$name:dev"
+    parent="$(parent_of "$name")"
+    parent_ref="${parent:+conformance/$parent:dev}"
+    parent_ref="${parent_ref:-conformance/base:bookworm}"
+    parent_id="$(docker image inspect -f '{{.Id}}' "$parent_ref" 2>/dev/null)" || die "parent image $parent_ref missing"
+    ctx="$ctx_root/$name"
+    rm -rf "$ctx"
+    mkdir -p "$ctx"
+    populate "$name" "$ctx"
+    want="$(context_hash "$ctx" "$parent_id")"
+    have="$(docker image inspect -f "{{index .Config.Labels \"$label\"}}" "$tag" 2>/dev/null || true)"
+    if [ "$force" -eq 0 ] && [ "$have" = "$want" ]; then
+        say "$tag unchanged ($(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}'))"
+        continue
+    fi
+    t0=$SECONDS
+    log="$ctx_root/$name.build.log"
+    # DOCKER_BUILDKIT=0: the classic builder of Debian's engine 20.10. The
+    # BuildKit path of a newer client needs the buildx plugin, which
+    # Debian's docker.io does not ship; the classic builder needs nothing.
+    if ! DOCKER_BUILDKIT=0 docker build --label "$label=$want" -t "$tag" "$ctx" >"$log" 2>&1; then
+        tail -n 30 "$log" >&2
+        die "building $tag failed (log: $log)"
+    fi
+    say "$tag built in $((SECONDS - t0))s ($(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}'))"
+done
+# Dangling layers of replaced images: nothing refers to them any more.
+docker image prune -f --filter "label=$label" >/dev/null 2>&1 || true
