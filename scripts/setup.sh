@@ -6,6 +6,8 @@
 #   --node      also installs the npm interop packages (scripts/install-node-deps.sh)
 #   --rabbitmq  also installs Debian's rabbitmq-server for the STOMP target
 #               `rabbitmq` (scripts/install-rabbitmq.sh; root or sudo)
+#   --ocaml     also installs OCaml and bin_prot from Debian's packages for
+#               the RIPP peer `ocaml-ripp` (scripts/install-ocaml.sh)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -34,6 +36,7 @@ for arg in "$@"; do
     case "$arg" in
         --node) scripts/install-node-deps.sh ;;
         --rabbitmq) scripts/install-rabbitmq.sh ;;
-        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq)" >&2; exit 2 ;;
+        --ocaml) scripts/install-ocaml.sh ;;
+        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq, --ocaml)" >&2; exit 2 ;;
     esac
 done

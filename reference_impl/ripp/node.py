@@ -91,8 +91,15 @@ catches a node that waits for the claimed bytes, not that the machine has
 2 GiB to spare."""
 
 
+_EPOCH_OFFSET_NS = time.time_ns() - time.monotonic_ns()
+
+
 def monotonic_ns() -> int:
-    return time.monotonic_ns()
+    """A monotonic clock expressed as nanoseconds since the Unix epoch: the
+    sessions' timeouts never jump with the wall clock, and the timestamps
+    they put into envelopes and Heartbeats read as the profile's P1 wants
+    (nanoseconds since the epoch), as the OCaml peer's do."""
+    return time.monotonic_ns() + _EPOCH_OFFSET_NS
 
 
 def wall_ns() -> int:
