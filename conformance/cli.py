@@ -285,6 +285,17 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
 def cmd_interop(args: argparse.Namespace) -> int:
     """Each client target against each server target, through a recording relay."""
+    if args.all:
+        if args.client or args.server:
+            print("conformance: error: --all runs every pair; leave out --client and --server", file=sys.stderr)
+            return EXIT_USAGE
+        return cmd_interop_all(args)
+    if not args.client or not args.server:
+        print("conformance: error: give --client and --server (or --all)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.protocol:
+        print("conformance: error: --protocol goes with --all", file=sys.stderr)
+        return EXIT_USAGE
     try:
         targets = load_targets(args.targets_file)
         clients = [targets[n] for n in args.client]
@@ -335,6 +346,62 @@ def cmd_interop(args: argparse.Namespace) -> int:
         ok = ok and rec["outcome"] == "passed"
     print(f"\nresults: {run_dir}\nwall time {summary['duration_s']:.1f} s")
     return EXIT_CONFORMANT if ok else EXIT_NOT_CONFORMANT
+
+
+def cmd_interop_all(args: argparse.Namespace) -> int:
+    """Every client-role target against every server-role target of the same
+    protocol (conformance/interop/pairs.py), in one run dir with per-pair
+    files, then the client x server table (also interop-summary.json)."""
+    from .interop.pairs import interop_protocols, plan_pairs, table, tally, write_summary as write_pairs
+    try:
+        targets = load_targets(args.targets_file)
+    except TargetError as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    have = interop_protocols()
+    unknown = [p for p in args.protocol if p not in have]
+    if unknown:
+        print(f"conformance: error: no interop cases for {', '.join(unknown)}; protocols with interop cases: "
+              f"{', '.join(have)}", file=sys.stderr)
+        return EXIT_USAGE
+    pairs = plan_pairs(targets, args.protocol or have)
+    if not pairs:
+        print("conformance: error: no client/server pair to run", file=sys.stderr)
+        return EXIT_USAGE
+    run_id = new_run_id()
+    run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    results = run_dir / RESULTS_FILE
+    results.touch()
+    started = time.monotonic()
+    to_run = [p for p in pairs if not p.skipped]
+    print(f"conformance {__version__}: run {run_id}, {len(to_run)} interop pair(s) of {len(pairs)}", flush=True)
+    for pair in pairs:
+        if pair.skipped:
+            print(f"\n== skipped {pair.client} (client) -> {pair.server} (server): {pair.skipped}", flush=True)
+    codes = {}
+    for pair in to_run:
+        client, server = targets[pair.client], targets[pair.server]
+        print(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}", flush=True)
+        before = len(list(read_results(results)))
+        codes[f"{client.name}->{server.name}"] = run_suite(client, run_dir, run_id, args,
+                                                           INTEROP_DIR / client.protocol, server)
+        # Pairs run one after the other: this session's records are the new lines.
+        tally(pair, list(read_results(results))[before:])
+        pair.error = preflight_error(run_dir, client, server)
+        if pair.error:
+            print(f"   not run: preflight: {pair.error}", file=sys.stderr, flush=True)
+        report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout)
+    extra = {"kind": "interop", "pytest_exit_codes": codes}
+    if args.run_timeout is not None:
+        extra["run_timeout_s"] = args.run_timeout
+    summary = write_summary(run_dir, run_id, started, extra)
+    path = write_pairs(run_dir, run_id, pairs, time.monotonic() - started)
+    print("\n" + table(pairs))
+    print(f"\nresults: {run_dir}  (results.jsonl, {path.name}, traces/<client>+<server>/)\n"
+          f"wall time {summary['duration_s']:.1f} s")
+    ran = [p for p in pairs if not p.skipped]
+    return EXIT_CONFORMANT if ran and all(p.verdict == "interoperable" for p in ran) else EXIT_NOT_CONFORMANT
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
@@ -390,8 +457,13 @@ def build_parser() -> argparse.ArgumentParser:
     certify.set_defaults(func=cmd_certify)
 
     interop = sub.add_parser("interop", help="run implementations against each other (client x server)")
-    interop.add_argument("--client", action="append", required=True, help="target playing the client (repeatable)")
-    interop.add_argument("--server", action="append", required=True, help="target playing the server (repeatable)")
+    interop.add_argument("--client", action="append", default=[], help="target playing the client (repeatable)")
+    interop.add_argument("--server", action="append", default=[], help="target playing the server (repeatable)")
+    interop.add_argument("--all", action="store_true",
+                         help="every client-role target against every server-role target of its protocol "
+                              "(pairs whose tools are not installed are skipped, with the reason)")
+    interop.add_argument("--protocol", action="append", default=[], choices=KNOWN_PROTOCOLS,
+                         help="with --all: only this protocol (repeatable)")
     interop.add_argument("--targets-file", action="append", default=[], help="TOML targets file (repeatable)")
     interop.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
     interop.add_argument("--run-dir", default=None, help="exact run directory")

@@ -9,7 +9,7 @@
 # Usage: scripts/build-wheelhouse.sh [--force]
 #
 # Idempotent and quick when nothing changed: the dependency wheels are
-# rebuilt only when pyproject.toml changes, the project's own wheel only when
+# rebuilt only when the dependencies in pyproject.toml change, the project's own wheel only when
 # a file of the package (conformance/, reference_impl/, setup.py,
 # pyproject.toml) changes; each keeps a stamp with the hash it was built from.
 # The wheels are built with .venv's Python (3.11, as in Debian bookworm's
@@ -43,9 +43,13 @@ project_hash() {
     } | sha256sum | cut -d' ' -f1
 }
 
-deps_want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+# Only what decides the dependency set: an edit elsewhere in pyproject.toml
+# (pytest markers, extras) leaves the dependency wheels as they are.
+deps_want="$("$python" -c 'import json, tomllib
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print(json.dumps([p.get("requires-python"), p.get("dependencies")]))' | sha256sum | cut -d' ' -f1)"
 if [ "$force" -eq 1 ] || [ "$(cat "$house/.deps-stamp" 2>/dev/null)" != "$deps_want" ]; then
-    say "building the dependency wheels (pyproject.toml changed or first run)"
+    say "building the dependency wheels (dependencies changed or first run)"
     # Old versions are dropped first so pip in the image never has two to
     # choose from; `pip wheel` takes wheels from PyPI as they are and builds
     # those that come only as sources.

@@ -17,9 +17,11 @@
 # Debian's archive and npm, and no image registry. debootstrap makes the
 # same thing from the Debian archive apt already uses.
 #
-# Environment: DOCKERD_LOG (dockerd's log), DEBIAN_MIRROR (override the
-# mirror read from /etc/apt/sources.list*), DOCKER_SETUP_TIMEOUT (seconds to
-# wait for dockerd, default 60).
+# Environment: DOCKERD_LOG (dockerd's log), DOCKERD_FLAGS (extra dockerd
+# flags, e.g. --storage-driver=vfs), DOCKERD (the dockerd binary; default
+# Debian's), DEBIAN_MIRROR (override the mirror read from
+# /etc/apt/sources.list*), DOCKER_SETUP_TIMEOUT (seconds to wait for
+# dockerd, default 60).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 base_image="conformance/base:bookworm"
@@ -60,7 +62,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 command -v dockerd >/dev/null 2>&1 || [ -x /usr/sbin/dockerd ] || die "dockerd not found after installing docker.io"
 command -v docker >/dev/null 2>&1 || die "no docker client on PATH"
-dockerd_bin="$(command -v dockerd || echo /usr/sbin/dockerd)"
+dockerd_bin="${DOCKERD:-$(command -v dockerd || echo /usr/sbin/dockerd)}"
 
 # --- 2. the engine -------------------------------------------------------------
 engine_up() { "${sudo[@]}" docker info >/dev/null 2>&1; }
@@ -85,16 +87,26 @@ overlay_works() {
     return "$ok"
 }
 
+# A dockerd process that is not a zombie (an exited daemon, orphaned by
+# the detached start, stays a zombie until PID 1 reaps it).
+dockerd_alive() {
+    local pid
+    for pid in $(pgrep -x dockerd 2>/dev/null); do
+        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] || return 0
+    done
+    return 1
+}
+
 start_dockerd() {
     # setsid + nohup: dockerd outlives this script and the shell that ran it.
-    say "starting dockerd $* (log: $dockerd_log)"
+    say "starting dockerd${*:+ $*} (log: $dockerd_log)"
     "${sudo[@]}" mkdir -p "$(dirname "$dockerd_log")"
     "${sudo[@]}" sh -c 'exec setsid nohup "$0" "$@" >>"'"$dockerd_log"'" 2>&1 </dev/null &' "$dockerd_bin" "$@"
     local deadline=$((SECONDS + wait_seconds))
     while [ "$SECONDS" -lt "$deadline" ]; do
         engine_up && return 0
         # dockerd gone: it refused to start; no point waiting for it.
-        pgrep -x dockerd >/dev/null 2>&1 || return 1
+        dockerd_alive || return 1
         sleep 0.5
     done
     return 1
@@ -111,9 +123,9 @@ stop_our_dockerd() {
 if engine_up; then
     say "engine already running ($("${sudo[@]}" docker info --format '{{.ServerVersion}}, storage {{.Driver}}'))"
 else
-    pgrep -x dockerd >/dev/null 2>&1 && die "a dockerd runs but \`docker info\` fails; see $dockerd_log"
-    flags=()
-    if ! overlay_works; then
+    dockerd_alive && die "a dockerd runs but \`docker info\` fails; see $dockerd_log"
+    read -r -a flags <<<"${DOCKERD_FLAGS:-}"
+    if [[ " ${flags[*]} " != *" --storage-driver"* ]] && ! overlay_works; then
         say "overlay mounts fail on /var/lib/docker's filesystem: using the vfs storage driver"
         flags+=(--storage-driver=vfs)
     fi

@@ -23,7 +23,9 @@ REFERENCE = BUILTIN["reference-ripplehost"]
 def suite_cases() -> set[str]:
     cases, problems = collect_cases(REPO_ROOT)
     assert not [p for p in problems if "/ripplehost/" in p], problems
-    return {case_id for case_id, case in cases.items() if case.protocol == "ripplehost"}
+    # The suite's cases: interop cases (conformance/interop/ripplehost) run only in `conformance interop`.
+    return {case_id for case_id, case in cases.items()
+            if case.protocol == "ripplehost" and case.source.startswith("conformance/suites/")}
 
 
 def fault_target(name: str, fault: str | None, role: str | None) -> str:
@@ -129,3 +131,52 @@ def test_tls_target_without_ca_file_stops_in_preflight(tmp_path):
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "remote-tls", timeout=120)
     assert run.code == 2, run.output[-2000:]
     assert "params.ca_file is missing" in run.output, run.output[-2000:]
+
+
+RIPPLE_REFUSER = '''
+import socket, sys, threading, time
+mode = sys.argv[1]
+server = socket.create_server(("127.0.0.1", 0))
+
+def refuse(conn):
+    try:
+        if mode == "read-then-close":
+            conn.settimeout(2)
+            conn.recv(4096)       # whatever the harness sends first, then no
+        elif mode == "silent":
+            conn.settimeout(60)
+            while conn.recv(4096):  # reads everything, answers nothing, never closes first
+                pass
+    except OSError:
+        pass
+    conn.close()
+
+print(f"RIPPLE_READY port={server.getsockname()[1]}", flush=True)
+while True:
+    conn, _ = server.accept()
+    threading.Thread(target=refuse, args=(conn,), daemon=True).start()
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["close-at-once", "read-then-close", "silent"])
+def test_acceptor_that_refuses_everything_passes_no_case(tmp_path, mode):
+    """The negative cases (closes-on-..., refuses-...) want the target to
+    close; a node that closes on everything, or never answers, must not pass
+    them: they run only after the host-id exchange succeeded."""
+    script = tmp_path / "refuser.py"
+    script.write_text(RIPPLE_REFUSER)
+    targets = tmp_path / "targets.toml"
+    targets.write_text(f'[targets.refuser]\nimplementation = "refuser-{mode}"\nprotocol = "ripplehost"\n'
+                       'roles = ["server"]\ncapabilities = ["hold", "ping-me"]\nhost = "127.0.0.1"\nport = 0\n'
+                       f'[targets.refuser.launch]\nserver = "{{python}} {script} {mode}"\nready = "RIPPLE_READY"\n'
+                       'outputs = { port = "port" }\n')
+    run = certify(tmp_path, "--targets-file", str(targets), "--target", "refuser", timeout=300)
+    records = run.by_case("refuser")
+    server_cases = {case for case in suite_cases() if ".server." in case}
+    assert set(records) >= server_cases, run.output[-3000:]
+    passed = sorted(case for case, r in records.items() if r["outcome"] == "passed")
+    assert not passed, f"a target that refuses everything passed {passed}"
+    root = records["ripplehost.hostid.server.replies-with-host-id"]
+    assert root["outcome"] in ("failed", "error"), root
+    assert run.code == 1 and "NOT CONFORMANT" in run.output, run.output[-2000:]
