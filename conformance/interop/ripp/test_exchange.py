@@ -64,9 +64,9 @@ def require_negotiation(relay: RippRelay, code: int | None, tail: str) -> tuple[
 
 
 @requirement(NEGOTIATED, "MUST",
-             "RIPP, Handshake Protocol (\"Producer sends Handshake ... Consumer validates schemas ... sends "
-             "Schema_negotiation\"); Schema Evolution (profile P5): the consumer accepts the producer's "
-             "compatible schemas", role="client")
+             "RIPP, Handshake (\"Responds with Schema_negotiation (compatible/incompatible + error details)\"); "
+             "Handshake Protocol (profile P5: the consumer accepts the producer's compatible schemas)",
+             role="client")
 async def test_consumer_accepts_the_producers_handshake(target, peer_target, wire_trace, deadline):
     relay, code, tail = await exchange(target, peer_target, wire_trace, deadline, replay=False)
     handshake, negotiation = require_negotiation(relay, code, tail)
@@ -78,9 +78,10 @@ async def test_consumer_accepts_the_producers_handshake(target, peer_target, wir
 
 
 @requirement("ripp.interop.client.applies-each-delta-once", "MUST",
-             "RIPP, Sequence Numbering (\"Consumers track last-seen sequence per source to detect duplicates\"; "
-             "set_remote: \"if seq <= t.last then (* Duplicate, discard *)\"); profile P6, P7 (Checkpoint_ack: "
-             "last_sequence_no, applied_count, state_digest per source)", role="client", depends=[NEGOTIATED])
+             "RIPP, Sequence Numbering (\"The receiver tracks the last-seen sequence number per source\"; "
+             "\"Idempotent delivery: duplicate messages (from at-least-once transport) are silently discarded\") "
+             "(profile P6, P7: the Checkpoint_ack's last_sequence_no, applied_count, state_digest per source)",
+             role="client", depends=[NEGOTIATED])
 async def test_consumer_applies_each_delta_once(target, peer_target, wire_trace, deadline):
     relay, code, tail = await exchange(target, peer_target, wire_trace, deadline)
     handshake, negotiation = require_negotiation(relay, code, tail)
@@ -127,7 +128,7 @@ async def test_consumer_applies_each_delta_once(target, peer_target, wire_trace,
 
 
 @requirement("ripp.interop.client.heartbeats-keep-session", "SHOULD",
-             "RIPP, Heartbeat (\"Sent periodically (default every 5 seconds)\"); profile P8 (the producer adopts "
+             "RIPP, Heartbeat (\"Sent periodically (default every 5 seconds)\") (profile P8: the producer adopts "
              "the consumer's heartbeat_interval_ms; the consumer closes after 3 silent intervals)", role="client",
              depends=[NEGOTIATED])
 async def test_heartbeats_keep_the_session(target, peer_target, wire_trace, deadline):

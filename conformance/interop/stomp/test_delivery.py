@@ -66,8 +66,8 @@ async def test_delivered_messages_are_stored(target, peer_target, wire_trace):
 
 @requirement("stomp.interop.client.no-duplicate-without-reconnect", "SHOULD",
              f"{CONNECTIONS} (a message is delivered once its RECEIPT arrives, so a client on one connection has "
-             "no reason to send it again; SMP 2.1, Transport Requirements, 2: messages \"may ... be delivered "
-             "more than once\", so receivers cope and this is not a MUST)",
+             "no reason to send it again); SMP 2.1, Overview (\"Messages may arrive out-of-order, or be delivered "
+             "more than once, without causing any problems\": receivers cope, so this is not a MUST)",
              role="client")
 async def test_no_duplicate_without_reconnect(target, peer_target, wire_trace):
     _needs_accepted(peer_target)
