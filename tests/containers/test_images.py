@@ -31,6 +31,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "docker-build-images.sh"
 SETUP_SCRIPT = REPO_ROOT / "scripts" / "docker-setup.sh"
 REFERENCE_IMAGE = "conformance/reference:dev"
+SSB_SERVER_IMAGE = "conformance/ssb-server:dev"
+NODE_MODULES = REPO_ROOT / "interop" / "node" / "node_modules"
 TEST_LABEL = "org.conformance.test"
 # How long a started node may take to print its readiness line.
 READY_TIMEOUT = 30.0
@@ -99,13 +101,16 @@ def reference_image() -> dict[str, float]:
 class Container:
     """One detached container of the test, removed however the test ends."""
 
-    def __init__(self, image: str, container_port: int, args: list[str], volumes: dict[Path, str]) -> None:
+    def __init__(self, image: str, container_port: int, args: list[str], volumes: dict[Path, str],
+                 env: dict[str, str] | None = None) -> None:
         self.name = f"conformance-test-{uuid.uuid4().hex[:12]}"
         argv = ["run", "-d", "--rm", "--name", self.name, "--label", f"{TEST_LABEL}=test_images",
                 # Published on loopback only, on a port the engine picks.
                 "-p", f"127.0.0.1::{container_port}"]
         for host_path, inside in volumes.items():
             argv += ["-v", f"{host_path}:{inside}"]
+        for key, value in (env or {}).items():
+            argv += ["-e", f"{key}={value}"]
         _docker(*argv, image, *args)
         self.container_port = container_port
 
@@ -135,11 +140,18 @@ class Container:
         _docker("rm", "-f", self.name, check=False, timeout=60)
 
 
-def _certify(targets_file: Path, target: str, reports: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "certify", "--targets-file", str(targets_file),
-         "--target", target, "--reports-dir", str(reports), "--run-timeout", str(CERTIFY_RUN_TIMEOUT)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=CERTIFY_PROCESS_TIMEOUT)
+def _certify(targets_file: Path | None, target: str, reports: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "conformance.cli", "certify", "--target", target, "--reports-dir", str(reports),
+            "--run-timeout", str(CERTIFY_RUN_TIMEOUT)]
+    if targets_file is not None:
+        argv += ["--targets-file", str(targets_file)]
+    return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=CERTIFY_PROCESS_TIMEOUT)
+
+
+def _outcomes(reports: Path) -> dict[str, str]:
+    (run_dir,) = (reports / "runs").iterdir()
+    return {record["case_id"]: record["outcome"]
+            for record in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
 
 
 def _start_btp(tmp_path: Path) -> tuple[Container, str]:
@@ -261,3 +273,70 @@ def test_reference_node_in_container_is_certified(protocol: str, reference_image
         record_property(key, round(value, 2))
     _say(capsys, f"{protocol}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
          + f"; {len(passed)} cases passed")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not NODE_MODULES.is_dir() and not os.environ.get("CI"),
+                    reason=f"{NODE_MODULES} is missing: run scripts/install-node-deps.sh (the image copies it)")
+def test_ssb_server_image_gives_the_verdicts_of_the_process(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             record_property) -> None:
+    """ssb-server 16 in its image, published on loopback, gets case for case
+    the outcomes the same ssb-server gets as a process on the host (built-in
+    target `ssb-server`): the image changes nothing about the node. Not a
+    conformant node (docs/findings/), so the comparison is the check."""
+    started = time.monotonic()
+    build = subprocess.run([str(BUILD_SCRIPT), "ssb-server"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=540)
+    build_s = time.monotonic() - started
+    assert build.returncode == 0, f"{BUILD_SCRIPT} ssb-server failed:\n{build.stderr[-3000:]}"
+    out = tmp_path / "out"
+    out.mkdir()
+    started = time.monotonic()
+    # The temporary home (secret included) is made under the mounted /out, so
+    # the harness reads the node's secret for `publish` from the host side.
+    # No arguments: the image's CMD (listen on 0.0.0.0:8008, 5 seed messages).
+    container = Container(SSB_SERVER_IMAGE, 8008, [], {out: "/out"}, env={"TMPDIR": "/out"})
+    try:
+        container.wait_ready(r"SSB_READY=1")
+        ready_s = time.monotonic() - started
+        facts = dict(line.split("=", 1) for line in container.logs().splitlines()
+                     if re.fullmatch(r"SSB_[A-Z_]+=\S*", line))
+        secret = out / Path(facts["SSB_SECRET"]).relative_to("/out")
+        targets_file = tmp_path / "targets.toml"
+        targets_file.write_text(f"""
+[targets.container-ssb-server]
+implementation = "ssb-server"
+version = "16.0.1"
+protocol = "ssb"
+roles = ["server"]
+capabilities = ["publish"]
+host = "127.0.0.1"
+port = {container.host_port()}
+
+[targets.container-ssb-server.params]
+public_key = "{facts['SSB_ID']}"
+
+[targets.container-ssb-server.credentials]
+secret_key_file = "{secret}"
+""")
+        started = time.monotonic()
+        in_container = _certify(targets_file, "container-ssb-server", tmp_path / "reports-container")
+        certify_s = time.monotonic() - started
+    finally:
+        container.remove()
+    as_process = _certify(None, "ssb-server", tmp_path / "reports-process")
+    # 0 (conformant) or 1 (not): both reached verdicts; 2 would be a preflight stop.
+    assert in_container.returncode in (0, 1), in_container.stdout[-3000:] + in_container.stderr[-2000:]
+    assert as_process.returncode in (0, 1), as_process.stdout[-3000:] + as_process.stderr[-2000:]
+    container_outcomes = _outcomes(tmp_path / "reports-container")
+    process_outcomes = _outcomes(tmp_path / "reports-process")
+    differ = {case: (container_outcomes.get(case), process_outcomes.get(case))
+              for case in container_outcomes.keys() | process_outcomes.keys()
+              if container_outcomes.get(case) != process_outcomes.get(case)}
+    assert not differ, f"case outcomes (container, process) differ: {differ}"
+    assert sum(outcome == "passed" for outcome in container_outcomes.values()) >= 20
+    for key, value in {"image_build_s": build_s, "container_ready_s": ready_s, "certify_s": certify_s}.items():
+        record_property(key, round(value, 2))
+    _say(capsys, f"ssb-server image: build {build_s:.1f} s, ready {ready_s:.1f} s, certify {certify_s:.1f} s; "
+         f"{len(container_outcomes)} cases, same outcomes as the process")
