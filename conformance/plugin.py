@@ -96,6 +96,11 @@ class RunState:
     redactor: Redactor = field(default_factory=Redactor)
     """The credentials of the target and peer: masked in traces, messages
     and reports."""
+    project_suite: bool = True
+    """Whether the cases come from the project's own suites (conformance.*),
+    whose protocol preflight (conformance/suites/<protocol>/preflight.py)
+    applies; a suite from elsewhere (a user's, or a test's fake suite) is
+    judged by the generic checks alone."""
 
     def peer_for(self) -> TargetRuntime:
         """The interop peer (server role), started on first use."""
@@ -105,7 +110,8 @@ class RunState:
             runtime = TargetRuntime(peer, make_work_dir(peer.name), self.run_dir / "logs")
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
-                prepare_runtime(runtime)
+                if self.project_suite:
+                    prepare_runtime(runtime)
                 runtime.start_server()
             except TargetError:
                 runtime.stop()
@@ -128,7 +134,8 @@ class RunState:
             runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs")
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
-                prepare_runtime(runtime)
+                if self.project_suite:
+                    prepare_runtime(runtime)
                 # In an interop run the target is only the client; its
                 # server role is not needed.
                 if self.peer_name is None:
@@ -517,6 +524,8 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         return None
     state = _state(config)
     protocol = requirement_of(cases[0]).protocol  # type: ignore[union-attr]
+    module = getattr(cases[0], "module", None)
+    state.project_suite = bool(module is not None and module.__name__.startswith("conformance."))
     name = state.target_name or f"reference-{protocol}"
     _write_plan(state, name, cases)
     if state.readded and config.getoption("--progress"):
@@ -578,7 +587,8 @@ def preflight(state: RunState, protocol: str) -> str | None:
             runtime = start()
         except TargetError as exc:
             return f"target {label} could not be started: {exc}"
-        problems = runtime_problems(runtime, serving=serve) + protocol_problems(runtime, serve)
+        problems = runtime_problems(runtime, serving=serve) + (
+            protocol_problems(runtime, serve) if state.project_suite else [])
         if problems:
             return f"target {label} is misconfigured: " + "; ".join(problems)
         if serve:

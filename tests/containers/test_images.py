@@ -340,3 +340,43 @@ secret_key_file = "{secret}"
         record_property(key, round(value, 2))
     _say(capsys, f"ssb-server image: build {build_s:.1f} s, ready {ready_s:.1f} s, certify {certify_s:.1f} s; "
          f"{len(container_outcomes)} cases, same outcomes as the process")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_harness_image_certifies_and_writes_reports_to_the_volume(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   record_property) -> None:
+    """The harness image on its own: `conformance certify --protocol btp`
+    inside it launches the built-in reference BTP node (installed in the
+    same image) and writes the run to /work/reports, a mounted directory the
+    host reads afterwards."""
+    started = time.monotonic()
+    build = subprocess.run([str(BUILD_SCRIPT), "harness"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=540)
+    build_s = time.monotonic() - started
+    assert build.returncode == 0, f"{BUILD_SCRIPT} harness failed:\n{build.stderr[-3000:]}"
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    name = f"conformance-test-{uuid.uuid4().hex[:12]}"
+    started = time.monotonic()
+    try:
+        run = _docker("run", "--rm", "--name", name, "--label", f"{TEST_LABEL}=test_images",
+                      "--network", "none", "-v", f"{reports}:/work/reports", "conformance/harness:dev",
+                      "certify", "--protocol", "btp", "--run-timeout", str(CERTIFY_RUN_TIMEOUT),
+                      check=False, timeout=CERTIFY_PROCESS_TIMEOUT)
+    finally:
+        _docker("rm", "-f", name, check=False)
+    certify_s = time.monotonic() - started
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, f"certify in the harness image exited {run.returncode}:\n{output[-4000:]}"
+    assert "reference-btp [reference-btp 0.1.0, btp]: CONFORMANT" in output, output[-3000:]
+    (run_dir,) = (reports / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["conformant"] is True, summary
+    outcomes = _outcomes(reports)
+    assert outcomes and all(outcome == "passed" for outcome in outcomes.values()), outcomes
+    for key, value in {"image_build_s": build_s, "certify_s": certify_s}.items():
+        record_property(key, round(value, 2))
+    _say(capsys, f"harness image: build {build_s:.1f} s, certify --protocol btp {certify_s:.1f} s "
+         f"({len(outcomes)} cases passed, --network none)")
