@@ -637,7 +637,7 @@ def unreachable(runtime: TargetRuntime, deadline: float) -> str | None:
         try:
             port = parts.port or (443 if parts.scheme in ("wss", "https") else 80)
         except ValueError:
-            return f"the url's port is not a valid port number"
+            return "the url's port is not a valid port number"
         # Host and port only: a URL may carry a user:password part.
         where = f"{parts.scheme}://{host}:{port}"
     else:

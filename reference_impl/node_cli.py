@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -63,3 +65,22 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+def run_command(args: argparse.Namespace, cli_error: type[Exception] | tuple[type[Exception], ...],
+                exit_usage: int, exit_ok: int = 0) -> int:
+    """Run the subcommand a reference node's parser chose (``args.run``, a
+    coroutine function or a plain one) with logging to stderr at
+    ``args.log_level``. A ``cli_error`` is a usage problem: its text on
+    stderr and ``exit_usage``; Ctrl-C ends quietly with ``exit_ok``."""
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if inspect.iscoroutinefunction(args.run):
+            return asyncio.run(args.run(args))
+        return args.run(args)
+    except cli_error as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return exit_usage
+    except KeyboardInterrupt:
+        return exit_ok

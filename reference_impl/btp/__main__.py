@@ -16,7 +16,6 @@ the peer), ``BTP_BALANCE`` (an accepted Transfer), ``BTP_UNEXPECTED``,
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
@@ -34,7 +33,7 @@ from .node import (
     format_result,
     run_client,
 )
-from ..node_cli import positive_float, serve_until_stopped
+from ..node_cli import positive_float, run_command, serve_until_stopped
 from .packet import MAX_AMOUNT, ContentType
 from ..faults import add_fault_option, fault_help
 from .faults import SPECS as FAULT_SPECS
@@ -317,16 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return asyncio.run(args.run(args))
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return EXIT_OK
+    return run_command(build_parser().parse_args(argv), CliError, EXIT_USAGE, EXIT_OK)
 
 
 if __name__ == "__main__":

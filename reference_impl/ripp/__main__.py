@@ -16,13 +16,12 @@ once listening), then ``RIPP_<WHAT> {json}`` lines: ``RIPP_NEGOTIATED``,
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
 
 from ..faults import add_fault_option, fault_help, parse_faults
-from ..node_cli import positive_float, serve_until_stopped
+from ..node_cli import positive_float, run_command, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS, Fault
 from .node import (
     ConsumerNode,
@@ -166,16 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return asyncio.run(args.run(args))
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return EXIT_OK
+    return run_command(build_parser().parse_args(argv), CliError, EXIT_USAGE, EXIT_OK)
 
 
 if __name__ == "__main__":

@@ -59,11 +59,9 @@ from .payloads import (
     decode_payload,
     encode_delta,
     encode_payload,
-    fingerprint,
     msg_type_of,
     schema_from_json,
 )
-from .schema import negotiate
 from .session import (
     CheckpointAckReceived,
     CheckpointAnswered,
@@ -72,7 +70,6 @@ from .session import (
     DeltaApplied,
     DuplicateDiscarded,
     GapDetected,
-    HeartbeatReceived,
     HeartbeatSent,
     Negotiated,
     NegotiationSent,

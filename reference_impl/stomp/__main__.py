@@ -14,13 +14,11 @@ printed.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import inspect
 import logging
 import sys
 
 from ..faults import add_fault_option, fault_help
-from ..node_cli import positive_float, serve_until_stopped
+from ..node_cli import positive_float, run_command, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .store import StoreError, iter_adapter_lines
@@ -163,28 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    usage_errors: tuple[type[Exception], ...] = (CliError,)
     try:
-        if inspect.iscoroutinefunction(args.run):
-            return asyncio.run(args.run(args))
-        return args.run(args)
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return EXIT_OK
-    except ValueError as exc:
         # client.py's usage errors (ClientUsageError, a ValueError) end with one line, exit 2.
-        try:
-            from .client import ClientUsageError
-        except ImportError:
-            raise exc from None
-        if isinstance(exc, ClientUsageError):
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-            return EXIT_USAGE
-        raise
+        from .client import ClientUsageError
+        usage_errors += (ClientUsageError,)
+    except ImportError:
+        pass
+    return run_command(build_parser().parse_args(argv), usage_errors, EXIT_USAGE, EXIT_OK)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from reference_impl.ripp.envelope import (
     CRC_SIZE,
     HEADER_SIZE,
     MAX_PAYLOAD,
-    OVERHEAD,
     ZERO_FINGERPRINT,
     Envelope,
     EnvelopeError,
