@@ -63,6 +63,10 @@ for name in "${order[@]}"; do
     case "$name" in python) needs_python=1 ;; node) needs_node=1 ;; esac
 done
 
+# One build at a time: two would stage into the same context directories.
+mkdir -p "$ctx_root"
+exec 9>"$ctx_root/.lock"
+flock 9
 scripts/docker-setup.sh
 [ "$needs_python" -eq 0 ] || scripts/build-wheelhouse.sh
 if [ "$needs_node" -eq 1 ]; then

@@ -38,6 +38,12 @@ if [ "$(id -u)" -ne 0 ]; then
     sudo=(sudo)
 fi
 
+# One set-up at a time (two would both start a dockerd or debootstrap and
+# import the base); a second one waits, then finds everything done.
+mkdir -p "$repo/.cache"
+exec 9>"$repo/.cache/docker-setup.lock"
+flock 9
+
 # --- 1. packages -------------------------------------------------------------
 # docker.io brings dockerd, containerd, runc and a client; docker-compose is
 # Compose v1 (Python), the one Debian bookworm ships; debootstrap builds the
@@ -99,9 +105,11 @@ dockerd_alive() {
 
 start_dockerd() {
     # setsid + nohup: dockerd outlives this script and the shell that ran it.
+    # 9>&-: the lock's descriptor must not live on in dockerd, or the next
+    # set-up would wait for the lock forever.
     say "starting dockerd${*:+ $*} (log: $dockerd_log)"
     "${sudo[@]}" mkdir -p "$(dirname "$dockerd_log")"
-    "${sudo[@]}" sh -c 'exec setsid nohup "$0" "$@" >>"'"$dockerd_log"'" 2>&1 </dev/null &' "$dockerd_bin" "$@"
+    "${sudo[@]}" sh -c 'exec setsid nohup "$0" "$@" >>"'"$dockerd_log"'" 2>&1 </dev/null 9>&- &' "$dockerd_bin" "$@" 9>&-
     local deadline=$((SECONDS + wait_seconds))
     while [ "$SECONDS" -lt "$deadline" ]; do
         engine_up && return 0
@@ -120,10 +128,19 @@ stop_our_dockerd() {
     for _ in $(seq 100); do "${sudo[@]}" kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
 
+# A dockerd that is still starting (another setup run a moment ago) gets
+# the usual time to answer before anything else is tried.
+if ! engine_up && dockerd_alive; then
+    say "a dockerd runs but does not answer yet; waiting up to ${wait_seconds}s"
+    deadline=$((SECONDS + wait_seconds))
+    until engine_up; do
+        [ "$SECONDS" -lt "$deadline" ] || die "a dockerd runs but \`docker info\` fails; see $dockerd_log"
+        sleep 0.5
+    done
+fi
 if engine_up; then
     say "engine already running ($("${sudo[@]}" docker info --format '{{.ServerVersion}}, storage {{.Driver}}'))"
 else
-    dockerd_alive && die "a dockerd runs but \`docker info\` fails; see $dockerd_log"
     read -r -a flags <<<"${DOCKERD_FLAGS:-}"
     if [[ " ${flags[*]} " != *" --storage-driver"* ]] && ! overlay_works; then
         say "overlay mounts fail on /var/lib/docker's filesystem: using the vfs storage driver"
