@@ -116,7 +116,7 @@ async def test_client_refuses_tls_1_2(launched_client):
 @requirement(CONNECT_FIRST, "MUST",
              "STOMP 1.2, Connecting (\"A STOMP client initiates the stream or TCP connection to the server by "
              f"sending the CONNECT frame\"; STOMP frame likewise); {SUBSET} (CONNECT and STOMP \"MUST be fully "
-             "supported\")", role="client", depends=[ROOT])
+             "supported\")", role="client", depends=[ROOT], errata=["STOMP-E5"])
 async def test_client_sends_connect_first(launched_client):
     async with launched_client() as client:
         connection = await client.accept()

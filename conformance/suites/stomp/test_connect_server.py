@@ -159,7 +159,7 @@ async def stay_quiet(peer: StompPeer, seconds: float, what: str) -> None:
 @requirement("stomp.connect.server.sends-heart-beats", "MUST",
              f"{HEART_BEATING} (\"the sender MUST send new data over the network connection at least every <n> "
              "milliseconds\"; \"if the sender has no real STOMP frame to send, it MUST send an end-of-line\")",
-             depends=[*SESSION, ACCEPTS_BEATS])
+             depends=[*SESSION, ACCEPTS_BEATS], errata=["STOMP-E1"])
 async def test_sends_heart_beats(connected_peer):
     """heart-beat:500,500 (the harness sends its own, so that no server has
     a reason to drop it meanwhile); the server's beats are due every
@@ -193,7 +193,7 @@ async def test_sends_heart_beats(connected_peer):
 @requirement("stomp.connect.server.accepts-heart-beats", "MUST",
              f"{HEART_BEATING} (heart-beats are EOLs: \"if the sender has no real STOMP frame to send, it MUST send an "
              "end-of-line\"); STOMP 1.2, Augmented BNF (a frame may be followed by EOLs)",
-             depends=[*SESSION, DISCONNECT_RECEIPT])
+             depends=[*SESSION, DISCONNECT_RECEIPT], errata=["STOMP-E1"])
 async def test_accepts_heart_beats(connected_peer):
     """heart-beat:500,0: the harness sends an EOL every 250 ms for a few
     seconds (twice as often as it declared, which satisfies any agreed

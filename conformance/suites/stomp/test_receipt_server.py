@@ -127,7 +127,7 @@ async def test_receipt_id_echoes_receipt(connected_peer, smp_destination):
 
 @requirement("stomp.receipt.server.receipts-in-order", "MUST",
              f"{FOOTNOTE}; {RECEIPT_CITE} (\"Since STOMP is stream based, the receipt is also a cumulative "
-             "acknowledgment\")", depends=(ECHO,))
+             "acknowledgment\")", depends=(ECHO,), errata=["STOMP-E4"])
 async def test_receipts_in_order(connected_peer, smp_destination):
     """20 SENDs written at once; once the RECEIPT of the 20th arrives, a
     21st SEND: the RECEIPTs up to the 21st's come in the order of their
@@ -158,7 +158,7 @@ async def test_receipts_in_order(connected_peer, smp_destination):
 
 
 @requirement("stomp.receipt.server.receipt-confirms-pipelined-sends", "MUST", FOOTNOTE,
-             needs=(ACCEPTED,), depends=(ECHO, IS_STORED))
+             needs=(ACCEPTED,), depends=(ECHO, IS_STORED), errata=["STOMP-E4"])
 async def test_receipt_confirms_pipelined_sends(connected_peer, smp_destination, accepted_messages, wire_trace):
     """50 SENDs written at once; the moment the RECEIPT of the last one
     arrives, the adapter must show all 50: that RECEIPT confirms the
