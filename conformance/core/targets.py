@@ -632,7 +632,12 @@ def make_work_dir(name: str) -> Path:
 
 def _die_with_parent() -> None:
     """In the child before exec: get SIGTERM when the harness dies, even by
-    SIGKILL, so that no launched node outlives a killed run (Linux only)."""
+    SIGKILL, so that no launched node outlives a killed run (Linux only).
+
+    The "parent" of PR_SET_PDEATHSIG is the *thread* that forked: a node
+    started from a worker thread (``asyncio.to_thread``, an executor) gets
+    SIGTERM as soon as that thread ends. Start and restart nodes from the
+    event-loop thread (conformance/suites/stomp/adapter.py does)."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
