@@ -67,6 +67,27 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0 (choose one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {text}")
+    return value
+
+
 def run_command(args: argparse.Namespace, cli_error: type[Exception] | tuple[type[Exception], ...],
                 exit_usage: int, exit_ok: int = 0) -> int:
     """Run the subcommand a reference node's parser chose (``args.run``, a

@@ -33,7 +33,7 @@ from .node import (
     format_result,
     run_client,
 )
-from ..node_cli import positive_float, run_command, serve_until_stopped
+from ..node_cli import non_negative_float, port_number, positive_float, run_command, serve_until_stopped
 from .packet import MAX_AMOUNT, ContentType
 from ..faults import add_fault_option, fault_help
 from .faults import SPECS as FAULT_SPECS
@@ -224,26 +224,6 @@ async def _client(args: argparse.Namespace) -> int:
 # --- parser ----------------------------------------------------------------------------
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {text}")
-    return value
-
-
 def _amount(text: str) -> int:
     try:
         value = int(text, 10)
@@ -275,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
         "SIGTERM or SIGINT stops it (exit 0).",
         epilog=fault_help(FAULT_SPECS, {"server": "serve", "client": "client"}), formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    serve_parser.add_argument("--port", type=_port, default=0, help="TCP port; 0 picks a free one (default)")
+    serve_parser.add_argument("--port", type=port_number, default=0, help="TCP port; 0 picks a free one (default)")
     _add_token_options(serve_parser)
     _balance_options(serve_parser)
     serve_parser.add_argument("--auth-timeout", type=positive_float, default=DEFAULT_AUTH_TIMEOUT, metavar="S",
@@ -303,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_parser.add_argument("--url", required=True, help="the server, e.g. ws://127.0.0.1:7768/")
     _add_token_options(client_parser)
     _balance_options(client_parser)
-    client_parser.add_argument("--stay", type=_non_negative_float, default=0.0, metavar="S",
+    client_parser.add_argument("--stay", type=non_negative_float, default=0.0, metavar="S",
                                help="after the requests, serve the server's requests for S seconds "
                                "(default: 0)")
     client_parser.add_argument("--timeout", type=positive_float, default=DEFAULT_REQUEST_TIMEOUT, metavar="S",

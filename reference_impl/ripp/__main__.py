@@ -21,7 +21,7 @@ import logging
 import sys
 
 from ..faults import add_fault_option, fault_help, parse_faults
-from ..node_cli import positive_float, run_command, serve_until_stopped
+from ..node_cli import non_negative_float, port_number, positive_float, run_command, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS, Fault
 from .node import (
     ConsumerNode,
@@ -92,16 +92,6 @@ async def _produce(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {text}")
-    return value
-
-
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -109,16 +99,6 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a count: {text!r}") from None
     if not 0 <= value <= 1_000_000:
         raise argparse.ArgumentTypeError("count must be 0..1000000")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 
@@ -137,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   epilog=fault_help(FAULT_SPECS, roles),
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     consume.add_argument("--host", default="127.0.0.1")
-    consume.add_argument("--port", type=_port, default=0, help="0 picks a free port (default)")
+    consume.add_argument("--port", type=port_number, default=0, help="0 picks a free port (default)")
     consume.add_argument("--worker-id", default="reference-consumer")
     consume.add_argument("--heartbeat-interval", type=positive_float, default=DEFAULT_HEARTBEAT_MS / 1000,
                          metavar="S", help="interval asked of producers in Schema_negotiation (default: %(default)g)")
@@ -149,13 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
                                   epilog=f"exit status: {EXIT_OK} done, {EXIT_ERROR} connection or protocol error, "
                                   f"{EXIT_USAGE} bad arguments, {EXIT_TIMEOUT} timeout, {EXIT_REJECTED} schemas refused")
     produce.add_argument("--peer-host", required=True)
-    produce.add_argument("--peer-port", type=_port, required=True)
+    produce.add_argument("--peer-port", type=port_number, required=True)
     produce.add_argument("--source-id", required=True, help="source_worker_id of the Handshake")
     what = produce.add_mutually_exclusive_group(required=True)
     what.add_argument("--deltas", metavar="FILE", help='JSON list of {"output", "key", "op", "fields", "sequence_no"?}')
     what.add_argument("--count", type=_count, metavar="N", help="N generated deltas for the first output")
     produce.add_argument("--checkpoint", action="store_true", help="after the deltas, request a checkpoint and print it")
-    produce.add_argument("--stay", type=_non_negative, default=0.0, metavar="S",
+    produce.add_argument("--stay", type=non_negative_float, default=0.0, metavar="S",
                          help="keep the connection (heartbeating) S seconds after the deltas")
     produce.add_argument("--timeout", type=positive_float, default=10.0, metavar="S",
                          help="deadline to connect, for the Schema_negotiation and for a Checkpoint_ack")

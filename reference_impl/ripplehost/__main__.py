@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..faults import add_fault_option, fault_help, parse_faults
-from ..node_cli import positive_float, run_command, serve_until_stopped
+from ..node_cli import non_negative_float, port_number, positive_float, run_command, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .node import (
@@ -54,26 +54,6 @@ def _hostname(text: str) -> str:
     if not 0 < len(text) <= MAX_HOSTNAME_LEN:
         raise argparse.ArgumentTypeError(f"hostname must be 1..{MAX_HOSTNAME_LEN} characters")
     return text
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {text}")
-    return value
 
 
 def _load_messages(path: str | None) -> list[Outgoing]:
@@ -161,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "listening. SIGTERM or SIGINT stops it (exit 0).",
         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    serve.add_argument("--port", type=_port, default=0, help="TCP port; 0 picks a free one (default)")
+    serve.add_argument("--port", type=port_number, default=0, help="TCP port; 0 picks a free one (default)")
     serve.add_argument("--tls-cert", metavar="PEM", help="serve TLS with this certificate (chain)")
     serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     serve.add_argument("--host-id-timeout", type=positive_float, default=DEFAULT_HOST_ID_TIMEOUT, metavar="S",
@@ -182,10 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
         f"error, {EXIT_USAGE} bad arguments or files, {EXIT_TIMEOUT} timeout, {EXIT_REJECTED} a message was "
         "answered with ERR\n\n" + epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     connect.add_argument("--peer-host", required=True)
-    connect.add_argument("--peer-port", type=_port, required=True)
+    connect.add_argument("--peer-port", type=port_number, required=True)
     connect.add_argument("--timeout", type=positive_float, default=10.0, metavar="S",
                          help="deadline for the whole exchange (default: %(default)g)")
-    connect.add_argument("--stay", type=_non_negative, default=0.0, metavar="S",
+    connect.add_argument("--stay", type=non_negative_float, default=0.0, metavar="S",
                          help="after the last answer, keep serving the acceptor's MSGs for S seconds (default: 0)")
     connect.add_argument("--tls", action="store_true", help="connect with TLS")
     connect.add_argument("--tls-ca", metavar="PEM", help="verify the server's chain against this CA (with --tls)")

@@ -18,7 +18,7 @@ import logging
 import sys
 
 from ..faults import add_fault_option, fault_help
-from ..node_cli import positive_float, run_command, serve_until_stopped
+from ..node_cli import port_number, positive_float, run_command, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .store import StoreError, iter_adapter_lines
@@ -32,16 +32,6 @@ EXIT_USAGE = 2
 
 class CliError(Exception):
     """A problem with the command line or its files: one line to stderr, exit 2."""
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {text}")
-    return value
 
 
 def _heart_beat(text: str) -> tuple[int, int]:
@@ -122,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=fault_help(tuple(spec for spec in FAULT_SPECS if spec.role == "server"), {"server": "serve"}),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    serve.add_argument("--port", type=_port, default=0, help="TCP port; 0 picks a free one (default)")
+    serve.add_argument("--port", type=port_number, default=0, help="TCP port; 0 picks a free one (default)")
     serve.add_argument("--cert", required=True, metavar="PEM", help="the server's certificate chain")
     serve.add_argument("--key", required=True, metavar="PEM", help="the server's private key")
     serve.add_argument("--ca", required=True, metavar="PEM", help="the CA client certificates must chain to")
