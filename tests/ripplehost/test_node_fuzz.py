@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tracemalloc
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +28,7 @@ from reference_impl.ripplehost.frame import (
 )
 from reference_impl.ripplehost.node import RippleNode
 from reference_impl.ripplehost.session import Closed, MessageReceived, RippleSession, Role
+from tests.memory_bounds import peak_while_offering
 
 DEADLINE = 10.0
 HOST_ID = encode_message("MSG", 0, {"type": "host-id", "hostname": "a.example"})
@@ -111,17 +111,7 @@ def test_huge_claimed_sizes_keep_memory_bounded():
         session = RippleSession(Role.ACCEPTOR, "b.example")
         session.receive_data(HOST_ID)
         session.data_to_send()
-        tracemalloc.start()
-        try:
-            session.receive_data(header)
-            chunk = b"a" * 65536
-            for _ in range(160):   # 10 MiB offered
-                session.receive_data(chunk)
-                if session.closed:
-                    break
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = peak_while_offering(session.receive_data, header, lambda: session.closed)
         assert session.closed, header[:40]
         assert peak < 4 << 20, f"{peak} bytes for {header[:40]!r}"
 

@@ -19,7 +19,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError, FrameParser
 from reference_impl.stomp.node import StompServerNode
 from reference_impl.stomp.server import ServerConnection
 from reference_impl.stomp.smp import encode_message, example_message
+from tests.memory_bounds import peak_while_offering
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 10.0
@@ -137,17 +137,7 @@ def test_huge_header_and_body_are_refused_with_bounded_memory():
         conn = ServerConnection(max_frame_bytes=1 << 20)
         conn.receive_data(CONNECT)
         conn.data_to_send()
-        tracemalloc.start()
-        try:
-            conn.receive_data(prefix)
-            chunk = b"a" * 65536
-            for _ in range(160):                       # 10 MiB offered
-                conn.receive_data(chunk)
-                if conn.closing:
-                    break
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = peak_while_offering(conn.receive_data, prefix, lambda: conn.closing)
         [error] = [f for f in FrameParser().receive_data(conn.data_to_send()) if f is not HEARTBEAT]
         assert error.command == "ERROR" and conn.finished, prefix
         assert peak < 12 << 20, f"{peak} bytes for {prefix!r}"
