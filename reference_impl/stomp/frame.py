@@ -326,17 +326,21 @@ class FrameParser:
                     raise self._fail(f"a header line of {len(line)} characters exceeds the limit of "
                                      f"{self.max_header_line}", view, pos, body_start)
         parts = [line.partition(":") for line in rest]
-        for name, colon, _ in parts:
-            if not colon or not name:
-                line = name + colon + _
-                problem = "has no colon" if not colon else "has an empty name"
-                raise self._fail(f"header line {line[:60]!r} {problem}", view, pos, body_start)
+        # One pass builds the pairs and drops the malformed lines; a length
+        # mismatch sends the rare bad frame to the slow path naming the line.
+        pairs = [(name, value) for name, colon, value in parts if colon and name]
+        if len(pairs) != len(parts):
+            for name, colon, value in parts:
+                if not colon or not name:
+                    line = name + colon + value
+                    problem = "has no colon" if not colon else "has an empty name"
+                    raise self._fail(f"header line {line[:60]!r} {problem}", view, pos, body_start)
         if "\\" in block and command not in UNESCAPED_COMMANDS:
             try:
-                headers = tuple((unescape_header_value(name), unescape_header_value(value))
-                                for name, _, value in parts)
+                headers = tuple([(unescape_header_value(name), unescape_header_value(value))
+                                 for name, value in pairs])
             except ValueError as exc:
                 raise self._fail(f"a header: {exc}", view, pos, body_start) from None
         else:
-            headers = tuple((name, value) for name, _, value in parts)
+            headers = tuple(pairs)
         return command, headers
