@@ -255,9 +255,10 @@ class FrameParser:
     raises again on any further call.
 
     ``lenient_trailer`` and ``size_by_search`` exist only for the reference
-    node's faults (accept-missing-end, ignore-size): the first takes any
-    five bytes after the content as the trailer, the second ends the content
-    at the first ``END`` CRLF whatever ``size`` says.
+    node's faults (accept-missing-end and client-accept-missing-end,
+    ignore-size and client-ignore-size): the first takes any five bytes after
+    the content as the trailer, the second ends the content at the first
+    ``END`` CRLF whatever ``size`` says.
     """
 
     def __init__(self, *, max_header_line: int = DEFAULT_MAX_HEADER_LINE, max_size: int = DEFAULT_MAX_SIZE,

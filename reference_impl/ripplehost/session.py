@@ -152,8 +152,9 @@ class RippleSession:
         self.faults = frozenset(faults)
         self.chunk_size = min(chunk_size, max_size)
         self._parser_options = {"max_header_line": max_header_line, "max_size": max_size,
-                                "lenient_trailer": Fault.ACCEPT_MISSING_END in self.faults,
-                                "size_by_search": Fault.IGNORE_SIZE in self.faults}
+                                "lenient_trailer": bool({Fault.ACCEPT_MISSING_END, Fault.CLIENT_ACCEPT_MISSING_END}
+                                                        & self.faults),
+                                "size_by_search": bool({Fault.IGNORE_SIZE, Fault.CLIENT_IGNORE_SIZE} & self.faults)}
         self.parser = FrameParser(**self._parser_options)
         self.reassembler = Reassembler(max_message=max_message, max_in_progress=max_in_progress)
         self.peer_hostname: str | None = None
@@ -285,7 +286,7 @@ class RippleSession:
         if Fault.STAY_OPEN_ON_MALFORMED in self.faults or Fault.CLIENT_STAY_OPEN_ON_MALFORMED in self.faults:
             self.parser = FrameParser(**self._parser_options)   # drop what was buffered, carry on
             return []
-        if Fault.ANSWER_MALFORMED in self.faults:
+        if Fault.ANSWER_MALFORMED in self.faults or Fault.CLIENT_ANSWER_MALFORMED in self.faults:
             self._queue(message_frames("ERR", 0, error_body("malformed-frame", error.reason), version=self.version))
         return self.close(f"frame breaks the grammar: {error.reason}")
 

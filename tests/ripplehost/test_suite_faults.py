@@ -83,3 +83,26 @@ def test_serve_any_version_serves_instead_of_err():
     [err] = MessageReader().receive_data(session.data_to_send())
     assert (err.type, err.msgno, err.body["error"]) == ("ERR", 2, "unsupported-version")
     assert [type(e) for e in received(identified(Role.ACCEPTOR, Fault.SERVE_ANY_VERSION), other)] == [MessageReceived]
+
+
+def test_client_frame_faults_bend_only_the_initiator_they_are_given_to():
+    """client-answer-malformed, client-accept-missing-end, client-ignore-size:
+    the initiator closes silently on a bad header, a missing END and a wrong
+    size without them; with each, it answers, or serves the bad frame. The
+    acceptor's msgnos are odd, so the frames break only the rule at hand."""
+    bad_header = b"MSG 1.0 3 .\r\n" + encode_body({"type": "ping"}) + b"END\r\n"
+    content = encode_body(ECHO)
+    missing_end = f"MSG 1.0 3 . {len(content)}\r\n".encode() + content + b"EDN\r\n"
+    wrong_size = f"MSG 1.0 3 . {len(content) - 8}\r\n".encode() + content + b"END\r\n"
+    for data in (bad_header, missing_end, wrong_size):
+        session = identified(Role.INITIATOR)
+        events = received(session, data)
+        assert isinstance(events[-1], Closed) and session.data_to_send() == b"", data
+    session = identified(Role.INITIATOR, Fault.CLIENT_ANSWER_MALFORMED)
+    assert isinstance(received(session, bad_header)[-1], Closed)
+    [err] = MessageReader().receive_data(session.data_to_send())
+    assert (err.type, err.body["error"]) == ("ERR", "malformed-frame")
+    for fault, data in ((Fault.CLIENT_ACCEPT_MISSING_END, missing_end), (Fault.CLIENT_IGNORE_SIZE, wrong_size)):
+        session = identified(Role.INITIATOR, fault)
+        [event] = received(session, data)
+        assert isinstance(event, MessageReceived) and event.message.body == ECHO and not session.closed, fault

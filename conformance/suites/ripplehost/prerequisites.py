@@ -26,3 +26,8 @@ REASSEMBLES = "ripplehost.chunk.server.reassembles-chunked"
 CLIENT_HOST_ID = "ripplehost.hostid.client.sends-host-id-first"
 """Every client case finds the client's first MSG, the host-id, and answers it."""
 CLIENT_REPLY_MSGNO = "ripplehost.msgno.client.reply-carries-msgno"
+CLIENT_CLOSES_ON_MALFORMED = "ripplehost.frame.client.closes-on-malformed-header"
+"""As for the acceptor: the initiator's silence is judged only once it closes at all."""
+CLIENT_CLOSES_SILENTLY = "ripplehost.frame.client.closes-silently-on-malformed-header"
+"""A frame with a bad trailer or size is judged by the same silent close as a
+bad header: a target that answers before closing fails that case, not these."""

@@ -1,7 +1,8 @@
 """Target as client (the initiator): the harness listens, launches the
 target's client command pointed at it, and plays the acceptor (Ripple SCTP
-binding, "Host Identification", "Host Messages", "Node Messages"; the
-profile, docs/ripplehost-profile.md, sections 4 and 5)."""
+binding, "Host Identification", "Host Messages", "Node Messages"; the specs
+README on the END trailer; the profile, docs/ripplehost-profile.md, sections
+2, 4 and 5). The malformed frames are the server cases' (malformed.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ from conformance.core.requirements import requirement
 from reference_impl.ripplehost.frame import message_frames
 
 from .conftest import DEFAULT_CLIENT_MESSAGES
+from .malformed import (BINDING, CLOSE, CLOSE_SILENTLY, HOST_MESSAGES, SIZE, TRAILER, malformed_headers,
+                        missing_end_frames, wrong_size_frames)
 from .peer import HARNESS_HOSTNAME, HOST_ID_TYPE, RipplePeer, expect_close, probe_body, summary
-from .prerequisites import CLIENT_HOST_ID, CLIENT_REPLY_MSGNO
+from .prerequisites import CLIENT_CLOSES_ON_MALFORMED, CLIENT_CLOSES_SILENTLY, CLIENT_HOST_ID, CLIENT_REPLY_MSGNO
 
-BINDING = "Ripple SCTP binding"
-HOST_MESSAGES = f"{BINDING}, Host Messages"
 MAX_MESSAGES = len(DEFAULT_CLIENT_MESSAGES) + 20
 """Messages read while waiting for the initiator's answers: its own MSGs
 (it was given three) may come first; a flood beyond this fails the case."""
 PARITY = (f"{HOST_MESSAGES} (\"The host that initiated the association must use only even-numbered msgnos\")")
+OWN, NEXT = 3, 5
+"""The msgnos of a forged frame and of the valid ping after it: the harness is
+the acceptor here, whose msgnos are odd (an even one would be closed on for
+its parity, whatever else is wrong with the frame)."""
 
 
 async def answer_host_id(peer: RipplePeer) -> None:
@@ -40,6 +45,21 @@ async def own_msgs(peer: RipplePeer, count: int) -> list:
         assert message.type == "MSG", f"expected the initiator's MSGs, got {summary(message)}"
         messages.append(message)
     return messages
+
+
+async def expect_close_on_forged_frame(launched_client, what: str, data: bytes, note: str, *,
+                                       silent: bool) -> None:
+    """Launch the initiator, exchange host-ids, read its MSGs and leave them
+    unanswered (a correct initiator has every reason to stay, except the
+    forged frame), send ``data``; the initiator must close within the read
+    deadline, with ``silent``, without sending a byte first. One launch per
+    forged frame: the association ends with it."""
+    async with launched_client() as client:
+        peer = await client.accept()
+        await answer_host_id(peer)
+        await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
+        await peer.send_raw(data, note)
+        await expect_close(peer, what, silent=silent)
 
 
 @requirement(CLIENT_HOST_ID, "MUST",
@@ -112,18 +132,37 @@ async def test_client_reply_carries_msgno(launched_client):
                 f"the answer to the MSG with msgno {sent[data]} carries msgno {answer.msgno}: {summary(answer)}")
 
 
-@requirement("ripplehost.frame.client.closes-on-malformed-header", "MUST",
-             f"{BINDING}, Node Messages (\"If a received frame does not meet either the host or node message format, "
-             "the association must be immediately closed\")", role="client", depends=[CLIENT_HOST_ID])
+@requirement(CLIENT_CLOSES_ON_MALFORMED, "MUST", CLOSE, role="client", depends=[CLIENT_HOST_ID])
 async def test_client_closes_on_malformed_header(launched_client):
-    async with launched_client() as client:
-        peer = await client.accept()
-        await answer_host_id(peer)
-        await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
-        # Its MSGs stay unanswered: a correct initiator has every reason to
-        # stay, except the frame below.
-        await peer.send_raw(b"MSG 1.0 3 .\r\n{\"type\":\"ping\"}END\r\n", "a header without its size field")
-        await expect_close(peer, "a frame whose header has no size field", silent=False)
+    for rule, data in malformed_headers(OWN, NEXT):
+        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
+                                           f"a frame with {rule}, then a valid ping", silent=False)
+
+
+@requirement(CLIENT_CLOSES_SILENTLY, "MUST", CLOSE_SILENTLY, role="client",
+             depends=[CLIENT_HOST_ID, CLIENT_CLOSES_ON_MALFORMED])
+async def test_client_closes_silently_on_malformed_header(launched_client):
+    for rule, data in malformed_headers(OWN, NEXT):
+        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
+                                           f"a frame with {rule}, then a valid ping", silent=True)
+
+
+@requirement("ripplehost.frame.client.closes-on-missing-end", "MUST", f"{TRAILER}; {CLOSE}", role="client",
+             depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+async def test_client_closes_on_missing_end(launched_client):
+    for rule, data in missing_end_frames(OWN, NEXT):
+        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
+                                           f"an echo MSG of the right size with {rule}, then a valid ping",
+                                           silent=True)
+
+
+@requirement("ripplehost.frame.client.closes-on-wrong-size", "MUST", f"{SIZE}; {CLOSE}", role="client",
+             depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+async def test_client_closes_on_wrong_size(launched_client):
+    for rule, data in wrong_size_frames(OWN, NEXT):
+        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
+                                           f"an echo MSG with {rule} (END not where size puts it), then a valid "
+                                           "ping", silent=True)
 
 
 @requirement("ripplehost.chunk.client.reassembles-chunked", "MUST",

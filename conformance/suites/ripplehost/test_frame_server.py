@@ -6,62 +6,32 @@ sections 2, 3 and 6)."""
 from __future__ import annotations
 
 from conformance.core.requirements import requirement
-from reference_impl.ripplehost.frame import VERSION, Frame, encode_body, encode_frame, message_frames
+from reference_impl.ripplehost.frame import VERSION, Frame, encode_body, message_frames
 
+from .malformed import (CLOSE, CLOSE_SILENTLY, HOST_MESSAGES, NODE_MESSAGES, README, SIZE, TRAILER,
+                        malformed_headers, missing_end_frames, wrong_size_frames)
 from .peer import expect_close, probe_body, summary
 from .prerequisites import CLOSES_ON_MALFORMED, IDENTIFIED, REASSEMBLES
 
-BINDING = "Ripple SCTP binding"
-README = "Specs README, Ripple host protocol"
-HOST_MESSAGES = f"{BINDING}, Host Messages"
-NODE_MESSAGES = f"{BINDING}, Node Messages"
-CLOSE_SENTENCE = ("\"If a received frame does not meet either the host or node message format, the association "
-                  "must be immediately closed\"")
-CLOSE = f"{NODE_MESSAGES} ({CLOSE_SENTENCE})"
-SIZE = (f"{HOST_MESSAGES} (\"size is the number of content bytes between, but not including, the CRLF at the end "
-        "of the header line, and the END at the end of the frame\")")
-TRAILER = f"{README} (\"A frame is the header line, CRLF, exactly size content bytes, then END CRLF\")"
 MORE = (f"{HOST_MESSAGES} (\"If more is ... it signifies there are more frames in the message; if it is ... this is "
         "the final frame\")")
 CLOSES_SILENTLY = "ripplehost.frame.server.closes-silently-on-malformed-header"
-
-
-def ping_frame(msgno: int) -> bytes:
-    return encode_frame(Frame("MSG", VERSION, msgno, False, encode_body({"type": "ping"})))
-
-
-def malformed_headers() -> list[tuple[str, bytes]]:
-    """Frames that fit neither the host nor the node format, each with the
-    rule it breaks; a valid frame follows each, so that a target skipping
-    the bad line would have something to serve."""
-    content = encode_body({"type": "ping"})
-    size = str(len(content)).encode()
-    tail = content + b"END\r\n" + ping_frame(4)
-    return [
-        ("a header without its size field (4 fields)", b"MSG 1.0 2 .\r\n" + tail),
-        ("a header of 6 fields (a host header plus one user)", b"MSG 1.0 2 . " + size + b" alice\r\n" + tail),
-        ("the frame type ANS (BEEP's, not one of MSG, RPY, ERR)", b"ANS 1.0 2 . " + size + b"\r\n" + tail),
-        ("msgno 2147483648, above the range 0..2147483647", b"MSG 1.0 2147483648 . " + size + b"\r\n" + tail),
-        ("more flag '+' (neither '.' nor '*')", b"MSG 1.0 2 + " + size + b"\r\n" + tail),
-        ("a size that is not an integer (-15)", b"MSG 1.0 2 . -" + size + b"\r\n" + tail),
-        ("a header ended by a bare LF instead of CRLF", b"MSG 1.0 2 . " + size + b"\n" + tail),
-    ]
+OWN, NEXT = 2, 4
+"""The msgnos of a forged frame and of the valid ping after it: the harness is
+the initiator here, whose msgnos are even."""
 
 
 @requirement("ripplehost.frame.server.closes-on-malformed-header", "MUST", CLOSE, depends=IDENTIFIED)
 async def test_closes_on_malformed_header(identified_peer):
-    for rule, data in malformed_headers():
+    for rule, data in malformed_headers(OWN, NEXT):
         peer = await identified_peer(rule)
         await peer.send_raw(data, f"a frame with {rule}, then a valid ping")
         await expect_close(peer, f"a frame with {rule}", silent=False)
 
 
-@requirement(CLOSES_SILENTLY, "MUST",
-             f"{NODE_MESSAGES} ({CLOSE_SENTENCE}; profile section 2: at once, with nothing sent in answer, as RFC 3080 "
-             "2.2.1.1)",
-             depends=[*IDENTIFIED, CLOSES_ON_MALFORMED])
+@requirement(CLOSES_SILENTLY, "MUST", CLOSE_SILENTLY, depends=[*IDENTIFIED, CLOSES_ON_MALFORMED])
 async def test_closes_silently_on_malformed_header(identified_peer):
-    for rule, data in malformed_headers():
+    for rule, data in malformed_headers(OWN, NEXT):
         peer = await identified_peer(rule)
         await peer.send_raw(data, f"a frame with {rule}, then a valid ping")
         await expect_close(peer, f"a frame with {rule}", silent=True)
@@ -70,26 +40,17 @@ async def test_closes_silently_on_malformed_header(identified_peer):
 @requirement("ripplehost.frame.server.closes-on-missing-end", "MUST", f"{TRAILER}; {CLOSE}",
              depends=[*IDENTIFIED, CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
 async def test_closes_on_missing_end(identified_peer):
-    body = probe_body("missing-end")
-    content = encode_body(body)
-    header = f"MSG {VERSION} 2 . {len(content)}\r\n".encode()
-    for rule, trailer in (("the trailer EDN CRLF instead of END CRLF", b"EDN\r\n"),
-                          ("no trailer at all (the next frame follows the content)", b""),
-                          ("a bare CRLF where END CRLF is due", b"\r\n")):
+    for rule, data in missing_end_frames(OWN, NEXT):
         peer = await identified_peer(rule)
-        await peer.send_raw(header + content + trailer + ping_frame(4),
-                            f"an echo MSG of the right size with {rule}, then a valid ping")
+        await peer.send_raw(data, f"an echo MSG of the right size with {rule}, then a valid ping")
         await expect_close(peer, f"a frame with {rule}", silent=True)
 
 
 @requirement("ripplehost.frame.server.closes-on-wrong-size", "MUST", f"{SIZE}; {CLOSE}",
              depends=[*IDENTIFIED, CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
 async def test_closes_on_wrong_size(identified_peer):
-    content = encode_body(probe_body("wrong-size-" + "x" * 24))
-    for rule, size in ((f"size {len(content) - 8} for {len(content)} content bytes", len(content) - 8),
-                       (f"size {len(content) + 8} for {len(content)} content bytes", len(content) + 8)):
+    for rule, data in wrong_size_frames(OWN, NEXT):
         peer = await identified_peer(rule)
-        data = f"MSG {VERSION} 2 . {size}\r\n".encode() + content + b"END\r\n" + ping_frame(4)
         await peer.send_raw(data, f"an echo MSG with {rule} (END not where size puts it), then a valid ping")
         await expect_close(peer, f"a frame with {rule}", silent=True)
 

@@ -1,0 +1,78 @@
+"""Frames that fit neither the host nor the node format, and the citations of
+the rules they break: shared by the cases of both roles (test_frame_server.py,
+the target as acceptor; test_client.py, the target as initiator), which
+check the same sentences (Ripple SCTP binding, "Host Messages", "Node
+Messages"; the specs README on the END trailer; the profile,
+docs/ripplehost-profile.md, section 2).
+
+Every builder takes the msgno of the forged frame and of the valid ping sent
+right after it in the same write. They must have the sender's parity (the
+harness as initiator: even; as acceptor: odd), so that a frame breaks only the
+rule it is built to break: a MSG of the wrong parity is closed on for its
+msgno (profile section 5), and a target would pass for the wrong reason.
+The ping gives a target that skips the bad frame something to serve, so that
+skipping it shows.
+"""
+
+from __future__ import annotations
+
+from reference_impl.ripplehost.frame import VERSION, Frame, encode_body, encode_frame
+
+from .peer import probe_body
+
+BINDING = "Ripple SCTP binding"
+README = "Specs README, Ripple host protocol"
+HOST_MESSAGES = f"{BINDING}, Host Messages"
+NODE_MESSAGES = f"{BINDING}, Node Messages"
+CLOSE_SENTENCE = ("\"If a received frame does not meet either the host or node message format, the association "
+                  "must be immediately closed\"")
+CLOSE = f"{NODE_MESSAGES} ({CLOSE_SENTENCE})"
+CLOSE_SILENTLY = (f"{NODE_MESSAGES} ({CLOSE_SENTENCE}; profile section 2: at once, with nothing sent in answer, as "
+                  "RFC 3080 2.2.1.1)")
+SIZE = (f"{HOST_MESSAGES} (\"size is the number of content bytes between, but not including, the CRLF at the end "
+        "of the header line, and the END at the end of the frame\")")
+TRAILER = f"{README} (\"A frame is the header line, CRLF, exactly size content bytes, then END CRLF\")"
+
+
+def ping_frame(msgno: int) -> bytes:
+    return encode_frame(Frame("MSG", VERSION, msgno, False, encode_body({"type": "ping"})))
+
+
+def malformed_headers(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
+    """Frames whose header fits neither format, each with the rule it breaks,
+    then a valid ping."""
+    content = encode_body({"type": "ping"})
+    size = str(len(content)).encode()
+    number = str(msgno).encode()
+    tail = content + b"END\r\n" + ping_frame(next_msgno)
+    return [
+        ("a header without its size field (4 fields)", b"MSG 1.0 " + number + b" .\r\n" + tail),
+        ("a header of 6 fields (a host header plus one user)",
+         b"MSG 1.0 " + number + b" . " + size + b" alice\r\n" + tail),
+        ("the frame type ANS (BEEP's, not one of MSG, RPY, ERR)",
+         b"ANS 1.0 " + number + b" . " + size + b"\r\n" + tail),
+        ("msgno 2147483648, above the range 0..2147483647", b"MSG 1.0 2147483648 . " + size + b"\r\n" + tail),
+        ("more flag '+' (neither '.' nor '*')", b"MSG 1.0 " + number + b" + " + size + b"\r\n" + tail),
+        ("a size that is not an integer (-15)", b"MSG 1.0 " + number + b" . -" + size + b"\r\n" + tail),
+        ("a header ended by a bare LF instead of CRLF", b"MSG 1.0 " + number + b" . " + size + b"\n" + tail),
+    ]
+
+
+def missing_end_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
+    """An echo MSG of the right size whose trailer is not END CRLF, each with
+    what stands in its place, then a valid ping."""
+    content = encode_body(probe_body("missing-end"))
+    header = f"MSG {VERSION} {msgno} . {len(content)}\r\n".encode()
+    return [(rule, header + content + trailer + ping_frame(next_msgno))
+            for rule, trailer in (("the trailer EDN CRLF instead of END CRLF", b"EDN\r\n"),
+                                  ("no trailer at all (the next frame follows the content)", b""),
+                                  ("a bare CRLF where END CRLF is due", b"\r\n"))]
+
+
+def wrong_size_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
+    """An echo MSG followed by END CRLF whose size is 8 bytes short and 8 bytes
+    long (END not where size puts it), each with its sizes, then a valid ping."""
+    content = encode_body(probe_body("wrong-size-" + "x" * 24))
+    return [(f"size {size} for {len(content)} content bytes",
+             f"MSG {VERSION} {msgno} . {size}\r\n".encode() + content + b"END\r\n" + ping_frame(next_msgno))
+            for size in (len(content) - 8, len(content) + 8)]
