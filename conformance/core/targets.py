@@ -54,6 +54,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from .containers import ContainerServer, ContainerSpec, parse_container
 from .requirements import ROLES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -114,6 +115,9 @@ class Target:
     params: Mapping[str, Any] = field(default_factory=dict)
     credentials: Mapping[str, CredentialRef] = field(default_factory=dict)
     launch: LaunchSpec | None = None
+    container: ContainerSpec | None = None
+    """The image the harness runs the server role in (docs/containers.md);
+    exclusive with launch."""
     adapters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Named adapter commands (argv with placeholders): what a node exposes
     where the wire alone cannot show a behaviour, e.g. the messages a STOMP
@@ -129,13 +133,21 @@ class Target:
     def can_launch(self, role: str) -> bool:
         return self.launch is not None and bool(getattr(self.launch, role))
 
+    @property
+    def harness_starts_server(self) -> bool:
+        """Whether the harness starts the server role (a launch.server command
+        or a container), so that it gets the run's files (e.g. its TLS CA)."""
+        return self.container is not None or (self.launch is not None and bool(self.launch.server))
+
     def describe(self) -> dict[str, Any]:
         """Everything about the target that may be shown: no credential values."""
         return {
             "name": self.name, "implementation": self.implementation, "version": self.version,
             "protocol": self.protocol, "roles": list(self.roles), "capabilities": list(self.capabilities),
-            "address": self.url or f"{self.host}:{self.port or '(chosen at launch)'}",
-            "launched_by_harness": self.launchable,
+            "address": (f"container {self.container.image}, port {self.container.ports[0]} published on "
+                        "127.0.0.1" if self.container else
+                        self.url or f"{self.host}:{self.port or '(chosen at launch)'}"),
+            "launched_by_harness": self.launchable or self.container is not None,
             "credentials": sorted(f"{name} ({ref.kind})" for name, ref in self.credentials.items()),
             "source": self.source,
         }
@@ -163,7 +175,7 @@ def _argv(value: Any, where: str) -> tuple[str, ...]:
 def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str) -> Target:
     where = f"{source}: target {name!r}"
     known = {"implementation", "version", "protocol", "roles", "capabilities", "host", "port", "url",
-             "params", "credentials", "launch", "adapters", "description"}
+             "params", "credentials", "launch", "container", "adapters", "description"}
     unknown = set(table) - known
     if unknown:
         raise TargetError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -213,18 +225,24 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
         for role in ("server", "client"):
             if getattr(launch, role) and role not in roles:
                 raise TargetError(f"{lwhere}: has a {role} command but roles does not list {role!r}")
+    container = None
+    if "container" in table:
+        if launch is not None:
+            raise TargetError(f"{where}: has both [launch] and [container]; a target's node is started one way")
+        container = parse_container(table["container"], where, roles, credentials, _argv)
     adapters_table = table.get("adapters", {})
     if not isinstance(adapters_table, dict):
         raise TargetError(f"{where}: adapters must be a table of name = command")
     adapters = {name: _argv(command, f"{where} [adapters] {name}") for name, command in adapters_table.items()}
-    if "server" in roles and not (table.get("host") or table.get("url") or (launch and launch.server)):
-        raise TargetError(f"{where}: a server-role target needs host/port, url, or a launch.server command")
+    if "server" in roles and not (table.get("host") or table.get("url") or (launch and launch.server) or container):
+        raise TargetError(f"{where}: a server-role target needs host/port, url, a launch.server command or "
+                          "a [container]")
     return Target(
         name=name, implementation=_require(table, "implementation", str, where),
         version=str(table.get("version", "unknown")), protocol=protocol, roles=roles,
         capabilities=tuple(table.get("capabilities", ())), host=str(table.get("host", "127.0.0.1")),
         port=port, url=str(table.get("url", "")), params=dict(table.get("params", {})),
-        credentials=credentials, launch=launch, adapters=adapters, description=str(table.get("description", "")),
+        credentials=credentials, launch=launch, container=container, adapters=adapters, description=str(table.get("description", "")),
         source=source, base_dir=base_dir)
 
 
@@ -261,7 +279,7 @@ def definition_problems(target: Target, serving: bool = True) -> list[str]:
     (the preflight's generic part; each protocol adds its own checks).
     ``serving``: the run needs the target's server role."""
     problems = []
-    launches_server = target.launch is not None and bool(target.launch.server)
+    launches_server = target.harness_starts_server
     if serving and "server" not in target.roles:
         problems.append(f"it does not play the server role (roles: {', '.join(target.roles)})")
     if not target.host.strip() or any(ch.isspace() for ch in target.host) or "/" in target.host:
@@ -371,8 +389,11 @@ class TargetRuntime:
     """A target during a run: the address its server role is reached at, the
     params learnt at launch, credentials, and the processes started for it."""
 
-    def __init__(self, target: Target, work_dir: Path, log_dir: Path) -> None:
+    def __init__(self, target: Target, work_dir: Path, log_dir: Path, run_id: str = "") -> None:
         self.target = target
+        self.run_id = run_id
+        """Labels the containers of a container target (docs/containers.md)."""
+        self.container: ContainerServer | None = None
         self.work_dir = work_dir
         self.log_dir = log_dir
         self.host = target.host
@@ -449,6 +470,9 @@ class TargetRuntime:
             "target_dir": self.target.base_dir or str(REPO_ROOT),
             "host": self.host, "port": str(self.port), "url": self.url,
         }
+        if self.container is not None and self.container.container is not None:
+            # For adapters that ask the node in its container: docker exec {container_id} ...
+            ctx["container_id"] = self.container.id
         ctx.update({k: str(v) for k, v in self.params.items()})
         ctx.update({k: str(v) for k, v in extra.items()})
         return ctx
@@ -480,7 +504,18 @@ class TargetRuntime:
 
     # -- server role
     def start_server(self) -> None:
-        """Start the server role (launched targets) and wait until it is ready."""
+        """Start the server role (launched and container targets) and wait
+        until it is ready."""
+        if self.target.container is not None:
+            server = ContainerServer(self, self.target.container)
+            self.container = server
+            try:
+                server.start()
+            except BaseException:
+                self.container = None
+                server.remove()
+                raise
+            return
         launch = self.target.launch
         if launch is None or not launch.server:
             return
@@ -529,6 +564,12 @@ class TargetRuntime:
 
     def ensure_server(self) -> str | None:
         """Restart a launched server that died; returns a note saying so."""
+        if self.container is not None and not self.container.running():
+            tail = "\n".join(self.container.logs().splitlines()[-5:])
+            code = self.container.state().get("ExitCode")
+            self.restarts += 1
+            self.container.restart(kill=False)
+            return f"target container had exited (code {code}) and was started again; its last output:\n{tail}"
         if self.server is not None and not self.server.running():
             code = self.server.process.returncode
             tail = self.server.tail(5)
@@ -591,7 +632,13 @@ class TargetRuntime:
     def restart_server(self, kill: bool = True) -> None:
         """Stop the launched server (SIGKILL to its process group with
         ``kill``, as a crash; else SIGTERM) and start it again with the same
-        work dir, so that what it stored is there for it to find."""
+        work dir, so that what it stored is there for it to find. A container
+        target's container is killed (or stopped) and started again, the same
+        container: its filesystem and mounts, so what it stored, stay."""
+        if self.container is not None:
+            self.restarts += 1
+            self.container.restart(kill)
+            return
         if self.server is None:
             raise TargetError(f"target {self.target.name!r}: the harness did not launch its server, so it "
                               "cannot restart it")
@@ -607,6 +654,10 @@ class TargetRuntime:
         self.start_server()
 
     def stop(self) -> None:
+        if self.container is not None:
+            # Its log is saved to logs/ first; the reaper would remove it anyway.
+            self.container.remove()
+            self.container = None
         if self.server is not None:
             self.server.stop()
             self.server = None

@@ -63,7 +63,7 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
         problems.append("host is missing (the address the node's acceptor listens on)")
     if tls_enabled(runtime):
         # prepare() filled in the run's CA, which only a node the harness launches can have a certificate from.
-        launched = target.launch is not None and bool(target.launch.server)
+        launched = target.harness_starts_server
         ca_file = runtime.params.get("ca_file") if launched or not serving else target.params.get("ca_file")
         if not ca_file:
             problems.append("params.tls is true but params.ca_file is missing: the CA file the node's "

@@ -54,7 +54,7 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
         problems.append(f"params.manifest_file {manifest} is not a file")
     if not serving:
         return problems
-    launched = target.launch is not None and bool(target.launch.server)
+    launched = target.harness_starts_server
     if not launched:
         # The run's CA is made per run: no node started elsewhere trusts it,
         # nor has its server certificate signed by it.

@@ -1,0 +1,517 @@
+"""Targets in containers: a ``[targets.NAME.container]`` table names an image,
+and the harness runs the node's server role in a container for the run
+(with ``testcontainers``), publishes its port(s) on 127.0.0.1 on ports the
+engine picks, waits until it is ready, and removes it afterwards.
+
+    [targets.my-node.container]
+    image = "conformance/reference:dev"
+    command = "btp serve --host 0.0.0.0 --port 7768 --auth-token-file /run/secrets/token"
+    ports = [7768]                       # the first is the server role's
+    url = "ws://{host}:{port}/"          # URL-addressed protocols: the published address
+    mounts = { "/run/secrets/token" = "{auth_token_file}" }   # read-only bind mounts
+    writable = { "/keys" = "{workdir}/keys" }                # read-write host directories
+    env = { LOG_LEVEL = "info" }
+    credential_env = { NODE_TOKEN = "auth_token" }          # a credential's value as a variable
+    ready = "BTP_READY"                  # regex on the container's log
+    ready_port = false                   # also wait until the port accepts TCP
+    ready_timeout = 30
+    outputs = { public_key = "id" }      # params from KEY=VALUE pairs in the log
+
+Secrets reach a container only as mounted files or environment variables
+set when it is created, never through an image.
+
+Clean-up: testcontainers' own reaper (Ryuk) is an image pulled from Docker
+Hub, which cannot be pulled here, so it is disabled
+(``TESTCONTAINERS_RYUK_DISABLED=true``) and replaced by a small reaper of
+our own (``python -m conformance.core.containers reap``): a process in its
+own session, reparented away from the harness's process tree, that holds
+the read end of a pipe whose write end only the harness process has. When
+the harness ends in any way (a normal end, Ctrl-C, SIGKILL of the whole
+process tree) the pipe reaches EOF and the reaper removes every container
+labelled with the harness's session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from .targets import TargetRuntime
+
+RUN_LABEL = "org.conformance.run"
+"""Label of every container a run starts: the run id (``conformance certify``
+prints it first)."""
+SESSION_LABEL = "org.conformance.session"
+"""Label naming the harness process (one pytest session) that started the
+container; its reaper removes exactly these."""
+TARGET_LABEL = "org.conformance.target"
+
+DOCKER_API_TIMEOUT = 30
+"""Seconds any one call to the Docker engine may take."""
+REAPER_SWEEPS = (0.0, 1.0, 2.5)
+"""Seconds after the harness's end at which the reaper removes the labelled
+containers: a container whose creation was under way when the harness died
+appears a moment later."""
+LOG_TAIL_LINES = 30
+ALLURE_LOG_LIMIT = 64 * 1024
+"""Bytes of a case's container log attached to its Allure result at most."""
+
+_OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+_ADDRESS_OUTPUTS = ("host", "port", "url")
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    image: str
+    command: tuple[str, ...] = ()
+    ports: tuple[int, ...] = ()
+    url: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    credential_env: Mapping[str, str] = field(default_factory=dict)
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    writable: Mapping[str, str] = field(default_factory=dict)
+    ready: str = ""
+    ready_port: bool = False
+    ready_timeout: float = 30.0
+    outputs: Mapping[str, str] = field(default_factory=dict)
+
+
+CONTAINER_FIELDS = ("image", "command", "ports", "url", "env", "credential_env", "mounts", "writable", "ready",
+                    "ready_port", "ready_timeout", "outputs")
+
+
+def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials: Mapping[str, Any],
+                    argv: Any) -> ContainerSpec:
+    """The ``[targets.NAME.container]`` table, validated; ``argv`` is
+    targets._argv (commands are split like launch commands)."""
+    from .targets import TargetError
+
+    cwhere = f"{where} [container]"
+    if not isinstance(table, dict):
+        raise TargetError(f"{cwhere}: must be a table")
+    unknown = set(table) - set(CONTAINER_FIELDS)
+    if unknown:
+        raise TargetError(f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CONTAINER_FIELDS)}")
+    image = table.get("image")
+    if not isinstance(image, str) or not image.strip() or any(ch.isspace() for ch in image):
+        raise TargetError(f"{cwhere}: image must be an image reference such as 'conformance/reference:dev', "
+                          f"got {image!r}")
+    if "server" not in roles:
+        raise TargetError(f"{cwhere}: a container runs the node's server role, but roles does not list 'server'")
+    ports = table.get("ports")
+    if (not isinstance(ports, list) or not ports
+            or not all(isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in ports)):
+        raise TargetError(f"{cwhere}: ports must be a non-empty list of container ports 1..65535 (the first is "
+                          f"the server role's; each is published on 127.0.0.1), got {ports!r}")
+    if len(set(ports)) != len(ports):
+        raise TargetError(f"{cwhere}: ports lists a port twice: {ports}")
+    tables: dict[str, dict[str, str]] = {}
+    for name in ("env", "credential_env", "mounts", "writable", "outputs"):
+        value = table.get(name, {})
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in value.items()):
+            raise TargetError(f"{cwhere}: {name} must be a table of strings, got {value!r}")
+        tables[name] = dict(value)
+    for variable, credential in tables["credential_env"].items():
+        if credential not in credentials:
+            raise TargetError(f"{cwhere}: credential_env {variable} names credential {credential!r}, which the "
+                              f"target does not have (credentials: {sorted(credentials) or 'none'})")
+    for variable in tables["env"]:
+        if variable in tables["credential_env"]:
+            raise TargetError(f"{cwhere}: {variable} is in both env and credential_env")
+    for name in ("mounts", "writable"):
+        for inside in tables[name]:
+            if not inside.startswith("/") or ":" in inside:
+                raise TargetError(f"{cwhere}: {name} key {inside!r} must be an absolute path in the container "
+                                  "(without ':')")
+    both = set(tables["mounts"]) & set(tables["writable"])
+    if both:
+        raise TargetError(f"{cwhere}: {sorted(both)} in both mounts and writable")
+    for param in tables["outputs"]:
+        if param in _ADDRESS_OUTPUTS:
+            raise TargetError(f"{cwhere}: outputs cannot set {param!r}: a container's address is its published "
+                              "port on 127.0.0.1 (ports, url)")
+    ready = table.get("ready", "")
+    if not isinstance(ready, str):
+        raise TargetError(f"{cwhere}: ready must be a regular expression string, got {ready!r}")
+    if ready:
+        try:
+            re.compile(ready)
+        except re.error as exc:
+            raise TargetError(f"{cwhere}: ready is not a valid regex: {exc}") from None
+    ready_port = table.get("ready_port", not ready)
+    if not isinstance(ready_port, bool):
+        raise TargetError(f"{cwhere}: ready_port must be true or false, got {ready_port!r}")
+    if not ready and not ready_port:
+        raise TargetError(f"{cwhere}: no readiness check: give ready (a regex on the log) or ready_port = true")
+    timeout = table.get("ready_timeout", 30.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise TargetError(f"{cwhere}: ready_timeout must be a positive number of seconds, got {timeout!r}")
+    url = table.get("url", "")
+    if not isinstance(url, str):
+        raise TargetError(f"{cwhere}: url must be a string such as 'ws://{{host}}:{{port}}/', got {url!r}")
+    return ContainerSpec(image=image, command=argv(table.get("command"), f"{cwhere} command"), ports=tuple(ports),
+                         url=url, env=tables["env"], credential_env=tables["credential_env"],
+                         mounts=tables["mounts"], writable=tables["writable"], ready=ready,
+                         ready_port=ready_port, ready_timeout=float(timeout), outputs=tables["outputs"])
+
+
+# ------------------------------------------------------------------ reaper
+
+_SESSION_ID = uuid.uuid4().hex
+_reaper: subprocess.Popen[bytes] | None = None
+
+
+def session_id() -> str:
+    """This harness process's session label value."""
+    return _SESSION_ID
+
+
+def ensure_reaper(log_dir: Path) -> None:
+    """Start this process's reaper once, before its first container exists."""
+    global _reaper
+    if _reaper is not None:
+        return
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"container-reaper.{_SESSION_ID[:12]}.log", "ab") as log:
+        # stdin is the pipe: only this process holds its write end (Python
+        # pipes are not inherited by other children), so EOF means we ended.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "conformance.core.containers", "reap", "--label", f"{SESSION_LABEL}={_SESSION_ID}"],
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd="/", env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    # The reaper forks once and its first process exits as soon as the
+    # second runs, so the reaper leaves our process tree (a "kill the whole
+    # tree" does not reach it); this collects the first one.
+    try:
+        code = process.wait(DOCKER_API_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        code = None
+    if code != 0:
+        from .targets import TargetError
+        raise TargetError(f"the container reaper did not start (exit {code}); see {log_dir}")
+    _reaper = process
+    atexit.register(release_reaper)
+
+
+def release_reaper() -> None:
+    """Close the pipe: the reaper removes whatever is left and exits."""
+    global _reaper
+    if _reaper is not None and _reaper.stdin is not None:
+        try:
+            _reaper.stdin.close()
+        except OSError:
+            pass
+    _reaper = None
+
+
+def docker_client() -> Any:
+    import docker  # the Docker SDK, a dependency of testcontainers
+
+    return docker.from_env(timeout=DOCKER_API_TIMEOUT)
+
+
+def remove_labelled(label: str) -> list[str]:
+    """Remove (force) every container with ``label`` (KEY=VALUE); their names."""
+    client = docker_client()
+    try:
+        removed = []
+        for container in client.containers.list(all=True, filters={"label": label}):
+            try:
+                container.remove(force=True, v=True)
+                removed.append(container.name)
+            except Exception as exc:  # gone already, or being removed by the harness itself
+                if "No such container" not in str(exc) and "already in progress" not in str(exc):
+                    raise
+        return removed
+    finally:
+        client.close()
+
+
+def _reap(label: str) -> int:
+    if os.fork() != 0:
+        os._exit(0)  # the first process: the harness collects it at once
+    import signal
+
+    # A Ctrl-C or hang-up of the terminal is for the harness; the reaper
+    # must outlive it to clean up after it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    print(f"reaper {os.getpid()} watching for the end of harness session {label}", flush=True)
+    stdin = sys.stdin.buffer.fileno()
+    while os.read(stdin, 4096):
+        pass  # nothing is ever written: only EOF matters
+    started = time.monotonic()
+    for at in REAPER_SWEEPS:
+        time.sleep(max(0.0, at - (time.monotonic() - started)))
+        try:
+            removed = remove_labelled(label)
+        except Exception as exc:
+            print(f"sweep at {at:g} s failed: {exc}", flush=True)
+            continue
+        if removed:
+            print(f"removed {len(removed)} container(s) left by the harness: {', '.join(removed)}", flush=True)
+    print("reaper done", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.core.containers")
+    sub = parser.add_subparsers(dest="command", required=True)
+    reap = sub.add_parser("reap", help="remove the containers with LABEL once stdin reaches EOF")
+    reap.add_argument("--label", required=True, help="KEY=VALUE")
+    args = parser.parse_args(argv)
+    return _reap(args.label)
+
+
+# ------------------------------------------------------------------ a running container
+
+def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:]) or "(no output)"
+
+
+class ContainerServer:
+    """The server role of a container target during a run."""
+
+    def __init__(self, runtime: "TargetRuntime", spec: ContainerSpec) -> None:
+        self.runtime = runtime
+        self.spec = spec
+        self.container: Any = None  # testcontainers DockerContainer
+        self.name = f"conformance-{re.sub(r'[^a-zA-Z0-9_.-]', '-', runtime.target.name)}-{uuid.uuid4().hex[:8]}"
+        self.log_path = runtime.log_dir / f"{runtime.target.name}.{runtime.work_dir.name.rsplit('.', 1)[-1]}.container.log"
+        self.attached_upto = 0
+        """Bytes of the log already attached to a case's report."""
+        self.restarts = 0
+        self._redactor: Any = None
+
+    @property
+    def id(self) -> str:
+        return self.container.get_wrapped_container().id if self.container is not None else ""
+
+    def _what(self) -> str:
+        return f"target {self.runtime.target.name!r} (container {self.name}, image {self.spec.image})"
+
+    def start(self) -> None:
+        from .targets import TargetError
+
+        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+        try:
+            from testcontainers.core.config import testcontainers_config
+            from testcontainers.core.container import DockerContainer
+        except ImportError as exc:
+            raise TargetError(f"target {self.runtime.target.name!r} runs in a container, which needs the "
+                              f"testcontainers package: {exc}") from None
+        # Ryuk is an image from Docker Hub; our reaper replaces it.
+        testcontainers_config.ryuk_disabled = True
+        runtime, spec = self.runtime, self.spec
+        extra = {"container_port": str(spec.ports[0])}
+        try:
+            client = docker_client()
+            try:
+                client.images.get(spec.image)
+            finally:
+                client.close()
+        except Exception as exc:
+            hint = " (build it: scripts/docker-build-images.sh)" if spec.image.startswith("conformance/") else ""
+            raise TargetError(f"target {runtime.target.name!r}: image {spec.image} is not available from the Docker "
+                              f"engine{hint}: {exc}") from None
+        ensure_reaper(runtime.log_dir)
+        container = DockerContainer(spec.image, docker_client_kw={"timeout": DOCKER_API_TIMEOUT})
+        if spec.command:
+            container.with_command([runtime._expand_text(part, extra) for part in spec.command])
+        for key, value in spec.env.items():
+            container.with_env(key, runtime._expand_text(value, extra))
+        for key, credential in spec.credential_env.items():
+            container.with_env(key, runtime.credential(credential).decode())
+        for inside, host in spec.mounts.items():
+            path = Path(runtime._expand_text(host, extra))
+            if not path.exists():
+                raise TargetError(f"{self._what()}: mounts {inside}: {path} does not exist")
+            container.with_volume_mapping(str(path), inside, "ro")
+        for inside, host in spec.writable.items():
+            path = Path(runtime._expand_text(host, extra))
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            container.with_volume_mapping(str(path), inside, "rw")
+        for port in spec.ports:
+            # Loopback only, on a port the engine picks (parallel runs never
+            # collide). docker's SDK takes (host_ip, host_port).
+            container.ports[f"{port}/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]
+        container.with_name(self.name)
+        container.with_kwargs(labels={RUN_LABEL: runtime.run_id or "unknown", SESSION_LABEL: _SESSION_ID,
+                                      TARGET_LABEL: runtime.target.name})
+        self.container = container
+        try:
+            container.start()
+        except Exception as exc:
+            raise TargetError(f"{self._what()} could not be started: {exc}") from None
+        self._wait_ready(0)
+
+    def logs(self) -> str:
+        """The container's whole log (stdout and stderr interleaved), every
+        credential value of the target masked: it goes into errors, the
+        report and logs/."""
+        try:
+            raw = self.container.get_wrapped_container().logs(stdout=True, stderr=True)
+        except Exception as exc:
+            return f"(container log unavailable: {exc})"
+        text = raw.decode("utf-8", "replace")
+        if self._redactor is None:
+            from .redact import Redactor
+            self._redactor = Redactor(self.runtime.secret_values())
+        return self._redactor.text(text) if self._redactor else text
+
+    def state(self) -> dict[str, Any]:
+        wrapped = self.container.get_wrapped_container()
+        wrapped.reload()
+        return dict(wrapped.attrs.get("State") or {})
+
+    def running(self) -> bool:
+        try:
+            return bool(self.state().get("Running"))
+        except Exception:
+            return False
+
+    def _host_port(self, port: int) -> int:
+        wrapped = self.container.get_wrapped_container()
+        bindings = (wrapped.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+        for binding in bindings.get(f"{port}/tcp") or []:
+            if binding.get("HostIp") in ("127.0.0.1", "") and binding.get("HostPort"):
+                return int(binding["HostPort"])
+        raise LookupError(f"container port {port} is not published (bindings: {bindings})")
+
+    def _port_answers(self) -> bool:
+        """The server port accepts TCP inside the container's network: a
+        connect to its bridge address, since the published port is answered
+        by docker-proxy before the node listens."""
+        wrapped = self.container.get_wrapped_container()
+        networks = ((wrapped.attrs.get("NetworkSettings") or {}).get("Networks") or {}).values()
+        addresses = [n.get("IPAddress") for n in networks if n.get("IPAddress")]
+        for address in addresses:
+            try:
+                with socket.create_connection((address, self.spec.ports[0]), timeout=0.5):
+                    return True
+            except OSError:
+                continue
+        return False
+
+    def _wait_ready(self, offset: int) -> None:
+        """Until the log after ``offset`` matches ``ready`` (and the port
+        answers, with ready_port); then the published address and outputs."""
+        from .targets import TargetError
+
+        spec = self.spec
+        pattern = re.compile(spec.ready) if spec.ready else None
+        deadline = time.monotonic() + spec.ready_timeout
+        while True:
+            text = self.logs()[offset:]
+            state = self.state()
+            if state.get("Running"):
+                matched = pattern is None or pattern.search(text) is not None
+                if matched and (not spec.ready_port or self._port_answers()):
+                    break
+            elif state.get("Status") in ("exited", "dead"):
+                raise TargetError(f"{self._what()} exited with code {state.get('ExitCode')} before it was ready"
+                                  f"{' (' + state['Error'] + ')' if state.get('Error') else ''}; last lines of its "
+                                  f"log:\n{_tail(text)}")
+            if time.monotonic() > deadline:
+                waiting = " and ".join(([f"{spec.ready!r} in its log"] if spec.ready else [])
+                                       + ([f"port {spec.ports[0]} to accept TCP"] if spec.ready_port else []))
+                raise TargetError(f"{self._what()} was not ready within {spec.ready_timeout:g} s (waiting for "
+                                  f"{waiting}); last lines of its log:\n{_tail(text)}")
+            time.sleep(0.1)
+        # Key files a node writes as it starts exist now: mask them too.
+        self._redactor = None
+        self._read_address(text)
+
+    def _read_address(self, text: str) -> None:
+        from .targets import TargetError
+
+        runtime, spec = self.runtime, self.spec
+        self.container.get_wrapped_container().reload()
+        try:
+            published = {port: self._host_port(port) for port in spec.ports}
+        except LookupError as exc:
+            raise TargetError(f"{self._what()}: {exc}") from None
+        runtime.host = "127.0.0.1"
+        runtime.port = published[spec.ports[0]]
+        for port, host_port in published.items():
+            runtime.params[f"published_port_{port}"] = host_port
+        found = dict(_OUTPUT_PAIR.findall(text))
+        for param, key in spec.outputs.items():
+            if key not in found:
+                raise TargetError(f"{self._what()}: its log has no {key}=... (needed for {param}); last lines:\n"
+                                  f"{_tail(text)}")
+            runtime.params[param] = self.host_path(found[key])
+        if spec.url:
+            runtime.url = runtime._expand_text(spec.url)
+
+    def host_path(self, value: str) -> str:
+        """A value naming a file in a writable (or mounted) directory of the
+        container, as the harness sees it; other values unchanged."""
+        mapped = {**self.spec.mounts, **self.spec.writable}
+        for inside, host in sorted(mapped.items(), key=lambda pair: -len(pair[0])):
+            inside = inside.rstrip("/")
+            if value == inside or value.startswith(inside + "/"):
+                return str(Path(self.runtime._expand_text(host)) / value[len(inside):].lstrip("/"))
+        return value
+
+    def restart(self, kill: bool = True) -> None:
+        """SIGKILL (``kill``, a crash) or stop the container, then start the
+        same container again: its filesystem and mounted directories, and so
+        what the node stored, stay. The published port may change; it is
+        read again, as are the outputs, from the log written since."""
+        from .targets import TargetError
+
+        offset = len(self.logs())
+        wrapped = self.container.get_wrapped_container()
+        try:
+            if kill:
+                if self.running():
+                    wrapped.kill()
+            else:
+                wrapped.stop(timeout=5)
+            wrapped.wait(timeout=DOCKER_API_TIMEOUT)
+            wrapped.start()
+        except Exception as exc:
+            raise TargetError(f"{self._what()} could not be restarted: {exc}") from None
+        self.restarts += 1
+        self._wait_ready(offset)
+
+    def new_log(self) -> str:
+        """The log written since the last call (for a case's report)."""
+        text = self.logs()
+        new, self.attached_upto = text[self.attached_upto:], len(text)
+        return new
+
+    def remove(self) -> None:
+        """Save the whole log to the run's logs/, then remove the container."""
+        if self.container is None:
+            return
+        try:
+            self.log_path.write_text(self.logs(), encoding="utf-8")
+        except OSError:
+            pass
+        try:
+            self.container.stop(force=True, delete_volume=True)
+        except Exception:
+            # Gone already, or the engine did not answer; the reaper removes
+            # it when this process ends.
+            pass
+        self.container = None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
