@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 import socket
 import time
 from urllib.parse import urlsplit
@@ -25,8 +26,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import pytest
 
 from . import __version__
-from .core.requirements import (BLOCKED_PREFIX, NOT_APPLICABLE_PREFIX, Requirement, blocked, not_applicable,
-                                requirement_of)
+from .core.requirements import (BLOCKED_PREFIX, NODE_STATE, NOT_APPLICABLE_PREFIX, Requirement, blocked,
+                                not_applicable, requirement_of)
 from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
                            new_run_id, utc_now)
 from .core.redact import Redactor
@@ -96,6 +97,11 @@ class RunState:
     redactor: Redactor = field(default_factory=Redactor)
     """The credentials of the target and peer: masked in traces, messages
     and reports."""
+    worker_id: str | None = None
+    """The pytest-xdist worker this session is (``gw0``, ...) under
+    ``certify --case-jobs N``; None in an ordinary session."""
+    groups_file: str | None = None
+    """Worker: where to write the case groups for the controller's scheduler."""
     project_suite: bool = True
     """Whether the cases come from the project's own suites (conformance.*),
     whose protocol preflight (conformance/suites/<protocol>/preflight.py)
@@ -107,7 +113,7 @@ class RunState:
         if self.peer_runtime is None:
             assert self.peer_name is not None
             peer = self.targets[self.peer_name]
-            runtime = TargetRuntime(peer, make_work_dir(peer.name), self.run_dir / "logs")
+            runtime = TargetRuntime(peer, make_work_dir(peer.name), self.run_dir / "logs", run_id=self.run_id)
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
                 if self.project_suite:
@@ -131,7 +137,7 @@ class RunState:
                 raise TargetError(f"unknown target {name!r}; known targets: {sorted(self.targets)} "
                                   "(add your own with --targets-file)")
             target = self.targets[name]
-            runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs")
+            runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs", run_id=self.run_id)
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
                 if self.project_suite:
@@ -177,9 +183,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "requirement(case_id, level, citation, *, role, needs, depends, errata): "
-                                       "the rule a conformance case checks (conformance.core.requirements)")
-    run_id = config.getoption("--run-id") or new_run_id()
+    config.addinivalue_line("markers", "requirement(case_id, level, citation, *, role, needs, depends, errata, "
+                                       "shares): the rule a conformance case checks (conformance.core.requirements)")
+    workerinput = getattr(config, "workerinput", None)
+    # A pytest-xdist worker (certify --case-jobs N) records under the
+    # controller's run id, not one of its own.
+    run_id = config.getoption("--run-id") or (workerinput or {}).get(_RUN_ID_KEY) or new_run_id()
     run_dir = Path(config.getoption("--run-dir") or Path("reports") / "runs" / run_id)
     try:
         targets = load_targets(config.getoption("--targets-file"))
@@ -197,6 +206,16 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--run-timeout must be a positive number of seconds, got {run_timeout}")
     state.run_timeout = run_timeout
     config.pluginmanager.register(_PrerequisiteOrder(), "conformance-prerequisite-order")
+    if workerinput is not None:
+        # The run deadline counts from the controller's start, not from
+        # this worker's.
+        state.worker_id = workerinput["workerid"]
+        state.groups_file = workerinput.get(_GROUPS_FILE_KEY)
+        started_wall = workerinput.get(_STARTED_WALL_KEY)
+        if started_wall is not None:
+            state.started = time.monotonic() - max(0.0, time.time() - started_wall)
+    elif getattr(config.option, "dist", "no") != "no":
+        config.pluginmanager.register(_CaseJobsController(state), "conformance-case-jobs-controller")
     config.stash[_STATE] = state
 
 
@@ -224,9 +243,142 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
     config.stash[_ALL_CASES] = [item for item in items if requirement_of(item) is not None]
+    if state.worker_id == "gw0" and state.groups_file:
+        # Every worker collects the same cases; the first tells the
+        # controller's scheduler the groups (before xdist sends the
+        # collection, so the file is there when the scheduler starts).
+        groups = case_groups(config.stash[_ALL_CASES])
+        _write_atomically(Path(state.groups_file), json.dumps(
+            {item.nodeid: groups[id(item)] for item in config.stash[_ALL_CASES] if id(item) in groups}))
 
 
 _ALL_CASES = pytest.StashKey[list[pytest.Item]]()
+_STARTED_WALL_KEY = "conformance_started_wall"
+"""workerinput key: the controller's start (time.time()), for --run-timeout."""
+_RUN_ID_KEY = "conformance_run_id"
+_GROUPS_FILE_KEY = "conformance_groups_file"
+"""workerinput key: the file in which worker gw0 writes ``{nodeid: group}``."""
+_PREFLIGHT_FAILED_KEY = "conformance_preflight_failed"
+"""workeroutput key: the worker's preflight stopped the run."""
+
+
+def case_groups(cases: list[pytest.Item]) -> dict[int, str]:
+    """``id(item) -> group name`` for the cases that must run one after
+    another in one worker: a case with its prerequisites and dependents
+    (the blocked-by judgement reads their results in the same session),
+    and the cases naming one shared state (``shares``); a ``node`` state
+    joins every server-role case. Connected cases form one group, named
+    after its first case in collection order. Cases connected to no other
+    are left out: they may run anywhere, at any time."""
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        parent.setdefault(key, key)
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    def union(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    reqs = [(item, requirement_of(item)) for item in cases]
+    node_wide = any(NODE_STATE in req.shares for _, req in reqs if req is not None)
+    for _, req in reqs:
+        if req is None:
+            continue
+        case = "case:" + req.case_id
+        find(case)
+        for dep in req.depends:
+            union(case, "case:" + dep)
+        for name in req.shares:
+            union(case, "state:" + name)
+        if node_wide and req.role == "server":
+            union(case, "state:" + NODE_STATE)
+    members: dict[str, list[tuple[pytest.Item, Requirement]]] = {}
+    for item, req in reqs:
+        if req is not None:
+            members.setdefault(find("case:" + req.case_id), []).append((item, req))
+    groups: dict[int, str] = {}
+    for group in members.values():
+        if len(group) > 1:
+            for item, _ in group:
+                groups[id(item)] = group[0][1].case_id
+    return groups
+
+
+class _CaseJobsController:
+    """In the pytest-xdist controller (``certify --case-jobs N``): the run
+    id and start for the workers, the scheduler that keeps each group of
+    :func:`case_groups` on one worker, and the progress lines, which workers
+    cannot print (xdist does not show their output). Each worker puts its
+    case's record on the teardown report (``conformance_case``)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self.started_wall = time.time()
+        self.readded_told = False
+        self.groups_file = state.run_dir / f".case-groups.{os.getpid()}.json"
+        self.preflight_failed = False
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[_STARTED_WALL_KEY] = self.started_wall
+        node.workerinput[_RUN_ID_KEY] = self.state.run_id
+        node.workerinput[_GROUPS_FILE_KEY] = str(self.groups_file)
+        self.state.run_dir.mkdir(parents=True, exist_ok=True)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if getattr(node, "workeroutput", {}).get(_PREFLIGHT_FAILED_KEY):
+            self.preflight_failed = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # The status of a serial session stopped by its preflight.
+        if self.preflight_failed:
+            session.exitstatus = PREFLIGHT_EXIT_CODE
+        self.groups_file.unlink(missing_ok=True)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        # xdist's own loadgroup reads xdist_group marks through a node id
+        # suffix, which pytest 9 no longer lets a plugin set; the scheduler
+        # takes the groups from worker gw0's file instead.
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        groups_file = self.groups_file
+
+        class CaseGroupScheduling(LoadScopeScheduling):
+            """Loadscope with one scope per case group; a case in no group
+            is a scope of its own. Bigger scopes are handed out first."""
+
+            groups: dict[str, str] | None = None
+
+            def _split_scope(self, nodeid: str) -> str:
+                if self.groups is None:
+                    try:
+                        self.groups = json.loads(groups_file.read_text(encoding="utf-8"))
+                        groups_file.unlink()
+                    except (OSError, ValueError):
+                        self.groups = {}  # no conformance cases: every test is its own scope
+                group = self.groups.get(nodeid)
+                return "group:" + group if group else nodeid
+
+        return CaseGroupScheduling(config, log)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        case = getattr(report, "conformance_case", None)
+        if not case or not self.state.config.getoption("--progress"):
+            return
+        if case.get("readded") and not self.readded_told:
+            self.readded_told = True
+            _print_readded(case["readded"])
+        self.state.total = case["total"]
+        _print_progress(self.state, case["case_id"], case["level"], case["outcome"], case["duration"],
+                        case["message"])
 
 
 class _PrerequisiteOrder:
@@ -527,18 +679,29 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     module = getattr(cases[0], "module", None)
     state.project_suite = bool(module is not None and module.__name__.startswith("conformance."))
     name = state.target_name or f"reference-{protocol}"
-    _write_plan(state, name, cases)
-    if state.readded and config.getoption("--progress"):
-        import sys
-        sys.stderr.write(f"  prerequisites run although -k/--deselect left them out: {len(state.readded)} "
-                         f"({', '.join(state.readded[:5])}{', ...' if len(state.readded) > 5 else ''})\n")
+    # Under --case-jobs every worker collects the same cases: the first
+    # writes the plan; the controller prints what workers would print.
+    if state.worker_id in (None, "gw0"):
+        _write_plan(state, name, cases)
+    if state.readded and config.getoption("--progress") and state.worker_id is None:
+        _print_readded(state.readded)
+    # Each worker runs the preflight: a launched target is started once per
+    # worker (its own node, its own state); a target at an address is one
+    # node that every worker reaches.
     error = preflight(state, protocol)
     if error:
         state.run_dir.mkdir(parents=True, exist_ok=True)
         error = state.redactor.text(error)
-        (state.run_dir / PREFLIGHT_FILE.format(session=session_label(name, state.peer_name))).write_text(
-            json.dumps({"target": name, "peer": state.peer_name, "error": error, "time": utc_now()},
-                       indent=2) + "\n", encoding="utf-8")
+        _write_atomically(state.run_dir / PREFLIGHT_FILE.format(session=session_label(name, state.peer_name)),
+                          json.dumps({"target": name, "peer": state.peer_name, "error": error, "time": utc_now()},
+                                     indent=2) + "\n")
+        if state.worker_id is not None:
+            # pytest.exit in a worker is a crash to xdist's controller; a
+            # stop request ends the whole session (the controller sets the
+            # preflight's exit status), and this worker runs no case.
+            session.shouldstop = f"preflight: {error}"
+            config.workeroutput[_PREFLIGHT_FAILED_KEY] = True  # type: ignore[attr-defined]
+            return True
         pytest.exit(f"preflight: {error}", returncode=PREFLIGHT_EXIT_CODE)
     return None
 
@@ -556,8 +719,22 @@ def _write_plan(state: RunState, name: str, cases: list[pytest.Item]) -> None:
             "level": req.level.value, "citation": req.full_citation, "depends": list(req.depends),
             "errata": list(req.errata)}, sort_keys=True))
     state.run_dir.mkdir(parents=True, exist_ok=True)
-    (state.run_dir / PLAN_FILE.format(session=session_label(name, state.peer_name))).write_text(
-        "\n".join(lines) + "\n", encoding="utf-8")
+    _write_atomically(state.run_dir / PLAN_FILE.format(session=session_label(name, state.peer_name)),
+                      "\n".join(lines) + "\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write a file whole or not at all (a reader, or another worker writing
+    the same file, never sees half of it)."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, path)
+
+
+def _print_readded(readded: list[str]) -> None:
+    import sys
+    sys.stderr.write(f"  prerequisites run although -k/--deselect left them out: {len(readded)} "
+                     f"({', '.join(readded[:5])}{', ...' if len(readded) > 5 else ''})\n")
 
 
 def session_label(target: str, peer: str | None) -> str:
@@ -712,10 +889,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             case.update(outcome=FAILED if is_failure else ERROR, message=_failure_text(call))
     if report.when == "call":
         _attach_trace(item)
+        _attach_container_log(state)
     elif report.when == "teardown":
         if report.failed and case["outcome"] in (PASSED, None):
             case.update(outcome=ERROR, message="teardown failed: " + _failure_text(call))
         _record(item, req, state, case)
+        if state.worker_id is not None:
+            # For the controller's progress line (xdist sends the report's
+            # attributes along).
+            report.conformance_case = {  # type: ignore[attr-defined]
+                "case_id": req.case_id, "level": req.level.value, "outcome": case["outcome"] or ERROR,
+                "duration": case["duration"], "message": state.case_results[req.case_id][-1]["message"],
+                "total": state.total, "readded": state.readded}
     return report
 
 
@@ -799,6 +984,8 @@ def _label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> N
         allure.dynamic.label("erratum", erratum)
     for dep in req.depends:
         allure.dynamic.label("depends", dep)
+    for shared in req.shares:
+        allure.dynamic.label("shares", shared)
     if target is not None:
         allure.dynamic.label("target", target.name)
         allure.dynamic.label("implementation", f"{target.implementation} {target.version}")
@@ -815,6 +1002,28 @@ def _attach_trace(item: pytest.Item) -> None:
 
 
 _RENDERED = pytest.StashKey[str]()
+
+
+def _attach_container_log(state: RunState) -> None:
+    """A container target's log lines written since the previous case (the
+    first case also gets the start-up lines) go to this case's Allure
+    result: what the node said while the case ran, beside its wire trace.
+    The whole log goes to logs/ when the container is removed."""
+    if allure is None:
+        return
+    from .core.containers import ALLURE_LOG_LIMIT
+    for runtime in (state.runtime, state.peer_runtime):
+        server = runtime.container if runtime is not None else None
+        if server is None or server.container is None:
+            continue
+        text = state.redactor.text(server.new_log())
+        if not text:
+            continue
+        if len(text) > ALLURE_LOG_LIMIT:
+            text = f"(first {len(text) - ALLURE_LOG_LIMIT} characters left out; the whole log: logs/" \
+                   f"{server.log_path.name})\n" + text[-ALLURE_LOG_LIMIT:]
+        allure.attach(text, name=f"container log of {runtime.target.name} ({server.spec.image}) during this case",
+                      attachment_type=AttachmentType.TEXT)
 
 
 def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str, Any]) -> None:
@@ -853,21 +1062,21 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None))
     state.case_results.setdefault(req.case_id, []).append({
         "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})
-    if state.config.getoption("--progress"):
-        _print_progress(state, req, outcome, case["duration"], message)
+    if state.config.getoption("--progress") and state.worker_id is None:
+        _print_progress(state, req.case_id, req.level.value, outcome, case["duration"], message)
 
 
 _OUTCOME_LABEL = {PASSED: "pass", FAILED: "FAIL", NOT_APPLICABLE: "n/a ", ERROR: "ERR ", BLOCKED: "blk "}
 
 
-def _print_progress(state: RunState, req: Requirement, outcome: str, duration: float, message: str) -> None:
+def _print_progress(state: RunState, case_id: str, level: str, outcome: str, duration: float, message: str) -> None:
     import sys
     state.done += 1
     first_line = message.splitlines()[0] if message and outcome != PASSED else ""
     if len(first_line) > 160:
         first_line = first_line[:157] + "..."
-    line = (f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} {req.level.value:<6} "
-            f"{req.case_id} ({duration:.2f}s)")
+    line = (f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} {level:<6} "
+            f"{case_id} ({duration:.2f}s)")
     sys.stderr.write(line + (f"\n        {first_line}" if first_line else "") + "\n")
     sys.stderr.flush()
 

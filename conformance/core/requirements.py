@@ -18,6 +18,11 @@ import pytest
 CASE_ID_PATTERN = re.compile(r"^[a-z0-9]+(\.[a-z0-9][a-z0-9-]*){3,}$")
 ROLES = ("server", "client")
 ERRATUM_ID_PATTERN = re.compile(r"^[A-Z]+-E[0-9]+$")
+SHARED_STATE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*$")
+NODE_STATE = "node"
+"""The shared state of a case that stops, restarts or reconfigures the
+target's server: every connection to it is affected, so the case is grouped
+with every server-role case."""
 
 
 class Level(str, Enum):
@@ -49,6 +54,13 @@ class Requirement:
     errata: tuple[str, ...] = field(default_factory=tuple)
     """Ids of the errata (``docs/errata/<protocol>.md``) the case follows
     where the spec's text and the deployed implementations disagree."""
+    shares: tuple[str, ...] = field(default_factory=tuple)
+    """Names of the target's state the case changes, or that its assertions
+    depend on while another case may change it (``balance``, ``feed``,
+    ``node`` for a restart, ...). With ``certify --case-jobs N`` the cases
+    naming one state run one after another in one worker, in file order
+    (see docs/concurrency.md); ``node`` puts the case with every case that
+    talks to the target's server."""
 
     @property
     def full_citation(self) -> str:
@@ -81,21 +93,28 @@ class Requirement:
         for erratum in self.errata:
             if not ERRATUM_ID_PATTERN.match(erratum):
                 raise ValueError(f"case {self.case_id}: erratum id {erratum!r} must look like SSB-E1")
+        for state in self.shares:
+            if not SHARED_STATE_PATTERN.match(state):
+                raise ValueError(f"case {self.case_id}: shared state {state!r} must be a lower-case name "
+                                 "like balance or peer-state")
 
 
 def requirement(case_id: str, level: str | Level, citation: str, *, role: str = "server",
                 needs: tuple[str, ...] | list[str] = (), depends: tuple[str, ...] | list[str] = (),
-                errata: tuple[str, ...] | list[str] = ()) -> pytest.MarkDecorator:
+                errata: tuple[str, ...] | list[str] = (),
+                shares: tuple[str, ...] | list[str] = ()) -> pytest.MarkDecorator:
     """The marker for a case: ``@requirement("ssb.shs.server.rejects-wrong-network-key",
     "MUST", "guide §Secret handshake, step 1", role="server",
-    depends=["ssb.shs.server.completes-valid-handshake"])``.
+    depends=["ssb.shs.server.completes-valid-handshake"])``; a case that
+    changes state other cases read adds e.g. ``shares=["balance"]``.
 
     Validates the arguments at import time so that a typo in a suite is an
     error when the suite loads, not a silently mislabelled result."""
-    spec = Requirement(case_id, Level(level), citation, role, tuple(needs), tuple(depends), tuple(errata))
+    spec = Requirement(case_id, Level(level), citation, role, tuple(needs), tuple(depends), tuple(errata),
+                       tuple(shares))
     return pytest.mark.requirement(spec.case_id, spec.level.value, spec.citation,
                                    role=spec.role, needs=spec.needs, depends=spec.depends,
-                                   errata=spec.errata)
+                                   errata=spec.errata, shares=spec.shares)
 
 
 def requirement_of(item: pytest.Item) -> Requirement | None:
@@ -106,7 +125,7 @@ def requirement_of(item: pytest.Item) -> Requirement | None:
     case_id, level, citation = marker.args
     return Requirement(case_id, Level(level), citation, marker.kwargs.get("role", "server"),
                        tuple(marker.kwargs.get("needs", ())), tuple(marker.kwargs.get("depends", ())),
-                       tuple(marker.kwargs.get("errata", ())))
+                       tuple(marker.kwargs.get("errata", ())), tuple(marker.kwargs.get("shares", ())))
 
 
 NOT_APPLICABLE_PREFIX = "not applicable: "

@@ -28,3 +28,11 @@ DUPLICATE_NAMES = "btp.subprotocol.server.rejects-duplicate-names"
 # -- target as client
 CLIENT_AUTH = "btp.auth.client.sends-auth-first"
 CLIENT_REQUEST_ID = "btp.flow.client.response-carries-request-id"
+
+# -- shared state (``shares=``): cases naming it run one after another under
+# ``certify --case-jobs N`` (docs/concurrency.md)
+BALANCE_STATE = "balance"
+"""The balance of the harness's account at the target: the Transfer cases
+read it before and after their Transfers, and every case that sends a
+Transfer (before auth, where the target must refuse it, or while provoking
+an Error) would move it if the target took the Transfer."""

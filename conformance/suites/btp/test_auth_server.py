@@ -6,7 +6,7 @@ from conformance.core.requirements import blocked, requirement
 from reference_impl.btp.packet import ContentType, Error, Message, ProtocolDataEntry, Response, Transfer
 
 from .peer import auth_message, new_request_id, probe_message, summary
-from .prerequisites import AUTH, ERROR_BEFORE_AUTH, NON_AUTH_FIRST
+from .prerequisites import AUTH, BALANCE_STATE, ERROR_BEFORE_AUTH, NON_AUTH_FIRST
 
 CITE = "BTP 2.0, Authentication"
 
@@ -42,7 +42,7 @@ async def test_accepts_valid_auth(open_peer, auth_token):
 
 @requirement("btp.auth.server.error-on-transfer-before-auth", "MUST",
              f"{CITE} (\"the server responds with an Error if: any other packet is sent before the auth data\")",
-             depends=[AUTH])
+             depends=[AUTH], shares=[BALANCE_STATE])
 async def test_error_on_transfer_before_auth(open_peer, auth_token):
     await show_valid_auth(open_peer, auth_token, "a Transfer before auth")
     peer = await open_peer()
@@ -63,7 +63,7 @@ async def test_error_on_message_with_other_primary_first(open_peer, auth_token):
 
 
 @requirement("btp.auth.server.closes-after-auth-error", "MUST", f"{CITE} (\"If the server sent an Error, it subsequently closes the connection\")",
-             depends=[AUTH, ERROR_BEFORE_AUTH])
+             depends=[AUTH, ERROR_BEFORE_AUTH], shares=[BALANCE_STATE])
 async def test_closes_connection_after_auth_error(open_peer, auth_token, deadline):
     await show_valid_auth(open_peer, auth_token, "a Transfer before auth")
     peer = await open_peer()

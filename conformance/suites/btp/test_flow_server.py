@@ -11,7 +11,7 @@ from reference_impl.btp.packet import (ERROR_CODES, ContentType, Error, Message,
                                        Transfer, encode_packet, generalized_time, is_response)
 
 from .peer import auth_message, new_request_id, probe_message, summary
-from .prerequisites import ANSWERS_ONCE, AUTH, AUTHENTICATED, DUPLICATE_NAMES
+from .prerequisites import ANSWERS_ONCE, AUTH, AUTHENTICATED, BALANCE_STATE, DUPLICATE_NAMES
 
 FLOW = "BTP 2.0, Flow"
 UNEXPECTED = f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")"
@@ -195,7 +195,7 @@ async def provoke_error(open_peer, auth_token: bytes) -> tuple[Error, str]:
 
 
 @requirement("btp.error.server.code-from-table", "MUST", "BTP 2.0, Error, Error Codes (\"Standardized error code\")",
-             depends=[AUTH])
+             depends=[AUTH], shares=[BALANCE_STATE])
 async def test_error_code_is_standard(open_peer, auth_token):
     error, what = await provoke_error(open_peer, auth_token)
     assert error.code in ERROR_CODES, (
@@ -203,7 +203,7 @@ async def test_error_code_is_standard(open_peer, auth_token):
 
 
 @requirement("btp.error.server.name-matches-code", "SHOULD", "BTP 2.0, Error, Error Codes (name: \"Corresponding error code\")",
-             depends=[AUTH])
+             depends=[AUTH], shares=[BALANCE_STATE])
 async def test_error_name_matches_code(open_peer, auth_token):
     error, what = await provoke_error(open_peer, auth_token)
     assert ERROR_CODES.get(error.code) == error.name, (
@@ -212,7 +212,7 @@ async def test_error_name_matches_code(open_peer, auth_token):
 
 @requirement("btp.error.server.triggered-at-is-utc", "MUST",
              "BTP 2.0, Error (triggeredAt GeneralizedTime); RFC 0030, Variable-length Timestamps, Encoding (\"The date MUST end in Z, denoting UTC time\")",
-             depends=[AUTH])
+             depends=[AUTH], shares=[BALANCE_STATE])
 async def test_error_triggered_at_is_utc_generalized_time(open_peer, auth_token):
     error, what = await provoke_error(open_peer, auth_token)
     assert GENERALIZED_TIME_UTC.match(error.triggered_at), (
@@ -221,7 +221,7 @@ async def test_error_triggered_at_is_utc_generalized_time(open_peer, auth_token)
 
 
 @requirement("btp.error.server.data-at-most-8192-bytes", "MUST", "BTP ASN.1, Error (data OCTET STRING (SIZE (0..8192)))",
-             depends=[AUTH])
+             depends=[AUTH], shares=[BALANCE_STATE])
 async def test_error_data_is_bounded(open_peer, auth_token):
     error, what = await provoke_error(open_peer, auth_token)
     assert len(error.data) <= 8192, (

@@ -14,7 +14,7 @@ from conformance.core.transport import target_bytes
 from reference_impl.btp.packet import ContentType, Error, Message, ProtocolDataEntry, Response, Transfer
 
 from .peer import new_request_id, summary
-from .prerequisites import AUTHENTICATED, DUPLICATE_NAMES
+from .prerequisites import AUTHENTICATED, BALANCE_STATE, DUPLICATE_NAMES
 
 CITE = "BTP 2.0, Transfer"
 MAX_UINT64 = 2**64 - 1
@@ -35,7 +35,7 @@ async def read_balance(peer) -> int:
 
 @requirement("btp.transfer.server.response-means-balance-updated", "MUST",
              f"{CITE} (\"If a Response has been returned, balances MUST have been updated\")", needs=("balance",),
-             depends=AUTHENTICATED)
+             depends=AUTHENTICATED, shares=[BALANCE_STATE])
 async def test_response_to_transfer_means_balance_updated(authenticated_peer):
     """Small Transfers until one gets a Response (the text makes no Transfer
     mandatory to accept, so a target that refuses them all leaves nothing to
@@ -59,7 +59,7 @@ async def test_response_to_transfer_means_balance_updated(authenticated_peer):
 
 @requirement("btp.transfer.server.error-means-balance-unchanged", "MUST",
              f"{CITE} (\"If an Error has been returned, the peer MUST NOT have updated their balance\")", needs=("balance",),
-             depends=AUTHENTICATED)
+             depends=AUTHENTICATED, shares=[BALANCE_STATE])
 async def test_error_to_transfer_means_balance_unchanged(authenticated_peer):
     """Every input the text answers with an Error is tried until one is
     refused, and the refused one must leave the balance as it was: first a

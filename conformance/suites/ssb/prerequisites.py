@@ -67,3 +67,12 @@ def reading_the_feed() -> Iterator[None]:
             raise
         blocked(BOX_SIZE, "failed within this case",
                 f"the target sent a box body longer than a box may carry while this case read its feed ({exc})")
+
+# -- shared state (``shares=``): cases naming it run one after another under
+# ``certify --case-jobs N`` (docs/concurrency.md)
+FEED_STATE = "feed"
+"""The target's own feed: the cases that publish to it (through the
+``publish`` adapter) and the cases that compare two reads of it, or a read
+with what they published (another case publishing in between would change
+what they compare). A single read of the feed is judged on its own, and
+stays valid when another case appends."""

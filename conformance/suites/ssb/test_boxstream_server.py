@@ -8,7 +8,7 @@ from conformance.core.requirements import blocked, requirement
 from reference_impl.ssb.boxstream import BoxStreamError
 from reference_impl.ssb.rpc import RpcError
 
-from .prerequisites import KEYS_FALSE, LIMIT_DEFAULT, NUMBERING, READS_STREAM, SESSION
+from .prerequisites import FEED_STATE, KEYS_FALSE, LIMIT_DEFAULT, NUMBERING, READS_STREAM, SESSION
 from .session import MAX_BOX_BODY, describe, flip_byte
 
 HEADER_BOX_SIZE = 34
@@ -128,7 +128,7 @@ async def test_accepts_several_rpc_messages_in_one_box(open_session, server_feed
 @requirement("ssb.boxstream.server.splits-large-messages", "MUST",
              "SSB guide, Box stream (bodies of at most 4096 bytes; README of the specs)",
              needs=("publish",),
-             depends=[*READS_STREAM, KEYS_FALSE, LIMIT_DEFAULT, SPLIT_ACROSS_BOXES])
+             depends=[*READS_STREAM, KEYS_FALSE, LIMIT_DEFAULT, SPLIT_ACROSS_BOXES], shares=[FEED_STATE])
 async def test_splits_rpc_messages_larger_than_a_box(open_session, publish, server_feed_id):
     """A message longer than one box body must reach us split over several
     boxes of at most 4096 bytes each (our decoder refuses longer bodies)."""

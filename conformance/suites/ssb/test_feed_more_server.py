@@ -7,7 +7,7 @@ import time
 
 from conformance.core.requirements import requirement
 
-from .prerequisites import reading_the_feed
+from .prerequisites import FEED_STATE, reading_the_feed
 from .session import describe
 
 READS_STREAM = ["ssb.shs.server.completes-valid-handshake",
@@ -25,7 +25,7 @@ covers slow start-ups without letting seconds pass for milliseconds."""
 
 @requirement("ssb.feed.server.timestamp-is-milliseconds", "MUST",
              "SSB guide, Feeds, Message format (timestamp: \"Number of milliseconds since 1 January 1970 00:00 UTC\")",
-             needs=("publish",), depends=READS_STREAM + [LIMIT_DEFAULT, KEYS_FALSE])
+             needs=("publish",), depends=READS_STREAM + [LIMIT_DEFAULT, KEYS_FALSE], shares=[FEED_STATE])
 async def test_new_message_timestamp_is_milliseconds_since_epoch(open_session, publish, server_feed_id):
     """A message published during the case carries the time it was created,
     in milliseconds: between the clock before and after the publish call."""

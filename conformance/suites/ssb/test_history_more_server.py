@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conformance.core.requirements import not_applicable, requirement
 
-from .prerequisites import reading_the_feed
+from .prerequisites import FEED_STATE, reading_the_feed
 from .session import describe
 
 CITE = "SSB guide, createHistoryStream"
@@ -30,7 +30,7 @@ def sequences(items) -> list:
 
 
 @requirement("ssb.history.server.limit-default-unlimited", "MUST", f"{CITE} (limit: \"Default: unlimited\")",
-             depends=READS_STREAM + [KEYS_FALSE, LIMIT])
+             depends=READS_STREAM + [KEYS_FALSE, LIMIT], shares=[FEED_STATE])
 async def test_no_limit_serves_as_much_as_a_large_limit(open_session, server_feed_id):
     """Without limit the target serves every message it serves when asked
     for up to 100000 (a hidden default cap would show as fewer)."""
@@ -65,7 +65,7 @@ async def test_stream_ends_when_live_is_false_or_absent(open_session, server_fee
 
 @requirement("ssb.history.server.live-old-default-sends-existing", "MUST",
              f"{CITE} (old: \"If true, start by sending existing messages already posted by this feed\" ... "
-             "\"Default: true\")", depends=READS_STREAM + [KEYS_FALSE, ABORT, LIMIT_DEFAULT])
+             "\"Default: true\")", depends=READS_STREAM + [KEYS_FALSE, ABORT, LIMIT_DEFAULT], shares=[FEED_STATE])
 async def test_live_stream_starts_with_existing_messages(open_session, server_feed_id, deadline):
     """live true, old not given: the existing messages come first, and the
     stream stays open afterwards."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from conformance.core.requirements import blocked, not_applicable, requirement
 
-from .prerequisites import LIMIT_DEFAULT, READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED, reading_the_feed
+from .prerequisites import (FEED_STATE, LIMIT_DEFAULT, READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED,
+                            reading_the_feed)
 from .session import describe, error_body
 
 CITE = "SSB guide, createHistoryStream"
@@ -117,7 +118,7 @@ async def test_keys_false_sends_messages_only(open_session, server_feed_id):
 @requirement("ssb.history.server.sequence-starts-at-given-message", "MUST",
              f"{CITE} (sequence: the first message to return, read as \"from\" where the text says "
              "\"later than\")",
-             depends=[*READS_STREAM, WHOLE_FEED], errata=["SSB-E1"])
+             depends=[*READS_STREAM, WHOLE_FEED], errata=["SSB-E1"], shares=[FEED_STATE])
 async def test_sequence_starts_at_the_given_message(request, open_session, server_feed_id):
     """The network's reading (erratum SSB-E1, docs/errata/ssb.md): legacy
     replication asks for ``last + 1`` and must get that message first, so
@@ -135,7 +136,7 @@ async def test_sequence_starts_at_the_given_message(request, open_session, serve
 
 
 @requirement("ssb.history.server.accepts-seq-alias", "SHOULD", f"{CITE} (\"both sequence and seq should be accepted\")",
-             depends=READS_STREAM)
+             depends=READS_STREAM, shares=[FEED_STATE])
 async def test_accepts_seq_as_legacy_name(request, open_session, server_feed_id):
     await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
@@ -147,7 +148,7 @@ async def test_accepts_seq_as_legacy_name(request, open_session, server_feed_id)
 
 @requirement("ssb.history.server.rejects-conflicting-seq-and-sequence", "MUST",
              f"{CITE} (\"both sequence and seq arguments with conflicting values must be considered an error\")",
-             depends=READS_STREAM)
+             depends=READS_STREAM, shares=[FEED_STATE])
 async def test_rejects_conflicting_seq_and_sequence(request, open_session, server_feed_id):
     """A negative case: it passes only once the target has served the same
     request without the conflict (sequence alone, seq alone) normally."""
@@ -165,7 +166,7 @@ async def test_rejects_conflicting_seq_and_sequence(request, open_session, serve
 
 
 @requirement("ssb.history.server.limit-caps-messages", "MUST", f"{CITE} (limit: \"only the earliest messages are returned\")",
-             depends=[*READS_STREAM, WHOLE_FEED])
+             depends=[*READS_STREAM, WHOLE_FEED], shares=[FEED_STATE])
 async def test_limit_returns_earliest_messages(request, open_session, server_feed_id):
     await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
@@ -183,7 +184,7 @@ async def test_missing_id_is_an_error(open_session):
 
 
 @requirement("ssb.history.server.live-sends-new-messages", "MUST", f"{CITE} (live: \"keep the stream alive and send new messages\")",
-             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT])
+             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT], shares=[FEED_STATE])
 async def test_live_stream_delivers_new_messages(open_session, publish, server_feed_id, deadline):
     feed = await full_feed(open_session, server_feed_id)
     latest = latest_sequence(feed)
@@ -201,7 +202,7 @@ async def test_live_stream_delivers_new_messages(open_session, publish, server_f
 
 
 @requirement("ssb.history.server.live-old-false-skips-existing", "MUST", f"{CITE} (old: \"If false, don't send existing messages\")",
-             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT])
+             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT], shares=[FEED_STATE])
 async def test_live_without_old_sends_only_new_messages(request, open_session, publish, server_feed_id, deadline):
     latest = latest_sequence(await feed_of_at_least(request, open_session, server_feed_id, 1))
     session = await open_session()

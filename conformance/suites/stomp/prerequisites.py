@@ -32,3 +32,11 @@ RECEIPT_ECHO = "stomp.receipt.server.receipt-id-echoes-receipt"
 SEND cases that want a valid SEND receipted; helper RECEIPTS' case)."""
 MISSING_DESTINATION = "stomp.send.server.error-on-missing-destination"
 """The plain ERROR-then-close answer to a SEND the server cannot process."""
+
+# -- shared state (``shares=``): cases naming it run one after another under
+# ``certify --case-jobs N`` (docs/concurrency.md)
+ACCEPTED_STATE = "accepted"
+"""What the target's ``accepted`` adapter reads: RabbitMQ's adapter takes
+the queue's messages unacknowledged and hands them back at the end, so while
+one case reads, another case's read misses them. Messages sent by other
+cases do not matter (each case looks for its own bodies)."""

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import asyncio
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import NODE_STATE, requirement
 from conformance.core.transport import Deadline, WireTrace
 from reference_impl.stomp.frame import Frame, encode_frame
 
 from .adapter import ACCEPTED, RESTART, OwnMessage, find_own, own_message, own_messages
 from .peer import StompPeer, summary
-from .prerequisites import SESSION
+from .prerequisites import ACCEPTED_STATE, SESSION
 
 RECEIPT_CITE = "STOMP 1.2, RECEIPT"
 PROFILE = "Swaptacular STOMP profile, STOMP Connections"
@@ -158,7 +158,7 @@ async def test_receipts_in_order(connected_peer, smp_destination):
 
 
 @requirement("stomp.receipt.server.receipt-confirms-pipelined-sends", "MUST", FOOTNOTE,
-             needs=(ACCEPTED,), depends=(ECHO, IS_STORED), errata=["STOMP-E4"])
+             needs=(ACCEPTED,), depends=(ECHO, IS_STORED), errata=["STOMP-E4"], shares=[ACCEPTED_STATE])
 async def test_receipt_confirms_pipelined_sends(connected_peer, smp_destination, accepted_messages, wire_trace):
     """50 SENDs written at once; the moment the RECEIPT of the last one
     arrives, the adapter must show all 50: that RECEIPT confirms the
@@ -179,7 +179,7 @@ async def test_receipt_confirms_pipelined_sends(connected_peer, smp_destination,
         + (f"; ... ({len(problems) - 5} more)" if len(problems) > 5 else ""))
 
 
-@requirement(IS_STORED, "MUST", STORED, needs=(ACCEPTED,), depends=(ECHO,))
+@requirement(IS_STORED, "MUST", STORED, needs=(ACCEPTED,), depends=(ECHO,), shares=[ACCEPTED_STATE])
 async def test_receipted_message_is_stored(connected_peer, smp_destination, accepted_messages, wire_trace):
     """One SEND; right after its RECEIPT the adapter shows it with the body,
     destination, type and content-type sent. The connection stays open: a
@@ -197,7 +197,7 @@ async def test_receipted_message_is_stored(connected_peer, smp_destination, acce
 
 
 @requirement("stomp.receipt.server.stored-after-connection-cut", "MUST", STORED,
-             needs=(ACCEPTED,), depends=(IS_STORED,))
+             needs=(ACCEPTED,), depends=(IS_STORED,), shares=[ACCEPTED_STATE])
 async def test_stored_after_connection_cut(connected_peer, smp_destination, accepted_messages, wire_trace):
     """One SEND; the moment its RECEIPT arrives the harness aborts the TCP
     connection (RST, no DISCONNECT, no TLS close_notify), lets the node
@@ -220,7 +220,7 @@ async def test_stored_after_connection_cut(connected_peer, smp_destination, acce
 
 
 @requirement("stomp.receipt.server.stored-after-restart", "MUST", STORED,
-             needs=(ACCEPTED, RESTART), depends=(IS_STORED,))
+             needs=(ACCEPTED, RESTART), depends=(IS_STORED,), shares=[ACCEPTED_STATE, NODE_STATE])
 async def test_stored_after_restart(connected_peer, smp_destination, accepted_messages, restart_target_server,
                                     wire_trace):
     """3 SENDs, each once the previous one is receipted (no burst: burst
