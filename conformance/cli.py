@@ -3,6 +3,7 @@
     conformance certify                       # the built-in reference nodes
     conformance certify --target ssb-server   # a predefined or your own target
     conformance certify --targets-file my.toml --target my-node
+    conformance certify --jobs 2              # two targets at once (docs/jobs.md)
     conformance targets                       # what can be certified
 
 A run writes into ``reports/runs/<run-id>/``: ``results.jsonl`` (one line per
@@ -15,6 +16,7 @@ every certified target passed every applicable MUST case.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -23,9 +25,10 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .core.results import (ERROR, RESULTS_FILE, ResultRecord, ResultWriter, new_run_id, read_results,
-                           utc_now, write_summary)
+from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, OUTCOMES, PASSED, RESULTS_FILE, ResultRecord,
+                           ResultWriter, new_run_id, read_results, summarize, utc_now, write_summary)
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
+from .jobs import ChildOutput, Console, Session, exclusive_resources, run_sessions
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 INTEROP_DIR = Path(__file__).resolve().parent / "interop"
@@ -73,9 +76,11 @@ def choose_targets(targets: dict[str, Target], names: list[str], protocols: list
 
 
 def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespace,
-              suite_dir: Path | None = None, peer: Target | None = None) -> int:
+              suite_dir: Path | None = None, peer: Target | None = None,
+              output: ChildOutput | None = None) -> int:
     """One pytest session per target, in a child process so that each run
-    starts clean; its output goes to a log, progress lines to our stderr."""
+    starts clean; its output goes to a log, progress lines to our stderr
+    (through ``output``, prefixed with the session's name, under --jobs)."""
     suite = suite_dir or SUITES_DIR / target.protocol
     argv = [
         sys.executable, "-m", "pytest", str(suite),
@@ -86,11 +91,17 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
         "--target", target.name, "--run-dir", str(run_dir), "--run-id", run_id,
         "--deadline", str(args.deadline), "--progress", "-q", "--tb=short",
         "--alluredir", str(run_dir / "allure-results"),
-        "--junitxml", str(run_dir / f"junit-{target.name}.xml"),
+        # Per session: interop --all runs one client against several servers.
+        "--junitxml", str(run_dir / f"junit-{target.name}{'+' + peer.name if peer else ''}.xml"),
     ]
     run_timeout = getattr(args, "run_timeout", None)
     if run_timeout is not None:
         argv += ["--run-timeout", str(run_timeout)]
+    case_jobs = getattr(args, "case_jobs", 1)
+    if case_jobs > 1:
+        # pytest-xdist workers; the plugin groups the cases that must stay
+        # serial (prerequisites, shared state: docs/concurrency.md).
+        argv += ["-p", "xdist.plugin", "-n", str(case_jobs), "--dist", "loadgroup"]
     for file in args.targets_file:
         argv += ["--targets-file", str(Path(file).resolve())]
     if peer is not None:
@@ -105,7 +116,11 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
         missing_ok=True)
     with open(log, "wb") as out:
         try:
-            process = subprocess.Popen(argv, stdout=out, stderr=None, env=env)
+            if output is None:
+                process = subprocess.Popen(argv, stdout=out, stderr=None, env=env)
+            else:
+                process = output.popen(session_label(target.name, peer.name if peer else None), argv,
+                                       stdout=out, env=env)
             if run_timeout is None:
                 return process.wait()
             try:
@@ -172,11 +187,15 @@ def preflight_error(run_dir: Path, target: Target, peer: Target | None = None) -
         return None
 
 
-def report_run_deadline(run_dir: Path, target: Target, code: int, run_timeout: float | None) -> None:
+def report_run_deadline(run_dir: Path, target: Target, code: int, run_timeout: float | None,
+                        peer: Target | None = None) -> None:
     if run_timeout is None:
         return
+    # The session's own records: one client runs against several servers.
+    peer_impl = peer.implementation if peer else None
     hit = [r for r in read_results(run_dir / RESULTS_FILE)
-           if r["target"] == target.name and r["outcome"] == ERROR and "run deadline of" in (r.get("message") or "")]
+           if r["target"] == target.name and r.get("peer_implementation") == peer_impl
+           and r["outcome"] == ERROR and "run deadline of" in (r.get("message") or "")]
     if hit or code == KILLED_AFTER_RUN_TIMEOUT:
         how = " (the session outlived it and was stopped)" if code == KILLED_AFTER_RUN_TIMEOUT else ""
         print(f"   run deadline of {run_timeout:g} s exceeded for {target.name}{how}: "
@@ -229,6 +248,85 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
     print(f"\nresults: {run_dir}  (summary.json, results.jsonl, allure-results/, junit-*.xml, traces/)")
 
 
+def report_exit_code(run_dir: Path, target: Target, code: int) -> None:
+    if code not in (0, 1, KILLED_AFTER_RUN_TIMEOUT):
+        print(f"   pytest exited with code {code} (5: no case ran); "
+              f"see {run_dir / ('pytest-' + target.name + '.log')}", file=sys.stderr)
+
+
+def stop_for_preflight(run_dir: Path, run_id: str, started: float, chosen: list[Target], codes: dict[str, int],
+                       failures: list[tuple[str, str]]) -> int:
+    """A misconfigured or unreachable target: one clear error (per such
+    target), no per-case records of it, and the run stops (exit 2, as for a
+    usage error). Under --jobs the targets already running were let finish
+    (their records count in summary.json); the rest were not started."""
+    (run_dir / RESULTS_FILE).touch()
+    not_run = [t.name for t in chosen if t.name not in codes]
+    first_target, first_error = failures[0]
+    extra = {"targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes,
+             "preflight_error": first_error, "preflight_target": first_target, "targets_not_run": not_run}
+    if len(failures) > 1:
+        extra["preflight_errors"] = dict(failures)
+    write_summary(run_dir, run_id, started, extra)
+    for _, error in failures:
+        print(f"conformance: error: preflight: {error}", file=sys.stderr)
+    if not_run:
+        print(f"conformance: not run: {', '.join(not_run)}", file=sys.stderr)
+    print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def outcome_counts(records: list[dict]) -> str:
+    counts = {outcome: 0 for outcome in OUTCOMES}
+    for rec in records:
+        counts[rec["outcome"]] += 1
+    return (f"passed {counts[PASSED]}, failed {counts[FAILED]}, error {counts[ERROR]}, "
+            f"blocked {counts[BLOCKED]}, n/a {counts[NOT_APPLICABLE]}")
+
+
+def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
+                 args: argparse.Namespace) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """``certify --jobs N``: up to N targets at once, each its own pytest
+    session (conformance/jobs.py). Prints a line when a target starts and one
+    when it ends (verdict, counts, seconds); progress lines come prefixed
+    with the target's name. A preflight error stops new targets from
+    starting; the running ones finish. Returns the exit codes and the
+    preflight errors (target, error)."""
+    console = Console()
+    output = ChildOutput(console)
+    by_name = {t.name: t for t in chosen}
+    failures: list[tuple[str, str]] = []
+
+    def started(session: Session) -> None:
+        target = by_name[session.label]
+        console.line(f"== start {target.name}: {target.implementation} {target.version}, {target.protocol}, "
+                     f"roles {', '.join(target.roles)}")
+
+    def ended(session: Session, code: int, seconds: float) -> bool:
+        target = by_name[session.label]
+        error = preflight_error(run_dir, target)
+        if error:
+            failures.append((target.name, error))
+            console.line(f"== end {target.name}: stopped by its preflight after {seconds:.1f} s "
+                         "(no further target is started; running ones finish)")
+            return False
+        mine = [r for r in read_results(run_dir / RESULTS_FILE)
+                if r["target"] == target.name and r.get("peer_implementation") is None]
+        groups = summarize(mine)["targets"]
+        verdict = "CONFORMANT" if groups and all(g["conformant"] for g in groups) else "NOT CONFORMANT"
+        console.line(f"== end {target.name}: {verdict}, {len(mine)} case(s): {outcome_counts(mine)}; "
+                     f"{seconds:.1f} s")
+        with console.lock:
+            report_run_deadline(run_dir, target, code, args.run_timeout)
+            report_exit_code(run_dir, target, code)
+        return True
+
+    sessions = [Session(t.name, functools.partial(run_suite, t, run_dir, run_id, args, output=output),
+                        frozenset(exclusive_resources(t))) for t in chosen]
+    codes = run_sessions(sessions, args.jobs, output, started, ended)
+    return codes, failures
+
+
 def cmd_certify(args: argparse.Namespace) -> int:
     try:
         targets = load_targets(args.targets_file)
@@ -242,29 +340,21 @@ def cmd_certify(args: argparse.Namespace) -> int:
     started = time.monotonic()
     print(f"conformance {__version__}: run {run_id}, certifying "
           f"{', '.join(t.name + ' (' + t.protocol + ')' for t in chosen)}", flush=True)
-    codes = {}
-    for target in chosen:
-        print(f"\n== {target.name}: {target.implementation} {target.version}, {target.protocol}, "
-              f"roles {', '.join(target.roles)}", flush=True)
-        codes[target.name] = run_suite(target, run_dir, run_id, args)
-        error = preflight_error(run_dir, target)
-        if error:
-            # A misconfigured or unreachable target: one clear error, no
-            # per-case records, and the run stops (exit 2, as for a usage error).
-            (run_dir / "results.jsonl").touch()
-            not_run = [t.name for t in chosen if t.name not in codes]
-            write_summary(run_dir, run_id, started, {
-                "targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes,
-                "preflight_error": error, "preflight_target": target.name, "targets_not_run": not_run})
-            print(f"conformance: error: preflight: {error}", file=sys.stderr)
-            if not_run:
-                print(f"conformance: not run: {', '.join(not_run)}", file=sys.stderr)
-            print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
-            return EXIT_USAGE
-        report_run_deadline(run_dir, target, codes[target.name], args.run_timeout)
-        if codes[target.name] not in (0, 1, KILLED_AFTER_RUN_TIMEOUT):
-            print(f"   pytest exited with code {codes[target.name]} (5: no case ran); "
-                  f"see {run_dir / ('pytest-' + target.name + '.log')}", file=sys.stderr)
+    codes: dict[str, int] = {}
+    if args.jobs > 1:
+        codes, failures = certify_jobs(chosen, run_dir, run_id, args)
+        if failures:
+            return stop_for_preflight(run_dir, run_id, started, chosen, codes, failures)
+    else:
+        for target in chosen:
+            print(f"\n== {target.name}: {target.implementation} {target.version}, {target.protocol}, "
+                  f"roles {', '.join(target.roles)}", flush=True)
+            codes[target.name] = run_suite(target, run_dir, run_id, args)
+            error = preflight_error(run_dir, target)
+            if error:
+                return stop_for_preflight(run_dir, run_id, started, chosen, codes, [(target.name, error)])
+            report_run_deadline(run_dir, target, codes[target.name], args.run_timeout)
+            report_exit_code(run_dir, target, codes[target.name])
     records_file = run_dir / "results.jsonl"
     records_file.touch()
     extra = {"targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes}
@@ -293,8 +383,8 @@ def cmd_interop(args: argparse.Namespace) -> int:
     if not args.client or not args.server:
         print("conformance: error: give --client and --server (or --all)", file=sys.stderr)
         return EXIT_USAGE
-    if args.protocol:
-        print("conformance: error: --protocol goes with --all", file=sys.stderr)
+    if args.protocol or args.jobs > 1:
+        print(f"conformance: error: {'--protocol' if args.protocol else '--jobs'} goes with --all", file=sys.stderr)
         return EXIT_USAGE
     try:
         targets = load_targets(args.targets_file)
@@ -331,7 +421,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
             print(f"conformance: error: preflight: {error}", file=sys.stderr)
             print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
             return EXIT_USAGE
-        report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout)
+        report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout, server)
     (run_dir / "results.jsonl").touch()
     extra = {"kind": "interop", "pytest_exit_codes": codes}
     if args.run_timeout is not None:
@@ -346,6 +436,60 @@ def cmd_interop(args: argparse.Namespace) -> int:
         ok = ok and rec["outcome"] == "passed"
     print(f"\nresults: {run_dir}\nwall time {summary['duration_s']:.1f} s")
     return EXIT_CONFORMANT if ok else EXIT_NOT_CONFORMANT
+
+
+def pair_records(results: Path, client: Target, server: Target) -> list[dict]:
+    """The records of every session of this client against this server's
+    implementation: (target, peer_implementation) is what tells an interop
+    session's records apart (the key Spark ingest uses too). Sessions with
+    one key never run at once (interop_jobs), so the records added while
+    one runs are its own."""
+    return [r for r in read_results(results)
+            if r["target"] == client.name and r.get("peer_implementation") == server.implementation]
+
+
+def interop_jobs(to_run: list, targets: dict[str, Target], run_dir: Path, run_id: str,
+                 args: argparse.Namespace) -> dict[str, int]:
+    """``interop --all --jobs N``: up to N pairs at once (conformance/jobs.py),
+    with a start and an end line per pair and progress lines prefixed with
+    client+server. A pair stopped by its preflight is "not run" and the others
+    go on, as in a serial run. Fills each pair's counts; returns exit codes."""
+    from .interop.pairs import tally
+    console = Console()
+    output = ChildOutput(console)
+    results = run_dir / RESULTS_FILE
+    by_label: dict[str, tuple] = {}
+    before: dict[str, int] = {}
+    sessions = []
+    for pair in to_run:
+        client, server = targets[pair.client], targets[pair.server]
+        label = f"{client.name}+{server.name}"
+        by_label[label] = (pair, client, server)
+        resources = exclusive_resources(client, server) | {("interop", client.name, server.implementation)}
+        sessions.append(Session(label, functools.partial(run_suite, client, run_dir, run_id, args,
+                                                         INTEROP_DIR / client.protocol, server, output=output),
+                                frozenset(resources)))
+
+    def started(session: Session) -> None:
+        pair, client, server = by_label[session.label]
+        before[session.label] = len(pair_records(results, client, server))
+        console.line(f"== start {session.label}: {client.name} (client) -> {server.name} (server), "
+                     f"{client.protocol}")
+
+    def ended(session: Session, code: int, seconds: float) -> bool:
+        pair, client, server = by_label[session.label]
+        mine = pair_records(results, client, server)[before[session.label]:]
+        tally(pair, mine)
+        pair.error = preflight_error(run_dir, client, server)
+        how = f"not run: preflight: {pair.error.splitlines()[0]}" if pair.error else \
+            f"{pair.verdict}, {len(mine)} case(s): {outcome_counts(mine)}"
+        console.line(f"== end {session.label}: {how}; {seconds:.1f} s")
+        with console.lock:
+            report_run_deadline(run_dir, client, code, args.run_timeout, server)
+        return True
+
+    codes = run_sessions(sessions, args.jobs, output, started, ended)
+    return {f"{by_label[label][1].name}->{by_label[label][2].name}": code for label, code in codes.items()}
 
 
 def cmd_interop_all(args: argparse.Namespace) -> int:
@@ -379,19 +523,21 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     for pair in pairs:
         if pair.skipped:
             print(f"\n== skipped {pair.client} (client) -> {pair.server} (server): {pair.skipped}", flush=True)
-    codes = {}
-    for pair in to_run:
-        client, server = targets[pair.client], targets[pair.server]
-        print(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}", flush=True)
-        before = len(list(read_results(results)))
-        codes[f"{client.name}->{server.name}"] = run_suite(client, run_dir, run_id, args,
-                                                           INTEROP_DIR / client.protocol, server)
-        # Pairs run one after the other: this session's records are the new lines.
-        tally(pair, list(read_results(results))[before:])
-        pair.error = preflight_error(run_dir, client, server)
-        if pair.error:
-            print(f"   not run: preflight: {pair.error}", file=sys.stderr, flush=True)
-        report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout)
+    codes: dict[str, int] = {}
+    if args.jobs > 1:
+        codes = interop_jobs(to_run, targets, run_dir, run_id, args)
+    else:
+        for pair in to_run:
+            client, server = targets[pair.client], targets[pair.server]
+            print(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}", flush=True)
+            before = len(pair_records(results, client, server))
+            codes[f"{client.name}->{server.name}"] = run_suite(client, run_dir, run_id, args,
+                                                               INTEROP_DIR / client.protocol, server)
+            tally(pair, pair_records(results, client, server)[before:])
+            pair.error = preflight_error(run_dir, client, server)
+            if pair.error:
+                print(f"   not run: preflight: {pair.error}", file=sys.stderr, flush=True)
+            report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout, server)
     extra = {"kind": "interop", "pytest_exit_codes": codes}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
@@ -425,6 +571,16 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -454,6 +610,13 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--run-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
                          help="deadline of each target's whole run: cases not started when it passes are "
                               "recorded as error (default: none)")
+    certify.add_argument("--case-jobs", type=_positive_int, default=1, metavar="N",
+                         help="run the cases of one target in N pytest-xdist workers; cases that share state "
+                              "or prerequisites stay serial, a launched target is started once per worker "
+                              "(default 1: one session, no xdist)")
+    certify.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                         help="certify up to N targets at once, each its own pytest session; progress lines "
+                              "are prefixed with the target (default 1: one after the other)")
     certify.set_defaults(func=cmd_certify)
 
     interop = sub.add_parser("interop", help="run implementations against each other (client x server)")
@@ -470,6 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
     interop.add_argument("--deadline", type=float, default=3.0, help="read deadline in seconds (default 3)")
     interop.add_argument("--run-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
                          help="deadline of each client x server run (default: none)")
+    interop.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                         help="with --all: run up to N client x server pairs at once (default 1)")
     interop.set_defaults(func=cmd_interop, keyword=None)
 
     targets = sub.add_parser("targets", help="list known targets")
