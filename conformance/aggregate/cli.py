@@ -2,11 +2,12 @@
 
     conformance ingest reports/runs                      # every run under reports/runs
     conformance ingest RUN_DIR... --dataset reports/dataset
+    conformance compact [--dataset reports/dataset]      # one file per partition, same rows
     conformance matrix                                   # all runs -> reports/matrix/
     conformance matrix --since 2026-11-01 --last-runs 7 --out reports/matrix
     conformance matrix --master spark://127.0.0.1:7077   # on a standalone cluster
 
-``register(subparsers)`` adds both to the ``conformance`` command line.
+``register(subparsers)`` adds them to the ``conformance`` command line.
 PySpark is imported only when one of them runs, so the harness works
 without it. Exit status: 0 done, 2 a usage problem (no runs found, no
 dataset, bad date), 3 Spark could not run (pyspark or Java missing, job
@@ -52,21 +53,34 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
                              "(scripts/spark-standalone.sh start prints one)")
     parser.add_argument("--driver-memory", default=DRIVER_MEMORY,
                         help=f"Spark driver heap (default {DRIVER_MEMORY}: with the JVM's own memory, the "
-                             "driver process stays within 2 GB)")
+                             "driver process stays within 1.6 GiB)")
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``ingest`` and ``matrix`` subcommands."""
+    """Add the ``ingest``, ``compact`` and ``matrix`` subcommands."""
     ingest = subparsers.add_parser(
         "ingest", help="load runs' results.jsonl into the Parquet dataset (PySpark)",
         description="Load the results.jsonl of runs (finished or not) into a Parquet dataset partitioned "
-                    "by month and protocol. Re-ingesting a run changes nothing; malformed lines are "
-                    "counted and reported, never fatal.")
+                    "by month and protocol. Runs already ingested are recognised by the results file's "
+                    "size and mtime and not read again; a run whose file grew replaces its rows; new rows "
+                    "are added as new files (see `conformance compact`). Malformed lines are counted and "
+                    "reported, never fatal.")
     ingest.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="a run directory, or a directory of them such as reports/runs")
     ingest.add_argument("--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)")
     _spark_args(ingest)
     ingest.set_defaults(func=cmd_ingest)
+
+    compact = subparsers.add_parser(
+        "compact", help="rewrite the dataset's small files into one file per partition (same rows)",
+        description="Each ingest adds its rows as new files in the month/protocol partitions it touches. "
+                    "Compaction rewrites every partition holding --min-files files or more into one file "
+                    "(sorted by run), as a new version with the same rows; readers are never disturbed.")
+    compact.add_argument("--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)")
+    compact.add_argument("--min-files", type=_positive, default=2, metavar="N",
+                         help="compact partitions holding at least N files (default 2)")
+    _spark_args(compact)
+    compact.set_defaults(func=cmd_compact)
 
     matrix = subparsers.add_parser(
         "matrix", help="compatibility matrices (CSV, JSON, HTML) from the dataset",
@@ -77,7 +91,8 @@ def register(subparsers: Any) -> None:
     matrix.add_argument("--since", type=_date, default=None, help="first run date, YYYY-MM-DD (inclusive)")
     matrix.add_argument("--until", type=_date, default=None, help="last run date, YYYY-MM-DD (inclusive)")
     matrix.add_argument("--last-runs", type=_positive, default=None, metavar="N",
-                        help="only the N most recent runs of each implementation (within --since/--until)")
+                        help="only the N most recent runs of each implementation (within --since/--until); "
+                             "picked from the runs table, then only their months are read")
     _spark_args(matrix)
     matrix.set_defaults(func=cmd_matrix)
 
@@ -104,8 +119,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from .spark import SparkUnavailable
     try:
         find_runs(args.run_dirs)  # fail on bad paths before paying for a JVM
-        spark = _session(args)
-        report = ingest(spark, args.run_dirs, args.dataset, progress=_progress)
+        # The JVM starts only if the manifest shows something to read or write.
+        report = ingest(lambda: _session(args), args.run_dirs, args.dataset, progress=_progress)
     except IngestError as exc:
         _error(str(exc))
         return EXIT_USAGE
@@ -119,6 +134,26 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if report["malformed_lines"]:
         print(f"note: {report['malformed_lines']} malformed line(s) skipped "
               f"({report['torn_last_lines']} run(s) end with a torn line); see the ingest report", flush=True)
+    return EXIT_OK
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from .ingest import IngestError, compact, require_dataset
+    from .spark import SparkUnavailable
+    try:
+        require_dataset(args.dataset)  # before starting a JVM
+        spark = _session(args)
+        compact(spark, args.dataset, progress=_progress, min_files=args.min_files)
+    except IngestError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except SparkUnavailable as exc:
+        _error(str(exc))
+        return EXIT_SPARK
+    except Exception as exc:  # a failed Spark job: keep the first line, not the JVM trace
+        _error(f"compaction failed, the dataset is unchanged: {type(exc).__name__}: "
+               f"{(str(exc).strip().splitlines() or [''])[0][:500]}")
+        return EXIT_SPARK
     return EXIT_OK
 
 

@@ -59,7 +59,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
-from .ingest import IngestError, read_results, read_runs, require_dataset
+from .ingest import IngestError, list_partitions, read_results, read_runs, require_dataset
 
 MATRICES = ("requirements", "certification", "interop", "flaky", "trends")
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
@@ -72,6 +72,9 @@ LEVEL_CODES = ("MAY", "SHOULD", "MUST")
 PAGE_VERSIONS = 2
 """Versions per implementation (the most recently tested) that the page's
 requirements heatmap shows; the CSV has all."""
+MAX_PUSHED_RUN_IDS = 2000
+"""Up to this many runs, ``--last-runs`` also filters the records by run id
+(cheap in the scan); beyond it the plan's IN list would cost more than it saves."""
 
 Progress = Callable[[str], None]
 
@@ -109,29 +112,89 @@ class Matrix:
 
 # ------------------------------------------------------------------ window
 
-def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any:
-    """The dataset's records in the window (only the columns used)."""
+def _months(first: date, last: date) -> list[str]:
+    """Every month (YYYY-MM) from ``first``'s to ``last``'s, both included."""
+    out, (year, month) = [], (first.year, first.month)
+    while (year, month) <= (last.year, last.month):
+        out.append(f"{year:04d}-{month:02d}")
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return out
+
+
+def last_runs(spark: Any, dataset: str | os.PathLike, window: Window) -> tuple[list[tuple[str, str]], list[str]]:
+    """For ``--last-runs N``: the (implementation, run_id) pairs to keep and
+    the months their records lie in, from the runs table alone (one row per
+    run), so that the records are read only from those months.
+
+    A record's date is its run's date (from the run id), else its own
+    time's: a run's records lie between its ``date`` (their earliest) and
+    the day of its ``last_time``."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    res = read_results(spark, dataset).select(
-        "run_id", "time", "date", "target", "implementation", "implementation_version", "protocol",
-        "role", "case_id", "level", "outcome", "peer_implementation", "month")
-    runs = read_runs(spark, dataset)
+    runs = read_runs(spark, dataset).where(F.col("date").isNotNull())
     if window.since:
-        cond = (F.col("month") >= window.since.strftime("%Y-%m")) & (F.col("date") >= F.lit(window.since))
-        res = res.where(cond)
         runs = runs.where(F.col("date") >= F.lit(window.since))
     if window.until:
-        cond = (F.col("month") <= window.until.strftime("%Y-%m")) & (F.col("date") <= F.lit(window.until))
-        res = res.where(cond)
         runs = runs.where(F.col("date") <= F.lit(window.until))
+    per_impl = runs.select("run_id", "first_time", "date", F.to_date("last_time").alias("last_date"),
+                           F.explode("implementations").alias("implementation"))
+    order = W.partitionBy("implementation").orderBy(F.col("first_time").desc(), F.col("run_id").desc())
+    kept = (per_impl.withColumn("_n", F.row_number().over(order)).where(F.col("_n") <= window.last_runs)
+            .select("implementation", "run_id", "date", "last_date").collect())
+    months = sorted({m for r in kept for m in _months(r.date, max(r.date, r.last_date or r.date))})
+    return sorted({(r.implementation, r.run_id) for r in kept}), months
+
+
+def read_months(spark: Any, dataset: str | os.PathLike, months: set[str] | None) -> Any:
+    """The current version's records of only these months (all if None).
+
+    The month directories are named to the reader: Spark then lists and
+    opens only their files (``inputFiles()`` shows it), where a filter on the
+    partition column would still list the whole history first."""
+    if months is None:
+        return read_results(spark, dataset)
+    root = require_dataset(dataset) / "results"
+    dirs = sorted({str(path.parent) for (month, _), path in list_partitions(root).items() if month in months})
+    if not dirs:  # nothing in the window: the empty frame still has the columns
+        from pyspark.sql import functions as F
+        return read_results(spark, dataset).where(F.lit(False))
+    return spark.read.option("basePath", str(root)).parquet(*dirs)
+
+
+def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any:
+    """The dataset's records in the window (only the columns used).
+
+    Reads only the month partitions the window can hold: ``--since`` and
+    ``--until`` bound the month (the directories read) and the run date
+    (row-group statistics); ``--last-runs`` first picks its runs from the
+    small runs table and then reads only their months (and row groups)."""
+    from pyspark.sql import functions as F
+
+    months: set[str] | None = None
+    if window.since or window.until:
+        first = window.since.strftime("%Y-%m") if window.since else ""
+        last = window.until.strftime("%Y-%m") if window.until else "9999-99"
+        months = {m for m, _ in list_partitions(require_dataset(dataset) / "results") if first <= m <= last}
+    pairs: list[tuple[str, str]] = []
     if window.last_runs:
-        # From the runs table (one row per run), not from the records.
-        per_impl = runs.select("run_id", "first_time", F.explode("implementations").alias("implementation"))
-        order = W.partitionBy("implementation").orderBy(F.col("first_time").desc(), F.col("run_id").desc())
-        keep = (per_impl.withColumn("_n", F.row_number().over(order)).where(F.col("_n") <= window.last_runs)
-                .select("implementation", "run_id"))
+        pairs, run_months = last_runs(spark, dataset, window)
+        months = set(run_months) if months is None else months & set(run_months)
+    res = read_months(spark, dataset, months).select(
+        "run_id", "time", "date", "target", "implementation", "implementation_version", "protocol",
+        "role", "case_id", "level", "outcome", "peer_implementation", "month")
+    if window.since:
+        res = res.where((F.col("month") >= window.since.strftime("%Y-%m")) & (F.col("date") >= F.lit(window.since)))
+    if window.until:
+        res = res.where((F.col("month") <= window.until.strftime("%Y-%m")) & (F.col("date") <= F.lit(window.until)))
+    if window.last_runs:
+        res = res.where(F.col("month").isin(*sorted(months or ())))
+        run_ids = sorted({r for _, r in pairs})
+        if len(run_ids) <= MAX_PUSHED_RUN_IDS:
+            # Pushed down to Parquet: row groups of other runs are skipped
+            # (ingest writes each partition's rows sorted by run).
+            res = res.where(F.col("run_id").isin(*run_ids))
+        keep = spark.createDataFrame(pairs, "implementation string, run_id string")
         res = res.join(F.broadcast(keep), ["implementation", "run_id"], "left_semi")
     return res.drop("month")
 

@@ -225,3 +225,107 @@ def test_standalone_cluster_gives_the_same_matrices(generated, tmp_path):
         stopped = subprocess.run([script, "stop"], capture_output=True, text=True, timeout=60, env=env)
     assert stopped.returncode == 0, stopped.stderr
     assert subprocess.run([script, "status"], capture_output=True, env=env, timeout=30).returncode == 1
+
+
+# ------------------------------------------------------------ window pruning
+
+@pytest.fixture(scope="module")
+def months_dataset(tmp_path_factory, spark):
+    """Runs over five months (2026-01 to 2026-05) of two protocols, and one
+    run whose id carries no date and whose records straddle a month's end
+    (2026-04-30 to 2026-05-01): its records' dates are their own times'."""
+    from .conftest import record, write_run
+    root = tmp_path_factory.mktemp("months")
+    runs = []
+    impls = {"alpha": "btp", "beta": "btp", "gamma": "stomp"}
+    for month in (1, 2, 3, 4):
+        for day in (5, 20):
+            for impl, protocol in impls.items():
+                run_id = f"2026{month:02d}{day:02d}T020000Z-{impl}"
+                stamp = f"2026-{month:02d}-{day:02d}T02:00:0"
+                recs = [record(run_id, f"{stamp}{i}.000Z", impl, "1.0", f"{protocol}.flow.server.rule-{i}",
+                               ("passed", "failed")[(month + i) % 2], protocol=protocol) for i in range(3)]
+                runs.append(write_run(root / "runs", run_id, recs))
+    interop = "20260320T030000Z-interop-btp"
+    runs.append(write_run(root / "runs", interop, [
+        record(interop, "2026-03-20T03:00:00.000Z", "alpha", "1.0", "btp.flow.client.rule-9", "passed",
+               role="client", peer="beta")]))
+    straddling = "manual-alpha-late"
+    runs.append(write_run(root / "runs", straddling, [
+        record(straddling, "2026-04-30T23:59:58.000Z", "alpha", "1.1", "btp.flow.server.rule-0", "passed"),
+        record(straddling, "2026-05-01T00:00:02.000Z", "alpha", "1.1", "btp.flow.server.rule-1", "failed")]))
+    dataset = root / "dataset"
+    ingest(spark, [root / "runs"], dataset, progress=lambda line: None)
+    return {"dataset": dataset, "runs": runs}
+
+
+def _expected_window(records: list[dict], window: Window) -> set[tuple]:
+    """The window's records by plain Python over every record: a run's date
+    is its id's date, else its earliest record's; --last-runs keeps each
+    implementation's N runs with the latest first record in the date range."""
+    def day(r: dict) -> date:
+        rid = r["run_id"]
+        if rid[:8].isdigit():
+            return date(int(rid[:4]), int(rid[4:6]), int(rid[6:8]))
+        return date.fromisoformat(r["time"][:10])
+
+    inside = [r for r in records if (not window.since or day(r) >= window.since)
+              and (not window.until or day(r) <= window.until)]
+    if window.last_runs:
+        runs: dict[str, dict] = {}
+        for r in records:
+            entry = runs.setdefault(r["run_id"], {"first": r["time"], "day": day(r), "impls": set()})
+            entry["first"] = min(entry["first"], r["time"])
+            entry["day"] = min(entry["day"], day(r))
+            entry["impls"].add(r["implementation"])
+        ranked = defaultdict(list)
+        for run_id, entry in runs.items():
+            if (not window.since or entry["day"] >= window.since) and (not window.until or entry["day"] <= window.until):
+                for impl in entry["impls"]:
+                    ranked[impl].append((entry["first"], run_id))
+        keep = {(impl, rid) for impl, lst in ranked.items() for _, rid in sorted(lst, reverse=True)[:window.last_runs]}
+        inside = [r for r in inside if (r["implementation"], r["run_id"]) in keep]
+    return {(r["run_id"], r["implementation"], r["case_id"]) for r in inside}
+
+
+def _months_read(frame) -> set[str]:
+    months = set()
+    for uri in frame.inputFiles():
+        months |= {part.split("=", 1)[1] for part in uri.split("/") if part.startswith("month=")}
+    return months
+
+
+WINDOWS = {
+    "since": (Window(since=date(2026, 3, 10)), {"2026-03", "2026-04", "2026-05"}),
+    "until": (Window(until=date(2026, 2, 10)), {"2026-01", "2026-02"}),
+    "since-until": (Window(since=date(2026, 2, 1), until=date(2026, 2, 28)), {"2026-02"}),
+    # alpha's last run is the straddling one (2026-04-30, records into May),
+    # beta's and gamma's are on 2026-04-20.
+    "last-runs-1": (Window(last_runs=1), {"2026-04", "2026-05"}),
+    "last-runs-3-until": (Window(until=date(2026, 3, 31), last_runs=3), {"2026-02", "2026-03"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINDOWS))
+def test_window_reads_only_its_months_and_selects_the_same_records(spark, months_dataset, name):
+    from conformance.aggregate.matrix import select_window
+    window, months = WINDOWS[name]
+    frame = select_window(spark, months_dataset["dataset"], window)
+    assert _months_read(frame) == months, frame.inputFiles()
+    got = {(r.run_id, r.implementation, r.case_id) for r in frame.select("run_id", "implementation", "case_id")
+           .collect()}
+    expected = _expected_window(jsonl_records(months_dataset["runs"]), window)
+    assert got == expected and expected
+
+
+def test_whole_history_reads_every_month(spark, months_dataset):
+    from conformance.aggregate.matrix import select_window
+    frame = select_window(spark, months_dataset["dataset"], Window())
+    assert _months_read(frame) == {"2026-01", "2026-02", "2026-03", "2026-04", "2026-05"}
+
+
+def test_last_runs_matrix_counts_only_the_kept_runs(spark, months_dataset, tmp_path):
+    run(spark, months_dataset["dataset"], tmp_path, Window(last_runs=1), progress=lambda line: None)
+    trends = {(r["date"], r["implementation"]): int(r["runs"]) for r in read_csv(tmp_path / "trends.csv")}
+    assert trends == {("2026-04-20", "beta"): 1, ("2026-04-20", "gamma"): 1,
+                      ("2026-04-30", "alpha"): 1, ("2026-05-01", "alpha"): 1}
