@@ -13,6 +13,11 @@
 #                             once everything is ready)
 #       [--log PATH]          server output (default: server.log in the home)
 #       [--keep-home]         do not delete the temporary home on exit
+#       [--live-interfaces]   let ssb-server see the host's network interfaces
+#                             change; by default it sees the list it started
+#                             with (interop/node/pin-network-interfaces.js):
+#                             it closes every connection on a change, e.g. a
+#                             container starting beside it
 #       [--timeout SECONDS]   how long to wait for the server (default 60)
 #   Prints, once the server answers and the seed messages are published,
 #   KEY=VALUE lines on stdout, SSB_READY=1 last:
@@ -29,6 +34,7 @@
 #   scripts/ssb-server.sh replicate --peer-host HOST --peer-port PORT
 #       --peer-public-key @...ed25519 [--feed @...ed25519] [--until-sequence N]
 #       [--network-key HEX] [--seed HEX] [--timeout SECONDS] [--log PATH] [--keep-home]
+#       [--live-interfaces]
 #   Starts a fresh ssb-server (own free loopback port, no seed messages),
 #   makes it follow FEED (default: the peer's own feed) and connect to the
 #   peer, and waits until it holds FEED up to N (without --until-sequence:
@@ -75,7 +81,7 @@ case "${1:-}" in
 esac
 
 port="" host="127.0.0.1" network_key_hex="$main_network_key_hex" seed_hex=""
-seed_messages=3 info_file="" log_file="" keep_home=0 timeout_seconds=60
+seed_messages=3 info_file="" log_file="" keep_home=0 timeout_seconds=60 live_interfaces=0
 peer_host="" peer_port="" peer_public_key="" feed="" until_sequence=""
 [ "$mode" = start ] || seed_messages=0
 while [ $# -gt 0 ]; do
@@ -99,6 +105,7 @@ while [ $# -gt 0 ]; do
         --info-file) info_file="${2:?--info-file needs a value}"; shift 2 ;;
         --log) log_file="${2:?--log needs a value}"; shift 2 ;;
         --keep-home) keep_home=1; shift ;;
+        --live-interfaces) live_interfaces=1; shift ;;
         --timeout) timeout_seconds="${2:?--timeout needs a value}"; shift 2 ;;
         -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument $1" ;;
@@ -167,13 +174,19 @@ ssb_id="${ssb_id_line#SSB_ID=}"
 # With setpriv (util-linux) the server also dies when this script is killed
 # with SIGKILL, which no trap can catch; the temporary home then stays.
 death_signal=()
+# ssb-gossip closes every connection when the host's network interfaces
+# change (a container starting beside a run adds a veth); pinned by default
+# so that cases are not cut by something outside the protocol
+# (docs/findings/ssb-server-16.md, "Sessions dropped on a host network change").
+pin_interfaces=(--require "$node_dir/pin-network-interfaces.js")
+[ "$live_interfaces" -eq 0 ] || pin_interfaces=()
 if command -v setpriv >/dev/null 2>&1; then
     death_signal=(setpriv --pdeathsig TERM)
 fi
 (
     cd "$temp_root"
     export HOME="$temp_root" ssb_appname="$app_name"
-    exec "${death_signal[@]}" node "$ssb_server_bin" start
+    exec "${death_signal[@]}" node "${pin_interfaces[@]}" "$ssb_server_bin" start
 ) >"$log_file" 2>&1 &
 server_pid=$!
 
