@@ -159,6 +159,18 @@ step_images() {
 # The certify and interop steps: exit 0 when the harness gave its verdicts
 # (conformant or not: `verdict` judges them), the CLI's code otherwise
 # (2 usage or preflight error, 3 harness error).
+verdicts_given() {  # verdicts_given NAME SUMMARY_FILE CODE [WHY]: a step's status from its CLI's exit code
+    local name="$1" summary="$2" code="$3" why="${4-}"
+    if [ ! -f "$summary" ]; then
+        say "$name wrote no ${summary##*/} (exit $code)"
+        return $((code == 0 ? 3 : code))
+    fi
+    case "$code" in
+        0|1) return 0 ;;
+        *) say "$name exited $code${why:+: $why}"; return "$code" ;;
+    esac
+}
+
 step_certify() {
     local targets=() args=() code=0
     mapfile -t targets < <(config targets)
@@ -168,14 +180,7 @@ step_certify() {
     mapfile -t args < <(targets_file_args; jobs_args certify)
     for t in "${targets[@]}"; do args+=(--target "$t"); done
     "${conformance[@]}" certify "${args[@]}" --run-dir "$run_dir" --run-timeout "$run_timeout" || code=$?
-    if [ ! -f "$run_dir/summary.json" ]; then
-        say "certify wrote no summary.json (exit $code)"
-        return $((code == 0 ? 3 : code))
-    fi
-    case "$code" in
-        0|1) return 0 ;;
-        *) say "certify exited $code: the harness could not give every verdict"; return "$code" ;;
-    esac
+    verdicts_given certify "$run_dir/summary.json" "$code" "the harness could not give every verdict"
 }
 
 step_interop() {
@@ -190,14 +195,7 @@ step_interop() {
     mapfile -t args < <(targets_file_args; jobs_args interop)
     for p in "${protocols[@]}"; do args+=(--protocol "$p"); done
     "${conformance[@]}" interop --all "${args[@]}" --run-dir "$run_dir" --run-timeout "$run_timeout" || code=$?
-    if [ ! -f "$run_dir/interop-summary.json" ]; then
-        say "interop wrote no interop-summary.json (exit $code)"
-        return $((code == 0 ? 3 : code))
-    fi
-    case "$code" in
-        0|1) return 0 ;;
-        *) say "interop exited $code"; return "$code" ;;
-    esac
+    verdicts_given interop "$run_dir/interop-summary.json" "$code"
 }
 
 # Tonight's run dirs that hold results.

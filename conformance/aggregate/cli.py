@@ -21,7 +21,7 @@ import sys
 import time
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .spark import DRIVER_MEMORY
 
@@ -114,23 +114,37 @@ def _progress(line: str) -> None:
     print(line, flush=True)
 
 
-def cmd_ingest(args: argparse.Namespace) -> int:
-    from .ingest import IngestError, find_runs, ingest
+def _spark_job(failed: str, job: Callable[[], Any]) -> tuple[int, Any]:
+    """(exit status, what ``job`` returned): an IngestError (no runs, no
+    dataset) is a usage problem, SparkUnavailable or a failed Spark job
+    exit 3; each printed as one error line, a failed job as ``failed`` and
+    the first line of the exception."""
+    from .ingest import IngestError
     from .spark import SparkUnavailable
     try:
-        find_runs(args.run_dirs)  # fail on bad paths before paying for a JVM
-        # The JVM starts only if the manifest shows something to read or write.
-        report = ingest(lambda: _session(args), args.run_dirs, args.dataset, progress=_progress)
+        return EXIT_OK, job()
     except IngestError as exc:
         _error(str(exc))
-        return EXIT_USAGE
+        return EXIT_USAGE, None
     except SparkUnavailable as exc:
         _error(str(exc))
-        return EXIT_SPARK
+        return EXIT_SPARK, None
     except Exception as exc:  # a failed Spark job: keep the first line, not the JVM trace
-        _error(f"ingest failed, the dataset is unchanged: {type(exc).__name__}: "
-               f"{(str(exc).strip().splitlines() or [''])[0][:500]}")
-        return EXIT_SPARK
+        _error(f"{failed}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}")
+        return EXIT_SPARK, None
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .ingest import find_runs, ingest
+
+    def job() -> dict[str, Any]:
+        find_runs(args.run_dirs)  # fail on bad paths before paying for a JVM
+        # The JVM starts only if the manifest shows something to read or write.
+        return ingest(lambda: _session(args), args.run_dirs, args.dataset, progress=_progress)
+
+    code, report = _spark_job("ingest failed, the dataset is unchanged", job)
+    if code != EXIT_OK:
+        return code
     if report["malformed_lines"]:
         print(f"note: {report['malformed_lines']} malformed line(s) skipped "
               f"({report['torn_last_lines']} run(s) end with a torn line); see the ingest report", flush=True)
@@ -138,47 +152,33 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from .ingest import IngestError, compact, require_dataset
-    from .spark import SparkUnavailable
-    try:
+    from .ingest import compact, require_dataset
+
+    def job() -> None:
         require_dataset(args.dataset)  # before starting a JVM
-        spark = _session(args)
-        compact(spark, args.dataset, progress=_progress, min_files=args.min_files)
-    except IngestError as exc:
-        _error(str(exc))
-        return EXIT_USAGE
-    except SparkUnavailable as exc:
-        _error(str(exc))
-        return EXIT_SPARK
-    except Exception as exc:  # a failed Spark job: keep the first line, not the JVM trace
-        _error(f"compaction failed, the dataset is unchanged: {type(exc).__name__}: "
-               f"{(str(exc).strip().splitlines() or [''])[0][:500]}")
-        return EXIT_SPARK
-    return EXIT_OK
+        compact(_session(args), args.dataset, progress=_progress, min_files=args.min_files)
+
+    code, _ = _spark_job("compaction failed, the dataset is unchanged", job)
+    return code
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from .ingest import IngestError, require_dataset
+    from .ingest import require_dataset
     from .matrix import Window, run
-    from .spark import SparkUnavailable
     if args.since and args.until and args.since > args.until:
         _error(f"--since {args.since} is after --until {args.until}")
         return EXIT_USAGE
     window = Window(args.since, args.until, args.last_runs)
-    try:
+
+    def job() -> dict[str, Any]:
         require_dataset(args.dataset)  # before starting a JVM
         spark = _session(args)
         meta = {"generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-        report = run(spark, args.dataset, args.out, window, progress=_progress, meta=meta)
-    except IngestError as exc:
-        _error(str(exc))
-        return EXIT_USAGE
-    except SparkUnavailable as exc:
-        _error(str(exc))
-        return EXIT_SPARK
-    except Exception as exc:
-        _error(f"matrix failed: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}")
-        return EXIT_SPARK
+        return run(spark, args.dataset, args.out, window, progress=_progress, meta=meta)
+
+    code, report = _spark_job("matrix failed", job)
+    if code != EXIT_OK:
+        return code
     out = Path(args.out)
     print(f"wrote {len(report['files'])} file(s) to {out}: "
           + ", ".join(Path(p).name for p in report["files"]), flush=True)

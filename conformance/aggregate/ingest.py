@@ -82,11 +82,12 @@ import shutil
 import time
 import urllib.parse
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from ..core.results import OUTCOMES, RESULTS_FILE, SUMMARY_FILE
 
@@ -366,6 +367,24 @@ def _cleanup_debris(dataset: Path, progress: Progress) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
+@contextmanager
+def _staging(dataset: Path, job_id: str, progress: Progress) -> Iterator[Path]:
+    """A fresh staging directory for one ingest or compaction (under the
+    dataset's lock), made once what a killed one left is cleared; removed,
+    with STAGING when that is empty, however the job ends."""
+    _cleanup_debris(dataset, progress)
+    work = dataset / STAGING / job_id
+    work.mkdir(parents=True)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            (dataset / STAGING).rmdir()
+        except OSError:
+            pass
+
+
 def _prune_versions(dataset: Path, current: Path) -> None:
     """Keep the current version and the one before it (a reader that opened
     the previous version a moment ago can still finish)."""
@@ -463,18 +482,9 @@ def ingest(spark: Any, paths: Iterable[str | os.PathLike], dataset: str | os.Pat
 
     with _Lock(dataset):
         previous = current_version(dataset)
-        _cleanup_debris(dataset, progress)
-        work = dataset / STAGING / ingest_id
-        work.mkdir(parents=True)
-        try:
+        with _staging(dataset, ingest_id, progress) as work:
             get_spark = spark if callable(spark) else (lambda: spark)
             report = _ingest_locked(get_spark, runs, dataset, previous, work, ingest_id, progress, started)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-            try:
-                (dataset / STAGING).rmdir()
-            except OSError:
-                pass
     return report
 
 
@@ -981,18 +991,9 @@ def compact(spark: Any, dataset: str | os.PathLike, progress: Progress = print, 
     compact_id = _now().strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8] + "-compact"
     with _Lock(dataset):
         previous = require_dataset(dataset)
-        _cleanup_debris(dataset, progress)
-        work = dataset / STAGING / compact_id
-        work.mkdir(parents=True)
-        try:
+        with _staging(dataset, compact_id, progress) as work:
             report = _compact_locked(spark, dataset, previous, work, compact_id, progress, started, min_files,
                                      max_rows_per_file)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-            try:
-                (dataset / STAGING).rmdir()
-            except OSError:
-                pass
     return report
 
 

@@ -5,6 +5,8 @@ the way the harness writes them (ResultWriter, write_summary)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -12,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from conformance.core.results import ResultRecord, ResultWriter, write_summary
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +53,20 @@ def write_run(root: Path, run_id: str, records: list[ResultRecord], finished: bo
     return run_dir
 
 
+def generate_runs(root: Path, *, cases: int, nights: int, interop_cases: int, malformed: float,
+                  seed: int) -> Path:
+    """Synthetic nightly runs of 6 implementations, 15% of them killed
+    part-way, written by bench/gen_results.py under ROOT/gen; returns the
+    directory of the run directories (ROOT/gen/runs)."""
+    gen = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(root / "gen"),
+                          "--implementations", "6", "--cases", str(cases), "--nights", str(nights),
+                          "--interop-cases", str(interop_cases), "--unfinished", "0.15", "--malformed", str(malformed),
+                          "--jobs", "1", "--seed", str(seed)],
+                         capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, f"bench/gen_results.py failed:\n{gen.stdout}{gen.stderr}"
+    return root / "gen" / "runs"
+
+
 def jsonl_records(run_dirs: list[Path]) -> list[dict]:
     """Every well-formed record, read with plain Python: the independent
     computation the Spark results are checked against."""
@@ -74,4 +92,4 @@ def dataset_runs(spark, dataset: Path) -> dict[str, dict]:
     return {r["run_id"]: r.asDict() for r in read_runs(spark, dataset).collect()}
 
 
-__all__ = ["record", "write_run", "jsonl_records", "dataset_records", "dataset_runs", "asdict"]
+__all__ = ["record", "write_run", "generate_runs", "jsonl_records", "dataset_records", "dataset_runs", "asdict"]

@@ -16,7 +16,7 @@ import pytest
 
 from conformance.aggregate.ingest import compact, current_version, ingest, read_manifest
 
-from .conftest import dataset_runs, record, write_run
+from .conftest import dataset_runs, generate_runs, record, write_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LAST_NIGHT = "20260105"  # night index 4 of bench/gen_results.py (first night 2026-01-01)
@@ -50,12 +50,7 @@ def nights(tmp_path_factory, spark):
     ``base`` holds the first four nights (ingested while the last night's run
     directories were set aside), ``full`` all five, ingested in one go."""
     root = tmp_path_factory.mktemp("incremental")
-    gen = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(root / "gen"),
-                          "--implementations", "6", "--cases", "20", "--nights", "5", "--interop-cases", "5",
-                          "--unfinished", "0.15", "--malformed", "0.003", "--jobs", "1", "--seed", "5"],
-                         capture_output=True, text=True, timeout=120)
-    assert gen.returncode == 0, f"bench/gen_results.py failed:\n{gen.stdout}{gen.stderr}"
-    runs = root / "gen" / "runs"
+    runs = generate_runs(root, cases=20, nights=5, interop_cases=5, malformed=0.003, seed=5)
     last = sorted(p.name for p in runs.iterdir() if p.name.startswith(LAST_NIGHT))
     assert last and len(last) < len(list(runs.iterdir()))
     hold = root / "hold"
@@ -266,12 +261,19 @@ def test_compaction_keeps_every_row_and_later_ingests_still_replace(spark, night
         os.utime(grown, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
-def test_a_dataset_from_before_manifests_gets_one(spark, tmp_path):
+def one_run_ingested(spark, tmp_path: Path) -> tuple[Path, str, Path]:
+    """One finished run of one passed case, ingested: (the directory of run
+    directories, the run's id, the dataset)."""
     root = tmp_path / "runs"
     run_id = "20260301T020000Z-aaaaaaaa"
     write_run(root, run_id, [record(run_id, "2026-03-01T02:00:01.000Z", "node-a", "1.0", "btp.a", "passed")])
     dataset = tmp_path / "dataset"
     ingest(spark, [root], dataset, progress=quiet)
+    return root, run_id, dataset
+
+
+def test_a_dataset_from_before_manifests_gets_one(spark, tmp_path):
+    root, run_id, dataset = one_run_ingested(spark, tmp_path)
     stored = rows(spark, dataset)
     (current_version(dataset) / "manifest.json").unlink()
     report = ingest(spark, [root], dataset, progress=quiet)
@@ -282,11 +284,7 @@ def test_a_dataset_from_before_manifests_gets_one(spark, tmp_path):
 
 
 def test_cli_ingest_with_nothing_new_starts_no_jvm_and_compact_needs_a_dataset(spark, tmp_path):
-    root = tmp_path / "runs"
-    run_id = "20260301T020000Z-aaaaaaaa"
-    write_run(root, run_id, [record(run_id, "2026-03-01T02:00:01.000Z", "node-a", "1.0", "btp.a", "passed")])
-    dataset = tmp_path / "dataset"
-    ingest(spark, [root], dataset, progress=quiet)
+    root, _, dataset = one_run_ingested(spark, tmp_path)
     cli = [sys.executable, "-m", "conformance.cli"]
     again = subprocess.run(cli + ["ingest", str(root), "--dataset", str(dataset)], capture_output=True, text=True,
                            timeout=120, cwd=REPO_ROOT)

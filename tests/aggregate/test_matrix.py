@@ -19,7 +19,7 @@ import pytest
 from conformance.aggregate.ingest import ingest
 from conformance.aggregate.matrix import Window, run
 
-from .conftest import jsonl_records
+from .conftest import generate_runs, jsonl_records
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = [sys.executable, "-m", "conformance.cli"]
@@ -30,14 +30,10 @@ def generated(tmp_path_factory, spark):
     """Synthetic nightly runs (bench/gen_results.py): 6 implementations x 3
     protocols' cases, 4 nights, interop runs, some runs killed part-way."""
     root = tmp_path_factory.mktemp("aggregate")
-    gen = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(root / "gen"),
-                          "--implementations", "6", "--cases", "25", "--nights", "4", "--interop-cases", "6",
-                          "--unfinished", "0.15", "--malformed", "0.002", "--jobs", "1", "--seed", "11"],
-                         capture_output=True, text=True, timeout=120)
-    assert gen.returncode == 0, f"bench/gen_results.py failed:\n{gen.stdout}{gen.stderr}"
-    run_dirs = sorted((root / "gen" / "runs").iterdir())
+    runs = generate_runs(root, cases=25, nights=4, interop_cases=6, malformed=0.002, seed=11)
+    run_dirs = sorted(runs.iterdir())
     dataset = root / "dataset"
-    ingest(spark, [root / "gen" / "runs"], dataset, progress=lambda line: None)
+    ingest(spark, [runs], dataset, progress=lambda line: None)
     out = root / "matrix"
     run(spark, dataset, out, progress=lambda line: None)
     return {"root": root, "runs": run_dirs, "dataset": dataset, "out": out,

@@ -20,15 +20,14 @@ import re
 import shutil
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from .docker_support import (REPO_ROOT, SETUP_SCRIPT, build_images, container_tier, docker, docker_problem, say,
+                             unique_name)
+
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
-BUILD_SCRIPT = REPO_ROOT / "scripts" / "docker-build-images.sh"
-SETUP_SCRIPT = REPO_ROOT / "scripts" / "docker-setup.sh"
 HARNESS_IMAGE = "conformance/harness:dev"
 EXPECTED_TARGETS = {"compose-reference-ssb": "ssb", "compose-reference-btp": "btp",
                     "compose-reference-stomp": "stomp", "compose-reference-ripp": "ripp",
@@ -58,42 +57,19 @@ def _compose_command() -> list[str] | None:
 
 def _problem() -> str | None:
     """Why the stack cannot run here, or None."""
-    docker = shutil.which("docker")
-    if docker is None:
-        return f"no docker client on PATH (run {SETUP_SCRIPT})"
-    try:
-        probe = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"],
-                               capture_output=True, text=True, timeout=20)
-    except subprocess.TimeoutExpired:
-        return "`docker info` did not answer within 20 s"
-    if probe.returncode != 0:
-        first = (probe.stderr.strip().splitlines() or ["no output"])[0]
-        return f"no Docker engine answers `docker info` ({first}); run {SETUP_SCRIPT}"
-    if _compose_command() is None:
+    problem = docker_problem()
+    if problem is None and _compose_command() is None:
         return f"neither docker-compose nor `docker compose` is available (run {SETUP_SCRIPT})"
-    return None
+    return problem
 
 
-_PROBLEM = _problem()
-if _PROBLEM is not None and os.environ.get("CONFORMANCE_REQUIRE_DOCKER") == "1":
-    pytestmark = [pytest.mark.containers]
-
-    @pytest.fixture(autouse=True)
-    def _require_docker() -> None:
-        pytest.fail(f"CONFORMANCE_REQUIRE_DOCKER=1 but {_PROBLEM}")
-else:
-    pytestmark = [pytest.mark.containers,
-                  pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or "")]
-
-
-def _docker(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
+pytestmark, _require_docker = container_tier(_problem())
 
 
 def _leftovers(project: str) -> dict[str, list[str]]:
     """Containers, volumes and networks still labelled with the project."""
     label = f"label=com.docker.compose.project={project}"
-    found = {kind: _docker(*argv, "--filter", label, "-q").stdout.split()
+    found = {kind: docker(*argv, "--filter", label, "-q").stdout.split()
              for kind, argv in (("containers", ("ps", "-a")), ("volumes", ("volume", "ls")),
                                 ("networks", ("network", "ls")))}
     return {kind: ids for kind, ids in found.items() if ids}
@@ -102,14 +78,14 @@ def _leftovers(project: str) -> dict[str, list[str]]:
 def _run_secrets(project: str) -> list[str]:
     """The secrets the init service made, read from the project's secrets
     volume (only to look for them in logs and reports; never printed)."""
-    read = _docker("run", "--rm", "--network", "none", "-v", f"{project}_secrets:/s:ro", "--entrypoint",
-                   "python3", HARNESS_IMAGE, "-c",
-                   "import json, pathlib; s = pathlib.Path('/s'); print(json.dumps({"
-                   "'btp': (s / 'btp-token').read_text(), 'passcode': (s / 'stomp/passcode').read_text(),"
-                   "'ssb': json.loads(''.join(l for l in (s / 'ssb/secret').read_text().splitlines()"
-                   " if not l.startswith('#')))['private'],"
-                   "'keys': [(s / 'stomp' / n).read_text() for n in ('server.key', 'client.key')]}))",
-                   timeout=120)
+    read = docker("run", "--rm", "--network", "none", "-v", f"{project}_secrets:/s:ro", "--entrypoint",
+                  "python3", HARNESS_IMAGE, "-c",
+                  "import json, pathlib; s = pathlib.Path('/s'); print(json.dumps({"
+                  "'btp': (s / 'btp-token').read_text(), 'passcode': (s / 'stomp/passcode').read_text(),"
+                  "'ssb': json.loads(''.join(l for l in (s / 'ssb/secret').read_text().splitlines()"
+                  " if not l.startswith('#')))['private'],"
+                  "'keys': [(s / 'stomp' / n).read_text() for n in ('server.key', 'client.key')]}))",
+                  timeout=120)
     found = json.loads(read.stdout)
     values = [found["btp"].strip(), found["passcode"].strip(), found["ssb"].split(".")[0]]
     for pem in found["keys"]:
@@ -125,15 +101,11 @@ def _run_secrets(project: str) -> list[str]:
 @pytest.mark.timeout(1200)
 def test_compose_stack_certifies_every_reference_node(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       record_property) -> None:
-    started = time.monotonic()
-    build = subprocess.run([str(BUILD_SCRIPT), "harness", "reference"], cwd=REPO_ROOT, capture_output=True,
-                           text=True, timeout=540)
-    build_s = time.monotonic() - started
-    assert build.returncode == 0, f"{BUILD_SCRIPT} harness reference failed:\n{build.stderr[-3000:]}"
+    build_s = build_images("harness", "reference")
 
     compose = _compose_command()
     assert compose is not None
-    project = f"conformance-test-{uuid.uuid4().hex[:12]}"
+    project = unique_name()
     reports = tmp_path / "reports"
     uid, gid = (os.getuid(), os.getgid()) if os.getuid() != 0 else (NOBODY, NOBODY)
     env = dict(os.environ, CONFORMANCE_COMPOSE_REPORTS=str(reports), CONFORMANCE_UID=str(uid),
@@ -150,7 +122,7 @@ def test_compose_stack_certifies_every_reference_node(tmp_path: Path, capsys: py
         output = log_path.read_text(errors="replace")
         # Guarded: `docker run -v NAME:...` would create a missing volume,
         # unlabelled, which `down -v` would then leave behind.
-        if _docker("volume", "inspect", f"{project}_secrets", check=False).returncode == 0:
+        if docker("volume", "inspect", f"{project}_secrets", check=False).returncode == 0:
             secrets = _run_secrets(project)
     finally:
         started = time.monotonic()
@@ -201,7 +173,6 @@ def test_compose_stack_certifies_every_reference_node(tmp_path: Path, capsys: py
                "harness_wall_s": summary["duration_s"]}
     for key, value in figures.items():
         record_property(key, round(value, 2))
-    with capsys.disabled():
-        print("\n[containers] compose: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
-              + f"; {sum(r['outcome'] == 'passed' for r in records)} cases passed, {len(texts)} files checked "
-              f"for {len(secrets)} secrets", flush=True)
+    say(capsys, "compose: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
+        + f"; {sum(r['outcome'] == 'passed' for r in records)} cases passed, {len(texts)} files checked "
+        f"for {len(secrets)} secrets")

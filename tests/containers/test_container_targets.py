@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "scripts" / "docker-build-images.sh"
-SETUP_SCRIPT = REPO_ROOT / "scripts" / "docker-setup.sh"
+from .docker_support import REPO_ROOT, build_images, container_tier, docker, docker_problem, say
+
 CONTAINER_TARGETS = REPO_ROOT / "conformance" / "targets" / "containers.toml"
 REFERENCE_TARGETS = [f"container-reference-{p}" for p in ("btp", "ripp", "ripplehost", "ssb", "stomp")]
 RUN_LABEL = "org.conformance.run"
@@ -37,56 +35,25 @@ CERTIFY_PROCESS_TIMEOUT = 400
 REAP_WITHIN = 10.0
 
 
-def _docker_problem() -> str | None:
-    """Why containers cannot run here, or None when an engine answers."""
-    docker = shutil.which("docker")
-    if docker is None:
-        return f"no docker client on PATH (run {SETUP_SCRIPT})"
-    try:
-        probe = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"],
-                               capture_output=True, text=True, timeout=20)
-    except subprocess.TimeoutExpired:
-        return "`docker info` did not answer within 20 s"
-    if probe.returncode != 0:
-        first = (probe.stderr.strip().splitlines() or ["no output"])[0]
-        return f"no Docker engine answers `docker info` ({first}); run {SETUP_SCRIPT}"
-    return None
-
-
-_PROBLEM = _docker_problem()
-if _PROBLEM is not None and os.environ.get("CONFORMANCE_REQUIRE_DOCKER") == "1":
-    pytestmark = [pytest.mark.containers, pytest.mark.slow]
-
-    @pytest.fixture(autouse=True)
-    def _require_docker() -> None:
-        pytest.fail(f"CONFORMANCE_REQUIRE_DOCKER=1 but {_PROBLEM}")
-else:
-    pytestmark = [pytest.mark.containers, pytest.mark.slow,
-                  pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or "")]
-
-
-def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+pytestmark, _require_docker = container_tier(docker_problem(), pytest.mark.slow)
 
 
 def _labelled(run_id: str) -> list[str]:
     """Names of the containers (running or not) labelled with the run."""
-    out = _docker("ps", "-a", "--filter", f"label={RUN_LABEL}={run_id}", "--format", "{{.Names}}")
+    out = docker("ps", "-a", "--filter", f"label={RUN_LABEL}={run_id}", "--format", "{{.Names}}", check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
 
 def _remove_labelled(run_id: str) -> None:
     for name in _labelled(run_id):
-        _docker("rm", "-f", name)
+        docker("rm", "-f", name, check=False)
 
 
 @pytest.fixture(scope="module")
 def reference_image() -> None:
     """The reference image, built (or found unchanged) by the project's script."""
-    build = subprocess.run([str(BUILD_SCRIPT), "reference"], cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=540)
-    assert build.returncode == 0, f"{BUILD_SCRIPT} reference failed:\n{build.stderr[-3000:]}"
+    build_images("reference")
 
 
 def _certify_argv(targets: list[str], reports: Path, *extra: str) -> list[str]:
@@ -165,9 +132,8 @@ def test_every_reference_node_is_certified_as_a_container_target(reference_image
     finally:
         _remove_labelled(run_id)
     record_property("certify_five_container_targets_s", round(certify_s, 1))
-    with capsys.disabled():
-        print(f"\n[containers] five reference nodes as container targets: certify {certify_s:.1f} s, "
-              f"{len(server_cases)} server-role cases passed", flush=True)
+    say(capsys, f"five reference nodes as container targets: certify {certify_s:.1f} s, "
+        f"{len(server_cases)} server-role cases passed")
 
 
 def _process_tree(root: int) -> list[int]:
@@ -250,9 +216,7 @@ def test_sigkill_of_the_whole_harness_tree_leaves_no_container(reference_image: 
             process.kill()
         _remove_labelled(run_id)
     record_property("reaped_after_sigkill_s", round(reaped_s, 2))
-    with capsys.disabled():
-        print(f"\n[containers] SIGKILL of {len(tree)} harness processes: container removed {reaped_s:.1f} s later",
-              flush=True)
+    say(capsys, f"SIGKILL of {len(tree)} harness processes: container removed {reaped_s:.1f} s later")
 
 
 @pytest.mark.timeout(300)
@@ -271,8 +235,7 @@ def test_ctrl_c_leaves_no_container(reference_image: None, tmp_path: Path, capsy
             os.killpg(process.pid, signal.SIGKILL)
         _remove_labelled(run_id)
     record_property("reaped_after_sigint_s", round(reaped_s, 2))
-    with capsys.disabled():
-        print(f"\n[containers] Ctrl-C: no container left {reaped_s:.1f} s after the harness ended", flush=True)
+    say(capsys, f"Ctrl-C: no container left {reaped_s:.1f} s after the harness ended")
 
 
 BROKEN_TARGETS = """

@@ -20,18 +20,16 @@ import json
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "scripts" / "docker-build-images.sh"
-SETUP_SCRIPT = REPO_ROOT / "scripts" / "docker-setup.sh"
+from .docker_support import (REPO_ROOT, SETUP_SCRIPT, build_images, container_tier, docker, docker_problem, say,
+                             unique_name)
+
 REFERENCE_IMAGE = "conformance/reference:dev"
 SSB_SERVER_IMAGE = "conformance/ssb-server:dev"
 NODE_MODULES = REPO_ROOT / "interop" / "node" / "node_modules"
@@ -44,54 +42,15 @@ CERTIFY_RUN_TIMEOUT = 120
 CERTIFY_PROCESS_TIMEOUT = 200
 
 
-def _docker_problem() -> str | None:
-    """Why containers cannot run here, or None when an engine answers."""
-    docker = shutil.which("docker")
-    if docker is None:
-        return f"no docker client on PATH (run {SETUP_SCRIPT})"
-    try:
-        probe = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"],
-                               capture_output=True, text=True, timeout=20)
-    except subprocess.TimeoutExpired:
-        return "`docker info` did not answer within 20 s"
-    if probe.returncode != 0:
-        first = (probe.stderr.strip().splitlines() or ["no output"])[0]
-        return f"no Docker engine answers `docker info` ({first}); run {SETUP_SCRIPT}"
-    return None
-
-
-_PROBLEM = _docker_problem()
-if _PROBLEM is not None and os.environ.get("CONFORMANCE_REQUIRE_DOCKER") == "1":
-    # Asked for the container tier: an absent engine is a failure, not a skip.
-    pytestmark = [pytest.mark.containers]
-
-    @pytest.fixture(autouse=True)
-    def _require_docker() -> None:
-        pytest.fail(f"CONFORMANCE_REQUIRE_DOCKER=1 but {_PROBLEM}")
-else:
-    pytestmark = [pytest.mark.containers,
-                  pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or "")]
-
-
-def _docker(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
-
-
-def _say(capsys: pytest.CaptureFixture[str], text: str) -> None:
-    with capsys.disabled():
-        print(f"\n[containers] {text}", flush=True)
+pytestmark, _require_docker = container_tier(docker_problem())
 
 
 @pytest.fixture(scope="module")
 def reference_image() -> dict[str, float]:
     """Builds (or finds unchanged) the base and reference images through the
     project's script; returns the build's timings."""
-    started = time.monotonic()
-    build = subprocess.run([str(BUILD_SCRIPT), "reference"], cwd=REPO_ROOT, capture_output=True,
-                           text=True, timeout=540)
-    seconds = time.monotonic() - started
-    assert build.returncode == 0, f"{BUILD_SCRIPT} reference failed:\n{build.stderr[-3000:]}"
-    _docker("image", "inspect", REFERENCE_IMAGE)
+    seconds = build_images("reference")
+    docker("image", "inspect", REFERENCE_IMAGE)
     # A second setup run with everything present: the "quick when the image
     # exists" promise, measured.
     started = time.monotonic()
@@ -105,7 +64,7 @@ class Container:
 
     def __init__(self, image: str, container_port: int, args: list[str], volumes: dict[Path, str],
                  env: dict[str, str] | None = None) -> None:
-        self.name = f"conformance-test-{uuid.uuid4().hex[:12]}"
+        self.name = unique_name()
         argv = ["run", "-d", "--rm", "--name", self.name, "--label", f"{TEST_LABEL}=test_images",
                 # Published on loopback only, on a port the engine picks.
                 "-p", f"127.0.0.1::{container_port}"]
@@ -113,11 +72,11 @@ class Container:
             argv += ["-v", f"{host_path}:{inside}"]
         for key, value in (env or {}).items():
             argv += ["-e", f"{key}={value}"]
-        _docker(*argv, image, *args)
+        docker(*argv, image, *args)
         self.container_port = container_port
 
     def logs(self) -> str:
-        out = _docker("logs", self.name, check=False, timeout=20)
+        out = docker("logs", self.name, check=False, timeout=20)
         return out.stdout + out.stderr
 
     def wait_ready(self, pattern: str) -> re.Match[str]:
@@ -126,20 +85,20 @@ class Container:
             match = re.search(pattern, self.logs())
             if match:
                 return match
-            running = _docker("inspect", "-f", "{{.State.Running}}", self.name, check=False, timeout=20)
+            running = docker("inspect", "-f", "{{.State.Running}}", self.name, check=False, timeout=20)
             if running.stdout.strip() != "true":
                 pytest.fail(f"container {self.name} stopped before printing {pattern!r}:\n{self.logs()}")
             time.sleep(0.2)
         pytest.fail(f"container {self.name} printed no {pattern!r} within {READY_TIMEOUT:g} s:\n{self.logs()}")
 
     def host_port(self) -> int:
-        out = _docker("port", self.name, f"{self.container_port}/tcp").stdout.strip().splitlines()
+        out = docker("port", self.name, f"{self.container_port}/tcp").stdout.strip().splitlines()
         # e.g. "127.0.0.1:32768"; only the loopback binding was asked for.
         assert out and out[0].startswith("127.0.0.1:"), f"unexpected published address {out}"
         return int(out[0].rsplit(":", 1)[1])
 
     def remove(self) -> None:
-        _docker("rm", "-f", self.name, check=False, timeout=60)
+        docker("rm", "-f", self.name, check=False, timeout=60)
 
 
 def _certify(targets_file: Path | None, target: str, reports: Path) -> subprocess.CompletedProcess[str]:
@@ -333,8 +292,8 @@ def test_reference_node_in_container_is_certified(protocol: str, reference_image
                "container_ready_s": ready_s, "certify_s": certify_s, "certify_gone_s": gone_s}
     for key, value in figures.items():
         record_property(key, round(value, 2))
-    _say(capsys, f"{protocol}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
-         + f"; {len(passed)} cases passed")
+    say(capsys, f"{protocol}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
+        + f"; {len(passed)} cases passed")
 
 
 @pytest.mark.slow
@@ -347,11 +306,7 @@ def test_ssb_server_image_gives_the_verdicts_of_the_process(tmp_path: Path, caps
     the outcomes the same ssb-server gets as a process on the host (built-in
     target `ssb-server`): the image changes nothing about the node. Not a
     conformant node (docs/findings/), so the comparison is the check."""
-    started = time.monotonic()
-    build = subprocess.run([str(BUILD_SCRIPT), "ssb-server"], cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=540)
-    build_s = time.monotonic() - started
-    assert build.returncode == 0, f"{BUILD_SCRIPT} ssb-server failed:\n{build.stderr[-3000:]}"
+    build_s = build_images("ssb-server")
     out = tmp_path / "out"
     out.mkdir()
     started = time.monotonic()
@@ -400,8 +355,8 @@ secret_key_file = "{secret}"
     assert sum(outcome == "passed" for outcome in container_outcomes.values()) >= 20
     for key, value in {"image_build_s": build_s, "container_ready_s": ready_s, "certify_s": certify_s}.items():
         record_property(key, round(value, 2))
-    _say(capsys, f"ssb-server image: build {build_s:.1f} s, ready {ready_s:.1f} s, certify {certify_s:.1f} s; "
-         f"{len(container_outcomes)} cases, same outcomes as the process")
+    say(capsys, f"ssb-server image: build {build_s:.1f} s, ready {ready_s:.1f} s, certify {certify_s:.1f} s; "
+        f"{len(container_outcomes)} cases, same outcomes as the process")
 
 
 @pytest.mark.slow
@@ -413,22 +368,18 @@ def test_harness_image_certifies_and_writes_reports_to_the_volume(tmp_path: Path
     inside it launches the built-in reference BTP node (installed in the
     same image) and writes the run to /work/reports, a mounted directory the
     host reads afterwards."""
-    started = time.monotonic()
-    build = subprocess.run([str(BUILD_SCRIPT), "harness"], cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=540)
-    build_s = time.monotonic() - started
-    assert build.returncode == 0, f"{BUILD_SCRIPT} harness failed:\n{build.stderr[-3000:]}"
+    build_s = build_images("harness")
     reports = tmp_path / "reports"
     reports.mkdir()
-    name = f"conformance-test-{uuid.uuid4().hex[:12]}"
+    name = unique_name()
     started = time.monotonic()
     try:
-        run = _docker("run", "--rm", "--name", name, "--label", f"{TEST_LABEL}=test_images",
+        run = docker("run", "--rm", "--name", name, "--label", f"{TEST_LABEL}=test_images",
                       "--network", "none", "-v", f"{reports}:/work/reports", "conformance/harness:dev",
                       "certify", "--protocol", "btp", "--run-timeout", str(CERTIFY_RUN_TIMEOUT),
                       check=False, timeout=CERTIFY_PROCESS_TIMEOUT)
     finally:
-        _docker("rm", "-f", name, check=False)
+        docker("rm", "-f", name, check=False)
     certify_s = time.monotonic() - started
     output = run.stdout + run.stderr
     assert run.returncode == 0, f"certify in the harness image exited {run.returncode}:\n{output[-4000:]}"
@@ -440,5 +391,5 @@ def test_harness_image_certifies_and_writes_reports_to_the_volume(tmp_path: Path
     assert outcomes and all(outcome == "passed" for outcome in outcomes.values()), outcomes
     for key, value in {"image_build_s": build_s, "certify_s": certify_s}.items():
         record_property(key, round(value, 2))
-    _say(capsys, f"harness image: build {build_s:.1f} s, certify --protocol btp {certify_s:.1f} s "
-         f"({len(outcomes)} cases passed, --network none)")
+    say(capsys, f"harness image: build {build_s:.1f} s, certify --protocol btp {certify_s:.1f} s "
+        f"({len(outcomes)} cases passed, --network none)")

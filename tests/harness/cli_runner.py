@@ -12,6 +12,24 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = [sys.executable, "-m", "conformance.cli"]
 
+RIPPLEHOST_SERVE = ("{python} -m reference_impl.ripplehost serve --host {host} --port 0 "
+                    "--hostname reference.ripple.test --host-id-timeout 5")
+WRONG_MSGNO_TARGET = f"""
+[targets.wrong-msgno]
+implementation = "reference-ripplehost-wrong-msgno"
+version = "test"
+protocol = "ripplehost"
+roles = ["server"]
+[targets.wrong-msgno.launch]
+server = "{RIPPLEHOST_SERVE} --fault reply-wrong-msgno"
+ready = "RIPPLE_READY"
+outputs = {{ port = "port", hostname = "hostname" }}
+cwd = "{{repo}}"
+"""
+"""A targets file's `wrong-msgno`: the reference ripplehost server answering
+with the wrong msgno, so a certify has a failed MUST case (and the cases it
+blocks) and an interop pair with it is NOT interoperable."""
+
 
 @dataclass
 class CertifyRun:
@@ -33,10 +51,14 @@ class CertifyRun:
         return {r["case_id"]: r for r in self.records if r["target"] == target}
 
 
+def run_cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`conformance ARGS...` from the repository root, its output captured."""
+    return subprocess.run(CONFORMANCE + list(args), capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+
+
 def certify(tmp_path: Path, *args: str, timeout: float = 300) -> CertifyRun:
     run_dir = tmp_path / "run"
     started = time.monotonic()
-    completed = subprocess.run(CONFORMANCE + ["certify", "--run-dir", str(run_dir), *args],
-                               capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+    completed = run_cli("certify", "--run-dir", str(run_dir), *args, timeout=timeout)
     return CertifyRun(completed.returncode, completed.stdout + completed.stderr, run_dir,
                       time.monotonic() - started)

@@ -4,34 +4,20 @@ with the reason, the client x server table printed and written as JSON,
 results.jsonl records carrying both implementations (measured: about 6 s)."""
 
 import json
-import subprocess
 
 from conformance.core.targets import load_targets_file
 from conformance.interop.pairs import Pair, missing_tools, plan_pairs, table, tally
 
-from .cli_runner import CONFORMANCE, REPO_ROOT
+from .cli_runner import WRONG_MSGNO_TARGET, run_cli
 
-SERVE = ("{python} -m reference_impl.ripplehost serve --host {host} --port 0 --hostname reference.ripple.test "
-         "--host-id-timeout 5")
-TARGETS = f"""
-[targets.wrong-msgno]
-implementation = "reference-ripplehost-wrong-msgno"
-version = "test"
-protocol = "ripplehost"
-roles = ["server"]
-[targets.wrong-msgno.launch]
-server = "{SERVE} --fault reply-wrong-msgno"
-ready = "RIPPLE_READY"
-outputs = {{ port = "port", hostname = "hostname" }}
-cwd = "{{repo}}"
-
+TARGETS = WRONG_MSGNO_TARGET + """
 [targets.ghost]
 implementation = "ghost-initiator"
 version = "test"
 protocol = "ripplehost"
 roles = ["client"]
 [targets.ghost.launch]
-client = "{{repo}}/scripts/no-such-initiator.sh --peer-port {{peer_port}}"
+client = "{repo}/scripts/no-such-initiator.sh --peer-port {peer_port}"
 """
 
 
@@ -39,9 +25,8 @@ def test_all_runs_every_pair_and_prints_the_table(tmp_path):
     targets = tmp_path / "targets.toml"
     targets.write_text(TARGETS)
     run_dir = tmp_path / "run"
-    completed = subprocess.run(CONFORMANCE + ["interop", "--all", "--protocol", "ripplehost", "--targets-file",
-                                              str(targets), "--run-dir", str(run_dir)],
-                               capture_output=True, text=True, timeout=240, cwd=REPO_ROOT)
+    completed = run_cli("interop", "--all", "--protocol", "ripplehost", "--targets-file", str(targets),
+                        "--run-dir", str(run_dir), timeout=240)
     out = completed.stdout + completed.stderr
     # One pair fails its ping/echo case: the run is not all interoperable.
     assert completed.returncode == 1, out
@@ -71,11 +56,9 @@ def test_all_runs_every_pair_and_prints_the_table(tmp_path):
 def test_all_refuses_client_or_server_and_unknown_protocols(tmp_path):
     for extra, words in ((["--client", "reference-ssb"], "leave out --client"),
                          (["--protocol", "ssb", "--protocol", "nope"], "invalid choice")):
-        completed = subprocess.run(CONFORMANCE + ["interop", "--all", *extra, "--run-dir", str(tmp_path / "r")],
-                                   capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+        completed = run_cli("interop", "--all", *extra, "--run-dir", str(tmp_path / "r"), timeout=60)
         assert completed.returncode == 2 and words in completed.stderr, completed.stderr
-    completed = subprocess.run(CONFORMANCE + ["interop", "--client", "reference-ssb", "--run-dir", str(tmp_path / "r")],
-                               capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    completed = run_cli("interop", "--client", "reference-ssb", "--run-dir", str(tmp_path / "r"), timeout=60)
     assert completed.returncode == 2 and "give --client and --server (or --all)" in completed.stderr
 
 

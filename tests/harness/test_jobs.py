@@ -21,28 +21,13 @@ from conformance.core.results import read_results
 from conformance.jobs import ChildOutput, Console, Session, run_sessions
 from reference_impl.ssb.keys import Keypair
 
-from .cli_runner import CONFORMANCE, REPO_ROOT, certify
+from .cli_runner import CONFORMANCE, REPO_ROOT, WRONG_MSGNO_TARGET, certify, run_cli
 from .test_preflight import closed_port, ssb_target
 
-RIPPLEHOST_SERVE = ("{python} -m reference_impl.ripplehost serve --host {host} --port 0 "
-                    "--hostname reference.ripple.test --host-id-timeout 5")
-WRONG_MSGNO = f"""
-[targets.wrong-msgno]
-implementation = "reference-ripplehost-wrong-msgno"
-version = "test"
-protocol = "ripplehost"
-roles = ["server"]
-[targets.wrong-msgno.launch]
-server = "{RIPPLEHOST_SERVE} --fault reply-wrong-msgno"
-ready = "RIPPLE_READY"
-outputs = {{ port = "port", hostname = "hostname" }}
-cwd = "{{repo}}"
-"""
-"""A ripplehost server that answers with the wrong msgno: a failed MUST case,
-the cases it blocks, and n/a client cases, so that the comparison covers
-every kind of outcome and a NOT CONFORMANT verdict."""
-
 TARGETS = ["reference-btp", "reference-ripp", "reference-ripplehost", "wrong-msgno"]
+"""wrong-msgno (a failed MUST case, the cases it blocks, and n/a client
+cases) makes the comparison cover every kind of outcome and a NOT
+CONFORMANT verdict."""
 CHEAP_CASES = "server and not flow"
 """The server-role cases without the BTP flow cases (which wait out silence
 deadlines): every target keeps a dozen or more cases, in a few seconds."""
@@ -65,7 +50,7 @@ def final_summary(output: str) -> list[str]:
 
 def test_jobs_give_the_same_verdicts_and_outcomes_as_serial(tmp_path):
     targets_file = tmp_path / "targets.toml"
-    targets_file.write_text(WRONG_MSGNO)
+    targets_file.write_text(WRONG_MSGNO_TARGET)
     args = ["--targets-file", str(targets_file), "-k", CHEAP_CASES]
     for name in TARGETS:
         args += ["--target", name]
@@ -158,9 +143,8 @@ def test_interop_all_jobs_tally_each_pair_from_its_own_records(tmp_path):
     targets_file = tmp_path / "targets.toml"
     targets_file.write_text(INTEROP_TARGETS)
     run_dir = tmp_path / "run"
-    completed = subprocess.run(CONFORMANCE + ["interop", "--all", "--protocol", "ripplehost", "--jobs", "2",
-                                              "--targets-file", str(targets_file), "--run-dir", str(run_dir)],
-                               capture_output=True, text=True, timeout=240, cwd=REPO_ROOT)
+    completed = run_cli("interop", "--all", "--protocol", "ripplehost", "--jobs", "2",
+                        "--targets-file", str(targets_file), "--run-dir", str(run_dir), timeout=240)
     out = completed.stdout + completed.stderr
     assert completed.returncode == 1, out
     summary = json.loads((run_dir / "interop-summary.json").read_text())
@@ -179,9 +163,8 @@ def test_interop_all_jobs_tally_each_pair_from_its_own_records(tmp_path):
 
 
 def test_interop_jobs_needs_all(tmp_path):
-    completed = subprocess.run(CONFORMANCE + ["interop", "--client", "reference-ripp", "--server", "reference-ripp",
-                                              "--jobs", "2", "--run-dir", str(tmp_path / "r")],
-                               capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    completed = run_cli("interop", "--client", "reference-ripp", "--server", "reference-ripp",
+                        "--jobs", "2", "--run-dir", str(tmp_path / "r"), timeout=60)
     assert completed.returncode == 2 and "--jobs goes with --all" in completed.stderr
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from reference_impl.ssb.keys import Keypair
 
-from .cli_runner import certify
+from .cli_runner import certify, run_cli
 from .fake_suite import Listener
 
 
@@ -125,16 +125,12 @@ def test_node_that_fails_to_start_stops_the_run_once(tmp_path):
 
 
 def test_interop_with_an_unreachable_server_stops_once(tmp_path):
-    import subprocess
-
-    from .cli_runner import CONFORMANCE, REPO_ROOT
     port = closed_port()
     targets = tmp_path / "targets.toml"
     targets.write_text(ssb_target(port, Keypair.generate().feed_id))
     run_dir = tmp_path / "run"
-    completed = subprocess.run(CONFORMANCE + ["interop", "--run-dir", str(run_dir), "--targets-file", str(targets),
-                                              "--client", "reference-ssb", "--server", "node"],
-                               capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    completed = run_cli("interop", "--run-dir", str(run_dir), "--targets-file", str(targets),
+                        "--client", "reference-ssb", "--server", "node", timeout=120)
     assert completed.returncode == 2, completed.stdout + completed.stderr
     errors = [line for line in completed.stderr.splitlines() if line.startswith("conformance: error: preflight:")]
     assert len(errors) == 1 and "target node is unreachable" in errors[0] and f"127.0.0.1:{port}" in errors[0]
