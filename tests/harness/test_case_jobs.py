@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import xml.etree.ElementTree as ET
 from itertools import combinations
 from pathlib import Path
@@ -162,23 +163,31 @@ def test_preflight_stops_every_worker_with_its_exit_status(tmp_path):
 
 
 def test_run_deadline_counts_from_the_controllers_start(tmp_path):
-    """Four 1-second cases in two workers with --run-timeout 1.5: counted
-    from each worker's own start, every case would start in time (at 0 s and
-    1 s); counted from the controller's start, which precedes the workers'
-    by their start-up, the second case of each worker is past the deadline."""
+    """The controller waits 2 s before it starts its workers (a conftest
+    hook of the fake suite, run in the controller only), and the run
+    deadline is 1.5 s: counted from the controller's start, as it must be,
+    every case starts past the deadline and is recorded as error; counted
+    from each worker's own start, the first case of each worker would start
+    in time. The delay makes this independent of how fast workers start."""
     suite = write_suite(tmp_path, "import time\n" + "".join(f"""
 
 @requirement("stomp.fake.server.slow-{n}", "MUST", "Fake spec §{n + 1}")
 def test_slow_{n}(target):
     time.sleep(1.0)
 """ for n in range(4)))
+    (suite / "conftest.py").write_text(textwrap.dedent("""
+        import time
+
+        def pytest_xdist_setupnodes(config, specs):
+            # Controller only, before any worker exists.
+            time.sleep(2.0)
+    """))
     with Listener() as listener:
         run = run_suite(tmp_path, suite, targets_file(tmp_path, listener.port), "-p", "xdist.plugin", "-n", "2",
                         "--dist", "loadgroup", "--run-timeout", "1.5")
-    outcomes = sorted(r["outcome"] for r in run.records)
-    assert len(outcomes) == 4, run.output
-    late = [r for r in run.records if r["outcome"] == "error"]
-    assert len(late) >= 2 and all("run deadline of 1.5 s exceeded" in r["message"] for r in late), run.records
+    assert len(run.records) == 4, run.output
+    assert [r["outcome"] for r in run.records] == ["error"] * 4, run.records
+    assert all("run deadline of 1.5 s exceeded" in r["message"] for r in run.records), run.records
 
 
 class _Case:
