@@ -375,6 +375,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
 def cmd_interop(args: argparse.Namespace) -> int:
     """Each client target against each server target, through a recording relay."""
+    from .interop.pairs import Pair
     if args.all:
         if args.client or args.server:
             print("conformance: error: --all runs every pair; leave out --client and --server", file=sys.stderr)
@@ -407,21 +408,17 @@ def cmd_interop(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    codes = {}
-    for client, server in pairs:
-        print(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}", flush=True)
-        codes[f"{client.name}->{server.name}"] = run_suite(client, run_dir, run_id, args,
-                                                           INTEROP_DIR / client.protocol, server)
-        error = preflight_error(run_dir, client, server)
-        if error:
-            (run_dir / "results.jsonl").touch()
-            write_summary(run_dir, run_id, started, {"kind": "interop", "pytest_exit_codes": codes,
-                                                     "preflight_error": error,
-                                                     "preflight_target": f"{client.name}->{server.name}"})
-            print(f"conformance: error: preflight: {error}", file=sys.stderr)
-            print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
-            return EXIT_USAGE
-        report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout, server)
+    to_run = [Pair(client.name, server.name, client.protocol) for client, server in pairs]
+    codes = interop_jobs(to_run, targets, run_dir, run_id, args, stop_at_preflight=True)
+    stopped = next((pair for pair in to_run if pair.error), None)
+    if stopped is not None:
+        (run_dir / "results.jsonl").touch()
+        write_summary(run_dir, run_id, started, {"kind": "interop", "pytest_exit_codes": codes,
+                                                 "preflight_error": stopped.error,
+                                                 "preflight_target": f"{stopped.client}->{stopped.server}"})
+        print(f"conformance: error: preflight: {stopped.error}", file=sys.stderr)
+        print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
+        return EXIT_USAGE
     (run_dir / "results.jsonl").touch()
     extra = {"kind": "interop", "pytest_exit_codes": codes}
     if args.run_timeout is not None:
@@ -449,14 +446,19 @@ def pair_records(results: Path, client: Target, server: Target) -> list[dict]:
 
 
 def interop_jobs(to_run: list, targets: dict[str, Target], run_dir: Path, run_id: str,
-                 args: argparse.Namespace) -> dict[str, int]:
-    """``interop --all --jobs N``: up to N pairs at once (conformance/jobs.py),
-    with a start and an end line per pair and progress lines prefixed with
-    client+server. A pair stopped by its preflight is "not run" and the others
-    go on, as in a serial run. Fills each pair's counts; returns exit codes."""
+                 args: argparse.Namespace, stop_at_preflight: bool = False) -> dict[str, int]:
+    """Every interop pair of a run (``interop --client/--server`` and
+    ``interop --all [--jobs N]``): up to ``args.jobs`` pairs at once
+    (conformance/jobs.py). Under --jobs N there is a start and an end line
+    per pair and progress lines are prefixed with client+server; one at a
+    time, a heading per pair and the progress lines as they are. A pair
+    stopped by its preflight is "not run" (``pair.error``) and the others go
+    on, or, with ``stop_at_preflight``, none is started after it. Fills each
+    pair's counts; returns exit codes."""
     from .interop.pairs import tally
+    serial = args.jobs <= 1
     console = Console()
-    output = ChildOutput(console)
+    output = ChildOutput(console, prefixed=not serial)
     results = run_dir / RESULTS_FILE
     by_label: dict[str, tuple] = {}
     before: dict[str, int] = {}
@@ -473,17 +475,25 @@ def interop_jobs(to_run: list, targets: dict[str, Target], run_dir: Path, run_id
     def started(session: Session) -> None:
         pair, client, server = by_label[session.label]
         before[session.label] = len(pair_records(results, client, server))
-        console.line(f"== start {session.label}: {client.name} (client) -> {server.name} (server), "
-                     f"{client.protocol}")
+        if serial:
+            console.line(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}")
+        else:
+            console.line(f"== start {session.label}: {client.name} (client) -> {server.name} (server), "
+                         f"{client.protocol}")
 
     def ended(session: Session, code: int, seconds: float) -> bool:
         pair, client, server = by_label[session.label]
         mine = pair_records(results, client, server)[before[session.label]:]
         tally(pair, mine)
         pair.error = preflight_error(run_dir, client, server)
-        how = f"not run: preflight: {pair.error.splitlines()[0]}" if pair.error else \
-            f"{pair.verdict}, {len(mine)} case(s): {outcome_counts(mine)}"
-        console.line(f"== end {session.label}: {how}; {seconds:.1f} s")
+        if not serial:
+            how = f"not run: preflight: {pair.error.splitlines()[0]}" if pair.error else \
+                f"{pair.verdict}, {len(mine)} case(s): {outcome_counts(mine)}"
+            console.line(f"== end {session.label}: {how}; {seconds:.1f} s")
+        if pair.error and stop_at_preflight:
+            return False  # the caller says why the run stopped
+        if pair.error and serial:
+            console.line(f"   not run: preflight: {pair.error}", sys.stderr)
         with console.lock:
             report_run_deadline(run_dir, client, code, args.run_timeout, server)
         return True
@@ -496,7 +506,7 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     """Every client-role target against every server-role target of the same
     protocol (conformance/interop/pairs.py), in one run dir with per-pair
     files, then the client x server table (also interop-summary.json)."""
-    from .interop.pairs import interop_protocols, plan_pairs, table, tally, write_summary as write_pairs
+    from .interop.pairs import interop_protocols, plan_pairs, table, write_summary as write_pairs
     try:
         targets = load_targets(args.targets_file)
     except TargetError as exc:
@@ -515,29 +525,14 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     run_id = new_run_id()
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    results = run_dir / RESULTS_FILE
-    results.touch()
+    (run_dir / RESULTS_FILE).touch()
     started = time.monotonic()
     to_run = [p for p in pairs if not p.skipped]
     print(f"conformance {__version__}: run {run_id}, {len(to_run)} interop pair(s) of {len(pairs)}", flush=True)
     for pair in pairs:
         if pair.skipped:
             print(f"\n== skipped {pair.client} (client) -> {pair.server} (server): {pair.skipped}", flush=True)
-    codes: dict[str, int] = {}
-    if args.jobs > 1:
-        codes = interop_jobs(to_run, targets, run_dir, run_id, args)
-    else:
-        for pair in to_run:
-            client, server = targets[pair.client], targets[pair.server]
-            print(f"\n== {client.name} (client) -> {server.name} (server), {client.protocol}", flush=True)
-            before = len(pair_records(results, client, server))
-            codes[f"{client.name}->{server.name}"] = run_suite(client, run_dir, run_id, args,
-                                                               INTEROP_DIR / client.protocol, server)
-            tally(pair, pair_records(results, client, server)[before:])
-            pair.error = preflight_error(run_dir, client, server)
-            if pair.error:
-                print(f"   not run: preflight: {pair.error}", file=sys.stderr, flush=True)
-            report_run_deadline(run_dir, client, codes[f"{client.name}->{server.name}"], args.run_timeout, server)
+    codes = interop_jobs(to_run, targets, run_dir, run_id, args)
     extra = {"kind": "interop", "pytest_exit_codes": codes}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout

@@ -51,11 +51,13 @@ class Console:
 
 class ChildOutput:
     """Starts session processes with their stderr piped, copies each line of
-    it to our stderr prefixed with the session's name, and stops them all on
+    it to our stderr prefixed with the session's name (unless ``prefixed``
+    is False: one session at a time needs no name), and stops them all on
     Ctrl-C."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, prefixed: bool = True) -> None:
         self.console = console
+        self.prefixed = prefixed
         self._lock = threading.Lock()
         self._processes: dict[str, subprocess.Popen] = {}
         self._readers: dict[str, threading.Thread] = {}
@@ -76,7 +78,7 @@ class ChildOutput:
         # every line reaches the console in one piece.
         for raw in iter(process.stderr.readline, b""):
             text = raw.decode("utf-8", errors="replace").rstrip("\n")
-            self.console.line(f"[{label}] {text}", sys.stderr)
+            self.console.line(f"[{label}] {text}" if self.prefixed else text, sys.stderr)
         process.stderr.close()
 
     def drain(self, label: str) -> None:

@@ -37,7 +37,6 @@ import argparse
 import atexit
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -45,6 +44,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
+
+from .readiness import Exited, ReadyWhen, StartingServer, port_accepts, read_outputs, wait_until_ready
 
 if TYPE_CHECKING:
     from .targets import TargetRuntime
@@ -63,11 +64,9 @@ REAPER_SWEEPS = (0.0, 1.0, 2.5)
 """Seconds after the harness's end at which the reaper removes the labelled
 containers: a container whose creation was under way when the harness died
 appears a moment later."""
-LOG_TAIL_LINES = 30
 ALLURE_LOG_LIMIT = 64 * 1024
 """Bytes of a case's container log attached to its Allure result at most."""
 
-_OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 _ADDRESS_OUTPUTS = ("host", "port", "url")
 
 
@@ -279,10 +278,6 @@ def main(argv: list[str] | None = None) -> int:
 
 # ------------------------------------------------------------------ a running container
 
-def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(text.splitlines()[-lines:]) or "(no output)"
-
-
 class ContainerServer:
     """The server role of a container target during a run."""
 
@@ -392,46 +387,31 @@ class ContainerServer:
                 return int(binding["HostPort"])
         raise LookupError(f"container port {port} is not published (bindings: {bindings})")
 
-    def _port_answers(self) -> bool:
-        """The server port accepts TCP inside the container's network: a
+    def _port_answers(self, port: int) -> bool:
+        """The container's ``port`` accepts TCP inside its network: a
         connect to its bridge address, since the published port is answered
         by docker-proxy before the node listens."""
         wrapped = self.container.get_wrapped_container()
         networks = ((wrapped.attrs.get("NetworkSettings") or {}).get("Networks") or {}).values()
         addresses = [n.get("IPAddress") for n in networks if n.get("IPAddress")]
-        for address in addresses:
-            try:
-                with socket.create_connection((address, self.spec.ports[0]), timeout=0.5):
-                    return True
-            except OSError:
-                continue
-        return False
+        return any(port_accepts(address, port, timeout=0.5) for address in addresses)
+
+    def _container_state(self) -> bool | Exited:
+        state = self.state()
+        if state.get("Running"):
+            return True
+        if state.get("Status") in ("exited", "dead"):
+            return Exited(state.get("ExitCode"), state.get("Error") or "")
+        return False  # created, restarting: not running yet
 
     def _wait_ready(self, offset: int) -> None:
         """Until the log after ``offset`` matches ``ready`` (and the port
         answers, with ready_port); then the published address and outputs."""
-        from .targets import TargetError
-
         spec = self.spec
-        pattern = re.compile(spec.ready) if spec.ready else None
-        deadline = time.monotonic() + spec.ready_timeout
-        while True:
-            text = self.logs()[offset:]
-            state = self.state()
-            if state.get("Running"):
-                matched = pattern is None or pattern.search(text) is not None
-                if matched and (not spec.ready_port or self._port_answers()):
-                    break
-            elif state.get("Status") in ("exited", "dead"):
-                raise TargetError(f"{self._what()} exited with code {state.get('ExitCode')} before it was ready"
-                                  f"{' (' + state['Error'] + ')' if state.get('Error') else ''}; last lines of its "
-                                  f"log:\n{_tail(text)}")
-            if time.monotonic() > deadline:
-                waiting = " and ".join(([f"{spec.ready!r} in its log"] if spec.ready else [])
-                                       + ([f"port {spec.ports[0]} to accept TCP"] if spec.ready_port else []))
-                raise TargetError(f"{self._what()} was not ready within {spec.ready_timeout:g} s (waiting for "
-                                  f"{waiting}); last lines of its log:\n{_tail(text)}")
-            time.sleep(0.1)
+        server = StartingServer(self._what(), "log", lambda: self.logs()[offset:], self._container_state,
+                                self._port_answers)
+        text = wait_until_ready(server, ReadyWhen(spec.ready, spec.ports[0] if spec.ready_port else None,
+                                                  spec.ready_timeout))
         # Key files a node writes as it starts exist now: mask them too.
         self._redactor = None
         self._read_address(text)
@@ -449,12 +429,8 @@ class ContainerServer:
         runtime.port = published[spec.ports[0]]
         for port, host_port in published.items():
             runtime.params[f"published_port_{port}"] = host_port
-        found = dict(_OUTPUT_PAIR.findall(text))
-        for param, key in spec.outputs.items():
-            if key not in found:
-                raise TargetError(f"{self._what()}: its log has no {key}=... (needed for {param}); last lines:\n"
-                                  f"{_tail(text)}")
-            runtime.params[param] = self.host_path(found[key])
+        for param, value in read_outputs(text, spec.outputs, self._what(), "log").items():
+            runtime.params[param] = self.host_path(value)
         if spec.url:
             runtime.url = runtime._expand_text(spec.url)
 

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .containers import ContainerServer, ContainerSpec, parse_container
+from .readiness import Exited, ReadyWhen, StartingServer, port_accepts, read_outputs, wait_until_ready
 from .requirements import ROLES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,6 @@ KNOWN_PROTOCOLS = ("ssb", "btp", "stomp", "ripp", "ripplehost")
 (conformance/suites/<id>). "ripplehost" is the Ripple host protocol (BEEP-style
 frames over TCP); "ripp" the RIPP binary envelopes of the Ripple workers."""
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
-_OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 
 
 MAX_ADAPTER_OUTPUT = 256 << 20
@@ -523,44 +523,27 @@ class TargetRuntime:
             self.port = free_port(self.host)
         handle = self._start("server", {})
         self.server = handle
-        pattern = re.compile(launch.ready) if launch.ready else None
-        deadline = time.monotonic() + launch.ready_timeout
-        while True:
-            out = handle.output()
-            if pattern is not None and pattern.search(out):
-                break
-            if pattern is None and self.port and _port_open(self.host, self.port):
-                break
-            if not handle.running():
-                code = handle.stop()
-                raise TargetError(f"target {self.target.name!r} exited with code {code} before it was "
-                                  f"ready; last output:\n{handle.tail()}")
-            if time.monotonic() > deadline:
-                handle.stop()
-                raise TargetError(f"target {self.target.name!r} was not ready within "
-                                  f"{launch.ready_timeout} s (waiting for {launch.ready or 'its port'}); "
-                                  f"last output:\n{handle.tail()}")
-            time.sleep(0.05)
-        self._read_outputs(handle.output())
-
-    def _read_outputs(self, output: str) -> None:
-        launch = self.target.launch
-        assert launch is not None
-        found: dict[str, str] = {}
-        for key, value in _OUTPUT_PAIR.findall(output):
-            found[key] = value
-        for param, key in launch.outputs.items():
-            if key not in found:
-                raise TargetError(f"target {self.target.name!r}: launch output has no {key}=... "
-                                  f"(needed for {param}); output:\n{self.server.tail() if self.server else ''}")
+        what = f"target {self.target.name!r}"
+        starting = StartingServer(what, "output", handle.output,
+                                  lambda: handle.running() or Exited(handle.process.returncode),
+                                  lambda port: bool(port) and port_accepts(self.host, port, timeout=0.2))
+        # Without a ready line, the port answering is what ready means (a
+        # port of 0, learnt from the outputs later, never answers).
+        when = ReadyWhen(launch.ready, None if launch.ready else self.port, launch.ready_timeout)
+        try:
+            wait_until_ready(starting, when, poll_interval=0.05)
+        except TargetError:
+            handle.stop()
+            raise
+        for param, value in read_outputs(handle.output(), launch.outputs, what, "output").items():
             if param == "port":
-                self.port = int(found[key])
+                self.port = int(value)
             elif param == "host":
-                self.host = found[key]
+                self.host = value
             elif param == "url":
-                self.url = found[key]
+                self.url = value
             else:
-                self.params[param] = found[key]
+                self.params[param] = value
 
     def ensure_server(self) -> str | None:
         """Restart a launched server that died; returns a note saying so."""
@@ -662,14 +645,6 @@ class TargetRuntime:
             self.server.stop()
             self.server = None
         shutil.rmtree(self.work_dir, ignore_errors=True)
-
-
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def make_work_dir(name: str) -> Path:
