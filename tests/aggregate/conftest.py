@@ -5,10 +5,12 @@ the way the harness writes them (ResultWriter, write_summary)."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from conformance.core.results import ResultRecord, ResultWriter, write_summary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+SPARK_STANDALONE = REPO_ROOT / "scripts" / "spark-standalone.sh"
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +27,48 @@ def spark():
     session = get_session(master="local[2]")
     yield session
     session.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class StandaloneCluster:
+    """A master and a worker that scripts/spark-standalone.sh started, with
+    their own state directory and port (so tests never meet a user's cluster)."""
+    env: dict[str, str]
+    master: str = ""
+
+    def script(self, command: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run([str(SPARK_STANDALONE), command], capture_output=True, text=True, timeout=timeout,
+                              env=self.env)
+
+    def status(self) -> int:
+        """The script's status exit code: 0 both run, 1 not."""
+        return self.script("status", 30).returncode
+
+    def stop(self) -> subprocess.CompletedProcess:
+        return self.script("stop", 60)
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path):
+    """A running cluster (its master URL in ``.master``). Tests stop it
+    themselves to check that it stops; stopping again here is a no-op then,
+    and cleans up after a test that failed first."""
+    cluster = StandaloneCluster(dict(os.environ, SPARK_STANDALONE_DIR=str(tmp_path / "cluster"),
+                                     SPARK_MASTER_PORT=str(free_port())))
+    try:
+        started = cluster.script("start", 180)
+        assert started.returncode == 0, started.stdout + started.stderr
+        cluster.master = [line.split("=", 1)[1] for line in started.stdout.splitlines()
+                          if line.startswith("SPARK_MASTER=")][0]
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def record(run_id: str, time_: str, implementation: str, version: str, case_id: str, outcome: str,

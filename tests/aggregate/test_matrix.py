@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import socket
 import subprocess
 import sys
 from collections import defaultdict
@@ -193,34 +191,22 @@ def test_cli_reports_usage_errors_clearly(tmp_path):
     assert bad_date.returncode == 2 and "YYYY-MM-DD" in bad_date.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.spark_cluster
 @pytest.mark.timeout(600)
-def test_standalone_cluster_gives_the_same_matrices(generated, tmp_path):
-    env = dict(os.environ, SPARK_STANDALONE_DIR=str(tmp_path / "cluster"), SPARK_MASTER_PORT=str(_free_port()))
-    script = str(REPO_ROOT / "scripts" / "spark-standalone.sh")
-    started = subprocess.run([script, "start"], capture_output=True, text=True, timeout=180, env=env)
-    try:
-        assert started.returncode == 0, started.stdout + started.stderr
-        master = [line.split("=", 1)[1] for line in started.stdout.splitlines() if line.startswith("SPARK_MASTER=")][0]
-        assert subprocess.run([script, "status"], capture_output=True, env=env, timeout=30).returncode == 0
-        out = tmp_path / "matrix-cluster"
-        job = subprocess.run(CONFORMANCE + ["matrix", "--dataset", str(generated["dataset"]), "--out", str(out),
-                                            "--master", master],
-                             capture_output=True, text=True, timeout=400, cwd=REPO_ROOT)
-        assert job.returncode == 0, job.stdout + job.stderr
-        assert f"on {master}" in job.stdout + job.stderr
-        for name in ("requirements", "certification", "interop", "flaky", "trends"):
-            assert (out / f"{name}.csv").read_bytes() == (generated["out"] / f"{name}.csv").read_bytes(), name
-    finally:
-        stopped = subprocess.run([script, "stop"], capture_output=True, text=True, timeout=60, env=env)
+def test_standalone_cluster_gives_the_same_matrices(generated, standalone_cluster, tmp_path):
+    master = standalone_cluster.master
+    assert standalone_cluster.status() == 0
+    out = tmp_path / "matrix-cluster"
+    job = subprocess.run(CONFORMANCE + ["matrix", "--dataset", str(generated["dataset"]), "--out", str(out),
+                                        "--master", master],
+                         capture_output=True, text=True, timeout=400, cwd=REPO_ROOT)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert f"on {master}" in job.stdout + job.stderr
+    for name in ("requirements", "certification", "interop", "flaky", "trends"):
+        assert (out / f"{name}.csv").read_bytes() == (generated["out"] / f"{name}.csv").read_bytes(), name
+    stopped = standalone_cluster.stop()
     assert stopped.returncode == 0, stopped.stderr
-    assert subprocess.run([script, "status"], capture_output=True, env=env, timeout=30).returncode == 1
+    assert standalone_cluster.status() == 1
 
 
 # ------------------------------------------------------------ window pruning
