@@ -19,8 +19,10 @@ import argparse
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -647,13 +649,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI job cancelled, ``kill``, a container stopped): stopped
+    the way Ctrl-C stops a run, so every path that stops child sessions and
+    keeps the results on Ctrl-C does the same here."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    else:  # called from a thread (tests): signals are the main thread's
+        previous = None
     try:
         return args.func(args)
+    except Terminated:
+        print("\nconformance: terminated (SIGTERM); results written so far are kept", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("\nconformance: interrupted; results written so far are kept", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
