@@ -41,10 +41,13 @@ aggregates only (Spark's fast hash aggregation; a string or struct
 flaky), per run (certification, interop, trends) and over the few failed
 records (the case lists). "Latest verdict" is the maximum of one number,
 time in ms * 32 + outcome * 4 + level, so ties resolve the same way every
-time. The results are written by Spark, sorted on their key columns into
-one file each, with fixed number formats: the files are byte-identical
-whichever Spark ran the job (local or a standalone cluster) and however it
-split the work.
+time. Every file is sorted on its key columns, with fixed number formats:
+the files are byte-identical whichever Spark ran the job (local or a
+standalone cluster) and however it split the work. The big requirements
+matrix is written by Spark; the small ones are collected in one job, each
+row as the CSV and JSON line Spark's own writers' generators make
+(``to_csv``/``to_json``), sorted in Python and written by it: the same
+bytes, without the fixed cost of a Spark job per file.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ LEVEL_CODES = ("MAY", "SHOULD", "MUST")
 PAGE_VERSIONS = 2
 """Versions per implementation (the most recently tested) that the page's
 requirements heatmap shows; the CSV has all."""
+FLAKY_PAGE_ROWS = 150
+"""The flakiest cases the page lists; the CSV has all."""
 MAX_PUSHED_RUN_IDS = 2000
 """Up to this many runs, ``--last-runs`` also filters the records by run id
 (cheap in the scan); beyond it the plan's IN list would cost more than it saves."""
@@ -98,16 +103,22 @@ class Window:
 
 @dataclass
 class Matrix:
-    """One matrix: a Spark DataFrame with exactly ``columns`` (typed), the
-    key it is sorted on, and the rows the HTML page shows (collected)."""
+    """One matrix: its ``columns``, the key it is sorted on, its row count
+    and the rows the HTML page shows (collected).
+
+    A small matrix is collected whole: ``lines`` holds each row as the CSV
+    line and the JSON line Spark's CSV and JSON writers would write for it,
+    in key order, and Python writes the files. The big one (requirements)
+    is written by Spark from ``frame`` (exactly ``columns``, typed)."""
     name: str
     title: str
     description: str
     columns: list[str]
     key: list[str]
-    frame: Any
     rows: list[dict[str, Any]]
     count: int = 0
+    lines: list[tuple[str, str]] | None = None
+    frame: Any = None
 
 
 # ------------------------------------------------------------------ window
@@ -233,12 +244,92 @@ def _decode(F: Any, code: Any, values: tuple[str, ...]) -> Any:
     return F.element_at(F.array(*(F.lit(v) for v in values)), (code + 1).cast("int"))
 
 
+# -------------------------------------------------------------- file lines
+
+CSV_OPTIONS = {"escape": '"', "nullValue": "", "emptyValue": "", "lineSep": "\n"}
+JSON_OPTIONS = {"ignoreNullFields": "false"}
+
+
+def _text_columns(F: Any, frame: Any, columns: list[str]) -> list[Any]:
+    """Every column as text with a fixed format (rates to 4 decimals, lists
+    joined with ';', empty for null)."""
+    fields = {f.name: f.dataType.typeName() for f in frame.schema.fields}
+    cols = []
+    for name in columns:
+        kind = fields[name]
+        col = F.col(name)
+        if kind == "double":
+            # format_string turns null into the text "null": keep it empty.
+            col = F.when(col.isNotNull(), F.format_string("%.4f", col))
+        elif kind == "array":
+            col = F.array_join(col, ";")
+        elif kind == "boolean":
+            col = F.when(col, "true").when(~col, "false")
+        else:
+            col = col.cast("string")
+        cols.append(col.alias(name))
+    return cols
+
+
+def _line_frame(F: Any, frame: Any, columns: list[str], key: list[str]) -> Any:
+    """The key columns (``_k0``...), then each row as its CSV line (``_csv``)
+    and its JSON line (``_json``).
+
+    Why Spark makes the lines: ``to_csv`` and ``to_json`` run the very
+    generators of Spark's CSV and JSON writers (quoting, whitespace
+    trimming, number formats such as 1.0E-4), so the files are what a Spark
+    write gave, while Python only sorts and concatenates them: one job for
+    all the small matrices instead of two Spark writes (each a shuffle into
+    one partition and a sort) per matrix."""
+    return frame.select(*[F.col(k).alias(f"_k{i}") for i, k in enumerate(key)],
+                        F.to_csv(F.struct(*_text_columns(F, frame, columns)), CSV_OPTIONS).alias("_csv"),
+                        F.to_json(F.struct(*[F.col(c) for c in columns]), JSON_OPTIONS).alias("_json"))
+
+
+def _sort_key(row: Any, width: int) -> tuple[Any, ...]:
+    """The first ``width`` key columns (``_k0``...) in Spark's ascending
+    order: nulls first, strings by code point (the order of their UTF-8
+    bytes)."""
+    return tuple((row[f"_k{i}"] is not None, row[f"_k{i}"]) for i in range(width))
+
+
+def _collect_lines(F: Any, parts: dict[str, tuple[Any, list[str], list[str]]]
+                   ) -> dict[str, tuple[list[tuple[str, str]], list[dict[str, Any]]]]:
+    """For each name: (frame, columns, key) -> its lines sorted on its key,
+    and its rows parsed back from the JSON lines (the values the page shows).
+
+    All in one Spark job (a union): on 2 cores a job costs up to a second
+    or two of fixed overhead even for a few rows, and the independent
+    stages of one job run side by side."""
+    width = max(len(key) for _, _, key in parts.values())
+    frames = []
+    for name, (frame, columns, key) in parts.items():
+        lines = _line_frame(F, frame, columns, key)
+        frames.append(lines.select(F.lit(name).alias("_name"),
+                                   *[F.col(f"_k{i}").cast("string") if i < len(key)
+                                     else F.lit(None).cast("string").alias(f"_k{i}") for i in range(width)],
+                                   "_csv", "_json"))
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    got: dict[str, list[Any]] = {name: [] for name in parts}
+    for row in union.collect():
+        got[row["_name"]].append(row)
+    out = {}
+    for name, rows in got.items():
+        rows.sort(key=lambda r: _sort_key(r, len(parts[name][2])))
+        lines = [(r["_csv"], r["_json"]) for r in rows]
+        out[name] = (lines, [json.loads(j) for _, j in lines])
+    return out
+
+
 # ---------------------------------------------------------------- matrices
 
 def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
           progress: Progress = print) -> dict[str, Matrix]:
-    """All matrices over the window. Their frames are cached; call
-    ``spark.catalog.clearCache()`` when done with them."""
+    """All matrices over the window. The small ones are collected; the
+    requirements frame reads a cached aggregate, and per run aggregates are
+    checkpointed in memory: ``run`` releases both (``release``)."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
@@ -246,7 +337,8 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     res = select_window(spark, dataset, window)
     peer = F.coalesce(F.col("peer_implementation"), F.lit(""))
 
-    # Per case: counts and the latest verdict as one number.
+    # Per case: counts and the latest verdict as one number. Cached: the
+    # requirements files and the page's rows read it again.
     t = time.monotonic()
     latest_code = (F.unix_millis("time") * 32 + _code(F, "outcome", OUTCOME_CODES) * 4
                    + _code(F, "level", LEVEL_CODES))
@@ -258,13 +350,27 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
                         _decode(F, F.expr("(_code div 4) % 8"), OUTCOME_CODES).alias("latest_outcome"),
                         _ts(F, F.timestamp_millis(F.expr("_code div 32"))).alias("latest_time"))
                 .cache())
-    records = per_case.agg(F.sum("records")).first()[0] or 0
+    # One row per implementation version (and harness or other peer): the
+    # record count, the requirements matrix's row count and the versions
+    # the page shows, in the job that fills the cache.
+    versions = (per_case.groupBy("implementation", "protocol", "implementation_version",
+                                 (F.col("peer") == "").alias("own"))
+                .agg(F.sum("records").alias("records"), F.count(F.lit(1)).alias("rows"),
+                     F.max("latest_time").alias("last")).collect())
+    records = sum(v["records"] for v in versions)
     if not records:
         raise IngestError(f"no records in the window ({window.text()}) of {dataset} (version {version.name})")
     progress(f"matrix: {records:,} record(s) in the window ({window.text()}, dataset version {version.name}); "
              f"per-case aggregation: {time.monotonic() - t:.1f} s")
 
-    # Per run (and role, peer): counts, MUST counts, times.
+    # Per run (and role, peer): counts, MUST counts, times; and the few
+    # failed (or blocked) records: which cases, per run. Checkpointed, not
+    # cached: the matrices join per_run with itself and with failures, Spark
+    # then renames one side's attributes, and that side no longer matched
+    # the cached plan: it scanned the records again (the plan showed it).
+    # (Measured and dropped: one aggregation for both, split by the failed
+    # case id, and grouping sets for per case and per run in one scan; the
+    # hashing, not the reading, costs, and neither was faster.)
     t = time.monotonic()
     must = F.col("level") == "MUST"
     per_run = (res.withColumn("peer", peer)
@@ -273,9 +379,7 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
                     F.min("time").alias("first"), F.max("time").alias("last")))
     complete = read_runs(spark, dataset).select("run_id", "complete")
     per_run = (per_run.join(F.broadcast(complete), "run_id", "left")
-               .withColumn("complete", F.coalesce("complete", F.lit(False))).cache())
-    per_run_count = per_run.count()
-    # The few failed (or blocked) records: which cases, per run.
+               .withColumn("complete", F.coalesce("complete", F.lit(False))).localCheckpoint())
     own_failure = F.col("outcome").isin("failed", "error")
     failures = (res.where(F.col("outcome").isin("failed", "error", "blocked")
                           & (must | F.col("peer_implementation").isNotNull()))
@@ -284,46 +388,57 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
                 .agg(F.sort_array(F.collect_set("case_id")).alias("not_passed"),
                      F.sort_array(F.collect_set(F.when(must & own_failure, F.col("case_id")))).alias("failed_must"),
                      F.sort_array(F.collect_set(F.when(must & ~own_failure, F.col("case_id")))).alias("blocked_must"))
-                .cache())
-    failures.count()
-    progress(f"  per-run aggregation: {per_run_count:,} row(s): {time.monotonic() - t:.1f} s")
+                .localCheckpoint())
+    progress(f"  per-run aggregation: {per_run.count():,} row(s): {time.monotonic() - t:.1f} s")
 
-    matrices = {}
     t = time.monotonic()
-    matrices["requirements"] = _requirements(F, per_case)
-    matrices["certification"] = _certification(F, W, per_run, failures)
-    matrices["interop"] = _interop(F, per_run, failures)
-    matrices["flaky"] = _flaky(F, per_case)
-    matrices["trends"] = _trends(F, per_run)
+    requirements, page = _requirements(spark, F, per_case, [v for v in versions if v["own"]])
+    matrices = {"requirements": requirements,
+                "certification": _certification(F, W, per_run, failures),
+                "interop": _interop(F, per_run, failures),
+                "flaky": _flaky(F, per_case),
+                "trends": _trends(F, per_run)}
+    small = {name: m for name, m in matrices.items() if name != "requirements"}
+    collected = _collect_lines(F, {**{name: (m.frame, m.columns, m.key) for name, m in small.items()},
+                                   "requirements-page": (page, requirements.columns, requirements.key)})
+    for name, m in small.items():
+        m.lines, m.rows = collected[name]
+        m.count, m.frame = len(m.lines), None
+    requirements.rows = collected["requirements-page"][1]
+    # The page lists the flakiest (closest to half failing); the sort is
+    # stable and the rows come in key order, so ties resolve the same way.
+    flaky = matrices["flaky"]
+    flaky.rows = sorted(flaky.rows, key=lambda r: (abs(r["fail_rate"] - 0.5), -r["records"]))[:FLAKY_PAGE_ROWS]
     progress("  " + ", ".join(f"{m.name} {m.count:,}" for m in matrices.values())
              + f" row(s): {time.monotonic() - t:.1f} s")
     return matrices
 
 
-def _collect(frame: Any) -> list[dict[str, Any]]:
-    return [r.asDict(recursive=True) for r in frame.collect()]
-
-
-def _requirements(F: Any, per_case: Any) -> Matrix:
-    from pyspark.sql import Window as W
+def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tuple[Matrix, Any]:
+    """The matrix (written by Spark) and the frame of the rows the page
+    shows: those of the most recently tested versions of each
+    implementation (latest first, then the highest version; Spark's
+    descending order puts a null version last)."""
     columns = ["implementation", "implementation_version", "protocol", "case_id", "level", "latest_outcome",
                "pass_rate", "passed", "failed", "error", "blocked", "not_applicable", "records", "latest_time"]
+    key = ["implementation", "implementation_version", "protocol", "case_id"]
     frame = (per_case.where(F.col("peer") == "").withColumn("pass_rate", _rate(F)).select(*columns))
-    # The page shows the most recently tested versions of each implementation.
-    recent = (frame.groupBy("implementation", "protocol", "implementation_version")
-              .agg(F.max("latest_time").alias("_t")))
-    order = W.partitionBy("implementation", "protocol").orderBy(F.col("_t").desc(),
-                                                                 F.col("implementation_version").desc())
-    shown = (recent.withColumn("_n", F.row_number().over(order)).where(F.col("_n") <= PAGE_VERSIONS)
-             .select("implementation", "protocol", "implementation_version"))
-    rows = _collect(frame.join(F.broadcast(shown), ["implementation", "protocol", "implementation_version"],
-                               "left_semi"))
-    return Matrix(
+    by_impl: dict[tuple[str, str], list[Any]] = {}
+    for v in versions:
+        by_impl.setdefault((v["implementation"], v["protocol"]), []).append(v)
+    shown = []
+    for (impl, proto), found in by_impl.items():
+        found.sort(key=lambda v: (v["last"] or "", v["implementation_version"] is not None,
+                                  v["implementation_version"] or ""), reverse=True)
+        shown.extend((impl, proto, v["implementation_version"]) for v in found[:PAGE_VERSIONS])
+    keep = spark.createDataFrame(shown, "implementation string, protocol string, implementation_version string")
+    page = frame.join(F.broadcast(keep), ["implementation", "protocol", "implementation_version"], "left_semi")
+    matrix = Matrix(
         "requirements", "Implementation and version × requirement",
         "Latest verdict and pass rate of each case for each implementation version; only records where the "
         "harness was the peer.",
-        columns, ["implementation", "implementation_version", "protocol", "case_id"], frame, rows,
-        frame.count())
+        columns, key, [], sum(v["rows"] for v in versions), frame=frame)
+    return matrix, page
 
 
 def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
@@ -357,15 +472,14 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
              .withColumn("blocked_must", F.coalesce("blocked_must", F.array().cast("array<string>")))
              .withColumn("run_time", _ts(F, "run_time"))
              .withColumn("first_seen", _ts(F, "_first")).withColumn("last_seen", _ts(F, "_last"))
-             .select(*columns).cache())
-    rows = _collect(frame)
+             .select(*columns))
     return Matrix(
         "certification", "Implementation × protocol certification",
         "Certified: every MUST case passed or was not applicable, and at least one passed, in the latest "
         "complete run of that implementation version (a blocked MUST case did not pass; failed_must lists "
         "the MUST cases that failed for their own rule, blocked_must those blocked by a prerequisite). "
         "'newest' marks the version tested most recently.",
-        columns, ["implementation", "protocol", "implementation_version"], frame, rows, len(rows))
+        columns, ["implementation", "protocol", "implementation_version"], [], frame=frame)
 
 
 def _orient(F: Any, frame: Any) -> Any:
@@ -392,13 +506,12 @@ def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
              .withColumn("latest_run_id", F.col("_l.run_id"))
              .withColumn("latest_pass_rate", _rate(F, "_l."))
              .withColumn("latest_not_passed", F.coalesce("_l.not_passed", F.array().cast("array<string>")))
-             .select(*columns).cache())
-    rows = _collect(frame)
+             .select(*columns))
     return Matrix(
         "interop", "Implementation × implementation interoperability",
         "Pass rate of interop cases per (client, server) pair, from records whose peer_implementation is set; "
         "the latest run's pass rate and the cases it did not pass.",
-        columns, keys, frame, rows, len(rows))
+        columns, keys, [], frame=frame)
 
 
 def _flaky(F: Any, per_case: Any) -> Matrix:
@@ -410,18 +523,13 @@ def _flaky(F: Any, per_case: Any) -> Matrix:
              .withColumn("peer_implementation", F.col("peer"))
              .withColumn("fail_rate", F.round(not_passed / (F.col("passed") + not_passed), 4))
              .withColumn("first_time", _ts(F, "_first")).withColumn("last_time", _ts(F, "_last"))
-             .select(*columns).cache())
-    count = frame.count()
-    # The page lists the flakiest (closest to half failing).
-    rows = _collect(frame.orderBy(F.abs(F.col("fail_rate") - 0.5), F.col("records").desc(),
-                                  *[F.col(c) for c in ("implementation", "implementation_version", "case_id",
-                                                       "peer_implementation")]).limit(150))
+             .select(*columns))
     return Matrix(
         "flaky", "Flaky cases",
         "Cases that both passed and failed (or errored) for the same implementation, version, protocol and "
         "peer (empty peer: the harness).",
         columns, ["implementation", "implementation_version", "protocol", "case_id", "peer_implementation"],
-        frame, rows, count)
+        [], frame=frame)
 
 
 def _trends(F: Any, per_run: Any) -> Matrix:
@@ -430,36 +538,14 @@ def _trends(F: Any, per_run: Any) -> Matrix:
     frame = (per_run.groupBy("date", "implementation")
              .agg(*_sums(F), F.sum("records").alias("records"), F.countDistinct("run_id").alias("runs"))
              .withColumn("pass_rate", _rate(F)).withColumn("date", F.col("date").cast("string"))
-             .select(*columns).cache())
-    rows = _collect(frame)
+             .select(*columns))
     return Matrix(
         "trends", "Trends: pass counts per night",
         "Per night (the run's date) and implementation: verdict counts over all its records.",
-        columns, ["date", "implementation"], frame, rows, len(rows))
+        columns, ["date", "implementation"], [], frame=frame)
 
 
 # ----------------------------------------------------------------- output
-
-def _csv_frame(F: Any, matrix: Matrix) -> Any:
-    """Every column as text with a fixed format (rates to 4 decimals, lists
-    joined with ';', empty for null)."""
-    fields = {f.name: f.dataType.typeName() for f in matrix.frame.schema.fields}
-    cols = []
-    for name in matrix.columns:
-        kind = fields[name]
-        col = F.col(name)
-        if kind == "double":
-            # format_string turns null into the text "null": keep it empty.
-            col = F.when(col.isNotNull(), F.format_string("%.4f", col))
-        elif kind == "array":
-            col = F.array_join(col, ";")
-        elif kind == "boolean":
-            col = F.when(col, "true").when(~col, "false")
-        else:
-            col = col.cast("string")
-        cols.append(col.alias(name))
-    return matrix.frame.select(*cols)
-
 
 def _write_single(frame: Any, key: list[str], fmt: str, tmp: Path, options: dict[str, str]) -> Path:
     """Write ``frame`` sorted on ``key`` as one file; return its path."""
@@ -469,6 +555,61 @@ def _write_single(frame: Any, key: list[str], fmt: str, tmp: Path, options: dict
     if len(parts) != 1:
         raise RuntimeError(f"expected one {fmt} part file in {tmp}, found {len(parts)}")
     return parts[0]
+
+
+def _json_rows(path: Path) -> Any:
+    """The rows of a JSON part file Spark wrote (a JSON line holds no raw
+    line break: one line per row)."""
+    with open(path, encoding="utf-8", newline="") as src:
+        for line in src:
+            line = line.rstrip("\n")
+            if line:
+                yield line
+
+
+def _write_matrix(F: Any, matrix: Matrix, out: Path, window: Window) -> list[Path]:
+    """NAME.csv and NAME.json of one matrix, each written next to its final
+    name and renamed into place once complete: from its collected lines, or
+    (the big one) from the files Spark wrote, sorted on the key, into a
+    work directory."""
+    # Named apart so that two jobs writing into one directory never mix their files.
+    tag = uuid.uuid4().hex[:8]
+    csv_tmp, json_tmp = out / f".{matrix.name}.csv.{tag}.tmp", out / f".{matrix.name}.json.{tag}.tmp"
+    work = out / f".matrix-{matrix.name}-{tag}"
+    head = {"matrix": matrix.name, "title": matrix.title, "description": matrix.description,
+            "window": window.describe(), "columns": matrix.columns, "key": matrix.key, "row_count": matrix.count}
+    try:
+        if matrix.lines is not None:
+            json_lines: Any = (j for _, j in matrix.lines)
+            with open(csv_tmp, "w", encoding="utf-8", newline="") as dst:
+                # The header as Spark writes it: the column names (plain words, never quoted).
+                dst.write(",".join(matrix.columns) + "\n")
+                dst.writelines(c + "\n" for c, _ in matrix.lines)
+        else:
+            csv_part = _write_single(matrix.frame.select(*_text_columns(F, matrix.frame, matrix.columns)),
+                                     matrix.key, "csv", work / "csv", {**CSV_OPTIONS, "header": "true"})
+            if csv_part.stat().st_size == 0:  # no rows: Spark may write no header
+                csv_part.write_text(",".join(matrix.columns) + "\n", encoding="utf-8")
+            os.replace(csv_part, csv_tmp)
+            json_part = _write_single(matrix.frame, matrix.key, "json", work / "json",
+                                      {**JSON_OPTIONS, "lineSep": "\n"})
+            json_lines = _json_rows(json_part)
+        count = 0
+        with open(json_tmp, "w", encoding="utf-8", newline="") as dst:
+            dst.write(json.dumps(head, indent=1)[:-2] + ',\n "rows": [\n')
+            for line in json_lines:
+                dst.write(("" if count == 0 else ",\n") + line)
+                count += 1
+            dst.write("\n ]\n}\n")
+        if count != matrix.count:
+            raise RuntimeError(f"{matrix.name}: wrote {count} row(s), counted {matrix.count}")
+        os.replace(csv_tmp, out / f"{matrix.name}.csv")
+        os.replace(json_tmp, out / f"{matrix.name}.json")
+    finally:
+        csv_tmp.unlink(missing_ok=True)
+        json_tmp.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return [out / f"{matrix.name}.csv", out / f"{matrix.name}.json"]
 
 
 def write_outputs(spark: Any, matrices: dict[str, Matrix], out: str | os.PathLike, window: Window,
@@ -483,37 +624,9 @@ def write_outputs(spark: Any, matrices: dict[str, Matrix], out: str | os.PathLik
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    work = out / f".matrix-{uuid.uuid4().hex[:8]}"
     written = []
-    try:
-        for m in matrices.values():
-            csv_part = _write_single(_csv_frame(F, m), m.key, "csv", work / f"{m.name}-csv",
-                                     {"header": "true", "escape": '"', "nullValue": "", "emptyValue": "",
-                                      "lineSep": "\n"})
-            target = out / f"{m.name}.csv"
-            if csv_part.stat().st_size == 0:  # no rows: Spark may write no header
-                csv_part.write_text(",".join(m.columns) + "\n", encoding="utf-8")
-            os.replace(csv_part, target)
-            written.append(target)
-            json_part = _write_single(m.frame, m.key, "json", work / f"{m.name}-json",
-                                      {"ignoreNullFields": "false", "lineSep": "\n"})
-            target = out / f"{m.name}.json"
-            tmp = out / f".{m.name}.json.tmp"
-            head = {"matrix": m.name, "title": m.title, "description": m.description,
-                    "window": window.describe(), "columns": m.columns, "key": m.key, "row_count": m.count}
-            with open(tmp, "w", encoding="utf-8") as dst, open(json_part, encoding="utf-8") as src:
-                dst.write(json.dumps(head, indent=1)[:-2] + ',\n "rows": [\n')
-                first = True
-                for line in src:
-                    line = line.rstrip("\n")
-                    if line:
-                        dst.write(("" if first else ",\n") + line)
-                        first = False
-                dst.write("\n ]\n}\n")
-            os.replace(tmp, target)
-            written.append(target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    for m in matrices.values():
+        written.extend(_write_matrix(F, m, out, window))
     page = out / "index.html"
     tmp = out / ".index.html.tmp"
     tmp.write_text(render(matrices, window, meta), encoding="utf-8")
@@ -527,11 +640,27 @@ def write_outputs(spark: Any, matrices: dict[str, Matrix], out: str | os.PathLik
     return written
 
 
+def persisted(spark: Any) -> set[int]:
+    """The ids of the RDDs kept in memory (caches and local checkpoints)."""
+    return {int(i) for i in spark.sparkContext._jsc.getPersistentRDDs().keySet()}
+
+
+def release(spark: Any, keep: set[int]) -> None:
+    """Drop the caches and in-memory checkpoints made since ``keep`` was
+    taken: ``clearCache`` alone leaves checkpoints in memory until the
+    session ends, and tests and notebooks run many jobs in one session."""
+    spark.catalog.clearCache()
+    rdds = spark.sparkContext._jsc.getPersistentRDDs()
+    for rdd_id in persisted(spark) - keep:
+        rdds.get(rdd_id).unpersist(False)
+
+
 def run(spark: Any, dataset: str | os.PathLike, out: str | os.PathLike, window: Window = Window(),
         progress: Progress = print, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build and write every matrix; returns the report (matrix-report.json)."""
     started = time.monotonic()
     version = require_dataset(dataset)
+    before = persisted(spark)
     try:
         matrices = build(spark, dataset, window, progress)
         records = sum(r["records"] for r in matrices["trends"].rows)
@@ -541,7 +670,7 @@ def run(spark: Any, dataset: str | os.PathLike, out: str | os.PathLike, window: 
         written = write_outputs(spark, matrices, out, window, info)
         progress(f"  wrote {len(written)} file(s): {time.monotonic() - t:.1f} s")
     finally:
-        spark.catalog.clearCache()
+        release(spark, before)
     info.update(seconds=round(time.monotonic() - started, 2), files=[str(p) for p in written])
     progress(f"matrix done in {info['seconds']:.1f} s")
     return info

@@ -311,3 +311,47 @@ def test_last_runs_matrix_counts_only_the_kept_runs(spark, months_dataset, tmp_p
     trends = {(r["date"], r["implementation"]): int(r["runs"]) for r in read_csv(tmp_path / "trends.csv")}
     assert trends == {("2026-04-20", "beta"): 1, ("2026-04-20", "gamma"): 1,
                       ("2026-04-30", "alpha"): 1, ("2026-05-01", "alpha"): 1}
+
+
+TRICKY = ["plain", "a,b", 'say "hi"', "two\nlines", "cr\rin", "crlf\r\nin", " padded ", "\ttab", "#hash", "é✓ ü",
+          "", None, "semi;colon", "back\\slash", "\x01ctl"]
+
+
+def test_python_written_files_equal_spark_written_ones(spark, tmp_path):
+    """The small matrices are written by Python from lines Spark's CSV and
+    JSON generators made (to_csv/to_json); the big one by Spark's writers.
+    Both must give the same bytes, also for values that need quoting,
+    trimming or escaping, nulls and numbers Java formats its own way."""
+    from pyspark.sql import functions as F
+
+    from conformance.aggregate.matrix import Matrix, _collect_lines, _write_matrix
+
+    rows = [(f"k{i:02d}", value, [value or "", "z"], i * 0.0001 if i % 3 else None,
+             None if i % 4 == 0 else i % 2 == 0, i) for i, value in enumerate(TRICKY)]
+    frame = spark.createDataFrame(
+        rows, "key string, text string, items array<string>, rate double, flag boolean, n int")
+    columns, key = ["key", "text", "items", "rate", "flag", "n"], ["key"]
+    spark_dir, python_dir = tmp_path / "spark", tmp_path / "python"
+    spark_dir.mkdir()
+    python_dir.mkdir()
+    by_spark = Matrix("tricky", "Tricky", "Values that need care.", columns, key, [], len(rows), frame=frame)
+    _write_matrix(F, by_spark, spark_dir, Window())
+    lines, parsed = _collect_lines(F, {"tricky": (frame, columns, key)})["tricky"]
+    by_python = Matrix("tricky", "Tricky", "Values that need care.", columns, key, parsed, len(lines), lines)
+    _write_matrix(F, by_python, python_dir, Window())
+    for name in ("tricky.csv", "tricky.json"):
+        assert (python_dir / name).read_bytes() == (spark_dir / name).read_bytes(), name
+    assert [r["text"] for r in parsed] == [v for v in TRICKY]  # the page's values survive the round trip
+    assert parsed[1]["rate"] == 0.0001 and parsed[0]["rate"] is None and parsed[0]["flag"] is None
+    # The JSON file is what Spark wrote (Java's 1.0E-4, not Python's 0.0001).
+    assert '"rate":1.0E-4' in (python_dir / "tricky.json").read_text(encoding="utf-8")
+    assert sorted(p.name for p in python_dir.iterdir()) == ["tricky.csv", "tricky.json"]
+
+
+def test_run_leaves_no_cache_or_checkpoint_behind(spark, generated, tmp_path):
+    from conformance.aggregate.matrix import persisted
+    before = persisted(spark)
+    run(spark, generated["dataset"], tmp_path, progress=lambda line: None)
+    assert persisted(spark) <= before
+    for name in ("requirements", "certification", "interop", "flaky", "trends"):
+        assert (tmp_path / f"{name}.csv").read_bytes() == (generated["out"] / f"{name}.csv").read_bytes(), name
