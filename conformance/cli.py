@@ -288,36 +288,40 @@ def outcome_counts(records: list[dict]) -> str:
 
 def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
                  args: argparse.Namespace) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """``certify --jobs N``: up to N targets at once, each its own pytest
-    session (conformance/jobs.py). Prints a line when a target starts and one
-    when it ends (verdict, counts, seconds); progress lines come prefixed
-    with the target's name. A preflight error stops new targets from
-    starting; the running ones finish. Returns the exit codes and the
-    preflight errors (target, error)."""
+    """Every target of ``certify``: up to ``args.jobs`` at once, each its own
+    pytest session (conformance/jobs.py). Under --jobs N it prints a line
+    when a target starts and one when it ends (verdict, counts, seconds),
+    and progress lines come prefixed with the target's name; one at a time,
+    a heading per target and the progress lines as they are. A preflight
+    error stops new targets from starting; the running ones finish. Returns
+    the exit codes and the preflight errors (target, error)."""
+    serial = args.jobs <= 1
     console = Console()
-    output = ChildOutput(console)
+    output = ChildOutput(console, prefixed=not serial)
     by_name = {t.name: t for t in chosen}
     failures: list[tuple[str, str]] = []
 
     def started(session: Session) -> None:
         target = by_name[session.label]
-        console.line(f"== start {target.name}: {target.implementation} {target.version}, {target.protocol}, "
-                     f"roles {', '.join(target.roles)}")
+        about = f"{target.implementation} {target.version}, {target.protocol}, roles {', '.join(target.roles)}"
+        console.line(f"\n== {target.name}: {about}" if serial else f"== start {target.name}: {about}")
 
     def ended(session: Session, code: int, seconds: float) -> bool:
         target = by_name[session.label]
         error = preflight_error(run_dir, target)
         if error:
             failures.append((target.name, error))
-            console.line(f"== end {target.name}: stopped by its preflight after {seconds:.1f} s "
-                         "(no further target is started; running ones finish)")
+            if not serial:
+                console.line(f"== end {target.name}: stopped by its preflight after {seconds:.1f} s "
+                             "(no further target is started; running ones finish)")
             return False
-        mine = [r for r in read_results(run_dir / RESULTS_FILE)
-                if r["target"] == target.name and r.get("peer_implementation") is None]
-        groups = summarize(mine)["targets"]
-        verdict = "CONFORMANT" if groups and all(g["conformant"] for g in groups) else "NOT CONFORMANT"
-        console.line(f"== end {target.name}: {verdict}, {len(mine)} case(s): {outcome_counts(mine)}; "
-                     f"{seconds:.1f} s")
+        if not serial:
+            mine = [r for r in read_results(run_dir / RESULTS_FILE)
+                    if r["target"] == target.name and r.get("peer_implementation") is None]
+            groups = summarize(mine)["targets"]
+            verdict = "CONFORMANT" if groups and all(g["conformant"] for g in groups) else "NOT CONFORMANT"
+            console.line(f"== end {target.name}: {verdict}, {len(mine)} case(s): {outcome_counts(mine)}; "
+                         f"{seconds:.1f} s")
         with console.lock:
             report_run_deadline(run_dir, target, code, args.run_timeout)
             report_exit_code(run_dir, target, code)
@@ -342,21 +346,9 @@ def cmd_certify(args: argparse.Namespace) -> int:
     started = time.monotonic()
     print(f"conformance {__version__}: run {run_id}, certifying "
           f"{', '.join(t.name + ' (' + t.protocol + ')' for t in chosen)}", flush=True)
-    codes: dict[str, int] = {}
-    if args.jobs > 1:
-        codes, failures = certify_jobs(chosen, run_dir, run_id, args)
-        if failures:
-            return stop_for_preflight(run_dir, run_id, started, chosen, codes, failures)
-    else:
-        for target in chosen:
-            print(f"\n== {target.name}: {target.implementation} {target.version}, {target.protocol}, "
-                  f"roles {', '.join(target.roles)}", flush=True)
-            codes[target.name] = run_suite(target, run_dir, run_id, args)
-            error = preflight_error(run_dir, target)
-            if error:
-                return stop_for_preflight(run_dir, run_id, started, chosen, codes, [(target.name, error)])
-            report_run_deadline(run_dir, target, codes[target.name], args.run_timeout)
-            report_exit_code(run_dir, target, codes[target.name])
+    codes, failures = certify_jobs(chosen, run_dir, run_id, args)
+    if failures:
+        return stop_for_preflight(run_dir, run_id, started, chosen, codes, failures)
     records_file = run_dir / "results.jsonl"
     records_file.touch()
     extra = {"targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes}
