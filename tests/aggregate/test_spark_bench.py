@@ -58,6 +58,19 @@ def test_a_missed_target_fails_the_run(bench, capsys, change, failing):
     assert re.search(re.escape(failing) + r".*FAIL$", capsys.readouterr().out, re.M)
 
 
+def test_floor_figures_are_information_only(bench, capsys):
+    data = figures(ingest=80.0, matrix=40.0)  # rebuild 120 / 70: FAIL, whatever the floor says
+    data["floor"] = {"read": {"seconds": 30.0}, "write": {"seconds": 75.0}, "dedupe": {"seconds": 90.0},
+                     "aggregate": {"seconds": 20.0}}
+    rows = bench.checks(data, judged=True)
+    floor = {name: (value, ok) for name, value, _, ok in rows if name.startswith("floor:")}
+    assert floor["floor: (write + aggregations) / duckdb"] == ("95.0/70.0 = 1.36x", None)
+    assert floor["floor: (dedupe + aggregations) / duckdb"] == ("110.0/70.0 = 1.57x", None)
+    assert {ok for _, ok in floor.values()} == {None}
+    assert {name for name, *_, ok in rows if ok is False} == {"full rebuild: spark / duckdb"}
+    assert bench.print_report(rows) == 1
+
+
 def test_small_runs_judge_only_the_record_count(bench):
     small = verdicts(bench, figures(night=30.0, window=60.0, peak=4000.0), judged=False)
     assert set(small.values()) == {None, True}
@@ -67,13 +80,16 @@ def test_small_runs_judge_only_the_record_count(bench):
 @pytest.mark.timeout(900)
 def test_quick_mode_prints_every_figure_beside_its_target(tmp_path):
     done = subprocess.run([sys.executable, str(BENCH), "--quick", "--keep", str(tmp_path / "work"), "--jobs", "1",
-                           "--json", str(tmp_path / "figures.json")],
+                           "--json", str(tmp_path / "figures.json"), "--floor"],
                           capture_output=True, text=True, timeout=850, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     for step in ("spark ingest history", "spark matrix history", "duckdb ingest+matrix",
                  "spark ingest tonight into an empty dataset", "spark ingest tonight into the history",
-                 "spark matrix since", "spark matrix last-runs 30"):
+                 "spark matrix since", "spark matrix last-runs 30", "spark floor: read the JSON lines only",
+                 "spark floor: read, shuffle, write Parquet (no duplicates dropped)",
+                 "spark floor: read, drop duplicate keys, shuffle, write Parquet",
+                 "spark floor: per-case and per-run aggregations"):
         assert re.search(rf"^  {re.escape(step)}.*: [\d.]+ s, peak memory \(PSS\) \d+ MiB", out, re.M), step
     table = out[out.index("\ncheck "):]
     expected = [(r"tonight into the [\d,]+-row dataset", r"[\d.]+ s", r"< 20 s"),
@@ -81,6 +97,13 @@ def test_quick_mode_prints_every_figure_beside_its_target(tmp_path):
                 (r"matrices, last 30 nights", r"[\d.]+ s", r"< 45 s"),
                 (r"matrices, --last-runs 30", r"[\d.]+ s", r"\(info\)"),
                 (r"full rebuild: spark / duckdb", r"[\d.]+/[\d.]+ = [\d.]+x", r"<= 1\.50x"),
+                (r"floor: JSON read only", r"[\d.]+ s", r"\(info\)"),
+                (r"floor: read \+ write, no dedupe", r"[\d.]+ s", r"\(info\)"),
+                (r"floor: read \+ dedupe \+ write", r"[\d.]+ s", r"\(info\)"),
+                (r"floor: two aggregations", r"[\d.]+ s", r"\(info\)"),
+                (r"floor: \(write \+ aggregations\) / duckdb", r"[\d.]+/[\d.]+ = [\d.]+x", r"\(info\)"),
+                (r"floor: \(dedupe \+ aggregations\) / duckdb", r"[\d.]+/[\d.]+ = [\d.]+x",
+                 r"\(info; target 1\.50x\)"),
                 (r"driver peak memory \(every spark step\)", r"[\d,]+ MiB", r"<= 1,638 MiB"),
                 (r"records: spark = duckdb", r"[\d,]+", r"= [\d,]+")]
     for name, value, target in expected:
