@@ -144,8 +144,15 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
                                   "case not finished")
                 return KILLED_AFTER_RUN_TIMEOUT
         except KeyboardInterrupt:
+            # The session stops its nodes and removes its work dirs on
+            # SIGTERM; one that takes too long is killed (the next run
+            # removes what it left: docs/targets.md, "Work dirs").
             process.terminate()
-            process.wait(10)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
             raise
 
 

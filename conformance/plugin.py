@@ -16,7 +16,9 @@ import asyncio
 import importlib
 import json
 import os
+import signal
 import socket
+import threading
 import time
 from urllib.parse import urlsplit
 from dataclasses import dataclass, field
@@ -102,6 +104,9 @@ class RunState:
     ``certify --case-jobs N``; None in an ordinary session."""
     groups_file: str | None = None
     """Worker: where to write the case groups for the controller's scheduler."""
+    sigterm_handler: Any = None
+    """The SIGTERM handler this session replaced (see _interrupt_on_sigterm),
+    put back at the end; None while it replaced none."""
     project_suite: bool = True
     """Whether the cases come from the project's own suites (conformance.*),
     whose protocol preflight (conformance/suites/<protocol>/preflight.py)
@@ -113,13 +118,14 @@ class RunState:
         if self.peer_runtime is None:
             assert self.peer_name is not None
             peer = self.targets[self.peer_name]
+            _interrupt_on_sigterm(self)
             runtime = TargetRuntime(peer, make_work_dir(peer.name), self.run_dir / "logs", run_id=self.run_id)
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
                 if self.project_suite:
                     prepare_runtime(runtime)
                 runtime.start_server()
-            except TargetError:
+            except BaseException:  # SessionTerminated too: the half-started node and its work dir go
                 runtime.stop()
                 raise
             self.peer_runtime = runtime
@@ -137,6 +143,7 @@ class RunState:
                 raise TargetError(f"unknown target {name!r}; known targets: {sorted(self.targets)} "
                                   "(add your own with --targets-file)")
             target = self.targets[name]
+            _interrupt_on_sigterm(self)
             runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs", run_id=self.run_id)
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
@@ -150,6 +157,9 @@ class RunState:
                 self.startup_error = str(exc)
                 runtime.stop()
                 raise
+            except BaseException:  # SessionTerminated too: the half-started node and its work dir go
+                runtime.stop()
+                raise
             self.runtime = runtime
             for secret in runtime.secret_values():
                 self.redactor.add(secret)
@@ -157,6 +167,33 @@ class RunState:
 
 
 _STATE = pytest.StashKey[RunState]()
+
+
+class SessionTerminated(KeyboardInterrupt):
+    """SIGTERM to a session that started targets: the CLI's way to stop it
+    (Ctrl-C, --jobs, the --run-timeout backstop), and a CI runner's or
+    ``kill``'s. pytest ends an interrupted session the way it ends any
+    other, so pytest_unconfigure stops the nodes and removes the work dirs,
+    which hold the targets' credentials. Without this the default action
+    ends the process at once and the work dirs stay in the temp dir."""
+
+
+def _raise_session_terminated(signum: int, frame: object) -> None:
+    # Once: a second SIGTERM must not cut short the clean-up the first one
+    # started (the CLI sends SIGKILL if it takes too long).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SessionTerminated()
+
+
+def _interrupt_on_sigterm(state: RunState) -> None:
+    """Before a session makes its first work dir: let SIGTERM interrupt it
+    rather than kill it outright. Only in the main thread (the only one that
+    may set handlers) and only over the default action, so that a program
+    embedding pytest keeps its own handler."""
+    if state.sigterm_handler is not None or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        state.sigterm_handler = signal.signal(signal.SIGTERM, _raise_session_terminated)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -571,8 +608,8 @@ def not_applicable_reason(runtime: TargetRuntime, req: Requirement) -> str | Non
     if req.role not in t.roles:
         return f"target {t.name} does not play the {req.role} role (roles: {', '.join(t.roles)})"
     if req.role == "client" and not t.can_launch("client"):
-        return (f"target {t.name} has no launch.client command, so the harness cannot make it "
-                "connect to the harness")
+        return (f"target {t.name} has no launch.client command (nor a [container.client] table), so the "
+                "harness cannot make it connect to the harness")
     for need in req.needs:
         if need.startswith("credential:"):
             cred = need.split(":", 1)[1]
@@ -1096,7 +1133,14 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is not None:
+        if state.sigterm_handler is not None:
+            # After Ctrl-C the CLI sends SIGTERM too: it must not cut short
+            # the clean-up below, which it would if it raised in the middle.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for runtime in (state.runtime, state.peer_runtime):
             if runtime is not None:
                 runtime.stop()
         state.runtime = state.peer_runtime = None
+        if state.sigterm_handler is not None:
+            signal.signal(signal.SIGTERM, state.sigterm_handler)
+            state.sigterm_handler = None

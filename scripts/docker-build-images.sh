@@ -6,7 +6,8 @@
 # interop/node/node_modules installed on the host (scripts/install-node-deps.sh).
 #
 # Usage: scripts/docker-build-images.sh [--force] [NAME...]
-#   NAME: python harness reference node ssb-server ilp-plugin-btp (default: all;
+#   NAME: python harness reference node ssb-server ilp-plugin-btp rabbitmq
+#   ocaml-ripp (default: all;
 #   a name also builds the images it starts FROM)
 #
 # Images (docker/<name>/Dockerfile):
@@ -16,6 +17,10 @@
 #   node            Node.js + interop/node packages (parent of the next two)
 #   ssb-server      ssb-server 16 via scripts/ssb-server.sh
 #   ilp-plugin-btp  ilp-plugin-btp 1.5 via interop/node/ilp-plugin-btp-peer.js
+#   rabbitmq        RabbitMQ 3.10 + rabbitmq_stomp via scripts/rabbitmq.sh: the host's
+#                   Debian installation (scripts/install-rabbitmq.sh) copied in
+#   ocaml-ripp      the OCaml RIPP peer, its executable built on the host
+#                   (scripts/build-ocaml-ripp.sh)
 #
 # Unchanged images are skipped: each build context is staged in
 # .cache/docker-context/<name>/ and hashed together with its Dockerfile and
@@ -27,7 +32,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 label=org.conformance.context-hash
 ctx_root="$repo/.cache/docker-context"
-all=(python harness reference node ssb-server ilp-plugin-btp)
+all=(python harness reference node ssb-server ilp-plugin-btp rabbitmq ocaml-ripp)
 
 say() { echo "docker-build-images.sh: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -58,9 +63,14 @@ for name in "${all[@]}"; do
     done
 done
 
-needs_python=0 needs_node=0
+needs_python=0 needs_node=0 needs_rabbitmq=0 needs_ocaml=0
 for name in "${order[@]}"; do
-    case "$name" in python) needs_python=1 ;; node) needs_node=1 ;; esac
+    case "$name" in
+        python) needs_python=1 ;;
+        node) needs_node=1 ;;
+        rabbitmq) needs_rabbitmq=1 ;;
+        ocaml-ripp) needs_ocaml=1 ;;
+    esac
 done
 
 # One build at a time: two would stage into the same context directories.
@@ -72,6 +82,16 @@ scripts/docker-setup.sh
 if [ "$needs_node" -eq 1 ]; then
     scripts/install-node-deps.sh >/dev/null
     node_bin="$(readlink -f "$(command -v node)")" || die "node is not on PATH"
+fi
+# The RabbitMQ image copies the host's installation, and needs pika's wheel
+# (a runtime dependency, so in the wheelhouse); both are idempotent and
+# quick when done (test.sh runs the same installs).
+if [ "$needs_rabbitmq" -eq 1 ]; then
+    scripts/install-rabbitmq.sh >/dev/null
+    [ "$needs_python" -eq 1 ] || scripts/build-wheelhouse.sh
+fi
+if [ "$needs_ocaml" -eq 1 ]; then
+    ocaml_ripp_bin="$(scripts/build-ocaml-ripp.sh | tail -n 1)" || die "scripts/build-ocaml-ripp.sh failed"
 fi
 tini_bin=/usr/bin/tini-static
 [ -x "$tini_bin" ] || die "$tini_bin missing (Debian's docker.io ships it; run scripts/docker-setup.sh)"
@@ -107,6 +127,24 @@ populate() {
             find interop/node -maxdepth 1 -type f -exec cp {} "$ctx/interop/node/" \;
             stage interop/node/node_modules "$ctx/interop/node/node_modules"
             cp scripts/ssb-server.sh scripts/ilp-plugin-btp.sh "$ctx/scripts/" ;;
+        rabbitmq)
+            # Debian's layout, as dpkg installed it (erlang-* and
+            # rabbitmq-server): everything lives under these two trees (their
+            # symlinks stay inside them) but the entry points in /usr/bin,
+            # symlinks into /usr/lib/erlang the Dockerfile makes.
+            cp -a /usr/lib/erlang "$ctx/erlang"
+            cp -a /usr/lib/rabbitmq "$ctx/rabbitmq"
+            mkdir -p "$ctx/wheels"
+            for whl in .cache/wheelhouse/pika-*.whl; do stage "$whl" "$ctx/wheels/$(basename "$whl")"; done
+            [ -n "$(ls "$ctx/wheels")" ] || die "no pika wheel in .cache/wheelhouse (scripts/build-wheelhouse.sh)"
+            mkdir -p "$ctx/conformance/scripts" "$ctx/conformance/interop/stomp"
+            cp scripts/rabbitmq.sh "$ctx/conformance/scripts/"
+            cp interop/stomp/amqp_accepted.py "$ctx/conformance/interop/stomp/"
+            cp "$tini_bin" "$ctx/tini" ;;
+        ocaml-ripp)
+            cp "$ocaml_ripp_bin" "$ctx/ripp_peer"
+            chmod 0755 "$ctx/ripp_peer"
+            cp "$tini_bin" "$ctx/tini" ;;
     esac
 }
 

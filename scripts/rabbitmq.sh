@@ -12,6 +12,9 @@
 #                            (the harness's restart case). Default: a
 #                            temporary directory, deleted on exit.
 #       [--port PORT]        STOMP TLS port (default: a free loopback port)
+#       [--listen ADDRESS]   address of the STOMP TLS listener (default
+#                            127.0.0.1; 0.0.0.0 in a container, whose port
+#                            the engine publishes on the host's loopback)
 #       [--amqp-port PORT]   AMQP port, used by the "accepted" adapter
 #                            (default: a free loopback port)
 #       [--exchange NAME]    durable topic exchange SENDs go to (default smp)
@@ -43,6 +46,7 @@ rabbit_bin=/usr/lib/rabbitmq/bin
 command -v epmd >/dev/null 2>&1 || die "epmd (erlang-base) not found"
 
 cert="" key="" ca="" data_dir="" stomp_port="" amqp_port="" exchange="smp" queue="smp-accepted"
+listen=127.0.0.1
 python="$repo/.venv/bin/python" timeout_seconds=120
 [ -x "$python" ] || python=python3
 while [ $# -gt 0 ]; do
@@ -52,6 +56,7 @@ while [ $# -gt 0 ]; do
         --ca) ca="${2:?--ca needs a value}"; shift 2 ;;
         --data-dir) data_dir="${2:?--data-dir needs a value}"; shift 2 ;;
         --port) stomp_port="${2:?--port needs a value}"; shift 2 ;;
+        --listen) listen="${2:?--listen needs a value}"; shift 2 ;;
         --amqp-port) amqp_port="${2:?--amqp-port needs a value}"; shift 2 ;;
         --exchange) exchange="${2:?--exchange needs a value}"; shift 2 ;;
         --queue) queue="${2:?--queue needs a value}"; shift 2 ;;
@@ -71,6 +76,10 @@ ca="$(cd "$(dirname "$ca")" && pwd)/$(basename "$ca")"
 [[ "$timeout_seconds" =~ ^[0-9]+$ ]] || die "bad --timeout $timeout_seconds"
 [[ "$exchange" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --exchange $exchange"
 [[ "$queue" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --queue $queue"
+[[ "$listen" =~ ^[0-9]+(\.[0-9]+){3}$ ]] || die "bad --listen $listen (an IPv4 address)"
+# The readiness probe connects to the listener; a wildcard one answers on loopback.
+probe_address="$listen"
+[ "$listen" != 0.0.0.0 ] || probe_address=127.0.0.1
 
 free_port() {
     "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
@@ -100,6 +109,13 @@ fi
 nodename="$(cat "$data_dir/nodename")"
 mkdir -p "$data_dir/home" "$data_dir/mnesia" "$data_dir/log"
 log_file="$data_dir/log/server.out"
+# guest, the user a CONNECT without login gets, may log in from loopback
+# only. A listener on another address (0.0.0.0 in a container) is reached
+# from the host through docker-proxy, i.e. from the bridge gateway's address,
+# not loopback: there guest must be allowed from any address, or every
+# CONNECT gets "non-loopback access denied". AMQP stays on loopback anyway.
+guest_loopback_only=true
+[[ "$listen" == 127.* ]] || guest_loopback_only=false
 
 # rabbitmq.conf (cuttlefish). Only a TLS STOMP listener; the AMQP listener is
 # on loopback for the adapter (guest is loopback-only by default). CONNECT
@@ -110,7 +126,7 @@ cat >"$data_dir/rabbitmq.conf" <<EOF
 listeners.tcp.1 = 127.0.0.1:$amqp_port
 listeners.ssl = none
 stomp.listeners.tcp = none
-stomp.listeners.ssl.1 = 127.0.0.1:$stomp_port
+stomp.listeners.ssl.1 = $listen:$stomp_port
 ssl_options.cacertfile = $ca
 ssl_options.certfile = $cert
 ssl_options.keyfile = $key
@@ -120,7 +136,7 @@ ssl_options.versions.1 = tlsv1.3
 stomp.default_user = guest
 stomp.default_pass = guest
 stomp.implicit_connect = false
-loopback_users.guest = true
+loopback_users.guest = $guest_loopback_only
 disk_free_limit.absolute = 20MB
 log.file.level = info
 log.console = false
@@ -207,8 +223,8 @@ until tail -c +"$((start_offset + 1))" "$log_file" 2>/dev/null | grep -q 'Starti
     [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "rabbitmq-server not ready within ${timeout_seconds}s"; }
     sleep 0.2
 done
-until (exec 3<>"/dev/tcp/127.0.0.1/$stomp_port") 2>/dev/null; do
-    [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "STOMP TLS listener 127.0.0.1:$stomp_port not open within ${timeout_seconds}s"; }
+until (exec 3<>"/dev/tcp/$probe_address/$stomp_port") 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "STOMP TLS listener $listen:$stomp_port not open within ${timeout_seconds}s"; }
     sleep 0.2
 done
 remaining=$((deadline - SECONDS)); [ "$remaining" -gt 5 ] || remaining=5

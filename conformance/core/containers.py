@@ -84,39 +84,47 @@ class ContainerSpec:
     ready_port: bool = False
     ready_timeout: float = 30.0
     outputs: Mapping[str, str] = field(default_factory=dict)
+    client: "ContainerClientSpec | None" = None
+    """The client role's containers; None: client-role cases are not
+    applicable."""
+
+    @property
+    def serves(self) -> bool:
+        """Whether the harness runs the server role in a container (a
+        client-only target's table has no ports)."""
+        return bool(self.ports)
+
+
+@dataclass(frozen=True)
+class ContainerClientSpec:
+    """``[targets.NAME.container.client]``: the node's client role, one
+    container per launch (per case), on the host's network."""
+    image: str
+    command: tuple[str, ...]
+    entrypoint: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    credential_env: Mapping[str, str] = field(default_factory=dict)
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    writable: Mapping[str, str] = field(default_factory=dict)
 
 
 CONTAINER_FIELDS = ("image", "command", "ports", "url", "env", "credential_env", "mounts", "writable", "ready",
-                    "ready_port", "ready_timeout", "outputs")
+                    "ready_port", "ready_timeout", "outputs", "client")
+CLIENT_FIELDS = ("image", "entrypoint", "command", "env", "credential_env", "mounts", "writable")
+SERVER_ONLY_FIELDS = ("command", "ports", "url", "env", "credential_env", "mounts", "writable", "ready", "ready_port",
+                      "ready_timeout", "outputs")
+"""Fields of the container table that configure the server role; a
+client-only target's table has only image and client."""
 
 
-def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials: Mapping[str, Any],
-                    argv: Any) -> ContainerSpec:
-    """The ``[targets.NAME.container]`` table, validated; ``argv`` is
-    targets._argv (commands are split like launch commands)."""
+def _string_tables(table: dict, cwhere: str, names: tuple[str, ...],
+                   credentials: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The tables of strings of a container (or client) table, validated:
+    one path for both roles, so both give the same errors."""
     from .targets import TargetError
 
-    cwhere = f"{where} [container]"
-    if not isinstance(table, dict):
-        raise TargetError(f"{cwhere}: must be a table")
-    unknown = set(table) - set(CONTAINER_FIELDS)
-    if unknown:
-        raise TargetError(f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CONTAINER_FIELDS)}")
-    image = table.get("image")
-    if not isinstance(image, str) or not image.strip() or any(ch.isspace() for ch in image):
-        raise TargetError(f"{cwhere}: image must be an image reference such as 'conformance/reference:dev', "
-                          f"got {image!r}")
-    if "server" not in roles:
-        raise TargetError(f"{cwhere}: a container runs the node's server role, but roles does not list 'server'")
-    ports = table.get("ports")
-    if (not isinstance(ports, list) or not ports
-            or not all(isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in ports)):
-        raise TargetError(f"{cwhere}: ports must be a non-empty list of container ports 1..65535 (the first is "
-                          f"the server role's; each is published on 127.0.0.1), got {ports!r}")
-    if len(set(ports)) != len(ports):
-        raise TargetError(f"{cwhere}: ports lists a port twice: {ports}")
     tables: dict[str, dict[str, str]] = {}
-    for name in ("env", "credential_env", "mounts", "writable", "outputs"):
+    for name in names:
         value = table.get(name, {})
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                   for k, v in value.items()):
@@ -137,6 +145,76 @@ def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials:
     both = set(tables["mounts"]) & set(tables["writable"])
     if both:
         raise TargetError(f"{cwhere}: {sorted(both)} in both mounts and writable")
+    return tables
+
+
+def _image(value: Any, cwhere: str) -> str:
+    from .targets import TargetError
+
+    if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value):
+        raise TargetError(f"{cwhere}: image must be an image reference such as 'conformance/reference:dev', "
+                          f"got {value!r}")
+    return value
+
+
+def parse_client(table: Any, where: str, image: str, roles: tuple[str, ...], credentials: Mapping[str, Any],
+                 argv: Any) -> ContainerClientSpec:
+    """The ``[targets.NAME.container.client]`` table, validated."""
+    from .targets import TargetError
+
+    cwhere = f"{where} [container.client]"
+    if not isinstance(table, dict):
+        raise TargetError(f"{cwhere}: must be a table (command, and optionally image, entrypoint, env, "
+                          "credential_env, mounts, writable)")
+    unknown = set(table) - set(CLIENT_FIELDS)
+    if unknown:
+        raise TargetError(f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CLIENT_FIELDS)}")
+    if "client" not in roles:
+        raise TargetError(f"{cwhere}: runs the node's client role, but roles does not list 'client'")
+    command = argv(table.get("command"), f"{cwhere} command")
+    if not command:
+        raise TargetError(f"{cwhere}: command is required: the client's arguments, with placeholders such as "
+                          "{peer_host} {peer_port} (the harness's server, on the host's loopback)")
+    entrypoint = argv(table.get("entrypoint"), f"{cwhere} entrypoint")
+    tables = _string_tables(table, cwhere, ("env", "credential_env", "mounts", "writable"), credentials)
+    return ContainerClientSpec(image=_image(table.get("image", image), cwhere), command=command,
+                               entrypoint=entrypoint, env=tables["env"], credential_env=tables["credential_env"],
+                               mounts=tables["mounts"], writable=tables["writable"])
+
+
+def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials: Mapping[str, Any],
+                    argv: Any) -> ContainerSpec:
+    """The ``[targets.NAME.container]`` table, validated; ``argv`` is
+    targets._argv (commands are split like launch commands)."""
+    from .targets import TargetError
+
+    cwhere = f"{where} [container]"
+    if not isinstance(table, dict):
+        raise TargetError(f"{cwhere}: must be a table")
+    unknown = set(table) - set(CONTAINER_FIELDS)
+    if unknown:
+        raise TargetError(f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CONTAINER_FIELDS)}")
+    image = _image(table.get("image"), cwhere)
+    client = (parse_client(table["client"], where, image, roles, credentials, argv) if "client" in table
+              else None)
+    if "server" not in roles:
+        if client is None:
+            raise TargetError(f"{cwhere}: a container without a [container.client] table runs the node's server "
+                              "role, but roles does not list 'server'")
+        server_fields = sorted(set(table) & set(SERVER_ONLY_FIELDS))
+        if server_fields:
+            raise TargetError(f"{cwhere}: {', '.join(server_fields)} configure(s) the server role, which the "
+                              f"target does not play (roles: {', '.join(roles)}); the client's fields go in "
+                              "[container.client]")
+        return ContainerSpec(image=image, client=client)
+    ports = table.get("ports")
+    if (not isinstance(ports, list) or not ports
+            or not all(isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in ports)):
+        raise TargetError(f"{cwhere}: ports must be a non-empty list of container ports 1..65535 (the first is "
+                          f"the server role's; each is published on 127.0.0.1), got {ports!r}")
+    if len(set(ports)) != len(ports):
+        raise TargetError(f"{cwhere}: ports lists a port twice: {ports}")
+    tables = _string_tables(table, cwhere, ("env", "credential_env", "mounts", "writable", "outputs"), credentials)
     for param in tables["outputs"]:
         if param in _ADDRESS_OUTPUTS:
             raise TargetError(f"{cwhere}: outputs cannot set {param!r}: a container's address is its published "
@@ -163,7 +241,8 @@ def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials:
     return ContainerSpec(image=image, command=argv(table.get("command"), f"{cwhere} command"), ports=tuple(ports),
                          url=url, env=tables["env"], credential_env=tables["credential_env"],
                          mounts=tables["mounts"], writable=tables["writable"], ready=ready,
-                         ready_port=ready_port, ready_timeout=float(timeout), outputs=tables["outputs"])
+                         ready_port=ready_port, ready_timeout=float(timeout), outputs=tables["outputs"],
+                         client=client)
 
 
 # ------------------------------------------------------------------ reaper
@@ -487,6 +566,179 @@ class ContainerServer:
             # it when this process ends.
             pass
         self.container = None
+
+
+# ------------------------------------------------------------------ the client role
+
+CLIENT_POLL_INTERVAL = 0.1
+"""Seconds between looks at a client container's state while waiting for it
+to exit."""
+ROLE_LABEL = "org.conformance.role"
+
+
+class ContainerClient:
+    """One launch of a container target's client role (one case): a
+    container on the host's network, so that the harness's server on
+    127.0.0.1 is the container's 127.0.0.1 too. It offers what the suites
+    use of a launched process (``targets.ProcessHandle``): ``output``,
+    ``tail``, ``running``, ``wait``, ``stop``, ``returncode``.
+
+    The target's private work dir is bind-mounted read-write at its own
+    path, so the paths placeholders give (``{messages_file}``,
+    ``{manifest_file}``, ``{auth_token_file}`` ...: files the suites and
+    the runtime write there) mean the same inside as outside."""
+
+    def __init__(self, runtime: "TargetRuntime", spec: ContainerClientSpec, extra: Mapping[str, Any],
+                 launch: int) -> None:
+        self.runtime = runtime
+        self.spec = spec
+        safe = re.sub(r"[^a-zA-Z0-9_.-]", "-", runtime.target.name)
+        self.name = f"conformance-{safe}-client-{launch}-{uuid.uuid4().hex[:8]}"
+        suffix = runtime.work_dir.name.rsplit(".", 1)[-1]
+        self.log_path = runtime.log_dir / f"{runtime.target.name}.{suffix}.client.{launch}.container.log"
+        self.argv = [runtime._expand_text(part, extra) for part in spec.command]
+        self._extra = dict(extra)
+        self._container: Any = None  # docker SDK Container
+        self._final_log: str | None = None
+        self._returncode: int | None = None
+        self._redactor: Any = None
+        self.started = time.monotonic()
+        self.start_seconds = 0.0
+        """Seconds from create to running (the per-case start cost)."""
+
+    def _what(self) -> str:
+        return (f"target {self.runtime.target.name!r} client (container {self.name}, "
+                f"image {self.spec.image})")
+
+    def start(self) -> None:
+        from .targets import TargetError
+
+        runtime, spec, extra = self.runtime, self.spec, self._extra
+        volumes: dict[str, dict[str, str]] = {}
+        # The work dir at its own path: per-case files the suites write there
+        # are named by host paths in the placeholders.
+        volumes[str(runtime.work_dir)] = {"bind": str(runtime.work_dir), "mode": "rw"}
+        for inside, host in spec.mounts.items():
+            path = Path(runtime._expand_text(host, extra))
+            if not path.exists():
+                raise TargetError(f"{self._what()}: mounts {inside}: {path} does not exist")
+            volumes[str(path)] = {"bind": inside, "mode": "ro"}
+        for inside, host in spec.writable.items():
+            path = Path(runtime._expand_text(host, extra))
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            volumes[str(path)] = {"bind": inside, "mode": "rw"}
+        environment = {key: runtime._expand_text(value, extra) for key, value in spec.env.items()}
+        for key, credential in spec.credential_env.items():
+            environment[key] = runtime.credential(credential).decode()
+        kwargs: dict[str, Any] = dict(
+            command=self.argv, name=self.name, detach=True, environment=environment, volumes=volumes,
+            # The harness's servers listen on loopback only: on the host's
+            # network stack the container reaches them at 127.0.0.1, with
+            # no port published and no bridge address involved.
+            network_mode="host",
+            labels={RUN_LABEL: runtime.run_id or "unknown", SESSION_LABEL: _SESSION_ID,
+                    TARGET_LABEL: runtime.target.name, ROLE_LABEL: "client"})
+        if spec.entrypoint:
+            kwargs["entrypoint"] = list(spec.entrypoint)
+        ensure_reaper(runtime.log_dir)
+        began = time.monotonic()
+        client = docker_client()
+        try:
+            try:
+                client.images.get(spec.image)
+            except Exception as exc:
+                hint = " (build it: scripts/docker-build-images.sh)" if spec.image.startswith("conformance/") else ""
+                raise TargetError(f"{self._what()}: the image is not available from the Docker engine{hint}: "
+                                  f"{exc}") from None
+            try:
+                # create + start: the container exists (and is labelled for
+                # the reaper) before it runs.
+                self._container = client.containers.create(spec.image, **kwargs)
+                self._container.start()
+            except Exception as exc:
+                self.stop()
+                raise TargetError(f"{self._what()} could not be started: {exc}") from None
+        finally:
+            client.close()
+        self.start_seconds = time.monotonic() - began
+        self.started = time.monotonic()
+
+    def _state(self) -> dict[str, Any]:
+        self._container.reload()
+        return dict(self._container.attrs.get("State") or {})
+
+    def running(self) -> bool:
+        if self._container is None:
+            return False
+        try:
+            state = self._state()
+        except Exception:
+            return False
+        if state.get("Running"):
+            return True
+        if state.get("Status") in ("exited", "dead"):
+            self._returncode = state.get("ExitCode")
+            return False
+        return state.get("Status") == "created"  # not started yet: not exited either
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit code once the container has exited, or None if it still
+        runs after ``timeout`` seconds."""
+        end = time.monotonic() + max(0.0, timeout)
+        while True:
+            if self._container is None or not self.running():
+                return self._returncode
+            if time.monotonic() >= end:
+                return None
+            time.sleep(min(CLIENT_POLL_INTERVAL, max(0.0, end - time.monotonic())))
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    def output(self) -> str:
+        """The container's log so far (stdout and stderr), credentials masked."""
+        if self._container is None:
+            return self._final_log or ""
+        try:
+            raw = self._container.logs(stdout=True, stderr=True)
+        except Exception as exc:
+            return self._final_log or f"(container log unavailable: {exc})"
+        text = raw.decode("utf-8", "replace")
+        if self._redactor is None:
+            from .redact import Redactor
+            self._redactor = Redactor(self.runtime.secret_values())
+        return self._redactor.text(text) if self._redactor else text
+
+    def tail(self, lines: int = 20) -> str:
+        return "\n".join(self.output().splitlines()[-lines:])
+
+    def stop(self, grace: float = 3.0) -> int | None:
+        """SIGTERM, SIGKILL after ``grace`` seconds (``docker stop``), then
+        save the log to logs/ and remove the container. Idempotent."""
+        container = self._container
+        if container is None:
+            return self._returncode
+        try:
+            if self.running():
+                container.stop(timeout=max(1, round(grace)))
+            self.running()  # reads the exit code
+        except Exception:
+            pass  # removed below with force
+        self._final_log = self.output()
+        try:
+            self.log_path.write_text(self._final_log, encoding="utf-8")
+        except OSError:
+            pass
+        try:
+            container.remove(force=True, v=True)
+        except Exception as exc:
+            # Gone already, or the engine did not answer; the reaper removes
+            # it when this process ends.
+            if "No such container" not in str(exc) and "already in progress" not in str(exc):
+                print(f"conformance: {self._what()} not removed: {exc}", file=sys.stderr)
+        self._container = None
+        return self._returncode
 
 
 if __name__ == "__main__":

@@ -16,10 +16,7 @@ a message or a report.
 from __future__ import annotations
 
 import os
-import shutil
 import ssl
-import tempfile
-import atexit
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,9 +111,10 @@ def run_pki() -> TestPki:
     the two nodes of an interop run trust each other."""
     global _RUN_PKI
     if _RUN_PKI is None:
-        directory = Path(tempfile.mkdtemp(prefix="conformance-pki."))
-        atexit.register(shutil.rmtree, directory, True)
-        _RUN_PKI = make_pki(directory)
+        # A work dir: removed at exit, or by the next run if this one is
+        # SIGKILLed (its CA key is a secret too; docs/targets.md, "Work dirs").
+        from .targets import make_work_dir  # here: targets imports much this module does not need
+        _RUN_PKI = make_pki(make_work_dir("pki"))
     return _RUN_PKI
 
 

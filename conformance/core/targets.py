@@ -36,6 +36,8 @@ asks for one by name and gets the bytes. Launch commands are argv lists
 
 from __future__ import annotations
 
+import atexit
+import fcntl
 import os
 import re
 import secrets
@@ -54,7 +56,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from .containers import ContainerServer, ContainerSpec, parse_container
+from .containers import ContainerClient, ContainerServer, ContainerSpec, parse_container
 from .readiness import Exited, ReadyWhen, StartingServer, port_accepts, read_outputs, wait_until_ready
 from .requirements import ROLES
 
@@ -131,13 +133,18 @@ class Target:
         return self.launch is not None and bool(self.launch.server or self.launch.client)
 
     def can_launch(self, role: str) -> bool:
+        if self.container is not None:
+            # A container target's client role: [container.client]; its
+            # server role is started at the run's start, not per case.
+            return role == "client" and self.container.client is not None
         return self.launch is not None and bool(getattr(self.launch, role))
 
     @property
     def harness_starts_server(self) -> bool:
         """Whether the harness starts the server role (a launch.server command
         or a container), so that it gets the run's files (e.g. its TLS CA)."""
-        return self.container is not None or (self.launch is not None and bool(self.launch.server))
+        return ((self.container is not None and self.container.serves)
+                or (self.launch is not None and bool(self.launch.server)))
 
     def describe(self) -> dict[str, Any]:
         """Everything about the target that may be shown: no credential values."""
@@ -145,7 +152,9 @@ class Target:
             "name": self.name, "implementation": self.implementation, "version": self.version,
             "protocol": self.protocol, "roles": list(self.roles), "capabilities": list(self.capabilities),
             "address": (f"container {self.container.image}, port {self.container.ports[0]} published on "
-                        "127.0.0.1" if self.container else
+                        "127.0.0.1" if self.container and self.container.serves else
+                        f"(client only, in containers of {self.container.client.image})"
+                        if self.container and self.container.client else
                         self.url or f"{self.host}:{self.port or '(chosen at launch)'}"),
             "launched_by_harness": self.launchable or self.container is not None,
             "credentials": sorted(f"{name} ({ref.kind})" for name, ref in self.credentials.items()),
@@ -384,6 +393,10 @@ class ProcessHandle:
     def tail(self, lines: int = 20) -> str:
         return "\n".join(self.output().splitlines()[-lines:])
 
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
 
 class TargetRuntime:
     """A target during a run: the address its server role is reached at, the
@@ -403,6 +416,9 @@ class TargetRuntime:
         self.server: ProcessHandle | None = None
         self.restarts = 0
         self._launches = 0
+        self.client_containers: list[ContainerClient] = []
+        """Client-role containers launched for cases; stop() removes any a
+        case left (their fixtures normally stop them)."""
 
     # -- credentials: values go to the cases, never into text
     def has_credential(self, name: str) -> bool:
@@ -507,6 +523,8 @@ class TargetRuntime:
         """Start the server role (launched and container targets) and wait
         until it is ready."""
         if self.target.container is not None:
+            if not self.target.container.serves:
+                return  # client only: its containers start per case
             server = ContainerServer(self, self.target.container)
             self.container = server
             try:
@@ -562,8 +580,19 @@ class TargetRuntime:
             return f"target process had exited (code {code}) and was restarted; its last output:\n{tail}"
         return None
 
-    def launch_client(self, extra: Mapping[str, Any]) -> ProcessHandle:
-        return self._start("client", extra)
+    def launch_client(self, extra: Mapping[str, Any]) -> "ProcessHandle | ContainerClient":
+        """Start the client role pointed at the harness: a process
+        (launch.client) or a container ([container.client]); both offer
+        output/tail/running/wait/stop/returncode."""
+        spec = self.target.container.client if self.target.container is not None else None
+        if spec is None:
+            return self._start("client", extra)
+        self._launches += 1
+        client = ContainerClient(self, spec, extra, self._launches)
+        self.client_containers = [c for c in self.client_containers if c._container is not None]
+        self.client_containers.append(client)
+        client.start()
+        return client
 
     def has_adapter(self, name: str) -> bool:
         return bool(self.target.adapters.get(name))
@@ -637,6 +666,9 @@ class TargetRuntime:
         self.start_server()
 
     def stop(self) -> None:
+        for client in self.client_containers:
+            client.stop(grace=1.0)
+        self.client_containers.clear()
         if self.container is not None:
             # Its log is saved to logs/ first; the reaper would remove it anyway.
             self.container.remove()
@@ -644,16 +676,95 @@ class TargetRuntime:
         if self.server is not None:
             self.server.stop()
             self.server = None
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        remove_work_dir(self.work_dir)
+
+
+WORK_DIR_PREFIX = "conformance-"
+WORK_DIR_OWNER_LOCK = ".owner.lock"
+"""A file in each work dir on which the process that made the dir holds an
+exclusive flock(2) until it removes the dir. The kernel drops the lock when
+that process dies, however it dies (SIGKILL included), so a work dir whose
+lock can be taken has no live owner: the next run removes it."""
+_owned_work_dirs: dict[Path, tuple[int, int]] = {}
+"""Work dirs this process made and has not removed yet: path -> (the fd
+holding the owner lock, the pid of the process that made it)."""
 
 
 def make_work_dir(name: str) -> Path:
     """A private (0700) scratch directory for a target's key files and state.
     It lives outside the reports tree, because reports are shared and key
-    files are secrets; it is deleted when the run ends."""
-    path = Path(tempfile.mkdtemp(prefix=f"conformance-{name}."))
+    files are secrets; it is deleted when the run ends (remove_work_dir,
+    called by TargetRuntime.stop; at interpreter exit for any left). The
+    dirs of runs killed too hard to clean up are removed here, by the next
+    run (remove_abandoned_work_dirs)."""
+    remove_abandoned_work_dirs()
+    path = Path(tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{name}."))
     os.chmod(path, 0o700)
+    # Locked under a temporary name and then renamed, so that no other run
+    # ever finds the owner lock unlocked while this one is starting.
+    pending = path / f"{WORK_DIR_OWNER_LOCK}.{os.getpid()}"
+    fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.rename(pending, path / WORK_DIR_OWNER_LOCK)
+    _owned_work_dirs[path] = (fd, os.getpid())
     return path
+
+
+def remove_work_dir(path: Path) -> None:
+    """Delete a work dir with what it holds (credentials, node state), then
+    let go of its owner lock."""
+    shutil.rmtree(path, ignore_errors=True)
+    owned = _owned_work_dirs.pop(path, None)
+    if owned is not None:
+        os.close(owned[0])
+
+
+def remove_abandoned_work_dirs(parent: Path | None = None) -> list[Path]:
+    """Remove the work dirs under ``parent`` (the temp dir) whose owner is
+    gone: ours (same user, a real directory, holding the owner lock file)
+    and with the lock free. A dir whose lock is held belongs to a live run
+    and is left alone; so is anything without the lock file (not made by
+    make_work_dir, or made by a version without it). Returns what it removed."""
+    parent = Path(parent or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(WORK_DIR_PREFIX):
+            continue
+        path = Path(entry.path)
+        if path in _owned_work_dirs:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not entry.is_dir(follow_symlinks=False) or info.st_uid != os.getuid():
+                continue
+            fd = os.open(path / WORK_DIR_OWNER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: its run is alive
+            # Held by us now, so no other run removes it at the same time.
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        finally:
+            os.close(fd)
+    return removed
+
+
+@atexit.register
+def _remove_owned_work_dirs() -> None:
+    """A run that ended without stopping its targets (an exception past the
+    plugin, SystemExit) still leaves no secrets behind."""
+    for path, (_, maker) in list(_owned_work_dirs.items()):
+        # A forked child that exits normally must not take its parent's dirs.
+        if maker == os.getpid():
+            remove_work_dir(path)
 
 
 def _die_with_parent() -> None:

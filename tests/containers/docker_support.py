@@ -72,6 +72,18 @@ def docker(*args: str, timeout: float = 60, check: bool = True) -> subprocess.Co
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
 
 
+def labelled(label: str) -> list[str]:
+    """Names of the containers (running or not) with ``label`` (KEY=VALUE)."""
+    out = docker("ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}", check=False)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def remove_labelled(label: str) -> None:
+    for name in labelled(label):
+        docker("rm", "-f", name, check=False)
+
+
 def build_images(*images: str) -> float:
     """Builds (or finds unchanged) the named images and the base image under
     them through the project's script; returns the seconds it took."""

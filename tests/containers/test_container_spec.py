@@ -96,7 +96,127 @@ def test_shipped_container_targets_parse_and_are_package_data() -> None:
     targets = load_targets_file("containers.toml", text)
     protocols = {t.protocol for name, t in targets.items() if name.startswith("container-reference-")}
     assert protocols == {"ssb", "btp", "stomp", "ripp", "ripplehost"}
-    assert {"container-ssb-server", "container-ilp-plugin-btp"} <= set(targets)
+    assert {"container-ssb-server", "container-ilp-plugin-btp", "container-rabbitmq", "container-ocaml-ripp"} \
+        <= set(targets)
     assert all(t.container is not None and t.launch is None for t in targets.values())
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert "targets/*.toml" in pyproject["tool"]["setuptools"]["package-data"]["conformance"]
+
+
+# ------------------------------------------------------------------ [container.client]
+
+CLIENT = BASE.replace('roles = ["server"]', 'roles = ["server", "client"]') + """
+[targets.node.container.client]
+command = "client --url {peer_url} --token-file {auth_token_file}"
+mounts = { "/run/secrets/ca.pem" = "{ca_file}" }
+env = { LOG_LEVEL = "debug" }
+"""
+
+CLIENT_ONLY = """
+[targets.node]
+implementation = "some-ssb-client"
+protocol = "ssb"
+roles = ["client"]
+
+[targets.node.container]
+image = "example/ssb:1"
+
+[targets.node.container.client]
+entrypoint = ["/usr/local/bin/tini", "--", "/opt/node/replicate.sh"]
+command = "--peer-host {peer_host} --peer-port {peer_port}"
+"""
+
+
+def test_a_client_table_gives_the_target_a_launchable_client_role(tmp_path: Path) -> None:
+    target = load(tmp_path, CLIENT)
+    client = target.container.client
+    assert client is not None and target.can_launch("client") and not target.can_launch("server")
+    assert client.image == "example/btp:1"  # the container table's, unless the client names its own
+    assert client.command == ("client", "--url", "{peer_url}", "--token-file", "{auth_token_file}")
+    assert (dict(client.mounts), dict(client.env), client.entrypoint) == (
+        {"/run/secrets/ca.pem": "{ca_file}"}, {"LOG_LEVEL": "debug"}, ())
+    assert target.harness_starts_server
+    # Without the table the client role is not launchable: its cases are not applicable.
+    assert not load(tmp_path, BASE).can_launch("client")
+
+
+def test_a_client_only_container_target_starts_no_server(tmp_path: Path) -> None:
+    target = load(tmp_path, CLIENT_ONLY)
+    assert target.container is not None and not target.container.serves and target.container.ports == ()
+    assert target.can_launch("client") and not target.harness_starts_server
+    assert target.container.client.image == "example/ssb:1"
+    assert target.container.client.entrypoint == ("/usr/local/bin/tini", "--", "/opt/node/replicate.sh")
+    assert target.describe()["address"] == "(client only, in containers of example/ssb:1)"
+    runtime = TargetRuntime(target, tmp_path / "work", tmp_path / "logs")
+    runtime.start_server()  # nothing to start, and no engine asked
+    assert runtime.container is None
+
+
+def test_the_client_placeholders_expand_to_host_paths_the_work_dir_mount_keeps(tmp_path: Path) -> None:
+    """The client container gets the work dir at its own path, so a
+    credential file the runtime writes there is the same path inside."""
+    from conformance.core.containers import ContainerClient
+
+    target = load(tmp_path, CLIENT)
+    work = tmp_path / "work"
+    work.mkdir()
+    runtime = TargetRuntime(target, work, tmp_path / "logs")
+    client = ContainerClient(runtime, target.container.client, {"peer_url": "ws://127.0.0.1:4242/"}, 1)
+    assert client.argv == ["client", "--url", "ws://127.0.0.1:4242/", "--token-file", str(work / "auth_token.credential")]
+    assert client.name.startswith("conformance-node-client-1-")
+    assert client.log_path.name.endswith(".client.1.container.log")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('command = "client --url', 'commandx = "client --url', r"\[container.client\]: unknown field\(s\) \['commandx'\]"),
+    ('command = "client --url {peer_url} --token-file {auth_token_file}"', 'image = "example/btp:1"',
+     r"\[container.client\]: command is required"),
+    ('command = "client --url {peer_url} --token-file {auth_token_file}"', 'command = 7',
+     r"\[container.client\] command: a command is a string or a list of strings"),
+    ('env = { LOG_LEVEL = "debug" }', 'env = { LOG_LEVEL = "debug" }\nimage = "two words"',
+     r"\[container.client\]: image must be an image reference"),
+    ('env = { LOG_LEVEL = "debug" }', 'env = { LOG_LEVEL = 3 }', r"\[container.client\]: env must be a table of strings"),
+    ('mounts = { "/run/secrets/ca.pem"', 'mounts = { "ca.pem"', r"\[container.client\]: mounts key 'ca.pem' must be "
+                                                               "an absolute path"),
+    ('env = { LOG_LEVEL = "debug" }', 'credential_env = { T = "passcode" }',
+     r"\[container.client\]: credential_env T names credential 'passcode', which the target does not have"),
+    ('env = { LOG_LEVEL = "debug" }', 'entrypoint = 5', r"\[container.client\] entrypoint: a command is a string"),
+    ('roles = ["server", "client"]', 'roles = ["server"]', r"\[container.client\]: runs the node's client role, "
+                                                          "but roles does not list 'client'"),
+])
+def test_invalid_client_tables_name_the_field(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert old in CLIENT
+    with pytest.raises(TargetError, match=message) as caught:
+        load(tmp_path, CLIENT.replace(old, new, 1))
+    assert "target 'node'" in str(caught.value)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("ports = [8008]", r"\[container\]: ports configure\(s\) the server role, which the target does not play"),
+    ('ready = "READY"', r"\[container\]: ready configure\(s\) the server role"),
+    ('command = "serve"', r"\[container\]: command configure\(s\) the server role"),
+])
+def test_a_client_only_container_table_refuses_server_fields(tmp_path: Path, extra: str, message: str) -> None:
+    text = CLIENT_ONLY.replace('image = "example/ssb:1"\n', f'image = "example/ssb:1"\n{extra}\n')
+    with pytest.raises(TargetError, match=message):
+        load(tmp_path, text)
+
+
+def test_a_client_only_target_needs_the_client_table(tmp_path: Path) -> None:
+    text = CLIENT_ONLY.split("[targets.node.container.client]")[0]
+    with pytest.raises(TargetError, match=r"a container without a \[container.client\] table runs the node's "
+                                          "server role, but roles does not list 'server'"):
+        load(tmp_path, text)
+
+
+def test_shipped_reference_container_targets_play_the_client_role() -> None:
+    text = resources.files("conformance.targets").joinpath("containers.toml").read_text(encoding="utf-8")
+    targets = load_targets_file("containers.toml", text)
+    for protocol in ("ssb", "btp", "stomp", "ripp", "ripplehost"):
+        target = targets[f"container-reference-{protocol}"]
+        assert "client" in target.roles and target.can_launch("client"), target.name
+        assert target.container.client.image == "conformance/reference:dev"
+        assert target.container.client.command[0] == protocol  # reference-node PROTOCOL ...
+    assert targets["container-ilp-plugin-btp"].can_launch("client")
+    assert targets["container-ssb-server-client"].roles == ("client",)
+    assert targets["container-ssb-server-client"].can_launch("client")

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from .docker_support import REPO_ROOT, build_images, container_tier, docker, docker_problem, say
+from .docker_support import (REPO_ROOT, build_images, container_tier, docker, docker_problem, labelled,
+                             remove_labelled, say)
 
 CONTAINER_TARGETS = REPO_ROOT / "conformance" / "targets" / "containers.toml"
 REFERENCE_TARGETS = [f"container-reference-{p}" for p in ("btp", "ripp", "ripplehost", "ssb", "stomp")]
@@ -40,14 +41,11 @@ pytestmark, _require_docker = container_tier(docker_problem(), pytest.mark.slow)
 
 def _labelled(run_id: str) -> list[str]:
     """Names of the containers (running or not) labelled with the run."""
-    out = docker("ps", "-a", "--filter", f"label={RUN_LABEL}={run_id}", "--format", "{{.Names}}", check=False)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.split()
+    return labelled(f"{RUN_LABEL}={run_id}")
 
 
 def _remove_labelled(run_id: str) -> None:
-    for name in _labelled(run_id):
-        docker("rm", "-f", name, check=False)
+    remove_labelled(f"{RUN_LABEL}={run_id}")
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +73,12 @@ def test_every_reference_node_is_certified_as_a_container_target(reference_image
                                                                  capsys: pytest.CaptureFixture[str],
                                                                  record_property) -> None:
     """One certify of the five container-reference-* targets: the harness
-    starts each node in its container, each is conformant (every server-role
-    case passed, client-role cases not applicable: only the server role runs
-    in a container), STOMP's crash case passed through a container restart,
-    each container's log is in logs/ and attached in allure-results, and no
-    container labelled with the run is left."""
+    starts each node in its container, each is conformant (every case
+    passed: the server role in one container per target, each client-role
+    case with a client container of its own), STOMP's crash case passed
+    through a container restart, each container's log is in logs/ and
+    attached in allure-results, and no container labelled with the run is
+    left."""
     reports = tmp_path / "reports"
     started = time.monotonic()
     run = subprocess.run(_certify_argv(REFERENCE_TARGETS, reports), cwd=REPO_ROOT, capture_output=True, text=True,
@@ -100,13 +99,20 @@ def test_every_reference_node_is_certified_as_a_container_target(reference_image
         assert all(r["outcome"] == "passed" for r in server_cases), \
             [(r["target"], r["case_id"], r["outcome"], r["message"][:200]) for r in server_cases
              if r["outcome"] != "passed"]
-        assert all(r["outcome"] == "not_applicable" for r in records if ".server." not in r["case_id"])
+        client_cases = [r for r in records if r["role"] == "client"]
+        assert len(client_cases) >= 60, f"only {len(client_cases)} client-role cases ran"
+        assert all(r["outcome"] == "passed" for r in records), \
+            [(r["target"], r["case_id"], r["outcome"], r["message"][:200]) for r in records
+             if r["outcome"] != "passed"]
         # restart_server on a container target: SIGKILL, then the same
         # container started again, its store kept.
         restart = [r for r in records if r["case_id"] == "stomp.receipt.server.stored-after-restart"]
         assert [r["outcome"] for r in restart] == ["passed"], restart
 
-        logs = {path.name: path.read_text() for path in (run_dir / "logs").glob("*.container.log")}
+        logs = {path.name: path.read_text() for path in (run_dir / "logs").glob("*.container.log")
+                if ".client." not in path.name}
+        client_logs = list((run_dir / "logs").glob("*.client.*.container.log"))
+        assert {path.name.split(".")[0] for path in client_logs} == set(REFERENCE_TARGETS), client_logs
         ready_lines = {"btp": "BTP_READY", "ripp": "RIPP_READY", "ripplehost": "RIPPLE_READY", "ssb": "SSB_READY",
                        "stomp": "STOMP_READY"}
         for target in REFERENCE_TARGETS:
@@ -133,7 +139,8 @@ def test_every_reference_node_is_certified_as_a_container_target(reference_image
         _remove_labelled(run_id)
     record_property("certify_five_container_targets_s", round(certify_s, 1))
     say(capsys, f"five reference nodes as container targets: certify {certify_s:.1f} s, "
-        f"{len(server_cases)} server-role cases passed")
+        f"{len(server_cases)} server-role and {len(client_cases)} client-role cases passed "
+        f"({len(client_logs)} client containers)")
 
 
 def _process_tree(root: int) -> list[int]:

@@ -62,3 +62,18 @@ def certify(tmp_path: Path, *args: str, timeout: float = 300) -> CertifyRun:
     completed = run_cli("certify", "--run-dir", str(run_dir), *args, timeout=timeout)
     return CertifyRun(completed.returncode, completed.stdout + completed.stderr, run_dir,
                       time.monotonic() - started)
+
+
+STUCK_TARGET = """
+[targets.stuck]
+implementation = "stuck-ssb"
+protocol = "ssb"
+roles = ["server"]
+[targets.stuck.launch]
+server = "{python} -c 'import time; time.sleep(120)'"
+ready = "NEVER"
+ready_timeout = 60
+"""
+"""A node that never gets ready: its start waits ready_timeout (60 s), far
+past a short --run-timeout, so the CLI's backstop has to stop the session
+(tests/harness/test_run_timeout.py, test_work_dirs.py)."""

@@ -4,11 +4,10 @@ that outlives it is stopped by the CLI, keeping what it recorded."""
 
 from __future__ import annotations
 
-import textwrap
 
 from conformance.core.results import summarize
 
-from .cli_runner import certify
+from .cli_runner import STUCK_TARGET, certify
 from .fake_suite import Listener, run_suite, targets_file, write_suite
 
 SLOW_CASES = "".join(f"""
@@ -37,19 +36,8 @@ def test_slow_target_is_cut_off_at_the_run_deadline_with_every_case_recorded(tmp
 
 
 def test_session_that_outlives_the_run_deadline_is_stopped_and_its_cases_recorded(tmp_path):
-    # A node that never gets ready: the start waits ready_timeout (60 s),
-    # far past the run deadline; the CLI stops the session.
     targets = tmp_path / "targets.toml"
-    targets.write_text(textwrap.dedent("""
-        [targets.stuck]
-        implementation = "stuck-ssb"
-        protocol = "ssb"
-        roles = ["server"]
-        [targets.stuck.launch]
-        server = "{python} -c 'import time; time.sleep(120)'"
-        ready = "NEVER"
-        ready_timeout = 60
-    """))
+    targets.write_text(STUCK_TARGET)
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "stuck", "--deadline", "1",
                   "--run-timeout", "1", timeout=120)
     assert run.code == 1, run.output

@@ -237,7 +237,7 @@ class LaunchedClient:
                                      f"within {wait:g} s; its output:\n{self.output_tail()}")
             if not self.process.running() and self.server._accepted.empty():
                 # Nothing more can come: a client that exited does not connect.
-                raise AssertionError(f"{what}: the client exited (code {self.process.process.returncode}) without "
+                raise AssertionError(f"{what}: the client exited (code {self.process.returncode}) without "
                                      f"a connection the harness could accept; its output:\n{self.output_tail()}")
             try:
                 # Short slices: a failed handshake is a list entry, not an
