@@ -104,6 +104,8 @@ class RunState:
     ``certify --case-jobs N``; None in an ordinary session."""
     groups_file: str | None = None
     """Worker: where to write the case groups for the controller's scheduler."""
+    session: Any = None
+    """The pytest session (set at its start): SIGTERM sets its shouldstop."""
     sigterm_handler: Any = None
     """The SIGTERM handler this session replaced (see _interrupt_on_sigterm),
     put back at the end; None while it replaced none."""
@@ -178,10 +180,29 @@ class SessionTerminated(KeyboardInterrupt):
     ends the process at once and the work dirs stay in the temp dir."""
 
 
+_SIGTERM_STATE: RunState | None = None
+"""The session state _raise_session_terminated stops (set with the handler)."""
+
+
 def _raise_session_terminated(signum: int, frame: object) -> None:
     # Once: a second SIGTERM must not cut short the clean-up the first one
     # started (the CLI sends SIGKILL if it takes too long).
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    state = _SIGTERM_STATE
+    if state is not None:
+        # The exception below can be swallowed: a handler runs wherever the
+        # main thread is, and an exception raised inside sys.unraisablehook
+        # or an asyncio callback is only logged (seen: inside allure's
+        # fixture finalizer, the session then ran on until the CLI's
+        # SIGKILL). So first the nodes and the work dirs holding their
+        # credentials go, and the session stops after its current case
+        # whatever becomes of the exception. stop() is idempotent:
+        # pytest_unconfigure calls it again.
+        if state.session is not None:
+            state.session.shouldstop = "stopped by SIGTERM"
+        for runtime in (state.runtime, state.peer_runtime):
+            if runtime is not None:
+                runtime.stop()
     raise SessionTerminated()
 
 
@@ -190,10 +211,18 @@ def _interrupt_on_sigterm(state: RunState) -> None:
     rather than kill it outright. Only in the main thread (the only one that
     may set handlers) and only over the default action, so that a program
     embedding pytest keeps its own handler."""
+    global _SIGTERM_STATE
     if state.sigterm_handler is not None or threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        _SIGTERM_STATE = state
         state.sigterm_handler = signal.signal(signal.SIGTERM, _raise_session_terminated)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is not None:
+        state.session = session
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -1128,6 +1157,17 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
         if reason.startswith(BLOCKED_PREFIX):
             return "blocked", "b", "BLOCKED"
     return None
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """An interrupt (Ctrl-C, or SessionTerminated) reached pytest: from here
+    pytest tears the fixtures down and then pytest_unconfigure stops the
+    targets. A SIGTERM now (the CLI sends one to every session after a
+    Ctrl-C to the whole group) would raise in the middle of that clean-up
+    and cut it short, leaving nodes and work dirs behind: ignore it. This
+    hook runs before the session's teardown (pytest's wrap_session)."""
+    if signal.getsignal(signal.SIGTERM) is _raise_session_terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -197,8 +197,13 @@ def test_unknown_target_is_a_usage_error(tmp_path):
 
 def test_killed_run_keeps_every_finished_case(tmp_path):
     run_dir = tmp_path / "run"
+    # Its own temp dir: the node is then found by its work dir's path, not
+    # mistaken for another run's (another suite may run beside this one).
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
     process = subprocess.Popen(CONFORMANCE + ["certify", "--run-dir", str(run_dir)], cwd=REPO_ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                               env=dict(os.environ, TMPDIR=str(tmpdir)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
     results = run_dir / "results.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -213,7 +218,7 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
         assert json.loads(line)["outcome"] in ("passed", "failed", "not_applicable", "error")
     # The launched node died with the harness (it gets SIGTERM when its parent dies).
     time.sleep(1)
-    leftover = subprocess.run(["pgrep", "-f", f"reference_impl.ssb serve.*conformance-reference-ssb"],
+    leftover = subprocess.run(["pgrep", "-f", f"reference_impl.ssb serve.*{tmpdir}/conformance-reference-ssb"],
                               capture_output=True, text=True)
     assert not leftover.stdout.strip(), f"node still running: {leftover.stdout}"
 

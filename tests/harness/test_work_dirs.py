@@ -128,6 +128,9 @@ def test_the_work_dir_of_a_killed_run_is_removed_by_the_next_run(tmp_path, monke
     _wait_for_results(process, run_dir, tmpdir, 2)
     os.killpg(process.pid, signal.SIGKILL)  # the CLI, its session and the node: no handler runs
     process.communicate(timeout=30)
+    # The session may outlive the CLI by a moment (both got SIGKILL): until
+    # it is gone, its owner lock is held and the dir is rightly left alone.
+    _wait_until_every_process_ended(process)
     [killed] = _work_dirs(tmpdir)
     assert (tmpdir / killed / WORK_DIR_OWNER_LOCK).is_file()
     # The next run, as it makes its own work dir:
