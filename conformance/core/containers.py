@@ -357,6 +357,49 @@ def main(argv: list[str] | None = None) -> int:
 
 # ------------------------------------------------------------------ a running container
 
+def require_image(image: str, what: str) -> None:
+    """The image must be in the engine already: never pulled (no registry)."""
+    from .targets import TargetError
+
+    try:
+        client = docker_client()
+        try:
+            client.images.get(image)
+        finally:
+            client.close()
+    except Exception as exc:
+        hint = " (build it: scripts/docker-build-images.sh)" if image.startswith("conformance/") else ""
+        raise TargetError(f"{what}: image {image} is not available from the Docker engine{hint}: {exc}") from None
+
+
+def environment(runtime: "TargetRuntime", spec: "ContainerSpec | ContainerClientSpec",
+                extra: Mapping[str, Any]) -> dict[str, str]:
+    """A container's variables: ``env`` expanded, ``credential_env`` values."""
+    out = {key: runtime._expand_text(value, extra) for key, value in spec.env.items()}
+    for key, credential in spec.credential_env.items():
+        out[key] = runtime.credential(credential).decode()
+    return out
+
+
+def volumes(runtime: "TargetRuntime", spec: "ContainerSpec | ContainerClientSpec", extra: Mapping[str, Any],
+            what: str) -> list[tuple[str, str, str]]:
+    """(host path, path inside, mode) of ``mounts`` (read-only, must exist)
+    and ``writable`` (read-write, created 0700)."""
+    from .targets import TargetError
+
+    out = []
+    for inside, host in spec.mounts.items():
+        path = Path(runtime._expand_text(host, extra))
+        if not path.exists():
+            raise TargetError(f"{what}: mounts {inside}: {path} does not exist")
+        out.append((str(path), inside, "ro"))
+    for inside, host in spec.writable.items():
+        path = Path(runtime._expand_text(host, extra))
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        out.append((str(path), inside, "rw"))
+    return out
+
+
 class ContainerServer:
     """The server role of a container target during a run."""
 
@@ -392,33 +435,15 @@ class ContainerServer:
         testcontainers_config.ryuk_disabled = True
         runtime, spec = self.runtime, self.spec
         extra = {"container_port": str(spec.ports[0])}
-        try:
-            client = docker_client()
-            try:
-                client.images.get(spec.image)
-            finally:
-                client.close()
-        except Exception as exc:
-            hint = " (build it: scripts/docker-build-images.sh)" if spec.image.startswith("conformance/") else ""
-            raise TargetError(f"target {runtime.target.name!r}: image {spec.image} is not available from the Docker "
-                              f"engine{hint}: {exc}") from None
+        require_image(spec.image, f"target {runtime.target.name!r}")
         ensure_reaper(runtime.log_dir)
         container = DockerContainer(spec.image, docker_client_kw={"timeout": DOCKER_API_TIMEOUT})
         if spec.command:
             container.with_command([runtime._expand_text(part, extra) for part in spec.command])
-        for key, value in spec.env.items():
-            container.with_env(key, runtime._expand_text(value, extra))
-        for key, credential in spec.credential_env.items():
-            container.with_env(key, runtime.credential(credential).decode())
-        for inside, host in spec.mounts.items():
-            path = Path(runtime._expand_text(host, extra))
-            if not path.exists():
-                raise TargetError(f"{self._what()}: mounts {inside}: {path} does not exist")
-            container.with_volume_mapping(str(path), inside, "ro")
-        for inside, host in spec.writable.items():
-            path = Path(runtime._expand_text(host, extra))
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            container.with_volume_mapping(str(path), inside, "rw")
+        for key, value in environment(runtime, spec, extra).items():
+            container.with_env(key, value)
+        for host, inside, mode in volumes(runtime, spec, extra, self._what()):
+            container.with_volume_mapping(host, inside, mode)
         for port in spec.ports:
             # Loopback only, on a port the engine picks (parallel runs never
             # collide). docker's SDK takes (host_ip, host_port).
@@ -614,24 +639,13 @@ class ContainerClient:
         from .targets import TargetError
 
         runtime, spec, extra = self.runtime, self.spec, self._extra
-        volumes: dict[str, dict[str, str]] = {}
         # The work dir at its own path: per-case files the suites write there
         # are named by host paths in the placeholders.
-        volumes[str(runtime.work_dir)] = {"bind": str(runtime.work_dir), "mode": "rw"}
-        for inside, host in spec.mounts.items():
-            path = Path(runtime._expand_text(host, extra))
-            if not path.exists():
-                raise TargetError(f"{self._what()}: mounts {inside}: {path} does not exist")
-            volumes[str(path)] = {"bind": inside, "mode": "ro"}
-        for inside, host in spec.writable.items():
-            path = Path(runtime._expand_text(host, extra))
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            volumes[str(path)] = {"bind": inside, "mode": "rw"}
-        environment = {key: runtime._expand_text(value, extra) for key, value in spec.env.items()}
-        for key, credential in spec.credential_env.items():
-            environment[key] = runtime.credential(credential).decode()
+        binds = {str(runtime.work_dir): {"bind": str(runtime.work_dir), "mode": "rw"}}
+        for host, inside, mode in volumes(runtime, spec, extra, self._what()):
+            binds[host] = {"bind": inside, "mode": mode}
         kwargs: dict[str, Any] = dict(
-            command=self.argv, name=self.name, detach=True, environment=environment, volumes=volumes,
+            command=self.argv, name=self.name, detach=True, environment=environment(runtime, spec, extra), volumes=binds,
             # The harness's servers listen on loopback only: on the host's
             # network stack the container reaches them at 127.0.0.1, with
             # no port published and no bridge address involved.
@@ -640,24 +654,18 @@ class ContainerClient:
                     TARGET_LABEL: runtime.target.name, ROLE_LABEL: "client"})
         if spec.entrypoint:
             kwargs["entrypoint"] = list(spec.entrypoint)
+        require_image(spec.image, self._what())
         ensure_reaper(runtime.log_dir)
         began = time.monotonic()
         client = docker_client()
         try:
-            try:
-                client.images.get(spec.image)
-            except Exception as exc:
-                hint = " (build it: scripts/docker-build-images.sh)" if spec.image.startswith("conformance/") else ""
-                raise TargetError(f"{self._what()}: the image is not available from the Docker engine{hint}: "
-                                  f"{exc}") from None
-            try:
-                # create + start: the container exists (and is labelled for
-                # the reaper) before it runs.
-                self._container = client.containers.create(spec.image, **kwargs)
-                self._container.start()
-            except Exception as exc:
-                self.stop()
-                raise TargetError(f"{self._what()} could not be started: {exc}") from None
+            # create + start: the container exists (and is labelled for the
+            # reaper) before it runs.
+            self._container = client.containers.create(spec.image, **kwargs)
+            self._container.start()
+        except Exception as exc:
+            self.stop()
+            raise TargetError(f"{self._what()} could not be started: {exc}") from None
         finally:
             client.close()
         self.start_seconds = time.monotonic() - began
