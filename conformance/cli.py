@@ -30,7 +30,8 @@ from . import __version__
 from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, OUTCOMES, PASSED, RESULTS_FILE, ResultRecord,
                            ResultWriter, new_run_id, read_results, summarize, utc_now, write_summary)
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
-from .jobs import ChildOutput, Console, Session, exclusive_resources, run_sessions
+from .jobs import (SUMMARY_SECONDS_KEY, ChildOutput, Console, Session, exclusive_resources, last_durations,
+                   longest_first, run_sessions)
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 INTEROP_DIR = Path(__file__).resolve().parent / "interop"
@@ -293,16 +294,32 @@ def outcome_counts(records: list[dict]) -> str:
             f"blocked {counts[BLOCKED]}, n/a {counts[NOT_APPLICABLE]}")
 
 
+def suite_case_counts() -> dict[str, int]:
+    """How many cases each protocol's suite declares (``@requirement(`` in
+    its files): the estimate of a target's length when no run timed it."""
+    counts = {}
+    for protocol in KNOWN_PROTOCOLS:
+        files = (SUITES_DIR / protocol).glob("*.py")
+        counts[protocol] = sum(f.read_text(encoding="utf-8").count("@requirement(") for f in files)
+    return counts
+
+
 def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
-                 args: argparse.Namespace) -> tuple[dict[str, int], list[tuple[str, str]]]:
+                 args: argparse.Namespace) -> tuple[dict[str, int], list[tuple[str, str]], dict[str, float]]:
     """Every target of ``certify``: up to ``args.jobs`` at once, each its own
     pytest session (conformance/jobs.py). Under --jobs N it prints a line
     when a target starts and one when it ends (verdict, counts, seconds),
     and progress lines come prefixed with the target's name; one at a time,
     a heading per target and the progress lines as they are. A preflight
     error stops new targets from starting; the running ones finish. Returns
-    the exit codes and the preflight errors (target, error)."""
+    the exit codes, the preflight errors (target, error) and each session's
+    seconds. Under --jobs N the longest targets start first (their time in
+    the last run under the same runs dir, else their case count)."""
     serial = args.jobs <= 1
+    if not serial:
+        chosen = longest_first(chosen, last_durations(run_dir.parent, [t.name for t in chosen]),
+                               suite_case_counts())
+    seconds_of: dict[str, float] = {}
     console = Console()
     output = ChildOutput(console, prefixed=not serial)
     by_name = {t.name: t for t in chosen}
@@ -315,6 +332,7 @@ def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
 
     def ended(session: Session, code: int, seconds: float) -> bool:
         target = by_name[session.label]
+        seconds_of[target.name] = round(seconds, 3)
         error = preflight_error(run_dir, target)
         if error:
             failures.append((target.name, error))
@@ -337,7 +355,7 @@ def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
     sessions = [Session(t.name, functools.partial(run_suite, t, run_dir, run_id, args, output=output),
                         frozenset(exclusive_resources(t))) for t in chosen]
     codes = run_sessions(sessions, args.jobs, output, started, ended)
-    return codes, failures
+    return codes, failures, seconds_of
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
@@ -353,12 +371,13 @@ def cmd_certify(args: argparse.Namespace) -> int:
     started = time.monotonic()
     print(f"conformance {__version__}: run {run_id}, certifying "
           f"{', '.join(t.name + ' (' + t.protocol + ')' for t in chosen)}", flush=True)
-    codes, failures = certify_jobs(chosen, run_dir, run_id, args)
+    codes, failures, seconds_of = certify_jobs(chosen, run_dir, run_id, args)
     if failures:
         return stop_for_preflight(run_dir, run_id, started, chosen, codes, failures)
     records_file = run_dir / "results.jsonl"
     records_file.touch()
-    extra = {"targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes}
+    extra = {"targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes,
+             SUMMARY_SECONDS_KEY: seconds_of}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
     summary = write_summary(run_dir, run_id, started, extra)

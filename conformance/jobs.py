@@ -16,12 +16,14 @@ same target not started by the harness) waits until the other has ended.
 
 from __future__ import annotations
 
+import json
 import queue
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Hashable, TextIO
 
 from .core.targets import Target
@@ -178,3 +180,54 @@ def run_sessions(sessions: list[Session], jobs: int, output: ChildOutput,
             thread.join(STOP_GRACE)
         raise
     return codes
+
+
+SUMMARY_SECONDS_KEY = "target_seconds"
+"""summary.json key: each target's session wall time, in seconds, read back
+by :func:`last_durations` to start the longest targets first next time."""
+DURATION_LOOKBACK = 50
+"""How many of the newest runs :func:`last_durations` reads at most."""
+
+
+def last_durations(runs_dir: Path, names: list[str]) -> dict[str, float]:
+    """Each target's session time in the newest run under ``runs_dir`` that
+    certified it (summary.json's ``target_seconds``); targets no recent run
+    certified are left out. A summary that cannot be read is passed over."""
+    try:
+        summaries = sorted(runs_dir.glob("*/summary.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return {}
+    wanted, found = set(names), {}
+    for path in summaries[:DURATION_LOOKBACK]:
+        try:
+            seconds = json.loads(path.read_text(encoding="utf-8")).get(SUMMARY_SECONDS_KEY) or {}
+        except (OSError, ValueError):
+            continue
+        for name in wanted - found.keys():
+            value = seconds.get(name)
+            if isinstance(value, (int, float)) and value >= 0:
+                found[name] = float(value)
+        if found.keys() == wanted:
+            break
+    return found
+
+
+def longest_first(targets: list[Target], durations: dict[str, float],
+                  case_counts: dict[str, int]) -> list[Target]:
+    """The targets in the order to start them under --jobs N: the longest
+    first, so that the last to start is a short one and no worker idles at
+    the end while one long session runs alone. A target's length is its
+    session time in the last run; one never timed is estimated from its
+    protocol's case count at the mean seconds per case of the timed ones
+    (or, when none is timed, ordered by case count alone). Ties keep the
+    given order."""
+    timed = [t for t in targets if t.name in durations]
+    per_case = (sum(durations[t.name] for t in timed) / max(1, sum(case_counts.get(t.protocol, 0) for t in timed))
+                if timed else 1.0)
+
+    def estimate(target: Target) -> float:
+        if target.name in durations:
+            return durations[target.name]
+        return case_counts.get(target.protocol, 0) * per_case
+
+    return sorted(targets, key=lambda t: -estimate(t))

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import socket
+import tempfile
 import threading
 import time
 from urllib.parse import urlsplit
@@ -309,13 +310,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
     config.stash[_ALL_CASES] = [item for item in items if requirement_of(item) is not None]
-    if state.worker_id == "gw0" and state.groups_file:
-        # Every worker collects the same cases; the first tells the
-        # controller's scheduler the groups (before xdist sends the
-        # collection, so the file is there when the scheduler starts).
-        groups = case_groups(config.stash[_ALL_CASES])
-        _write_atomically(Path(state.groups_file), json.dumps(
-            {item.nodeid: groups[id(item)] for item in config.stash[_ALL_CASES] if id(item) in groups}))
 
 
 _ALL_CASES = pytest.StashKey[list[pytest.Item]]()
@@ -384,7 +378,9 @@ class _CaseJobsController:
         self.state = state
         self.started_wall = time.time()
         self.readded_told = False
-        self.groups_file = state.run_dir / f".case-groups.{os.getpid()}.json"
+        # In the temp dir, not the run dir: a session without cases (the
+        # project's own tests) has no run dir and must not make one.
+        self.groups_file = Path(tempfile.gettempdir()) / f"conformance-case-groups.{os.getpid()}.json"
         self.preflight_failed = False
 
     @pytest.hookimpl(optionalhook=True)
@@ -392,7 +388,6 @@ class _CaseJobsController:
         node.workerinput[_STARTED_WALL_KEY] = self.started_wall
         node.workerinput[_RUN_ID_KEY] = self.state.run_id
         node.workerinput[_GROUPS_FILE_KEY] = str(self.groups_file)
-        self.state.run_dir.mkdir(parents=True, exist_ok=True)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -454,6 +449,34 @@ class _PrerequisiteOrder:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item], config: pytest.Config) -> None:
         _order_by_prerequisites(items, config)
+        _write_groups(items, config)
+
+
+def _write_groups(items: list[pytest.Item], config: pytest.Config) -> None:
+    """Under pytest-xdist, worker gw0 tells the controller's scheduler which
+    tests must share a worker (before xdist sends the collection, so the
+    file is there when the scheduler starts; every worker collects the
+    same): the case groups of :func:`case_groups`, and for any other test
+    its ``xdist_group`` mark. The mark has to come this way: xdist's own
+    loadgroup appends it to ``item._nodeid``, which pytest 9 ignores, so the
+    project's own test suite (scripts/test.sh, ``-n N --dist loadgroup``)
+    relies on this too. A session with no group writes nothing: no run dir
+    appears for it."""
+    state = _state(config)
+    if state.worker_id != "gw0" or not state.groups_file:
+        return
+    cases = config.stash.get(_ALL_CASES, [])
+    groups = case_groups(cases)
+    named = {item.nodeid: groups[id(item)] for item in cases if id(item) in groups}
+    for item in items:
+        if item.nodeid in named:
+            continue
+        marks = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        if marks:
+            named[item.nodeid] = "xdist_group:" + "+".join(marks)
+    if named:
+        _write_atomically(Path(state.groups_file), json.dumps(named))
 
 
 def _order_by_prerequisites(items: list[pytest.Item], config: pytest.Config) -> None:

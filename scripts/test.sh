@@ -1,19 +1,81 @@
 #!/usr/bin/env bash
-# The test suite: set up (Python, the npm interop packages, RabbitMQ and
-# OCaml with bin_prot from Debian's packages for the STOMP and RIPP interop
-# tests, the Allure command line and
-# Chromium for the report tests), then run
-# every test. Extra arguments go to pytest. Exit code 5 from pytest (no
-# tests collected) is turned into a failure: an empty run proves nothing.
+# The test suite, by tier (docs/testing.md has what each runs and how long):
+#
+#   scripts/test.sh [--fast | --tier TIER] [--workers N] [--times FILE] [PYTEST_ARGS...]
+#
+#   full (default)  every test. Sets up .venv, the npm interop packages,
+#                   RabbitMQ and OCaml with bin_prot (Debian packages, root),
+#                   the Allure command line and Chromium (root). The
+#                   container tests need a Docker engine and the images
+#                   (scripts/docker-build-images.sh); without them they are
+#                   skipped, with CONFORMANCE_REQUIRE_DOCKER=1 they fail.
+#   fast            (--fast) the inner loop: codecs, vectors, sans-I/O cores,
+#                   harness core, every reference node certified, under
+#                   3 minutes. Only .venv: no system package, no Docker, no
+#                   JVM, no npm package.
+#   containers      tests/containers only (the engine and images as for full).
+#   nightly         every test with the nightly Hypothesis profile (10,000
+#                   examples a property; tests/fuzz_budget.py). Hours, not
+#                   minutes.
+#
+#   --workers N     pytest-xdist workers (default TEST_WORKERS or 6: most of
+#                   the suite waits on nodes, deadlines and JVMs, so more
+#                   workers than cores pays). 1 runs in this process, serial.
+#   --times FILE    one JSON line per test phase into FILE (tests/times_plugin.py);
+#                   scripts/test_times.py FILE makes the table of docs/testing.md.
+#
+# Which tests each tier runs, and which tests share a worker (those sharing
+# a module- or session-scoped fixture), is decided in tests/conftest.py. Exit code 5 from pytest (no tests collected) is turned
+# into a failure: an empty run proves nothing.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-scripts/setup.sh --node --rabbitmq --ocaml
-scripts/install-report-deps.sh
+
+tier=full workers="${TEST_WORKERS:-6}" times="" pytest_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --fast) tier=fast ;;
+        --tier) shift; tier="${1:-}" ;;
+        --tier=*) tier="${1#--tier=}" ;;
+        --workers) shift; workers="${1:-}" ;;
+        --workers=*) workers="${1#--workers=}" ;;
+        --times) shift; times="${1:-}" ;;
+        --times=*) times="${1#--times=}" ;;
+        *) pytest_args+=("$1") ;;
+    esac
+    shift
+done
+case "$tier" in
+    fast|full|containers|nightly) ;;
+    *) echo "test.sh: ERROR: unknown tier '$tier' (fast, full, containers, nightly)" >&2; exit 2 ;;
+esac
+[[ "$workers" =~ ^[1-9][0-9]*$ ]] || { echo "test.sh: ERROR: --workers takes a positive number, got '$workers'" >&2; exit 2; }
+
+# Which tests a tier runs is decided in one place, tests/conftest.py (--tier).
+case "$tier" in
+    fast)
+        scripts/setup.sh ;;
+    containers)
+        scripts/setup.sh --node --rabbitmq --ocaml ;;
+    full|nightly)
+        scripts/setup.sh --node --rabbitmq --ocaml
+        scripts/install-report-deps.sh ;;
+esac
+if [ -n "$times" ]; then
+    export CONFORMANCE_TEST_TIMES="$(realpath -m "$times")"
+    rm -f "$CONFORMANCE_TEST_TIMES"
+fi
+parallel=()
+if [ "$workers" -gt 1 ]; then
+    parallel=(-n "$workers" --dist loadgroup)
+fi
+echo "test.sh: tier $tier, $workers worker(s)" >&2
+started=$SECONDS
 set +e
-.venv/bin/python -m pytest tests -p no:cacheprovider "$@"
+.venv/bin/python -m pytest tests --tier "$tier" -p no:cacheprovider "${parallel[@]}" "${pytest_args[@]}"
 code=$?
 set -e
+echo "test.sh: tier $tier finished in $((SECONDS - started)) s (pytest exit $code)" >&2
 if [ "$code" -eq 5 ]; then
     echo "test.sh: ERROR: pytest collected no tests (exit 5)" >&2
     exit 1

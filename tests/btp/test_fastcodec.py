@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.btp import packet as packet_module
 from reference_impl.btp.packet import (
@@ -229,7 +230,7 @@ def test_malformed_vectors_fail_the_same(vector):
 
 @needs_accelerator
 @given(st.binary(max_size=300), st.booleans())
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 def test_random_bytes_agree(data, allow_trailing):
     assert outcome(SHARED, data, allow_trailing=allow_trailing) == \
         outcome(decode_packet_python, data, allow_trailing=allow_trailing)
@@ -238,7 +239,7 @@ def test_random_bytes_agree(data, allow_trailing):
 @needs_accelerator
 @given(packets, st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**6), st.integers(0, 255)),
                          max_size=3), st.booleans())
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_packets_and_their_mutations_agree(packet, mutations, allow_trailing):
     wire = encode_packet(packet)
     for how, where, value in mutations:
@@ -367,7 +368,7 @@ def test_vectors_encode_the_same(vector):
 
 @needs_accelerator
 @given(packets)
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_packets_encode_the_same(packet):
     assert SHARED_ENCODER(packet) == encode_packet_python(packet)
 
@@ -389,7 +390,7 @@ loose_packets = st.one_of(
 
 @needs_accelerator
 @given(loose_packets, st.sampled_from([{}, {"validate": True}, {"validate": False}]))
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 def test_loose_values_encode_or_fail_the_same(packet, kwargs):
     assert encoded(SHARED_ENCODER, packet, **kwargs) == encoded(encode_packet_python, packet, **kwargs)
 

@@ -14,8 +14,9 @@ response or a legacy packet; exactly one answer with the frame's request
 id, if the frame happens to decode as a Message or Transfer. The node must
 never close the connection, and its memory must stay bounded.
 
-CI runs ``FUZZ_EXAMPLES`` (default 1000) examples; the benchmark tier sets
-``CONFORMANCE_FUZZ_EXAMPLES=10000`` (see bench/README.md).
+CI runs ``FUZZ_EXAMPLES`` (default 1000) examples; the nightly profile
+(tests/fuzz_budget.py) and the benchmark tier run 10,000
+(``CONFORMANCE_FUZZ_EXAMPLES=10000``, see bench/README.md).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
+
+from ..fuzz_budget import examples
 from websockets.sync.client import ClientConnection, connect
 
 from reference_impl.btp.packet import (BtpDecodeError, ContentType, Message, ProtocolDataEntry, Response, Transfer,
@@ -38,7 +41,7 @@ from reference_impl.btp.packet import (BtpDecodeError, ContentType, Message, Pro
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN = b"fuzz-token"
 READ_TIMEOUT = 5.0
-FUZZ_EXAMPLES = int(os.environ.get("CONFORMANCE_FUZZ_EXAMPLES", "1000"))
+FUZZ_EXAMPLES = int(os.environ.get("CONFORMANCE_FUZZ_EXAMPLES", examples(1000)))
 PROBE_ID = 0xFFFF_FFF0
 """The probes' request id; generated frames never use it (see _no_probe_id)."""
 

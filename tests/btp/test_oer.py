@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.btp.oer import (
     BtpDecodeError,
@@ -77,7 +78,7 @@ def test_length_encoder_limits():
 
 
 @given(st.integers(min_value=0, max_value=2**64 - 1))
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_length_round_trip_is_canonical(value):
     encoded = encode_length(value)
     assert decode_length(encoded + b"junk", 0, len(encoded)) == (value, len(encoded))

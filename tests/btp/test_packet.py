@@ -11,6 +11,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.btp import packet as packet_module
 from reference_impl.btp.oer import DECODE_REASONS, Reader, check_generalized_time
@@ -367,7 +368,7 @@ def _is_utf8(data: bytes) -> bool:
 
 
 @given(packets)
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_round_trip(packet):
     wire = encode_packet(packet)
     decoded = decode_packet(wire)
@@ -377,7 +378,7 @@ def test_round_trip(packet):
 
 
 @given(st.binary(max_size=300))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_random_bytes_only_ever_raise_btp_decode_error(data):
     assert decode_or_reason(data) == oracle_decode(data)
 
@@ -399,7 +400,7 @@ def _mutate(wire: bytes, how: int, where: int, value: int) -> bytes:
 
 @given(packets, st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**6), st.integers(0, 255)),
                          min_size=1, max_size=3))
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_mutated_packets_agree_with_the_oracle(packet, mutations):
     wire = encode_packet(packet)
     for how, where, value in mutations:
@@ -412,7 +413,7 @@ def test_mutated_packets_agree_with_the_oracle(packet, mutations):
 
 
 @given(st.binary(min_size=1, max_size=64), st.integers(6, 10))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_hostile_lengths_are_cheap(tail, length_of_length):
     # Enormous length claims fail at once instead of allocating or looping.
     for head in (b"\x06\x00\x00\x00\x01" + bytes((0x80 | length_of_length,)) + b"\xff" * length_of_length,

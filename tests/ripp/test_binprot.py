@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripp import binprot as bp
 from reference_impl.ripp.payloads import (
@@ -109,7 +110,7 @@ def test_field_type_syntax_roundtrip():
 
 # --- hypothesis -----------------------------------------------------------
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 ints = st.integers(bp.OCAML_INT_MIN, bp.OCAML_INT_MAX)
 int64s = st.integers(bp.INT64_MIN, bp.INT64_MAX)

@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripp import envelope as envelope_module
 from reference_impl.ripp.envelope import (
@@ -189,7 +190,7 @@ def test_fingerprint_text():
 
 # --- hypothesis: any bytes in, a value or a clean error out ---------------
 
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _mutations():

@@ -8,6 +8,7 @@ import asyncio
 import struct
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripp.envelope import HEADER_SIZE, MAX_PAYLOAD, OVERHEAD
 from reference_impl.ripp.node import ConsumerNode, load_registry_file
@@ -50,7 +51,7 @@ async def _probe(port: int, data: bytes) -> tuple[bool, bytes]:
         writer.close()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(garbage, min_size=1, max_size=3))
 def test_consumer_survives_malformed_input(chunks):
     async def main():
@@ -70,7 +71,7 @@ def test_consumer_survives_malformed_input(chunks):
     asyncio.run(main())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=32))
 def test_session_buffer_stays_bounded_whatever_length_is_claimed(length, tail):
     session = ConsumerSession("fuzz", load_registry_file(str(REGISTRY)))

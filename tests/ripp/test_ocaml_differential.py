@@ -18,6 +18,7 @@ import subprocess
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripp import binprot as bp
 from reference_impl.ripp.payloads import NAMED_TYPES, type_by_name
@@ -136,7 +137,7 @@ def compare(ocaml: OcamlDecoder, type_name: str, data: bytes) -> None:
 def test_python_codec_agrees_with_bin_prot(ocaml, type_name):
     strategy = BYTES if type_name not in SEEDS else st.one_of(BYTES, mutated(SEEDS[type_name]))
 
-    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(strategy)
     def check(data):
         compare(ocaml, type_name, data)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripp.envelope import MsgType, encode_envelope, make_envelope
 from reference_impl.ripp.payloads import Handshake, encode_payload, schema_from_json
@@ -227,7 +228,7 @@ def test_ocaml_consumer_survives_malformed_input(ocaml):
     its memory bounded (no buffering of claimed lengths)."""
     node = Consumer(ocaml)
     try:
-        @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
         @given(GARBAGE)
         def check(data):
             closed, received = _probe(node.port, data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripp import binprot as bp
 from reference_impl.ripp.envelope import MsgType, encode_envelope, make_envelope
@@ -238,7 +239,7 @@ def test_byte_at_a_time_gives_the_same_result():
     assert [type(e) for e in events] == [DeltaApplied, DeltaApplied, DuplicateDiscarded, DeltaApplied]
 
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FUZZ

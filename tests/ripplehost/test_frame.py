@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripplehost.frame import (
     MAX_MSGNO,
@@ -190,7 +191,7 @@ frames_strategy = st.builds(
 ).map(lambda f: f._replace(from_user=None if f.to_user is None else f.to_user[::-1]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(frames_strategy, max_size=8), st.lists(st.integers(1, 400), max_size=10))
 def test_any_encoded_frames_parse_back_in_any_chunking(frames, cuts):
     data = b"".join(encode_frame(f) for f in frames)
@@ -203,7 +204,7 @@ def test_any_encoded_frames_parse_back_in_any_chunking(frames, cuts):
     assert got == frames and parser.buffered == 0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=600))
 def test_random_bytes_never_raise_anything_but_frame_error(data):
     try:

@@ -18,6 +18,7 @@ import logging
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ripplehost.frame import (
     DEFAULT_MAX_HEADER_LINE,
@@ -72,7 +73,7 @@ def pieces(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip(points, points[1:])]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams, st.lists(st.integers(0, 3000), max_size=10))
 def test_hostile_streams_keep_the_session_rules(data, cuts):
     session = RippleSession(Role.ACCEPTOR, "b.example")
@@ -179,7 +180,7 @@ async def _over_tcp(data_list: list[bytes]) -> None:
     assert not failures.records, [r.getMessage() for r in failures.records]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(streams, min_size=1, max_size=3))
 def test_hostile_streams_over_tcp(data_list):
     asyncio.run(_over_tcp(data_list))

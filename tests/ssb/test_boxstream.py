@@ -6,6 +6,7 @@ import nacl.bindings
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ssb.boxstream import (
     HEADER_SIZE,
@@ -138,7 +139,7 @@ class TestEncoder:
 
 
 class TestDecoder:
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=examples(60), deadline=None)
     @given(
         messages=st.lists(st.binary(min_size=0, max_size=9000), max_size=6),
         chunk_sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=10),

@@ -10,6 +10,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ssb.feed import (
     FEED_ERROR_REASONS,
@@ -105,7 +106,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(json_values)
 def test_canonical_json_is_stable_under_a_parse_round_trip(value):
     text = canonical_json(value)

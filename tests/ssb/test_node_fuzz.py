@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ssb import shs
 from reference_impl.ssb.boxstream import (
@@ -344,7 +345,7 @@ handshake_inputs = st.one_of(
 )
 
 
-@settings(FUZZ_SETTINGS, max_examples=60)
+@settings(FUZZ_SETTINGS, max_examples=examples(60))
 @given(case=handshake_inputs)
 def test_malformed_handshake_is_dropped_silently(running_node: RunningNode, case: tuple) -> None:
     kind = case[0]
@@ -416,7 +417,7 @@ box_ops = st.one_of(
 )
 
 
-@settings(FUZZ_SETTINGS, max_examples=60)
+@settings(FUZZ_SETTINGS, max_examples=examples(60))
 @given(ops=st.lists(box_ops, min_size=1, max_size=5), end_with_goodbye=st.booleans())
 def test_malformed_box_stream_ends_the_connection(running_node: RunningNode, ops: list, end_with_goodbye: bool) -> None:
     with connect(running_node.port) as sock:
@@ -458,7 +459,7 @@ def test_malformed_box_stream_ends_the_connection(running_node: RunningNode, ops
 # --- malformed RPC ----------------------------------------------------------------------------
 
 
-@settings(FUZZ_SETTINGS, max_examples=80)
+@settings(FUZZ_SETTINGS, max_examples=examples(80))
 @given(data=st.data(), split=st.integers(1, 4096), ending=st.sampled_from(["goodbye", "eof", "whoami+goodbye"]))
 def test_malformed_rpc_is_answered_or_ends_the_connection(running_node: RunningNode, data, split: int,
                                                           ending: str) -> None:

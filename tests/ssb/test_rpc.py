@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ssb.rpc import (
     DEFAULT_MAX_BODY,
@@ -110,7 +111,7 @@ def test_from_value_picks_the_body_type_like_packet_stream_codec():
 # --- decoder -----------------------------------------------------------------------
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(batch=st.lists(messages, max_size=6), data=st.data())
 def test_decoder_handles_any_chunking(batch, data):
     wire = b"".join(msg.encode() for msg in batch) + GOODBYE

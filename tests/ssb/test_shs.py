@@ -11,6 +11,7 @@ import nacl.bindings
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.ssb import shs
 from reference_impl.ssb.keys import (
@@ -410,7 +411,7 @@ class TestHandshake:
         run(client, server)
         assert client.complete and server.complete
 
-    @settings(max_examples=40, deadline=None)
+    @settings(max_examples=examples(40), deadline=None)
     @given(
         client_chunks=st.lists(st.integers(1, 120), min_size=1, max_size=8),
         server_chunks=st.lists(st.integers(1, 120), min_size=1, max_size=8),

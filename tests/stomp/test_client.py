@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from conformance.core.pki import harness_client_context, harness_server_context, make_pki
 from reference_impl.stomp.client import (
@@ -772,7 +773,7 @@ _server_chunks = st.one_of(
 )
 
 
-@hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hypothesis_settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_server_chunks, max_size=12), st.data())
 def test_no_server_stream_crashes_the_session_or_fakes_a_delivery(chunks, data):
     """Whatever a server sends, the session returns events (never raises),

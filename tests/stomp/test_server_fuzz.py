@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from conformance.core.pki import TestPki, make_pki
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame
@@ -125,7 +126,7 @@ def check_output(conn: ServerConnection, out: bytes, stored_receipts: list[str |
     assert receipts == stored_receipts
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams, st.lists(st.integers(0, 5000), max_size=12))
 def test_hostile_streams_never_crash_and_keep_the_rules(data, cuts):
     conn, out, stored = drive(data, cuts)
@@ -180,7 +181,7 @@ async def _read_until_close(reader: asyncio.StreamReader, limit: float) -> bytes
     return bytes(data)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(data=mutated_streams())
 def test_hostile_streams_over_tls_leave_the_node_serving(pki, tmp_path, data):

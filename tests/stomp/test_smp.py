@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ..fuzz_budget import examples
 
 from reference_impl.stomp import smp
 from reference_impl.stomp import smp_strategies as ss
@@ -238,7 +239,7 @@ def test_body_bound_is_a_parameter():
 
 # --------------------------------------------------------------------------- strategies
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -271,7 +272,7 @@ def test_invalid_messages_are_refused_naming_their_field(pair):
             == [(field, reason)]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ss.invalid_messages())
 def test_invalid_messages_of_any_type(triple):
     message, field, reason = triple
@@ -283,7 +284,7 @@ def test_invalid_messages_of_any_type(triple):
 
 @pytest.mark.parametrize("type_name", TYPES)
 def test_invalid_messages_of_each_type(type_name):
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(ss.invalid_messages(type_name))
     def check(triple):
         message, field, reason = triple

@@ -1,0 +1,150 @@
+"""What the whole test suite shares: the tiers, the xdist groups, the
+order of the run and the Hypothesis profiles (docs/testing.md).
+
+Tiers. Every test gets the marks of what it needs beyond Python and the
+harness (``TIER_NEEDS`` below, by file): ``spark`` (a JVM), ``containers``
+(a Docker engine and the project's images), ``node_interop`` (the npm
+packages), ``rabbitmq``, ``ocaml`` and ``report_ui`` (Debian packages),
+``full`` (too long for the fast tier). The fast tier (``--tier fast``,
+``scripts/test.sh --fast``) is every test with none of them.
+
+Groups. Under ``-n N --dist loadgroup`` (``scripts/test.sh``), tests that
+share a fixture of module or session scope defined in tests/ (a broker, a
+Spark session, a node a module starts once, the OCaml build) run on one
+worker, so that the fixture starts once, not once per worker; every other
+test is handed out alone.
+
+Order. The longest tests start first (``LONGEST_FIRST``), so that no
+worker still runs a long test alone at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Phase times into CONFORMANCE_TEST_TIMES when set (scripts/test.sh --times):
+# hooks of this conftest by import.
+from .times_plugin import pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401
+
+TESTS = Path(__file__).resolve().parent
+
+# What each file's tests need beyond Python and the harness. A file not
+# named needs nothing more: its tests are in the fast tier.
+TIER_NEEDS: dict[str, tuple[str, ...]] = {
+    "aggregate/": ("spark",),
+    "containers/": ("containers",),
+    "interop/": ("node_interop",),
+    "report/": ("report_ui",),
+    "ci/": ("nightly_workflow",),
+    "ripp/test_binprot.py": (),
+    "ripp/test_interop.py": ("ocaml",),
+    "ripp/test_ocaml_differential.py": ("ocaml",),
+    "ripp/test_ocaml_peer.py": ("ocaml",),
+    "ripp/test_ocaml_roundtrip.py": ("ocaml",),
+    "stomp/test_rabbitmq.py": ("rabbitmq",),
+    "stomp/test_interop.py": ("rabbitmq",),
+    "ssb/test_node_own_feed_request.py": ("node_interop",),
+    "harness/test_interop_command.py": ("node_interop",),
+    # 195 certifications of faulty reference nodes: minutes of CPU. The fast
+    # tier keeps test_reference_node_without_a_fault_passes_every_case.
+    "mutation/test_mutation.py::test_fault_is_caught_by_exactly_its_own_cases": ("full",),
+}
+
+# Tests that take a minute or more alone, started first (prefixes of node
+# ids; see the table in docs/testing.md for their times).
+LONGEST_FIRST: tuple[str, ...] = ()
+
+
+def _needs(nodeid: str) -> tuple[str, ...]:
+    path = nodeid.removeprefix("tests/")
+    best = ""
+    for prefix in TIER_NEEDS:
+        if path.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    return TIER_NEEDS.get(best, ()) if best else ()
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that uses a fixture of wider than function
+    scope defined in tests/: its session-scoped fixtures when it has any
+    (all their users share one worker, so the Spark session starts once),
+    else the modules that define its module-scoped ones. None: no such
+    fixture, the test may run on any worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    sessions, modules = set(), set()
+    for name in info.names_closure:
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            code = getattr(fixturedef.func, "__code__", None)
+            if fixturedef.scope == "function" or code is None or TESTS not in Path(code.co_filename).parents:
+                continue
+            if fixturedef.scope == "session":
+                sessions.add(f"{fixturedef.baseid}::{name}")
+            else:
+                modules.add(fixturedef.baseid or code.co_filename)
+    return "+".join(sorted(sessions or modules)) or None
+
+
+TIERS = ("fast", "full", "containers", "nightly")
+NOT_FAST = ("spark", "containers", "node_interop", "report_ui", "rabbitmq", "ocaml", "nightly_workflow", "full")
+"""Marks that keep a test out of the fast tier."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tier", choices=TIERS, default=None,
+                     help="run one tier of the test suite (docs/testing.md): fast = no test marked "
+                          f"{', '.join(NOT_FAST)}; containers = only the container tier; full, nightly = all "
+                          "(nightly: with HYPOTHESIS_PROFILE=nightly). Default: every collected test.")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for need in _needs(item.nodeid):
+            item.add_marker(need)
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    tier = config.getoption("--tier")
+    if tier in ("fast", "containers"):
+        def wanted(item: pytest.Item) -> bool:
+            marks = {mark.name for mark in item.iter_markers()}
+            return not marks & set(NOT_FAST) if tier == "fast" else "containers" in marks
+        keep = [item for item in items if wanted(item)]
+        dropped = [item for item in items if not wanted(item)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+    if LONGEST_FIRST:
+        def rank(item: pytest.Item) -> int:
+            for index, prefix in enumerate(LONGEST_FIRST):
+                if item.nodeid.startswith(prefix):
+                    return index
+            return len(LONGEST_FIRST)
+        items.sort(key=rank)  # stable: file order otherwise
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--tier") == "nightly" and os.environ.get("HYPOTHESIS_PROFILE") != "nightly":
+        # Before any test module is imported: tests/fuzz_budget.py reads it then.
+        os.environ["HYPOTHESIS_PROFILE"] = "nightly"
+        settings.load_profile("nightly")
+    for name, about in (("spark", "needs a JVM (PySpark): tests/aggregate"),
+                        ("rabbitmq", "needs Debian's rabbitmq-server (scripts/install-rabbitmq.sh)"),
+                        ("ocaml", "needs OCaml with bin_prot (scripts/install-ocaml.sh)"),
+                        ("nightly_workflow", "lints the nightly workflow (actionlint) and runs its steps"),
+                        ("full", "too long for the fast tier's 3 minutes: full tier only")):
+        config.addinivalue_line("markers", f"{name}: {about}")
+
+
+# Hypothesis: "ci" (the default) keeps each test's own number of examples;
+# "nightly" (HYPOTHESIS_PROFILE=nightly, set by scripts/nightly.sh) runs
+# NIGHTLY_EXAMPLES for every property (see tests/fuzz_budget.py).
+settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("nightly", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
