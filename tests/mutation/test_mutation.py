@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.core.results import summarize
 from conformance.core.targets import load_targets_file
 from conformance.mutation import (FAULT_REGISTRIES, builtin_tables, mutant_name, mutant_table, registry,
                                   registry_problems, run_mutation, suite_case_ids, targets_toml)
@@ -74,11 +75,17 @@ def test_doc_table_matches_the_registries():
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_reference_node_without_a_fault_passes_every_case(protocol, tmp_path):
-    """The mutation score's baseline: the reference node with no fault
-    neither fails, errs nor is blocked in any case."""
+    """The mutation score's baseline, and the reference node's own
+    certification in the fast tier: every case of the suite is recorded
+    and passed, and the session ends with exit status 0."""
     run = run_mutation([protocol], [], jobs=1, work_dir=tmp_path, progress=lambda line: None)
     cert = run.conformant[protocol]
     assert run.conformant_ok(protocol), sorted(cert.with_outcome("failed", "error", "blocked"))
+    assert set(cert.records) == set(suite_case_ids(protocol)), sorted(set(cert.records) ^ set(suite_case_ids(protocol)))
+    not_passed = {case: (r["outcome"], r["message"][:300]) for case, r in cert.records.items()
+                  if r["outcome"] != "passed"}
+    assert not not_passed, not_passed
+    assert cert.exit_code == 0
 
 
 # One test per fault, so that the 195 certifications spread over the test
@@ -90,14 +97,35 @@ FAULTS = [pytest.param(protocol, spec.name, id=f"{protocol}-{spec.name}")
 
 @pytest.mark.parametrize(("protocol", "fault"), FAULTS)
 def test_fault_is_caught_by_exactly_its_own_cases(protocol, fault, tmp_path):
-    """Certifies the reference node with this one fault: the cases the
-    registry names fail, no other case fails or errs, and each failure
-    message starts with its case id."""
+    """Certifies the reference node with this one fault: every case of the
+    suite is recorded; the cases the registry names fail, each with a
+    message that starts with its id and level and a trace; every other
+    case of the fault's role passes or is blocked by one of them (never
+    failed, in error or not applicable); and only a failed MUST case costs
+    the verdict."""
     run = run_mutation([protocol], [fault], jobs=1, work_dir=tmp_path, progress=lambda line: None,
                        reference=False)
     assert [result.name for result in run.faults] == [fault]
     (result,) = run.faults
     assert result.caught, {"missed": result.missed, "failed elsewhere": result.wrongly_blamed}
+    cert = result.certification
+    records = cert.records
+    assert set(records) == set(suite_case_ids(protocol)), sorted(set(records) ^ set(suite_case_ids(protocol)))
     for case in result.failed:
-        message = result.certification.records[case]["message"]
-        assert message.startswith(case), message  # the failure names its requirement
+        record = records[case]
+        assert record["message"].startswith(f"{case} [{record['level']}, "), record["message"]  # names its rule
+        assert record["trace_file"] and (cert.run_dir / record["trace_file"]).is_file(), record
+    expected = set(result.expected)
+    for case, record in records.items():
+        if case in expected or record["outcome"] == "passed":
+            continue
+        if record["outcome"] == "blocked":
+            assert record["blocked_by"] in expected, (case, record["blocked_by"], record["message"][:300])
+        else:
+            # Not applicable only where the mutant does not play the role
+            # (a server fault's target is certified as a server only).
+            assert record["outcome"] == "not_applicable" and f".{result.role}." not in case, \
+                (case, record["outcome"], record["message"][:300])
+    summary = summarize(list(records.values()))["targets"]
+    must_failed = any(records[case]["level"] == "MUST" for case in expected)
+    assert [group["conformant"] for group in summary] == [not must_failed], summary
