@@ -256,10 +256,11 @@ class MutationRun:
 
 def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_dir: Path,
                  deadline: float = 3.0, progress=print, resume: bool = False,
-                 reference: bool = True) -> MutationRun:
+                 reference: bool = True, faults: bool = True) -> MutationRun:
     """Certify each protocol's reference node without a fault (unless
     ``reference`` is False) and once per fault of its registry (only the
-    ``fault_names`` given, when any), ``jobs`` certifications at a time."""
+    ``fault_names`` given, when any; none when ``faults`` is False),
+    ``jobs`` certifications at a time."""
     started = time.monotonic()
     references = builtin_tables()
     tables: dict[str, dict[str, Any]] = {}
@@ -270,7 +271,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
         if reference:
             tables[reference_name] = references[reference_name]
             plans.append((reference_name, None, None))
-        for spec in registry(protocol).SPECS:
+        for spec in registry(protocol).SPECS if faults else ():
             if fault_names and spec.name not in fault_names:
                 continue
             name = mutant_name(protocol, spec.name)
