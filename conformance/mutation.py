@@ -256,11 +256,13 @@ class MutationRun:
 
 def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_dir: Path,
                  deadline: float = 3.0, progress=print, resume: bool = False,
-                 reference: bool = True, faults: bool = True) -> MutationRun:
+                 reference: bool = True, faults: bool = True,
+                 params: dict[str, Any] | None = None) -> MutationRun:
     """Certify each protocol's reference node without a fault (unless
     ``reference`` is False) and once per fault of its registry (only the
     ``fault_names`` given, when any; none when ``faults`` is False),
-    ``jobs`` certifications at a time."""
+    ``jobs`` certifications at a time. ``params`` are set on every target
+    certified (e.g. a shorter ``idle_seconds`` for the project's own tests)."""
     started = time.monotonic()
     references = builtin_tables()
     tables: dict[str, dict[str, Any]] = {}
@@ -279,6 +281,8 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
             result = FaultResult(protocol, spec.name, spec.role, spec.description, spec.cases)
             results.append(result)
             plans.append((name, spec.name, result))
+    for table in tables.values():
+        table["params"] = {**table.get("params", {}), **(params or {})}
     work_dir.mkdir(parents=True, exist_ok=True)
     targets_file = work_dir / "mutants.toml"
     targets_file.write_text(targets_toml(tables), encoding="utf-8")

@@ -17,7 +17,12 @@ Output (Markdown on stdout):
 Summed wall time is the time one worker would take; with N workers the
 run's wall time is what ``--wall`` reports (pytest's own figure).
 
-Usage: scripts/test_times.py FILE [--top N] [--wall SECONDS]
+With ``--write-durations PATH`` it also writes each test's wall time
+(setup + call + teardown, for the tests taking at least ``--min-seconds``)
+as JSON: tests/durations.json, from which tests/conftest.py starts the
+longest tests first.
+
+Usage: scripts/test_times.py FILE [--top N] [--wall SECONDS] [--write-durations PATH [--min-seconds S]]
 """
 
 from __future__ import annotations
@@ -99,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25, help="slowest tests to list (default 25)")
     parser.add_argument("--wall", type=float, default=None,
                         help="the run's wall time in seconds, printed beside the sums")
+    parser.add_argument("--write-durations", type=Path, default=None, metavar="PATH",
+                        help="also write {node id: seconds} of the tests taking at least --min-seconds")
+    parser.add_argument("--min-seconds", type=float, default=2.0)
     args = parser.parse_args(argv)
     if not args.file.is_file():
         print(f"test_times: {args.file}: no such file", file=sys.stderr)
@@ -150,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         out.append(f"| `{nodeid}` | {parts['wall']:.1f} | {parts['cpu'] + parts['children_cpu']:.1f} "
                    f"| {parts['start'] + parts['wait']:.1f} |")
     print("\n".join(out))
+    if args.write_durations is not None:
+        durations = {nodeid: round(split(test)["wall"], 1) for nodeid, test in sorted(tests.items())
+                     if split(test)["wall"] >= args.min_seconds}
+        args.write_durations.write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return 0
 
 

@@ -14,12 +14,14 @@ Spark session, a node a module starts once, the OCaml build) run on one
 worker, so that the fixture starts once, not once per worker; every other
 test is handed out alone.
 
-Order. The longest tests start first (``LONGEST_FIRST``), so that no
-worker still runs a long test alone at the end of the run.
+Order. The longest tests start first (``tests/durations.json``, written
+from a run's phase times by scripts/test_times.py), so that no worker
+still runs a long test alone at the end of the run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -52,11 +54,18 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     # 195 certifications of faulty reference nodes: minutes of CPU. The fast
     # tier keeps test_reference_node_without_a_fault_passes_every_case.
     "mutation/test_mutation.py::test_fault_is_caught_by_exactly_its_own_cases": ("full",),
+    # Whole certifications compared or repeated over several faulty nodes
+    # (a minute each, half a minute of CPU): the fast tier keeps the
+    # harness's unit tests and one certification per reference node.
+    "harness/test_case_jobs.py::test_reference_verdicts_do_not_depend_on_case_jobs": ("full",),
+    "harness/test_btp_certify.py::test_each_broken_btp_node_fails_the_rules_it_breaks": ("full",),
+    "harness/test_certify.py::test_each_broken_node_fails_the_rule_it_breaks": ("full",),
 }
 
-# Tests that take a minute or more alone, started first (prefixes of node
-# ids; see the table in docs/testing.md for their times).
-LONGEST_FIRST: tuple[str, ...] = ()
+DURATIONS = TESTS / "durations.json"
+"""Seconds each long test took in a full run (scripts/test_times.py
+--write-durations): the longest start first. A test not in it (new, or
+under 2 s) counts as 0 and keeps its place in file order."""
 
 
 def _needs(nodeid: str) -> tuple[str, ...]:
@@ -120,13 +129,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
-    if LONGEST_FIRST:
-        def rank(item: pytest.Item) -> int:
-            for index, prefix in enumerate(LONGEST_FIRST):
-                if item.nodeid.startswith(prefix):
-                    return index
-            return len(LONGEST_FIRST)
-        items.sort(key=rank)  # stable: file order otherwise
+    # Longest first (a stable sort: file order otherwise). Under xdist every
+    # worker sorts the same way, so their collections still agree.
+    try:
+        durations = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        durations = {}
+    if durations:
+        items.sort(key=lambda item: -durations.get(item.nodeid, 0.0))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,8 +1,9 @@
 """The machinery of the STOMP server-role suite (conformance/suites/stomp:
 peer.py, preflight.py, conftest.py and the tls/connect/frame/send/manifest
 cases): the peer's verdicts on scripted servers, the preflight and the
-per-run PKI, and end to end through the CLI: the conformant reference node
-passes every case, and a fault makes exactly its own cases fail."""
+per-run PKI. That the conformant reference node passes every case and that
+each fault makes exactly its own cases fail, end to end, is
+tests/mutation/test_mutation.py's."""
 
 from __future__ import annotations
 
@@ -329,79 +330,3 @@ def test_heart_beats_are_counted_and_gaps_measured():
             gaps = peer.gaps(start, peer.arrivals[-1])
             assert len(gaps) >= 5 and max(gaps) < 0.5
     run(main())
-
-
-# -- end to end through the CLI ----------------------------------------------------------
-
-REFERENCE_SERVER = ("{python} -m reference_impl.stomp serve --host {host} --port 0 --cert {server_cert_file} "
-                    "--key {server_key_file} --ca {ca_file} --store {workdir}/store --manifest {workdir}/stomp.toml")
-
-
-def stomp_target(name: str, fault: str | None = None) -> str:
-    server = REFERENCE_SERVER + (f" --fault {fault}" if fault else "")
-    return textwrap.dedent(f"""
-        [targets.{name}]
-        implementation = "reference-stomp-{name}"
-        version = "test"
-        protocol = "stomp"
-        roles = ["server"]
-        capabilities = ["accepted", "restart"]
-        [targets.{name}.params]
-        destination = "/exchange/smp"
-        login = "conformance"
-        idle_seconds = 4
-        [targets.{name}.credentials]
-        passcode_generate = "hex16"
-        [targets.{name}.launch]
-        server = "{server}"
-        ready = "STOMP_READY"
-        outputs = {{ port = "port", manifest_file = "manifest" }}
-        cwd = "{{repo}}"
-        [targets.{name}.adapters]
-        accepted = "{{python}} -m reference_impl.stomp accepted --store {{workdir}}/store"
-    """)
-
-
-@pytest.mark.slow
-def test_the_reference_server_passes_every_server_case(tmp_path):
-    from tests.harness.cli_runner import certify
-
-    targets = tmp_path / "targets.toml"
-    targets.write_text(stomp_target("conformant"))
-    result = certify(tmp_path, "--targets-file", str(targets), "--target", "conformant", timeout=300)
-    assert result.code == 0, result.output
-    cases = result.by_case("conformant")
-    for case in own_case_ids():
-        assert cases[case]["outcome"] == "passed", (case, cases[case]["message"])
-
-
-FAULTS = {
-    "accept-tls-1-2": "tls",
-    "last-header-wins": "frame",
-    "body-ends-at-nul": "frame",
-    "open-after-profile-error": "send",
-    "require-passcode": "connect and not beat and not idle",
-    "ignore-accept-version": "connect and not beat and not idle",
-    # the CRLF case sends an EOL between frames: blocked by accepts-heart-beats, not failed
-    "refuse-heart-beats": "beat or crlf",
-}
-"""A sample of the server faults with the -k expression that narrows each
-run to the area (the whole registry is `conformance mutation`'s job)."""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_a_fault_fails_exactly_its_own_cases(tmp_path, fault):
-    from tests.harness.cli_runner import certify
-
-    targets = tmp_path / "targets.toml"
-    targets.write_text(stomp_target("mutant", fault))
-    result = certify(tmp_path, "--targets-file", str(targets), "--target", "mutant", "-k", FAULTS[fault],
-                     timeout=300)
-    expected = set(next(spec.cases for spec in SPECS if spec.name == fault))
-    cases = result.by_case("mutant")
-    failed = {case for case, record in cases.items() if record["outcome"] in ("failed", "error")}
-    assert failed == expected, (fault, {c: cases[c]["message"][:200] for c in failed ^ expected if c in cases})
-    for case in expected:
-        message = cases[case]["message"]
-        assert message.startswith(case) and ("MUST" in message or "SHOULD" in message), message
