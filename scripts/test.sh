@@ -14,9 +14,10 @@
 #                   3 minutes. Only .venv: no system package, no Docker, no
 #                   JVM, no npm package.
 #   containers      tests/containers only (the engine and images as for full).
-#   nightly         every test with the nightly Hypothesis profile (10,000
-#                   examples a property; tests/fuzz_budget.py). Hours, not
-#                   minutes.
+#   nightly         the Hypothesis property tests with the nightly profile:
+#                   10,000 examples each (tests/fuzz_budget.py); .venv and
+#                   OCaml with bin_prot (the differential tests). The
+#                   fuzz-nightly workflow runs it.
 #
 #   --workers N     pytest-xdist workers (default TEST_WORKERS or 6: most of
 #                   the suite waits on nodes, deadlines and JVMs, so more
@@ -57,7 +58,9 @@ case "$tier" in
         scripts/setup.sh ;;
     containers)
         scripts/setup.sh --node --rabbitmq --ocaml ;;
-    full|nightly)
+    nightly)
+        scripts/setup.sh --ocaml ;;
+    full)
         scripts/setup.sh --node --rabbitmq --ocaml
         scripts/install-report-deps.sh ;;
 esac

@@ -107,8 +107,9 @@ NOT_FAST = ("spark", "containers", "node_interop", "report_ui", "rabbitmq", "oca
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--tier", choices=TIERS, default=None,
                      help="run one tier of the test suite (docs/testing.md): fast = no test marked "
-                          f"{', '.join(NOT_FAST)}; containers = only the container tier; full, nightly = all "
-                          "(nightly: with HYPOTHESIS_PROFILE=nightly). Default: every collected test.")
+                          f"{', '.join(NOT_FAST)}; containers = only the container tier; full = all; "
+                          "nightly = the Hypothesis property tests with the nightly profile (10,000 examples "
+                          "each). Default: every collected test.")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -120,9 +121,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     tier = config.getoption("--tier")
-    if tier in ("fast", "containers"):
+    if tier in ("fast", "containers", "nightly"):
         def wanted(item: pytest.Item) -> bool:
             marks = {mark.name for mark in item.iter_markers()}
+            if tier == "nightly":
+                # The property tests (Hypothesis marks what it wraps).
+                return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
             return not marks & set(NOT_FAST) if tier == "fast" else "containers" in marks
         keep = [item for item in items if wanted(item)]
         dropped = [item for item in items if not wanted(item)]
