@@ -70,7 +70,9 @@ if [ -n "$times" ]; then
 fi
 parallel=()
 if [ "$workers" -gt 1 ]; then
-    parallel=(-n "$workers" --dist loadgroup)
+    # Scopes in collection order, which tests/conftest.py sorts longest
+    # first (xdist would otherwise hand out the groups with most tests first).
+    parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
 fi
 echo "test.sh: tier $tier, $workers worker(s)" >&2
 started=$SECONDS

@@ -114,10 +114,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group_of: dict[int, str | None] = {}
     for item in items:
         for need in _needs(item.nodeid):
             item.add_marker(need)
-        group = _shared_fixture_group(item)
+        group = group_of[id(item)] = _shared_fixture_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     tier = config.getoption("--tier")
@@ -140,7 +141,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except (OSError, ValueError):
         durations = {}
     if durations:
-        items.sort(key=lambda item: -durations.get(item.nodeid, 0.0))
+        # A group (one worker, in file order) goes by its longest test.
+        longest: dict[str, float] = {}
+        for item in items:
+            group = group_of[id(item)]
+            if group is not None:
+                longest[group] = max(longest.get(group, 0.0), durations.get(item.nodeid, 0.0))
+
+        def length(item: pytest.Item) -> float:
+            group = group_of[id(item)]
+            return longest[group] if group is not None else durations.get(item.nodeid, 0.0)
+        items.sort(key=lambda item: -length(item))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -154,6 +165,15 @@ def pytest_configure(config: pytest.Config) -> None:
                         ("nightly_workflow", "lints the nightly workflow (actionlint) and runs its steps"),
                         ("full", "too long for the fast tier's 3 minutes: full tier only")):
         config.addinivalue_line("markers", f"{name}: {about}")
+
+
+# The tests' JVMs (Spark drivers, the standalone master and worker) live
+# seconds on little data: compiling with C1 only costs far less CPU than
+# the JVM's full tiered JIT and changes no result (measured on
+# bench/spark_bench.py --quick --floor: 210 -> 121 CPU-seconds). Set for
+# this session and what it starts, unless the caller set them.
+for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ.setdefault(_variable, "-XX:TieredStopAtLevel=1")
 
 
 # Hypothesis: "ci" (the default) keeps each test's own number of examples;
