@@ -19,7 +19,7 @@
 #                   OCaml with bin_prot (the differential tests). The
 #                   fuzz-nightly workflow runs it.
 #
-#   --workers N     pytest-xdist workers (default TEST_WORKERS or 6: most of
+#   --workers N     pytest-xdist workers (default TEST_WORKERS or 8: most of
 #                   the suite waits on nodes, deadlines and JVMs, so more
 #                   workers than cores pays). 1 runs in this process, serial.
 #   --times FILE    one JSON line per test phase into FILE (tests/times_plugin.py);
@@ -32,7 +32,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-tier=full workers="${TEST_WORKERS:-6}" times="" pytest_args=()
+tier=full workers="${TEST_WORKERS:-8}" times="" pytest_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --fast) tier=fast ;;
