@@ -6,6 +6,7 @@ time table (scripts/test_times.py) and the verdict comparison
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -74,7 +75,7 @@ def test_xdist_groups_hold_with_the_harness_plugin_loaded(tmp_path):
     probe = tmp_path / "probe.txt"
     done = subprocess.run([sys.executable, "-m", "pytest", "test_grouped.py", "-n", "3", "--dist", "loadgroup",
                            "-p", "no:cacheprovider", "-q"], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=120, env={**__import__("os").environ, "GROUP_PROBE": str(probe)})
+                          timeout=120, env={**os.environ, "GROUP_PROBE": str(probe)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = dict(line.split() for line in probe.read_text().splitlines())
     assert len(lines) == 12
