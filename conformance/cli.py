@@ -96,6 +96,8 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
         "--alluredir", str(run_dir / "allure-results"),
         # Per session: interop --all runs one client against several servers.
         "--junitxml", str(run_dir / f"junit-{target.name}{'+' + peer.name if peer else ''}.xml"),
+        # Every target's file holds the same test names: its suite says whose.
+        "-o", f"junit_suite_name={target.name}{'+' + peer.name if peer else ''}",
     ]
     run_timeout = getattr(args, "run_timeout", None)
     if run_timeout is not None:

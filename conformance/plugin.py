@@ -47,13 +47,26 @@ seconds with a clear verdict instead of waiting out every deadline."""
 
 try:
     import allure
+    import allure_commons
     from allure_commons.types import AttachmentType
+    from allure_commons.utils import md5 as allure_md5
+    from allure_pytest.utils import get_history_id
 except ImportError:  # allure-pytest is a dependency, but keep the core usable without it
     allure = None
 
 
 class ConformanceFailure(AssertionError):
     """A case's failure, prefixed with the requirement it checks."""
+
+
+class CaseInterrupted(Exception):
+    """The outcome of a case an interrupt (SIGTERM, Ctrl-C) cut short: no
+    verdict. Reported for the phase that was running (see
+    pytest_runtest_protocol) so that Allure and JUnit show the case broken
+    rather than passed; results.jsonl gets no line for it."""
+
+
+INTERRUPTED_PREFIX = "interrupted: no verdict"
 
 
 class RunDeadlineExceeded(Exception):
@@ -284,6 +297,8 @@ def pytest_configure(config: pytest.Config) -> None:
     elif getattr(config.option, "dist", "no") != "no":
         config.pluginmanager.register(_CaseJobsController(state), "conformance-case-jobs-controller")
     config.stash[_STATE] = state
+    if allure is not None and not allure_commons.plugin_manager.is_registered(_ALLURE_RESULT_IDS):
+        allure_commons.plugin_manager.register(_ALLURE_RESULT_IDS)
 
 
 def _state(config: pytest.Config) -> RunState:
@@ -958,6 +973,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if req is None:
         return report
     state = _state(item.config)
+    if item.stash.get(_INTERRUPTED, None) is not None:
+        # The report _report_interrupted makes for the phase an interrupt cut
+        # short: labelled, with the trace so far, never recorded.
+        report.conformance_interrupted = True  # type: ignore[attr-defined]
+        if report.when == "setup":
+            _label_for_allure(item, req, state)
+        elif report.when == "call":
+            _attach_trace(item)
+        return report
     case = state.case_state.setdefault(item.nodeid, {"duration": 0.0, "outcome": None, "message": ""})
     case["duration"] += report.duration
     if report.when == "setup":
@@ -990,7 +1014,60 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 "case_id": req.case_id, "level": req.level.value, "outcome": case["outcome"] or ERROR,
                 "duration": case["duration"], "message": state.case_results[req.case_id][-1]["message"],
                 "total": state.total, "readded": state.readded}
+    item.stash.setdefault(_PHASES_DONE, {})[report.when] = report.outcome
     return report
+
+
+_PHASES_DONE = pytest.StashKey[dict[str, str]]()
+"""The phases of a case that reported, with their outcome."""
+_INTERRUPTED = pytest.StashKey[str]()
+"""The phase an interrupt cut short (see pytest_runtest_protocol)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """An interrupt (SIGTERM, Ctrl-C) in the middle of a case reaches pytest
+    as a KeyboardInterrupt that ends the protocol of the case without a
+    report of the phase it cut short. allure-pytest would then write the
+    case with the status of its last report, passed after a passed setup,
+    and JUnit would write a nameless passed testcase; results.jsonl rightly
+    has no line for it. So the cut phase gets a report of its own, broken
+    (``CaseInterrupted``), before the interrupt goes on; inside
+    allure-pytest's wrapper, which writes the result after this."""
+    if requirement_of(item) is None:
+        return (yield)
+    try:
+        return (yield)
+    except KeyboardInterrupt as exc:
+        _report_interrupted(item, exc)
+        raise
+
+
+def _report_interrupted(item: pytest.Item, exc: KeyboardInterrupt) -> None:
+    # A SIGTERM now (the CLI sends one to every session after a Ctrl-C)
+    # must not cut this short (pytest_keyboard_interrupt ignores it too).
+    if signal.getsignal(signal.SIGTERM) is _raise_session_terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    done = item.stash.get(_PHASES_DONE, {})
+    if "setup" not in done:
+        phase = "setup"
+    elif "teardown" in done:
+        return  # the case ended and was recorded: the interrupt came after it
+    elif "call" not in done and done["setup"] == "passed":
+        phase = "call"
+    else:
+        phase = "teardown"
+    how = "SIGTERM" if isinstance(exc, SessionTerminated) else "Ctrl-C (SIGINT)"
+    message = (f"{INTERRUPTED_PREFIX}: {how} stopped the run during the case's {phase}; "
+               "it has no result in results.jsonl")
+    item.stash[_INTERRUPTED] = phase
+
+    def interrupted() -> None:
+        raise CaseInterrupted(message)
+
+    call = pytest.CallInfo.from_call(interrupted, when=phase)  # type: ignore[arg-type]
+    report = item.ihook.pytest_runtest_makereport(item=item, call=call)
+    item.ihook.pytest_runtest_logreport(report=report)
 
 
 def _skip_outcome(report: pytest.TestReport) -> dict[str, str]:
@@ -1055,15 +1132,24 @@ def _label_blocked(case: dict[str, Any]) -> None:
 def _label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> None:
     if allure is None:
         return
-    target = state.targets.get(state.target_name or f"reference-{req.protocol}")
+    name = state.target_name or f"reference-{req.protocol}"
+    target = state.targets.get(name)
     allure.dynamic.label("protocol", req.protocol)
     allure.dynamic.label("component", req.component)
     allure.dynamic.label("requirement", req.case_id)
     allure.dynamic.label("level", req.level.value)
     allure.dynamic.label("role", req.role)
+    # A run certifies several targets of one protocol (the nightly: 21), each
+    # running the same cases: the target (and interop peer) is a parameter,
+    # so that allure-pytest's historyId differs per target and stays the same
+    # across runs of one target (the report would otherwise keep one copy
+    # and file the others under Retries), and it is the suite in the tree.
+    allure.dynamic.parameter("target", name)
+    if state.peer_name is not None:
+        allure.dynamic.parameter("peer", state.peer_name)
     allure.dynamic.parent_suite(req.protocol)
-    allure.dynamic.suite(req.component)
-    allure.dynamic.sub_suite(f"target role: {req.role}")
+    allure.dynamic.suite(session_label(name, state.peer_name))
+    allure.dynamic.sub_suite(f"{req.component}, target role: {req.role}")
     allure.dynamic.severity(req.level.allure_severity)
     allure.dynamic.tag(req.level.value)
     allure.dynamic.title(req.case_id)
@@ -1078,6 +1164,44 @@ def _label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> N
     if target is not None:
         allure.dynamic.label("target", target.name)
         allure.dynamic.label("implementation", f"{target.implementation} {target.version}")
+
+
+_ALLURE_ID_PARAMETERS = ("target", "peer")
+"""The parameters (set by _label_for_allure) that tell one target's copy of a
+case from another's in the Allure ids."""
+
+
+class _AllureResultIds:
+    """An allure-commons plugin (``allure_commons.plugin_manager``, the hook
+    allure-pytest's file writer implements) that sees each case's result
+    just before it is written:
+
+    - ``testCaseId``: allure-pytest makes it from the test's full name alone,
+      which every target's copy of a case shares; here it also covers the
+      target and peer parameters, so it differs per target and stays the same
+      across runs of one target. (``historyId`` already covers them:
+      allure-pytest computes it from the full name and the parameters.)
+    - ``historyId`` of a case an interrupt cut short: allure-pytest computes
+      it at the case's teardown, which such a case never reaches; it is
+      computed here the same way (``allure_pytest.utils.get_history_id``)."""
+
+    @staticmethod
+    def _is_case(result: Any) -> bool:
+        return any(label.name == "requirement" for label in result.labels)
+
+    @allure_commons.hookimpl(tryfirst=True) if allure is not None else (lambda f: f)
+    def report_result(self, result: Any) -> None:
+        if not self._is_case(result):
+            return
+        ids = [f"{p.name}={p.value}" for p in sorted(result.parameters, key=lambda p: p.name)
+               if p.name in _ALLURE_ID_PARAMETERS]
+        if result.fullName and ids:
+            result.testCaseId = allure_md5(result.fullName, *ids)
+        if result.historyId is None and result.fullName:
+            result.historyId = get_history_id(result.fullName, result.parameters, original_values={})
+
+
+_ALLURE_RESULT_IDS = _AllureResultIds()
 
 
 def _attach_trace(item: pytest.Item) -> None:
@@ -1172,7 +1296,10 @@ def _print_progress(state: RunState, case_id: str, level: str, outcome: str, dur
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     """Show not-applicable cases as 'N/A' and blocked ones as 'BLOCKED'
-    rather than as skipped."""
+    rather than as skipped, and a case an interrupt cut short as
+    'INTERRUPTED' rather than failed."""
+    if getattr(report, "conformance_interrupted", False):
+        return "interrupted", "!", "INTERRUPTED"
     if report.skipped and report.when in ("setup", "call"):
         reason = _skip_reason(report)
         if reason.startswith(NOT_APPLICABLE_PREFIX):
@@ -1194,6 +1321,8 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if allure is not None and allure_commons.plugin_manager.is_registered(_ALLURE_RESULT_IDS):
+        allure_commons.plugin_manager.unregister(_ALLURE_RESULT_IDS)
     state = config.stash.get(_STATE, None)
     if state is not None:
         if state.sigterm_handler is not None:

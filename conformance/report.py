@@ -230,6 +230,8 @@ CATEGORIES = [
      "messageRegex": "(?s)(Skipped: )?not applicable: .*"},
     {"name": "Run deadline exceeded (case not run)", "matchedStatuses": ["broken"],
      "messageRegex": "(?s).*run deadline of .* exceeded.*"},
+    {"name": "Interrupted (SIGTERM or Ctrl-C stopped the run during the case: no verdict)",
+     "matchedStatuses": ["broken"], "messageRegex": "(?s).*interrupted: no verdict.*"},
     {"name": "Requirement failed (the target broke the rule)", "matchedStatuses": ["failed"]},
     {"name": "No verdict (error)", "matchedStatuses": ["broken"]},
 ]
