@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import math
 import os
 import re
 import secrets
@@ -78,9 +79,53 @@ GENERATORS = {"hex16": lambda: secrets.token_hex(16), "hex32": lambda: secrets.t
 token of a reference node): written to a 0600 file in the run's work dir."""
 
 
+PLACEHOLDER_TYPES: dict[str, type] = {
+    "port": int, "peer_port": int, "count": int, "client_timeout": int,
+    "client_stay": float,
+}
+"""The placeholders that stand for numbers, and the type the harness passes
+for each (docs/targets.md, "Placeholders"): ``int`` a whole number (``6``,
+never ``6.0``: scripts/ssb-server.sh refuses anything but digits),
+``float`` a number of seconds that may have a fraction (``0.5``, ``10.0``;
+a whole number is one too). Every other placeholder is text (a path, a
+host, an id). A value of another type from a suite is a harness bug; the
+launch refuses it (TargetError) rather than hand a node an argument it may
+refuse. tests/harness/test_placeholder_types.py checks every built-in
+target's programs against these types."""
+
+
+def client_timeout(deadline: float) -> int:
+    """The ``{client_timeout}`` a suite gives a launched client: twice the
+    read deadline, at least 5 s, in whole seconds (rounded up)."""
+    return max(5, math.ceil(2 * deadline))
+
+
 class TargetError(Exception):
     """A targets file is wrong, or a target could not be started. The message
     says which target, which field, and what to do."""
+
+
+class TargetNotStarted(TargetError):
+    """The target (one of its roles) did not start: its process or container
+    could not be run, exited before it was ready or before its client
+    connected to the harness, was not ready within its readiness deadline,
+    or an adapter command exited non-zero without printing anything. Not a
+    verdict on any rule: the case ends in ``error``, and a run in which no
+    MUST case failed for its own rule gets the verdict "NOT CERTIFIED: the
+    target did not start" (exit status 4 of ``conformance certify``)."""
+
+
+def placeholder_text(name: str, value: Any, where: str) -> str:
+    """``value`` as the text of placeholder ``{name}``, after checking it
+    has the type PLACEHOLDER_TYPES gives the name."""
+    kind = PLACEHOLDER_TYPES.get(name)
+    if kind is not None:
+        allowed = (int,) if kind is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            raise TargetError(f"{where}: placeholder {{{name}}} takes "
+                              f"{'a whole number' if kind is int else 'a number'}, but the harness passed "
+                              f"{value!r} (a harness bug; see PLACEHOLDER_TYPES in conformance/core/targets.py)")
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -490,7 +535,7 @@ class TargetRuntime:
             # For adapters that ask the node in its container: docker exec {container_id} ...
             ctx["container_id"] = self.container.id
         ctx.update({k: str(v) for k, v in self.params.items()})
-        ctx.update({k: str(v) for k, v in extra.items()})
+        ctx.update({k: placeholder_text(k, v, f"target {self.target.name!r}") for k, v in extra.items()})
         return ctx
 
     def _expand_text(self, text: str, extra: Mapping[str, Any] = {}) -> str:

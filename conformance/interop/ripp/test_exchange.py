@@ -25,7 +25,7 @@ from .relay import RippRelay
 
 COUNT = 3
 """Deltas the producer sends: with the relay's replay the consumer gets 1, 2, 2, 1, 3."""
-CLIENT_TIMEOUT = 10.0
+CLIENT_TIMEOUT = 10
 WAIT_GRACE = 10.0
 NEGOTIATED = "ripp.interop.client.negotiates-schemas"
 EMPTY_DIGEST = bytes.fromhex("93b885adfe0da089cdf634904fd59f71")

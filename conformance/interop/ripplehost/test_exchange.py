@@ -20,7 +20,7 @@ from conformance.core.requirements import requirement
 from conformance.core.transport import TcpRelay, short_hex
 from reference_impl.ripplehost.frame import FrameError, Message, MessageReader
 
-CLIENT_TIMEOUT = 10.0
+CLIENT_TIMEOUT = 10
 WAIT_GRACE = 10.0
 HOST_IDS = "ripplehost.interop.client.exchanges-host-ids"
 SPEC = "Ripple SCTP binding"

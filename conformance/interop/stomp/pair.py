@@ -36,7 +36,7 @@ from conformance.suites.stomp.peer import manifest_path, settings_of
 from reference_impl.stomp.manifest import ManifestError, load_manifest, render_manifest
 from reference_impl.stomp.smp import example_message, validate_message
 
-CLIENT_TIMEOUT = 30.0
+CLIENT_TIMEOUT = 30
 """The client's ``--timeout``: it gives up after this long."""
 
 WAIT_GRACE = 10.0

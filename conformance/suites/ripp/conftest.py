@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from conformance.core.requirements import blocked
-from conformance.core.targets import TargetRuntime
+from conformance.core.targets import TargetRuntime, client_timeout
 from conformance.core.transport import TcpServer, WireTrace
 from reference_impl.ripp.payloads import Schema
 
@@ -63,7 +63,7 @@ def launched_producer(target: TargetRuntime, wire_trace: WireTrace, deadline: fl
         async with TcpServer(wire_trace, deadline) as server:
             process = target.launch_client({
                 "peer_host": server.host, "peer_port": server.port, "source_id": "conformance-producer",
-                "count": count, "client_stay": stay, "client_timeout": max(2 * deadline, 5),
+                "count": count, "client_stay": stay, "client_timeout": client_timeout(deadline),
             })
             processes.append(process)
             wait = target.target.launch.ready_timeout if target.target.launch else 30

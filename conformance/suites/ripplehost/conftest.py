@@ -19,7 +19,7 @@ from .peer import ACCEPTOR, HOST_ID_TYPE, INITIATOR, RipplePeer, summary
 from .preflight import client_context, tls_enabled
 from .prerequisites import HOST_ID
 
-CLIENT_TIMEOUT = 30.0
+CLIENT_TIMEOUT = 30
 """The launched initiator's ``--timeout``: it gives up (and exits) after this
 long; the harness stops it when the case ends anyway."""
 

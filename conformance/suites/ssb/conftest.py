@@ -7,7 +7,7 @@ from typing import AsyncIterator
 
 import pytest
 
-from conformance.core.targets import TargetError, TargetRuntime
+from conformance.core.targets import TargetError, TargetRuntime, client_timeout
 from conformance.core.transport import TcpConnection, TcpServer, WireTrace
 from reference_impl.ssb.keys import MAIN_NETWORK_KEY, Keypair
 
@@ -99,7 +99,7 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
             process = target.launch_client({
                 "peer_host": server.host, "peer_port": server.port,
                 "peer_public_key": peer_keypair.feed_id, "feed": feed,
-                "client_timeout": max(2 * deadline, 5),
+                "client_timeout": client_timeout(deadline),
             })
             processes.append(process)
             wait = (target.target.launch.ready_timeout if target.target.launch else 30)

@@ -16,6 +16,7 @@ import json
 import time
 
 from conformance.core.requirements import requirement
+from conformance.core.targets import client_timeout
 from conformance.core.transport import DeadlineExceeded, short_hex
 from reference_impl.ssb import shs
 from reference_impl.ssb.boxstream import BoxStreamError
@@ -125,7 +126,7 @@ async def finish_like_a_server(session: ServedSession) -> bool:
 
 
 async def client_exit_status(process, deadline: float) -> int | None:
-    return await asyncio.to_thread(process.wait, max(2 * deadline, 5) + EXIT_GRACE)
+    return await asyncio.to_thread(process.wait, client_timeout(deadline) + EXIT_GRACE)
 
 
 async def serve_feed(launched_client, network_key: bytes, keypair: Keypair, messages: list[dict],
@@ -150,7 +151,7 @@ async def serve_feed(launched_client, network_key: bytes, keypair: Keypair, mess
 async def expect_rejected(launched_client, network_key, keypair, messages, deadline, what: str) -> None:
     code, process, _ = await serve_feed(launched_client, network_key, keypair, messages, deadline)
     assert code is not None, (f"served a feed whose {what}, the client neither rejected nor finished within "
-                              f"{max(2 * deadline, 5) + EXIT_GRACE:g} s; output:\n{process.tail(10)}")
+                              f"{client_timeout(deadline) + EXIT_GRACE:g} s; output:\n{process.tail(10)}")
     assert code != 0, (f"the client accepted a feed whose {what} (exit 0); message 2 as served: "
                        f"{json.dumps(messages[-1])[:400]}")
 

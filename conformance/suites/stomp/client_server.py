@@ -46,7 +46,7 @@ MESSAGE_TYPES = ("ConfigureAccount", "PrepareTransfer", "FinalizeTransfer")
 """The SMP messages a launched client is given (valid examples of each):
 three, so that pipelining, cumulative receipts and resending show."""
 
-CLIENT_TIMEOUT = 30.0
+CLIENT_TIMEOUT = 30
 """The client's ``--timeout``: it gives up (and exits) after this long. The
 harness stops it when the case ends anyway; the bound is for a client
 left alone (a case waiting for it to reconnect or to exit)."""
