@@ -15,6 +15,14 @@ The score is caught / faults, and must be 100 %.
     conformance mutation --protocol btp --jobs 2
     conformance mutation --fault ignore-limit    # one fault (and the conformant run)
     conformance mutation --format markdown       # the table of docs/mutation.md
+    conformance mutation --variants              # the conformant variants instead of the faults
+
+With ``--variants`` the command certifies the reference node once per
+*conformant variant* instead (``--variant NAME``; the registries are
+``reference_impl/<protocol>/variants.py``): behaviours the texts allow and
+the plain node does not show (split or coalesced writes, late answers,
+traffic of the node's own). Each must be CONFORMANT with no case failed,
+errored or blocked, and no case not applicable that the plain node passes.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .core.results import BLOCKED, ERROR, FAILED, new_run_id, read_results, summarize
+from .core.results import BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, new_run_id, read_results, summarize
 from .core.targets import load_targets
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -43,6 +51,8 @@ FAULT_REGISTRIES = {"ssb": "reference_impl.ssb.faults", "btp": "reference_impl.b
                     "stomp": "reference_impl.stomp.faults", "ripp": "reference_impl.ripp.faults",
                     "ripplehost": "reference_impl.ripplehost.faults"}
 """Protocol -> the module holding SPECS, REGISTRY and NOT_ISOLABLE."""
+VARIANT_REGISTRIES = {protocol: f"reference_impl.{protocol}.variants" for protocol in FAULT_REGISTRIES}
+"""Protocol -> the module holding its conformant variants' SPECS."""
 _CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
 _CASE_ID_CONSTANT = re.compile(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,")
 _STRING_CONSTANT = re.compile(r"^([A-Z_][A-Z0-9_]*) = \"([^\"]+)\"$", re.MULTILINE)
@@ -53,6 +63,15 @@ wrong rule (or could not judge)."""
 
 def registry(protocol: str) -> ModuleType:
     return importlib.import_module(FAULT_REGISTRIES[protocol])
+
+
+def variant_specs(protocol: str) -> tuple[Any, ...]:
+    """The protocol's conformant variants (none when it has no registry)."""
+    try:
+        module = importlib.import_module(VARIANT_REGISTRIES[protocol])
+    except ModuleNotFoundError:
+        return ()
+    return tuple(module.SPECS)
 
 
 def suite_case_ids(protocol: str) -> list[str]:
@@ -124,6 +143,27 @@ def mutant_table(reference: dict[str, Any], fault: str, role: str) -> dict[str, 
         table["roles"] = ["server"]
         table["launch"].pop("client", None)
     table["description"] = f"{reference.get('description', '')}; fault {fault} (mutation testing)"
+    return table
+
+
+def variant_name(protocol: str, variant: str) -> str:
+    return f"variant-{protocol}-{variant}"
+
+
+def variant_table(reference: dict[str, Any], spec: Any, late_seconds: float) -> dict[str, Any]:
+    """The reference target's table with ``--variant NAME`` on the launch
+    command of every role the variant changes (``--late-seconds`` too for
+    late answers: half the run's read deadline)."""
+    table = copy.deepcopy(reference)
+    extra = ["--variant", spec.name]
+    if spec.name == "late-answers":
+        extra += ["--late-seconds", f"{late_seconds:g}"]
+    for role in spec.roles:
+        command = table["launch"].get(role)
+        if command is None:
+            continue
+        table["launch"][role] = command + extra if isinstance(command, list) else f"{command} {' '.join(extra)}"
+    table["description"] = f"{reference.get('description', '')}; conformant variant {spec.name}"
     return table
 
 
@@ -231,11 +271,39 @@ def certify_one(target_name: str, fault: str | None, targets_file: Path, work_di
 
 
 @dataclass
+class VariantResult:
+    protocol: str
+    name: str
+    roles: tuple[str, ...]
+    description: str
+    allowed_by: str
+    certification: Certification | None = None
+    hidden: list[str] = field(default_factory=list)
+    """Cases not applicable to the variant that the plain node passes: a
+    check the variant made the suite skip."""
+
+    @property
+    def not_passed(self) -> list[str]:
+        """Cases failed, errored or blocked, with their outcome and level."""
+        if self.certification is None:
+            return ["not certified"]
+        return [f"{case} ({rec['outcome']}, {rec.get('level', '?')})"
+                for case, rec in sorted(self.certification.records.items())
+                if rec["outcome"] in (FAILED, ERROR, BLOCKED)]
+
+    @property
+    def conformant(self) -> bool:
+        return (self.certification is not None and bool(self.certification.records)
+                and not self.not_passed and not self.hidden)
+
+
+@dataclass
 class MutationRun:
     conformant: dict[str, Certification]
     faults: list[FaultResult]
     not_isolable: dict[str, dict[str, str]]
     seconds: float
+    variants: list[VariantResult] = field(default_factory=list)
 
     @property
     def caught(self) -> int:
@@ -250,24 +318,30 @@ class MutationRun:
 
     @property
     def ok(self) -> bool:
-        return (all(self.conformant_ok(p) for p in self.conformant)
-                and bool(self.faults) and self.caught == len(self.faults))
+        if not all(self.conformant_ok(p) for p in self.conformant):
+            return False
+        if self.variants and not all(result.conformant for result in self.variants):
+            return False
+        return bool(self.faults or self.variants) and self.caught == len(self.faults)
 
 
 def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_dir: Path,
                  deadline: float = 3.0, progress=print, resume: bool = False,
                  reference: bool = True, faults: bool = True,
-                 params: dict[str, Any] | None = None) -> MutationRun:
+                 params: dict[str, Any] | None = None, variants: list[str] | None = None) -> MutationRun:
     """Certify each protocol's reference node without a fault (unless
     ``reference`` is False) and once per fault of its registry (only the
     ``fault_names`` given, when any; none when ``faults`` is False),
     ``jobs`` certifications at a time. ``params`` are set on every target
-    certified (e.g. a shorter ``idle_seconds`` for the project's own tests)."""
+    certified (e.g. a shorter ``idle_seconds`` for the project's own tests).
+    ``variants``: the conformant variants to certify too (an empty list: all
+    of each protocol's; None: none)."""
     started = time.monotonic()
     references = builtin_tables()
     tables: dict[str, dict[str, Any]] = {}
     plans: list[tuple[str, str | None, FaultResult | None]] = []  # (target, fault, result)
     results: list[FaultResult] = []
+    variant_results: list[VariantResult] = []
     for protocol in protocols:
         reference_name = f"reference-{protocol}"
         if reference:
@@ -281,6 +355,14 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
             result = FaultResult(protocol, spec.name, spec.role, spec.description, spec.cases)
             results.append(result)
             plans.append((name, spec.name, result))
+        for vspec in variant_specs(protocol) if variants is not None else ():
+            if variants and vspec.name not in variants:
+                continue
+            name = variant_name(protocol, vspec.name)
+            tables[name] = variant_table(references[reference_name], vspec, deadline / 2)
+            variant_results.append(VariantResult(protocol, vspec.name, vspec.roles, vspec.description,
+                                                 vspec.allowed_by))
+            plans.append((name, None, variant_results[-1]))
     for table in tables.values():
         table["params"] = {**table.get("params", {}), **(params or {})}
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -299,6 +381,11 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
                      f"({cert.seconds:.0f} s)")
             return
         result.certification = cert
+        if isinstance(result, VariantResult):
+            problems = result.not_passed
+            progress(f"== {target}: {'CONFORMANT' if not problems else 'NOT PASSING: ' + ', '.join(problems)} "
+                     f"({cert.seconds:.0f} s)")
+            return
         judge(result)
         progress(f"== {target}: {'caught' if result.caught else 'NOT CAUGHT'} "
                  f"(failed: {', '.join(result.failed) or 'none'}) ({cert.seconds:.0f} s)")
@@ -306,8 +393,13 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for future in [pool.submit(run, plan) for plan in plans]:
             future.result()
+    for variant in variant_results:   # a check the variant made the suite skip hides a verdict
+        plain = conformant.get(variant.protocol)
+        if plain is not None and variant.certification is not None:
+            variant.hidden = sorted(case for case in variant.certification.with_outcome(NOT_APPLICABLE)
+                                    if plain.records.get(case, {}).get("outcome") == PASSED)
     not_isolable = {p: dict(registry(p).NOT_ISOLABLE) for p in protocols}
-    return MutationRun(conformant, results, not_isolable, time.monotonic() - started)
+    return MutationRun(conformant, results, not_isolable, time.monotonic() - started, variant_results)
 
 
 # --- output -------------------------------------------------------------------------
@@ -330,8 +422,21 @@ def render_text(run: MutationRun) -> str:
             lines.append(f"    expected but not failed: {', '.join(result.missed)}")
         if result.wrongly_blamed:
             lines.append(f"    failed outside the expected cases: {', '.join(result.wrongly_blamed)}")
+    for variant in run.variants:
+        lines.append(f"{variant.protocol} variant {variant.name} [{'/'.join(variant.roles)}]: "
+                     f"{'CONFORMANT' if variant.conformant else 'NOT CONFORMANT'}")
+        if variant.not_passed:
+            lines.append(f"    not passed: {', '.join(variant.not_passed)}")
+        if variant.hidden:
+            lines.append(f"    not applicable, although the plain node passes them: {', '.join(variant.hidden)}")
+    if run.variants:
+        good = sum(variant.conformant for variant in run.variants)
+        lines.append(f"variants: {good}/{len(run.variants)} certified CONFORMANT")
     lines.append("")
     total = len(run.faults)
+    if not total:
+        lines.append(f"wall time {run.seconds:.0f} s")
+        return "\n".join(lines)
     lines.append(f"mutation score: {run.caught}/{total} faults caught"
                  + (f" ({100 * run.caught / total:.0f} %)" if total else ""))
     lines.append(f"wall time {run.seconds:.0f} s")
@@ -362,10 +467,27 @@ def render_markdown(run: MutationRun) -> str:
             lines.append("")
             lines += [f"- `{case}`: {reason}" for case, reason in sorted(reasons.items())]
             lines.append("")
+    if run.variants:
+        lines.append(render_variants_markdown(run))
     total = len(run.faults)
+    if not total:
+        return "\n".join(lines) + "\n"
     lines.append(f"**Mutation score: {run.caught}/{total} faults caught"
                  + (f" ({100 * run.caught / total:.0f} %)**" if total else "**"))
     return "\n".join(lines) + "\n"
+
+
+def render_variants_markdown(run: MutationRun) -> str:
+    """The conformant variants' table of docs/mutation.md."""
+    lines = ["| protocol | variant | roles | behaviour | allowed by | verdict |", "|---|---|---|---|---|---|"]
+    for variant in run.variants:
+        verdict = "CONFORMANT" if variant.conformant else (
+            "**NOT CONFORMANT**: " + ", ".join(variant.not_passed + [f"{c} (not applicable)" for c in variant.hidden]))
+        lines.append(f"| {variant.protocol} | `{variant.name}` | {'/'.join(variant.roles)} | {variant.description} | "
+                     f"{variant.allowed_by} | {verdict} |")
+    good = sum(variant.conformant for variant in run.variants)
+    lines += ["", f"**Variants certified CONFORMANT: {good}/{len(run.variants)}**", ""]
+    return "\n".join(lines)
 
 
 def cmd_mutation(args: argparse.Namespace) -> int:
@@ -382,8 +504,19 @@ def cmd_mutation(args: argparse.Namespace) -> int:
     if args.fault:
         protocols = [p for p in protocols if any(s.name in args.fault for s in registry(p).SPECS)]
     work_dir = Path(args.run_dir or Path(args.reports_dir) / "mutation" / new_run_id()).resolve()
+    if args.variants or args.variant:
+        known_variants = {spec.name for p in protocols for spec in variant_specs(p)}
+        unknown = [name for name in args.variant if name not in known_variants]
+        if unknown:
+            print(f"conformance: error: unknown variant(s) {', '.join(unknown)} for {', '.join(protocols)}",
+                  file=sys.stderr)
+            return 2
+        protocols = [p for p in protocols if variant_specs(p)
+                     and (not args.variant or any(s.name in args.variant for s in variant_specs(p)))]
     run = run_mutation(protocols, args.fault, args.jobs, work_dir, args.deadline,
-                       progress=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume)
+                       progress=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume,
+                       faults=not (args.variants or args.variant),
+                       variants=list(args.variant) if (args.variants or args.variant) else None)
     print(render_markdown(run) if args.format == "markdown" else render_text(run))
     print(f"runs: {work_dir}", file=sys.stderr)
     return 0 if run.ok and not problems else 1
@@ -395,6 +528,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--protocol", action="append", default=[], choices=sorted(FAULT_REGISTRIES),
                         help="only this protocol (repeatable); default: every protocol with a fault registry")
     parser.add_argument("--fault", action="append", default=[], help="only this fault (repeatable)")
+    parser.add_argument("--variants", action="store_true",
+                        help="certify the conformant variants (each must be CONFORMANT) instead of the faults")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="only this conformant variant (repeatable; implies --variants)")
     parser.add_argument("--jobs", type=int, default=1, help="certifications run at once (default 1)")
     parser.add_argument("--format", choices=["text", "markdown"], default="text", help="table format")
     parser.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")

@@ -21,9 +21,11 @@ import sys
 from pathlib import Path
 
 from ..faults import add_fault_option, fault_help, parse_faults
+from ..variants import Shape, add_variant_option, variant_help
 from ..node_cli import non_negative_float, port_number, positive_float, run_command, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
+from .variants import SPECS as VARIANT_SPECS
 from .node import (
     DEFAULT_HOST_ID_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -82,7 +84,8 @@ async def _serve(args: argparse.Namespace) -> int:
     if faults:
         log.warning("fault injection active: %s", ", ".join(sorted(f.value for f in faults)))
     node = RippleNode(args.hostname, ssl_context=context, faults=faults, messages=_load_messages(args.send),
-                      host_id_timeout=args.host_id_timeout, idle_timeout=args.idle_timeout)
+                      host_id_timeout=args.host_id_timeout, idle_timeout=args.idle_timeout,
+                      variants=frozenset(args.variant), shape=Shape.from_variants(set(args.variant), args.late_seconds))
     await serve_until_stopped(
         node, args.host, args.port, args.ready_file,
         lambda host, port: (f"RIPPLE_READY port={port} host={host} hostname={args.hostname}",
@@ -100,7 +103,8 @@ async def _connect(args: argparse.Namespace) -> int:
     try:
         result = await run_initiator(args.peer_host, args.peer_port, args.hostname, messages,
                                      timeout=args.timeout, stay=args.stay, ssl_context=context,
-                                     faults=parse_faults(Fault, args.fault))
+                                     faults=parse_faults(Fault, args.fault), variants=frozenset(args.variant),
+                                     shape=Shape.from_variants(set(args.variant), args.late_seconds))
     except ConnectError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_ERROR
@@ -132,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="JSON array of messages to send once host-ids are exchanged (a message object, "
                         "or {\"body\", \"to_user\", \"from_user\", \"chunk_size\"}); see node.parse_outgoing")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    epilog = fault_help(FAULT_SPECS, {"server": "serve", "client": "connect"})
+    epilog = (fault_help(FAULT_SPECS, {"server": "serve", "client": "connect"}) + "\n\n"
+              + variant_help(VARIANT_SPECS))
 
     serve = commands.add_parser(
         "serve", parents=[common], help="accept associations (the acceptor)",
@@ -152,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ready-file", metavar="PATH",
                        help='also write {"host", "port", "hostname", "tls"} as JSON to PATH once listening')
     add_fault_option(serve, FAULT_SPECS, "server")
+    add_variant_option(serve, VARIANT_SPECS, "server")
     serve.set_defaults(run=_serve)
 
     connect = commands.add_parser(
@@ -170,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     connect.add_argument("--tls", action="store_true", help="connect with TLS")
     connect.add_argument("--tls-ca", metavar="PEM", help="verify the server's chain against this CA (with --tls)")
     add_fault_option(connect, FAULT_SPECS, "client")
+    add_variant_option(connect, VARIANT_SPECS, "client")
     connect.set_defaults(run=_connect)
     return parser
 

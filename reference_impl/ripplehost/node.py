@@ -45,7 +45,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
 from .faults import Fault
+from .variants import UNPROMPTED_INTERVAL
 from .frame import DEFAULT_MAX_SIZE, Message
 from .session import (
     AnswerReceived,
@@ -202,10 +204,15 @@ class Association:
                  emit: Emit, peer: str, messages: Sequence[Outgoing] = (), until_answered: bool = False,
                  stay: float = 0.0, deadline: float | None = None,
                  host_id_timeout: float = DEFAULT_HOST_ID_TIMEOUT,
-                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> None:
+                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT, variants: frozenset[str] = frozenset(),
+                 shape: Shape = Shape()) -> None:
         self.session = session
         self.reader = reader
-        self.writer = writer
+        self.writer = shape_writer(writer, shape)
+        self.unprompted = UNPROMPTED_TRAFFIC in variants
+        self._own_pings: set[int] = set()
+        """msgnos of the pings sent unprompted: their answers are not answers
+        to the messages the initiator was asked to send."""
         self.emit = emit
         self.peer = peer
         self.messages = list(messages)
@@ -280,11 +287,17 @@ class Association:
             if isinstance(event, HostIdentified):
                 self.result.peer_hostname = event.hostname
                 self.emit("HOST_ID", {"peer": self.peer, "hostname": event.hostname})
+                if self.unprompted:
+                    self._ping_unprompted()
+                    self._start_timer(self._keep_pinging())
                 self._send_messages()
             elif isinstance(event, MessageReceived):
                 self.emit("MSG", {"peer": self.peer, **message_json(event.message)})
                 self._serve(event.message)
             elif isinstance(event, AnswerReceived):
+                if event.message.msgno in self._own_pings:
+                    self._own_pings.discard(event.message.msgno)
+                    continue
                 self.result.answers.append(event)
                 self.emit("ANSWER", {"peer": self.peer, **message_json(event.message)})
                 self._check_done()
@@ -304,12 +317,30 @@ class Association:
                 and self._done_at is None:
             self._done_at = asyncio.get_running_loop().time() + self.stay
 
+    def _start_timer(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._timers.add(task)
+        task.add_done_callback(self._timers.discard)
+
+    def _ping_unprompted(self) -> None:
+        """Variant unprompted-traffic: a MSG of the node's own, not asked for."""
+        if self.session.closed:
+            return
+        try:
+            self._own_pings.add(self.session.send_message({"type": "ping"}))
+        except SessionError:
+            pass   # the session's bound on outstanding MSGs: the peer answers none; stop adding
+
+    async def _keep_pinging(self) -> None:
+        while not self.session.closed:
+            await asyncio.sleep(UNPROMPTED_INTERVAL)
+            self._ping_unprompted()
+            self._write_pending()
+
     def _serve(self, message: Message) -> None:
         answer = answer_for(message.body, self.session.faults)
         if answer.delay:
-            task = asyncio.create_task(self._later(message.msgno, answer))
-            self._timers.add(task)
-            task.add_done_callback(self._timers.discard)
+            self._start_timer(self._later(message.msgno, answer))
             return
         self._answer(message.msgno, answer)
 
@@ -371,7 +402,8 @@ class RippleNode:
                  faults: frozenset = frozenset(), messages: Sequence[Outgoing] = (),
                  host_id_timeout: float = DEFAULT_HOST_ID_TIMEOUT, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS, emit: Emit = print_emit,
-                 session_options: dict[str, int] | None = None) -> None:
+                 session_options: dict[str, int] | None = None, variants: frozenset[str] = frozenset(),
+                 shape: Shape = Shape()) -> None:
         RippleSession(Role.ACCEPTOR, hostname)   # validates the hostname now, not per connection
         self.hostname = hostname
         self.ssl_context = ssl_context
@@ -382,6 +414,8 @@ class RippleNode:
         self.max_connections = max_connections
         self.emit = emit
         self.session_options = dict(session_options or {})
+        self.variants = frozenset(variants)
+        self.shape = shape
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task] = set()
 
@@ -411,7 +445,8 @@ class RippleNode:
         try:
             session = RippleSession(Role.ACCEPTOR, self.hostname, faults=self.faults, **self.session_options)
             await Association(session, reader, writer, emit=self.emit, peer=peer, messages=self.messages,
-                              host_id_timeout=self.host_id_timeout, idle_timeout=self.idle_timeout).run()
+                              host_id_timeout=self.host_id_timeout, idle_timeout=self.idle_timeout,
+                              variants=self.variants, shape=self.shape).run()
         except asyncio.CancelledError:
             return   # only close() cancels handlers
         except Exception:   # a bug, not the peer's doing: log it, never take the node down
@@ -430,7 +465,8 @@ class ConnectError(Exception):
 
 async def run_initiator(peer_host: str, peer_port: int, hostname: str, messages: Sequence[Outgoing], *,
                         timeout: float, stay: float = 0.0, ssl_context: ssl.SSLContext | None = None,
-                        faults: frozenset = frozenset(), emit: Emit = print_emit) -> AssociationResult:
+                        faults: frozenset = frozenset(), emit: Emit = print_emit,
+                        variants: frozenset[str] = frozenset(), shape: Shape = Shape()) -> AssociationResult:
     """Connect, send the host-id, then ``messages`` (pipelined), serve the
     acceptor's MSGs, and close ``stay`` seconds after the last answer (or at
     ``timeout`` seconds from the start, ``result.timed_out``)."""
@@ -447,5 +483,6 @@ async def run_initiator(peer_host: str, peer_port: int, hostname: str, messages:
         raise ConnectError(f"cannot connect to {peer_host}:{peer_port}: {exc}") from None
     session = RippleSession(Role.INITIATOR, hostname, faults=faults)
     association = Association(session, reader, writer, emit=emit, peer=f"{peer_host}:{peer_port}",
-                              messages=messages, until_answered=True, stay=stay, deadline=deadline)
+                              messages=messages, until_answered=True, stay=stay, deadline=deadline,
+                              variants=variants, shape=shape)
     return await association.run()

@@ -11,6 +11,7 @@ from typing import Any, AsyncIterator
 import pytest
 
 from conformance.core.pki import harness_server_context, run_pki
+from conformance.core.readiness import accept_launched_client
 from conformance.core.requirements import blocked
 from conformance.core.targets import ProcessHandle, TargetRuntime
 from conformance.core.transport import TcpConnection, TcpServer, WireTrace
@@ -91,7 +92,11 @@ class LaunchedClient:
 
     async def accept(self) -> RipplePeer:
         try:
-            conn = await self.server.accept(self.wait)
+            # Exiting before it connects: it did not start (an error); a
+            # failed TLS handshake was a connection, judged by the cases.
+            conn = await accept_launched_client(self.server.accept, self.process, self.wait,
+                                                "the target's initiator", f"{self.server.host}:{self.server.port}",
+                                                connected=lambda: bool(self.server.tls_failures))
         except AssertionError:
             raise AssertionError(f"the target's initiator did not connect within {self.wait} s; its output:\n"
                                  f"{self.process.tail()}") from None

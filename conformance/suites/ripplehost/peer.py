@@ -99,6 +99,10 @@ class RipplePeer:
         self.peer_hostname: str | None = None
         self.pending_msgs: list[Message] = []
         """MSGs of the target read but not answered (``answer_to(serve=False)``)."""
+        self.outstanding: set[int] = set()
+        """msgnos of the harness's MSGs (sent with :meth:`send_message`) whose
+        complete answer has not been read: their RPY or ERR may cross a
+        forged frame on the wire, and so is never "sent in answer" to it."""
 
     @property
     def trace(self):
@@ -126,6 +130,8 @@ class RipplePeer:
         """One message as its frames (``chunk_size``, ``to_user``,
         ``from_user``, ``version`` as for ``message_frames``)."""
         options.setdefault("version", VERSION)
+        if type_ == "MSG":
+            self.outstanding.add(msgno)
         return await self.send_frames(message_frames(type_, msgno, body, **options), note)
 
     async def send_raw(self, data: bytes, note: str) -> bool:
@@ -168,6 +174,8 @@ class RipplePeer:
                 message = self.reassembler.add(frame)
             if message is not None:
                 self.trace.event(f"decoded message: {summary(message)}")
+                if message.type != "MSG":
+                    self.outstanding.discard(message.msgno)
                 return message
         raise ProtocolViolation(f"over {MAX_FRAMES_WHILE_WAITING} frames without a complete message while {what} "
                                 "was due")
@@ -231,26 +239,50 @@ class RipplePeer:
         closed, data = await self.conn.await_close(deadline)
         return closed, pending + data
 
-    async def silence(self, seconds: float) -> bytes:
-        """What the target sends within ``seconds`` without the harness
-        expecting anything (b"" when silent); stops early on a close."""
+    async def answers_within(self, seconds: float) -> list[Message]:
+        """The RPYs and ERRs the target sends within ``seconds`` (stops early
+        on a close). MSGs of the target's own that come meanwhile are
+        answered as a host would: a host may send its own MSGs at any moment
+        after the host-id exchange (the profile, section 4), and they say
+        nothing about the harness's MSGs."""
         window = Deadline(seconds)
-        got = bytearray(b"".join(encode_frame(frame) for frame in self._frames))
-        self._frames.clear()
-        while not self.conn.eof and not window.expired:
+        answers: list[Message] = []
+        while not window.expired:
             try:
-                data = await self.conn.receive_some(window)
-            except DeadlineExceeded:   # the window passed in silence
+                message = await self.next_message("any answer within the window", window)
+            except (DeadlineExceeded, PeerClosed):
                 break
-            if not data:
-                break
-            got += data
-            if len(got) > 1 << 20:
-                break
-        return bytes(got)
+            if message.type == "MSG":
+                await self.answer_target_msg(message)
+            else:
+                answers.append(message)
+        return answers
 
 
 # ---------------------------------------------------------------- verdicts on closing
+
+def sent_in_answer(data: bytes, crossing: set[int] | frozenset[int]) -> str | None:
+    """What, among the bytes a target sent after a forged frame, it sent *in
+    answer* to it (None: nothing). Two kinds of frame are not answers and
+    may cross the forged frame on the wire, whatever the target does with it:
+    a MSG (a request of the target's own; a host may send one at any moment
+    after the host-id exchange, and the wire cannot show whether it left
+    before or after the forged frame arrived), and an RPY or ERR answering a
+    MSG of the harness in ``crossing`` (sent before the forged frame, still
+    awaiting its answer). Anything else is: an answer to another msgno (a
+    MSG in the forged bytes served), or bytes that are no frame at all."""
+    if not data:
+        return None
+    parser = FrameParser()
+    try:
+        frames = parser.receive_data(data)
+    except FrameError as exc:
+        return f"bytes that break the grammar ({exc.reason}): {short_hex(data)}"
+    answers = [frame for frame in frames if frame.type != "MSG" and frame.msgno not in crossing]
+    if not answers:
+        return None   # an unfinished frame at the close is a frame the target began before it closed
+    return "; ".join(summary(frame) for frame in answers)
+
 
 def served(data: bytes) -> list[str]:
     """The RPY frames among bytes the target sent: a frame it was meant to
@@ -263,15 +295,20 @@ def served(data: bytes) -> list[str]:
     return [summary(frame) for frame in frames if frame.type == "RPY"]
 
 
-async def expect_close(peer: RipplePeer, what: str, *, silent: bool) -> None:
+async def expect_close(peer: RipplePeer, what: str, *, silent: bool,
+                       crossing: set[int] | frozenset[int] | None = None) -> None:
     """The target must end the connection within the read deadline after
-    ``what``; with ``silent``, without sending a byte first (the profile:
-    "closed at once, with nothing sent in answer")."""
+    ``what``; with ``silent``, without sending anything in answer first (the
+    profile: "closed at once, with nothing sent in answer"; see
+    :func:`sent_in_answer`: its own MSGs, and answers to ``crossing``, by
+    default the harness's MSGs still awaiting an answer, are not answers)."""
+    crossing = frozenset(peer.outstanding if crossing is None else crossing)
     closed, data = await peer.await_close()
     limit = peer.conn.deadline
     if not closed:
         raise AssertionError(f"after {what}, the target kept the connection open for {limit} s; the association "
                              f"must be closed at once. Meanwhile it sent: {describe_bytes(data)}")
-    if silent and data:
-        raise AssertionError(f"after {what}, the target sent {describe_bytes(data)} before closing; the "
-                             "association must be closed at once, with nothing sent in answer")
+    answered = sent_in_answer(data, crossing) if silent else None
+    if answered:
+        raise AssertionError(f"after {what}, the target sent {answered} before closing; the association must be "
+                             f"closed at once, with nothing sent in answer (all it sent: {describe_bytes(data)})")
