@@ -1,0 +1,108 @@
+"""A run stopped (SIGTERM, Ctrl-C) in the middle of a case: the case has no
+verdict, so no report may show it passed. results.jsonl has no line for it;
+Allure and JUnit used to show it passed (allure-pytest wrote it with the
+status of its passed setup, JUnit a nameless passed testcase), and so did
+the Allure report built from them. The cases that ended before the
+interrupt keep their results everywhere."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conformance import report
+
+from .test_work_dirs import _start, _stop
+
+SLOW_AUTH_BTP = """
+[targets.slow-auth-btp]
+implementation = "reference-btp-slow-auth"
+version = "test"
+protocol = "btp"
+roles = ["server"]
+[targets.slow-auth-btp.params]
+auth_timeout = 60
+[targets.slow-auth-btp.credentials]
+auth_token_generate = "hex16"
+[targets.slow-auth-btp.launch]
+server = "{python} -m reference_impl.btp serve --host {host} --port 0 --auth-token-file {auth_token_file} --auth-timeout 60"
+ready = "BTP_READY"
+outputs = { url = "url", port = "port" }
+cwd = "{repo}"
+"""
+"""The BTP reference node dropping an unauthenticated connection only after
+60 s: btp.auth.server.disconnects-client-that-never-authenticates then
+waits a minute in its body, after its prerequisite (the valid auth case)
+ended. So once the prerequisite's result is written, the run is in the
+middle of the slow case."""
+PREREQUISITE = "btp.auth.server.accepts-valid-auth"
+SLOW = "btp.auth.server.disconnects-client-that-never-authenticates"
+SLOW_FUNCTION = "test_disconnects_silent_client"
+STATUS = {"passed": "passed", "failed": "failed", "error": "broken", "not_applicable": "skipped",
+          "blocked": "skipped"}
+
+
+def _records(run_dir: Path) -> list[dict]:
+    path = run_dir / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_a_case_cut_short_by_an_interrupt_is_nowhere_passed(tmp_path: Path, how: str) -> None:
+    targets = tmp_path / "targets.toml"
+    targets.write_text(SLOW_AUTH_BTP)
+    process, run_dir, _ = _start(tmp_path, "--targets-file", str(targets), "--target", "slow-auth-btp",
+                                 "-k", SLOW_FUNCTION)
+    # The event: the prerequisite's result line; the slow case runs next.
+    deadline = time.monotonic() + 60
+    while not _records(run_dir):
+        if process.poll() is not None:
+            pytest.fail(f"certify ended before it could be stopped:\n{process.communicate()[0][-3000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no case ended within 60 s:\n{_stop(process, 'sigterm')[-3000:]}")
+        time.sleep(0.05)
+    started = time.monotonic()
+    output = _stop(process, how)
+    assert time.monotonic() - started < 30, "the run did not stop on the interrupt"
+    assert process.returncode == (143 if how == "sigterm" else 130), output
+
+    records = _records(run_dir)
+    assert [(r["case_id"], r["outcome"]) for r in records] == [(PREREQUISITE, "passed")], output
+    recorded = {r["case_id"]: r for r in records}
+
+    # Allure: the finished case as recorded, the cut one broken, no verdict.
+    allure = {}
+    for path in (run_dir / "allure-results").glob("*-result.json"):
+        data = json.loads(path.read_text())
+        allure[data["name"]] = data
+    assert set(allure) == {PREREQUISITE, SLOW}, sorted(allure)
+    for case_id, data in allure.items():
+        if case_id in recorded:
+            assert data["status"] == STATUS[recorded[case_id]["outcome"]], (case_id, data["status"])
+        else:
+            assert data["status"] != "passed", f"{case_id} shows passed in Allure without a verdict"
+    assert allure[SLOW]["status"] == "broken"
+    assert "interrupted: no verdict" in allure[SLOW]["statusDetails"]["message"]
+    assert allure[SLOW]["historyId"] and allure[SLOW]["historyId"] != allure[PREREQUISITE]["historyId"]
+
+    # JUnit: no nameless testcase; the cut case is not a pass.
+    junit = ET.parse(run_dir / "junit-slow-auth-btp.xml").getroot()
+    testcases = {case.get("name"): case for case in junit.iter("testcase")}
+    assert None not in testcases and len(testcases) == len(list(junit.iter("testcase"))), \
+        ET.tostring(junit, encoding="unicode")
+    outcome = [child for child in testcases[SLOW_FUNCTION] if child.tag in ("failure", "error", "skipped")]
+    assert outcome and "interrupted: no verdict" in (outcome[0].get("message") or ""), \
+        ET.tostring(testcases[SLOW_FUNCTION], encoding="unicode")
+    (finished,) = [name for name in testcases if name != SLOW_FUNCTION]
+    assert not [child.tag for child in testcases[finished] if child.tag in ("failure", "error", "skipped")]
+
+    # The Allure report built from these files: one pass, one broken.
+    if report.BUNDLED_ALLURE.is_file() and shutil.which("java"):
+        assert report.build_report(run_dir, no_history=True) == 0
+        summary = json.loads((run_dir / "allure-report" / "widgets" / "summary.json").read_text())["statistic"]
+        assert (summary["passed"], summary["broken"], summary["total"]) == (1, 1, 2), summary
