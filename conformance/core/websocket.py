@@ -27,6 +27,10 @@ smaller bound (:meth:`WebSocketConnection.limit_message_size`); a bigger one
 is refused from its frame header, before its payload is read or buffered,
 and fails the case as a :class:`ProtocolViolation`."""
 
+DEFAULT_BOUND_OF = "a WebSocket message (no protocol bound set)"
+"""What :data:`MAX_MESSAGE_SIZE` bounds, as a refusal names it; a protocol
+that lowers the bound names its own unit (:meth:`WebSocketConnection.limit_message_size`)."""
+
 MAX_QUEUED_MESSAGES = 16
 """Messages the library buffers ahead of the case; then it stops reading
 the socket (TCP backpressure), so a flooding target fills no memory."""
@@ -36,18 +40,48 @@ MAX_COLLECTED_BYTES = 1 << 20
 target that sends more is not silent, and reading on would only fill memory."""
 
 
+_HEADER_TAIL = 9
+"""Bytes of the previous chunk kept to find a frame header that began there:
+the longest header read before the size check is 10 bytes (2 + an 8-byte
+length; a client's mask key comes after the check)."""
+
+
+def _frame_header(data: bytes, length: int) -> bytes | None:
+    """The frame header in ``data`` that announces ``length`` payload bytes
+    (any length encoding, mask bit set or not); None if not found."""
+    encodings = [bytes([127]) + length.to_bytes(8, "big")]
+    if length < 1 << 16:
+        encodings.append(bytes([126]) + length.to_bytes(2, "big"))
+    if length < 126:
+        encodings.append(bytes([length]))
+    found: list[tuple[int, bytes]] = []
+    for encoding in encodings:
+        for masked in (encoding, bytes([encoding[0] | 0x80]) + encoding[1:]):
+            at = data.find(masked, 1)
+            if at > 0:
+                found.append((at, data[at - 1:at + len(masked)]))
+    return min(found)[1] if found else None
+
+
 class _RawTap:
     """Keeps the head of raw chunks the target sent, so that a handshake or a
     frame the library refuses can be shown as hex (the trace holds message
-    payloads, not frames): the first chunk (the HTTP answer to the upgrade)
-    and the chunk in which the frame parser failed."""
+    payloads, not frames): the first chunk (the HTTP answer to the upgrade),
+    the chunk in which the frame parser failed and, for a frame over the size
+    bound, its header. Once the parser refused a frame, reading stops: the
+    library has written its close frame (1009 for a message too big), and the
+    connection is dropped at once instead of reading and discarding the rest
+    of the target's bytes until it hangs up."""
 
     first_head: bytes = b""
     first_size: int = 0
     refused_head: bytes = b""
     refused_size: int = 0
+    refused_header: bytes | None = None
+    refused_raw_total: int = 0
     raw_total: int = 0
     last_head: bytes = b""
+    _tail: bytes = b""
 
     def data_received(self, data: bytes) -> None:
         self.raw_total += len(data)
@@ -57,8 +91,17 @@ class _RawTap:
         protocol = getattr(self, "protocol", None)
         failed_before = getattr(protocol, "parser_exc", None) is not None
         super().data_received(data)  # type: ignore[misc]
-        if not failed_before and getattr(protocol, "parser_exc", None) is not None:
+        refused = getattr(protocol, "parser_exc", None)
+        if not failed_before and refused is not None:
             self.refused_head, self.refused_size = bytes(data[:SHOWN_BYTES]), len(data)
+            self.refused_raw_total = self.raw_total
+            if isinstance(refused, PayloadTooBig) and refused.size is not None:
+                self.refused_header = _frame_header(self._tail + bytes(data), refused.size)
+            if isinstance(refused, (PayloadTooBig, ProtocolError, UnicodeDecodeError)) and self.transport is not None:
+                # The close frame is written (handed to the socket); read no
+                # more of what the target sends, the case fails now.
+                self.transport.abort()
+        self._tail = bytes(data[-_HEADER_TAIL:])
         if getattr(protocol, "handshake_exc", None) is not None and self.transport is not None:
             # The answer to the upgrade is refused: the library would wait for
             # the target to close; end it now so the case fails at once.
@@ -89,15 +132,24 @@ def _refused_bytes(ws: Any) -> ProtocolViolation | None:
     cause = getattr(getattr(ws, "protocol", None), "parser_exc", None)
     if not isinstance(cause, (PayloadTooBig, ProtocolError, UnicodeDecodeError)):
         return None
+    sent = getattr(ws.protocol, "close_sent", None)
+    closing = f"with close code {sent.code}" if sent is not None else f"({_describe_close(ws)})"
+    stopped = (f" and stopped reading ({getattr(ws, 'refused_raw_total', 0)} raw byte(s) read on this "
+               "connection in all)")
+    header = getattr(ws, "refused_header", None)
     if isinstance(cause, PayloadTooBig):
-        what = f"a WebSocket message over the harness's bound ({cause})"
+        bound = getattr(ws.protocol, "max_message_size", None)
+        of = getattr(ws, "size_bound_of", DEFAULT_BOUND_OF)
+        announced = f"a {cause.size}-byte message" if cause.size is not None else "a message"
+        what = f"a WebSocket frame header announcing {announced} ({cause}), over the harness's bound of {bound} bytes on {of}"
+        if header is not None:
+            return ProtocolViolation(f"target sent {what}; the harness refused the message from that header, closed "
+                                     f"the connection {closing} (message too big){stopped}. The frame header", header)
     elif isinstance(cause, UnicodeDecodeError):
         what = f"a text WebSocket message that is not UTF-8 ({cause.reason} at position {cause.start})"
     else:
         what = f"a malformed WebSocket frame ({cause})"
-    sent = getattr(ws.protocol, "close_sent", None)
-    closing = f"with close code {sent.code}" if sent is not None else f"({_describe_close(ws)})"
-    return ProtocolViolation(f"target sent {what}; the harness closed the connection {closing}. "
+    return ProtocolViolation(f"target sent {what}; the harness closed the connection {closing}{stopped}. "
                              "The chunk of raw bytes holding that frame", getattr(ws, "refused_head", b""),
                              size=getattr(ws, "refused_size", None) or None)
 
@@ -178,11 +230,14 @@ class WebSocketConnection:
         except (PeerClosed, ConnectionClosed):
             return False
 
-    def limit_message_size(self, max_size: int) -> None:
+    def limit_message_size(self, max_size: int, of: str = DEFAULT_BOUND_OF) -> None:
         """Lower the largest message accepted from the target to the bound
-        the protocol sets (a BTP packet, say). A frame header declaring more
-        fails the case before any of its payload is read."""
+        the protocol sets (a BTP packet, say); ``of`` names what is bounded,
+        and where the bound comes from, in the failure of a frame over it.
+        A frame header declaring more fails the case at once, from the
+        header: none of its payload is awaited."""
         self._ws.protocol.max_message_size = min(max_size, MAX_MESSAGE_SIZE)
+        self._ws.size_bound_of = of
 
     async def receive(self, what: str, deadline: float | Deadline | None = None) -> bytes | str:
         """The next message; fails naming ``what`` on deadline or close, and
@@ -230,6 +285,10 @@ class WebSocketConnection:
         if not self.closed:
             self.closed = True
             violation = _refused_bytes(self._ws)
+            header = getattr(self._ws, "refused_header", None)
+            if violation is not None and header is not None:
+                self.trace.record("received", header, "header of a WebSocket frame over the size bound (its payload "
+                                                      "was not read)")
             self.trace.event(f"WebSocket closed by the harness: {violation}" if violation else
                              f"WebSocket closed by target: {_describe_close(self._ws)}")
 

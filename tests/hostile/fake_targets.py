@@ -48,11 +48,15 @@ TRICKLE_INTERVAL = 1.0
 SSB_BEHAVIOURS = ("flood", "flood-on-error", "slowloris", "reset-mid-frame", "huge-rpc-length",
                   "huge-box-length", "endless-stream", "valid-then-garbage")
 BTP_BEHAVIOURS = ("flood", "flood-on-error", "slowloris", "reset-mid-frame", "huge-frame", "huge-oer-length",
-                  "endless-stream", "valid-then-garbage")
+                  "endless-stream", "valid-then-garbage", "huge-message")
 """``flood-on-error`` behaves on valid input (a valid handshake; a Response
 to valid auth) and floods where it should hang up: after an invalid
 handshake message (SSB), or after the Error to a bad auth (BTP), so the
 harness meets the flood in the cases that wait for a close."""
+
+HUGE_MESSAGE_SIZE = 100 << 20
+"""BTP huge-message: the one binary message sent, whole, where an answer is
+due (104,857,610 bytes with its frame header)."""
 
 FLOOD_MESSAGE_SIZE = (1 << 20) - 64
 """BTP flood-on-error messages: just under the WebSocket library's default
@@ -339,6 +343,27 @@ async def btp_connection(behaviour: str, ws: Any, token: bytes) -> None:
     elif behaviour == "valid-then-garbage":
         await write(ws_frame(encode_packet(Response(request_id))))
         await write(ws_frame(RANDOM_BLOCK[:512]))
+    elif behaviour == "huge-message":
+        # One whole 100 MiB binary message, written as a node busy sending
+        # it would: reading paused (a close frame from the harness goes
+        # unread, so only a harness that drops the connection stops it).
+        # The bytes written are printed: the harness's share of them is
+        # bounded by what it read plus the loopback's socket buffers.
+        transport.pause_reading()
+        written, message = 0, ws_frame(b"", declared=HUGE_MESSAGE_SIZE)
+        try:
+            await write(message)
+            written = len(message)
+            for chunk in random_chunks():
+                piece = chunk[:HUGE_MESSAGE_SIZE + len(message) - written]
+                if not piece:
+                    break
+                await write(piece)
+                written += len(piece)
+        finally:
+            print(f"HOSTILE_WROTE {written} of {HUGE_MESSAGE_SIZE + len(message)} bytes", flush=True)
+        await ws.wait_closed()  # stays connected, reading nothing, until the harness hangs up
+        return
     # Stay connected, answering nothing more.
     while True:
         await ws.recv()

@@ -28,6 +28,9 @@ harness's small requests comes near 64 KiB. A WebSocket frame declaring more
 fails the case from its header, before its payload is read (OER length
 prefixes inside a packet are bounded by the packet itself)."""
 
+PACKET_BOUND_OF = "a BTP packet (MAX_PACKET_SIZE; BTP itself sets no size)"
+"""How a refusal names the bound: a harness limit, not a sentence of BTP."""
+
 
 def auth_message(request_id: int, token: bytes) -> Message:
     """The auth Message of the spec: primary ``auth`` (octet stream, empty),
@@ -64,7 +67,7 @@ def new_request_id() -> int:
 class BtpPeer:
     def __init__(self, conn: WebSocketConnection) -> None:
         self.conn = conn
-        conn.limit_message_size(MAX_PACKET_SIZE)
+        conn.limit_message_size(MAX_PACKET_SIZE, PACKET_BOUND_OF)
 
     async def send(self, packet: Packet, note: str = "") -> bytes:
         data = encode_packet(packet)
