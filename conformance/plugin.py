@@ -1022,6 +1022,9 @@ _PHASES_DONE = pytest.StashKey[dict[str, str]]()
 """The phases of a case that reported, with their outcome."""
 _INTERRUPTED = pytest.StashKey[str]()
 """The phase an interrupt cut short (see pytest_runtest_protocol)."""
+_RECORDED = pytest.StashKey[bool]()
+"""Set as soon as the case's line is in results.jsonl: an interrupt after
+that (the rest of its teardown report, say) leaves its reports alone."""
 
 
 @pytest.hookimpl(wrapper=True)
@@ -1048,11 +1051,11 @@ def _report_interrupted(item: pytest.Item, exc: KeyboardInterrupt) -> None:
     # must not cut this short (pytest_keyboard_interrupt ignores it too).
     if signal.getsignal(signal.SIGTERM) is _raise_session_terminated:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if item.stash.get(_RECORDED, False):
+        return  # its line is in results.jsonl: the interrupt came after it
     done = item.stash.get(_PHASES_DONE, {})
     if "setup" not in done:
         phase = "setup"
-    elif "teardown" in done:
-        return  # the case ended and was recorded: the interrupt came after it
     elif "call" not in done and done["setup"] == "passed":
         phase = "call"
     else:
@@ -1273,6 +1276,7 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         peer_implementation=(state.peer_runtime.target.implementation if state.peer_runtime else None),
         depends=list(req.depends), errata=list(req.errata),
         blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None))
+    item.stash[_RECORDED] = True
     state.case_results.setdefault(req.case_id, []).append({
         "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})
     if state.config.getoption("--progress") and state.worker_id is None:
