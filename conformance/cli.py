@@ -9,8 +9,14 @@
 A run writes into ``reports/runs/<run-id>/``: ``results.jsonl`` (one line per
 case, written as each case ends), ``summary.json``, ``allure-results/``,
 ``junit-<target>.xml``, ``traces/`` (wire traces as hex dumps) and ``logs/``
-(output of the nodes the harness started). The exit status is 0 only when
-every certified target passed every applicable MUST case.
+(output of the nodes the harness started). The exit status of ``certify``:
+0 every certified target passed every applicable MUST case; 1 one did not
+(a MUST case failed for its own rule, errored or was blocked); 2 a usage
+error, or a preflight stopped the run (a target misconfigured or
+unreachable); 3 a harness error; 4 no target is proven not conformant, but
+one did not start (its process or container exited before it was ready or
+before its client connected, was not ready in time, or an adapter failed
+printing nothing): "NOT CERTIFIED: the target did not start".
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, OUTCOMES, PASSED, RESULTS_FILE, ResultRecord,
-                           ResultWriter, new_run_id, read_results, summarize, utc_now, write_summary)
+from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, NOT_STARTED, OUTCOMES, PASSED, RESULTS_FILE,
+                           ResultRecord, ResultWriter, new_run_id, read_results, summarize, utc_now, write_summary)
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
 from .jobs import (SUMMARY_SECONDS_KEY, ChildOutput, Console, Session, exclusive_resources, last_durations,
                    longest_first, run_sessions)
@@ -39,6 +45,9 @@ EXIT_CONFORMANT = 0
 EXIT_NOT_CONFORMANT = 1
 EXIT_USAGE = 2
 EXIT_HARNESS_ERROR = 3
+EXIT_NOT_STARTED = 4
+"""certify: a target did not start (results.NOT_STARTED) and none is NOT
+CONFORMANT; the run says nothing about the rules."""
 RUN_TIMEOUT_GRACE = 10.0
 """Seconds (plus twice the read deadline) a pytest session may outlive
 --run-timeout, time for the running case to reach its read deadline and the
@@ -218,7 +227,17 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
     """Root causes first (the cases that failed or errored for their own rule,
     each with the cases it blocked), then the counts, then the verdicts."""
     print()
-    causes = [(group, cause) for group in summary["targets"] for cause in group.get("root_causes", [])]
+    for group in summary["targets"]:
+        if group.get("start_failures"):
+            # Once per target: every such case met the same start failure.
+            print(f"{group['target']}: the target did not start ({len(group['start_failures'])} case(s) could "
+                  "not run, recorded as error):")
+            for line in (group.get("start_failure") or "").splitlines()[:40]:
+                print(f"  {line}")
+            print()
+    # The cases that met a start failure are listed above, not one by one.
+    causes = [(group, cause) for group in summary["targets"] for cause in group.get("root_causes", [])
+              if not cause.get("start_failure") or cause["blocked"]]
     if causes:
         print("root causes (failed or errored for their own rule; the cases they blocked did not run):")
         for group, cause in causes:
@@ -243,15 +262,21 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
                   f"{counts['not_applicable']:>5}")
     print()
     for group in summary["targets"]:
-        verdict = "CONFORMANT" if group["conformant"] else "NOT CONFORMANT"
+        verdict = group.get("verdict") or ("CONFORMANT" if group["conformant"] else "NOT CONFORMANT")
         failed = group["failed_must"]
         blocked = group.get("blocked_must", [])
         if group["conformant"]:
             extra = ""
+        elif verdict == NOT_STARTED:
+            extra = (f" ({len(group['start_failures'])} case(s) could not run"
+                     + (f", {len(blocked)} MUST case(s) blocked by them" if blocked else "")
+                     + "; the start failure is shown above)")
         elif failed or blocked:
             parts = [f"{len(failed)} MUST case(s) failed or errored"] if failed else []
             if blocked:
                 parts.append(f"{len(blocked)} MUST case(s) blocked by them")
+            if group.get("start_failures"):
+                parts.append(f"{len(group['start_failures'])} case(s) could not run: the target did not start")
             extra = f" ({', '.join(parts)}; root causes listed above)"
         else:
             extra = " (no applicable MUST case passed)"
@@ -342,8 +367,7 @@ def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
         if not serial:
             mine = [r for r in read_results(run_dir / RESULTS_FILE)
                     if r["target"] == target.name and r.get("peer_implementation") is None]
-            groups = summarize(mine)["targets"]
-            verdict = "CONFORMANT" if groups and all(g["conformant"] for g in groups) else "NOT CONFORMANT"
+            verdict = summarize(mine)["verdict"]
             console.line(f"== end {target.name}: {verdict}, {len(mine)} case(s): {outcome_counts(mine)}; "
                          f"{seconds:.1f} s")
         with console.lock:
@@ -387,8 +411,10 @@ def cmd_certify(args: argparse.Namespace) -> int:
     for name in missing:
         print(f"{name}: NOT CONFORMANT (no case result recorded; see {run_dir / ('pytest-' + name + '.log')})")
     print(f"wall time {summary['duration_s']:.1f} s")
-    if missing or not summary["conformant"]:
+    if missing or summary["verdict"] not in ("CONFORMANT", NOT_STARTED):
         return EXIT_NOT_CONFORMANT
+    if summary["verdict"] == NOT_STARTED:
+        return EXIT_NOT_STARTED
     return EXIT_CONFORMANT
 
 

@@ -34,8 +34,8 @@ from .core.requirements import (BLOCKED_PREFIX, NODE_STATE, NOT_APPLICABLE_PREFI
 from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
                            new_run_id, utc_now)
 from .core.redact import Redactor
-from .core.targets import (Target, TargetError, TargetRuntime, definition_problems, load_targets, make_work_dir,
-                           runtime_problems)
+from .core.targets import (Target, TargetError, TargetNotStarted, TargetRuntime, definition_problems, load_targets,
+                           make_work_dir, runtime_problems)
 from .core.transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, TcpConnection, WireTrace
 
 SILENT_CASES_BEFORE_UNRESPONSIVE = 3
@@ -98,6 +98,10 @@ class RunState:
     """Created on the first result, so that test runs without conformance
     cases leave no run directory behind."""
     startup_error: str | None = None
+    not_started: bool = False
+    """The target did not start (startup_error says how): every case that
+    would need it ends in ``error`` with that message, marked
+    ``start_failure``; not a preflight error (docs/targets.md, "Not ready")."""
     silent_cases: int = 0
     done: int = 0
     total: int = 0
@@ -152,7 +156,7 @@ class RunState:
     def runtime_for(self, protocol: str) -> TargetRuntime:
         """The target runtime, started on first use."""
         if self.startup_error:
-            raise TargetError(self.startup_error)
+            raise (TargetNotStarted if self.not_started else TargetError)(self.startup_error)
         if self.runtime is None:
             name = self.target_name or f"reference-{protocol}"
             if name not in self.targets:
@@ -171,8 +175,9 @@ class RunState:
                     runtime.start_server()
             except TargetError as exc:
                 self.startup_error = str(exc)
+                self.not_started = isinstance(exc, TargetNotStarted)
                 runtime.stop()
-                raise
+                raise (TargetNotStarted if self.not_started else TargetError)(self.startup_error) from None
             except BaseException:  # SessionTerminated too: the half-started node and its work dir go
                 runtime.stop()
                 raise
@@ -612,6 +617,17 @@ def target(request: pytest.FixtureRequest, requirement_spec: Requirement) -> Tar
                 not_applicable(reason)
         check_prerequisites(state, requirement_spec, request.node)
         raise TargetError(state.unresponsive)
+    if state.not_started:
+        # The target did not start: a case that would not apply stays not
+        # applicable, one whose prerequisite did not pass is blocked by it,
+        # every other ends in error naming the start failure.
+        started_as = state.targets[state.target_name or f"reference-{requirement_spec.protocol}"]
+        reason = target_not_applicable_reason(started_as, requirement_spec,
+                                              lambda name: name in started_as.credentials)
+        if reason:
+            not_applicable(reason)
+        check_prerequisites(state, requirement_spec, request.node)
+        raise TargetNotStarted(state.startup_error)
     runtime = state.runtime_for(requirement_spec.protocol)
     reason = not_applicable_reason(runtime, requirement_spec)
     if reason:
@@ -671,7 +687,13 @@ _NOTE = pytest.StashKey[str]()
 
 
 def not_applicable_reason(runtime: TargetRuntime, req: Requirement) -> str | None:
-    t = runtime.target
+    return target_not_applicable_reason(runtime.target, req, runtime.has_credential)
+
+
+def target_not_applicable_reason(t: Target, req: Requirement, has_credential: Callable[[str], bool]) -> str | None:
+    """Why the case does not apply to target ``t`` (its roles, launch
+    commands, capabilities, and the credentials ``has_credential`` says it
+    has), or None."""
     if req.role not in t.roles:
         return f"target {t.name} does not play the {req.role} role (roles: {', '.join(t.roles)})"
     if req.role == "client" and not t.can_launch("client"):
@@ -680,7 +702,7 @@ def not_applicable_reason(runtime: TargetRuntime, req: Requirement) -> str | Non
     for need in req.needs:
         if need.startswith("credential:"):
             cred = need.split(":", 1)[1]
-            if not runtime.has_credential(cred):
+            if not has_credential(cred):
                 return f"target {t.name} has no {cred} credential configured"
         elif need not in t.capabilities:
             return f"target {t.name} lacks the {need!r} capability (capabilities: {', '.join(t.capabilities) or 'none'})"
@@ -866,6 +888,15 @@ def preflight(state: RunState, protocol: str) -> str | None:
             return f"target {label} is misconfigured: " + "; ".join(problems)
         try:
             runtime = start()
+        except TargetNotStarted as exc:
+            if label != name:
+                # An interop run's server: the pair cannot run at all.
+                return f"target {label} could not be started: {exc}"
+            # Not a definition problem, and no rule's failure: the run goes
+            # on, every case ends in error naming the start failure
+            # (RunState.not_started) and the verdict says the target did not
+            # start (docs/targets.md, "Not ready").
+            continue
         except TargetError as exc:
             return f"target {label} could not be started: {exc}"
         problems = runtime_problems(runtime, serving=serve) + (
@@ -993,13 +1024,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             case["root"], case["via"] = block["root"], block["via"]
             _label_blocked(case)
     elif report.when == "setup" and report.failed:
-        case.update(outcome=ERROR, message=_failure_text(call))
+        case.update(outcome=ERROR, message=_failure_text(call), start_failure=_did_not_start(call))
     elif report.when == "call":
         if report.passed:
             case.update(outcome=PASSED)
         elif report.failed:
             is_failure = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
-            case.update(outcome=FAILED if is_failure else ERROR, message=_failure_text(call))
+            case.update(outcome=FAILED if is_failure else ERROR, message=_failure_text(call),
+                        start_failure=_did_not_start(call))
     if report.when == "call":
         _attach_trace(item)
         _attach_container_log(state)
@@ -1071,6 +1103,13 @@ def _report_interrupted(item: pytest.Item, exc: KeyboardInterrupt) -> None:
     call = pytest.CallInfo.from_call(interrupted, when=phase)  # type: ignore[arg-type]
     report = item.ihook.pytest_runtest_makereport(item=item, call=call)
     item.ihook.pytest_runtest_logreport(report=report)
+
+
+def _did_not_start(call: pytest.CallInfo[None]) -> bool:
+    """Whether the case ended because the target (a role of it) did not
+    start (TargetNotStarted): an error that is no rule's failure, which the
+    verdict tells apart (results.summarize)."""
+    return call.excinfo is not None and call.excinfo.errisinstance(TargetNotStarted)
 
 
 def _skip_outcome(report: pytest.TestReport) -> dict[str, str]:
@@ -1275,7 +1314,8 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         message=message, trace_file=trace_file,
         peer_implementation=(state.peer_runtime.target.implementation if state.peer_runtime else None),
         depends=list(req.depends), errata=list(req.errata),
-        blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None))
+        blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None,
+        start_failure=outcome == ERROR and bool(case.get("start_failure"))))
     item.stash[_RECORDED] = True
     state.case_results.setdefault(req.case_id, []).append({
         "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})

@@ -212,7 +212,8 @@ def write_environment(results: Path, facts: dict) -> None:
         counts = ", ".join(f"{must.get(o, 0)} {o}" for o in ("failed", "error", "blocked") if must.get(o))
         props[f"target.{key}"] = (f"{group['implementation']} {group['implementation_version']} "
                                   f"({group['protocol']}): "
-                                  + ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT")
+                                  + (group.get("verdict")
+                                     or ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT"))
                                   + (f" (MUST: {counts})" if counts else ""))
         causes = [c["case_id"] for c in group.get("root_causes", []) if c.get("case_id")]
         if causes:

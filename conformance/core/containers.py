@@ -422,7 +422,7 @@ class ContainerServer:
         return f"target {self.runtime.target.name!r} (container {self.name}, image {self.spec.image})"
 
     def start(self) -> None:
-        from .targets import TargetError
+        from .targets import TargetError, TargetNotStarted
 
         os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
         try:
@@ -455,7 +455,10 @@ class ContainerServer:
         try:
             container.start()
         except Exception as exc:
-            raise TargetError(f"{self._what()} could not be started: {exc}") from None
+            # The engine refused to run it (its command not found, ...):
+            # the target did not start (an unavailable image or engine
+            # was found above, before anything was started).
+            raise TargetNotStarted(f"{self._what()} could not be started: {exc}") from None
         self._wait_ready(0)
 
     def logs(self) -> str:
@@ -636,7 +639,7 @@ class ContainerClient:
                 f"image {self.spec.image})")
 
     def start(self) -> None:
-        from .targets import TargetError
+        from .targets import TargetNotStarted
 
         runtime, spec, extra = self.runtime, self.spec, self._extra
         # The work dir at its own path: per-case files the suites write there
@@ -665,7 +668,7 @@ class ContainerClient:
             self._container.start()
         except Exception as exc:
             self.stop()
-            raise TargetError(f"{self._what()} could not be started: {exc}") from None
+            raise TargetNotStarted(f"{self._what()} could not be started: {exc}") from None
         finally:
             client.close()
         self.start_seconds = time.monotonic() - began

@@ -8,15 +8,21 @@ print ``KEY=VALUE`` words the target's ``outputs`` turn into params (a node's
 public key, the port it chose). This module holds that rule and that
 parser once; the callers pass how to read their log, their state and their
 port.
+
+A launched client (``launch.client``, ``[container.client]``) has started
+once it connects to the harness: :func:`accept_launched_client` tells a
+client that exited before connecting (it did not start) from one that runs
+and does not connect (a rule's failure).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Awaitable, Callable, Mapping, Protocol, TypeVar
 
 LOG_TAIL_LINES = 30
 """Lines of a server's log an error shows: enough for a stack trace."""
@@ -78,8 +84,9 @@ def wait_until_ready(server: StartingServer, when: ReadyWhen, poll_interval: flo
     (the outputs are in it). A server that ends first, or is not ready by
     the deadline, is a TargetError naming it and showing the end of its log.
     A server that printed the ready line and then ended is not ready: the
-    cases would meet a dead node."""
-    from .targets import TargetError
+    cases would meet a dead node. Both errors are TargetNotStarted: the
+    server did not start, which is no rule's failure."""
+    from .targets import TargetNotStarted
 
     pattern = re.compile(when.pattern) if when.pattern else None
     deadline = time.monotonic() + when.timeout
@@ -92,12 +99,12 @@ def wait_until_ready(server: StartingServer, when: ReadyWhen, poll_interval: flo
         if isinstance(state, Exited):
             reason = f" ({state.reason})" if state.reason else ""
             # Read again: the last lines it wrote as it ended are the useful ones.
-            raise TargetError(f"{server.what} exited with code {state.code} before it was ready{reason}; "
+            raise TargetNotStarted(f"{server.what} exited with code {state.code} before it was ready{reason}; "
                               f"last lines of its {server.log_name}:\n{log_tail(server.read_log())}")
         if time.monotonic() > deadline:
             waiting = " and ".join(([f"{when.pattern!r} in its {server.log_name}"] if when.pattern else [])
                                    + ([f"port {when.port} to accept TCP"] if when.port is not None else []))
-            raise TargetError(f"{server.what} was not ready within {when.timeout:g} s (waiting for "
+            raise TargetNotStarted(f"{server.what} was not ready within {when.timeout:g} s (waiting for "
                               f"{waiting or 'it to run'}); last lines of its {server.log_name}:\n"
                               f"{log_tail(server.read_log())}")
         time.sleep(poll_interval)
@@ -117,3 +124,66 @@ def read_outputs(text: str, wanted: Mapping[str, str], what: str, log_name: str)
                               f"{log_name}:\n{log_tail(text)}")
         values[param] = found[key]
     return values
+
+
+CLIENT_POLL_SECONDS = 0.1
+"""How often :func:`accept_launched_client` looks whether the client still runs."""
+CLIENT_EXIT_GRACE = 0.5
+"""Seconds a connection made by a client that has exited gets to reach the
+harness's accept queue (the event loop accepts it after the client ended)."""
+
+Accepted = TypeVar("Accepted")
+
+
+class LaunchedClient(Protocol):
+    """What a launched client offers (targets.ProcessHandle,
+    containers.ContainerClient)."""
+
+    def running(self) -> bool: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def tail(self, lines: int = 20) -> str: ...
+
+
+async def accept_launched_client(accept: Callable[[float], Awaitable[Accepted]], client: LaunchedClient,
+                                 wait: float, what: str, where: str,
+                                 connected: Callable[[], bool] = lambda: False) -> Accepted:
+    """The first connection of a client the harness launched, taken by
+    ``accept(seconds)`` (``TcpServer.accept``, ``WebSocketServer.accept``)
+    within ``wait`` seconds.
+
+    A client that exits before it connected did not start: TargetNotStarted
+    naming ``what``, its exit code and the end of its output (no rule's
+    failure: given the wrong arguments, say, it never reached the wire). A
+    client that runs and does not connect within ``wait`` gets what
+    ``accept`` raises at its deadline (DeadlineExceeded, an AssertionError:
+    a failure), as does one that reached the harness without a connection
+    being queued (``connected()``: e.g. its TLS handshake failed) and then
+    exited."""
+    from .targets import TargetNotStarted
+
+    task = asyncio.ensure_future(accept(wait))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=CLIENT_POLL_SECONDS)
+            if task in done:
+                return task.result()
+            if client.running():
+                continue
+            done, _ = await asyncio.wait({task}, timeout=CLIENT_EXIT_GRACE)
+            if task in done:
+                return task.result()
+            if connected():
+                return await task
+            raise TargetNotStarted(
+                f"{what} exited with code {client.returncode} before it connected to the harness at {where}; "
+                f"last lines of its output:\n{log_tail(client.tail(LOG_TAIL_LINES))}")
+    finally:
+        if not task.done():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass

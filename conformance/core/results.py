@@ -30,6 +30,14 @@ case could not tell its own rule apart: not passed, but not a failure of its
 own rule either. The message names the prerequisite, the root cause."""
 OUTCOMES = (PASSED, FAILED, NOT_APPLICABLE, ERROR, BLOCKED)
 
+CONFORMANT = "CONFORMANT"
+NOT_CONFORMANT = "NOT CONFORMANT"
+NOT_STARTED = "NOT CERTIFIED: the target did not start"
+"""The verdicts (summarize): every applicable MUST case passed; some MUST
+case failed for its own rule (or errored, or was blocked, with the target
+started); the target (a role of it) did not start and no MUST case failed
+for its own rule, so the run says nothing about the rules."""
+
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 
@@ -73,6 +81,12 @@ class ResultRecord:
     """For a ``blocked`` case: the root cause, the case that failed (or
     errored) for its own rule. Files written before these three fields
     existed lack them; readers treat them as empty."""
+    start_failure: bool = False
+    """For an ``error`` case: it ended because the target (a role of it)
+    did not start (targets.TargetNotStarted: it exited before it was ready
+    or before its client connected, was not ready in time, could not be
+    run, or an adapter failed printing nothing), not because of any rule.
+    Files written before this field existed lack it: false."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -136,7 +150,13 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     (a run with nothing applicable proves nothing); a blocked MUST case did
     not pass, so it is not conformant either. ``failed_must`` lists the MUST
     cases that failed or errored for their own rule; ``root_causes`` lists
-    every failed or errored case (any level) with the cases it blocked."""
+    every failed or errored case (any level) with the cases it blocked.
+
+    ``verdict`` is CONFORMANT, NOT_CONFORMANT, or NOT_STARTED when cases
+    ended because the target did not start (``start_failure``) and no MUST
+    case failed for its own rule: a breach seen on the wire outranks a role
+    that did not start. ``start_failures`` lists those cases,
+    ``start_failure`` gives the first one's whole message."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for rec in records:
         key = (rec["target"], rec["protocol"])
@@ -149,17 +169,25 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             "failed_must": [],
             "root_causes": [],
             "blocked_must": [],
+            "start_failures": [],
+            "start_failure": None,
         })
         group["levels"][rec["level"]][rec["outcome"]] += 1
         if rec["level"] == "MUST" and rec["outcome"] in (FAILED, ERROR):
             group["failed_must"].append(rec["case_id"])
         if rec["level"] == "MUST" and rec["outcome"] == BLOCKED:
             group["blocked_must"].append(rec["case_id"])
+        did_not_start = rec["outcome"] == ERROR and bool(rec.get("start_failure"))
+        if did_not_start:
+            group["start_failures"].append(rec["case_id"])
+            if group["start_failure"] is None:
+                group["start_failure"] = rec.get("message") or ""
         if rec["outcome"] in (FAILED, ERROR):
             first = ((rec.get("message") or "").splitlines() or [""])[0]
             group["root_causes"].append({"case_id": rec["case_id"], "level": rec["level"],
                                          "outcome": rec["outcome"], "message": first[:300],
-                                         "trace_file": rec.get("trace_file"), "blocked": []})
+                                         "trace_file": rec.get("trace_file"), "blocked": [],
+                                         "start_failure": did_not_start})
     out = []
     for key, group in groups.items():
         causes = {cause["case_id"]: cause for cause in group["root_causes"]}
@@ -189,10 +217,17 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         must = group["levels"]["MUST"]
         group["conformant"] = (must[FAILED] == 0 and must[ERROR] == 0 and must[BLOCKED] == 0
                                and must[PASSED] > 0)
+        group["verdict"] = (CONFORMANT if group["conformant"]
+                            else NOT_STARTED if group["start_failures"] and must[FAILED] == 0
+                            else NOT_CONFORMANT)
         out.append(group)
+    verdicts = {g["verdict"] for g in out}
     return {
         "targets": sorted(out, key=lambda g: (g["target"], g["protocol"])),
         "conformant": bool(out) and all(g["conformant"] for g in out),
+        "verdict": (CONFORMANT if out and verdicts == {CONFORMANT}
+                    else NOT_CONFORMANT if not out or NOT_CONFORMANT in verdicts else NOT_STARTED),
+        "not_started": sorted({g["target"] for g in out if g["verdict"] == NOT_STARTED}),
         "cases": len(records),
     }
 

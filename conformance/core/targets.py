@@ -399,7 +399,7 @@ class ProcessHandle:
                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         except OSError as exc:
             self._log.close()
-            raise TargetError(f"could not start {argv[0]!r}: {exc}") from None
+            raise TargetNotStarted(f"could not start {argv[0]!r}: {exc}") from None
         self.started = time.monotonic()
 
     def output(self) -> str:
@@ -614,14 +614,22 @@ class TargetRuntime:
             tail = "\n".join(self.container.logs().splitlines()[-5:])
             code = self.container.state().get("ExitCode")
             self.restarts += 1
-            self.container.restart(kill=False)
+            try:
+                self.container.restart(kill=False)
+            except TargetNotStarted as exc:
+                raise TargetError(f"target container had exited (code {code}) and did not start again: {exc}") from None
             return f"target container had exited (code {code}) and was started again; its last output:\n{tail}"
         if self.server is not None and not self.server.running():
             code = self.server.process.returncode
             tail = self.server.tail(5)
             self.server.stop()
             self.restarts += 1
-            self.start_server()
+            try:
+                self.start_server()
+            except TargetNotStarted as exc:
+                # It started for this run and then died: the cases judge it.
+                raise TargetError(f"target process had exited (code {code}) and did not start again: {exc}; "
+                                  f"its last output before it exited:\n{tail}") from None
             return f"target process had exited (code {code}) and was restarted; its last output:\n{tail}"
         return None
 
@@ -663,7 +671,7 @@ class TargetRuntime:
                 process = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd,
                                            stdin=subprocess.DEVNULL, start_new_session=True)
             except OSError as exc:
-                raise TargetError(f"target {self.target.name!r}: adapter {name!r} could not start: {exc}") from None
+                raise TargetNotStarted(f"target {self.target.name!r}: adapter {name!r} could not start: {exc}") from None
             try:
                 code = process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -679,8 +687,13 @@ class TargetRuntime:
             if code != 0:
                 err.seek(0)
                 tail = "\n".join(err.read(65536).decode("utf-8", "replace").splitlines()[-10:])
-                raise TargetError(f"target {self.target.name!r}: adapter {name!r} exited with code "
-                                  f"{code}; its stderr:\n{tail}")
+                # Exiting non-zero with nothing on stdout: the adapter did
+                # not start (a missing tool, a crash on start-up), which no
+                # rule is about; with output it ran and broke its contract.
+                kind = TargetNotStarted if not stdout.strip() else TargetError
+                raise kind(f"target {self.target.name!r}: adapter {name!r} exited with code {code}"
+                           f"{' printing nothing on stdout' if kind is TargetNotStarted else ''}; its stderr:\n"
+                           f"{tail or '(none)'}")
         if len(stdout) > MAX_ADAPTER_OUTPUT:
             raise TargetError(f"target {self.target.name!r}: adapter {name!r} printed more than "
                               f"{MAX_ADAPTER_OUTPUT} bytes")
@@ -692,6 +705,14 @@ class TargetRuntime:
         work dir, so that what it stored is there for it to find. A container
         target's container is killed (or stopped) and started again, the same
         container: its filesystem and mounts, so what it stored, stay."""
+        try:
+            self._restart_server(kill)
+        except TargetNotStarted as exc:
+            # It started for this run: not coming back is an error of the
+            # case that restarted it, not a target that did not start.
+            raise TargetError(f"target {self.target.name!r} did not start again after a restart: {exc}") from None
+
+    def _restart_server(self, kill: bool) -> None:
         if self.container is not None:
             self.restarts += 1
             self.container.restart(kill)

@@ -108,19 +108,24 @@ def test_btp_url_must_be_a_websocket_url(tmp_path, listener):
     assert_stopped_by_preflight(run, "must be ws://HOST[:PORT]/... or wss://")
 
 
-def test_node_that_fails_to_start_stops_the_run_once(tmp_path):
+def test_node_whose_output_lacks_an_outputs_key_stops_the_run_once(tmp_path):
+    """A node that started but does not print what its definition reads
+    (outputs) is misdefined: a preflight error. A node that does not start
+    is not (tests/harness/test_not_started.py)."""
     targets = tmp_path / "targets.toml"
     targets.write_text(textwrap.dedent("""
         [targets.node]
-        implementation = "crashing-ssb"
+        implementation = "silent-ssb"
         protocol = "ssb"
         roles = ["server"]
         [targets.node.launch]
-        server = "{python} -c 'import sys; print(\\"no config here\\"); sys.exit(3)'"
-        ready = "NEVER"
+        server = "{python} -c 'import time; print(\\"NODE_READY\\", flush=True); time.sleep(60)'"
+        ready = "NODE_READY"
+        outputs = { public_key = "id" }
     """))
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
-    assert_stopped_by_preflight(run, "target node could not be started", "exited with code 3", "no config here")
+    assert_stopped_by_preflight(run, "target node could not be started", "its output has no id=... "
+                                "(needed for public_key)", "NODE_READY")
     assert json.loads((run.run_dir / "preflight-node.json").read_text())["target"] == "node"
 
 

@@ -57,11 +57,37 @@ def test_blocked_must_is_not_conformant_and_not_an_own_failure():
     assert group["root_causes"] == [{
         "case_id": "ssb.shs.server.handshake", "level": "MUST", "outcome": "failed",
         "message": "ssb.shs.server.handshake [MUST, c]: no msg2 within 1.0 s", "trace_file": None,
-        "blocked": ["ssb.rpc.server.numbering", "ssb.rpc.server.flags"]}]
+        "blocked": ["ssb.rpc.server.numbering", "ssb.rpc.server.flags"], "start_failure": False}]
     # Blocked alone (its root passed elsewhere, or is missing) still is not conformant.
     only_blocked = summarize([r.__dict__ for r in (record("m1", "MUST", "passed"), blocked)])
     assert not only_blocked["conformant"]
     assert only_blocked["targets"][0]["root_causes"][0]["blocked"] == ["ssb.rpc.server.numbering"]
+
+
+def test_a_target_that_did_not_start_is_not_certified_unless_a_rule_failed():
+    not_started = record("ssb.shs.client.sends-valid-hello", "MUST", "error")
+    not_started.message = "TargetNotStarted: target 'x''s client exited with code 1 before it connected\nboom"
+    not_started.start_failure = True
+    blocked = record("ssb.rpc.client.numbering", "MUST", "blocked")
+    blocked.blocked_by = "ssb.shs.client.sends-valid-hello"
+    summary = summarize([r.__dict__ for r in (record("m1", "MUST", "passed"), not_started, blocked)])
+    group = summary["targets"][0]
+    assert group["verdict"] == summary["verdict"] == "NOT CERTIFIED: the target did not start"
+    assert summary["not_started"] == ["t"] and not summary["conformant"]
+    assert group["start_failures"] == ["ssb.shs.client.sends-valid-hello"]
+    assert group["start_failure"] == not_started.message
+    assert group["root_causes"][0]["start_failure"] and group["root_causes"][0]["blocked"] == [blocked.case_id]
+    # A rule failure seen on the wire outranks a role that did not start.
+    failed = summarize([r.__dict__ for r in (record("m2", "MUST", "failed"), not_started)])
+    assert failed["verdict"] == failed["targets"][0]["verdict"] == "NOT CONFORMANT"
+    assert failed["targets"][0]["start_failures"] == [not_started.case_id] and failed["not_started"] == []
+    # An ordinary error is no start failure.
+    errored = summarize([r.__dict__ for r in (record("m1", "MUST", "passed"), record("m2", "MUST", "error"))])
+    assert errored["verdict"] == "NOT CONFORMANT" and errored["targets"][0]["start_failures"] == []
+    # Across targets: not conformant when one is, else not started when one did not start.
+    other = summarize([r.__dict__ for r in (record("m1", "MUST", "passed", target="u"), not_started)])
+    assert other["verdict"] == "NOT CERTIFIED: the target did not start" and other["not_started"] == ["t"]
+    assert summarize([record("m1", "MUST", "passed").__dict__])["verdict"] == "CONFORMANT"
 
 
 def test_records_written_before_depends_errata_and_blocked_by_still_read(tmp_path):

@@ -6,6 +6,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from conformance.core.readiness import accept_launched_client
 from conformance.core.targets import TargetError, TargetRuntime
 from conformance.core.transport import WireTrace
 from conformance.core.websocket import WebSocketServer
@@ -70,7 +71,9 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
             processes.append(process)
             wait = target.target.launch.ready_timeout if target.target.launch else 30
             try:
-                conn = await server.accept(wait)
+                # Exiting before it connects: it did not start (an error).
+                conn = await accept_launched_client(server.accept, process, wait,
+                                                    f"the client of target {target.target.name!r}", server.url)
             except AssertionError:
                 process.stop()
                 raise AssertionError(f"target client did not connect; its output:\n{process.tail()}") from None

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from conformance.core.readiness import accept_launched_client
 from conformance.core.requirements import blocked
 from conformance.core.targets import TargetRuntime, client_timeout
 from conformance.core.transport import TcpServer, WireTrace
@@ -68,7 +69,10 @@ def launched_producer(target: TargetRuntime, wire_trace: WireTrace, deadline: fl
             processes.append(process)
             wait = target.target.launch.ready_timeout if target.target.launch else 30
             try:
-                conn = await server.accept(wait)
+                # Exiting before it connects: it did not start (an error).
+                conn = await accept_launched_client(server.accept, process, wait,
+                                                    f"the producer of target {target.target.name!r}",
+                                                    f"{server.host}:{server.port}")
             except AssertionError:
                 process.stop()
                 raise AssertionError(f"target producer did not connect; its output:\n{process.tail()}") from None

@@ -7,6 +7,7 @@ from typing import AsyncIterator
 
 import pytest
 
+from conformance.core.readiness import accept_launched_client
 from conformance.core.targets import TargetError, TargetRuntime, client_timeout
 from conformance.core.transport import TcpConnection, TcpServer, WireTrace
 from reference_impl.ssb.keys import MAIN_NETWORK_KEY, Keypair
@@ -104,7 +105,10 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
             processes.append(process)
             wait = (target.target.launch.ready_timeout if target.target.launch else 30)
             try:
-                conn = await server.accept(wait)
+                # Exiting before it connects: it did not start (an error).
+                conn = await accept_launched_client(server.accept, process, wait,
+                                                    f"the client of target {target.target.name!r}",
+                                                    f"{server.host}:{server.port}")
             except AssertionError:
                 process.stop()
                 raise AssertionError(f"target client did not connect; its output:\n{process.tail()}") from None

@@ -272,7 +272,8 @@ async def read_accepted(runtime: TargetRuntime, when: str) -> list[AcceptedMessa
         raise TargetError(f"accepted adapter of {runtime.target.name} ({when}) did not finish within "
                           f"{timeout + 5.0:g} s") from None
     except TargetError as exc:
-        raise TargetError(f"accepted adapter ({when}): {exc}") from None
+        # The same kind: an adapter that did not start stays TargetNotStarted.
+        raise type(exc)(f"accepted adapter ({when}): {exc}") from None
     try:
         return parse_accepted(output)
     except AdapterContractError as exc:

@@ -32,7 +32,8 @@ from typing import Any, AsyncIterator
 import pytest
 
 from conformance.core.pki import harness_server_context, run_pki
-from conformance.core.targets import ProcessHandle, TargetError, TargetRuntime
+from conformance.core.readiness import CLIENT_EXIT_GRACE
+from conformance.core.targets import ProcessHandle, TargetError, TargetNotStarted, TargetRuntime
 from conformance.core.transport import (Deadline, DeadlineExceeded, TcpConnection, TcpServer, WireTrace,
                                         target_bytes)
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame
@@ -224,21 +225,32 @@ class LaunchedClient:
     async def handshake(self, what: str, wait: float | None = None) -> tuple[ClientConnection | None, str | None]:
         """The client's first connection: ``(connection, None)`` when its TLS
         handshake completed, ``(None, reason)`` when it failed (the reason as
-        the TLS library gives it). A client that never connects is an
-        AssertionError showing its output."""
+        the TLS library gives it). A client that runs and never connects is
+        an AssertionError showing its output; one that exits without ever
+        having reached the harness did not start (TargetNotStarted)."""
         failures = len(self.server.tls_failures)
         wait = self.wait if wait is None else wait
         end = Deadline(wait)
+        exited: Deadline | None = None
         while True:
             if len(self.server.tls_failures) > failures:
                 return None, self.server.tls_failures[failures]
+            if exited is None and not self.process.running():
+                # A connection it made before it exited may still be on its
+                # way to the queue: a short grace, then nothing more can come.
+                exited = Deadline(CLIENT_EXIT_GRACE)
+            if exited is not None and exited.expired and self.server._accepted.empty():
+                if not self.connections and not self.server.tls_failures:
+                    # It never reached the harness: it did not start, which
+                    # is no rule's failure (an error naming why).
+                    raise TargetNotStarted(
+                        f"{what}: the client exited with code {self.process.returncode} before it connected to "
+                        f"the harness at {self.server.host}:{self.server.port}; its output:\n{self.output_tail()}")
+                raise AssertionError(f"{what}: the client exited (code {self.process.returncode}) without "
+                                     f"a connection the harness could accept; its output:\n{self.output_tail()}")
             if end.expired:
                 raise AssertionError(f"{what}: the client did not connect to {self.server.host}:{self.server.port} "
                                      f"within {wait:g} s; its output:\n{self.output_tail()}")
-            if not self.process.running() and self.server._accepted.empty():
-                # Nothing more can come: a client that exited does not connect.
-                raise AssertionError(f"{what}: the client exited (code {self.process.returncode}) without "
-                                     f"a connection the harness could accept; its output:\n{self.output_tail()}")
             try:
                 # Short slices: a failed handshake is a list entry, not an
                 # accepted connection, so the wait must look at both.
