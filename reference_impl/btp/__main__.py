@@ -36,7 +36,9 @@ from .node import (
 from ..node_cli import non_negative_float, port_number, positive_float, run_command, serve_until_stopped
 from .packet import MAX_AMOUNT, ContentType
 from ..faults import add_fault_option, fault_help
+from ..variants import Shape, add_variant_option, variant_help
 from .faults import SPECS as FAULT_SPECS
+from .variants import SPECS as VARIANT_SPECS
 from .session import SessionEvent
 
 log = logging.getLogger("reference_impl.btp")
@@ -182,6 +184,8 @@ async def _serve(args: argparse.Namespace) -> int:
         requests=args.requests or [],
         on_event=on_event,
         on_result=on_result,
+        variants=args.variant,
+        shape=Shape.from_variants(set(args.variant), args.late_seconds),
     )
     if args.fault:
         log.warning("fault injection active: %s", ", ".join(args.fault))
@@ -207,6 +211,8 @@ async def _client(args: argparse.Namespace) -> int:
             faults=args.fault,
             on_event=lambda event: _print(format_event(event)),
             on_result=lambda result: _print(format_result(result)),
+            variants=args.variant,
+            shape=Shape.from_variants(set(args.variant), args.late_seconds),
         )
     except BtpError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -253,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
         "documented in docs/btp-adapter.md) and Transfers (balance += amount, or Error F08 above "
         "--max-balance). When listening, prints 'BTP_READY url=ws://HOST:PORT/ port=PORT'. "
         "SIGTERM or SIGINT stops it (exit 0).",
-        epilog=fault_help(FAULT_SPECS, {"server": "serve", "client": "client"}), formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=fault_help(FAULT_SPECS, {"server": "serve", "client": "client"}) + "\n\n" + variant_help(VARIANT_SPECS),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve_parser.add_argument("--port", type=port_number, default=0, help="TCP port; 0 picks a free one (default)")
     _add_token_options(serve_parser)
@@ -267,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
                               help="seconds to wait for the answer to each request we send "
                               "(default: %(default)g)")
     add_fault_option(serve_parser, FAULT_SPECS, "server")
+    add_variant_option(serve_parser, VARIANT_SPECS, "server")
     serve_parser.add_argument("--ready-file", metavar="PATH",
                               help='also write {"url", "host", "port"} as JSON to PATH once listening')
     _add_request_options(serve_parser, "to every client once it has authenticated")
@@ -291,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "answer (default: %(default)g)")
     _add_request_options(client_parser, "after authentication")
     add_fault_option(client_parser, FAULT_SPECS, "client")
+    add_variant_option(client_parser, VARIANT_SPECS, "client")
     client_parser.set_defaults(run=_client)
     return parser
 

@@ -36,6 +36,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from ..variants import UNPROMPTED_TRAFFIC, Shape, ShapedTransport
 from .packet import (
     MAX_AMOUNT,
     ContentType,
@@ -65,6 +66,7 @@ from .session import (
     parse_balance,
     token_checker,
 )
+from .variants import (FRAGMENTED_MESSAGES, UNPROMPTED_INTERVAL, UNPROMPTED_NAME, UNPROMPTED_OUTSTANDING)
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,25 @@ _WS_OPTIONS: dict[str, Any] = {
     "ping_interval": 20,
     "ping_timeout": 20,
 }
+
+
+def _shaped(base: type[ServerConnection | ClientConnection], shape: Shape) -> Any:
+    """``base`` whose transport writes leave shaped (variants split-writes,
+    coalesce-writes, late-answers): the WebSocket connection writes frames
+    (and the HTTP upgrade) to ``self.transport`` with ``write``/``write_eof``,
+    ends it with ``close`` or ``abort``, and flow control stays the real
+    transport's (see reference_impl/variants.py, ShapedTransport)."""
+
+    class Shaped(base):  # type: ignore[valid-type, misc]
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(ShapedTransport(transport, shape))  # type: ignore[arg-type]
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.transport.abort()   # drop what the shaper still holds: the socket is gone
+            super().connection_lost(exc)
+
+    Shaped.__name__ = Shaped.__qualname__ = f"Shaped{base.__name__}"
+    return Shaped
 
 
 # --------------------------------------------------------------------------- requests and their output
@@ -238,9 +259,17 @@ class BtpConnection:
         auth_timeout: float = DEFAULT_AUTH_TIMEOUT,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         on_event: Callable[[SessionEvent], None] | None = None,
+        variants: frozenset[str] = frozenset(),
     ) -> None:
         self.ws = ws
         self.session = session
+        self.variants = frozenset(variants)
+        self._own: dict[int, str] = {}
+        """Variant unprompted-traffic: request id -> kind ("message",
+        "transfer") of the requests of the node's own still in flight."""
+        self._stopped_kinds: set[str] = set()
+        self._unprompted_sent = 0
+        self._unprompted_task: asyncio.Task[None] | None = None
         self.auth_timeout = auth_timeout
         self.idle_timeout = idle_timeout
         self._on_event = on_event
@@ -257,11 +286,52 @@ class BtpConnection:
         async with self._send_lock:
             for payload in self.session.messages_to_send():
                 try:
-                    await asyncio.wait_for(self.ws.send(payload), WRITE_TIMEOUT)
+                    message = self._fragments(payload) if FRAGMENTED_MESSAGES in self.variants else payload
+                    await asyncio.wait_for(self.ws.send(message), WRITE_TIMEOUT)
                 except (ConnectionClosed, TimeoutError, OSError) as exc:
                     log.info("cannot send to the peer (%r); dropping the connection", exc)
                     self._handle(self.session.close("send failed"))
                     return
+
+    async def _fragments(self, payload: bytes) -> Any:
+        """Variant fragmented-messages: ``payload`` as the fragments of one
+        WebSocket message (websockets' ``send`` takes an async iterable and
+        ends it with an empty final frame), a ping between the first two."""
+        middle = 1 + (len(payload) - 1) // 2
+        yield payload[:1]
+        await self.ws.ping()   # a control frame inside the fragmented message
+        yield payload[1:middle]
+        yield payload[middle:]
+
+    def _send_unprompted(self) -> None:
+        """Variant unprompted-traffic: one request of the node's own, a
+        Message or a Transfer in turn (a kind the peer refused is skipped), as
+        long as fewer than UNPROMPTED_OUTSTANDING of them await an answer."""
+        if self.session.closed or not self.session.authenticated:
+            return
+        in_flight = self.session.in_flight
+        for request_id in [r for r in self._own if r not in in_flight]:
+            del self._own[request_id]
+        if len(self._own) >= UNPROMPTED_OUTSTANDING:
+            return
+        kinds = [kind for kind in ("message", "transfer") if kind not in self._stopped_kinds]
+        if not kinds:
+            return
+        kind = kinds[self._unprompted_sent % len(kinds)]
+        self._unprompted_sent += 1
+        note = ProtocolDataEntry(UNPROMPTED_NAME, ContentType.TEXT_PLAIN_UTF8,
+                                 f"unprompted {kind} {self._unprompted_sent} of the reference node".encode())
+        if kind == "message":
+            request_id = self.session.send_message((note,))
+        else:
+            request_id = self.session.send_transfer(1, (note,))
+        self._own[request_id] = kind
+
+    async def _keep_sending_unprompted(self) -> None:
+        while not self.session.closed:
+            await asyncio.sleep(UNPROMPTED_INTERVAL)
+            self._send_unprompted()
+            await self.flush()
 
     async def run(self) -> None:
         """Serve the connection until it ends; then close the WebSocket."""
@@ -303,6 +373,8 @@ class BtpConnection:
             self._handle(self.session.close("node shutting down"))
             raise
         finally:
+            if self._unprompted_task is not None:
+                self._unprompted_task.cancel()
             await self.flush()
             self._finish()
             code = CLOSE_NORMAL if self.authenticated.result() else CLOSE_POLICY
@@ -326,6 +398,13 @@ class BtpConnection:
         for event in events:
             if isinstance(event, Authenticated) and not self.authenticated.done():
                 self.authenticated.set_result(True)
+                if UNPROMPTED_TRAFFIC in self.variants and self._unprompted_task is None:
+                    self._send_unprompted()   # queued right after the auth Response (server)
+                    self._unprompted_task = asyncio.get_running_loop().create_task(self._keep_sending_unprompted())
+            elif isinstance(event, ResponseReceived) and event.request_id in self._own:
+                kind = self._own.pop(event.request_id)
+                if isinstance(event.packet, Error):
+                    self._stopped_kinds.add(kind)   # refused: not sent again (an F error is final)
             elif isinstance(event, AuthFailed) and not self.authenticated.done():
                 self.auth_failure = event
                 self.authenticated.set_result(False)
@@ -387,8 +466,12 @@ class BtpNode:
         requests: Sequence[RequestSpec] = (),
         on_event: Callable[[str, SessionEvent], None] | None = None,
         on_result: Callable[[RequestResult], None] | None = None,
+        variants: Iterable[str] = (),
+        shape: Shape = Shape(),
     ) -> None:
         self.ledger = Ledger(initial_balance, max_balance)
+        self.variants = frozenset(variants)
+        self.shape = shape
         self._check_token = token_checker(bytes(auth_token))
         self.auth_timeout = auth_timeout
         self.idle_timeout = idle_timeout
@@ -416,7 +499,10 @@ class BtpNode:
         """Listen on host:port (0: a free port); returns the bound address."""
         if self._server is not None:
             raise RuntimeError("the node is already serving")
-        self._server = await serve(self._on_connection, host, port, **_WS_OPTIONS)
+        options: dict[str, Any] = dict(_WS_OPTIONS)
+        if not self.shape.plain:
+            options["create_connection"] = _shaped(ServerConnection, self.shape)
+        self._server = await serve(self._on_connection, host, port, **options)
         self.host, self.port = list(self._server.sockets)[0].getsockname()[:2]
         log.info("BTP node listening on %s (faults: %s)", self.url,
                  ", ".join(sorted(fault.value for fault in self.faults)) or "none")
@@ -446,7 +532,8 @@ class BtpNode:
             log.warning("refusing %s: %d connections already open", peer, MAX_CONNECTIONS)
             await ws.close(1013, "too many connections")
             return
-        session = BtpSession.server(self._check_token, ledger=self.ledger, faults=self.faults)
+        session = BtpSession.server(self._check_token, ledger=self.ledger, faults=self.faults,
+                                    variants=self.variants)
 
         def on_event(event: SessionEvent) -> None:
             log.info("%s: %s", peer, _describe(event))
@@ -454,7 +541,7 @@ class BtpNode:
                 self._on_event(peer, event)
 
         conn = BtpConnection(ws, session, auth_timeout=self.auth_timeout, idle_timeout=self.idle_timeout,
-                             on_event=on_event)
+                             on_event=on_event, variants=self.variants)
         self._connections.add(conn)
         sender = asyncio.create_task(self._send_requests(conn)) if self.requests else None
         try:
@@ -517,6 +604,8 @@ async def run_client(
     faults: Iterable[Fault | str] = (),
     on_event: Callable[[SessionEvent], None] | None = None,
     on_result: Callable[[RequestResult], None] | None = None,
+    variants: Iterable[str] = (),
+    shape: Shape = Shape(),
 ) -> ClientRun:
     """Connect to ``url``, authenticate, send ``requests`` one after the other
     (each waits for its answer, at most ``timeout`` s), keep serving the
@@ -525,13 +614,18 @@ async def run_client(
     Raises :class:`BtpError` ("connect", "auth", "timeout", "closed").  A
     request answered with an Error is a result, not an exception."""
     run = ClientRun()
+    variants = frozenset(variants)
+    options: dict[str, Any] = dict(_WS_OPTIONS)
+    if not shape.plain:
+        options["create_connection"] = _shaped(ClientConnection, shape)
     try:
-        ws = await asyncio.wait_for(connect(url, proxy=None, **_WS_OPTIONS), timeout)
+        ws = await asyncio.wait_for(connect(url, proxy=None, **options), timeout)
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError, ValueError) as exc:
         raise BtpError("connect", f"cannot connect to {url}: {exc or type(exc).__name__}") from None
     session = BtpSession.client(auth_token, initial_balance=initial_balance, max_balance=max_balance,
-                                faults=faults)
-    conn = BtpConnection(ws, session, auth_timeout=timeout, idle_timeout=None, on_event=on_event)
+                                faults=faults, variants=variants)
+    conn = BtpConnection(ws, session, auth_timeout=timeout, idle_timeout=None, on_event=on_event,
+                         variants=variants)
     reader = asyncio.create_task(conn.run())
     try:
         if not await conn.authenticated:

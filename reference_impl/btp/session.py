@@ -119,6 +119,8 @@ from enum import Enum
 from typing import Union
 
 from .faults import Fault
+from .variants import (AUTH_TIMEOUT_MESSAGE, EXTRA_PROTOCOL_DATA, FIRST_SEQUENTIAL_ID, INFO_NAME, NOTICE_NAME,
+                       RFC30_TIMESTAMPS, SEQUENTIAL_REQUEST_IDS)
 from .packet import (
     ERROR_CODES,
     MAX_AMOUNT,
@@ -350,8 +352,18 @@ class BtpSession:
         now: Callable[[], datetime] = _utc_now,
         random_id: Callable[[], int] | None = None,
         extra_auth_data: Sequence[ProtocolDataEntry] = (),
+        variants: Iterable[str] = (),
     ) -> None:
         self._role = Role(role)
+        # Conformant variants (reference_impl/btp/variants.py): other
+        # behaviours the texts allow, for `conformance mutation --variants`.
+        self._variants = frozenset(variants)
+        self._errors_sent = 0
+        if random_id is None and SEQUENTIAL_REQUEST_IDS in self._variants:
+            counter = iter(range(FIRST_SEQUENTIAL_ID, 1 << 62))
+
+            def random_id() -> int:   # masked to 32 bits by _new_id: ..., 2^32-1, 0, 1, ...
+                return next(counter)
         self._ledger = ledger if ledger is not None else Ledger()
         self._auto_respond = auto_respond
         self._faults = frozenset(Fault(fault) for fault in faults)
@@ -373,6 +385,7 @@ class BtpSession:
             except UnicodeDecodeError:
                 raise ValueError("auth_token must be UTF-8") from None
             entries = (ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
+                       *self._extra_entries(),   # variant: "among the secondary entries", not right after auth
                        ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, bytes(auth_token)),
                        *extra_auth_data)
             if Fault.CLIENT_OMITS_AUTH_TOKEN in self._faults:
@@ -397,6 +410,30 @@ class BtpSession:
         """The accepting side; ``check_token`` gets the auth_token's bytes."""
         return cls(Role.SERVER, check_token=check_token,
                    ledger=ledger or Ledger(initial_balance, max_balance), **options)
+
+    # --- variants
+
+    @property
+    def variants(self) -> frozenset[str]:
+        return self._variants
+
+    def _extra_entries(self) -> tuple[ProtocolDataEntry, ...]:
+        """Variant extra-protocol-data: an entry no peer knows, beside the known ones."""
+        if EXTRA_PROTOCOL_DATA not in self._variants:
+            return ()
+        return (ProtocolDataEntry(INFO_NAME, ContentType.TEXT_PLAIN_UTF8, b"additional information"),)
+
+    def _triggered_at(self) -> str:
+        """The triggeredAt of the next Error: the fixed ``.mmmZ`` form, or
+        with variant rfc30-timestamps RFC 30's canonical form at a precision
+        of 0, 1, 2, 3 fraction digits in turn (trailing zeros left out)."""
+        text = generalized_time(self._now())
+        if RFC30_TIMESTAMPS not in self._variants:
+            return text
+        digits = self._errors_sent % 4
+        self._errors_sent += 1
+        fraction = text[15:18][:digits].rstrip("0")
+        return text[:14] + (f".{fraction}" if fraction else "") + "Z"
 
     # --- state
 
@@ -488,13 +525,15 @@ class BtpSession:
     def send_message(self, protocol_data: Sequence[ProtocolDataEntry], *, request_id: int | None = None) -> int:
         """Send a Message request; returns its request id (unique in flight)."""
         self._check_can_request()
-        return self._send_request(Message(self._request_id(request_id), tuple(protocol_data)))
+        return self._send_request(Message(self._request_id(request_id),
+                                          tuple(protocol_data) + self._extra_entries()))
 
     def send_transfer(self, amount: int, protocol_data: Sequence[ProtocolDataEntry] = (), *,
                       request_id: int | None = None) -> int:
         """Send a Transfer request; returns its request id."""
         self._check_can_request()
-        return self._send_request(Transfer(self._request_id(request_id), amount, tuple(protocol_data)))
+        return self._send_request(Transfer(self._request_id(request_id), amount,
+                                           tuple(protocol_data) + self._extra_entries()))
 
     def request_balance(self, *, request_id: int | None = None) -> int:
         """Ask the peer for its balance (docs/btp-adapter.md); returns the request id."""
@@ -512,7 +551,7 @@ class BtpSession:
         if isinstance(data, str):
             data = data.encode("utf-8")
         name = ERROR_CODES[code]
-        triggered_at = generalized_time(self._now())
+        triggered_at = self._triggered_at()
         data = data[:8192]
         if self._faults & _ERROR_FAULTS:
             if Fault.NONSTANDARD_ERROR_CODE in self._faults:
@@ -526,10 +565,11 @@ class BtpSession:
                 triggered_at = triggered_at[:15] + triggered_at[15] + "0Z"  # .mmmZ -> .m0Z
             if Fault.OVERSIZED_ERROR_DATA in self._faults:
                 data = data.ljust(9000, b".")
-        return Error(self._answer_id(request_id), code, name, triggered_at, data)
+        return Error(self._answer_id(request_id), code, name, triggered_at, data, self._extra_entries())
 
     def _queue_response(self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()) -> None:
-        self._outbox.append(encode_packet(Response(self._answer_id(request_id), tuple(protocol_data))))
+        self._outbox.append(encode_packet(Response(self._answer_id(request_id),
+                                                   tuple(protocol_data) + self._extra_entries())))
 
     def _encode_error(self, error: Error) -> bytes:
         # The Error faults make packets the codec's checks refuse to encode.
@@ -578,6 +618,10 @@ class BtpSession:
         if self._state is not SessionState.AUTHENTICATING:
             return []
         if self._role is Role.SERVER:
+            if AUTH_TIMEOUT_MESSAGE in self._variants:
+                # The variant: the Message the text makes optional, then the close.
+                self._outbox.append(encode_packet(Message(self._new_id(), (ProtocolDataEntry(
+                    NOTICE_NAME, ContentType.TEXT_PLAIN_UTF8, b"authentication timed out"),))))
             return [self._close("the client did not authenticate in time")]
         return [AuthFailed("no answer to the auth Message in time", None),
                 self._close("the server did not answer the auth Message in time")]
@@ -767,7 +811,7 @@ class BtpSession:
         ledger = self._ledger
         new_balance = ledger.balance + packet.amount
         if new_balance <= ledger.max_balance:
-            payload = encode_packet(Response(self._answer_id(packet.request_id)))
+            payload = encode_packet(Response(self._answer_id(packet.request_id), self._extra_entries()))
             if Fault.RESPONSE_WITHOUT_BALANCE_UPDATE in self._faults:
                 self._outbox.append(payload)
                 return []
