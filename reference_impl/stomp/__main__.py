@@ -19,9 +19,11 @@ import sys
 
 from ..faults import add_fault_option, fault_help
 from ..node_cli import port_number, positive_float, run_command, serve_until_stopped
+from ..variants import Shape, add_variant_option, variant_help
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .store import StoreError, iter_adapter_lines
+from .variants import SPECS as VARIANT_SPECS
 
 log = logging.getLogger("reference_impl.stomp")
 
@@ -53,7 +55,8 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         node = StompServerNode(cert_file=args.cert, key_file=args.key, ca_file=args.ca, store_dir=args.store,
                                faults=faults, heart_beat=args.heart_beat, connect_timeout=args.connect_timeout,
-                               max_connections=args.max_connections)
+                               max_connections=args.max_connections, variants=frozenset(args.variant),
+                               shape=Shape.from_variants(set(args.variant), args.late_seconds))
     except (OSError, ssl.SSLError) as exc:
         raise CliError(f"TLS files (--cert/--key/--ca): {exc}") from None
     except StoreError as exc:
@@ -109,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "before its RECEIPT, refuse invalid frames with ERROR and close. Prints 'STOMP_READY port=N' when "
         "listening. SIGTERM or SIGINT stops it (exit 0). See reference_impl/stomp/server.py for what "
         "is refused.",
-        epilog=fault_help(tuple(spec for spec in FAULT_SPECS if spec.role == "server"), {"server": "serve"}),
+        epilog=fault_help(tuple(spec for spec in FAULT_SPECS if spec.role == "server"), {"server": "serve"})
+        + "\n\n" + variant_help(tuple(spec for spec in VARIANT_SPECS if "server" in spec.roles)),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=port_number, default=0, help="TCP port; 0 picks a free one (default)")
@@ -119,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--store", required=True, metavar="DIR", help="the message store directory (created)")
     serve.add_argument("--heart-beat", type=_heart_beat, default=(1000, 10000), metavar="SX,SY",
                        help="CONNECTED's heart-beat: ms between our heart-beats we can do, ms we would like "
-                       "between the client's (default: 1000,10000)")
+                       "between the client's (default: 1000,10000; --variant other-heart-beats replaces it)")
     serve.add_argument("--connect-timeout", type=positive_float, default=30.0, metavar="S",
                        help="seconds a client gets to send CONNECT (default: %(default)g)")
     serve.add_argument("--max-connections", type=int, default=256, metavar="N",
@@ -132,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--manifest-destination", default="/exchange/smp", metavar="DEST",
                        help="the manifest's destination (default: %(default)s)")
     add_fault_option(serve, FAULT_SPECS, "server")
+    add_variant_option(serve, VARIANT_SPECS, "server")
     serve.set_defaults(run=_serve)
 
     accepted = commands.add_parser(

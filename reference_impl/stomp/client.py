@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import enum
 import json
 import logging
@@ -72,8 +73,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
 from .frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame, heart_beat_interval, parse_heart_beat
 from .tls import client_context
+from .variants import (CLIENT_HEART_BEAT, EXTRA_HEADERS, JSON_CHARSET, LINGER, LINGER_SECONDS, ONE_SEND_AT_A_TIME,
+                       OTHER_HEART_BEATS, UNPROMPTED_INTERVAL, VARIANT_HEADER, FrameStyle)
 
 log = logging.getLogger("reference_impl.stomp.client")
 
@@ -241,10 +245,19 @@ class ClientSession:
     """Delivers ``messages`` (in order) over successive connections."""
 
     def __init__(self, settings: ClientSettings, messages: Sequence[OutgoingMessage], *,
-                 faults: Iterable[ClientFault] = ()) -> None:
+                 faults: Iterable[ClientFault] = (), variants: Iterable[str] = ()) -> None:
         self.settings = settings
         self.messages = tuple(messages)
         self.faults = frozenset(faults)
+        self.variants = frozenset(variants)
+        """Conformant variants (reference_impl/stomp/variants.py): the frame
+        ones (style, header order and extras, charset) and linger act here;
+        heart-beat values and the window come in ``settings``
+        (:func:`variant_settings`)."""
+        self.style = FrameStyle.from_variants(self.variants)
+        self.lingering = False
+        """Variant linger: everything is receipted and the DISCONNECT waits
+        for :meth:`end_linger` (the I/O layer's clock)."""
         self.state = State.IDLE
         self.delivered: list[int] = []
         """Indexes of delivered messages, in the order they were confirmed."""
@@ -309,11 +322,13 @@ class ClientSession:
         if self.settings.passcode is not None:
             headers.append(("passcode", self.settings.passcode))
         headers.append(("heart-beat", "%d,%d" % self.settings.heart_beat))
+        if EXTRA_HEADERS in self.variants:   # heart-beat, ..., accept-version
+            headers.reverse()
         if ClientFault.SEND_BEFORE_CONNECT in self.faults and self._pending:
             # The fault send-before-connect: the first SEND goes out ahead
             # of CONNECT.
-            self._outgoing += encode_frame(self._send_frame(self._pending[0]))
-        self._outgoing += encode_frame(Frame("CONNECT", tuple(headers)))
+            self._outgoing += self.style.encode(self._send_frame(self._pending[0]))
+        self._outgoing += self.style.encode(Frame("CONNECT", tuple(headers)))
         self.state = State.CONNECTING
 
     def data_to_send(self) -> bytes:
@@ -324,7 +339,7 @@ class ClientSession:
     def heartbeat(self) -> None:
         """A heart-beat is due: one EOL, unless a frame is waiting to go anyway."""
         if self.state in (State.OPEN, State.DISCONNECTING) and not self._outgoing:
-            self._outgoing += b"\n"
+            self._outgoing += self.style.eol
 
     def connection_lost(self) -> None:
         """The connection is gone. Everything sent on it and not receipted is
@@ -339,6 +354,7 @@ class ClientSession:
         self._outgoing.clear()
         self._parser = None
         self._disconnect_receipt = None
+        self.lingering = False
         self.state = State.IDLE
 
     def receive_data(self, data: bytes) -> list[Event]:
@@ -392,7 +408,7 @@ class ClientSession:
                                          heart_beat_interval(server_cx, our_cy))]
         if ClientFault.SEND_SUBSCRIBE in self.faults:
             # The fault send-subscribe: a command outside the profile's subset.
-            self._outgoing += encode_frame(Frame("SUBSCRIBE", (("id", "0"),
+            self._outgoing += self.style.encode(Frame("SUBSCRIBE", (("id", "0"),
                                                                ("destination", self.settings.destination),
                                                                ("ack", "auto"))))
         events += self._pump()
@@ -407,8 +423,13 @@ class ClientSession:
         if ClientFault.OMIT_TYPE not in self.faults:
             headers.append(("type", message.type))
         if ClientFault.OMIT_CONTENT_TYPE not in self.faults:
-            headers.append(("content-type", message.content_type))
+            content_type = message.content_type
+            if JSON_CHARSET in self.variants and content_type == JSON_CONTENT_TYPE:
+                content_type += ";charset=utf-8"
+            headers.append(("content-type", content_type))
         headers.append(("persistent", "false" if ClientFault.PERSISTENT_FALSE in self.faults else "true"))
+        if EXTRA_HEADERS in self.variants:   # a user-defined header, then persistent, ..., destination
+            headers = [VARIANT_HEADER, *reversed(headers)]
         return Frame("SEND", tuple(headers), message.body)
 
     def _pump(self) -> list[Event]:
@@ -421,7 +442,7 @@ class ClientSession:
         while self._pending and room > 0:
             index = self._pending.popleft()
             frame = self._send_frame(index)
-            self._outgoing += encode_frame(frame)
+            self._outgoing += self.style.encode(frame)
             self._in_flight.append(_InFlight(index, frame.get("receipt")))
             room -= 1
             if ClientFault.COUNT_BEFORE_RECEIPT in self.faults and index not in self._counted_early:
@@ -433,13 +454,22 @@ class ClientSession:
             # confirm them (a RECEIPT confirms everything before it).
             self._send_disconnect()
         elif not self._pending and not self._in_flight:
-            self._send_disconnect()
+            if LINGER in self.variants:
+                self.lingering = True
+            else:
+                self._send_disconnect()
         return events
+
+    def end_linger(self) -> None:
+        """Variant linger: the connection was kept open long enough; DISCONNECT."""
+        if self.lingering and self.state is State.OPEN:
+            self.lingering = False
+            self._send_disconnect()
 
     def _send_disconnect(self) -> None:
         self._disconnect_count += 1
         self._disconnect_receipt = f"{self.settings.receipt_prefix}-disconnect-{self._disconnect_count}"
-        self._outgoing += encode_frame(Frame("DISCONNECT", (("receipt", self._disconnect_receipt),)))
+        self._outgoing += self.style.encode(Frame("DISCONNECT", (("receipt", self._disconnect_receipt),)))
         self.state = State.DISCONNECTING
 
     def _confirm(self, upto: int) -> list[Event]:
@@ -536,7 +566,7 @@ async def _close(writer: asyncio.StreamWriter) -> None:
 
 
 async def _one_connection(session: ClientSession, host: str, port: int, context: ssl.SSLContext,
-                          deadline: float, on_event: Callable[[Event], None]) -> str:
+                          deadline: float, on_event: Callable[[Event], None], shape: Shape = Shape()) -> str:
     """One connection, until it ends; returns why it ended (for the log)."""
     loop = asyncio.get_running_loop()
 
@@ -551,7 +581,10 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
         # (the fault check-hostname; the profile's client does not).
         asyncio.open_connection(host, port, ssl=context, ssl_handshake_timeout=max(remaining(), 0.01)),
         remaining())
+    writer = shape_writer(writer, shape)
     heartbeat_task: asyncio.Task | None = None
+    unprompted_task: asyncio.Task | None = None
+    linger_until: float | None = None
     try:
         session.start_connection()
         writer.write(session.data_to_send())
@@ -566,6 +599,18 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
                 wait = min(wait, last_data + expect_every - now)
             if disconnecting_since is not None:
                 wait = min(wait, disconnecting_since + DISCONNECT_WAIT - now)
+            if linger_until is not None:
+                if now >= linger_until:   # variant linger: long enough; DISCONNECT now
+                    linger_until = None
+                    session.end_linger()
+                    out = session.data_to_send()
+                    if out:
+                        writer.write(out)
+                        await asyncio.wait_for(writer.drain(), max(remaining(), 0.01))
+                    if session.state is State.DISCONNECTING and disconnecting_since is None:
+                        disconnecting_since = loop.time()
+                    continue
+                wait = min(wait, linger_until - now)
             if wait <= 0:
                 if remaining() <= 0:
                     return "deadline"
@@ -587,17 +632,23 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
                     if event.send_every and heartbeat_task is None:
                         heartbeat_task = asyncio.create_task(_send_heartbeats(session, writer,
                                                                               event.send_every / 1000))
+                    if UNPROMPTED_TRAFFIC in session.variants and unprompted_task is None:
+                        unprompted_task = asyncio.create_task(_send_heartbeats(session, writer,
+                                                                               UNPROMPTED_INTERVAL))
             out = session.data_to_send()
             if out:
                 writer.write(out)
                 await asyncio.wait_for(writer.drain(), max(remaining(), 0.01))
             if session.state is State.DISCONNECTING and disconnecting_since is None:
                 disconnecting_since = loop.time()
+            if session.lingering and linger_until is None:
+                linger_until = loop.time() + LINGER_SECONDS
             if session.closing:
                 return "done" if session.finished else "ended by the session"
     finally:
-        if heartbeat_task is not None:
-            heartbeat_task.cancel()
+        for task in (heartbeat_task, unprompted_task):
+            if task is not None:
+                task.cancel()
         await _close(writer)
 
 
@@ -614,7 +665,8 @@ async def _send_heartbeats(session: ClientSession, writer: asyncio.StreamWriter,
 
 
 async def run_client(session: ClientSession, servers: Callable[[], tuple[str, int]], context: ssl.SSLContext, *,
-                     timeout: float, on_event: Callable[[Event], None] = lambda event: None) -> ClientRun:
+                     timeout: float, on_event: Callable[[Event], None] = lambda event: None,
+                     shape: Shape = Shape()) -> ClientRun:
     """Deliver everything the session holds within ``timeout`` seconds.
 
     ``servers()`` picks the server for each new connection (the profile:
@@ -632,7 +684,7 @@ async def run_client(session: ClientSession, servers: Callable[[], tuple[str, in
         before = len(session.delivered)
         host, port = servers()
         try:
-            why = await _one_connection(session, host, port, context, deadline, on_event)
+            why = await _one_connection(session, host, port, context, deadline, on_event, shape)
         except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         log.info("connection to %s:%d ended: %s", host, port, why)
@@ -722,6 +774,16 @@ def settings_from_manifest(manifest, node_id: str, faults: frozenset[ClientFault
                           passcode=substituted.passcode, receipt_prefix=receipt_prefix)
 
 
+def variant_settings(settings: ClientSettings, variants: frozenset[str]) -> ClientSettings:
+    """``settings`` as the conformant variants change them: other-heart-beats
+    (CONNECT's heart-beat), one-send-at-a-time (a window of one)."""
+    if OTHER_HEART_BEATS in variants:
+        settings = dataclasses.replace(settings, heart_beat=CLIENT_HEART_BEAT)
+    if ONE_SEND_AT_A_TIME in variants:
+        settings = dataclasses.replace(settings, window=1)
+    return settings
+
+
 def _read_text(path: str, what: str, limit: int) -> str:
     try:
         with open(path, "rb") as handle:
@@ -749,7 +811,8 @@ async def client_command(args) -> int:
     try:
         manifest = parse_manifest(_read_text(args.manifest, "--manifest", MAX_MANIFEST_BYTES).encode("utf-8"))
         receipt_prefix = new_receipt_prefix()
-        settings = settings_from_manifest(manifest, args.node_id, faults, receipt_prefix)
+        settings = variant_settings(settings_from_manifest(manifest, args.node_id, faults, receipt_prefix),
+                                    frozenset(args.variant))
         messages = parse_messages(_read_text(args.messages, "--messages", MAX_MESSAGES_FILE_BYTES),
                                   not_json=ClientFault.BODY_NOT_JSON in faults)
         context = tls_context(args.cert, args.key, args.ca, faults)
@@ -760,7 +823,7 @@ async def client_command(args) -> int:
     except (OSError, ssl.SSLError) as exc:
         raise ClientUsageError(f"TLS files (--cert/--key/--ca): {exc}") from None
 
-    session = ClientSession(settings, messages, faults=faults)
+    session = ClientSession(settings, messages, faults=faults, variants=frozenset(args.variant))
     rng = random.SystemRandom()
 
     def on_event(event: Event) -> None:
@@ -777,7 +840,7 @@ async def client_command(args) -> int:
     status = EXIT_OK
     try:
         await run_client(session, lambda: choose_server(manifest, rng), context, timeout=args.timeout,
-                         on_event=on_event)
+                         on_event=on_event, shape=Shape.from_variants(set(args.variant), args.late_seconds))
     except ClientFailure as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         status = EXIT_TIMEOUT if exc.kind == "timeout" else EXIT_FAILED
@@ -789,7 +852,9 @@ def add_client_parser(commands, parents=()) -> None:
     """The ``client`` subcommand, on the subparsers of ``__main__``."""
     from ..faults import add_fault_option, fault_help
     from ..node_cli import positive_float
+    from ..variants import add_variant_option, variant_help
     from .faults import SPECS
+    from .variants import SPECS as VARIANT_SPECS
 
     parser = commands.add_parser(
         "client", parents=list(parents), help="deliver SMP messages to a STOMP server named by a manifest",
@@ -803,7 +868,8 @@ def add_client_parser(commands, parents=()) -> None:
         "'DONE delivered=<count>'.",
         epilog=f"exit status: {EXIT_OK} every message receipted, {EXIT_FAILED} gave up (connection, TLS or "
         f"protocol errors), {EXIT_USAGE} bad arguments or files, {EXIT_TIMEOUT} --timeout ran out\n\n"
-        + fault_help(tuple(spec for spec in SPECS if spec.role == "client"), {"client": "client"}),
+        + fault_help(tuple(spec for spec in SPECS if spec.role == "client"), {"client": "client"}) + "\n\n"
+        + variant_help(tuple(spec for spec in VARIANT_SPECS if "client" in spec.roles)),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--manifest", required=True, metavar="FILE", help="the server node's stomp.toml")
     parser.add_argument("--node-id", required=True, metavar="ID", help="our node id, for ${NODE_ID}")
@@ -815,4 +881,5 @@ def add_client_parser(commands, parents=()) -> None:
     parser.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
                         help="seconds to get everything receipted, reconnects included (default: %(default)g)")
     add_fault_option(parser, SPECS, "client")
+    add_variant_option(parser, VARIANT_SPECS, "client")
     parser.set_defaults(run=client_command)

@@ -29,10 +29,12 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
 from .faults import Fault
 from .server import DEFAULT_HEART_BEAT, ServerConnection
 from .store import Store, StoredMessage, StoreError
 from .tls import server_context
+from .variants import OTHER_HEART_BEATS, SERVER_HEART_BEAT, UNPROMPTED_INTERVAL, FrameStyle
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +132,18 @@ class StompServerNode:
                  faults: frozenset = frozenset(), heart_beat: tuple[int, int] = DEFAULT_HEART_BEAT,
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 grace_margin: float = DEFAULT_GRACE_MARGIN) -> None:
+                 grace_margin: float = DEFAULT_GRACE_MARGIN, variants: frozenset[str] = frozenset(),
+                 shape: Shape = Shape()) -> None:
         self.faults = frozenset(faults)
+        self.variants = frozenset(variants)
+        """Conformant variants (reference_impl/stomp/variants.py): the frame
+        ones go to each ServerConnection; other-heart-beats replaces
+        ``heart_beat``; unprompted-traffic adds EOLs of the node's own."""
+        self.shape = shape
+        """How every connection's writes leave (split, coalesced, late)."""
+        self.style = FrameStyle.from_variants(self.variants)
+        if OTHER_HEART_BEATS in self.variants:
+            heart_beat = SERVER_HEART_BEAT
         self.ssl_context = server_ssl_context(cert_file, key_file, ca_file, self.faults)
         self.store = Store(store_dir, wipe=Fault.STORE_LOST_ON_RESTART in self.faults)
         self.committer = Committer(self.store)
@@ -171,7 +183,7 @@ class StompServerNode:
             return
         self._handlers.add(task)
         try:
-            await self._serve(reader, writer)
+            await self._serve(reader, shape_writer(writer, self.shape))
         except asyncio.CancelledError:
             # Only close() cancels handlers. Ending normally keeps asyncio's
             # stream callback from logging the cancellation as an error.
@@ -199,14 +211,24 @@ class StompServerNode:
     async def _heart_beats(self, writer: asyncio.StreamWriter, link: _Link, interval_ms: int) -> None:
         """An EOL whenever nothing was sent for half the interval: the other
         half is the margin for a loaded machine, so the client sees data
-        well within the interval it asked for."""
+        well within the interval it asked for. (Variant other-heart-beats:
+        for the whole interval, the latest the text allows.)"""
         loop = asyncio.get_running_loop()
-        tick = min(interval_ms / 2000, MAX_TIMER_SECONDS)
+        tick = min(interval_ms / (1000 if OTHER_HEART_BEATS in self.variants else 2000), MAX_TIMER_SECONDS)
         while not writer.is_closing():
             await asyncio.sleep(max(0.0, link.last_write + tick - loop.time()))
             if loop.time() - link.last_write >= tick and not writer.is_closing():
-                writer.write(b"\n")
+                writer.write(self.style.eol)
                 link.last_write = loop.time()
+
+    async def _unprompted(self, writer: asyncio.StreamWriter, link: _Link) -> None:
+        """Variant unprompted-traffic: an EOL every UNPROMPTED_INTERVAL
+        seconds from CONNECTED on, whatever was agreed."""
+        while not writer.is_closing():
+            await asyncio.sleep(UNPROMPTED_INTERVAL)
+            if not writer.is_closing():
+                writer.write(self.style.eol)
+                link.last_write = asyncio.get_running_loop().time()
 
     def _store_late(self, message: StoredMessage) -> None:
         """Fault receipt-before-store: the write happens well after the RECEIPT."""
@@ -221,9 +243,11 @@ class StompServerNode:
         loop = asyncio.get_running_loop()
         self._sessions += 1
         peer = writer.get_extra_info("peername")
-        conn = ServerConnection(heart_beat=self.heart_beat, faults=self.faults, session_id=f"s{self._sessions}")
+        conn = ServerConnection(heart_beat=self.heart_beat, faults=self.faults, session_id=f"s{self._sessions}",
+                                variants=self.variants)
         link = _Link(last_write=loop.time(), connect_deadline=loop.time() + self.connect_timeout)
         beats: asyncio.Task | None = None
+        unprompted: asyncio.Task | None = None
         log.info("connection %s from %s", conn.session_id, peer)
         try:
             while not conn.finished:
@@ -243,6 +267,8 @@ class StompServerNode:
                 if beats is None and conn.connected and conn.heart_beats[0] and \
                         Fault.NO_HEART_BEATS not in self.faults:
                     beats = asyncio.create_task(self._heart_beats(writer, link, conn.heart_beats[0]))
+                if unprompted is None and conn.connected and UNPROMPTED_TRAFFIC in self.variants:
+                    unprompted = asyncio.create_task(self._unprompted(writer, link))
                 if Fault.RECEIPT_BEFORE_STORE in self.faults:
                     for request in requests:
                         self._store_late(request.message)
@@ -270,8 +296,9 @@ class StompServerNode:
         except (ConnectionError, ssl.SSLError, OSError, TimeoutError) as exc:
             log.info("%s: connection lost: %s", conn.session_id, exc)
         finally:
-            if beats is not None:
-                beats.cancel()
+            for task in (beats, unprompted):
+                if task is not None:
+                    task.cancel()
             if Fault.FORGET_ON_CONNECTION_CUT in self.faults and not conn.disconnected and link.stored:
                 await asyncio.to_thread(self.store.remove, link.stored)
             log.info("%s: closed (%s)", conn.session_id, conn.error or "no error")

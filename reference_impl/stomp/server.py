@@ -79,6 +79,7 @@ from .frame import (
 )
 from . import smp
 from .store import StoredMessage
+from .variants import BARE_ERRORS, EXTRA_HEADERS, VARIANT_HEADER, FrameStyle
 
 SERVER_NAME = "reference-stomp/1.0"
 DEFAULT_HEART_BEAT = (1000, 10000)
@@ -155,8 +156,13 @@ class ServerConnection:
 
     def __init__(self, *, heart_beat: tuple[int, int] = DEFAULT_HEART_BEAT, faults: Iterable[Fault] = (),
                  max_frame_bytes: int = 1 << 20, max_headers: int = 64, max_header_line: int = 8192,
-                 session_id: str | None = None, validate_body: BodyValidator = smp_problems) -> None:
+                 session_id: str | None = None, validate_body: BodyValidator = smp_problems,
+                 variants: Iterable[str] = ()) -> None:
         self.faults = frozenset(faults)
+        self.variants = frozenset(variants)
+        """Conformant variants (reference_impl/stomp/variants.py) that change
+        the frames written: their style, header order, extra headers, bare ERRORs."""
+        self.style = FrameStyle.from_variants(self.variants)
         self.heart_beat = heart_beat
         self.session_id = session_id
         self.validate_body = validate_body
@@ -284,7 +290,7 @@ class ServerConnection:
     def _emit(self, frame: Frame, *, needs: int | None = None, receipt: bool = False) -> None:
         if Fault.BODY_ON_RECEIPT in self.faults and frame.command == "RECEIPT":
             frame = Frame(frame.command, frame.headers, b"receipted\n")
-        self._queue.append((self._requested if needs is None else needs, encode_frame(frame), receipt))
+        self._queue.append((self._requested if needs is None else needs, self.style.encode(frame), receipt))
         self._release()
 
     def _release(self) -> None:
@@ -332,13 +338,23 @@ class ServerConnection:
             if receipt is not None and Fault.ERROR_WITHOUT_RECEIPT_ID not in self.faults:
                 headers.append(("receipt-id", receipt))
         headers += refusal.extra_headers
+        self.error = refusal.message
+        if BARE_ERRORS in self.variants:   # the headers only: the body MAY be empty
+            self._emit(Frame("ERROR", self._arrange(headers)), needs=needs)
+            return
         headers.append(("content-type", "text/plain"))
         body = refusal.detail
         if frame is not None and frame.command not in ("CONNECT", "STOMP"):
             shown = encode_frame(frame, content_length=False if b"\x00" not in frame.body else True)
             body += f"\nthe frame: {_excerpt(shown)}"
-        self.error = refusal.message
-        self._emit(Frame("ERROR", tuple(headers), (body + "\n").encode("utf-8")), needs=needs)
+        self._emit(Frame("ERROR", self._arrange(headers), (body + "\n").encode("utf-8")), needs=needs)
+
+    def _arrange(self, headers: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        """The headers of a RECEIPT or ERROR as written: as given, or (variant
+        extra-headers) reversed after a header of the variant's own."""
+        if EXTRA_HEADERS in self.variants:
+            return (VARIANT_HEADER, *reversed(headers))
+        return tuple(headers)
 
     # ------------------------------------------------------------------ frames
 
@@ -408,6 +424,8 @@ class ServerConnection:
         headers.append(("server", SERVER_NAME))
         if self.session_id is not None:
             headers.append(("session", self.session_id))
+        if EXTRA_HEADERS in self.variants:   # session, server, heart-beat, version
+            headers.reverse()
         self.connected = True
         self._emit(Frame("CONNECTED", tuple(headers)))
 
@@ -417,7 +435,7 @@ class ServerConnection:
         receipt = frame.get("receipt")
         self.disconnected = True
         if receipt is not None and Fault.NO_DISCONNECT_RECEIPT not in self.faults:
-            self._emit(Frame("RECEIPT", (("receipt-id", receipt),)))
+            self._emit(Frame("RECEIPT", self._arrange([("receipt-id", receipt)])))
         self.closing = True
 
     def _header(self, frame: Frame, name: str) -> str | None:
@@ -475,5 +493,5 @@ class ServerConnection:
         if receipt is not None:
             receipt_id = receipt + "-x" if Fault.WRONG_RECEIPT_ID in self.faults else receipt
             needs = 0 if Fault.RECEIPT_BEFORE_STORE in self.faults else None
-            self._emit(Frame("RECEIPT", (("receipt-id", receipt_id),)), needs=needs, receipt=True)
+            self._emit(Frame("RECEIPT", self._arrange([("receipt-id", receipt_id)])), needs=needs, receipt=True)
         return request

@@ -1,0 +1,162 @@
+"""The STOMP reference node's conformant variants: ``python -m
+reference_impl.stomp serve|client --variant NAME`` (repeatable), each a
+behaviour STOMP 1.2 (``stomp-specification-1.2.md``) or the Swaptacular
+profile (``swaptacular-stomp-transport.txt``) allows and the plain node
+does not show (see reference_impl/variants.py). ``conformance mutation
+--variants`` certifies each: the suite must find it CONFORMANT.
+
+The sans-I/O cores take them as ``ServerConnection(variants=...)`` and
+``ClientSession(variants=...)`` (what a frame looks like:
+:class:`FrameStyle`); the asyncio layers (node.py, client.py) take the
+write shape (:class:`reference_impl.variants.Shape`) and the timing ones
+(unprompted EOLs, heart-beat rate, lingering). Nothing is global.
+
+Left out, with the reason:
+
+- **Cumulative receipts, client side** (a RECEIPT asked only for the last
+  SEND of a batch, since footnote 2 makes "Every STOMP RECEIPT command
+  confirms the delivery of all preceding messages"): not allowed. The
+  profile, A Subset of the STOMP Protocol: "every SEND command MUST include
+  the following headers: receipt". Footnote 2 says what a RECEIPT confirms,
+  not that a SEND may go without asking for one.
+- **Cumulative receipts, server side** (a RECEIPT only for the last of the
+  SENDs stored together, as swpt_stomp does): STOMP 1.2 says a receipt
+  header "will cause the server to acknowledge the processing of the client
+  frame with a RECEIPT frame", and the profile relaxes that nowhere
+  (footnote 2 widens what one RECEIPT confirms, it does not drop the
+  others). The suite tolerates the omission for the network's sake
+  (docs/stomp-adapter.md, "Which RECEIPTs the cases wait for"), but no
+  sentence allows it, so it is no variant.
+- **SEND without content-length**: STOMP 1.2, Header content-length: "If a
+  frame body is present, the SEND, MESSAGE and ERROR frames SHOULD include
+  a content-length header". Leaving it out of a frame with a body breaks a
+  SHOULD; ``bare-errors`` leaves it out where there is no body.
+- **STOMP instead of CONNECT** (client): "STOMP 1.2 clients SHOULD continue
+  to use the CONNECT command".
+- **Heart-beats before CONNECTED, EOLs before the first frame**: the
+  grammar's stream is ``1*frame`` and a frame starts with its command; EOLs
+  may only follow a frame's NULL.
+- **MESSAGE frames**: the node has no subscriptions, and the profile's peers
+  "MUST NOT presume" that the other understands them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..variants import UNPROMPTED_TRAFFIC, VariantSpec, wire_variants
+from .frame import Frame, encode_frame
+
+OTHER_HEART_BEATS = "other-heart-beats"
+EXTRA_HEADERS = "extra-headers"
+CONTENT_LENGTH_ALWAYS = "content-length-always"
+CRLF_LINE_ENDS = "crlf-line-ends"
+EXTRA_EOLS = "extra-eols"
+BARE_ERRORS = "bare-errors"
+ONE_SEND_AT_A_TIME = "one-send-at-a-time"
+LINGER = "linger"
+JSON_CHARSET = "json-charset"
+
+UNPROMPTED_INTERVAL = 0.2
+"""Seconds between the EOLs of ``unprompted-traffic``."""
+SERVER_HEART_BEAT = (2000, 1000)
+"""CONNECTED's heart-beat with ``other-heart-beats`` (the plain node says
+1000,10000): slower beats out, and the client's wanted every second."""
+CLIENT_HEART_BEAT = (1000, 2000)
+"""CONNECT's heart-beat with ``other-heart-beats`` (the plain client says
+10000,10000)."""
+LINGER_SECONDS = 3.0
+"""How long the client keeps its connection open after the last RECEIPT,
+with ``linger``, before its DISCONNECT."""
+EXTRA_EOLS_AFTER = b"\n\r\n\n"
+"""What ``extra-eols`` writes after every frame's NULL (three EOLs, LF and
+CR LF)."""
+VARIANT_HEADER = ("x-reference-variant", "extra-headers")
+"""The header ``extra-headers`` adds to RECEIPT, ERROR and SEND frames."""
+
+SPECS: tuple[VariantSpec, ...] = (
+    *wire_variants("frame", "STOMP 1.2 and the profile set no time within which a CONNECTED or RECEIPT is due (a "
+                   "server replies \"once a server has successfully processed\" the frame)"),
+    VariantSpec(UNPROMPTED_TRAFFIC, ("server", "client"),
+                f"an EOL every {UNPROMPTED_INTERVAL:g} s from CONNECTED on, whatever heart-beats were agreed "
+                "(the server from its CONNECTED, the client from the CONNECTED it received)",
+                "STOMP 1.2, STOMP Frames: \"The NULL octet can be optionally followed by multiple EOLs\" and "
+                "Augmented BNF (frame = ... NULL *( EOL )); Heart-beating: the sender \"MUST send new data ... at "
+                "least every <n> milliseconds\" (more often is within it)"),
+    VariantSpec(OTHER_HEART_BEATS, ("server", "client"),
+                f"CONNECTED heart-beat:{SERVER_HEART_BEAT[0]},{SERVER_HEART_BEAT[1]} (plain 1000,10000) and an EOL "
+                "only when nothing was sent for the whole agreed interval (plain: half of it); the client's CONNECT "
+                f"heart-beat:{CLIENT_HEART_BEAT[0]},{CLIENT_HEART_BEAT[1]} (plain 10000,10000)",
+                "STOMP 1.2, Heart-beating: the first number is \"the smallest number of milliseconds between "
+                "heart-beats that it can guarantee\", the second \"the desired number of milliseconds between "
+                "heart-beats\" (any values); \"the sender MUST send new data over the network connection at least "
+                "every <n> milliseconds\""),
+    VariantSpec(EXTRA_HEADERS, ("server", "client"),
+                "headers in another order (CONNECTED: session, server, heart-beat, version; RECEIPT: receipt-id "
+                f"last; CONNECT reversed; SEND: persistent first) and a header {VARIANT_HEADER[0]} on RECEIPT, ERROR "
+                "and SEND",
+                "STOMP 1.2, Frames and Headers: CONNECTED \"OPTIONAL: session, server, heart-beat\"; \"the SEND and "
+                "MESSAGE frames MAY include arbitrary user defined headers\"; \"the ERROR frame SHOULD include "
+                "additional headers\"; \"STOMP servers MAY use additional headers to give access to features like "
+                "persistency\" (no sentence orders headers, except that a repeated one's first entry counts)"),
+    VariantSpec(CONTENT_LENGTH_ALWAYS, ("server", "client"),
+                "content-length on every frame, content-length:0 on those without a body (CONNECTED, RECEIPT; "
+                "CONNECT, DISCONNECT)",
+                "STOMP 1.2, Header content-length: \"All frames MAY include a content-length header\""),
+    VariantSpec(CRLF_LINE_ENDS, ("server", "client"),
+                "every EOL written CR LF: the lines of every frame and every heart-beat",
+                "STOMP 1.2, STOMP Frames: \"an end-of-line (EOL), which consists of an OPTIONAL carriage return "
+                "(octet 13) followed by a REQUIRED line feed\"; Augmented BNF (EOL = [CR] LF)"),
+    VariantSpec(EXTRA_EOLS, ("server", "client"),
+                f"every frame followed by three EOLs after its NULL ({EXTRA_EOLS_AFTER!r}; with crlf-line-ends "
+                "three CR LF)",
+                "STOMP 1.2, STOMP Frames: \"The NULL octet can be optionally followed by multiple EOLs\"; Augmented "
+                "BNF (frame = ... NULL *( EOL ))"),
+    VariantSpec(BARE_ERRORS, ("server",),
+                "ERROR frames with the message header (and receipt-id) only: no body, so no content-type and no "
+                "content-length",
+                "STOMP 1.2, ERROR: \"the body MAY contain more detailed information (or MAY be empty)\"; Header "
+                "content-length and content-type: SHOULD \"if a frame body is present\""),
+    VariantSpec(ONE_SEND_AT_A_TIME, ("client",),
+                "one SEND in flight: the next SEND only once the previous one is receipted (plain: up to 128 "
+                "pipelined)",
+                "Swaptacular STOMP profile, STOMP Connections: the client \"issues a SEND command for each of the "
+                "messages\" (no sentence asks for pipelining)"),
+    VariantSpec(LINGER, ("client",),
+                f"the connection kept open {LINGER_SECONDS:g} s after the last RECEIPT (heart-beats as agreed), "
+                "then DISCONNECT",
+                "Swaptacular STOMP profile, STOMP Connections: \"The client MAY decide to keep the STOMP "
+                "connection open for any length of time\""),
+    VariantSpec(JSON_CHARSET, ("client",),
+                "SEND content-type application/json;charset=utf-8 (plain: application/json)",
+                "STOMP 1.2, Header content-type: \"The ;charset=<encoding> SHOULD also get appended to any non "
+                "text/ MIME types which can be interpreted as text\"; the profile: content-type \"Specifies the "
+                "MIME type of the message body\" (the parameter leaves it application/json)"),
+)
+
+
+@dataclass(frozen=True)
+class FrameStyle:
+    """How a node writes its frames: the frame-level variants that are on."""
+
+    crlf: bool = False
+    extra_eols: bool = False
+    content_length: bool = False
+
+    @classmethod
+    def from_variants(cls, variants: frozenset[str] | set[str]) -> "FrameStyle":
+        return cls(crlf=CRLF_LINE_ENDS in variants, extra_eols=EXTRA_EOLS in variants,
+                   content_length=CONTENT_LENGTH_ALWAYS in variants)
+
+    @property
+    def eol(self) -> bytes:
+        """One EOL, also a heart-beat."""
+        return b"\r\n" if self.crlf else b"\n"
+
+    def encode(self, frame: Frame) -> bytes:
+        """``frame``'s bytes: encode_frame with this style (the plain style
+        gives encode_frame's own bytes)."""
+        data = encode_frame(frame, content_length=True if self.content_length else None, eol=self.eol)
+        if self.extra_eols:
+            data += self.eol * 3 if self.crlf else EXTRA_EOLS_AFTER
+        return data
