@@ -434,7 +434,7 @@ class ContainerServer:
         # Ryuk is an image from Docker Hub; our reaper replaces it.
         testcontainers_config.ryuk_disabled = True
         runtime, spec = self.runtime, self.spec
-        extra = {"container_port": str(spec.ports[0])}
+        extra = {"container_port": spec.ports[0]}
         require_image(spec.image, f"target {runtime.target.name!r}")
         ensure_reaper(runtime.log_dir)
         container = DockerContainer(spec.image, docker_client_kw={"timeout": DOCKER_API_TIMEOUT})

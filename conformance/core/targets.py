@@ -80,7 +80,7 @@ token of a reference node): written to a 0600 file in the run's work dir."""
 
 
 PLACEHOLDER_TYPES: dict[str, type] = {
-    "port": int, "peer_port": int, "count": int, "client_timeout": int,
+    "port": int, "peer_port": int, "container_port": int, "count": int, "client_timeout": int,
     "client_stay": float,
 }
 """The placeholders that stand for numbers, and the type the harness passes
