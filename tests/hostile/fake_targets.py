@@ -6,6 +6,7 @@ targets file (:func:`targets_toml`), and prints one ready line::
 
     HOSTILE_READY port=P id=@...ed25519        (SSB)
     HOSTILE_READY port=P url=ws://127.0.0.1:P/  (BTP)
+    HOSTILE_READY port=P                        (STOMP, TLS 1.3 with the run's certificates)
 
 The SSB fakes that misbehave after the handshake speak a valid secret
 handshake and box stream first, driven by the project's own sans-I/O cores
@@ -53,6 +54,18 @@ BTP_BEHAVIOURS = ("flood", "flood-on-error", "slowloris", "reset-mid-frame", "hu
 to valid auth) and floods where it should hang up: after an invalid
 handshake message (SSB), or after the Error to a bad auth (BTP), so the
 harness meets the flood in the cases that wait for a close."""
+STOMP_BEHAVIOURS = ("flood", "slowloris")
+"""STOMP: a server completing the mutual TLS 1.3 handshake as the profile
+wants it (TLS 1.3 only, a client certificate from the run's CA required, so
+it refuses the negative TLS cases' clients as it must), then sending random
+bytes as fast as the socket takes them (``flood``) or a valid CONNECTED
+frame a byte every :data:`DRIP_INTERVAL` seconds (``slowloris``)."""
+
+DRIP_INTERVAL = 0.25
+"""Seconds between the bytes of the STOMP slowloris: a few bytes arrive
+within a case's deadline, never a whole frame."""
+
+STOMP_CONNECTED = b"CONNECTED\nversion:1.2\n\n\x00"
 
 HUGE_MESSAGE_SIZE = 100 << 20
 """BTP huge-message: the one binary message sent, whole, where an answer is
@@ -89,20 +102,23 @@ async def flood(writer: asyncio.StreamWriter) -> None:
         await writer.drain()
 
 
-async def trickle(writer: asyncio.StreamWriter, data: bytes | None = None) -> None:
-    """One byte a second, forever (of ``data`` repeated, or random)."""
+async def trickle(writer: asyncio.StreamWriter, data: bytes | None = None, interval: float = TRICKLE_INTERVAL) -> None:
+    """One byte every ``interval`` seconds, forever (of ``data`` repeated, or random)."""
     source = data or RANDOM_BLOCK
     index = 0
     while True:
         writer.write(source[index % len(source):index % len(source) + 1])
         await writer.drain()
         index += 1
-        await asyncio.sleep(TRICKLE_INTERVAL)
+        await asyncio.sleep(interval)
 
 
 async def discard_input(reader: asyncio.StreamReader) -> None:
     """Read and drop what the harness sends, so its writes never block."""
-    while await reader.read(65536):
+    try:
+        while await reader.read(65536):
+            pass
+    except (ConnectionError, OSError):
         pass
 
 
@@ -385,9 +401,41 @@ async def serve_btp(behaviour: str, host: str, port: int, token: bytes = b"") ->
         await server.serve_forever()
 
 
-SERVERS: dict[str, tuple[tuple[str, ...], Callable[[str, str, int], Awaitable[None]]]] = {
+# ---------------------------------------------------------------- STOMP
+
+async def serve_stomp(behaviour: str, host: str, port: int, cert_file: str, key_file: str, ca_file: str) -> None:
+    from reference_impl.stomp.tls import server_context
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Reached only once the TLS 1.3 handshake is done with a trusted client certificate.
+        asyncio.ensure_future(discard_input(reader))
+        try:
+            if behaviour == "flood":
+                # (A TLS transport the harness closed takes writes without
+                # raising: stop on is_closing, or the loop spins and starves
+                # the next connection's handshake.)
+                for chunk in random_chunks():
+                    if writer.transport.is_closing() or reader.at_eof():
+                        break
+                    writer.write(chunk)
+                    await writer.drain()
+            else:
+                await trickle(writer, STOMP_CONNECTED, DRIP_INTERVAL)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.transport.abort()
+
+    server = await asyncio.start_server(on_connect, host, port, ssl=server_context(cert_file, key_file, ca_file))
+    print(f"HOSTILE_READY port={server.sockets[0].getsockname()[1]}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+SERVERS: dict[str, tuple[tuple[str, ...], Callable[..., Awaitable[None]]]] = {
     "ssb": (SSB_BEHAVIOURS, serve_ssb),
     "btp": (BTP_BEHAVIOURS, serve_btp),
+    "stomp": (STOMP_BEHAVIOURS, serve_stomp),
 }
 
 
@@ -398,7 +446,8 @@ def targets_toml(protocol: str, behaviours: tuple[str, ...] | list[str] | None =
     parts = []
     for behaviour in behaviours or known:
         name = f"hostile-{protocol}-{behaviour}"
-        outputs = '{ public_key = "id", port = "port" }' if protocol == "ssb" else '{ url = "url", port = "port" }'
+        outputs = {"ssb": '{ public_key = "id", port = "port" }', "btp": '{ url = "url", port = "port" }',
+                   "stomp": '{ port = "port" }'}[protocol]
         extra = token = ""
         if protocol == "ssb":
             token = " --key-file {workdir}/hostile-secret"
@@ -408,6 +457,9 @@ def targets_toml(protocol: str, behaviours: tuple[str, ...] | list[str] | None =
             token = " --auth-token-file {auth_token_file}"
             extra = (f"[targets.{name}.params]\nauth_timeout = 1\n"
                      f"[targets.{name}.credentials]\nauth_token_generate = \"hex16\"\n")
+        if protocol == "stomp":
+            # The run's PKI (made by the STOMP suite's prepare()).
+            token = " --cert {server_cert_file} --key {server_key_file} --ca {ca_file}"
         parts.append(f"""
 [targets.{name}]
 implementation = "hostile-{protocol}-{behaviour}"
@@ -434,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--auth-token-file", help="BTP: the token a valid auth carries")
     parser.add_argument("--key-file", help="SSB: write the node's secret key here (ssb-keys format)")
+    parser.add_argument("--cert", help="STOMP: the server's certificate (PEM)")
+    parser.add_argument("--key", help="STOMP: the server's private key (PEM)")
+    parser.add_argument("--ca", help="STOMP: the CA client certificates must chain to")
     args = parser.parse_args(argv)
     behaviours, serve = SERVERS[args.protocol]
     if args.behaviour not in behaviours:
@@ -442,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.protocol == "btp":
         with open(args.auth_token_file, "rb") as handle:
             extra = (handle.read().rstrip(b"\r\n"),)
+    if args.protocol == "stomp":
+        extra = (args.cert, args.key, args.ca)
     try:
         asyncio.run(serve(args.behaviour, args.host, args.port, *extra))
     except KeyboardInterrupt:

@@ -2,7 +2,8 @@
 
 For every fake target of tests/hostile/fake_targets.py (SSB over TCP, BTP
 over WebSocket: flood, slowloris, reset mid-frame, gigantic length prefixes,
-a stream that never ends, valid then garbage), `conformance certify` runs in
+a 100 MiB message, a stream that never ends, valid then garbage; STOMP: flood
+or slowloris after a valid mutual TLS 1.3 handshake), `conformance certify` runs in
 a fresh measuring subprocess with a small --deadline, and:
 
 - the run ends within a bound computed from its cases and the deadline;
@@ -21,7 +22,10 @@ import pytest
 
 from conformance.core.websocket import MAX_MESSAGE_SIZE
 
-from .fake_targets import BTP_BEHAVIOURS, SSB_BEHAVIOURS
+from conformance.suites.stomp.prerequisites import CONNECTED as STOMP_CONNECTED_CASE
+from conformance.suites.stomp.prerequisites import TLS as STOMP_TLS_CASE
+
+from .fake_targets import BTP_BEHAVIOURS, SSB_BEHAVIOURS, STOMP_BEHAVIOURS, STOMP_CONNECTED
 from .zoo import certify_hostile
 
 DEADLINE = 1.0
@@ -80,9 +84,21 @@ EXPECTED = {
                               r"the message from that header, closed the connection with close code 1009 \(message too "
                               r"big\) and stopped reading \((\d+) raw byte\(s\) read on this connection in all\)\. The "
                               r"frame header; bytes: 827f0000000006400000$"),
+    # STOMP: the mutual TLS 1.3 handshake completes (the fake requires the
+    # harness's certificate), then garbage: the TLS case passes, the bytes
+    # fail the first case that reads the answer to CONNECT.
+    ("stomp", "flood"): (STOMP_CONNECTED_CASE, r"target sent a malformed frame where the CONNECTED frame answering "
+                                               rf"CONNECT was due \(.+\); bytes: {HEX}"),
+    ("stomp", "slowloris"): (STOMP_CONNECTED_CASE, r"no the CONNECTED frame answering CONNECT: the target sent "
+                                                   rf"(\d+) byte\(s\), no complete frame within {DEADLINE:g} s: "
+                                                   r"([0-9a-f]+)$"),
 }
+STOMP_NEGATIVE_TLS_CASES = ("stomp.tls.server.refuses-tls-1-2", "stomp.tls.server.requires-client-certificate",
+                            "stomp.tls.server.refuses-untrusted-client-certificate")
+"""Refusals the STOMP fakes make as they must: they depend on the handshake alone, and pass."""
 
-ZOO = [("ssb", b) for b in SSB_BEHAVIOURS] + [("btp", b) for b in BTP_BEHAVIOURS]
+ZOO = ([("ssb", b) for b in SSB_BEHAVIOURS] + [("btp", b) for b in BTP_BEHAVIOURS]
+       + [("stomp", b) for b in STOMP_BEHAVIOURS])
 assert set(ZOO) == set(EXPECTED)
 
 
@@ -156,6 +172,23 @@ def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protoco
         wrote = [int(n) for log in (run.run_dir / "logs").glob(f"{run.target}.*.log")
                  for n in re.findall(r"^HOSTILE_WROTE (\d+) of 104857610 bytes$", log.read_text(), re.MULTILINE)]
         assert wrote and max(wrote) < 16 << 20, wrote
+
+    if protocol == "stomp":
+        by_case = {r["case_id"]: r for r in records}
+        assert by_case[STOMP_TLS_CASE]["outcome"] == "passed", by_case[STOMP_TLS_CASE]
+        for negative in STOMP_NEGATIVE_TLS_CASES:
+            assert by_case[negative]["outcome"] == "passed", by_case[negative]
+            assert by_case[negative]["depends"] == [STOMP_TLS_CASE]
+        assert record["case_id"] == STOMP_CONNECTED_CASE
+        # Nothing else fails for these bytes: the rest is blocked by the case that met them.
+        others = [(r["case_id"], r["outcome"], r.get("blocked_by")) for r in ran
+                  if r["outcome"] != "passed" and r["case_id"] != STOMP_CONNECTED_CASE]
+        assert others and all(o == "blocked" and root == STOMP_CONNECTED_CASE for _, o, root in others), others
+        if behaviour == "slowloris":
+            # The bytes that came are counted and shown: a beginning of the CONNECTED frame it drips.
+            count, shown = re.search(pattern, record["message"]).groups()
+            assert int(count) == len(bytes.fromhex(shown)) > 0 and STOMP_CONNECTED.startswith(bytes.fromhex(shown))
+            assert "sent nothing" not in record["message"]
 
     # Bounded memory.
     assert 0 < run.peak_rss_kb < MAX_PEAK_RSS_MB * 1024, f"peak RSS {run.peak_rss_kb / 1024:.0f} MB"

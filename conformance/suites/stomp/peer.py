@@ -183,9 +183,10 @@ class StompPeer:
                     return None
             except DeadlineExceeded:
                 partial = self.parser.buffered
-                raise DeadlineExceeded(f"no {what} within {window.seconds:g} s"
-                                       + (f"; an unfinished frame: {short_hex(partial)}" if partial else
-                                          " (the target sent no frame)")) from None
+                if partial:
+                    raise DeadlineExceeded(f"no {what}: the target sent {len(partial)} byte(s), no complete frame "
+                                           f"within {window.seconds:g} s: {short_hex(partial)}") from None
+                raise DeadlineExceeded(f"no {what} within {window.seconds:g} s (the target sent no frame)") from None
         return self.pending.popleft()
 
     async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame:
