@@ -279,10 +279,11 @@ ready_timeout = 3
     ("never-ready", r"was not ready within 3 s \(waiting for 'NEVER_PRINTED' in its log\); last lines of its "
                     r"log:\n(.|\n)*RIPPLE_READY"),
 ])
-def test_a_container_that_is_not_ready_is_a_clear_preflight_error(reference_image: None, tmp_path: Path,
-                                                                  target: str, expected: str) -> None:
-    """The run stops at the preflight (exit 2) with the target, the image
-    and the end of the container's log; the container is removed."""
+def test_a_container_that_is_not_ready_did_not_start(reference_image: None, tmp_path: Path,
+                                                    target: str, expected: str) -> None:
+    """No rule failed: the cases end in error naming the target, the image
+    and the end of the container's log (start_failure), the verdict is NOT
+    CERTIFIED: the target did not start, exit 4; the container is removed."""
     targets_file = tmp_path / "broken.toml"
     targets_file.write_text(BROKEN_TARGETS)
     argv = [sys.executable, "-m", "conformance.cli", "certify", "--targets-file", str(targets_file),
@@ -290,13 +291,19 @@ def test_a_container_that_is_not_ready_is_a_clear_preflight_error(reference_imag
     run = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     run_id = _run_id(run.stdout)
     try:
-        assert run.returncode == 2, f"exit {run.returncode}:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
-        assert f"target {target} could not be started: target '{target}' (container conformance-{target}-" \
-               in run.stderr, run.stderr
-        assert "image conformance/reference:dev)" in run.stderr, run.stderr
-        assert re.search(expected, run.stderr), run.stderr
+        assert run.returncode == 4, f"exit {run.returncode}:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+        assert "]: NOT CERTIFIED: the target did not start" in run.stdout, run.stdout
         (run_dir,) = (tmp_path / "reports" / "runs").iterdir()
-        assert "could not be started" in json.loads((run_dir / "summary.json").read_text())["preflight_error"]
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["verdict"] == "NOT CERTIFIED: the target did not start" and "preflight_error" not in summary
+        records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line]
+        errored = [r for r in records if r["outcome"] == "error"]
+        assert errored and not [r for r in records if r["outcome"] == "failed"], records
+        for record in errored:
+            assert record["start_failure"], record
+            assert f"target '{target}' (container conformance-{target}-" in record["message"], record
+            assert "image conformance/reference:dev)" in record["message"], record
+            assert re.search(expected, record["message"]), record
         assert _labelled(run_id) == []
     finally:
         _remove_labelled(run_id)
