@@ -74,6 +74,10 @@ SPECS: tuple[FaultSpec, ...] = (
     FaultSpec("end-stream-with-false", "server",
               "a finished source stream ends with the JSON body false instead of true",
               (RPC + "ends-source-stream-with-true",)),
+    FaultSpec("no-end-for-unknown-feed", "server",
+              "createHistoryStream for a feed the node does not hold never ends (no message, the stream stays "
+              "open)",
+              (RPC + "ends-source-stream-with-true",)),
     FaultSpec("keep-stream-open-after-abort", "server",
               "do not close our end of a stream the requester aborted",
               (RPC + "closes-stream-on-requester-abort",)),

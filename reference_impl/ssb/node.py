@@ -693,7 +693,8 @@ class _ServerSession:
                     # A connection carrying live messages is not idle.
                     self._last_activity = asyncio.get_running_loop().time()
                     await self.link.drain()
-                elif options.live:
+                elif options.live or (Fault.NO_END_FOR_UNKNOWN_FEED in node.faults
+                                      and options.feed_id not in node._feeds):
                     await node._wait_for_append(options.feed_id)
                 else:
                     break

@@ -291,6 +291,59 @@ class SsbClientSession:
                     f"target sent more than {min(len(items), MAX_STREAM_ITEMS)} items / {size} bytes on stream {req} "
                     f"({what}) without ending it; the harness reads no more. The last item", msg.encode())
 
+    async def answers_until_end(self, reqs: dict[int, str], deadline: float | None = None
+                                ) -> tuple[dict[int, list[RpcMessage]], dict[int, RpcMessage]]:
+        """The stream items on each request of ``reqs`` (number -> what it
+        is, for the trace) and the end of each stream that ended, read as they
+        come until every stream ended, the deadline passed (one for all) or
+        MAX_STREAM_ITEMS items came, or the target closed the session after
+        sending some. Unlike :meth:`collect_stream`, a stream still open then
+        is no failure: the caller judges what came (a missing end is a rule of
+        its own). A session closed before anything came is a failure, as in
+        :meth:`next_message`. Ends are answered with ours."""
+        items: dict[int, list[RpcMessage]] = {req: [] for req in reqs}
+        ends: dict[int, RpcMessage] = {}
+        window = Deadline(self.conn.deadline if deadline is None else deadline)
+        count = 0
+        while len(ends) < len(reqs):
+            kept: list[RpcMessage] = []
+            for msg in self.inbox:
+                req = -msg.req
+                if req not in items or req in ends:
+                    kept.append(msg)  # another request's, or after its end: left for the caller
+                    continue
+                self.inbox_bytes -= len(msg.body)
+                if msg.end:
+                    ends[req] = msg
+                    await self.end_stream(req, f"RPC end of stream {req} (answering the target's end: {reqs[req]})")
+                else:
+                    items[req].append(msg)
+                    count += 1
+            self.inbox = kept
+            if len(ends) == len(reqs):
+                break
+            if count >= MAX_STREAM_ITEMS:
+                self.conn.trace.event(f"{count} stream items read: the harness reads no more, and judges those")
+                break
+            came = count or ends
+            if self.box_goodbye or self.rpc_goodbye:
+                if came:
+                    break
+                raise AssertionError(f"target ended the session (goodbye) while the case awaited "
+                                     f"{' and '.join(reqs.values())}")
+            if window.expired:
+                break
+            try:
+                alive = await self._pump(window.remaining())
+            except DeadlineExceeded:
+                break
+            if not alive:
+                if came:
+                    break  # judged by what came; a stream left open is a rule of its own
+                raise PeerClosed(f"target closed the connection while the case awaited "
+                                 f"{' and '.join(reqs.values())}" + self._unfinished_box())
+        return items, ends
+
     async def quiet_for(self, req: int, seconds: float) -> list[RpcMessage]:
         """Everything the target sends on ``req`` within ``seconds`` (used to
         check that nothing comes); at most MAX_STREAM_ITEMS messages."""
