@@ -76,8 +76,8 @@ from dataclasses import dataclass, field
 from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
 from .frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame, heart_beat_interval, parse_heart_beat
 from .tls import client_context
-from .variants import (CLIENT_HEART_BEAT, EXTRA_HEADERS, JSON_CHARSET, LINGER, LINGER_SECONDS, ONE_SEND_AT_A_TIME,
-                       OTHER_HEART_BEATS, UNPROMPTED_INTERVAL, VARIANT_HEADER, FrameStyle)
+from .variants import (CLIENT_HEART_BEAT, CONNECTION_PER_MESSAGE, EXTRA_HEADERS, JSON_CHARSET, LINGER, LINGER_SECONDS,
+                       ONE_SEND_AT_A_TIME, OTHER_HEART_BEATS, UNPROMPTED_INTERVAL, VARIANT_HEADER, FrameStyle)
 
 log = logging.getLogger("reference_impl.stomp.client")
 
@@ -500,7 +500,10 @@ class ClientSession:
         for position, item in enumerate(self._in_flight):
             if item.receipt == receipt_id:
                 events = self._confirm(position + 1)
-                if self.state is State.OPEN:
+                if self.state is State.OPEN and CONNECTION_PER_MESSAGE in self.variants and self._pending \
+                        and not self._in_flight:
+                    self._send_disconnect()   # the next message goes on a connection of its own
+                elif self.state is State.OPEN:
                     events += self._pump()
                 return events
         return [self._violation(f"RECEIPT for {receipt_id!r}, which names no SEND in flight on this connection",
@@ -776,10 +779,11 @@ def settings_from_manifest(manifest, node_id: str, faults: frozenset[ClientFault
 
 def variant_settings(settings: ClientSettings, variants: frozenset[str]) -> ClientSettings:
     """``settings`` as the conformant variants change them: other-heart-beats
-    (CONNECT's heart-beat), one-send-at-a-time (a window of one)."""
+    (CONNECT's heart-beat), one-send-at-a-time and connection-per-message (a
+    window of one)."""
     if OTHER_HEART_BEATS in variants:
         settings = dataclasses.replace(settings, heart_beat=CLIENT_HEART_BEAT)
-    if ONE_SEND_AT_A_TIME in variants:
+    if ONE_SEND_AT_A_TIME in variants or CONNECTION_PER_MESSAGE in variants:
         settings = dataclasses.replace(settings, window=1)
     return settings
 

@@ -79,7 +79,7 @@ from .frame import (
 )
 from . import smp
 from .store import StoredMessage
-from .variants import BARE_ERRORS, EXTRA_HEADERS, VARIANT_HEADER, FrameStyle
+from .variants import BARE_ERRORS, EXTRA_HEADERS, LENIENT_SENDS, VARIANT_HEADER, FrameStyle
 
 SERVER_NAME = "reference-stomp/1.0"
 DEFAULT_HEART_BEAT = (1000, 10000)
@@ -458,6 +458,9 @@ class ServerConnection:
             raise ProtocolRefusal("transactions not supported",
                                   "SEND with a transaction header: this server has no transactions", frame)
         receipt = self._header(frame, "receipt")
+        if LENIENT_SENDS in self.variants:   # the profile's sender rules are not the server's to enforce
+            return self._accept(frame, destination or "", self._header(frame, "type") or "",
+                                self._header(frame, "content-type") or "", receipt)
         for name in ("receipt", "type", "content-type"):
             if not frame.has(name):
                 raise ProtocolRefusal(f"missing {name} header",
@@ -484,9 +487,14 @@ class ServerConnection:
             raise ProtocolRefusal("invalid SMP message",
                                   f"the body is not a valid SMP 2.1 {type_name} message: " + "; ".join(problems[:10]),
                                   frame)
+        return self._accept(frame, destination or "", type_name, content_type, receipt)
+
+    def _accept(self, frame: Frame, destination: str, type_name: str, content_type: str,
+                receipt: str | None) -> StoreRequest:
+        """A SEND the server processes: a store request, its RECEIPT queued behind it."""
         self._requested += 1
         request = StoreRequest(self._requested, StoredMessage(
-            destination=destination or "", type=type_name, content_type=content_type, receipt=receipt,
+            destination=destination, type=type_name, content_type=content_type, receipt=receipt,
             body=frame.body, headers=frame.headers))
         self._receipts[request.request_id] = receipt
         self.accepted += 1

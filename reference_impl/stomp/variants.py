@@ -56,6 +56,8 @@ BARE_ERRORS = "bare-errors"
 ONE_SEND_AT_A_TIME = "one-send-at-a-time"
 LINGER = "linger"
 JSON_CHARSET = "json-charset"
+LENIENT_SENDS = "lenient-sends"
+CONNECTION_PER_MESSAGE = "connection-per-message"
 
 UNPROMPTED_INTERVAL = 0.2
 """Seconds between the EOLs of ``unprompted-traffic``."""
@@ -117,6 +119,14 @@ SPECS: tuple[VariantSpec, ...] = (
                 "content-length",
                 "STOMP 1.2, ERROR: \"the body MAY contain more detailed information (or MAY be empty)\"; Header "
                 "content-length and content-type: SHOULD \"if a frame body is present\""),
+    VariantSpec(LENIENT_SENDS, ("server",),
+                "SENDs that break the profile's rules for senders are processed (stored and receipted) instead of "
+                "refused: no type, no content-type, persistent not true, a body that is not JSON or not a valid "
+                "SMP message (a SEND without destination or with a transaction is still refused)",
+                "Swaptacular STOMP profile, A Subset of the STOMP Protocol: \"every SEND command MUST include the "
+                "following headers\" binds the node that sends, and no sentence of the profile, STOMP 1.2 or SMP "
+                "2.1 tells a server to refuse such a SEND; STOMP 1.2, SEND: only a SEND the server \"cannot "
+                "successfully process\" gets an ERROR"),
     VariantSpec(ONE_SEND_AT_A_TIME, ("client",),
                 "one SEND in flight: the next SEND only once the previous one is receipted (plain: up to 128 "
                 "pipelined)",
@@ -127,6 +137,14 @@ SPECS: tuple[VariantSpec, ...] = (
                 "then DISCONNECT",
                 "Swaptacular STOMP profile, STOMP Connections: \"The client MAY decide to keep the STOMP "
                 "connection open for any length of time\""),
+    VariantSpec(CONNECTION_PER_MESSAGE, ("client",),
+                "a connection of its own for each message: CONNECT, one SEND, its RECEIPT, DISCONNECT, then the "
+                "next message on a new connection",
+                "Swaptacular STOMP profile, STOMP Connections: \"the sending node opens a client STOMP connection "
+                "to one (or more) of the receiving node's servers, and issues a SEND command for each of the "
+                "messages\"; \"The client MAY decide to keep the STOMP connection open for any length of time\"; "
+                "STOMP 1.2, Connection Lingering: \"STOMP servers must be able to support clients which rapidly "
+                "connect and disconnect\""),
     VariantSpec(JSON_CHARSET, ("client",),
                 "SEND content-type application/json;charset=utf-8 (plain: application/json)",
                 "STOMP 1.2, Header content-type: \"The ;charset=<encoding> SHOULD also get appended to any non "
