@@ -16,7 +16,7 @@ from websockets.asyncio.server import serve
 from conformance.core.redact import Redactor
 from conformance.core.transport import (MAX_BYTES_WHILE_AWAITING_CLOSE, Deadline, DeadlineExceeded, PeerClosed,
                                         ProtocolViolation, TcpConnection, WireTrace, target_bytes)
-from conformance.core.websocket import WebSocketConnection
+from conformance.core.websocket import MAX_MESSAGE_SIZE, WebSocketConnection
 from conformance.suites.btp.peer import MAX_PACKET_SIZE, BtpPeer
 from conformance.suites.ssb.session import MAX_RPC_BODY, SsbClientSession, TargetRpcMessage
 from reference_impl.btp.packet import BtpDecodeError
@@ -318,6 +318,54 @@ async def test_websocket_frame_declaring_4_gib_fails_from_its_header():
         assert "close code 1009" in text and "bytes: 827f0000000100000000" in text
         assert "WebSocket closed by the harness" in trace.render()
         await peer.conn.close()
+
+
+async def test_websocket_message_of_100_mib_is_refused_from_its_header_and_not_read_on():
+    """A node writing one whole 100 MiB message where an answer is due, and
+    reading nothing meanwhile (a close frame would go unheeded): the harness
+    refuses the message from its frame header, writes close code 1009
+    (message too big), drops the connection and reads no further, so the
+    node's next writes fail long before its message is out; the failure and
+    the trace show the header, the failure names the bound and how many
+    bytes were read."""
+    total = 100 << 20
+    header = ws_frame(b"", declared=total)
+    ended: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def huge(ws):
+        written = 0
+        try:
+            await ws.recv()
+            ws.transport.pause_reading()
+            ws.transport.write(header)
+            while written < total and not ws.transport.is_closing():
+                piece = FLOOD_CHUNK[:total - written]
+                ws.transport.write(piece)
+                written += len(piece)
+                await ws.drain()
+        finally:
+            ended.set_result(written)
+
+    async with await ws_server(huge) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        trace = WireTrace()
+        peer = BtpPeer(await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", trace, deadline=10.0))
+        await peer.send_raw(b"\x06\x00\x00\x00\x01\x00", "a request")
+        with pytest.raises(ProtocolViolation) as caught:
+            await peer.next_packet("the answer")
+        written = await ended
+    text = str(caught.value)
+    assert (f"frame header announcing a 104857600-byte message (frame with 104857600 bytes exceeds limit of "
+            f"{MAX_PACKET_SIZE} bytes), over the harness's bound of {MAX_PACKET_SIZE} bytes on a BTP packet "
+            "(MAX_PACKET_SIZE; BTP itself sets no size); the harness refused the message from that header, "
+            "closed the connection with close code 1009 (message too big)") in text
+    assert text.endswith("The frame header; bytes: 827f0000000006400000"), text
+    read = int(text.split(" raw byte(s) read on this connection")[0].rsplit("(", 1)[1])
+    assert 0 < read <= MAX_MESSAGE_SIZE, read
+    assert written < total // 4, written
+    rendered = trace.render()
+    assert "header of a WebSocket frame over the size bound" in rendered
+    assert "82 7f 00 00 00 00 06 40 00 00" in rendered
 
 
 async def test_oer_length_prefix_of_4_gib_is_a_violation():
