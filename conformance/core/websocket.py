@@ -141,7 +141,8 @@ def _refused_bytes(ws: Any) -> ProtocolViolation | None:
         bound = getattr(ws.protocol, "max_message_size", None)
         of = getattr(ws, "size_bound_of", DEFAULT_BOUND_OF)
         announced = f"a {cause.size}-byte message" if cause.size is not None else "a message"
-        what = f"a WebSocket frame header announcing {announced} ({cause}), over the harness's bound of {bound} bytes on {of}"
+        what = (f"a WebSocket frame header announcing {announced} ({cause}), over the harness's bound of {bound} "
+                f"bytes on {of}")
         if header is not None:
             return ProtocolViolation(f"target sent {what}; the harness refused the message from that header, closed "
                                      f"the connection {closing} (message too big){stopped}. The frame header", header)

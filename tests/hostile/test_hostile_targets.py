@@ -79,11 +79,11 @@ EXPECTED = {
                                 r"\{\"type\": \"Message\""),
     ("btp", "valid-then-garbage"): ("btp.flow.server.response-carries-request-id", rf"unreadable packet .*; bytes: {HEX}"),
     ("btp", "huge-message"): ("btp.auth.server.accepts-valid-auth",
-                              r"frame header announcing a 104857600-byte message .*over the harness's bound of 65536 "
-                              r"bytes on a BTP packet \(MAX_PACKET_SIZE; BTP itself sets no size\); the harness refused "
-                              r"the message from that header, closed the connection with close code 1009 \(message too "
-                              r"big\) and stopped reading \((\d+) raw byte\(s\) read on this connection in all\)\. The "
-                              r"frame header; bytes: 827f0000000006400000$"),
+                              r"frame header announcing a 104857600-byte message .*over the harness's bound of "
+                              r"65536 bytes on a BTP packet \(MAX_PACKET_SIZE; BTP itself sets no size\); the harness "
+                              r"refused the message from that header, closed the connection with close code 1009 "
+                              r"\(message too big\) and stopped reading \((\d+) raw byte\(s\) read on this "
+                              r"connection in all\)\. The frame header; bytes: 827f0000000006400000$"),
     # STOMP: the mutual TLS 1.3 handshake completes (the fake requires the
     # harness's certificate), then garbage: the TLS case passes, the bytes
     # fail the first case that reads the answer to CONNECT.
