@@ -15,7 +15,7 @@ from typing import Any
 from conformance.core.transport import Deadline, ProtocolViolation, short_hex, target_bytes
 from conformance.core.websocket import WebSocketConnection
 from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Message, Packet, ProtocolDataEntry,
-                                       Response, decode_packet, encode_packet, is_response)
+                                       Response, decode_packet, encode_packet, is_request, is_response)
 
 AUTH = "auth"
 AUTH_TOKEN = "auth_token"
@@ -92,6 +92,49 @@ class BtpPeer:
         self.conn.trace.event(f"decoded: {summary(packet)}")
         return packet
 
+    def _target_request(self, message: bytes | str) -> Packet | None:
+        """``message`` decoded if it is a request of the target's own (a
+        Message or Transfer), else None."""
+        if not isinstance(message, bytes) or not message or message[0] not in (6, 7):
+            return None
+        try:
+            packet = decode_packet(message)
+        except BtpDecodeError:
+            return None
+        return packet if is_request(packet) else None
+
+    async def next_response(self, what: str, deadline: float | Deadline | None = None) -> Packet:
+        """The target's next response-type packet (Response or Error), whatever
+        its request id. Requests of the target's own that come first are
+        answered with an empty Response, as a peer would, and are not taken
+        for answers: once authenticated either side may send requests at any
+        moment (BTP 2.0, Authentication: "At the BTP level, the client and
+        server play identical roles"). The deadline is for the response."""
+        response_deadline = deadline if isinstance(deadline, Deadline) else \
+            Deadline(self.conn.deadline if deadline is None else deadline)
+        for _ in range(100):
+            packet = await self.next_packet(what, response_deadline)
+            if not is_request(packet):
+                return packet
+            await self.send(Response(packet.request_id), "answering the target's own request")
+        raise AssertionError(f"no {what} among 100 packets")
+
+    async def next_response_bytes(self, what: str, deadline: float | Deadline | None = None) -> bytes | str:
+        """Like :meth:`next_response`, but the message as the target sent it
+        (for the cases that judge its encoding): the target's own requests
+        that come first are answered and skipped; anything else is returned
+        undecoded."""
+        response_deadline = deadline if isinstance(deadline, Deadline) else \
+            Deadline(self.conn.deadline if deadline is None else deadline)
+        for _ in range(100):
+            message = await self.conn.receive(what, response_deadline)
+            request = self._target_request(message)
+            if request is None:
+                return message
+            self.conn.trace.event(f"decoded: {summary(request)}")
+            await self.send(Response(request.request_id), "answering the target's own request")
+        raise AssertionError(f"no {what} among 100 messages")
+
     async def response_to(self, request_id: int, what: str, deadline: float | None = None) -> Packet:
         """The response (Response or Error) carrying ``request_id``; requests
         the target makes meanwhile are answered with an empty Response, as a
@@ -121,9 +164,18 @@ class BtpPeer:
 
     async def unanswered(self, seconds: float) -> list[str]:
         """What the target sends within ``seconds`` (silence checks); decoded
-        where possible."""
+        where possible. Requests of the target's own are answered (with an
+        empty Response, as a peer would) and left out: a request is no
+        response, and either side may send one at any moment after auth (see
+        :meth:`next_response`)."""
         got = []
         for message in await self.conn.messages_within(seconds):
+            request = self._target_request(message)
+            if request is not None:
+                self.conn.trace.event(f"decoded: {summary(request)} (a request of the target's own, not an answer)")
+                await self.conn.send_quietly(encode_packet(Response(request.request_id)),
+                                             "answering the target's own request")
+                continue
             if isinstance(message, str):
                 got.append(f"text message {message[:120]!r}")
                 continue
