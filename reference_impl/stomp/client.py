@@ -76,8 +76,9 @@ from dataclasses import dataclass, field
 from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
 from .frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame, heart_beat_interval, parse_heart_beat
 from .tls import client_context
-from .variants import (CLIENT_HEART_BEAT, CONNECTION_PER_MESSAGE, EXTRA_HEADERS, JSON_CHARSET, LINGER, LINGER_SECONDS,
-                       ONE_SEND_AT_A_TIME, OTHER_HEART_BEATS, UNPROMPTED_INTERVAL, VARIANT_HEADER, FrameStyle)
+from .variants import (CLIENT_HEART_BEAT, CLOSE_WITHOUT_DISCONNECT, CONNECTION_PER_MESSAGE, EXTRA_HEADERS, JSON_CHARSET,
+                       LINGER, LINGER_SECONDS, ONE_SEND_AT_A_TIME, OTHER_HEART_BEATS, UNPROMPTED_INTERVAL, VARIANT_HEADER,
+                       FrameStyle)
 
 log = logging.getLogger("reference_impl.stomp.client")
 
@@ -456,6 +457,8 @@ class ClientSession:
         elif not self._pending and not self._in_flight:
             if LINGER in self.variants:
                 self.lingering = True
+            elif CLOSE_WITHOUT_DISCONNECT in self.variants:
+                self.state = State.CLOSING   # every message receipted: just close
             else:
                 self._send_disconnect()
         return events

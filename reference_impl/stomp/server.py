@@ -79,7 +79,7 @@ from .frame import (
 )
 from . import smp
 from .store import StoredMessage
-from .variants import BARE_ERRORS, EXTRA_HEADERS, LENIENT_SENDS, VARIANT_HEADER, FrameStyle
+from .variants import BARE_ERRORS, EXTRA_HEADERS, LENIENT_SENDS, MINIMAL_CONNECTED, VARIANT_HEADER, FrameStyle
 
 SERVER_NAME = "reference-stomp/1.0"
 DEFAULT_HEART_BEAT = (1000, 10000)
@@ -421,9 +421,10 @@ class ServerConnection:
         if Fault.CONNECTED_WITHOUT_VERSION not in self.faults:
             headers.append(("version", "1.2"))
         headers.append(("heart-beat", f"{sx},{sy}"))
-        headers.append(("server", SERVER_NAME))
-        if self.session_id is not None:
-            headers.append(("session", self.session_id))
+        if MINIMAL_CONNECTED not in self.variants:
+            headers.append(("server", SERVER_NAME))
+            if self.session_id is not None:
+                headers.append(("session", self.session_id))
         if EXTRA_HEADERS in self.variants:   # session, server, heart-beat, version
             headers.reverse()
         self.connected = True

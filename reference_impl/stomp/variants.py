@@ -58,6 +58,8 @@ LINGER = "linger"
 JSON_CHARSET = "json-charset"
 LENIENT_SENDS = "lenient-sends"
 CONNECTION_PER_MESSAGE = "connection-per-message"
+MINIMAL_CONNECTED = "minimal-connected"
+CLOSE_WITHOUT_DISCONNECT = "close-without-disconnect"
 
 UNPROMPTED_INTERVAL = 0.2
 """Seconds between the EOLs of ``unprompted-traffic``."""
@@ -114,6 +116,11 @@ SPECS: tuple[VariantSpec, ...] = (
                 "three CR LF)",
                 "STOMP 1.2, STOMP Frames: \"The NULL octet can be optionally followed by multiple EOLs\"; Augmented "
                 "BNF (frame = ... NULL *( EOL ))"),
+    VariantSpec(MINIMAL_CONNECTED, ("server",),
+                "CONNECTED with version and heart-beat only (plain: server and session too)",
+                "STOMP 1.2, CONNECTED Frame: \"STOMP 1.2 servers MAY set the following headers: heart-beat, "
+                "session, server\" (only version MUST be set; heart-beat is kept, so that heart-beats are "
+                "still agreed)"),
     VariantSpec(BARE_ERRORS, ("server",),
                 "ERROR frames with the message header (and receipt-id) only: no body, so no content-type and no "
                 "content-length",
@@ -145,6 +152,11 @@ SPECS: tuple[VariantSpec, ...] = (
                 "messages\"; \"The client MAY decide to keep the STOMP connection open for any length of time\"; "
                 "STOMP 1.2, Connection Lingering: \"STOMP servers must be able to support clients which rapidly "
                 "connect and disconnect\""),
+    VariantSpec(CLOSE_WITHOUT_DISCONNECT, ("client",),
+                "once every message is receipted, the connection is closed (TLS close) without a DISCONNECT",
+                "STOMP 1.2, DISCONNECT: \"A client can disconnect from the server at anytime by closing the "
+                "socket\"; the graceful DISCONNECT is a SHOULD for a client that wants to be \"assured that all "
+                "previous frames have been received\", which the RECEIPT of its last SEND already assures"),
     VariantSpec(JSON_CHARSET, ("client",),
                 "SEND content-type application/json;charset=utf-8 (plain: application/json)",
                 "STOMP 1.2, Header content-type: \"The ;charset=<encoding> SHOULD also get appended to any non "
@@ -162,7 +174,7 @@ class FrameStyle:
     content_length: bool = False
 
     @classmethod
-    def from_variants(cls, variants: frozenset[str] | set[str]) -> "FrameStyle":
+    def from_variants(cls, variants: frozenset[str] | set[str]) -> FrameStyle:
         return cls(crlf=CRLF_LINE_ENDS in variants, extra_eols=EXTRA_EOLS in variants,
                    content_length=CONTENT_LENGTH_ALWAYS in variants)
 
