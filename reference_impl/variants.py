@@ -66,15 +66,16 @@ class VariantSpec:
             raise ValueError(f"variant {self.name}: a variant cites the sentence that allows it")
 
 
-def wire_variants(frame_unit: str, answer_limit: str) -> tuple[VariantSpec, ...]:
+def wire_variants(frame_unit: str, answer_limit: str, frame_units: str | None = None) -> tuple[VariantSpec, ...]:
     """The three variants that shape the bytes, for a protocol whose unit of
-    writing is ``frame_unit`` and whose text says ``answer_limit`` about how
-    soon an answer is due."""
+    writing is ``frame_unit`` (plural ``frame_units``) and whose text says
+    ``answer_limit`` about how soon an answer is due."""
+    frame_units = frame_units or f"{frame_unit}s"
     return (
         VariantSpec(SPLIT_WRITES, ROLES, f"every write split into 1-byte writes (each {frame_unit} arrives in "
                     "pieces, with a pause after its first byte and before its last)", TCP_STREAM),
         VariantSpec(COALESCE_WRITES, ROLES, f"writes held for {COALESCE_WINDOW * 1000:g} ms and sent together "
-                    f"(several {frame_unit}s in one write)", TCP_STREAM),
+                    f"(several {frame_units} in one write)", TCP_STREAM),
         VariantSpec(LATE_ANSWERS, ROLES, f"every write leaves --late-seconds late (default {DEFAULT_LATE_SECONDS:g} "
                     "s): answers at the latest moment the harness's read deadline allows", answer_limit),
     )

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..node_cli import positive_float, run_command, serve_until_stopped
 from ..faults import add_fault_option, fault_help
+from ..variants import Shape, add_variant_option, variant_help
+from .variants import SPECS as VARIANT_SPECS
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .feed import FeedError
@@ -154,6 +156,8 @@ async def _serve(args: argparse.Namespace) -> int:
         faults=args.fault,
         handshake_timeout=args.handshake_timeout,
         idle_timeout=args.idle_timeout,
+        variants=args.variant,
+        shape=Shape.from_variants(set(args.variant), args.late_seconds),
     )
     for path in args.seed_feed:
         _load_seed_feed(node, path)
@@ -187,6 +191,7 @@ async def _replicate(args: argparse.Namespace) -> int:
             feed_id=feed_id,
             timeout=args.timeout,
             faults=args.fault,
+            shape=Shape.from_variants(set(args.variant), args.late_seconds),
         )
     except ReplicationError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -228,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the protocol guide), whoami and publish (publish only to a client using the node's "
         "own key). When listening, prints one line to stdout: "
         "'SSB_READY host=H port=P id=@...ed25519'. SIGTERM or SIGINT stops it (exit 0).",
-        epilog=fault_help(FAULT_SPECS, {"server": "serve", "client": "replicate"}),
+        epilog=(fault_help(FAULT_SPECS, {"server": "serve", "client": "replicate"}) + "\n\n"
+                + variant_help(VARIANT_SPECS)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_identity_options(serve, key_file_required=True)
@@ -251,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="load a feed (a JSON list of message values, e.g. the --out of "
                          "replicate), verified message by message; repeatable")
     add_fault_option(serve, FAULT_SPECS, "server")
+    add_variant_option(serve, VARIANT_SPECS, "server")
     serve.set_defaults(run=_serve)
 
     client = commands.add_parser(
@@ -278,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument("--timeout", type=positive_float, default=DEFAULT_REPLICATE_TIMEOUT,
                         metavar="S", help="give up after this many seconds (default: %(default)g)")
     add_fault_option(client, FAULT_SPECS, "client")
+    add_variant_option(client, VARIANT_SPECS, "client")
     client.set_defaults(run=_replicate)
     return parser
 

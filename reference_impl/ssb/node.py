@@ -40,7 +40,9 @@ from .connection import (
     StreamData,
     StreamEnd,
 )
+from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
 from .faults import Fault
+from .variants import UNPROMPTED_INTERVAL
 from .feed import SIGNATURE_SUFFIX, Feed, FeedError, create_message, message_id, verify_message
 from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
 from .rpc import ASYNC_TYPES, RpcError
@@ -219,8 +221,13 @@ class SsbNode:
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         clock: Callable[[], int] = _now_ms,
+        variants: Iterable[str] = (),
+        shape: Shape = Shape(),
     ) -> None:
         self.keypair = keypair
+        # Behaviours the guide allows that the plain node does not show (variants.py).
+        self.variants = frozenset(variants)
+        self.shape = shape
         self.network_key = network_key
         # Rules broken on purpose (faults.py); ``fault`` is one more.
         self.faults = frozenset(Fault(name) for name in (*faults, *([fault] if fault else [])))
@@ -436,8 +443,12 @@ class _ServerSession:
                               else None),
             faults=node.faults,
         )
-        self.link = _Link(self.conn, reader, writer, node.idle_timeout)
+        self.link = _Link(self.conn, reader, shape_writer(writer, node.shape), node.idle_timeout)
         self.peer_address = writer.get_extra_info("peername")
+        # Variant unprompted-traffic: this node's own whoami requests (their
+        # answers are taken and dropped) and the task that repeats them.
+        self._own_requests: set[int] = set()
+        self._asking: asyncio.Task[None] | None = None
         self.peer_id = "?"
         self._streams: dict[int, asyncio.Task[None]] = {}
         self._finished = False
@@ -479,6 +490,8 @@ class _ServerSession:
                 if not data:
                     break
         finally:
+            if self._asking is not None:
+                self._asking.cancel()
             self._stop_streams()
             if self.conn.is_open:
                 self.conn.close()  # node shutdown or a timeout: still say goodbye
@@ -512,6 +525,14 @@ class _ServerSession:
             self.peer_id = event.peer_id
             log.info("%s: handshake complete with %s", self.peer_address, self.peer_id)
             self._own_feed_request_due = self.conn.peer_public != self.node.keypair.public
+            if UNPROMPTED_TRAFFIC in self.node.variants:
+                if self._own_feed_request_due:   # at once, not when the peer's first request comes
+                    self._own_feed_request_due = False
+                    self._ask_peer_for_own_feed()
+                self._ask_whoami()
+                self._asking = asyncio.get_running_loop().create_task(self._keep_asking())
+        elif isinstance(event, (Response, AsyncError)) and -event.req in self._own_requests:
+            self._own_requests.discard(-event.req)
         elif isinstance(event, Request):
             # A request can share a read with data that then failed the
             # connection; a failed connection sends nothing, so drop it.
@@ -561,6 +582,21 @@ class _ServerSession:
         self._finished = True
 
     # --- our own request to the peer
+
+    def _ask_whoami(self) -> None:
+        """Variant unprompted-traffic: an async request of this node's own."""
+        if self.conn.closing or self.conn.failed or not self.conn.is_open:
+            return
+        try:
+            self._own_requests.add(self.conn.request(["whoami"], [], "async"))
+        except (RpcError, RuntimeError) as exc:
+            log.debug("%s: could not ask whoami: %s", self.peer_id, exc)
+
+    async def _keep_asking(self) -> None:
+        while not self._finished:
+            await asyncio.sleep(UNPROMPTED_INTERVAL)
+            self._ask_whoami()
+            self.link.flush()
 
     def _ask_peer_for_own_feed(self) -> None:
         """Ask the peer for the messages of this node's feed after the latest
@@ -740,6 +776,7 @@ async def replicate(
     latest: dict | None = None,
     timeout: float = DEFAULT_REPLICATE_TIMEOUT,
     faults: Iterable[Fault | str] = (),
+    shape: Shape = Shape(),
 ) -> list[dict]:
     """Fetch ``feed_id`` from the peer with createHistoryStream (live false).
 
@@ -753,14 +790,14 @@ async def replicate(
     broken = frozenset(Fault(name) for name in faults)
     try:
         async with asyncio.timeout(timeout):
-            return await _replicate(host, port, network_key, keypair, peer_public, feed_id, latest, broken)
+            return await _replicate(host, port, network_key, keypair, peer_public, feed_id, latest, broken, shape)
     except TimeoutError:
         raise ReplicationError("timeout", f"replication did not finish within {timeout:g} s") from None
 
 
 async def _replicate(host: str, port: int, network_key: bytes, keypair: Keypair,
                      peer_public: bytes, feed_id: str, latest: dict | None,
-                     faults: frozenset[Fault] = frozenset()) -> list[dict]:
+                     faults: frozenset[Fault] = frozenset(), shape: Shape = Shape()) -> list[dict]:
     try:
         reader, writer = await asyncio.open_connection(host, port, limit=READ_SIZE)
     except OSError as exc:
@@ -769,7 +806,7 @@ async def _replicate(host: str, port: int, network_key: bytes, keypair: Keypair,
                                 ephemeral_secret=(CLIENT_FIXED_EPHEMERAL_SECRET
                                                   if Fault.CLIENT_REUSE_EPHEMERAL_KEY in faults else None))
     # The overall timeout bounds every read and write here.
-    link = _Link(conn, reader, writer, write_timeout=DEFAULT_IDLE_TIMEOUT)
+    link = _Link(conn, reader, shape_writer(writer, shape), write_timeout=DEFAULT_IDLE_TIMEOUT)
     try:
         link.flush()
         early_events = await _client_handshake(link, host, port, faults)
