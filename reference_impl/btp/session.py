@@ -709,6 +709,8 @@ class BtpSession:
         self._auth_request_id = packet.request_id
         self._state = SessionState.OPEN
         self._queue_response(packet.request_id)
+        if Fault.ANSWER_AUTH_TWICE in self._faults:
+            self._queue_response(packet.request_id)
         return [Authenticated(packet.request_id)]
 
     def _auth_problem(self, packet: Packet) -> tuple[str, str] | None:

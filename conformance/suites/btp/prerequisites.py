@@ -15,11 +15,13 @@ AUTH = "btp.auth.server.accepts-valid-auth"
 told apart from a target that refuses everything by it."""
 REQUEST_ID = "btp.flow.server.response-carries-request-id"
 """The harness finds the answer to a request by its request id."""
-AUTHENTICATED = (AUTH, REQUEST_ID)
-"""A case that authenticates and matches answers to its requests."""
 ANSWERS_ONCE = "btp.flow.server.answers-concurrent-requests-once-each"
-"""A case that takes the next packet after a request for its answer (one
-answer per request: a second answer would be taken for the next request's)."""
+"""A case that takes the next packet after a request for its answer, or
+listens for silence after auth (one answer per request, the auth Message's
+too: a second answer would be taken for the next request's, or for an answer
+where the case wants silence)."""
+AUTHENTICATED = (AUTH, REQUEST_ID, ANSWERS_ONCE)
+"""A case that authenticates and matches answers to its requests."""
 
 ERROR_BEFORE_AUTH = "btp.auth.server.error-on-transfer-before-auth"
 NON_AUTH_FIRST = "btp.auth.server.error-on-non-auth-message-first"

@@ -12,7 +12,7 @@ from reference_impl.btp.packet import (ERROR_CODES, ContentType, Error, Message,
                                        Transfer, encode_packet, generalized_time, is_response)
 
 from .peer import auth_message, new_request_id, probe_message, summary
-from .prerequisites import ANSWERS_ONCE, AUTH, AUTHENTICATED, BALANCE_STATE, DUPLICATE_NAMES
+from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, DUPLICATE_NAMES, REQUEST_ID
 
 FLOW = "BTP 2.0, Flow"
 UNEXPECTED = f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")"
@@ -54,7 +54,7 @@ async def test_response_carries_request_id(open_peer, auth_token):
 
 @requirement("btp.flow.server.answers-concurrent-requests-once-each", "MUST",
              f"{FLOW} (request IDs correlate requests and responses; \"should always send back a response\")",
-             depends=AUTHENTICATED)
+             depends=[AUTH, REQUEST_ID])
 async def test_answers_each_of_many_in_flight_requests_once(open_peer, auth_token):
     """Every request of the connection, the auth Message too, is answered
     once: the answers that come until each of 25 in-flight probes has one,
@@ -152,20 +152,32 @@ async def test_silent_on_text_websocket_message(authenticated_peer):
 
 @requirement("btp.subprotocol.server.rejects-duplicate-names", "MUST",
              "BTP 2.0, Authentication (\"having two subprotos with the same name\" violates the protocol rules)",
-             depends=[*AUTHENTICATED, ANSWERS_ONCE])
-async def test_rejects_duplicate_protocol_names_after_auth(authenticated_peer):
+             depends=AUTHENTICATED)
+async def test_rejects_duplicate_protocol_names_after_auth(authenticated_peer, target):
     """A negative case: the same Message without the duplicate must first be
     acknowledged with a Response (on an authenticated connection of its own,
     so that the case sends one request per connection), or an Error to the
-    duplicate shows nothing."""
-    entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
-    counterpart = await authenticated_peer("valid counterpart: the same Message with one entry")
-    valid = await counterpart.request(Message(new_request_id(), (entry,)),
-                                      "the answer to the same Message with one entry")
-    if not isinstance(valid, Response):
-        not_applicable(f"the target answers even the Message without a duplicate name with {summary(valid)}, so an "
-                       "Error to the duplicate cannot be told apart")
-    await counterpart.conn.close()
+    duplicate shows nothing. A peer may answer a sub-protocol it does not
+    process with an Error (Message: "Error is returned if the peer is not
+    able to process the Message"), so the harness's probe is tried first,
+    then, for a target with the ``balance`` capability, the adapter's
+    balance Message (docs/btp-adapter.md), which it processes; the first
+    one acknowledged is sent again with its entry twice."""
+    candidates = [ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")]
+    if "balance" in target.target.capabilities:
+        candidates.append(ProtocolDataEntry("balance", ContentType.APPLICATION_JSON, b"{}"))
+    refused = []
+    for entry in candidates:
+        counterpart = await authenticated_peer(f"valid counterpart: the same Message with one {entry.name} entry")
+        valid = await counterpart.request(Message(new_request_id(), (entry,)),
+                                          f"the answer to the same Message with one {entry.name} entry")
+        await counterpart.conn.close()
+        if isinstance(valid, Response):
+            break
+        refused.append(f"{entry.name}: {summary(valid)}")
+    else:
+        not_applicable(f"the target answers even the Messages without a duplicate name with an Error ({refused}), so "
+                       "an Error to the duplicate cannot be told apart")
     peer = await authenticated_peer("the Message with a duplicate name")
     request = Message(new_request_id(), (entry, entry))
     reply = await peer.request(request, "the answer to a Message with two sub-protocols of one name")

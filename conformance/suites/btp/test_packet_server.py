@@ -9,7 +9,7 @@ from reference_impl.btp.oer import check_generalized_time
 from reference_impl.btp.packet import ContentType, Message, ProtocolDataEntry, Response, Transfer, encode_packet
 
 from .peer import auth_message, new_request_id, probe_message, summary
-from .prerequisites import ANSWERS_ONCE, AUTH, AUTHENTICATED, BALANCE_STATE
+from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE
 from .test_flow_server import assert_silent_then_alive, provoke_error
 
 EXTRA_BYTES = bytes.fromhex("0a0b0c0d")
@@ -135,7 +135,7 @@ def encoding_problems(data: bytes) -> list[str]:
 @requirement("btp.packet.server.canonical-lengths", "MUST",
              "RFC 0030, Long form (\"This length MUST NOT contain leading zeros\"; \"the short form encoding MUST be "
              "used\"); Variable-length unsigned integer (\"Leading zeros MUST NOT be used\")",
-             depends=[*AUTHENTICATED, ANSWERS_ONCE], shares=[BALANCE_STATE])
+             depends=AUTHENTICATED, shares=[BALANCE_STATE])
 async def test_target_packets_use_canonical_lengths(authenticated_peer, open_peer):
     """The answers to a probe and to a Message with two entries of one name
     after auth, and to a Transfer before auth (a Response or an Error each:
