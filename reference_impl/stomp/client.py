@@ -337,9 +337,13 @@ class ClientSession:
         self._outgoing.clear()
         return data
 
-    def heartbeat(self) -> None:
-        """A heart-beat is due: one EOL, unless a frame is waiting to go anyway."""
-        if self.state in (State.OPEN, State.DISCONNECTING) and not self._outgoing:
+    def heartbeat(self, *, unprompted: bool = False) -> None:
+        """A heart-beat is due: one EOL, unless a frame is waiting to go anyway.
+        (``unprompted``, variant unprompted-traffic: also before CONNECTED,
+        once CONNECT is out: the grammar lets EOLs follow any frame's NULL.)"""
+        states = (State.CONNECTING, State.OPEN, State.DISCONNECTING) if unprompted else (State.OPEN,
+                                                                                        State.DISCONNECTING)
+        if self.state in states and not self._outgoing:
             self._outgoing += self.style.eol
 
     def connection_lost(self) -> None:
@@ -594,6 +598,8 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
     try:
         session.start_connection()
         writer.write(session.data_to_send())
+        if UNPROMPTED_TRAFFIC in session.variants:   # EOLs of its own from CONNECT on
+            unprompted_task = asyncio.create_task(_send_heartbeats(session, writer, UNPROMPTED_INTERVAL, True))
         await asyncio.wait_for(writer.drain(), max(remaining(), 0.01))
         expect_every = 0.0
         last_data = loop.time()
@@ -638,9 +644,6 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
                     if event.send_every and heartbeat_task is None:
                         heartbeat_task = asyncio.create_task(_send_heartbeats(session, writer,
                                                                               event.send_every / 1000))
-                    if UNPROMPTED_TRAFFIC in session.variants and unprompted_task is None:
-                        unprompted_task = asyncio.create_task(_send_heartbeats(session, writer,
-                                                                               UNPROMPTED_INTERVAL))
             out = session.data_to_send()
             if out:
                 writer.write(out)
@@ -658,11 +661,12 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
         await _close(writer)
 
 
-async def _send_heartbeats(session: ClientSession, writer: asyncio.StreamWriter, every: float) -> None:
+async def _send_heartbeats(session: ClientSession, writer: asyncio.StreamWriter, every: float,
+                           unprompted: bool = False) -> None:
     try:
         while True:
             await asyncio.sleep(every)
-            session.heartbeat()
+            session.heartbeat(unprompted=unprompted)
             data = session.data_to_send()
             if data:
                 writer.write(data)

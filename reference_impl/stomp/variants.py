@@ -82,8 +82,8 @@ SPECS: tuple[VariantSpec, ...] = (
     *wire_variants("frame", "STOMP 1.2 and the profile set no time within which a CONNECTED or RECEIPT is due (a "
                    "server replies \"once a server has successfully processed\" the frame)"),
     VariantSpec(UNPROMPTED_TRAFFIC, ("server", "client"),
-                f"an EOL every {UNPROMPTED_INTERVAL:g} s from CONNECTED on, whatever heart-beats were agreed "
-                "(the server from its CONNECTED, the client from the CONNECTED it received)",
+                f"an EOL every {UNPROMPTED_INTERVAL:g} s from the node's first frame on, whatever heart-beats were "
+                "agreed (the server from its CONNECTED, the client from its CONNECT, before CONNECTED arrives)",
                 "STOMP 1.2, STOMP Frames: \"The NULL octet can be optionally followed by multiple EOLs\" and "
                 "Augmented BNF (frame = ... NULL *( EOL )); Heart-beating: the sender \"MUST send new data ... at "
                 "least every <n> milliseconds\" (more often is within it)"),
