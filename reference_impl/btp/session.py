@@ -120,7 +120,7 @@ from typing import Union
 
 from .faults import Fault
 from .variants import (AUTH_TIMEOUT_MESSAGE, EXTRA_PROTOCOL_DATA, FIRST_SEQUENTIAL_ID, INFO_NAME, NOTICE_NAME,
-                       RFC30_TIMESTAMPS, SEQUENTIAL_REQUEST_IDS)
+                       REFUSE_UNKNOWN_SUBPROTOCOLS, RFC30_TIMESTAMPS, SEQUENTIAL_REQUEST_IDS)
 from .packet import (
     ERROR_CODES,
     MAX_AMOUNT,
@@ -794,6 +794,9 @@ class BtpSession:
         elif name == ECHO:
             assert entry is not None
             self._queue_response(packet.request_id, (entry,))
+        elif REFUSE_UNKNOWN_SUBPROTOCOLS in self._variants:
+            # The variant: "Error is returned if the peer is not able to process the Message".
+            self._queue_error(packet.request_id, "F00", f"sub-protocol {name!r} is not processed by this node")
         else:
             self._queue_response(packet.request_id)
             if Fault.ANSWER_TWICE in self._faults:

@@ -19,6 +19,7 @@ EXTRA_PROTOCOL_DATA = "extra-protocol-data"
 SEQUENTIAL_REQUEST_IDS = "sequential-request-ids"
 RFC30_TIMESTAMPS = "rfc30-timestamps"
 AUTH_TIMEOUT_MESSAGE = "auth-timeout-message"
+REFUSE_UNKNOWN_SUBPROTOCOLS = "refuse-unknown-subprotocols"
 
 UNPROMPTED_INTERVAL = 0.5
 """Seconds between the node's own requests with ``unprompted-traffic``."""
@@ -85,4 +86,9 @@ SPECS: tuple[VariantSpec, ...] = (
                 "BTP 2.0, Authentication: \"If the client does not send an Auth packet within a reasonable time, the "
                 "server optionally sends a Message informing the client that the authentication timed out, and then "
                 "closes the connection\""),
+    VariantSpec(REFUSE_UNKNOWN_SUBPROTOCOLS, ROLES,
+                "a Message whose primary sub-protocol the node does not process (any but balance and echo, ilp "
+                "included: it is no connector) gets Error F00 NotAcceptedError instead of an empty Response",
+                "BTP 2.0, Message: \"Error is returned if the peer is not able to process the Message\"; ASN.1 "
+                "module, ProtocolData: \"Peers need to establish beforehand which protocols each understand\""),
 )
