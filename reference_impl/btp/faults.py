@@ -86,6 +86,10 @@ SPECS: tuple[FaultSpec, ...] = (
     FaultSpec("oversized-error-data", "server",
               "Errors carry 9000 bytes of data (the ASN.1 allows at most 8192)",
               (ERROR + "data-at-most-8192-bytes",)),
+    FaultSpec("error-code-four-characters", "server",
+              "Errors carry a 4-character code, the table's with a 0 appended (F000 for F00), where the ASN.1 "
+              "fixes 3 (IA5String (SIZE (3)), no length prefix)",
+              (ERROR + "code-has-three-characters",)),
     # --- Transfers, server
     FaultSpec("balance-on-error", "server",
               "a Transfer refused with Error F08 still increases the balance",

@@ -160,7 +160,8 @@ ECHO = "echo"
 
 _WRONG_ID_FAULTS = frozenset({Fault.WRONG_REQUEST_ID, Fault.CLIENT_WRONG_REQUEST_ID})
 _ERROR_FAULTS = frozenset({Fault.NONSTANDARD_ERROR_CODE, Fault.ERROR_NAME_MISMATCH, Fault.TRIGGERED_AT_LOCAL_TIME,
-                           Fault.TRIGGERED_AT_TRAILING_ZERO, Fault.OVERSIZED_ERROR_DATA})
+                           Fault.TRIGGERED_AT_TRAILING_ZERO, Fault.OVERSIZED_ERROR_DATA,
+                           Fault.ERROR_CODE_FOUR_CHARACTERS})
 
 
 class Role(str, Enum):
@@ -565,6 +566,8 @@ class BtpSession:
                 triggered_at = triggered_at[:15] + triggered_at[15] + "0Z"  # .mmmZ -> .m0Z
             if Fault.OVERSIZED_ERROR_DATA in self._faults:
                 data = data.ljust(9000, b".")
+            if Fault.ERROR_CODE_FOUR_CHARACTERS in self._faults:
+                code += "0"  # written as 4 bytes where the fixed-size code has 3
         return Error(self._answer_id(request_id), code, name, triggered_at, data, self._extra_entries())
 
     def _queue_response(self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()) -> None:

@@ -12,6 +12,7 @@ from conformance.core.transport import WireTrace
 from conformance.core.websocket import WebSocketServer
 
 from .peer import BtpPeer
+from .prerequisites import ERROR_CODE
 
 DEFAULT_AUTH_TIMEOUT = 30.0
 
@@ -41,7 +42,7 @@ def auth_timeout(target: TargetRuntime) -> float:
 @pytest.fixture
 def open_peer(ws_connect):
     async def opener(label: str = "") -> BtpPeer:
-        return BtpPeer(await ws_connect(label))
+        return BtpPeer(await ws_connect(label), error_code_case=ERROR_CODE)
     return opener
 
 

@@ -12,8 +12,10 @@ import json
 import secrets
 from typing import Any
 
+from conformance.core.requirements import blocked
 from conformance.core.transport import Deadline, ProtocolViolation, short_hex, target_bytes
 from conformance.core.websocket import WebSocketConnection
+from reference_impl.btp.oer import encode_length, read_long_length
 from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Message, Packet, ProtocolDataEntry,
                                        Response, decode_packet, encode_packet, is_request, is_response)
 
@@ -64,9 +66,53 @@ def new_request_id() -> int:
     return secrets.randbits(32)
 
 
+ERROR_CODE_SIZES = (3, 4, 2, 5, 1, 6, 7, 8)
+"""The sizes an Error's code field is tried at, nearest the right one (3) first."""
+
+
+def error_code_problem(data: bytes | str) -> str | None:
+    """Why the code of the Error packet ``data`` breaks ``code IA5String
+    (SIZE (3))`` (BTP 2.0, Error: three IA5 characters, no length prefix),
+    when that is what makes the packet unreadable: the rest of the Error
+    reads once the code is taken as another number of bytes, or its three
+    bytes are not IA5. None when ``data`` is no Error, reads as it is, or is
+    unreadable for another reason (not the code's)."""
+    if not isinstance(data, bytes) or len(data) < 6 or data[0] != 2:
+        return None
+    try:
+        decode_packet(data, lenient_error_form=True)
+        return None
+    except BtpDecodeError:
+        pass
+    try:
+        length, start = (data[5], 6) if data[5] < 128 else read_long_length(data, 5, len(data))
+    except BtpDecodeError:
+        return None
+    if start + length != len(data):
+        return None  # the envelope's length is wrong: not the code's doing
+    for size in ERROR_CODE_SIZES:
+        if size > length:
+            continue
+        envelope = b"F00" + data[start + size:]
+        try:
+            decode_packet(data[:5] + encode_length(len(envelope)) + envelope, lenient_error_form=True)
+        except BtpDecodeError:
+            continue
+        code = data[start:start + size]
+        if size == 3:
+            return f"its code {code.hex()} is not three IA5 characters (IA5 is 0..127)"
+        return (f"its code field is {size} bytes, {code.decode('ascii', 'replace')!r} ({code.hex()}): the rest of "
+                f"the Error reads only with a {size}-byte code, and the code is IA5String (SIZE (3)), three "
+                "characters with no length prefix")
+    return None
+
+
 class BtpPeer:
-    def __init__(self, conn: WebSocketConnection) -> None:
+    def __init__(self, conn: WebSocketConnection, error_code_case: str | None = None) -> None:
         self.conn = conn
+        self.error_code_case = error_code_case
+        """The case of the Error code's form (target as server): an Error
+        unreadable because of its code blocks the reading case by it."""
         conn.limit_message_size(MAX_PACKET_SIZE, PACKET_BOUND_OF)
 
     async def send(self, packet: Packet, note: str = "") -> bytes:
@@ -87,6 +133,11 @@ class BtpPeer:
                                     f"was due", message.encode("utf-8"))
         # An Error's triggeredAt and data size are read leniently: the cases of those rules
         # (btp.error.server.triggered-at-*, data-at-most-8192-bytes) judge them, no other case.
+        # An Error unreadable for its code's form is that rule's case's failure alone.
+        problem = error_code_problem(message) if self.error_code_case else None
+        if problem:
+            blocked(self.error_code_case, "failed within this case",
+                    f"the target's Error where {what} was due is unreadable: {problem}; bytes: {short_hex(message)}")
         with target_bytes(f"target sent an unreadable packet where {what} was due", message, BtpDecodeError):
             packet = decode_packet(message, lenient_error_form=True)
         self.conn.trace.event(f"decoded: {summary(packet)}")

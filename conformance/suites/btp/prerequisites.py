@@ -23,6 +23,10 @@ where the case wants silence)."""
 AUTHENTICATED = (AUTH, REQUEST_ID, ANSWERS_ONCE)
 """A case that authenticates and matches answers to its requests."""
 
+ERROR_CODE = "btp.error.server.code-has-three-characters"
+"""A case that reads an Error of the target: one unreadable because of its
+code's form (not three IA5 characters) blocks it by this rule's case
+(BtpPeer.next_packet), which alone fails for it."""
 ERROR_BEFORE_AUTH = "btp.auth.server.error-on-transfer-before-auth"
 NON_AUTH_FIRST = "btp.auth.server.error-on-non-auth-message-first"
 DUPLICATE_NAMES = "btp.subprotocol.server.rejects-duplicate-names"

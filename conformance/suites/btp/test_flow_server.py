@@ -7,11 +7,11 @@ import asyncio
 import re
 
 from conformance.core.requirements import blocked, not_applicable, requirement
-from conformance.core.transport import Deadline, DeadlineExceeded
+from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
 from reference_impl.btp.packet import (ERROR_CODES, ContentType, Error, Message, ProtocolDataEntry, Response,
                                        Transfer, encode_packet, generalized_time, is_response)
 
-from .peer import auth_message, new_request_id, probe_message, summary
+from .peer import auth_message, error_code_problem, new_request_id, probe_message, summary
 from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, DUPLICATE_NAMES, REQUEST_ID
 
 FLOW = "BTP 2.0, Flow"
@@ -194,7 +194,7 @@ def _auth_with_token_twice(auth_token: bytes) -> Message:
     return Message(base.request_id, base.protocol_data + (base.protocol_data[1],))
 
 
-async def provoke_error(open_peer, auth_token: bytes) -> tuple[Error, str]:
+async def provoke_error(open_peer, auth_token: bytes, *, as_sent: bool = False) -> tuple[Error, str]:
     """An Error from the target, to check its form, and the input that
     provoked it. Every input for which the text makes an Error mandatory is
     tried in turn, each on a fresh connection, until one gets an Error: a
@@ -202,7 +202,10 @@ async def provoke_error(open_peer, auth_token: bytes) -> tuple[Error, str]:
     auth a Transfer, a non-auth Message, a wrong token, an auth Message
     without auth_token and one with auth_token twice. A target that answers
     none of them with an Error broke those rules (their own cases say so);
-    the form of its Errors cannot be judged, and the case is blocked."""
+    the form of its Errors cannot be judged, and the case is blocked.
+    With ``as_sent`` the Error is returned as the bytes the target sent,
+    undecoded (for btp.error.server.code-has-three-characters, which judges
+    what the decoder needs to read it at all)."""
     wrong_token = auth_token + b"-wrong" if auth_token else b"not-the-token"
     attempts = [
         ("two sub-protocols of one name after auth", True, _duplicate_names_message),
@@ -219,11 +222,21 @@ async def provoke_error(open_peer, auth_token: bytes) -> tuple[Error, str]:
             peer = await open_peer(f"provoking an Error: {what}")
             if after_auth:
                 await peer.authenticate(auth_token)
-            reply = await peer.request(make(), f"an Error ({what})")
+            request = make()
+            if as_sent:
+                await peer.send(request)
+                raw = await peer.next_response_bytes(f"an Error ({what})")
+            else:
+                reply = await peer.request(request, f"an Error ({what})")
         except (AssertionError, OSError) as exc:
             got.append(f"{what}: {exc}")
             continue
         await peer.conn.close()
+        if as_sent:
+            if isinstance(raw, bytes) and raw[:1] == b"\x02" and raw[1:5] == request.request_id.to_bytes(4, "big"):
+                return raw, what  # type: ignore[return-value]
+            got.append(f"{what}: {short_hex(raw) if isinstance(raw, bytes) else repr(raw[:100])}")
+            continue
         if isinstance(reply, Error):
             return reply, what
         got.append(f"{what}: {summary(reply)}")
@@ -231,6 +244,19 @@ async def provoke_error(open_peer, auth_token: bytes) -> tuple[Error, str]:
             "no input the text answers with an Error got one, so the form of an Error cannot be judged: "
             + "; ".join(got))
     raise AssertionError("unreachable: blocked() ends the case")
+
+
+@requirement("btp.error.server.code-has-three-characters", "MUST",
+             "BTP ASN.1, Error (code IA5String (SIZE (3))); RFC 0030, Fixed-length octet string (\"A fixed length "
+             "octet string is encoded as itself with no added prefix or suffix\")",
+             depends=[AUTH], shares=[BALANCE_STATE])
+async def test_error_code_has_three_characters(open_peer, auth_token):
+    """The code field of an Error as the target sent it: three IA5
+    characters, no length prefix. The other cases that read an Error are
+    blocked by this one when its code makes it unreadable (BtpPeer.next_packet)."""
+    raw, what = await provoke_error(open_peer, auth_token, as_sent=True)
+    problem = error_code_problem(raw)
+    assert problem is None, f"the Error to {what} is unreadable: {problem}; bytes: {short_hex(raw, 96)}"
 
 
 @requirement("btp.error.server.code-from-table", "MUST", "BTP 2.0, Error, Error Codes (\"Standardized error code\")",

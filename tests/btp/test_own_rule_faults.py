@@ -1,0 +1,60 @@
+"""The BTP faults of issue 22 item 2 and the harness's reading of an Error
+whose code is malformed (conformance/suites/btp/peer.py error_code_problem):
+an Error unreadable because of its code is that rule's alone."""
+
+from __future__ import annotations
+
+from conformance.suites.btp.peer import error_code_problem
+from reference_impl.btp.faults import Fault
+from reference_impl.btp.packet import (ContentType, Error, Message, ProtocolDataEntry, Response, decode_packet,
+                                       encode_packet, generalized_time)
+from reference_impl.btp.session import Authenticated, BtpSession
+
+AUTH = Message(7, (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+                   ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"t")))
+DUPLICATE_NAMES = Message(8, (ProtocolDataEntry("p", ContentType.TEXT_PLAIN_UTF8, b"x"),) * 2)
+
+
+def _answers(faults, *packets) -> list[bytes]:
+    session = BtpSession.server(lambda token: token == b"t", faults=faults)
+    out = []
+    for packet in packets:
+        session.receive_message(encode_packet(packet))
+        out += session.messages_to_send()
+    return out
+
+
+def _error(code: str, data: bytes = b"why") -> bytes:
+    return encode_packet(Error(5, code, "NotAcceptedError", generalized_time(), data), validate=False)
+
+
+def test_answer_auth_twice_answers_the_auth_message_twice_and_nothing_else():
+    assert [decode_packet(m) for m in _answers((), AUTH)] == [Response(7)]
+    assert [decode_packet(m) for m in _answers((Fault.ANSWER_AUTH_TWICE,), AUTH)] == [Response(7), Response(7)]
+    probe = Message(9, (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"x"),))
+    assert [decode_packet(m) for m in _answers((Fault.ANSWER_AUTH_TWICE,), AUTH, probe)][2:] == [Response(9)]
+
+
+def test_error_code_four_characters_writes_four_bytes_no_other_field_changed():
+    session = BtpSession.server(lambda token: token == b"t", faults=(Fault.ERROR_CODE_FOUR_CHARACTERS,))
+    assert any(isinstance(e, Authenticated) for e in session.receive_message(encode_packet(AUTH)))
+    session.messages_to_send()
+    session.receive_message(encode_packet(DUPLICATE_NAMES))
+    (raw,) = session.messages_to_send()
+    envelope_start = 6
+    assert raw[0] == 2 and raw[envelope_start:envelope_start + 5] == b"F010\x12"  # then the name's length
+    assert "its code field is 4 bytes, 'F010'" in error_code_problem(raw)
+
+
+def test_error_code_problem_names_the_code_only_when_the_code_is_why_the_error_is_unreadable():
+    assert error_code_problem(_error("F00")) is None  # readable
+    assert error_code_problem(encode_packet(Response(5))) is None  # no Error
+    assert error_code_problem("text") is None
+    for code, size in (("F000", 4), ("F0", 2), ("F0000", 5)):
+        problem = error_code_problem(_error(code, b"some data in the Error"))
+        assert problem and f"its code field is {size} bytes, {code!r}" in problem, (code, problem)
+    assert "not three IA5 characters" in error_code_problem(_error("F\u00e90"))
+    # unreadable for another reason (its name is not IA5): not the code's doing
+    other = bytearray(_error("F00"))
+    other[10] = 0xE9  # a byte of the name "NotAcceptedError"
+    assert error_code_problem(bytes(other)) is None
