@@ -66,7 +66,8 @@ from .session import (
     parse_balance,
     token_checker,
 )
-from .variants import (FRAGMENTED_MESSAGES, UNPROMPTED_INTERVAL, UNPROMPTED_NAME, UNPROMPTED_OUTSTANDING)
+from .variants import (FRAGMENTED_MESSAGES, REORDER_WINDOW, REORDERED_ANSWERS, UNPROMPTED_INTERVAL, UNPROMPTED_NAME,
+                       UNPROMPTED_OUTSTANDING)
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,8 @@ class BtpConnection:
         self._stopped_kinds: set[str] = set()
         self._unprompted_sent = 0
         self._unprompted_task: asyncio.Task[None] | None = None
+        self._held: list[bytes] = []
+        self._release_task: asyncio.Task[None] | None = None
         self.auth_timeout = auth_timeout
         self.idle_timeout = idle_timeout
         self._on_event = on_event
@@ -282,15 +285,44 @@ class BtpConnection:
 
     async def flush(self) -> None:
         """Send what the session has queued, in order; a peer that does not
-        read for WRITE_TIMEOUT seconds is dropped."""
+        read for WRITE_TIMEOUT seconds is dropped. With variant
+        reordered-answers, answers (Response, Error) are held instead and
+        leave together, last first, REORDER_WINDOW seconds after the first
+        of them (at once when the session is closed)."""
         async with self._send_lock:
-            for payload in self.session.messages_to_send():
-                try:
-                    message = self._fragments(payload) if FRAGMENTED_MESSAGES in self.variants else payload
-                    await asyncio.wait_for(self.ws.send(message), WRITE_TIMEOUT)
-                except (ConnectionClosed, TimeoutError, OSError) as exc:
-                    log.info("cannot send to the peer (%r); dropping the connection", exc)
-                    self._handle(self.session.close("send failed"))
+            payloads = self.session.messages_to_send()
+            if REORDERED_ANSWERS in self.variants:
+                if not self.session.closed:
+                    answers = [payload for payload in payloads if payload[:1] in (b"\x01", b"\x02")]
+                    payloads = [payload for payload in payloads if payload[:1] not in (b"\x01", b"\x02")]
+                    self._held += answers
+                    if self._held and self._release_task is None:
+                        self._release_task = asyncio.get_running_loop().create_task(self._release_held())
+                else:
+                    payloads = self._held[::-1] + payloads
+                    self._held = []
+            for payload in payloads:
+                if not await self._send(payload):
+                    return
+
+    async def _send(self, payload: bytes) -> bool:
+        try:
+            message = self._fragments(payload) if FRAGMENTED_MESSAGES in self.variants else payload
+            await asyncio.wait_for(self.ws.send(message), WRITE_TIMEOUT)
+        except (ConnectionClosed, TimeoutError, OSError) as exc:
+            log.info("cannot send to the peer (%r); dropping the connection", exc)
+            self._handle(self.session.close("send failed"))
+            return False
+        return True
+
+    async def _release_held(self) -> None:
+        """Variant reordered-answers: the held answers leave, last first."""
+        await asyncio.sleep(REORDER_WINDOW)
+        async with self._send_lock:
+            held, self._held = self._held[::-1], []
+            self._release_task = None
+            for payload in held:
+                if not await self._send(payload):
                     return
 
     async def _fragments(self, payload: bytes) -> Any:
@@ -373,9 +405,11 @@ class BtpConnection:
             self._handle(self.session.close("node shutting down"))
             raise
         finally:
-            if self._unprompted_task is not None:
-                self._unprompted_task.cancel()
-            await self.flush()
+            for task in (self._unprompted_task, self._release_task):
+                if task is not None:
+                    task.cancel()
+            self._release_task = None
+            await self.flush()   # the session is closed: held answers leave now
             self._finish()
             code = CLOSE_NORMAL if self.authenticated.result() else CLOSE_POLICY
             try:

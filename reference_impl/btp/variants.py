@@ -20,6 +20,7 @@ SEQUENTIAL_REQUEST_IDS = "sequential-request-ids"
 RFC30_TIMESTAMPS = "rfc30-timestamps"
 AUTH_TIMEOUT_MESSAGE = "auth-timeout-message"
 REFUSE_UNKNOWN_SUBPROTOCOLS = "refuse-unknown-subprotocols"
+REORDERED_ANSWERS = "reordered-answers"
 
 UNPROMPTED_INTERVAL = 0.5
 """Seconds between the node's own requests with ``unprompted-traffic``."""
@@ -34,6 +35,9 @@ INFO_NAME = "reference_info"
 """Sub-protocol of the additional entries with ``extra-protocol-data``."""
 NOTICE_NAME = "reference_notice"
 """Sub-protocol of the Message informing a client that its auth timed out."""
+REORDER_WINDOW = 0.05
+"""With ``reordered-answers``, answers are held this long after the first
+of them and then leave together, last first."""
 FIRST_SEQUENTIAL_ID = 0xFFFFFFFE
 """With ``sequential-request-ids`` the node's own requests are numbered
 from here upwards, modulo 2^32: the third one is 0."""
@@ -91,4 +95,11 @@ SPECS: tuple[VariantSpec, ...] = (
                 "included: it is no connector) gets Error F00 NotAcceptedError instead of an empty Response",
                 "BTP 2.0, Message: \"Error is returned if the peer is not able to process the Message\"; ASN.1 "
                 "module, ProtocolData: \"Peers need to establish beforehand which protocols each understand\""),
+    VariantSpec(REORDERED_ANSWERS, ROLES,
+                f"answers (Responses, Errors) held {REORDER_WINDOW * 1000:g} ms after the first of them and then sent "
+                "together in reverse order: requests in flight at once are answered last first",
+                "BTP 2.0, Motivation: \"WebSockets don't provide a mechanism for relating responses to requests. BTP "
+                "adds this missing request/response layer\"; Overview: the Request ID is \"used to correlate requests "
+                "and responses\"; Flow: \"a response-type BTP packet is sent in response with the same request ID\" "
+                "(responses are matched by id, not by order)"),
 )

@@ -244,3 +244,15 @@ async def test_client_variants_against_the_node():
                                                 timeout=READ_TIMEOUT, variants=variants), 20)
         assert [result.ok for result in run.results] == [True, True]
         assert run.results[0].packet.protocol_data[0].name == "echo"
+
+
+async def test_reordered_answers_leave_last_first():
+    async with (running_node(variants={"reordered-answers"}) as node,
+                connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws):
+        peer = Raw(ws)
+        await peer.auth()
+        probes = [Message(request_id, (ProtocolDataEntry("conformance_probe", 1, b"x"),)) for request_id in (5, 6, 7)]
+        for probe in probes:   # all three arrive within the node's window
+            await peer.send(probe)
+        answers = [(await peer.recv()).request_id for _ in probes]
+        assert sorted(answers) == [5, 6, 7] and answers != [5, 6, 7], answers
