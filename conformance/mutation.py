@@ -74,6 +74,14 @@ def variant_specs(protocol: str) -> tuple[Any, ...]:
     return tuple(module.SPECS)
 
 
+def late_seconds(protocol: str, deadline: float) -> float:
+    """How late ``late-answers`` writes: half the read deadline, or less
+    where the protocol's own timing allows less (``LATE_SECONDS_MAX`` of
+    its variants module, e.g. RIPP's liveness window)."""
+    module = importlib.import_module(VARIANT_REGISTRIES[protocol])
+    return min(deadline / 2, getattr(module, "LATE_SECONDS_MAX", deadline / 2))
+
+
 def suite_case_ids(protocol: str) -> list[str]:
     """The case ids the protocol's suite declares, from its sources (every
     ``@requirement("id", ...)`` in conformance/suites/<protocol>/)."""
@@ -359,7 +367,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
             if variants and vspec.name not in variants:
                 continue
             name = variant_name(protocol, vspec.name)
-            tables[name] = variant_table(references[reference_name], vspec, deadline / 2)
+            tables[name] = variant_table(references[reference_name], vspec, late_seconds(protocol, deadline))
             variant_results.append(VariantResult(protocol, vspec.name, vspec.roles, vspec.description,
                                                  vspec.allowed_by))
             plans.append((name, None, variant_results[-1]))

@@ -21,6 +21,8 @@ import logging
 import sys
 
 from ..faults import add_fault_option, fault_help, parse_faults
+from ..variants import Shape, add_variant_option, variant_help
+from .variants import SPECS as VARIANT_SPECS
 from ..node_cli import non_negative_float, port_number, positive_float, run_command, serve_until_stopped
 from .faults import SPECS as FAULT_SPECS, Fault
 from .node import (
@@ -65,7 +67,8 @@ async def _consume(args: argparse.Namespace) -> int:
     node = ConsumerNode(args.worker_id, _registry(args.schemas),
                         heartbeat_interval_ms=_interval_ms(args.heartbeat_interval),
                         faults=parse_faults(Fault, args.fault),
-                        on_event=lambda peer, event: _print(format_event(event, peer)))
+                        on_event=lambda peer, event: _print(format_event(event, peer)),
+                        shape=Shape.from_variants(set(args.variant), args.late_seconds))
     if args.fault:
         logging.getLogger("reference_impl.ripp").warning("fault injection active: %s", ", ".join(args.fault))
     await serve_until_stopped(node, args.host, args.port, args.ready_file,
@@ -84,7 +87,8 @@ async def _produce(args: argparse.Namespace) -> int:
         run = await run_producer(args.peer_host, args.peer_port, args.source_id, outputs, deltas,
                                  timeout=args.timeout, stay=args.stay, checkpoint=args.checkpoint,
                                  faults=parse_faults(Fault, args.fault),
-                                 on_event=lambda event: _print(format_event(event)))
+                                 on_event=lambda event: _print(format_event(event)), variants=args.variant,
+                                 shape=Shape.from_variants(set(args.variant), args.late_seconds))
     except RippError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return _EXIT_BY_KIND.get(exc.kind, EXIT_ERROR)
@@ -114,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     roles = {"server": "consume", "client": "produce"}
 
     consume = commands.add_parser("consume", parents=[common], help="accept producers (consumer side)",
-                                  epilog=fault_help(FAULT_SPECS, roles),
+                                  epilog=fault_help(FAULT_SPECS, roles) + "\n\n" + variant_help(VARIANT_SPECS),
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     consume.add_argument("--host", default="127.0.0.1")
     consume.add_argument("--port", type=port_number, default=0, help="0 picks a free port (default)")
@@ -123,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                          metavar="S", help="interval asked of producers in Schema_negotiation (default: %(default)g)")
     consume.add_argument("--ready-file", metavar="PATH")
     add_fault_option(consume, FAULT_SPECS, "server")
+    add_variant_option(consume, VARIANT_SPECS, "server")
     consume.set_defaults(run=_consume)
 
     produce = commands.add_parser("produce", parents=[common], help="connect to a consumer (producer side)",
@@ -140,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--timeout", type=positive_float, default=10.0, metavar="S",
                          help="deadline to connect, for the Schema_negotiation and for a Checkpoint_ack")
     add_fault_option(produce, FAULT_SPECS, "client")
+    add_variant_option(produce, VARIANT_SPECS, "client")
     produce.set_defaults(run=_produce)
     return parser
 

@@ -43,6 +43,7 @@ from .envelope import (
     encode_envelope,
     make_envelope,
 )
+from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
 from .faults import Fault
 from .payloads import (
     DEFAULT_HEARTBEAT_MS,
@@ -62,6 +63,7 @@ from .payloads import (
     msg_type_of,
     schema_from_json,
 )
+from .variants import FREQUENT_HEARTBEATS, HEARTBEAT_GAP, UNPROMPTED_CHECKPOINT_IDS, WATERMARKS
 from .session import (
     CheckpointAckReceived,
     CheckpointAnswered,
@@ -455,8 +457,10 @@ class ConsumerNode:
 
     def __init__(self, worker_id: str, registry: dict[str, Schema], *,
                  heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_MS, max_payload: int = MAX_PAYLOAD,
-                 faults: Iterable[Fault] = (), on_event: Callable[[str, Any], None] = lambda peer, e: None) -> None:
+                 faults: Iterable[Fault] = (), on_event: Callable[[str, Any], None] = lambda peer, e: None,
+                 shape: Shape = Shape()) -> None:
         self.worker_id = worker_id
+        self.shape = shape
         self.registry = registry
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_payload = max_payload
@@ -482,6 +486,7 @@ class ConsumerNode:
             self._tasks.add(task)
         peer_info = writer.get_extra_info("peername") or ("?", 0)
         peer = f"{peer_info[0]}:{peer_info[1]}"
+        writer = shape_writer(writer, self.shape)
         session = self.new_session()
         session.start(monotonic_ns())
         try:
@@ -516,7 +521,8 @@ class ProducerRun:
 async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple[str, Schema]],
                        deltas: list[DeltaSpec], *, timeout: float, stay: float = DEFAULT_STAY,
                        checkpoint: bool = False, faults: Iterable[Fault] = (),
-                       on_event: Callable[[Any], None] = lambda e: None) -> ProducerRun:
+                       on_event: Callable[[Any], None] = lambda e: None,
+                       variants: Iterable[str] = (), shape: Shape = Shape()) -> ProducerRun:
     """Connect, handshake, send ``deltas``, optionally ask for a checkpoint,
     keep heartbeating for ``stay`` seconds, close."""
     faults = frozenset(faults)
@@ -528,7 +534,8 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
         elif isinstance(event, HeartbeatSent):
             run.heartbeats += 1
         elif isinstance(event, CheckpointAckReceived):
-            run.acks.append(event.ack)
+            if event.ack.checkpoint_id < UNPROMPTED_CHECKPOINT_IDS:
+                run.acks.append(event.ack)
         elif isinstance(event, Closed):
             run.closed = event
         on_event(event)
@@ -539,9 +546,19 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
         raise RippError("timeout", f"could not connect to {host}:{port} within {timeout} s") from None
     except OSError as exc:
         raise RippError("connect", f"could not connect to {host}:{port}: {exc.strerror or exc}") from None
-    kw = dict(handshake_timeout_ns=int(timeout * 1e9))
+    writer = shape_writer(writer, shape)
+    variants = frozenset(variants)
+    kw: dict[str, Any] = dict(handshake_timeout_ns=int(timeout * 1e9))
+    if FREQUENT_HEARTBEATS in variants:
+        kw["heartbeat_gap"] = HEARTBEAT_GAP
     session: ProducerSession = (FaultyProducerSession(worker_id, outputs, faults=faults, **kw) if faults
                                 else ProducerSession(worker_id, outputs, **kw))
+    own_checkpoints = iter(range(UNPROMPTED_CHECKPOINT_IDS, UNPROMPTED_CHECKPOINT_IDS + 1000))
+
+    def ask_unprompted() -> None:
+        """Variant unprompted-traffic: a Checkpoint_request nobody asked for."""
+        if UNPROMPTED_TRAFFIC in variants and session.state == "open":
+            session.request_checkpoint(next(own_checkpoints), monotonic_ns())
     try:
         session.start(monotonic_ns())
         await pump(session, reader, writer, record, until=lambda: session.state == "open")
@@ -549,11 +566,14 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
             closed = session.closed
             kind = {"rejected": "rejected", "timeout": "timeout"}.get(closed.kind if closed else "", "protocol")
             raise RippError(kind, f"no usable Schema_negotiation: {closed.reason if closed else 'connection ended'}")
+        ask_unprompted()
         for spec in deltas:
             sequence_no = 1 if Fault.REPEAT_DELTA_SEQUENCE in faults else spec.sequence_no
             session.send_delta(spec.output, spec.key, spec.delta, monotonic_ns(), sequence_no=sequence_no,
-                               timestamp_ns=wall_ns())
+                               timestamp_ns=wall_ns(),
+                               watermark_ns=wall_ns() if WATERMARKS in variants else None)
             run.sent += 1
+        ask_unprompted()
         if checkpoint:
             session.request_checkpoint(1, monotonic_ns())
             await pump(session, reader, writer, record, until=lambda: bool(run.acks),
@@ -566,7 +586,8 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
     finally:
         writer.close()
         try:
-            await asyncio.wait_for(writer.wait_closed(), 1.0)
+            # Late writes (variant late-answers) are still queued: they leave before the close does.
+            await asyncio.wait_for(writer.wait_closed(), 1.0 + shape.late)
         except (asyncio.TimeoutError, ConnectionError, OSError):
             pass
     return run

@@ -457,9 +457,13 @@ class ProducerSession(_Session):
     _awaited_name = "Schema_negotiation"
 
     def __init__(self, worker_id: str, outputs: Sequence[tuple[str, Schema]], *,
-                 protocol_version: int = PROTOCOL_VERSION, **kw: Any) -> None:
+                 protocol_version: int = PROTOCOL_VERSION, heartbeat_gap: float = 1.0, **kw: Any) -> None:
         super().__init__(worker_id, **kw)
         self.outputs = list(outputs)
+        self.heartbeat_gap = heartbeat_gap
+        """Gap between Heartbeats after the first, in negotiated intervals
+        (profile P8 allows [0.5, 1.5]; the conformant variant
+        frequent-heartbeats uses less than 1)."""
         self.fingerprints = {name: fingerprint(s) for name, s in self.outputs}
         self.protocol_version = protocol_version
         self.negotiation: Optional[SchemaNegotiation] = None
@@ -511,7 +515,7 @@ class ProducerSession(_Session):
             return []
         hb = Heartbeat(self.worker_id, now_ns, self.load)
         self._send(hb, now_ns)
-        interval = self.heartbeat_interval_ns
+        interval = round(self.heartbeat_interval_ns * self.heartbeat_gap)
         self._next_heartbeat_ns += interval
         if self._next_heartbeat_ns <= now_ns:
             # polled late (a stalled loop): do not burst to catch up
