@@ -251,7 +251,7 @@ def judge(result: FaultResult) -> FaultResult:
 
 
 def certify_one(target_name: str, fault: str | None, targets_file: Path, work_dir: Path,
-                deadline: float, resume: bool = False) -> Certification:
+                deadline: float, resume: bool = False, case_jobs: int = 1) -> Certification:
     """One certification of ``target_name`` through cli.run_suite (one
     pytest session in a child process), in its own run directory. With
     ``resume``, a run directory that already holds a finished run (its
@@ -268,7 +268,8 @@ def certify_one(target_name: str, fault: str | None, targets_file: Path, work_di
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None)
+        options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None,
+                                     case_jobs=case_jobs)
         code = run_suite(target, run_dir, run_id, options)
         records = list(read_results(run_dir / "results.jsonl"))
         (run_dir / "summary.json").write_text(json.dumps({"exit_code": code, **summarize(records)}),
@@ -336,14 +337,17 @@ class MutationRun:
 def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_dir: Path,
                  deadline: float = 3.0, progress=print, resume: bool = False,
                  reference: bool = True, faults: bool = True,
-                 params: dict[str, Any] | None = None, variants: list[str] | None = None) -> MutationRun:
+                 params: dict[str, Any] | None = None, variants: list[str] | None = None,
+                 case_jobs: int = 1) -> MutationRun:
     """Certify each protocol's reference node without a fault (unless
     ``reference`` is False) and once per fault of its registry (only the
     ``fault_names`` given, when any; none when ``faults`` is False),
     ``jobs`` certifications at a time. ``params`` are set on every target
     certified (e.g. a shorter ``idle_seconds`` for the project's own tests).
     ``variants``: the conformant variants to certify too (an empty list: all
-    of each protocol's; None: none)."""
+    of each protocol's; None: none). ``case_jobs``: cases of one
+    certification run at once (``certify --case-jobs``), for the variants
+    whose runs are long waits (late answers)."""
     started = time.monotonic()
     references = builtin_tables()
     tables: dict[str, dict[str, Any]] = {}
@@ -380,7 +384,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
 
     def run(plan: tuple[str, str | None, FaultResult | None]) -> None:
         target, fault, result = plan
-        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume)
+        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume, case_jobs)
         if result is None:
             conformant[target.removeprefix("reference-")] = cert
             failed = sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))
@@ -523,7 +527,7 @@ def cmd_mutation(args: argparse.Namespace) -> int:
                      and (not args.variant or any(s.name in args.variant for s in variant_specs(p)))]
     run = run_mutation(protocols, args.fault, args.jobs, work_dir, args.deadline,
                        progress=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume,
-                       faults=not (args.variants or args.variant),
+                       faults=not (args.variants or args.variant), case_jobs=args.case_jobs,
                        variants=list(args.variant) if (args.variants or args.variant) else None)
     print(render_markdown(run) if args.format == "markdown" else render_text(run))
     print(f"runs: {work_dir}", file=sys.stderr)
@@ -549,4 +553,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(delete a target's directory to certify it again)")
     parser.add_argument("--deadline", type=float, default=3.0,
                         help="seconds to wait for bytes a target must send (default 3)")
+    parser.add_argument("--case-jobs", type=int, default=1, metavar="N",
+                        help="cases of one certification run at once (certify --case-jobs; default 1)")
     parser.set_defaults(func=cmd_mutation)
