@@ -42,12 +42,14 @@ async def test_response_carries_request_id(open_peer, auth_token):
     auth_id = (await peer.authenticate(auth_token)).request_id
     probe = probe_message(0xDEADBEEF)
     await peer.send(probe)
-    # The next Response or Error, whatever its id (requests of the target's own are not answers).
-    reply = await peer.next_response("the answer to a Message with request id 0xdeadbeef")
+    # The next Response or Error, whatever its id (requests of the target's own are not answers),
+    # within one deadline however many further answers to the auth Message come first.
+    window = Deadline(peer.conn.deadline)
+    reply = await peer.next_response("the answer to a Message with request id 0xdeadbeef", window)
     while reply.request_id == auth_id != probe.request_id:
         peer.conn.trace.event(f"a further answer to the auth Message (request id {auth_id}), answered already: "
                               "not judged here")
-        reply = await peer.next_response("the answer to a Message with request id 0xdeadbeef")
+        reply = await peer.next_response("the answer to a Message with request id 0xdeadbeef", window)
     assert is_response(reply) and reply.request_id == probe.request_id, (
         f"the answer must be a Response or Error with request id {probe.request_id}; got {summary(reply)}")
 
