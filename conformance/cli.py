@@ -476,6 +476,10 @@ def cmd_interop(args: argparse.Namespace) -> int:
         print(f"  {rec['outcome']:<7} {rec['implementation']} (client) -> {rec.get('peer_implementation')} "
               f"(server): {rec['case_id']}")
         ok = ok and rec["outcome"] == "passed"
+    from .interop.crosscheck import cross_check
+    gaps = cross_check(run_dir, to_run, targets, args.certified_in)
+    if gaps:
+        print("\n" + gaps)
     print(f"\nresults: {run_dir}\nwall time {summary['duration_s']:.1f} s")
     return EXIT_CONFORMANT if ok else EXIT_NOT_CONFORMANT
 
@@ -584,7 +588,11 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     summary = write_summary(run_dir, run_id, started, extra)
     path = write_pairs(run_dir, run_id, pairs, time.monotonic() - started)
     print("\n" + table(pairs))
-    print(f"\nresults: {run_dir}  (results.jsonl, {path.name}, traces/<client>+<server>/)\n"
+    from .interop.crosscheck import cross_check
+    gaps = cross_check(run_dir, to_run, targets, args.certified_in)
+    if gaps:
+        print("\n" + gaps)
+    print(f"\nresults: {run_dir}  (results.jsonl, {path.name}, coverage-gaps.json, traces/<client>+<server>/)\n"
           f"wall time {summary['duration_s']:.1f} s")
     ran = [p for p in pairs if not p.skipped]
     return EXIT_CONFORMANT if ran and all(p.verdict == "interoperable" for p in ran) else EXIT_NOT_CONFORMANT
@@ -670,6 +678,10 @@ def build_parser() -> argparse.ArgumentParser:
     interop.add_argument("--targets-file", action="append", default=[], help="TOML targets file (repeatable)")
     interop.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
     interop.add_argument("--run-dir", default=None, help="exact run directory")
+    interop.add_argument("--certified-in", action="append", default=[], metavar="DIR",
+                         help="run dirs (or a directory of them) holding the targets' certifications, for the "
+                              "cross-check: a failing pair of two CONFORMANT targets is a coverage gap, listed "
+                              "in coverage-gaps.json (repeatable; default: the run dirs beside this run's)")
     interop.add_argument("--deadline", type=float, default=3.0, help="read deadline in seconds (default 3)")
     interop.add_argument("--run-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
                          help="deadline of each client x server run (default: none)")

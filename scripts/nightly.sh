@@ -194,6 +194,9 @@ step_interop() {
     rm -rf "$run_dir"
     mapfile -t args < <(targets_file_args; jobs_args interop)
     for p in "${protocols[@]}"; do args+=(--protocol "$p"); done
+    # The cross-check reads tonight's certifications: a failing pair of two
+    # CONFORMANT targets is a coverage gap (coverage-gaps.json; the verdict lists it).
+    [ -d "$night_dir/runs/certify" ] && args+=(--certified-in "$night_dir/runs/certify")
     "${conformance[@]}" interop --all "${args[@]}" --run-dir "$run_dir" --run-timeout "$run_timeout" || code=$?
     verdicts_given interop "$run_dir/interop-summary.json" "$code"
 }
@@ -347,6 +350,7 @@ else:
         (red if is_reference(group.get("implementation")) else findings).append(line + detail)
 
 pairs = []
+gaps = []
 if interop_on:
     isummary = load(night / "runs" / "interop" / "interop-summary.json")
     if isummary is None:
@@ -367,9 +371,16 @@ if interop_on:
                 red.append(f"interop: {label}: {', '.join(p.get('must_not_passed', [])[:5])}")
             else:
                 findings.append(f"{label}: {', '.join(p.get('must_not_passed', [])[:5])}")
+    # Pairs of two CONFORMANT targets that do not interoperate: each a case
+    # the suites lack (or an erratum to write). Red: the suites' own gap.
+    gaps = (load(night / "runs" / "interop" / "coverage-gaps.json") or {}).get("gaps", [])
+    for gap in gaps:
+        cases = ", ".join(f["case_id"] for f in gap.get("failing", [])[:5])
+        red.append(f"coverage gap: {gap['client']} (client) and {gap['server']} (server) are both certified "
+                   f"CONFORMANT but fail {cases}")
 
 result = {"night": night.name, "red": bool(red), "why_red": red, "findings": findings, "notes": notes,
-          "certified": certified, "interop_pairs": pairs}
+          "certified": certified, "interop_pairs": pairs, "coverage_gaps": gaps}
 (night / "verdict.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 md = [f"## Nightly {night.name}: {'RED' if red else 'green'}", ""]

@@ -93,6 +93,9 @@ SPECS: tuple[FaultSpec, ...] = (
     FaultSpec("repeat-delta-sequence", "client",
               "give every Delta sequence_no 1",
               ("ripp.delta.client.sends-deltas",)),
+    FaultSpec("delta-undeclared-field", "client",
+              "every Set or Patch Delta also names a field its writer schema does not have (undeclared_field)",
+              ("ripp.delta.client.deltas-match-handshake",)),
 )
 
 Fault = fault_enum("Fault", SPECS)

@@ -569,7 +569,10 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
         ask_unprompted()
         for spec in deltas:
             sequence_no = 1 if Fault.REPEAT_DELTA_SEQUENCE in faults else spec.sequence_no
-            session.send_delta(spec.output, spec.key, spec.delta, monotonic_ns(), sequence_no=sequence_no,
+            delta = spec.delta
+            if Fault.DELTA_UNDECLARED_FIELD in faults and isinstance(delta, (SetDelta, PatchDelta)):
+                delta = type(delta)([*delta.fields, FieldValue("undeclared_field", b"\x00")])
+            session.send_delta(spec.output, spec.key, delta, monotonic_ns(), sequence_no=sequence_no,
                                timestamp_ns=wall_ns(),
                                watermark_ns=wall_ns() if WATERMARKS in variants else None)
             run.sent += 1

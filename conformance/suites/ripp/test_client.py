@@ -8,7 +8,9 @@ import time
 
 from conformance.core.requirements import requirement
 from conformance.core.transport import Deadline, short_hex
-from reference_impl.ripp.payloads import DeltaMsg, Handshake, Heartbeat, SchemaNegotiation
+from reference_impl.ripp.payloads import (DeltaMsg, Handshake, Heartbeat, PayloadError, SchemaNegotiation,
+                                         decode_delta, fingerprint)
+from reference_impl.ripp.session import SourceTrack
 
 from .prerequisites import CLIENT_ENVELOPES, CLIENT_HANDSHAKE
 
@@ -102,6 +104,37 @@ async def test_client_delta_sequence_per_output(launched_producer):
         for output, numbers in per_output.items():
             assert all(b > a for a, b in zip(numbers, numbers[1:])), (
                 f"Deltas of {output} carry sequence_no {numbers}: the counter per output must increase")
+
+
+@requirement("ripp.delta.client.deltas-match-handshake", "MUST",
+             "RIPP, Delta Message (\"delta_bytes: Serialized Delta.t\"); Schema Fingerprint; profile P6 (\"A Delta for "
+             "an output not declared in the Handshake, whose delta_bytes do not decode as Delta.t, or that names a "
+             "field not in the writer schema or with a value that does not decode completely as the field's type, "
+             "is a protocol error\") and P4 (the envelope carries its output's schema fingerprint)",
+             role="client", depends=[CLIENT_HANDSHAKE])
+async def test_client_deltas_match_the_handshake(launched_producer):
+    """Found by interop as a cross-check: a producer whose Deltas name a
+    field its Handshake's schema lacks passed every other case, and every
+    consumer following the profile closes on its first Delta."""
+    async with launched_producer(count=4) as peer:
+        hs = await accept_handshake(peer)
+        tracks = {name: SourceTrack(schema, fingerprint(schema)) for name, schema in hs.output_schemas}
+        received = await read_all(peer, 4)
+        deltas = [r for r in received if isinstance(r.message, DeltaMsg)]
+        assert deltas, "the producer sent no Delta after an ok negotiation"
+        for r in deltas:
+            msg = r.message
+            track = tracks.get(msg.source_output)
+            assert track is not None, (f"a Delta for output {msg.source_output!r}, which the Handshake did not "
+                                       f"declare (it declared {sorted(tracks)}): {short_hex(r.raw)}")
+            assert r.envelope.fingerprint == track.fingerprint, (
+                f"the Delta for {msg.source_output!r} #{msg.sequence_no} carries the schema fingerprint "
+                f"{r.envelope.fingerprint!r}; its output's schema in the Handshake has {track.fingerprint!r}")
+            try:
+                track.validate(decode_delta(msg.delta_bytes))
+            except PayloadError as exc:
+                raise AssertionError(f"the Delta for {msg.source_output!r} #{msg.sequence_no} does not match its "
+                                     f"writer schema: {exc}; delta_bytes {short_hex(msg.delta_bytes)}") from None
 
 
 @requirement("ripp.handshake.client.stops-after-rejection", "MUST",
