@@ -107,10 +107,9 @@ async def test_client_delta_sequence_per_output(launched_producer):
 
 
 @requirement("ripp.delta.client.deltas-match-handshake", "MUST",
-             "RIPP, Delta Message (\"delta_bytes: Serialized Delta.t\"); Schema Fingerprint; profile P6 (\"A Delta for "
-             "an output not declared in the Handshake, whose delta_bytes do not decode as Delta.t, or that names a "
-             "field not in the writer schema or with a value that does not decode completely as the field's type, "
-             "is a protocol error\") and P4 (the envelope carries its output's schema fingerprint)",
+             "RIPP, Field Details (\"Schema fingerprint: 32-byte zero-padded string.\"); Encoding (\"No schema "
+             "embedded in the payload\") (profile P6: a Delta for an undeclared output, not decoding as Delta.t, or "
+             "naming a field outside the writer schema is a protocol error; P4)",
              role="client", depends=[CLIENT_HANDSHAKE])
 async def test_client_deltas_match_the_handshake(launched_producer):
     """Found by interop as a cross-check: a producer whose Deltas name a
