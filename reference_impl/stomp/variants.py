@@ -112,8 +112,8 @@ SPECS: tuple[VariantSpec, ...] = (
                 "STOMP 1.2, STOMP Frames: \"an end-of-line (EOL), which consists of an OPTIONAL carriage return "
                 "(octet 13) followed by a REQUIRED line feed\"; Augmented BNF (EOL = [CR] LF)"),
     VariantSpec(EXTRA_EOLS, ("server", "client"),
-                f"every frame followed by three EOLs after its NULL ({EXTRA_EOLS_AFTER!r}; with crlf-line-ends "
-                "three CR LF)",
+                "every frame followed by three EOLs after its NULL (LF, CR LF, LF; with crlf-line-ends three "
+                "CR LF)",
                 "STOMP 1.2, STOMP Frames: \"The NULL octet can be optionally followed by multiple EOLs\"; Augmented "
                 "BNF (frame = ... NULL *( EOL ))"),
     VariantSpec(MINIMAL_CONNECTED, ("server",),
