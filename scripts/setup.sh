@@ -2,12 +2,15 @@
 # Creates .venv (Python >= 3.11) and installs the harness into it, editable,
 # with the test extras. Idempotent: a second run only checks.
 #
-# Usage: scripts/setup.sh [--node] [--rabbitmq]
+# Usage: scripts/setup.sh [--node] [--rabbitmq] [--ocaml] [--swpt]
 #   --node      also installs the npm interop packages (scripts/install-node-deps.sh)
 #   --rabbitmq  also installs Debian's rabbitmq-server for the STOMP target
 #               `rabbitmq` (scripts/install-rabbitmq.sh; root or sudo)
 #   --ocaml     also installs OCaml and bin_prot from Debian's packages for
 #               the RIPP peer `ocaml-ripp` (scripts/install-ocaml.sh)
+#   --swpt      also installs swpt_stomp 0.1.0 in a venv of its own for the
+#               STOMP targets `swpt-server` and `swpt-client`
+#               (scripts/install-swpt-stomp.sh), and RabbitMQ, its broker
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -37,6 +40,7 @@ for arg in "$@"; do
         --node) scripts/install-node-deps.sh ;;
         --rabbitmq) scripts/install-rabbitmq.sh ;;
         --ocaml) scripts/install-ocaml.sh ;;
-        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq, --ocaml)" >&2; exit 2 ;;
+        --swpt) scripts/install-rabbitmq.sh && scripts/install-swpt-stomp.sh ;;
+        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq, --ocaml, --swpt)" >&2; exit 2 ;;
     esac
 done
