@@ -249,8 +249,8 @@ class Association:
         session = self.session
         try:
             session.start()
-            if session.identified:   # fault client-no-host-id: no exchange to wait for
-                self._send_messages()
+            if session.identified or Fault.CLIENT_NO_WAIT_FOR_HOST_ID in session.faults:
+                self._send_messages()   # the faults client-no-host-id, client-no-wait-for-host-id: no waiting
             await self._flush()
             while not session.closed:
                 timeout, why = self._read_timeout(loop.time())

@@ -171,6 +171,11 @@ class RippleSession:
         self._own_parity = 0 if own_even else 1
         self._peer_parity = 1 if initiator else 0
         self._next_msgno = self._own_parity
+        self._reused = 0
+        """With the fault reuse-msgno: how many of our MSGs carry the one msgno and await their answers."""
+        self._peer_msgnos: set[int] = set()
+        """With the fault close-on-answered-msgno: every msgno of the peer's MSGs so far."""
+        """With the fault reuse-msgno: how many of our MSGs carry the one msgno and await their answers."""
 
     # ------------------------------------------------------------ output
 
@@ -186,6 +191,9 @@ class RippleSession:
     def _allocate_msgno(self) -> int:
         if Fault.CLIENT_REUSE_MSGNO in self.faults and self.identified:
             return 2
+        if Fault.REUSE_MSGNO in self.faults and self.identified and self.role is Role.ACCEPTOR:
+            self._reused += 1
+            return self._own_parity
         for _ in range(len(self.outstanding) + 1):
             msgno = self._next_msgno
             self._next_msgno = msgno + 2 if msgno + 2 <= MAX_MSGNO else self._own_parity
@@ -216,7 +224,7 @@ class RippleSession:
         returns its msgno. Needs the host-id exchange done."""
         if self.closed:
             raise SessionError("the association is closed")
-        if not self.identified:
+        if not self.identified and not (Fault.CLIENT_NO_WAIT_FOR_HOST_ID in self.faults and self._started):
             raise SessionError("the host-id exchange is not complete")
         msgno = self._allocate_msgno()
         self.outstanding[msgno] = body if isinstance(body, dict) else {}
@@ -301,6 +309,9 @@ class RippleSession:
             if frame.msgno in self.unanswered and not self.reassembler.in_progress("MSG", frame.msgno) \
                     and Fault.ACCEPT_REUSED_MSGNO not in self.faults:
                 return self.close(f"MSG reuses msgno {frame.msgno}, whose MSG still awaits its answer")
+            if Fault.CLOSE_ON_ANSWERED_MSGNO in self.faults and frame.msgno in self._peer_msgnos \
+                    and not self.reassembler.in_progress("MSG", frame.msgno):
+                return self.close(f"fault: MSG reuses msgno {frame.msgno}, used before")
         else:
             if frame.msgno not in self.outstanding:
                 if Fault.ACCEPT_UNKNOWN_REPLY in self.faults:
@@ -334,6 +345,8 @@ class RippleSession:
 
     def _on_msg(self, message: Message) -> list[Event]:
         body = message.body
+        if Fault.CLOSE_ON_ANSWERED_MSGNO in self.faults:
+            self._peer_msgnos.add(message.msgno)
         if not self.identified:
             if self.role is Role.INITIATOR:
                 return self.close("the acceptor sent a MSG before answering the host-id")
@@ -347,6 +360,8 @@ class RippleSession:
                 return self.close("the initiator's first message is not a valid host-id")
             self.peer_hostname = body["hostname"]
             self.identified = True
+            if Fault.MSG_BEFORE_HOST_ID_REPLY in self.faults:
+                self.send_message({"type": "ping"})
             if Fault.NO_HOST_ID_REPLY not in self.faults:
                 self.unanswered[message.msgno] = message
                 self.reply(message.msgno, {"type": HOST_ID, "hostname": self.hostname})
@@ -363,7 +378,12 @@ class RippleSession:
         return [MessageReceived(message)]
 
     def _on_answer(self, message: Message) -> list[Event]:
-        request = self.outstanding.pop(message.msgno)
+        if self._reused > 1 and message.msgno == self._own_parity:
+            self._reused -= 1   # the fault reuse-msgno: another of our MSGs with this msgno still awaits its answer
+            request = self.outstanding[message.msgno]
+        else:
+            self._reused = 0 if message.msgno == self._own_parity else self._reused
+            request = self.outstanding.pop(message.msgno)
         if message.msgno == self._host_id_msgno and not self.identified:
             self._host_id_msgno = None
             body = message.body

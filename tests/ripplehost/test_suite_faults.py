@@ -106,3 +106,41 @@ def test_client_frame_faults_bend_only_the_initiator_they_are_given_to():
         session = identified(Role.INITIATOR, fault)
         [event] = received(session, data)
         assert isinstance(event, MessageReceived) and event.message.body == ECHO and not session.closed, fault
+
+
+def test_reuse_msgno_numbers_every_own_msg_alike_and_takes_each_answer_for_one():
+    session = identified(Role.ACCEPTOR, Fault.REUSE_MSGNO)
+    assert [session.send_message({"type": "ping"}) for _ in range(3)] == [1, 1, 1]
+    for _ in range(3):
+        events = received(session, encode_message("RPY", 1, {"type": "pong"}))
+        assert not session.closed and events and not isinstance(events[0], Closed)
+    assert isinstance(received(session, encode_message("RPY", 1, {"type": "pong"}))[0], Closed)
+    plain = identified(Role.ACCEPTOR)
+    assert [plain.send_message({"type": "ping"}) for _ in range(3)] == [1, 3, 5]
+
+
+def test_close_on_answered_msgno_closes_on_any_reuse():
+    for faults, closes in (((), False), ((Fault.CLOSE_ON_ANSWERED_MSGNO,), True)):
+        session = identified(Role.ACCEPTOR, *faults)
+        assert [type(e) for e in received(session, encode_message("MSG", 2, ECHO))] == [MessageReceived]
+        session.reply(2, ECHO)
+        again = received(session, encode_message("MSG", 2, ECHO))
+        assert isinstance(again[0], Closed) if closes else [type(e) for e in again] == [MessageReceived]
+
+
+def test_msg_before_host_id_reply_and_client_no_wait_for_host_id():
+    from reference_impl.ripplehost.frame import FrameParser
+    acceptor = RippleSession(Role.ACCEPTOR, "b.example", faults=frozenset({Fault.MSG_BEFORE_HOST_ID_REPLY}))
+    acceptor.receive_data(encode_message("MSG", 0, HOST_ID))
+    assert [(f.type, f.msgno) for f in FrameParser().receive_data(acceptor.data_to_send())] == [("MSG", 1), ("RPY", 0)]
+    initiator = RippleSession(Role.INITIATOR, "b.example", faults=frozenset({Fault.CLIENT_NO_WAIT_FOR_HOST_ID}))
+    initiator.start()
+    assert initiator.send_message({"type": "ping"}) == 2 and not initiator.identified
+    plain = RippleSession(Role.INITIATOR, "b.example")
+    plain.start()
+    try:
+        plain.send_message({"type": "ping"})
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("without the fault the initiator waits for the host-id RPY")

@@ -7,6 +7,7 @@ README on the END trailer; the profile, docs/ripplehost-profile.md, sections
 from __future__ import annotations
 
 from conformance.core.requirements import requirement
+from conformance.core.transport import DeadlineExceeded
 from reference_impl.ripplehost.frame import message_frames
 
 from .conftest import DEFAULT_CLIENT_MESSAGES
@@ -76,6 +77,33 @@ async def test_client_sends_host_id_first(launched_client):
         hostname = first.body.get("hostname")
         assert isinstance(hostname, str) and hostname, f"the host-id must carry a hostname string: {summary(first)}"
         assert not first.is_node, f"the host-id must come in a host frame (profile section 4): {summary(first)}"
+
+
+@requirement("ripplehost.hostid.client.waits-for-host-id-reply", "MUST",
+             f"{BINDING}, Host Identification (\"Upon starting a session and negotiating TLS, the initiating host "
+             "must send a host-id message\"; profile section 4: the initiator sends no other MSG before the RPY "
+             "arrives)", role="client", depends=[CLIENT_HOST_ID], errata=["RIPPLEHOST-E3"])
+async def test_client_waits_for_host_id_reply(launched_client, deadline):
+    async with launched_client() as client:
+        peer = await client.accept()
+        first = await peer.next_message("the initiator's host-id MSG")
+        assert first.type == "MSG" and first.body.get("type") == HOST_ID_TYPE, (
+            f"the initiator's first message must be its host-id MSG: {summary(first)}")
+        # The RPY is held back for a while: an initiator that sends its other
+        # MSGs without waiting for it shows them here (answered at once, it
+        # could not be told from one that waits).
+        window = min(1.0, deadline / 2)
+        try:
+            early = await peer.next_frame("nothing while the host-id RPY is held back", window)
+        except DeadlineExceeded:
+            early = None
+        assert early is None, (
+            f"with its host-id MSG unanswered for {window:g} s, the initiator sent {summary(early)}; it must send "
+            "no other MSG before the acceptor's host-id RPY arrives (profile section 4)")
+        await peer.send_message("RPY", first.msgno, {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
+                                "the acceptor's host-id, held back")
+        # Its MSGs come after the RPY: the held-back window did hold something back.
+        await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
 
 
 @requirement("ripplehost.msgno.client.uses-even-msgnos", "MUST", PARITY, role="client", depends=[CLIENT_HOST_ID])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from conformance.core.requirements import not_applicable, requirement
 
 from .conftest import identified
-from .peer import expect_close, probe_body, summary
+from .peer import HARNESS_HOSTNAME, HOST_ID_TYPE, expect_close, probe_body, summary
 from .prerequisites import HOST_ID
 from .prerequisites import IDENTIFIED
 
@@ -35,6 +35,22 @@ async def test_replies_with_host_id(open_peer):
     answer = await peer.exchange_host_ids(msgno=0)
     problem = identified(answer)
     assert problem is None, f"the acceptor must reply to the host-id MSG with its own host-id message: {problem}"
+
+
+@requirement("ripplehost.hostid.server.sends-nothing-before-host-id-reply", "MUST",
+             f"{HOST_IDENTIFICATION} (\"Upon receiving a host-id message, the accepting host must reply with its own "
+             "host-id message\"; profile section 4: the acceptor sends nothing before that RPY)",
+             depends=[HOST_ID], errata=["RIPPLEHOST-E3"])
+async def test_sends_nothing_before_host_id_reply(open_peer):
+    peer = await open_peer("nothing before the host-id RPY")
+    await peer.send_message("MSG", 0, {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME}, "the initiator's host-id")
+    # The acceptor's MSGs are kept, not answered: the initiator does not know
+    # whom it talks to before the host-id RPY, so none may come before it.
+    answer = await peer.answer_to(0, "the acceptor's answer to the host-id MSG", serve=False)
+    assert not peer.pending_msgs, (
+        f"the acceptor sent {len(peer.pending_msgs)} MSG(s) of its own before its host-id RPY "
+        f"({'; '.join(summary(m) for m in peer.pending_msgs)}); it must send nothing before that RPY "
+        f"(then: {summary(answer)})")
 
 
 @requirement("ripplehost.msgno.server.reply-carries-msgno", "MUST", SAME_MSGNO, depends=[HOST_ID])
@@ -94,6 +110,36 @@ async def test_uses_odd_msgnos(identified_peer):
                        f"{[frame.msgno for frame in frames]} (even: {wrong})")
 
 
+@requirement("ripplehost.msgno.server.unique-outstanding-msgnos", "MUST", UNIQUE, needs=["ping-me"],
+             depends=IDENTIFIED)
+async def test_unique_outstanding_msgnos(identified_peer):
+    peer = await identified_peer("the acceptor's own MSGs, left unanswered")
+    count = 4
+    msgno = peer.new_msgno()
+    await peer.send_message("MSG", msgno, {"type": "ping-me", "count": count},
+                            f"asking the acceptor for {count} MSGs of its own (profile section 7)")
+    # None of the acceptor's MSGs is answered, so all are outstanding together
+    # (its unprompted MSGs too, if it sends any).
+    own = []
+    answered = False
+    for _ in range(count + 20):   # bounded: a target flooding MSGs fails below
+        if len(own) >= count and answered:
+            break
+        message = await peer.next_message(f"the RPY to ping-me and the acceptor's {count} MSGs")
+        if message.type == "MSG":
+            own.append(message)
+        else:
+            assert message.msgno == msgno and message.type == "RPY", (
+                f"ping-me must be answered with an RPY of msgno {msgno}: {summary(message)}")
+            answered = True
+    assert answered and len(own) >= count, (f"no RPY to ping-me and {count} MSGs of the acceptor among "
+                                            f"{count + 20} messages (got {len(own)} MSGs)")
+    msgnos = [message.msgno for message in own]
+    assert len(set(msgnos)) == len(msgnos), (
+        f"{len(msgnos)} MSGs of the acceptor awaiting their answers at once must have distinct msgnos; they "
+        f"carried {msgnos}")
+
+
 @requirement("ripplehost.msgno.server.closes-on-wrong-parity", "MUST", f"{PARITY}; {CLOSE}", depends=IDENTIFIED)
 async def test_closes_on_wrong_parity(identified_peer):
     peer = await identified_peer("a MSG with the acceptor's parity")
@@ -105,6 +151,14 @@ async def test_closes_on_wrong_parity(identified_peer):
              depends=IDENTIFIED)
 async def test_closes_on_reused_msgno(identified_peer):
     peer = await identified_peer("a reused outstanding msgno")
+    # First a reuse the rule allows: msgno 2 again once its MSG is answered.
+    # A node closing on every reused msgno would pass the close below alone.
+    for attempt in ("a ping with msgno 2", "a second ping with msgno 2, after the first was answered"):
+        await peer.send_message("MSG", 2, {"type": "ping"}, attempt)
+        answer = await peer.answer_to(2, f"the answer to {attempt}")
+        assert answer.type == "RPY", (
+            f"{attempt} must be served: a msgno is unique only among MSGs awaiting their answers: "
+            f"{summary(answer)}")
     # The hold outlasts every window of the case, so the first MSG is still
     # awaiting its answer when the second one reuses its msgno.
     hold = min(30, max(5, round(3 * peer.conn.deadline)))
