@@ -54,6 +54,8 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     # 195 certifications of faulty reference nodes: minutes of CPU. The fast
     # tier keeps test_reference_node_without_a_fault_passes_every_case.
     "mutation/test_mutation.py::test_fault_is_caught_by_exactly_its_own_cases": ("full",),
+    # One certification per conformant variant (the late ones minutes of waiting).
+    "mutation/test_variants.py::test_variant_is_certified_conformant": ("full",),
     # Whole certifications compared or repeated over several faulty nodes
     # (a minute each, half a minute of CPU): the fast tier keeps the
     # harness's unit tests and one certification per reference node.
