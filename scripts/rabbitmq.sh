@@ -22,6 +22,13 @@
 #                            every message (default smp-accepted)
 #       [--python PATH]      Python with pika (default: the repo's .venv)
 #       [--timeout SECONDS]  how long to wait for the broker (default 120)
+#       [--plugin NAME]      enable this bundled plugin too (repeatable; e.g.
+#                            rabbitmq_random_exchange, which swpt_stomp needs)
+#       [--amqp-only]        no STOMP plugin and no STOMP listener: the broker
+#                            behind another STOMP server (swpt_stomp's,
+#                            interop/stomp/swpt_node.py); --cert, --key and
+#                            --ca are then not needed, and port= is 0
+#       [--exchange-type T]  type of the exchange declared (default topic)
 #
 # Once the broker answers on AMQP and the STOMP listener accepts TCP, and the
 # exchange and queue are declared, prints one line on stdout:
@@ -46,6 +53,7 @@ rabbit_bin=/usr/lib/rabbitmq/bin
 command -v epmd >/dev/null 2>&1 || die "epmd (erlang-base) not found"
 
 cert="" key="" ca="" data_dir="" stomp_port="" amqp_port="" exchange="smp" queue="smp-accepted"
+amqp_only=0 plugins=() exchange_type=topic
 listen=127.0.0.1
 python="$repo/.venv/bin/python" timeout_seconds=120
 [ -x "$python" ] || python=python3
@@ -62,17 +70,27 @@ while [ $# -gt 0 ]; do
         --queue) queue="${2:?--queue needs a value}"; shift 2 ;;
         --python) python="${2:?--python needs a value}"; shift 2 ;;
         --timeout) timeout_seconds="${2:?--timeout needs a value}"; shift 2 ;;
+        --plugin) plugins+=("${2:?--plugin needs a value}"); shift 2 ;;
+        --amqp-only) amqp_only=1; shift ;;
+        --exchange-type) exchange_type="${2:?--exchange-type needs a value}"; shift 2 ;;
         -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument $1" ;;
     esac
 done
-[ -n "$cert" ] && [ -n "$key" ] && [ -n "$ca" ] || die "--cert, --key and --ca are required"
-for f in "$cert" "$key" "$ca"; do
-    [ -r "$f" ] || die "cannot read $f"
+if [ "$amqp_only" -eq 0 ]; then
+    [ -n "$cert" ] && [ -n "$key" ] && [ -n "$ca" ] || die "--cert, --key and --ca are required"
+    for f in "$cert" "$key" "$ca"; do
+        [ -r "$f" ] || die "cannot read $f"
+    done
+    cert="$(cd "$(dirname "$cert")" && pwd)/$(basename "$cert")"
+    key="$(cd "$(dirname "$key")" && pwd)/$(basename "$key")"
+    ca="$(cd "$(dirname "$ca")" && pwd)/$(basename "$ca")"
+fi
+for p in ${plugins[@]+"${plugins[@]}"}; do
+    [[ "$p" =~ ^rabbitmq_[a-z_]+$ ]] || die "bad --plugin $p"
+    ls -d /usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/"$p"-* >/dev/null 2>&1 || die "plugin $p is not installed"
 done
-cert="$(cd "$(dirname "$cert")" && pwd)/$(basename "$cert")"
-key="$(cd "$(dirname "$key")" && pwd)/$(basename "$key")"
-ca="$(cd "$(dirname "$ca")" && pwd)/$(basename "$ca")"
+[[ "$exchange_type" =~ ^(topic|direct|fanout|headers)$ ]] || die "bad --exchange-type $exchange_type"
 [[ "$timeout_seconds" =~ ^[0-9]+$ ]] || die "bad --timeout $timeout_seconds"
 [[ "$exchange" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --exchange $exchange"
 [[ "$queue" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --queue $queue"
@@ -141,7 +159,21 @@ disk_free_limit.absolute = 20MB
 log.file.level = info
 log.console = false
 EOF
-echo "[rabbitmq_stomp]." >"$data_dir/enabled_plugins"
+if [ "$amqp_only" -eq 1 ]; then
+    # The broker alone: no STOMP plugin, no listener of its own on TLS.
+    cat >"$data_dir/rabbitmq.conf" <<EOF
+listeners.tcp.1 = 127.0.0.1:$amqp_port
+listeners.ssl = none
+loopback_users.guest = true
+disk_free_limit.absolute = 20MB
+log.file.level = info
+log.console = false
+EOF
+    stomp_port=0
+fi
+enabled=(); [ "$amqp_only" -eq 1 ] || enabled=(rabbitmq_stomp)
+enabled+=(${plugins[@]+"${plugins[@]}"})
+echo "[$(IFS=,; echo "${enabled[*]}")]." >"$data_dir/enabled_plugins"
 : >"$data_dir/rabbitmq-env.conf"
 
 export HOME="$data_dir/home"
@@ -223,13 +255,13 @@ until tail -c +"$((start_offset + 1))" "$log_file" 2>/dev/null | grep -q 'Starti
     [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "rabbitmq-server not ready within ${timeout_seconds}s"; }
     sleep 0.2
 done
-until (exec 3<>"/dev/tcp/$probe_address/$stomp_port") 2>/dev/null; do
+until [ "$amqp_only" -eq 1 ] || (exec 3<>"/dev/tcp/$probe_address/$stomp_port") 2>/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "STOMP TLS listener $listen:$stomp_port not open within ${timeout_seconds}s"; }
     sleep 0.2
 done
 remaining=$((deadline - SECONDS)); [ "$remaining" -gt 5 ] || remaining=5
 "$python" "$repo/interop/stomp/amqp_accepted.py" declare --port "$amqp_port" \
-    --exchange "$exchange" --queue "$queue" --timeout "$remaining" \
+    --exchange "$exchange" --exchange-type "$exchange_type" --queue "$queue" --timeout "$remaining" \
     || { show_log_tail; die "declaring exchange $exchange and queue $queue over AMQP failed"; }
 
 echo "RABBITMQ_READY=1 port=$stomp_port amqp_port=$amqp_port exchange=$exchange queue=$queue data_dir=$data_dir"

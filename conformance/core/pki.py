@@ -1,8 +1,10 @@
 """Per-run test certificates for protocols that run over TLS with
 certificates on both sides (the Swaptacular STOMP profile).
 
-A run makes its own certificate authority with ``trustme``, so no key
-outlives the run and nothing depends on the machine's trust store. Leaf
+A run makes its own certificate authority (with ``cryptography``, as
+``trustme`` would: ECDSA P-256 keys, leaves for server and client
+authentication), so no key outlives the run and nothing depends on the
+machine's trust store. Leaf
 certificates name hosts that are never dialled (``*.invalid``): a peer that
 checks the hostname against the address it connects to (127.0.0.1) fails,
 which is what a client-role case needs to see whether a client skips that
@@ -11,6 +13,21 @@ check, as the profile asks. A second authority that nobody trusts signs the
 
 Private keys are written 0600 into a private directory and never read into
 a message or a report.
+
+Every leaf's subject is a Swaptacular distinguished name (swpt_stomp's
+swpt-certificates.rst, "Subject's and issuer's distinguished names":
+O=Swaptacular Nodes Registry, OU=<node type>, serialNumber=<node id>), so
+the harness is a peer a Swaptacular node can identify: swpt_stomp's server
+takes the peer's node id from the client certificate's ``serialNumber``
+and refuses a certificate without it, and its client refuses a server
+whose ``serialNumber`` is not the peer's id (swpt_stomp common.py
+``get_peer_serial_number``, server.py and client.py). The server
+certificates name the accounting authority ``00000001`` (HARNESS_AA_NODE_ID:
+the one that manages the debtor ids of the harness's SMP examples,
+0x00000001xxxxxxxx); the client certificates a creditors agent whose id is
+derived from its key as the document says (the highest 128 bits of the
+SHA-256 of the DER public key). Implementations that do not look at the
+subject see no difference.
 """
 
 from __future__ import annotations
@@ -22,6 +39,12 @@ from pathlib import Path
 
 SERVER_NAME = "stomp-server.invalid"
 CLIENT_NAME = "stomp-client.invalid"
+
+SWAPTACULAR_ORGANIZATION = "Swaptacular Nodes Registry"
+HARNESS_AA_NODE_ID = "00000001"
+"""The serialNumber of the run's server certificates: the harness, as a
+server, is the accounting authority of debtor ids 0x00000001xxxxxxxx (the
+debtor_id 4294967297 of reference_impl.stomp.smp's examples)."""
 
 
 @dataclass(frozen=True)
@@ -72,24 +95,115 @@ def _write(path: Path, data: bytes, private: bool = False) -> Path:
     return path
 
 
+def swaptacular_node_id(public_key) -> str:
+    """A creditors or debtors agent's node id as swpt-certificates.rst
+    ("Creditors/debtors agent nodes' serial numbers") derives it: the
+    highest 128 bits of the SHA-256 of the DER public key, lowercase hex."""
+    import hashlib
+
+    from cryptography.hazmat.primitives import serialization
+    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(der).digest()[:16].hex()
+
+
+def certificate_node_id(cert_file: Path | str) -> str | None:
+    """The ``serialNumber`` of the first certificate's subject in a PEM file
+    (the Swaptacular node id it names), or None."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+    cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
+    values = cert.subject.get_attributes_for_oid(NameOID.SERIAL_NUMBER)
+    return str(values[0].value) if values else None
+
+
+def _make_ca():
+    """A self-signed test CA: (certificate, key)."""
+    import datetime
+    import secrets
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "conformance harness"),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, f"Testing CA #{secrets.token_hex(8)}")])
+    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc))
+            .not_valid_after(datetime.datetime(3000, 1, 1, tzinfo=datetime.timezone.utc))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=9), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(ski, critical=False)
+            .sign(key, hashes.SHA256()))
+    return cert, key
+
+
+def _issue(ca, names: tuple[str, ...], unit: str, node_id: str | None):
+    """A leaf for ``names`` (DNS names or IP addresses) with a Swaptacular
+    subject (OU ``unit``; serialNumber ``node_id``, or derived from the
+    key): (PEM certificate, PEM key)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    ca_cert, ca_key = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = []
+    for name in names:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            sans.append(x509.DNSName(name))
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, SWAPTACULAR_ORGANIZATION),
+                         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit),
+                         x509.NameAttribute(NameOID.SERIAL_NUMBER,
+                                            node_id or swaptacular_node_id(key.public_key()))])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_cert.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
 def make_pki(directory: Path | str) -> TestPki:
     """A fresh CA, server and client certificates, and an untrusted CA with
     its own server and client certificates, written into ``directory``."""
-    import trustme  # imported here: only TLS protocols need it
+    from cryptography.hazmat.primitives import serialization
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
     files: dict[str, Path] = {}
-    for prefix, ca in (("", trustme.CA()), ("untrusted-", trustme.CA())):
-        files[f"{prefix}ca"] = _write(directory / f"{prefix}ca.pem", ca.cert_pem.bytes())
-        for role, names in (("server", (SERVER_NAME,)), ("client", (CLIENT_NAME,)),
-                            ("loopback-server", ("127.0.0.1", "::1", "localhost"))):
-            leaf = ca.issue_cert(*names)
-            chain = b"".join(blob.bytes() for blob in leaf.cert_chain_pems)
-            files[f"{prefix}{role}.pem"] = _write(directory / f"{prefix}{role}.pem", chain)
-            files[f"{prefix}{role}.key"] = _write(directory / f"{prefix}{role}.key",
-                                                  leaf.private_key_pem.bytes(), private=True)
+    for prefix in ("", "untrusted-"):
+        ca = _make_ca()
+        files[f"{prefix}ca"] = _write(directory / f"{prefix}ca.pem", ca[0].public_bytes(serialization.Encoding.PEM))
+        for role, names, unit, node_id in (
+                ("server", (SERVER_NAME,), "Accounting Authorities", HARNESS_AA_NODE_ID),
+                ("client", (CLIENT_NAME,), "Creditors Agents", None),
+                ("loopback-server", ("127.0.0.1", "::1", "localhost"), "Accounting Authorities", HARNESS_AA_NODE_ID)):
+            cert_pem, key_pem = _issue(ca, names, unit, node_id)
+            files[f"{prefix}{role}.pem"] = _write(directory / f"{prefix}{role}.pem", cert_pem)
+            files[f"{prefix}{role}.key"] = _write(directory / f"{prefix}{role}.key", key_pem, private=True)
     return TestPki(directory=directory, ca_file=files["ca"],
                    server_cert_file=files["server.pem"], server_key_file=files["server.key"],
                    client_cert_file=files["client.pem"], client_key_file=files["client.key"],

@@ -93,11 +93,11 @@ def read(port: int, queue: str, limit: int, timeout: float) -> int:
     return 0
 
 
-def declare(port: int, exchange: str, queue: str, timeout: float) -> int:
+def declare(port: int, exchange: str, queue: str, timeout: float, exchange_type: str = "topic") -> int:
     connection = _connect(port, timeout)
     try:
         channel = connection.channel()
-        channel.exchange_declare(exchange=exchange, exchange_type="topic", durable=True)
+        channel.exchange_declare(exchange=exchange, exchange_type=exchange_type, durable=True)
         channel.queue_declare(queue=queue, durable=True)
         channel.queue_bind(queue=queue, exchange=exchange, routing_key="#")
         channel.close()
@@ -118,13 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("declare", help="declare the exchange and the queue that keeps its messages")
     d.add_argument("--port", type=int, required=True)
     d.add_argument("--exchange", required=True)
+    d.add_argument("--exchange-type", default="topic", choices=("topic", "direct", "fanout", "headers"))
     d.add_argument("--queue", required=True)
     d.add_argument("--timeout", type=float, default=20.0)
     args = parser.parse_args(argv)
     try:
         if args.command == "read":
             return read(args.port, args.queue, args.limit, args.timeout)
-        return declare(args.port, args.exchange, args.queue, args.timeout)
+        return declare(args.port, args.exchange, args.queue, args.timeout, args.exchange_type)
     except (pika.exceptions.AMQPError, OSError) as exc:
         print(f"amqp_accepted.py: {args.command} on 127.0.0.1:{args.port} failed: {exc!r}", file=sys.stderr)
         return 1

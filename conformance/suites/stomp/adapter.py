@@ -15,6 +15,7 @@ read the node), never in a verdict on the protocol.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import secrets
 from dataclasses import dataclass
@@ -66,6 +67,9 @@ class AcceptedMessage:
     content_type: str
     receipt: str | None
     body: str
+    json_body: bool = False
+    """The node stores a message's JSON value, not its bytes (target param
+    ``accepted_body = "json"``): the body is matched as a JSON value."""
 
     def brief(self) -> str:
         return (f"line {self.line}: destination={self.destination!r} type={self.type!r} "
@@ -213,17 +217,35 @@ class Lookup:
         return out
 
 
+def json_value_key(body: str) -> str | None:
+    """A JSON body's value in one canonical text (keys sorted, no spaces;
+    numbers as parsed, so 2.0 and 2 stay apart; a repeated key is no JSON
+    value at all), or None when the body is not JSON. Two bodies have the
+    same key exactly when they parse to the same value."""
+    try:
+        value = json.loads(body, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError):
+        return None
+    return "json:" + json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def find_own(records: list[AcceptedMessage], sent: list[OwnMessage]) -> Lookup:
     """Match sent messages to records by body (unique per message, see
-    :func:`own_message`), then compare the headers the contract carries."""
+    :func:`own_message`), then compare the headers the contract carries.
+    A record of a node that stores JSON values (``json_body``) matches a
+    message whose body parses to the same value; every other record only
+    the exact text sent."""
     by_body: dict[str, list[AcceptedMessage]] = {}
     for record in records:
-        by_body.setdefault(record.body, []).append(record)
+        key = json_value_key(record.body) if record.json_body else record.body
+        if key is not None:
+            by_body.setdefault(key, []).append(record)
     stored: dict[str, AcceptedMessage] = {}
     altered: dict[str, list[str]] = {}
     missing: list[OwnMessage] = []
     for message in sent:
-        candidates = by_body.get(message.body, [])
+        value_key = json_value_key(message.body)
+        candidates = by_body.get(message.body, []) + (by_body.get(value_key, []) if value_key else [])
         if not candidates:
             missing.append(message)
             continue
@@ -275,9 +297,16 @@ async def read_accepted(runtime: TargetRuntime, when: str) -> list[AcceptedMessa
         # The same kind: an adapter that did not start stays TargetNotStarted.
         raise type(exc)(f"accepted adapter ({when}): {exc}") from None
     try:
-        return parse_accepted(output)
+        records = parse_accepted(output)
     except AdapterContractError as exc:
         raise AdapterContractError(f"{exc}\n(read {when})") from None
+    form = runtime.params.get("accepted_body", "bytes")
+    if form not in ("bytes", "json"):
+        raise TargetError(f"target {runtime.target.name}: params.accepted_body must be \"bytes\" or \"json\", "
+                          f"got {form!r} (docs/stomp-adapter.md)")
+    if form == "json":
+        records = [dataclasses.replace(record, json_body=True) for record in records]
+    return records
 
 
 @pytest.fixture
