@@ -37,8 +37,10 @@ def harness_feed(keypair: Keypair, count: int = 3) -> Feed:
 class ServedSession:
     """The harness as server after a completed handshake."""
 
-    def __init__(self, conn, params: shs.BoxStreamParams) -> None:
+    def __init__(self, conn, params: shs.BoxStreamParams, feed_id: str = "") -> None:
         self.conn = conn
+        self.feed_id = feed_id
+        """The harness's own identity in this session (its feed)."""
         self.encoder = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce)
         # The target's bytes: a box or RPC frame that does not decode is a
         # ProtocolViolation (a failure showing the bytes), never an error.
@@ -57,14 +59,27 @@ class ServedSession:
                 raise DeadlineExceeded(f"no {what} within {deadline.seconds} s") from None
             if not data:
                 raise AssertionError(f"target client closed the connection while the case awaited {what}")
-            for body in self.decoder.receive_data(data):
-                self.inbox.extend(self.rpc.receive_data(body))
+            self.receive_data(data)
             # Messages that came in the same read as a goodbye still count.
             if not self.inbox and (self.decoder.ended or self.rpc.ended):
                 raise AssertionError(f"target client said goodbye while the case awaited {what}")
         return self.inbox.pop(0)
 
+    def receive_data(self, data: bytes) -> None:
+        """Decrypt the target's bytes into the inbox. Each RPC message, and
+        each goodbye, also goes into the trace in plaintext."""
+        rpc_ended, box_ended = self.rpc.ended, self.decoder.ended
+        for body in self.decoder.receive_data(data):
+            for msg in self.rpc.receive_data(body):
+                self.conn.trace.record("received-plain", msg.encode(), f"RPC {describe(msg)[:160]}")
+                self.inbox.append(msg)
+        if self.rpc.ended and not rpc_ended:
+            self.conn.trace.record("received-plain", bytes(9), "RPC goodbye")
+        if self.decoder.ended and not box_ended:
+            self.conn.trace.event("target's box stream goodbye header")
+
     async def send(self, msg: RpcMessage, note: str) -> None:
+        self.conn.trace.record("sent-plain", msg.encode(), note)
         await self.conn.send(self.encoder.encode(msg.encode()), note)
 
 
@@ -95,22 +110,74 @@ async def serve_handshake(conn, network_key: bytes, keypair: Keypair) -> ServedS
     except shs.HandshakeError as exc:
         raise AssertionError(f"target's msg3 does not verify ({exc}): {msg3.hex()}") from None
     await conn.send(msg4, "msg4: server accept")
-    return ServedSession(conn, hs.result)
+    return ServedSession(conn, hs.result, keypair.feed_id)
 
 
-async def first_history_request(session: ServedSession) -> RpcMessage:
-    """The client's createHistoryStream request (other requests, such as a
-    client's own housekeeping calls, are answered with an error and skipped)."""
-    for _ in range(20):
-        msg = await session.next_message("the client's createHistoryStream request")
+MAX_MESSAGES_BEFORE_HISTORY_REQUEST = 50
+"""Messages a client may send before its request for the feed it was told to
+replicate (ssb-server 16 sends 8: gossip.ping and its first ping, blobs,
+ebt, ooo, its own feed; each read has the case's deadline too)."""
+
+
+def history_options(msg: RpcMessage) -> dict:
+    """The options of a createHistoryStream request, {} when malformed."""
+    body = msg.json()
+    args = body.get("args") if isinstance(body, dict) else None
+    return args[0] if isinstance(args, list) and args and isinstance(args[0], dict) else {}
+
+
+async def first_history_request(session: ServedSession, feed_id: str, check=None, held: int = 0) -> RpcMessage:
+    """The client's createHistoryStream request for ``feed_id``, the feed it
+    was told to replicate.
+
+    A client may ask for other feeds too, before it (the guide: peers ask
+    each other about "the feeds they are interested in"; ssb-server asks
+    first for its own): ``check``, if given, judges every createHistoryStream
+    request as it comes; those for other feeds are answered as for feeds the
+    harness does not hold (a live one is left open, another ends at once
+    with no message). Other requests (a client's own housekeeping
+    calls) are answered with an error, once per request number.
+
+    When the client's first request is not the awaited one, the harness asks
+    as a server peer does: it calls createHistoryStream on the client for its
+    own feed after the ``held`` messages it serves (not live), like the
+    reference node (``_ServerSession._ask_peer_for_own_feed``). ssb-server's
+    legacy replication asks for the feeds it follows only once its peer has
+    made that call (erratum SSB-E1, "What a server needs")."""
+    seen: set[int] = set()
+    asked: int | None = None  # our own request's number while it is open
+    for _ in range(MAX_MESSAGES_BEFORE_HISTORY_REQUEST):
+        msg = await session.next_message(f"the client's createHistoryStream request for {feed_id}")
+        if msg.req <= 0 or msg.req in seen:
+            # An answer to our call, or more of a stream the client opened.
+            if asked is not None and msg.req == -asked and msg.end:
+                await session.send(RpcMessage.from_json(asked, True, stream=True, end=True),
+                                   f"end of our createHistoryStream request {asked} (the client ended it)")
+                asked = None
+            continue
+        seen.add(msg.req)
         body = msg.json() if msg.body_type.name == "JSON" else None
-        if msg.req > 0 and isinstance(body, dict) and body.get("name") == ["createHistoryStream"]:
-            return msg
-        if msg.req > 0 and not msg.end:
+        if isinstance(body, dict) and body.get("name") == ["createHistoryStream"]:
+            if check is not None:
+                check(msg)
+            options = history_options(msg)
+            if options.get("id") == feed_id:
+                return msg
+            if options.get("live") is not True:
+                await session.send(RpcMessage.from_json(-msg.req, True, stream=True, end=True),
+                                   f"end of stream {msg.req} at once: no message of {options.get('id')!r} here")
+        elif not msg.end:
             error = {"name": "Error", "message": "not served by the conformance harness", "stack": ""}
             await session.send(RpcMessage.from_json(-msg.req, error, stream=msg.stream, end=True),
                                f"error for unrelated request {msg.req}")
-    raise AssertionError("the client sent 20 messages without calling createHistoryStream")
+        if asked is None and len(seen) == 1:
+            asked = 1
+            options = {"id": session.feed_id, "sequence": held + 1, "live": False, "keys": False}
+            await session.send(RpcMessage.from_json(asked, {"name": ["createHistoryStream"], "type": "source",
+                                                            "args": [options]}, stream=True),
+                               "our createHistoryStream request for our own feed, as a server peer makes")
+    raise AssertionError(f"the client sent {MAX_MESSAGES_BEFORE_HISTORY_REQUEST} messages without calling "
+                         f"createHistoryStream for {feed_id}, the feed it was told to replicate")
 
 
 @requirement("ssb.shs.client.sends-valid-hello", "MUST", "SSB guide, Handshake, 1. Client hello",
@@ -165,17 +232,36 @@ async def test_client_completes_handshake_and_speaks_box_stream(launched_client,
              role="client",
              depends=[CLIENT_HANDSHAKE])
 async def test_client_history_request_is_well_formed(launched_client, network_key, harness_keypair):
-    async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
-        session = await serve_handshake(conn, network_key, harness_keypair)
-        msg = await first_history_request(session)
+    """Every createHistoryStream request the client makes until it asks for
+    the feed it was told to replicate must be well formed, and it must ask
+    for that feed; requests for other feeds (its own, say) are allowed."""
+    told = harness_keypair.feed_id
+    requests: list[RpcMessage] = []
+
+    def well_formed(msg: RpcMessage) -> None:
+        requests.append(msg)
+        which = f"createHistoryStream request {len(requests)} (req {msg.req})"
         body = msg.json()
-        assert msg.stream and not msg.end, f"a source request must set the stream flag (and not end): {describe(msg)}"
-        assert body.get("type") == "source", f"createHistoryStream is a source procedure: {describe(msg)}"
+        assert msg.stream and not msg.end, (f"a source request must set the stream flag (and not end), "
+                                            f"{which}: {describe(msg)}")
+        assert body.get("type") == "source", f"createHistoryStream is a source procedure, {which}: {describe(msg)}"
         args = body.get("args")
-        assert isinstance(args, list) and args and isinstance(args[0], dict), f"args must be [options]: {describe(msg)}"
-        assert args[0].get("id") == harness_keypair.feed_id, (
-            f"asked for feed {args[0].get('id')!r}, not the one it was told to replicate ({harness_keypair.feed_id})")
-        assert "seq" not in args[0], f"clients must use the name sequence, not seq: {json.dumps(args[0])}"
+        assert isinstance(args, list) and args and isinstance(args[0], dict), (
+            f"args must be [options], {which}: {describe(msg)}")
+        feed = args[0].get("id")
+        assert isinstance(feed, str) and feed, f"id (the feed) is required, {which}: {json.dumps(args[0])}"
+        assert "seq" not in args[0], (f"clients must use the name sequence, not seq, {which} "
+                                      f"(for {'the feed it was told to replicate' if feed == told else feed}): "
+                                      f"{json.dumps(args[0])}")
+
+    async with launched_client(harness_keypair, told) as (conn, _):
+        session = await serve_handshake(conn, network_key, harness_keypair)
+        await first_history_request(session, told, check=well_formed)
+        # What came in the same reads as that request is judged too.
+        for later in list(session.inbox):
+            body = later.json() if later.req > 0 and later.body_type.name == "JSON" else None
+            if isinstance(body, dict) and body.get("name") == ["createHistoryStream"]:
+                well_formed(later)
 
 
 @requirement("ssb.rpc.client.closes-stream-after-responder-end", "MUST",
@@ -186,7 +272,7 @@ async def test_client_closes_its_end_of_a_finished_stream(launched_client, netwo
     feed = harness_feed(harness_keypair)
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         session = await serve_handshake(conn, network_key, harness_keypair)
-        request = await first_history_request(session)
+        request = await first_history_request(session, harness_keypair.feed_id, held=len(feed.messages))
         options = request.json()["args"][0]
         keys = options.get("keys", True)
         after = int(options.get("sequence", options.get("seq", 0)) or 0)

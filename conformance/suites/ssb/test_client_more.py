@@ -103,8 +103,12 @@ async def send_rpc(session: ServedSession, packets: list[RpcMessage], note: str,
 
 async def finish_like_a_server(session: ServedSession) -> bool:
     """After serving: read what the client sends until it hangs up; answer its
-    box stream goodbye with ours. Returns whether its box stream ended with
-    the goodbye header before the connection closed."""
+    RPC goodbye with ours at once (the guide orders neither goodbye, and a
+    muxrpc client -- npm pull-goodbye -- ends its box stream only once the
+    peer's RPC goodbye came), its box stream goodbye with ours. Returns
+    whether its box stream ended with the goodbye header before the
+    connection closed."""
+    rpc_goodbye_sent = False
     while True:
         try:
             data = await session.conn.receive_some()
@@ -113,13 +117,13 @@ async def finish_like_a_server(session: ServedSession) -> bool:
         if not data:
             return session.decoder.ended
         try:
-            for body in session.decoder.receive_data(data):
-                session.inbox.extend(session.rpc.receive_data(body))
+            session.receive_data(data)
         except (BoxStreamError, RpcError):
             return False
+        if (session.decoder.ended or session.rpc.ended) and not rpc_goodbye_sent:
+            rpc_goodbye_sent = True
+            await session.conn.send_quietly(session.encoder.encode(b"\0" * 9), "RPC goodbye")
         if session.decoder.ended:
-            if not session.rpc.ended:
-                await session.conn.send_quietly(session.encoder.encode(b"\0" * 9), "RPC goodbye")
             await session.conn.send_quietly(session.encoder.goodbye(), "box stream goodbye")
             await session.conn.close()
             return True
@@ -135,7 +139,7 @@ async def serve_feed(launched_client, network_key: bytes, keypair: Keypair, mess
     the stream; returns (exit status or None, process, goodbye seen)."""
     async with launched_client(keypair, keypair.feed_id) as (conn, process):
         session = await serve_handshake(conn, network_key, keypair)
-        request = await first_history_request(session)
+        request = await first_history_request(session, keypair.feed_id, held=len(messages))
         options = request.json()["args"][0]
         keys = options.get("keys", True) is not False
         start = first_wanted(options)
@@ -409,7 +413,7 @@ async def test_client_numbers_requests_from_one(launched_client, network_key, ha
 async def test_client_request_json_is_compact(launched_client, network_key, harness_keypair):
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         session = await serve_handshake(conn, network_key, harness_keypair)
-        msg = await first_history_request(session)
+        msg = await first_history_request(session, harness_keypair.feed_id)
         compact = json.dumps(msg.json(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         assert msg.body == compact, (f"the request body has whitespace outside strings: {short_hex(msg.body, 120)} "
                                      f"(compact: {compact.decode()[:200]})")
