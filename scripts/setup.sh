@@ -2,7 +2,7 @@
 # Creates .venv (Python >= 3.11) and installs the harness into it, editable,
 # with the test extras. Idempotent: a second run only checks.
 #
-# Usage: scripts/setup.sh [--node] [--rabbitmq] [--ocaml] [--swpt]
+# Usage: scripts/setup.sh [--node] [--rabbitmq] [--ocaml] [--swpt] [--activemq]
 #   --node      also installs the npm interop packages (scripts/install-node-deps.sh)
 #   --rabbitmq  also installs Debian's rabbitmq-server for the STOMP target
 #               `rabbitmq` (scripts/install-rabbitmq.sh; root or sudo)
@@ -11,6 +11,8 @@
 #   --swpt      also installs swpt_stomp 0.1.0 in a venv of its own for the
 #               STOMP targets `swpt-server` and `swpt-client`
 #               (scripts/install-swpt-stomp.sh), and RabbitMQ, its broker
+#   --activemq  also installs Debian's activemq 5.17 and Java 17 for the STOMP
+#               target `activemq` (scripts/install-activemq.sh; root or sudo)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -41,6 +43,7 @@ for arg in "$@"; do
         --rabbitmq) scripts/install-rabbitmq.sh ;;
         --ocaml) scripts/install-ocaml.sh ;;
         --swpt) scripts/install-rabbitmq.sh && scripts/install-swpt-stomp.sh ;;
-        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq, --ocaml, --swpt)" >&2; exit 2 ;;
+        --activemq) scripts/install-activemq.sh ;;
+        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq, --ocaml, --swpt, --activemq)" >&2; exit 2 ;;
     esac
 done
