@@ -57,11 +57,11 @@ case "$tier" in
     fast)
         scripts/setup.sh ;;
     containers)
-        scripts/setup.sh --node --rabbitmq --ocaml ;;
+        scripts/setup.sh --node --rabbitmq --ocaml --swpt ;;
     nightly)
         scripts/setup.sh --ocaml ;;
     full)
-        scripts/setup.sh --node --rabbitmq --ocaml
+        scripts/setup.sh --node --rabbitmq --ocaml --swpt
         scripts/install-report-deps.sh ;;
 esac
 if [ -n "$times" ]; then

@@ -49,6 +49,7 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "ripp/test_ocaml_roundtrip.py": ("ocaml",),
     "stomp/test_rabbitmq.py": ("rabbitmq",),
     "stomp/test_interop.py": ("rabbitmq",),
+    "stomp/test_swpt.py": ("swpt",),
     "ssb/test_node_own_feed_request.py": ("node_interop",),
     "harness/test_interop_command.py": ("node_interop",),
     # 195 certifications of faulty reference nodes: minutes of CPU. The fast
@@ -102,7 +103,8 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
 
 
 TIERS = ("fast", "full", "containers", "nightly")
-NOT_FAST = ("spark", "containers", "node_interop", "report_ui", "rabbitmq", "ocaml", "nightly_workflow", "full")
+NOT_FAST = ("spark", "containers", "node_interop", "report_ui", "rabbitmq", "ocaml", "swpt", "nightly_workflow",
+            "full")
 """Marks that keep a test out of the fast tier."""
 
 
@@ -164,6 +166,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, about in (("spark", "needs a JVM (PySpark): tests/aggregate"),
                         ("rabbitmq", "needs Debian's rabbitmq-server (scripts/install-rabbitmq.sh)"),
                         ("ocaml", "needs OCaml with bin_prot (scripts/install-ocaml.sh)"),
+                        ("swpt", "needs swpt_stomp and RabbitMQ (scripts/install-swpt-stomp.sh, "
+                                 "scripts/install-rabbitmq.sh)"),
                         ("nightly_workflow", "lints the nightly workflow (actionlint) and runs its steps"),
                         ("full", "too long for the fast tier's 3 minutes: full tier only")):
         config.addinivalue_line("markers", f"{name}: {about}")
