@@ -255,8 +255,10 @@ class FaultyEnvelopeReader(EnvelopeReader):
                     raise EnvelopeError("CRC-32C mismatch", "crc")
                 if Fault.SKIP_MAGIC_CHECK in self.faults:
                     raw[0:4] = MAGIC
-                if Fault.IGNORE_ENVELOPE_VERSION in self.faults:
+                if self.faults & {Fault.IGNORE_ENVELOPE_VERSION, Fault.CLIENT_IGNORE_ENVELOPE_VERSION}:
                     raw[4] = VERSION
+                if Fault.ACCEPT_NONZERO_FLAGS in self.faults:
+                    raw[6] = 0
                 if Fault.ACCEPT_UNKNOWN_TYPE in self.faults and raw[5] not in set(MsgType):
                     continue
                 raw[-CRC_SIZE:] = struct.pack("<I", crc32c(bytes(raw[:-CRC_SIZE])))
@@ -278,7 +280,7 @@ class _OutgoingFaults:
               timestamp_ns: Optional[int] = None) -> Envelope:
         nonzero = self.faults & {Fault.NONZERO_FLAGS, Fault.CLIENT_NONZERO_FLAGS}
         bad_crc = self.faults & {Fault.BAD_OUTGOING_CRC, Fault.CLIENT_BAD_CRC}
-        repeat = Fault.REPEAT_ENVELOPE_SEQUENCE in self.faults
+        repeat = bool(self.faults & {Fault.REPEAT_ENVELOPE_SEQUENCE, Fault.CONSUMER_REPEAT_ENVELOPE_SEQUENCE})
         if not (nonzero or bad_crc or repeat):
             return super()._send(msg, now_ns, fingerprint=fingerprint, timestamp_ns=timestamp_ns)  # type: ignore[misc]
         self._sequence += 1  # type: ignore[attr-defined]
@@ -300,6 +302,8 @@ class FaultyConsumerSession(_OutgoingFaults, ConsumerSession):
         self._reader = FaultyEnvelopeReader(faults, self._reader.max_payload)
         self._shared_last = 0
         self._digest_before_last: dict[str, bytes] = {}
+        self._arrived: dict[str, set[int]] = {}
+        """With apply-duplicates, apply-late-gap-fill: the sequence_no of every Delta that arrived, per source."""
 
     def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
         if Fault.IGNORE_CHECKPOINT_REQUEST in self.faults and self.state == "open" \
@@ -338,8 +342,18 @@ class FaultyConsumerSession(_OutgoingFaults, ConsumerSession):
             return super()._on_delta(env)
         if Fault.SKIP_FINGERPRINT_CHECK in self.faults:
             env = env._replace(fingerprint=track.fingerprint)
-        if Fault.APPLY_DUPLICATES in self.faults and msg.sequence_no <= track.last:
+        arrived = self._arrived.setdefault(msg.source_output, set())
+        seen = msg.sequence_no in arrived
+        arrived.add(msg.sequence_no)
+        if Fault.APPLY_DUPLICATES in self.faults and msg.sequence_no <= track.last and seen:
             track.last = msg.sequence_no - 1
+        if Fault.APPLY_LATE_GAP_FILL in self.faults:
+            if msg.sequence_no <= track.last and not seen:
+                # applied as if it were next, then the counter goes back to where it was
+                last, track.last = track.last, msg.sequence_no - 1
+                events = super()._on_delta(env)
+                track.last = max(track.last, last)
+                return events
         if Fault.HOLD_AFTER_GAP in self.faults and msg.sequence_no > track.last + 1:
             return [DuplicateDiscarded(msg.source_output, msg.sequence_no, track.last)]
         if Fault.ONE_COUNTER_FOR_ALL_SOURCES in self.faults:
@@ -364,6 +378,13 @@ class FaultyProducerSession(_OutgoingFaults, ProducerSession):
     def __init__(self, *args: Any, faults: frozenset, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.faults = faults
+        if Fault.CLIENT_IGNORE_ENVELOPE_VERSION in faults:
+            self._reader = FaultyEnvelopeReader(faults, self._reader.max_payload)
+
+    def _require_open(self) -> None:
+        if Fault.CLIENT_NO_WAIT_FOR_NEGOTIATION in self.faults and self.state == "await_negotiation":
+            return   # the fault: Deltas before the Schema_negotiation
+        super()._require_open()
 
     def start(self, now_ns: int) -> None:
         if Fault.DELTA_BEFORE_HANDSHAKE in self.faults and self.outputs:
@@ -559,14 +580,8 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
         """Variant unprompted-traffic: a Checkpoint_request nobody asked for."""
         if UNPROMPTED_TRAFFIC in variants and session.state == "open":
             session.request_checkpoint(next(own_checkpoints), monotonic_ns())
-    try:
-        session.start(monotonic_ns())
-        await pump(session, reader, writer, record, until=lambda: session.state == "open")
-        if session.state != "open":
-            closed = session.closed
-            kind = {"rejected": "rejected", "timeout": "timeout"}.get(closed.kind if closed else "", "protocol")
-            raise RippError(kind, f"no usable Schema_negotiation: {closed.reason if closed else 'connection ended'}")
-        ask_unprompted()
+
+    def send_deltas() -> None:
         for spec in deltas:
             sequence_no = 1 if Fault.REPEAT_DELTA_SEQUENCE in faults else spec.sequence_no
             delta = spec.delta
@@ -576,6 +591,19 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
                                timestamp_ns=wall_ns(),
                                watermark_ns=wall_ns() if WATERMARKS in variants else None)
             run.sent += 1
+    early = Fault.CLIENT_NO_WAIT_FOR_NEGOTIATION in faults
+    try:
+        session.start(monotonic_ns())
+        if early:
+            send_deltas()   # the fault: no waiting for the Schema_negotiation
+        await pump(session, reader, writer, record, until=lambda: session.state == "open")
+        if session.state != "open":
+            closed = session.closed
+            kind = {"rejected": "rejected", "timeout": "timeout"}.get(closed.kind if closed else "", "protocol")
+            raise RippError(kind, f"no usable Schema_negotiation: {closed.reason if closed else 'connection ended'}")
+        ask_unprompted()
+        if not early:
+            send_deltas()
         ask_unprompted()
         if checkpoint:
             session.request_checkpoint(1, monotonic_ns())

@@ -4,15 +4,21 @@ producer pointed at it and plays the consumer (RIPP, "Handshake Protocol",
 
 from __future__ import annotations
 
+import struct
 import time
 
 from conformance.core.requirements import requirement
-from conformance.core.transport import Deadline, short_hex
+from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
+from reference_impl.ripp.envelope import CRC_SIZE, crc32c, encode_envelope
 from reference_impl.ripp.payloads import (DeltaMsg, Handshake, Heartbeat, PayloadError, SchemaNegotiation,
                                          decode_delta, fingerprint)
 from reference_impl.ripp.session import SourceTrack
 
 from .prerequisites import CLIENT_ENVELOPES, CLIENT_HANDSHAKE
+
+CLIENT_WAITS = "ripp.handshake.client.waits-for-negotiation"
+"""A producer that does not wait for the Schema_negotiation has sent its Deltas
+before any answer: the cases judging what it sends after one rely on it."""
 
 HEARTBEAT_MS = 300
 """The interval the harness asks for: short, so a case sees several."""
@@ -136,9 +142,64 @@ async def test_client_deltas_match_the_handshake(launched_producer):
                                      f"writer schema: {exc}; delta_bytes {short_hex(msg.delta_bytes)}") from None
 
 
+@requirement(CLIENT_WAITS, "MUST",
+             "RIPP, Handshake Protocol (\"Connection establishment follows a 3-step protocol:\") (profile P2: "
+             "Deltas, Heartbeats and Checkpoint_requests only after an ok Schema_negotiation)", role="client",
+             depends=[CLIENT_HANDSHAKE])
+async def test_client_waits_for_negotiation(launched_producer, deadline):
+    async with launched_producer(count=3, stay=2.0) as peer:
+        first = await peer.next_envelope("the producer's Handshake")
+        assert isinstance(first.message, Handshake), (
+            f"the producer's first message is a {type(first.message).__name__}, not a Handshake: {short_hex(first.raw)}")
+        # The Schema_negotiation is held back for a while: a producer that
+        # sends its Deltas without waiting for it shows them here (answered at
+        # once, it could not be told from one that waits).
+        window = min(1.0, deadline / 2)
+        try:
+            early = await peer.next_envelope("nothing while the Schema_negotiation is held back",
+                                             deadline=Deadline(window))
+        except DeadlineExceeded:
+            early = None
+        assert early is None, (
+            f"with its Handshake unanswered for {window:g} s, the producer sent a "
+            f"{type(early.message).__name__}: {short_hex(early.raw)}; nothing may follow the Handshake before an ok "
+            "Schema_negotiation (profile P2)")
+        await peer.send(SchemaNegotiation(True, [], 1, HEARTBEAT_MS, "conformance-consumer"),
+                        "Schema_negotiation ok=true, held back")
+        # Its Deltas come after it: the held-back window did hold something back.
+        got = await read_all(peer, 1)
+        assert got, "no envelope after the Schema_negotiation"
+
+
+@requirement("ripp.envelope.client.rejects-unsupported-version", "MUST",
+             "RIPP, Field Details (\"The receiver must reject messages with an unsupported version\") (profile P1 "
+             "and P9: a producer refusing an envelope closes, sending nothing)", role="client",
+             depends=[CLIENT_HANDSHAKE, CLIENT_WAITS], errata=["RIPP-E3"])
+async def test_client_rejects_unsupported_version(launched_producer):
+    async with launched_producer(count=3, stay=2.0) as peer:
+        for _ in range(8):
+            got = await peer.next_envelope("the producer's Handshake")
+            if isinstance(got.message, Handshake):
+                break
+        else:
+            raise AssertionError("the producer sent 8 envelopes and no Handshake")
+        data = bytearray(encode_envelope(peer.envelope(
+            SchemaNegotiation(True, [], 1, HEARTBEAT_MS, "conformance-consumer"))))
+        data[4] = 2
+        body = bytes(data[:-CRC_SIZE])
+        data[-CRC_SIZE:] = struct.pack("<I", crc32c(body))
+        await peer.conn.send_quietly(bytes(data), "Schema_negotiation ok=true in an envelope of version 2 (CRC "
+                                                  "recomputed)")
+        closed, sent = await peer.closes_silently()
+        assert not sent, (f"after a Schema_negotiation in an envelope of version 2 the producer went on as if it were "
+                          f"version 1 and sent {short_hex(sent)}; the envelope must be refused (profile P1: close, "
+                          "sending nothing)")
+        assert closed, "after a Schema_negotiation in an envelope of version 2 the producer kept the connection open"
+
+
 @requirement("ripp.handshake.client.stops-after-rejection", "MUST",
              "RIPP, Handshake Protocol (\"If schema negotiation fails\"; \"[connection rejected]\") (profile P5)",
-             role="client", depends=[CLIENT_HANDSHAKE])
+             role="client", depends=[CLIENT_HANDSHAKE, CLIENT_WAITS])
 async def test_client_stops_after_rejection(launched_producer):
     async with launched_producer(count=3, stay=2.0) as peer:
         await accept_handshake(peer, ok=False)

@@ -64,8 +64,11 @@ async def test_discards_duplicates(ready_peer, output):
              depends=[APPLIES], errata=["RIPP-E3"])
 async def test_applies_after_gap(ready_peer, output):
     peer = await ready_peer()
-    expected = await send_deltas(peer, output, [1, 2, 4, 5])
-    await assert_state(peer, output, expected, 4, "Deltas 1, 2, 4, 5 (3 missing: 4 and 5 applied despite the gap)")
+    # The lost 3 comes last: below the last applied, it is discarded like a
+    # duplicate (set_remote: sequence_no <= last), though it never arrived before.
+    expected = await send_deltas(peer, output, [1, 2, 4, 5, 3])
+    await assert_state(peer, output, expected, 4, "Deltas 1, 2, 4, 5, 3 (4 and 5 applied despite the gap, the late 3 "
+                       "discarded)")
 
 
 @requirement("ripp.delta.server.tracks-sources-apart", "MUST",

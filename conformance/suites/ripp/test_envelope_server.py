@@ -75,6 +75,16 @@ async def test_rejects_unknown_type(ready_peer, output):
     await refused(ready_peer, output, mutate, "a Delta relabelled as message type 9 (defined nowhere)")
 
 
+@requirement("ripp.envelope.server.rejects-nonzero-flags", "MUST",
+             f"{FIELDS} (\"Flags: Reserved for future use (e.g., compression bit, priority). Currently always "
+             "0.\") (profile P1: receiver check 6, flags not 0, refuses the envelope)", depends=[APPLIES])
+async def test_rejects_nonzero_flags(ready_peer, output):
+    def mutate(data):
+        data[6] = 1
+        return with_crc(data)
+    await refused(ready_peer, output, mutate, "a Delta with flags 0x01 (CRC recomputed)")
+
+
 @requirement("ripp.envelope.server.rejects-flipped-bit", "MUST",
              f"{FIELDS} (\"A single bit flip in any field is detected before deserialization\"); CRC-32C Integrity "
              "(\"Rejects the message on mismatch (no deserialization attempted)\")",

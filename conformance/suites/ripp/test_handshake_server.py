@@ -91,6 +91,21 @@ async def test_refuses_unsupported_protocol_version(open_peer, registry):
     assert closed, "after refusing protocol_version 2 the consumer kept the connection open"
 
 
+@requirement("ripp.envelope.server.sequence-increases", "MUST",
+             "RIPP, Field Details (\"Sequence number: Monotonically increasing per sender\") (profile P6: the "
+             "sender's per-connection envelope counter)", depends=[CHECKPOINT], errata=["RIPP-E3"])
+async def test_sequence_increases(ready_peer):
+    # The Schema_negotiation and two Checkpoint_acks: three envelopes of the
+    # consumer on one connection, enough to show a counter that does not increase.
+    peer = await ready_peer()
+    for checkpoint_id in (51, 52):
+        await peer.checkpoint(checkpoint_id)
+    numbers = [r.envelope.sequence for r in peer.received]
+    assert all(b > a for a, b in zip(numbers, numbers[1:])), (
+        f"the consumer's envelopes (Schema_negotiation, then two Checkpoint_acks) carry sequence numbers "
+        f"{numbers}: each must be above the one before (profile P6)")
+
+
 @requirement(CHECKPOINT, "MUST",
              "RIPP, Message Types (\"2Checkpoint_requestcoordinator -> workerTrigger checkpoint\") (profile P7)",
              depends=[HANDSHAKE])
