@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Node.js packages of interop/node (ssb-server, shs1-test,
 # secret-handshake, pull-box-stream, ssb-validate, btp-packet, ...) that the
-# SSB and BTP interop tests and the vector cross-checks run against.
+# SSB and BTP interop tests and the vector cross-checks run against, and the
+# stacks that need versions of their own, each a package of its own with its
+# lock under interop/node/<stack>/ (STACKS below): ssb-db2 (secret-stack 6.4,
+# ssb-db2 8, ssb-ebt 9, ssb-conn 6: the `ssb-db2` targets).
 #
 # Usage: scripts/install-node-deps.sh [--force]
 #   --force   reinstall even if node_modules already matches the lock file
@@ -104,6 +107,66 @@ server_start_check() {
     echo "install-node-deps: ssb-server started and published: $(grep '^SSB_ID=' "$check_dir/info")" >&2
     rm -rf "$check_dir"
 }
+
+# A stack under interop/node/<stack>/: npm ci from its own lock (same stamp
+# as above), then every package it depends on must load, then the stack's
+# own start check (stack_start_check_<stack>, if defined).
+STACKS=(ssb-db2)
+
+stack_start_check_ssb-db2() {
+    local port out pid waited=0
+    port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })')"
+    out="$(mktemp "${TMPDIR:-/tmp}/ssb-db2-start-check.XXXXXX")"
+    "$script_dir/ssb-db2.sh" serve --port "$port" --messages 1 >"$out" 2>&1 &
+    pid=$!
+    until grep -q '^SSB_READY=1' "$out"; do
+        if ! kill -0 "$pid" 2>/dev/null || [ "$waited" -ge 600 ]; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+            cat "$out" >&2
+            rm -f "$out"
+            die "the ssb-db2 node did not start and publish (scripts/ssb-db2.sh output above)"
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -TERM "$pid"
+    wait "$pid" 2>/dev/null || true
+    echo "install-node-deps: ssb-db2 node started and published: $(grep '^SSB_ID=' "$out")" >&2
+    rm -f "$out"
+}
+
+install_stack() {
+    local stack="$1"
+    (
+        cd "$node_dir/$stack" || die "$node_dir/$stack is missing"
+        [ -f package.json ] && [ -f package-lock.json ] || die "$node_dir/$stack needs package.json and package-lock.json"
+        stack_smoke_check() {
+            node -e '
+                const deps = Object.keys(require("./package.json").dependencies || {});
+                for (const name of deps) {
+                    try { require(require.resolve(name, { paths: [process.cwd()] })); }
+                    catch (err) { console.error("cannot load " + name + ": " + err.message); process.exit(1); }
+                }
+            ' || die "smoke check of $stack failed: a package does not load (try $0 --force)"
+        }
+        if [ "$force" -eq 0 ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$(stamp_of_inputs)" ]; then
+            stack_smoke_check
+            echo "install-node-deps: $node_dir/$stack/node_modules is up to date"
+            exit 0
+        fi
+        echo "install-node-deps: npm ci in $node_dir/$stack" >&2
+        npm ci --no-audit --no-fund --loglevel=error || die "npm ci in $stack failed (see the npm output above)"
+        stack_smoke_check
+        if declare -F "stack_start_check_$stack" >/dev/null; then "stack_start_check_$stack"; fi
+        stamp_of_inputs >"$stamp_file"
+        echo "install-node-deps: installed into $node_dir/$stack/node_modules"
+    )
+}
+
+for stack in "${STACKS[@]}"; do
+    install_stack "$stack"
+done
 
 if [ "$force" -eq 0 ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$(stamp_of_inputs)" ]; then
     smoke_check
