@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Node.js packages of interop/node (ssb-server, shs1-test,
-# secret-handshake, pull-box-stream, ssb-validate, btp-packet, ...) that the
+# secret-handshake, pull-box-stream, ssb-validate, btp-packet, stompit for
+# the STOMP client target `stompit`, ...) that the
 # SSB and BTP interop tests and the vector cross-checks run against, and the
 # stacks that need versions of their own, each a package of its own with its
 # lock under interop/node/<stack>/ (STACKS below): ssb-db2 (secret-stack 6.4,
@@ -62,7 +63,7 @@ smoke_check() {
             "pull-stream", "secret-handshake", "shs1-crypto", "ssb-client",
             "ssb-keys", "ssb-validate", "ssb-friends", "ssb-server/package.json",
             "ssb-replicate/legacy.js", "ssb-db/indexes/clock.js",
-            "shs1-test/package.json"];
+            "shs1-test/package.json", "stompit"];
         for (const name of wanted) {
             try { require(name); }
             catch (err) {
