@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import time
 
-from conformance.core.requirements import blocked, requirement
-from conformance.core.transport import Deadline, DeadlineExceeded
+from conformance.core.requirements import blocked, not_applicable, requirement
+from conformance.core.transport import Deadline, DeadlineExceeded, ProtocolViolation
 from reference_impl.ssb import shs
 from reference_impl.ssb.boxstream import BoxStreamEncoder
 from reference_impl.ssb.feed import Feed
@@ -143,11 +143,31 @@ async def first_history_request(session: ServedSession, feed_id: str, check=None
     own feed after the ``held`` messages it serves (not live), like the
     reference node (``_ServerSession._ask_peer_for_own_feed``). ssb-server's
     legacy replication asks for the feeds it follows only once its peer has
-    made that call (erratum SSB-E1, "What a server needs")."""
+    made that call (erratum SSB-E1, "What a server needs").
+
+    The harness does not serve EBT: a client's ``["ebt", "replicate"]`` gets
+    an error, the guide's first trigger for falling back to
+    createHistoryStream. Falling back is a "may" (SSB guide, "EBT
+    Replication", "Fallback Mechanisms"), so a client that asked for EBT
+    and then makes no createHistoryStream request for the feed (ssb-db2 with
+    ssb-ebt, as Manyverse runs it) leaves the case nothing to judge: not
+    applicable, with what it asked."""
     seen: set[int] = set()
     asked: int | None = None  # our own request's number while it is open
+    ebt_refused: list[str] = []  # the client's ["ebt", "replicate"] requests, refused
     for _ in range(MAX_MESSAGES_BEFORE_HISTORY_REQUEST):
-        msg = await session.next_message(f"the client's createHistoryStream request for {feed_id}")
+        try:
+            msg = await session.next_message(f"the client's createHistoryStream request for {feed_id}")
+        except ProtocolViolation:
+            raise  # bytes that break a rule are judged whatever the client asked
+        except (DeadlineExceeded, AssertionError) as exc:  # silence, a goodbye or a close
+            if ebt_refused:
+                not_applicable(
+                    f"the client replicates by EBT only: it asked {', '.join(ebt_refused)}, which the harness "
+                    f"does not serve and answered with an error, and then made no createHistoryStream request "
+                    f"for {feed_id} ({exc}); falling back to createHistoryStream is a 'may' (SSB guide, EBT "
+                    f"Replication, Fallback Mechanisms), so there is no request to judge")
+            raise
         if msg.req <= 0 or msg.req in seen:
             # An answer to our call, or more of a stream the client opened.
             if asked is not None and msg.req == -asked and msg.end:
@@ -167,6 +187,8 @@ async def first_history_request(session: ServedSession, feed_id: str, check=None
                 await session.send(RpcMessage.from_json(-msg.req, True, stream=True, end=True),
                                    f"end of stream {msg.req} at once: no message of {options.get('id')!r} here")
         elif not msg.end:
+            if isinstance(body, dict) and body.get("name") == ["ebt", "replicate"]:
+                ebt_refused.append(f"[\"ebt\", \"replicate\"] (request {msg.req}: {json.dumps(body.get('args'))})")
             error = {"name": "Error", "message": "not served by the conformance harness", "stack": ""}
             await session.send(RpcMessage.from_json(-msg.req, error, stream=msg.stream, end=True),
                                f"error for unrelated request {msg.req}")
