@@ -366,6 +366,9 @@ class FaultyConsumerSession(_OutgoingFaults, ConsumerSession):
             self._shared_last = track.last
         return events
 
+    def _open_deadline(self) -> Optional[int]:
+        return None if Fault.NO_LIVENESS_CHECK in self.faults else super()._open_deadline()
+
     def checkpoint_ack(self, checkpoint_id: int):
         ack = super().checkpoint_ack(checkpoint_id)
         if Fault.WRONG_ACK_DIGEST in self.faults:

@@ -4,13 +4,15 @@ docs/ripp-profile.md P1, P5, P7)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import short_hex
-from reference_impl.ripp.payloads import SchemaNegotiation
+from reference_impl.ripp.payloads import Heartbeat, SchemaNegotiation
 
-from .peer import describe
+from .peer import describe, new_worker_id
 from .prerequisites import CHECKPOINT, HANDSHAKE, VALID_ENVELOPES
 
 FORMAT = "RIPP, Message Envelope Format"
@@ -104,6 +106,46 @@ async def test_sequence_increases(ready_peer):
     assert all(b > a for a, b in zip(numbers, numbers[1:])), (
         f"the consumer's envelopes (Schema_negotiation, then two Checkpoint_acks) carry sequence numbers "
         f"{numbers}: each must be above the one before (profile P6)")
+
+
+LIVENESS_INTERVALS = 3
+"""Profile P8: the consumer closes when this many intervals pass with no Heartbeat."""
+MAX_LIVENESS_WAIT = 30.0
+
+
+@requirement("ripp.heartbeat.server.closes-without-heartbeats", "MUST",
+             "RIPP, Heartbeat (\"The coordinator uses heartbeats for liveness detection and load-aware partition "
+             "assignment.\") (profile P8: 3 intervals with no Heartbeat, the consumer closes; P9)",
+             depends=[CHECKPOINT])
+async def test_closes_without_heartbeats(open_peer, registry, deadline):
+    peer = await open_peer()
+    worker_id = new_worker_id()
+    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
+    if not negotiation.ok:
+        blocked(HANDSHAKE, "failed within this case", f"the Handshake got ok=false ({negotiation.errors})")
+    interval = negotiation.heartbeat_interval_ms / 1000
+    if LIVENESS_INTERVALS * interval > MAX_LIVENESS_WAIT:
+        not_applicable(f"the consumer asks for a Heartbeat every {interval:g} s: {LIVENESS_INTERVALS} intervals "
+                       f"are more than this case waits ({MAX_LIVENESS_WAIT:g} s)")
+    # First Heartbeats, for more than the three intervals since the
+    # negotiation: a consumer that closes whatever comes (or counts from the
+    # negotiation) shows here, and a checkpoint after them must be answered.
+    for n in range(4):
+        await peer.send(Heartbeat(worker_id, time.time_ns(), 0.5), f"Heartbeat {n + 1}, every {0.8 * interval:g} s")
+        last = time.monotonic()
+        await asyncio.sleep(0.8 * interval)
+    await peer.checkpoint(61)
+    # Then none: the consumer must close, sending nothing, about three
+    # intervals after the last (not before one and a half, the longest gap
+    # a conformant producer may leave).
+    closed, data = await peer.closes_silently(LIVENESS_INTERVALS * interval + deadline - (time.monotonic() - last))
+    silent_for = time.monotonic() - last
+    assert closed, (f"the producer sent no Heartbeat for {silent_for:.2f} s after asking for one every {interval:g} s; "
+                    f"the consumer must take it for dead after {LIVENESS_INTERVALS} intervals and close (profile P8)")
+    assert not data, f"before closing for the missing Heartbeats the consumer sent {short_hex(data)}"
+    assert silent_for >= 1.5 * interval, (
+        f"the consumer closed {silent_for:.2f} s after the last Heartbeat, before 1.5 intervals of {interval:g} s "
+        "(profile P8: three intervals; a conformant producer's gaps reach 1.5)")
 
 
 @requirement(CHECKPOINT, "MUST",
