@@ -146,6 +146,24 @@ def test_find_own_prefers_an_intact_copy_over_an_altered_one():
     assert found.stored["r-1"].index == 1 and not found.problems(sent)
 
 
+def test_find_own_matches_json_values_only_for_a_node_that_stores_them():
+    # accepted_body = "json" (swpt_stomp publishes its schema's dumps: other key
+    # order, spaces): the same value is stored; without it, the bytes must match.
+    sent = [own(1, body='{"type":"ConfigureAccount","creditor_id":10000000001,"negligible_amount":2.0}')]
+    reserialized = '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000001}'
+    assert find_own([as_record(0, sent[0], body=reserialized, json_body=True)], sent).stored.keys() == {"r-1"}
+    assert not find_own([as_record(0, sent[0], body=reserialized)], sent).stored
+    # Values compared exactly: 2 is not 2.0, a repeated key is no value, another id is another message.
+    for other in ('{"negligible_amount": 2, "type": "ConfigureAccount", "creditor_id": 10000000001}',
+                  '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000001, '
+                  '"creditor_id": 10000000001}',
+                  '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000002}'):
+        assert not find_own([as_record(0, sent[0], body=other, json_body=True)], sent).stored, other
+    # Headers are still compared: the same value under another type is stored altered.
+    found = find_own([as_record(0, sent[0], body=reserialized, json_body=True, type="AccountUpdate")], sent)
+    assert "stored altered" in found.problems(sent)[0]
+
+
 def test_own_messages_are_valid_smp_with_unique_unreserved_creditor_ids():
     from conformance.suites.stomp.adapter import own_messages
     from reference_impl.stomp.smp import validate_message
