@@ -98,6 +98,91 @@ function parseManifest(text) {
   return values;
 }
 
+// The text of member `key` of the JSON object on `line`, as written (the
+// line is known to be valid JSON: JSON.parse took it).
+function rawMember(line, key, index) {
+  let pos = 0;
+  const ws = () => {
+    while (pos < line.length && ' \t\r\n'.includes(line[pos])) {
+      pos += 1;
+    }
+  };
+  const skipString = () => {
+    pos += 1; // the opening quote
+    while (line[pos] !== '"') {
+      pos += line[pos] === '\\' ? 2 : 1;
+    }
+    pos += 1;
+  };
+  const skipValue = () => {
+    const c = line[pos];
+    if (c === '"') {
+      skipString();
+    } else if (c === '{' || c === '[') {
+      let depth = 0;
+      do {
+        const d = line[pos];
+        if (d === '"') {
+          skipString();
+          continue;
+        }
+        if (d === '{' || d === '[') {
+          depth += 1;
+        } else if (d === '}' || d === ']') {
+          depth -= 1;
+        }
+        pos += 1;
+      } while (depth > 0);
+    } else {
+      // a number, true, false or null
+      while (pos < line.length && !',}] \t\r\n'.includes(line[pos])) {
+        pos += 1;
+      }
+    }
+  };
+  ws();
+  pos += 1; // {
+  for (;;) {
+    ws();
+    const keyStart = pos;
+    skipString();
+    const name = JSON.parse(line.slice(keyStart, pos));
+    ws();
+    pos += 1; // :
+    ws();
+    const start = pos;
+    skipValue();
+    if (name === key) {
+      return line.slice(start, pos);
+    }
+    ws();
+    if (line[pos] !== ',') {
+      throw new UsageError(`--messages line ${index + 1}: no member ${key}`);
+    }
+    pos += 1;
+  }
+}
+
+// JSON text without the whitespace between its tokens (as Python's
+// json.dumps(..., separators=(",", ":")) writes it), strings untouched.
+function compactJson(text) {
+  let out = '';
+  for (let pos = 0; pos < text.length; pos += 1) {
+    const c = text[pos];
+    if (c === '"') {
+      const start = pos;
+      pos += 1;
+      while (text[pos] !== '"') {
+        pos += text[pos] === '\\' ? 2 : 1;
+      }
+      out += text.slice(start, pos + 1);
+    } else if (!' \t\r\n'.includes(c)) {
+      out += c;
+    }
+  }
+  return out;
+}
+
 function address(entry) {
   if (typeof entry !== 'string' || !entry.includes(':')) {
     throw new UsageError(`--manifest: servers entry ${JSON.stringify(entry)} is not "host:port"`);
@@ -166,7 +251,10 @@ function parseArgs(argv) {
         || item.body === null || typeof item.body !== 'object' || Array.isArray(item.body)) {
       throw new UsageError(`--messages line ${index + 1}: expected {"type": str, "body": object}`);
     }
-    messages.push({type: item.type, body: Buffer.from(JSON.stringify(item.body), 'utf-8')});
+    // The body's own JSON text, not JSON.stringify(item.body): SMP ids are
+    // 64-bit integers, which a JavaScript number rounds (JSON.parse makes
+    // 6183357608661993299 6183357608661993000).
+    messages.push({type: item.type, body: Buffer.from(compactJson(rawMember(line, 'body', index)), 'utf-8')});
   });
   return {
     servers: manifest.servers.map(address),
