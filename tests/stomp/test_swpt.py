@@ -88,3 +88,25 @@ def test_smp_vectors_agree_with_swpt_stomp_except_where_they_say():
     explained = sum(len(ids) for ids in report["explained"].values())
     text = FINDINGS.read_text("utf-8")
     assert f"{explained} of the {report['counts']['invalid']} invalid vectors" in text, explained
+
+
+@needs_swpt
+@needs_rabbitmq
+def test_swpt_stomp_interoperates_with_the_reference_node_both_ways(tmp_path):
+    # swpt-client -> reference-stomp, swpt-client -> swpt-server, reference-stomp -> swpt-server
+    # (and the reference pair): every pair delivers, stores and sends nothing twice
+    # (docs/findings/swpt_stomp-0.1.0.md, "Interop").
+    from .test_interop import DELIVERS, NO_DUP, STORED, interop
+
+    completed, records, _ = interop(tmp_path, "--client", "swpt-client", "--client", "reference-stomp",
+                                    "--server", "swpt-server", "--server", "reference-stomp", timeout=900)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    results = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+               if line.strip()]
+    pairs = {(r["implementation"], r["peer_implementation"]) for r in results}
+    assert pairs == {("swpt_stomp", "swpt_stomp"), ("swpt_stomp", "reference-stomp"),
+                     ("reference-stomp", "swpt_stomp"), ("reference-stomp", "reference-stomp")}, pairs
+    assert {r["case_id"] for r in results} == {DELIVERS, STORED, NO_DUP}
+    assert all(r["outcome"] == "passed" for r in results), [(r["implementation"], r["peer_implementation"],
+                                                            r["case_id"], r["message"]) for r in results
+                                                           if r["outcome"] != "passed"]
