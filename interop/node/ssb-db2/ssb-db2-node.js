@@ -270,9 +270,8 @@ async function replicate (options) {
       held = now
       if (until !== null ? held >= until : (held > 0 && Date.now() - lastGrowth >= QUIET_MS)) break
       if (Date.now() > deadline) {
-        const peers = sbot.conn.connectedPeers ? [...sbot.conn.connectedPeers()].length : '?'
         throw new ExitError(EXIT_TIMEOUT, 'holds ' + held + (until !== null ? ' of the ' + until : '') + ' message(s) of ' +
-          feed + ' after ' + timeout + ' s (' + peers + ' connected peer(s)); this stack replicates by EBT only ' +
+          feed + ' after ' + timeout + ' s; this stack replicates by EBT only ' +
           '(["ebt","replicate"]), so a peer that refuses it sends nothing')
       }
       await sleep(POLL_MS)
