@@ -7,7 +7,7 @@
 #
 # Usage: scripts/docker-build-images.sh [--force] [NAME...]
 #   NAME: python harness reference node ssb-server ilp-plugin-btp rabbitmq
-#   ocaml-ripp (default: all;
+#   ocaml-ripp swpt-stomp (default: all;
 #   a name also builds the images it starts FROM)
 #
 # Images (docker/<name>/Dockerfile):
@@ -21,6 +21,9 @@
 #                   Debian installation (scripts/install-rabbitmq.sh) copied in
 #   ocaml-ripp      the OCaml RIPP peer, its executable built on the host
 #                   (scripts/build-ocaml-ripp.sh)
+#   swpt-stomp      swpt_stomp 0.1.0 (Swaptacular's STOMP server and client) on the
+#                   rabbitmq image, run by interop/stomp/swpt_node.py; its wheels
+#                   built on the host (scripts/install-swpt-stomp.sh --wheelhouse)
 #
 # Unchanged images are skipped: each build context is staged in
 # .cache/docker-context/<name>/ and hashed together with its Dockerfile and
@@ -32,7 +35,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 label=org.conformance.context-hash
 ctx_root="$repo/.cache/docker-context"
-all=(python harness reference node ssb-server ilp-plugin-btp rabbitmq ocaml-ripp)
+all=(python harness reference node ssb-server ilp-plugin-btp rabbitmq ocaml-ripp swpt-stomp)
 
 say() { echo "docker-build-images.sh: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -52,6 +55,7 @@ parent_of() {
     case "$1" in
         harness|reference) echo python ;;
         ssb-server|ilp-plugin-btp) echo node ;;
+        swpt-stomp) echo rabbitmq ;;
         *) echo "" ;;
     esac
 }
@@ -63,13 +67,14 @@ for name in "${all[@]}"; do
     done
 done
 
-needs_python=0 needs_node=0 needs_rabbitmq=0 needs_ocaml=0
+needs_python=0 needs_node=0 needs_rabbitmq=0 needs_ocaml=0 needs_swpt=0
 for name in "${order[@]}"; do
     case "$name" in
         python) needs_python=1 ;;
         node) needs_node=1 ;;
         rabbitmq) needs_rabbitmq=1 ;;
         ocaml-ripp) needs_ocaml=1 ;;
+        swpt-stomp) needs_swpt=1 ;;
     esac
 done
 
@@ -92,6 +97,11 @@ if [ "$needs_rabbitmq" -eq 1 ]; then
 fi
 if [ "$needs_ocaml" -eq 1 ]; then
     ocaml_ripp_bin="$(scripts/build-ocaml-ripp.sh | tail -n 1)" || die "scripts/build-ocaml-ripp.sh failed"
+fi
+# swpt_stomp's wheels (and the wheelhouse's cryptography for its launcher).
+if [ "$needs_swpt" -eq 1 ]; then
+    scripts/install-swpt-stomp.sh --wheelhouse "$repo/.cache/swpt-wheelhouse" >/dev/null
+    [ "$needs_python" -eq 1 ] || scripts/build-wheelhouse.sh
 fi
 tini_bin=/usr/bin/tini-static
 [ -x "$tini_bin" ] || die "$tini_bin missing (Debian's docker.io ships it; run scripts/docker-setup.sh)"
@@ -141,6 +151,22 @@ populate() {
             cp scripts/rabbitmq.sh "$ctx/conformance/scripts/"
             cp interop/stomp/amqp_accepted.py "$ctx/conformance/interop/stomp/"
             cp "$tini_bin" "$ctx/tini" ;;
+        swpt-stomp)
+            mkdir -p "$ctx/swpt-wheels" "$ctx/tools-wheels"
+            for whl in .cache/swpt-wheelhouse/*.whl; do stage "$whl" "$ctx/swpt-wheels/$(basename "$whl")"; done
+            for whl in .cache/wheelhouse/cryptography-*.whl .cache/wheelhouse/cffi-*.whl \
+                       .cache/wheelhouse/pycparser-*.whl; do
+                stage "$whl" "$ctx/tools-wheels/$(basename "$whl")"
+            done
+            [ -n "$(ls "$ctx/tools-wheels"/cryptography-*.whl 2>/dev/null)" ] \
+                || die "no cryptography wheel in .cache/wheelhouse (scripts/build-wheelhouse.sh)"
+            # The launcher and what it imports, in the repository's layout.
+            mkdir -p "$ctx/conformance/scripts" "$ctx/conformance/interop/stomp/swpt" "$ctx/conformance/conformance/core"
+            cp scripts/rabbitmq.sh "$ctx/conformance/scripts/"
+            cp interop/stomp/swpt_node.py interop/stomp/amqp_accepted.py "$ctx/conformance/interop/stomp/"
+            cp interop/stomp/swpt/constraints.txt "$ctx/conformance/interop/stomp/swpt/"
+            cp conformance/__init__.py "$ctx/conformance/conformance/"
+            cp conformance/core/__init__.py conformance/core/pki.py "$ctx/conformance/conformance/core/" ;;
         ocaml-ripp)
             cp "$ocaml_ripp_bin" "$ctx/ripp_peer"
             chmod 0755 "$ctx/ripp_peer"

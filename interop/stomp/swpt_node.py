@@ -5,7 +5,7 @@ swpt_stomp is installed in a venv of its own by scripts/install-swpt-stomp.sh
 (.tools/swpt-stomp/venv); this script only prepares what it needs and runs
 its own commands (``swpt-server``, ``swpt-client``, ``configure-queue``):
 
-    swpt_node.py server --workdir DIR --port PORT --cert PEM --key KEY --ca PEM --client-cert PEM
+    swpt_node.py server --workdir DIR --port PORT --cert PEM --key KEY --ca PEM --client-cert PEM [--amqp-port N]
         A Swaptacular node of type "Accounting Authorities" (node id
         00000001, the accounting authority of the harness's debtor ids): a
         node database in Swaptacular's layout (DIR/swpt-server/nodedata,
@@ -146,10 +146,12 @@ def make_client_nodedata(root: Path, ca: Path, node_id: str, manifest: Path) -> 
 class Broker:
     """A private RabbitMQ (scripts/rabbitmq.sh --amqp-only)."""
 
-    def __init__(self, data_dir: Path, exchange: str, queue: str, timeout: int) -> None:
+    def __init__(self, data_dir: Path, exchange: str, queue: str, timeout: int, amqp_port: int = 0) -> None:
         argv = [str(REPO / "scripts" / "rabbitmq.sh"), "--amqp-only", "--plugin", "rabbitmq_random_exchange",
                 "--data-dir", str(data_dir), "--exchange", exchange, "--queue", queue,
                 "--python", sys.executable, "--timeout", str(timeout)]
+        if amqp_port:
+            argv += ["--amqp-port", str(amqp_port)]
         self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL)
         self.amqp_port = 0
         assert self.process.stdout is not None
@@ -232,7 +234,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     make_server_nodedata(nodedata, Path(args.ca), args.port, peer_id)
     broker = server = None
     try:
-        broker = Broker(work / "rabbitmq", SERVER_EXCHANGE, SERVER_QUEUE, args.timeout)
+        broker = Broker(work / "rabbitmq", SERVER_EXCHANGE, SERVER_QUEUE, args.timeout, args.amqp_port)
         env = _swpt_env(args, nodedata, broker.url)
         env.update({"SWPT_SERVER_PORT": str(args.port), "SWPT_SERVER_CERT": str(Path(args.cert).resolve()),
                     "SWPT_SERVER_KEY": str(Path(args.key).resolve()), "SWPT_SERVER_BUFFER": "100"})
@@ -486,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--ca", required=True)
     s.add_argument("--client-cert", required=True, help="the harness's client certificate (names its node id)")
     s.add_argument("--timeout", type=int, default=120)
+    s.add_argument("--amqp-port", type=int, default=0, help="the broker's AMQP port (default: a free one)")
     a = sub.add_parser("accepted")
     a.add_argument("--port", type=int, required=True)
     a.add_argument("--queue", default=SERVER_QUEUE)
