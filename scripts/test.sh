@@ -4,7 +4,8 @@
 #   scripts/test.sh [--fast | --tier TIER] [--workers N] [--times FILE] [PYTEST_ARGS...]
 #
 #   full (default)  every test. Sets up .venv, the npm interop packages,
-#                   RabbitMQ and OCaml with bin_prot (Debian packages, root),
+#                   RabbitMQ, ActiveMQ and OCaml with bin_prot (Debian
+#                   packages, root),
 #                   the Allure command line and Chromium (root). The
 #                   container tests need a Docker engine and the images
 #                   (scripts/docker-build-images.sh); without them they are
@@ -61,7 +62,7 @@ case "$tier" in
     nightly)
         scripts/setup.sh --ocaml ;;
     full)
-        scripts/setup.sh --node --rabbitmq --ocaml --swpt
+        scripts/setup.sh --node --rabbitmq --ocaml --swpt --activemq
         scripts/install-report-deps.sh ;;
 esac
 if [ -n "$times" ]; then

@@ -4,7 +4,8 @@ order of the run and the Hypothesis profiles (docs/testing.md).
 Tiers. Every test gets the marks of what it needs beyond Python and the
 harness (``TIER_NEEDS`` below, by file): ``spark`` (a JVM), ``containers``
 (a Docker engine and the project's images), ``node_interop`` (the npm
-packages), ``rabbitmq``, ``ocaml`` and ``report_ui`` (Debian packages),
+packages), ``rabbitmq``, ``activemq``, ``ocaml`` and ``report_ui`` (Debian
+packages),
 ``full`` (too long for the fast tier). The fast tier (``--tier fast``,
 ``scripts/test.sh --fast``) is every test with none of them.
 
@@ -50,6 +51,9 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "stomp/test_rabbitmq.py": ("rabbitmq",),
     "stomp/test_interop.py": ("rabbitmq",),
     "stomp/test_swpt.py": ("swpt",),
+    "stomp/test_activemq.py": ("activemq",),
+    "stomp/test_activemq.py::test_stompit_delivers_to_activemq": ("activemq", "node_interop"),
+    "stomp/test_stompit.py": ("node_interop",),
     "ssb/test_node_own_feed_request.py": ("node_interop",),
     "harness/test_interop_command.py": ("node_interop",),
     # 195 certifications of faulty reference nodes: minutes of CPU. The fast
@@ -103,8 +107,8 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
 
 
 TIERS = ("fast", "full", "containers", "nightly")
-NOT_FAST = ("spark", "containers", "node_interop", "report_ui", "rabbitmq", "ocaml", "swpt", "nightly_workflow",
-            "full")
+NOT_FAST = ("spark", "containers", "node_interop", "report_ui", "rabbitmq", "ocaml", "swpt", "activemq",
+            "nightly_workflow", "full")
 """Marks that keep a test out of the fast tier."""
 
 
@@ -166,6 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, about in (("spark", "needs a JVM (PySpark): tests/aggregate"),
                         ("rabbitmq", "needs Debian's rabbitmq-server (scripts/install-rabbitmq.sh)"),
                         ("ocaml", "needs OCaml with bin_prot (scripts/install-ocaml.sh)"),
+                        ("activemq", "needs Debian's activemq and Java 17 (scripts/install-activemq.sh)"),
                         ("swpt", "needs swpt_stomp and RabbitMQ (scripts/install-swpt-stomp.sh, "
                                  "scripts/install-rabbitmq.sh)"),
                         ("nightly_workflow", "lints the nightly workflow (actionlint) and runs its steps"),
