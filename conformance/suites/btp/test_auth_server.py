@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conformance.core.requirements import blocked, requirement
+from conformance.core.requirements import blocked, not_applicable, requirement
 from reference_impl.btp.packet import ContentType, Error, Message, ProtocolDataEntry, Response, Transfer
 
 from .peer import auth_message, new_request_id, probe_message, summary
@@ -76,7 +76,15 @@ async def test_closes_connection_after_auth_error(open_peer, auth_token, deadlin
 
 @requirement("btp.auth.server.rejects-wrong-token", "MUST", f"{CITE} (\"the provided authentication data is invalid or incorrect\")",
              depends=[AUTH])
-async def test_rejects_wrong_token(open_peer, auth_token, wrong_token, deadline):
+async def test_rejects_wrong_token(open_peer, auth_token, wrong_token, deadline, target):
+    """A target whose every auth_token is valid has no wrong token: one that
+    needs no authentication (the text: the token "can be set to the empty
+    string"), or one that makes an account of each token, as
+    ilp-plugin-mini-accounts does (account = sha256(token)). It says so with
+    ``params.accepts_any_token = true``, and the case does not apply."""
+    if target.params.get("accepts_any_token") is True:
+        not_applicable(f"target {target.target.name} declares every auth_token valid (params.accepts_any_token), "
+                       "so no token is \"invalid or incorrect\"")
     await show_valid_auth(open_peer, auth_token, "auth with a wrong token")
     peer = await open_peer()
     request = auth_message(new_request_id(), wrong_token)
