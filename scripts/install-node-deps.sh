@@ -5,7 +5,8 @@
 # SSB and BTP interop tests and the vector cross-checks run against, and the
 # stacks that need versions of their own, each a package of its own with its
 # lock under interop/node/<stack>/ (STACKS below): ssb-db2 (secret-stack 6.4,
-# ssb-db2 8, ssb-ebt 9, ssb-conn 6: the `ssb-db2` targets).
+# ssb-db2 8, ssb-ebt 9, ssb-conn 6: the `ssb-db2` targets) and mini-accounts
+# (ilp-plugin-mini-accounts 4.2: the `ilp-plugin-mini-accounts` target).
 #
 # Usage: scripts/install-node-deps.sh [--force]
 #   --force   reinstall even if node_modules already matches the lock file
@@ -112,7 +113,7 @@ server_start_check() {
 # A stack under interop/node/<stack>/: npm ci from its own lock (same stamp
 # as above), then every package it depends on must load, then the stack's
 # own start check (stack_start_check_<stack>, if defined).
-STACKS=(ssb-db2)
+STACKS=(ssb-db2 mini-accounts)
 
 stack_start_check_ssb-db2() {
     local port out pid waited=0
@@ -134,6 +135,28 @@ stack_start_check_ssb-db2() {
     kill -TERM "$pid"
     wait "$pid" 2>/dev/null || true
     echo "install-node-deps: ssb-db2 node started and published: $(grep '^SSB_ID=' "$out")" >&2
+    rm -f "$out"
+}
+
+stack_start_check_mini-accounts() {
+    local out pid waited=0
+    out="$(mktemp "${TMPDIR:-/tmp}/mini-accounts-start-check.XXXXXX")"
+    "$script_dir/ilp-plugin-mini-accounts.sh" --port 0 >"$out" 2>&1 &
+    pid=$!
+    until grep -q '^BTP_READY ' "$out"; do
+        if ! kill -0 "$pid" 2>/dev/null || [ "$waited" -ge 300 ]; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+            cat "$out" >&2
+            rm -f "$out"
+            die "ilp-plugin-mini-accounts did not start (scripts/ilp-plugin-mini-accounts.sh output above)"
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -TERM "$pid"
+    wait "$pid" 2>/dev/null || true
+    echo "install-node-deps: ilp-plugin-mini-accounts started: $(grep '^BTP_READY ' "$out")" >&2
     rm -f "$out"
 }
 
