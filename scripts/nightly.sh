@@ -11,7 +11,7 @@
 # runs after a failure too, so that a broken night still keeps and
 # publishes what it has; the workflow's `if:` says the same):
 #   setup     on-success  system packages when missing (as root), scripts/setup.sh
-#                         with the config's setup_flags, scripts/install-report-deps.sh
+#                         --aggregate with the config's setup_flags, scripts/install-report-deps.sh
 #   images    on-success  scripts/docker-build-images.sh (engine, base image, images),
 #                         only when a configured target runs in a container
 #   certify   on-success  conformance certify of the configured targets, --jobs N
@@ -122,7 +122,8 @@ step_setup() {
     fi
     local flags=()
     mapfile -t flags < <(config setup_flags)
-    scripts/setup.sh "${flags[@]}"
+    # The aggregate extra: PySpark, for the ingest and matrix steps.
+    scripts/setup.sh --aggregate "${flags[@]}"
     scripts/install-report-deps.sh
 }
 

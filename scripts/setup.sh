@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Creates .venv (Python >= 3.11) and installs the harness into it, editable,
-# with the test extras. Idempotent: a second run only checks.
+# Creates .venv (Python >= 3.11) and installs the harness into it, editable:
+# by default only what `conformance certify` needs (the base install, as
+# scripts/certify.sh runs it); the project's own tests and the aggregation
+# add their extras. Idempotent: a second run only checks, and an extra once
+# installed stays (a later run without its flag does not remove it).
 #
-# Usage: scripts/setup.sh [--node] [--rabbitmq] [--ocaml] [--swpt] [--activemq]
+# Usage: scripts/setup.sh [--test] [--aggregate] [--node] [--rabbitmq] [--ocaml] [--swpt] [--activemq]
+#        scripts/setup.sh --help
+#   --test      also installs the test extra, `.[test]` (PySpark, DuckDB, NumPy,
+#               Selenium, the STOMP client libraries, actionlint, ...): what
+#               scripts/test.sh runs with; every tier passes it
+#   --aggregate also installs the aggregate extra, `.[aggregate]` (PySpark) for
+#               `conformance ingest|compact|matrix` (scripts/nightly.sh passes it)
 #   --node      also installs the npm interop packages (scripts/install-node-deps.sh)
 #   --rabbitmq  also installs Debian's rabbitmq-server for the STOMP target
 #               `rabbitmq` (scripts/install-rabbitmq.sh; root or sudo)
@@ -16,6 +25,16 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+
+# The usage is the comment above, from "Usage:" to its end.
+usage() { sed -n '/^# Usage:/,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; }
+for arg in "$@"; do
+    case "$arg" in
+        -h|--help) usage; exit 0 ;;
+        --test|--aggregate|--node|--rabbitmq|--ocaml|--swpt|--activemq) ;;
+        *) echo "setup: ERROR: unknown option $arg" >&2; usage >&2; exit 2 ;;
+    esac
+done
 
 python="${PYTHON:-python3}"
 "$python" - <<'PY' || { echo "setup: ERROR: Python >= 3.11 is required (set PYTHON=...)" >&2; exit 1; }
@@ -31,19 +50,31 @@ stamp=.venv/.installed-from
 # setup.py builds the C accelerators (BTP codec, RIPP envelope decoder): a
 # change to it or to their sources reinstalls too, so no built module is stale.
 want="$(cat pyproject.toml setup.py reference_impl/btp/_fastcodec.c reference_impl/ripp/_fastenvelope.c | sha256sum | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "setup: installing the harness and its dependencies into .venv"
+# The stamp holds the hash and the extras installed with it ("HASH test,aggregate").
+read -r have have_extras 2>/dev/null < "$stamp" || true
+extras=",${have_extras:-},"
+missing=0
+for arg in "$@"; do
+    case "$arg" in
+        --test|--aggregate)
+            [[ "$extras" == *",${arg#--},"* ]] || { extras="$extras${arg#--},"; missing=1; } ;;
+    esac
+done
+extras="$(tr ',' '\n' <<< "$extras" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)"
+if [ "${have:-}" != "$want" ] || [ "$missing" -eq 1 ]; then
+    echo "setup: installing the harness${extras:+ with the extras $extras} and its dependencies into .venv"
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[test]"
-    echo "$want" > "$stamp"
+    .venv/bin/python -m pip install --quiet -e ".${extras:+[$extras]}"
+    echo "$want${extras:+ $extras}" > "$stamp"
 fi
 for arg in "$@"; do
     case "$arg" in
+        --test|--aggregate) ;;
         --node) scripts/install-node-deps.sh ;;
         --rabbitmq) scripts/install-rabbitmq.sh ;;
         --ocaml) scripts/install-ocaml.sh ;;
         --swpt) scripts/install-rabbitmq.sh && scripts/install-swpt-stomp.sh ;;
         --activemq) scripts/install-activemq.sh ;;
-        *) echo "setup: ERROR: unknown option $arg (--node, --rabbitmq, --ocaml, --swpt, --activemq)" >&2; exit 2 ;;
+        *) echo "setup: ERROR: unknown option $arg" >&2; exit 2 ;;
     esac
 done

@@ -56,13 +56,13 @@ esac
 # Which tests a tier runs is decided in one place, tests/conftest.py (--tier).
 case "$tier" in
     fast)
-        scripts/setup.sh ;;
+        scripts/setup.sh --test ;;
     containers)
-        scripts/setup.sh --node --rabbitmq --ocaml --swpt ;;
+        scripts/setup.sh --test --node --rabbitmq --ocaml --swpt ;;
     nightly)
-        scripts/setup.sh --ocaml ;;
+        scripts/setup.sh --test --ocaml ;;
     full)
-        scripts/setup.sh --node --rabbitmq --ocaml --swpt --activemq
+        scripts/setup.sh --test --node --rabbitmq --ocaml --swpt --activemq
         scripts/install-report-deps.sh ;;
 esac
 if [ -n "$times" ]; then

@@ -77,7 +77,7 @@ def check_pyspark() -> str:
     except ImportError as exc:
         raise SparkUnavailable(
             "pyspark is not installed: pip install -e '.[aggregate]' "
-            "(scripts/setup.sh installs it with the test extra)") from exc
+            "(scripts/setup.sh --aggregate installs it, and --test)") from exc
     return pyspark.__version__
 
 

@@ -49,7 +49,7 @@ def actionlint() -> str:
         return str(candidate)
     found = shutil.which("actionlint")
     if found is None:
-        pytest.fail("actionlint is not installed: scripts/setup.sh installs it with the test extra "
+        pytest.fail("actionlint is not installed: scripts/setup.sh --test installs it with the test extra "
                     "(pip install -e '.[test]')")
     return found
 
