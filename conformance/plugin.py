@@ -12,6 +12,7 @@ installed alongside any other test suite.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib
 import json
@@ -19,6 +20,7 @@ import os
 import signal
 import socket
 import tempfile
+import textwrap
 import threading
 import time
 from urllib.parse import urlsplit
@@ -990,7 +992,10 @@ def pytest_runtest_call(item: pytest.Item):
                                   "remaining cases not run")
         # Assertion messages may quote what the target sent, secrets
         # included; mask them before pytest, JUnit or Allure see the text.
-        text = state.redactor.text(str(exc))
+        # The harness's own words only: pytest's introspection of a
+        # rewritten assert (``assert 44 == 42 / + where ... at 0x7f...``)
+        # is no part of the finding.
+        text = state.redactor.text(assertion_message(exc))
         exc.args = (text,)
         raise ConformanceFailure(f"{req.case_id} [{req.level.value}, {req.full_citation}]: {text}") from exc
     else:
@@ -1149,6 +1154,49 @@ def _skip_reason(report: pytest.TestReport) -> str:
         reason = str(longrepr[2])
         return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
     return str(longrepr)
+
+
+def assertion_message(exc: AssertionError) -> str:
+    """The message a failed ``assert`` was given, without the lines pytest's
+    assertion rewriting appends to it (``assert 44 == 42``, ``+ where 44 =
+    <... object at 0x7f...>.msgno``, diffs); for an assert without a message,
+    its source text (``assert reply.msgno == 42``). Any other AssertionError
+    (raised by a helper, DeadlineExceeded, an assert pytest did not rewrite)
+    keeps its text as it is.
+
+    Rewriting joins the message and the introspection as ``MESSAGE\\nassert
+    EXPLANATION...``: message lines after the first are indented by two
+    spaces, the ``assert`` line is not, so the first unindented line
+    starting with ``assert `` after line 0 begins the introspection."""
+    text = str(exc)
+    if type(exc) is not AssertionError:
+        return text
+    statement = _failed_assert(exc)
+    if statement is None:
+        return text
+    lines = text.split("\n")
+    if statement.msg is None:
+        if not lines[0].startswith("assert "):
+            return text  # not rewritten (plain asserts carry no text)
+        return "assert " + ast.unparse(statement.test)
+    glue = next((n for n, line in enumerate(lines) if n and line.startswith("assert ")), None)
+    if glue is None:
+        return text  # not rewritten: the message as given
+    own = [lines[0]] + [line[2:] if line.startswith("  ") else line for line in lines[1:glue]]
+    return "\n".join(own).rstrip()
+
+
+def _failed_assert(exc: BaseException) -> ast.Assert | None:
+    """The ``assert`` statement that raised ``exc``, or None when it came
+    from anything else (or its source cannot be read)."""
+    try:
+        from _pytest._code import ExceptionInfo
+        source = str(ExceptionInfo.from_exception(exc).traceback[-1].statement)
+        tree = ast.parse(textwrap.dedent(source))
+    except Exception:  # no source, a statement that does not parse alone
+        return None
+    node = tree.body[0] if len(tree.body) == 1 else None
+    return node if isinstance(node, ast.Assert) else None
 
 
 def _failure_text(call: pytest.CallInfo[None]) -> str:
