@@ -7,7 +7,7 @@
 #
 # Usage: scripts/docker-build-images.sh [--force] [NAME...]
 #   NAME: python harness reference node ssb-server ilp-plugin-btp rabbitmq
-#   ocaml-ripp swpt-stomp (default: all;
+#   ocaml-ripp swpt-stomp activemq (default: all;
 #   a name also builds the images it starts FROM)
 #
 # Images (docker/<name>/Dockerfile):
@@ -24,6 +24,8 @@
 #   swpt-stomp      swpt_stomp 0.1.0 (Swaptacular's STOMP server and client) on the
 #                   rabbitmq image, run by interop/stomp/swpt_node.py; its wheels
 #                   built on the host (scripts/install-swpt-stomp.sh --wheelhouse)
+#   activemq        ActiveMQ 5.17 on OpenJDK 17 via scripts/activemq.sh: the host's
+#                   Debian installation (scripts/install-activemq.sh) copied in
 #
 # Unchanged images are skipped: each build context is staged in
 # .cache/docker-context/<name>/ and hashed together with its Dockerfile and
@@ -35,7 +37,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 label=org.conformance.context-hash
 ctx_root="$repo/.cache/docker-context"
-all=(python harness reference node ssb-server ilp-plugin-btp rabbitmq ocaml-ripp swpt-stomp)
+all=(python harness reference node ssb-server ilp-plugin-btp rabbitmq ocaml-ripp swpt-stomp activemq)
 
 say() { echo "docker-build-images.sh: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -67,7 +69,7 @@ for name in "${all[@]}"; do
     done
 done
 
-needs_python=0 needs_node=0 needs_rabbitmq=0 needs_ocaml=0 needs_swpt=0
+needs_python=0 needs_node=0 needs_rabbitmq=0 needs_ocaml=0 needs_swpt=0 needs_activemq=0
 for name in "${order[@]}"; do
     case "$name" in
         python) needs_python=1 ;;
@@ -75,6 +77,7 @@ for name in "${order[@]}"; do
         rabbitmq) needs_rabbitmq=1 ;;
         ocaml-ripp) needs_ocaml=1 ;;
         swpt-stomp) needs_swpt=1 ;;
+        activemq) needs_activemq=1 ;;
     esac
 done
 
@@ -102,6 +105,12 @@ fi
 if [ "$needs_swpt" -eq 1 ]; then
     scripts/install-swpt-stomp.sh --wheelhouse "$repo/.cache/swpt-wheelhouse" >/dev/null
     [ "$needs_python" -eq 1 ] || scripts/build-wheelhouse.sh
+fi
+# The ActiveMQ image copies the host's installation (and its JRE).
+if [ "$needs_activemq" -eq 1 ]; then
+    scripts/install-activemq.sh >/dev/null
+    activemq_jre="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"
+    [ -r "$activemq_jre/lib/modules" ] || die "no Java runtime at $activemq_jre"
 fi
 tini_bin=/usr/bin/tini-static
 [ -x "$tini_bin" ] || die "$tini_bin missing (Debian's docker.io ships it; run scripts/docker-setup.sh)"
@@ -167,6 +176,27 @@ populate() {
             cp interop/stomp/swpt/constraints.txt "$ctx/conformance/interop/stomp/swpt/"
             cp conformance/__init__.py "$ctx/conformance/conformance/"
             cp conformance/core/__init__.py conformance/core/pki.py "$ctx/conformance/conformance/core/" ;;
+        activemq)
+            # Debian's layout, as dpkg installed it: the JRE (not the JDK's
+            # jmods, headers, man pages), its /etc/java-17-openjdk (jvm.cfg,
+            # java.security: the JRE links there), the broker and its jars.
+            mkdir -p "$ctx/jvm/bin"
+            cp -a "$activemq_jre/lib" "$activemq_jre/conf" "$activemq_jre/release" "$ctx/jvm/"
+            cp -a "$activemq_jre/bin/java" "$activemq_jre/bin/keytool" "$ctx/jvm/bin/"
+            cp -a /etc/java-17-openjdk "$ctx/etc-java"
+            cp -a /usr/share/activemq "$ctx/activemq"
+            cp -a /usr/share/java "$ctx/java"
+            # The script, the adapter and the frame codec it imports, in the
+            # repository's layout.
+            mkdir -p "$ctx/conformance/scripts" "$ctx/conformance/interop/stomp" "$ctx/conformance/reference_impl/stomp"
+            cp scripts/activemq.sh "$ctx/conformance/scripts/"
+            cp interop/stomp/activemq_accepted.py "$ctx/conformance/interop/stomp/"
+            cp reference_impl/__init__.py "$ctx/conformance/reference_impl/"
+            cp reference_impl/stomp/__init__.py reference_impl/stomp/frame.py "$ctx/conformance/reference_impl/stomp/"
+            # Links dangling on the host too (recommended packages not
+            # installed: optional jars, src.zip, the GTK accessibility bridge).
+            find "$ctx" -xtype l -delete
+            cp "$tini_bin" "$ctx/tini" ;;
         ocaml-ripp)
             cp "$ocaml_ripp_bin" "$ctx/ripp_peer"
             chmod 0755 "$ctx/ripp_peer"
