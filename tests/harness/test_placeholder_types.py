@@ -379,9 +379,14 @@ def run_node(argv: list[str], what: str, work: Path) -> None:
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
     modules = {"ilp-plugin-btp-peer.js": "ilp-plugin-btp", "shs-replicate.js": "secret-handshake",
-               "ilp-plugin-btp.sh": "ilp-plugin-btp", "stompit-client.js": "stompit"}
+               "ilp-plugin-btp.sh": "ilp-plugin-btp", "stompit-client.js": "stompit",
+               "ssb-db2.sh": "ssb-db2/node_modules/ssb-db2"}
     package = modules[Path(argv[0] if argv[0] != "node" else argv[1]).name]
-    if not (NODE_DIR / "node_modules" / package / "package.json").is_file():
+    if "/" in package:  # a stack of its own under interop/node/<stack>/
+        installed = NODE_DIR / package / "package.json"
+    else:
+        installed = NODE_DIR / "node_modules" / package / "package.json"
+    if not installed.is_file():
         pytest.skip(f"the npm package {package} is not installed (scripts/install-node-deps.sh)")
     preload = work / "exit-after-parse.js"
     preload.write_text("setImmediate(() => process.exit(0))\n")
@@ -413,7 +418,8 @@ def check(argv: list[str], what: str, work: Path, typed: bool) -> bool:
         parse_python_module(f"reference_impl.{argv[1]}", argv[2:], what)
     elif program.name == "ssb-server.sh":
         run_ssb_server_script(program, argv[1:], work, what)
-    elif typed and (program.name == "ilp-plugin-btp.sh" or (argv[0] == "node" and argv[1].endswith(".js"))):
+    elif typed and (program.name in ("ilp-plugin-btp.sh", "ssb-db2.sh")
+                    or (argv[0] == "node" and argv[1].endswith(".js"))):
         run_node(argv, what, work)
     elif typed and program.name in ("ocaml-ripp-peer.sh", OCAML_PEER.name):
         run_ocaml_peer(argv[1:], what)

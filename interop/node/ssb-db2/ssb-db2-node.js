@@ -95,6 +95,13 @@ function sleep (ms) {
   return new Promise(resolve => setTimeout(resolve, ms))
 }
 
+// Every argument is checked before anything happens (no home, no listener):
+// then one turn of the event loop, so that a caller can stop the program
+// right after its arguments were accepted (tests/harness/test_placeholder_types.py).
+function argumentsChecked () {
+  return new Promise(resolve => setImmediate(resolve))
+}
+
 function call (fn, ...args) {
   return new Promise((resolve, reject) => fn(...args, (err, value) => err ? reject(err) : resolve(value)))
 }
@@ -116,6 +123,9 @@ function prepareHome (options, seedHex) {
   const removeHome = () => {
     if (!options.dir && !options['keep-home']) fs.rmSync(dir, { recursive: true, force: true })
   }
+  // However the process exits (the serve mode's stop, the replicate mode's
+  // signals, the watchdog), the temporary home goes with it; not on SIGKILL.
+  process.on('exit', removeHome)
   return { dir, secretPath, keys, removeHome }
 }
 
@@ -169,6 +179,8 @@ async function serve (options) {
   const count = options.messages === undefined ? 3 : wholeNumber(options.messages, '--messages', 0)
   const interval = options['publish-interval'] === undefined ? 0 : wholeNumber(options['publish-interval'], '--publish-interval', 0)
   const networkKey = hexBytes(options['network-key'] || MAIN_NETWORK_KEY_HEX, 32, '--network-key')
+  if (options.seed !== undefined) hexBytes(options.seed, 32, '--seed')
+  await argumentsChecked()
   const home = prepareHome(options, options.seed)
   const sbot = startNode({ dir: home.dir, keys: home.keys, networkKey, incoming: { host, port } })
   const listened = listening(sbot, 30)
@@ -246,8 +258,13 @@ async function replicate (options) {
   const timeout = wholeNumber(options.timeout === undefined ? 60 : options.timeout, '--timeout', 1)
   const until = options['until-sequence'] !== undefined ? wholeNumber(options['until-sequence'], '--until-sequence', 1) : null
   const networkKey = hexBytes(options['network-key'] || MAIN_NETWORK_KEY_HEX, 32, '--network-key')
+  if (options.seed !== undefined) hexBytes(options.seed, 32, '--seed')
+  await argumentsChecked()
   const deadline = Date.now() + timeout * 1000
   const home = prepareHome(options, options.seed)
+  // The harness stops a client it is done with by SIGTERM.
+  process.once('SIGTERM', () => process.exit(143))
+  process.once('SIGINT', () => process.exit(130))
   const sbot = startNode({ dir: home.dir, keys: home.keys, networkKey, incoming: null })
   const finish = () => new Promise(resolve => {
     setTimeout(resolve, 3000)
