@@ -118,3 +118,24 @@ def test_rabbitmq_container_gets_the_verdicts_of_the_process(tmp_path: Path, cap
     # through the `accepted` adapter (docker exec) after the restart.
     log = next((run_dir / "logs").glob("container-rabbitmq.*.container.log")).read_text()
     assert log.count("RABBITMQ_READY=1") == 2, log[-3000:]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("role", ["server", "client"])
+def test_swpt_stomp_container_gets_the_verdicts_of_the_process(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              record_property, role: str) -> None:
+    """swpt_stomp's server (its node database, RabbitMQ and swpt-server in one
+    container) and client (one container per launch, its own broker) in
+    conformance/swpt-stomp:dev against the built-in swpt-server and
+    swpt-client targets (docs/findings/swpt_stomp-0.1.0.md)."""
+    if not (REPO_ROOT / ".tools" / "swpt-stomp" / "venv" / "bin" / "swpt-server").exists():
+        pytest.skip("swpt_stomp is not installed for the process target (scripts/install-swpt-stomp.sh)")
+    in_container, run_dir = _compare(f"container-swpt-{role}", f"swpt-{role}", tmp_path, capsys, record_property,
+                                     "swpt-stomp")
+    must = [r for r in in_container.values() if r["level"] == "MUST" and r["role"] == role]
+    assert len(must) >= 15 and all(r["outcome"] == "passed" for r in must), \
+        {r["case_id"]: r["outcome"] for r in must if r["outcome"] != "passed"}
+    if role == "server":
+        assert in_container["stomp.receipt.server.stored-after-restart"]["outcome"] == "passed"
+        log = next((run_dir / "logs").glob("container-swpt-server.*.container.log")).read_text()
+        assert log.count("SWPT_SERVER_READY") == 2, log[-3000:]
