@@ -65,6 +65,9 @@ SPECS: tuple[FaultSpec, ...] = (
               "end the connection without the box stream goodbye header",
               (BOX + "ends-stream-with-goodbye",)),
     # --- RPC, server
+    FaultSpec("first-request-number-2", "server",
+              "the server numbers its own requests to the peer (its createHistoryStream for its own feed) from 2",
+              (RPC + "numbers-own-requests-from-1",)),
     FaultSpec("number-replies-by-latest-request", "server",
               "stream replies carry minus the latest request's number, not their own request's",
               (RPC + "responses-use-negated-request-number",)),

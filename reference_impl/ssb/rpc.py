@@ -336,7 +336,7 @@ class RpcEndpoint:
         self._decoder = RpcDecoder(max_body, faults=faults)
         # Rules broken on purpose (faults.py); never set otherwise.
         self._faults = frozenset(faults)
-        self._next_req = 2 if Fault.CLIENT_FIRST_REQUEST_NUMBER_2 in self._faults else 1
+        self._next_req = 2 if {Fault.CLIENT_FIRST_REQUEST_NUMBER_2, Fault.FIRST_REQUEST_NUMBER_2} & self._faults else 1
         self._outgoing: dict[int, _Call] = {}  # our requests, by our number
         self._incoming: dict[int, _Call] = {}  # the peer's, by its number
         self._highest_incoming = 0

@@ -123,6 +123,8 @@ class ClientFault(str, enum.Enum):
     NO_CLIENT_CERTIFICATE = "no-client-certificate"
     SEND_BEFORE_CONNECT = "send-before-connect"
     SKIP_FIRST_MESSAGE = "skip-first-message"
+    SEND_AFTER_DISCONNECT = "send-after-disconnect"
+    OMIT_ACCEPT_VERSION = "omit-accept-version"
 
 
 def client_faults(names: Iterable[str] | None) -> frozenset[ClientFault]:
@@ -318,6 +320,8 @@ class ClientSession:
                                    max_header_line=MAX_SERVER_HEADER_LINE)
         self._outgoing.clear()
         headers = [("accept-version", "1.2"), ("host", self.settings.host)]
+        if ClientFault.OMIT_ACCEPT_VERSION in self.faults:
+            headers = headers[1:]
         if self.settings.login is not None:
             headers.append(("login", self.settings.login))
         if self.settings.passcode is not None:
@@ -477,6 +481,8 @@ class ClientSession:
         self._disconnect_count += 1
         self._disconnect_receipt = f"{self.settings.receipt_prefix}-disconnect-{self._disconnect_count}"
         self._outgoing += self.style.encode(Frame("DISCONNECT", (("receipt", self._disconnect_receipt),)))
+        if ClientFault.SEND_AFTER_DISCONNECT in self.faults and self.messages:
+            self._outgoing += self.style.encode(self._send_frame(0))   # the fault: a frame after DISCONNECT
         self.state = State.DISCONNECTING
 
     def _confirm(self, upto: int) -> list[Event]:

@@ -203,6 +203,9 @@ class StompServerNode:
     def _read_timeout(self, conn: ServerConnection, link: _Link) -> float | None:
         if Fault.DROP_IDLE_CONNECTIONS in self.faults:
             return FAULT_IDLE_DROP
+        if Fault.MISSING_HEART_BEAT_EXPECTS_BEATS in self.faults and conn.connected \
+                and conn.heart_beat_header_missing:
+            return FAULT_IDLE_DROP   # the fault: as if a CONNECT without heart-beat promised the client's beats
         if not conn.connected:
             return max(0.0, link.connect_deadline - asyncio.get_running_loop().time())
         expect_ms = conn.heart_beats[1]

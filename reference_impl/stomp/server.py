@@ -178,6 +178,8 @@ class ServerConnection:
         """(send_ms, expect_ms) once connected: send an EOL when nothing was
         sent for send_ms; the client promised data at least every expect_ms
         (0: no heart-beats that way)."""
+        self.heart_beat_header_missing = False
+        """The CONNECT had no heart-beat header (so heart-beat:0,0)."""
         self.error: str | None = None
         """The ``message`` of the ERROR the server sent, if any."""
         self.accepted = 0
@@ -417,6 +419,7 @@ class ServerConnection:
             raise ProtocolRefusal("body on CONNECT", f"{frame.command} frames MUST NOT have a body")
         sx, sy = self.heart_beat
         self.heart_beats = (heart_beat_interval(sx, cy), heart_beat_interval(cx, sy))
+        self.heart_beat_header_missing = value is None
         headers: list[tuple[str, str]] = []
         if Fault.CONNECTED_WITHOUT_VERSION not in self.faults:
             headers.append(("version", "1.2"))

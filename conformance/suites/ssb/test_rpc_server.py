@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from conformance.core.requirements import blocked, requirement
+from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded
 from reference_impl.ssb.keys import Keypair
 
-from .prerequisites import HANDSHAKE, SESSION, STREAM_END, UNKNOWN_ASYNC_ERROR, reading_the_feed
+from .prerequisites import HANDSHAKE, READS_STREAM, SESSION, STREAM_END, UNKNOWN_ASYNC_ERROR, reading_the_feed
 from .session import describe, error_body
 
 UNKNOWN_PROCEDURE = ["conformanceHarness", "noSuchProcedure"]
@@ -73,6 +73,42 @@ async def test_responses_use_negated_request_number(open_session, server_feed_id
     # Positive numbers are the target's own requests to us, which a peer may make at any time.
     strays = [describe(m) for m in session.inbox if m.req < 0 and m.req not in (-own, -other)]
     assert not strays, f"target answered on request numbers it was not asked on: {strays}"
+
+
+OWN_REQUESTS_WINDOW = 1.0
+"""Seconds the harness reads on after its request's stream ended, for the
+target's own requests (a peer answers the other's first call with its own)."""
+
+
+@requirement("ssb.rpc.server.numbers-own-requests-from-1", "MUST",
+             "SSB guide, RPC protocol, Source example (\"The other peer will also use request number 1 for their "
+             "first request\"; \"The next request made by this peer will be numbered 2\")", depends=READS_STREAM)
+async def test_numbers_own_requests_from_1(open_session, server_feed_id):
+    """Peers make requests to each other (ssb-server and the reference node
+    call createHistoryStream back once the peer's first request came): the
+    target's own requests, positive request numbers, must be numbered 1, 2,
+    ... in the order they come. Not applicable to a target that makes none."""
+    session = await open_session()
+    req = await session.request(["createHistoryStream"], [{"id": server_feed_id}])
+    with reading_the_feed():
+        await session.collect_stream(req, f"the answers to request {req} (the target's own feed)")
+    window = Deadline(OWN_REQUESTS_WINDOW)
+    while not window.expired:
+        try:
+            if not await session._pump(window.remaining()):
+                break
+        except DeadlineExceeded:
+            break
+    numbers: list[int] = []
+    for msg in session.inbox:
+        if msg.req > 0 and msg.req not in numbers:
+            numbers.append(msg.req)
+    if not numbers:
+        not_applicable(f"the target made no request of its own within {OWN_REQUESTS_WINDOW:g} s of the end of the "
+                       "harness's stream, so its numbering does not show")
+    assert numbers == list(range(1, len(numbers) + 1)), (
+        f"the target's own requests carried the request numbers {numbers} in the order they came; its first must "
+        f"be 1 and each next one more: {[describe(m) for m in session.inbox if m.req > 0][:3]}")
 
 
 @requirement("ssb.rpc.server.source-responses-set-stream-flag", "MUST",

@@ -194,6 +194,10 @@ class Session:
     connect: Frame | None = None
     first: Frame | None = None
     ended: str = ""
+    after_disconnect: list[Frame] = field(default_factory=list)
+    """Frames the client sent after its DISCONNECT (read until it closed)."""
+    bytes_after_disconnect: bytes = b""
+    """What came after those, until the close, unparsed (EOLs are heart-beats)."""
 
 
 @dataclass
@@ -281,11 +285,12 @@ class LaunchedClient:
         return None
 
     async def serve(self, connection: ClientConnection, *, receipts: bool = True,
-                    window: float | None = None) -> Session:
+                    window: float | None = None, until_end: bool = False) -> Session:
         """Play a conformant server on ``connection`` until the client is
         done: CONNECTED for its CONNECT, a RECEIPT for every frame asking
         for one (``receipts``), until it closes, sends DISCONNECT, or every
-        message was receipted and it stayed quiet; at most ``window``
+        message was receipted and it stayed quiet (not with ``until_end``:
+        then only the close or DISCONNECT ends it); at most ``window``
         seconds."""
         session = Session(connection)
         end = Deadline(window if window is not None else max(4 * self.deadline, 10.0))
@@ -325,10 +330,11 @@ class LaunchedClient:
             if receipts and receipt is not None:
                 await connection.receipt(receipt)
             if frame.command == "DISCONNECT":
-                closed, _ = await connection.conn.await_close(min(end.remaining(), 2.0))
+                session.after_disconnect = list(connection._queue)
+                closed, session.bytes_after_disconnect = await connection.conn.await_close(min(end.remaining(), 2.0))
                 session.ended = "DISCONNECT" + (" and close" if closed else "")
                 break
-            if receipts and len(receipted) == len(self.messages) and quiet_from is None:
+            if receipts and len(receipted) == len(self.messages) and quiet_from is None and not until_end:
                 quiet_from = time.monotonic()
         else:
             session.ended = f"window of {end.seconds:g} s over"

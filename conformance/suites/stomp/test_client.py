@@ -15,6 +15,7 @@ import ssl
 
 from conformance.core.requirements import requirement
 from conformance.core.transport import Deadline, DeadlineExceeded
+from reference_impl.stomp.frame import HEARTBEAT, FrameError
 from reference_impl.stomp.smp import parse_body, validate_message
 
 from .client_server import (SUBSET_CLIENT_COMMANDS, LaunchedClient, Session, reconnect_window,
@@ -182,6 +183,24 @@ async def test_client_host_substitutes_node_id(launched_client):
             f"{expected!r}, the client sent {got!r}: {show_frame(session.connect)}")
 
 
+@requirement("stomp.connect.client.accept-version-includes-1-2", "MUST",
+             "STOMP 1.2, CONNECT or STOMP Frame (\"STOMP 1.2 clients MUST set the following headers\"); Protocol "
+             f"Negotiation (\"From STOMP 1.1 and onwards, the CONNECT frame MUST include the accept-version "
+             f"header\"); {SUBSET}", role="client", depends=[CONNECT_FIRST])
+async def test_client_accept_version(launched_client):
+    """The profile's subset is STOMP 1.2's: the client's CONNECT (or STOMP)
+    must name the versions it supports, 1.2 among them (without the header
+    it asks for STOMP 1.0)."""
+    async with launched_client() as client:
+        session = await full_session(client)
+        value = session.connect.get("accept-version")
+        assert value is not None, (f"the client's {session.connect.command} has no accept-version header (a STOMP "
+                                   f"1.0 {session.connect.command}): {show_frame(session.connect)}")
+        versions = [version.strip() for version in value.split(",")]
+        assert "1.2" in versions, (f"the client's accept-version is {value!r}; the profile's subset is STOMP 1.2, "
+                                   f"so 1.2 must be among them: {show_frame(session.connect)}")
+
+
 @requirement("stomp.connect.client.login-substitutes-node-id", "MUST",
              f"{MANIFEST} (login: \"The client MUST substitute all occurrences of the string ${{NODE_ID}} in the "
              "value\")", role="client", depends=[CONNECT_FIRST])
@@ -318,6 +337,33 @@ async def test_client_only_subset_commands(launched_client):
         assert not wrong, (
             f"the client sent {wrong[0].command} (outside the subset CONNECT, STOMP, SEND, DISCONNECT) in its "
             f"session: {show_frame(wrong[0])}")
+
+
+@requirement("stomp.connect.client.nothing-after-disconnect", "MUST",
+             "STOMP 1.2, DISCONNECT (\"Clients MUST NOT send any more frames after the DISCONNECT frame is sent\")",
+             role="client", depends=[CONNECT_FIRST])
+async def test_client_nothing_after_disconnect(launched_client):
+    """The harness serves the client's first connection until it sends
+    DISCONNECT or closes (a client may linger), answers the DISCONNECT with
+    its RECEIPT and reads until the client closes (2 s at most): no frame
+    may come after the DISCONNECT (EOLs are heart-beats, not frames). A
+    client that closes without DISCONNECT (STOMP 1.2 allows it) has nothing
+    here to break."""
+    async with launched_client() as client:
+        session = await client.serve(await client.accept(), until_end=True)
+        if not session.ended.startswith("DISCONNECT"):
+            session.connection.conn.trace.event(f"no DISCONNECT on the connection ({session.ended}): no frame "
+                                                "can follow one")
+            return
+        after = list(session.after_disconnect)
+        try:
+            after += [item for item in session.connection.parser.receive_data(session.bytes_after_disconnect)
+                      if item is not HEARTBEAT]
+        except FrameError:
+            raise AssertionError(f"after its DISCONNECT the client sent bytes that are no frame: "
+                                 f"{session.bytes_after_disconnect[:200]!r}") from None
+        assert not after, (f"after its DISCONNECT the client sent {len(after)} frame(s), first "
+                           f"{show_frame(after[0])}; it must send no frame after DISCONNECT")
 
 
 @requirement("stomp.receipt.client.delivered-only-after-receipt", "MUST",

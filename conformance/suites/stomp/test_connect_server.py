@@ -214,6 +214,26 @@ async def test_accepts_heart_beats(connected_peer):
         raise AssertionError(f"after {ACCEPTS_BEATS_SECONDS:g} s of heart-beats: {exc}") from None
 
 
+@requirement("stomp.connect.server.missing-heart-beat-means-none", "MUST",
+             f"{HEART_BEATING} (\"A missing heart-beat header MUST be treated the same way as a \"heart-beat:0,0\" "
+             "header, that is: the party cannot send and does not want to receive heart-beats\")",
+             depends=[*SESSION, DISCONNECT_RECEIPT])
+async def test_missing_heart_beat_means_none(connected_peer, target):
+    """A CONNECT without heart-beat header promises no heart-beats: the
+    harness then sends nothing at all for ``idle_seconds`` (default 12 s),
+    and DISCONNECT receipt:... must get its RECEIPT on the same connection.
+    A server that reads the missing header as some default interval of the
+    client's drops the silent session (the other cases end theirs sooner
+    than such an interval)."""
+    idle = float(target.params.get("idle_seconds", DEFAULT_IDLE_SECONDS))
+    peer = await connected_peer("no heart-beat header, silent")
+    await stay_quiet(peer, idle, "a silent session whose CONNECT had no heart-beat header (heart-beat:0,0)")
+    try:
+        await peer.disconnect(f"after-silence-{secrets.token_hex(4)}", "DISCONNECT after the silence")
+    except AssertionError as exc:
+        raise AssertionError(f"after {idle:g} s of silence on a session without heart-beats: {exc}") from None
+
+
 @requirement("stomp.connect.server.keeps-idle-connection", "SHOULD",
              "Swaptacular STOMP profile, STOMP Connections (\"The client MAY decide to keep the STOMP connection open "
              "for any length of time, and the server SHOULD NOT terminate the connection unilaterally, without a "
