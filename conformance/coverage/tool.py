@@ -3,7 +3,10 @@
 Per protocol, ``conformance/coverage/<protocol>.toml`` maps the sentences of
 the spec texts (``<repo>/../shared/specs`` unless ``--specs-dir`` or
 ``CONFORMANCE_SPECS_DIR`` say otherwise) to the case ids that check them, in
-both roles, or to a written reason::
+both roles, or to a written reason. The texts are not in the repository:
+without them (none named, none at the default place) the command shows the
+tables as last generated, ``docs/coverage/<protocol>.md``, and ``--check``,
+``--write`` and ``--format json`` exit 2 saying where to point it::
 
     [spec]
     title = "BTP 2.0 (RFC 0023) and OER notes (RFC 0030)"
@@ -60,6 +63,9 @@ REPO = PACKAGE_DIR.parents[1]
 SUITES_DIR = REPO / "conformance" / "suites"
 DEFAULT_SPECS_DIR = REPO.parent / "shared" / "specs"
 SPECS_ENV = "CONFORMANCE_SPECS_DIR"
+DOCS_DIR = REPO / "docs" / "coverage"
+"""The stored tables (``--write docs/coverage/``): what ``conformance coverage``
+shows when the spec texts are not beside the checkout."""
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 SPEC_KEYS = {"title", "files", "cite_as"}
@@ -144,12 +150,35 @@ class Coverage:
                 "problems": [p.as_dict() for p in self.problems]}
 
 
+DEFAULT_SOURCE = "the default, <repo>/../shared/specs"
+
+
+def specs_source(given: str | None = None) -> tuple[Path, str]:
+    """Where the spec texts are looked for, and who said so: ``--specs-dir``,
+    the environment variable, or the default beside the checkout."""
+    if given:
+        return Path(given), "--specs-dir"
+    if os.environ.get(SPECS_ENV):
+        return Path(os.environ[SPECS_ENV]), f"${SPECS_ENV}"
+    return DEFAULT_SPECS_DIR, DEFAULT_SOURCE
+
+
+def missing_specs_message(path: Path, source: str, needed_by: str = "") -> str:
+    return (f"the spec texts are not at {path} ({source}){f'; {needed_by} needs them' if needed_by else ''}: "
+            f"pass --specs-dir DIR or set {SPECS_ENV}=DIR to the folder holding them (btp/, ssb/, stomp/, "
+            f"ripp/, ripplehost/: the project's shared/specs). Without any (no --specs-dir, no ${SPECS_ENV}), "
+            f"`conformance coverage --protocol P` shows the stored table, {_shown(DOCS_DIR)}/P.md")
+
+
 def specs_dir(given: str | None = None) -> Path:
-    path = Path(given or os.environ.get(SPECS_ENV) or DEFAULT_SPECS_DIR)
+    path, source = specs_source(given)
     if not path.is_dir():
-        raise CoverageError(f"specs directory {path} not found: pass --specs-dir or set {SPECS_ENV} "
-                            "to the folder holding the spec texts (btp/, ssb/, ...)")
+        raise CoverageError(missing_specs_message(path, source))
     return path
+
+
+def stored_table(protocol: str) -> Path:
+    return DOCS_DIR / markdown_file_name(protocol)
 
 
 def table_path(protocol: str, tables_dir: Path = PACKAGE_DIR) -> Path:
@@ -498,10 +527,37 @@ def markdown_file_name(protocol: str) -> str:
     return f"{protocol}.md"
 
 
+def show_stored_tables(wanted: list[str], path: Path) -> int:
+    """Without the spec texts (only where none were named): the tables as
+    last generated, docs/coverage/<protocol>.md, as they are (markdown)."""
+    shown = [stored_table(protocol) for protocol in wanted]
+    missing = [table for table in shown if not table.is_file()]
+    if len(missing) < len(shown):
+        print(f"conformance coverage: the spec texts are not at {path} ({DEFAULT_SOURCE}), so no table "
+              f"is generated: showing {', '.join(_shown(t) for t in shown if t.is_file())}, as last generated "
+              f"from them (markdown). --check, --write and --format json need the texts: --specs-dir DIR or "
+              f"{SPECS_ENV}=DIR.", file=sys.stderr)
+    print("\n".join(table.read_text(encoding="utf-8") for table in shown if table.is_file()), end="")
+    if missing:
+        print(f"conformance coverage: no stored table {', '.join(_shown(t) for t in missing)} (protocols with "
+              f"one: {', '.join(p.stem for p in sorted(DOCS_DIR.glob('*.md'))) or 'none'})", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
 def cmd_coverage(args: argparse.Namespace) -> int:
+    wanted = args.protocol or sorted(set(protocols_with_tables()) | set(protocols_with_suites()))
+    path, source = specs_source(args.specs_dir)
+    if not path.is_dir():
+        needed_by = ("--check" if args.check else "--write" if args.write
+                     else "--format json" if args.format == "json" else "")
+        if needed_by or source != DEFAULT_SOURCE:
+            # Named texts that are not there, or an option that needs them: say so, exit 2.
+            print(f"conformance coverage: {missing_specs_message(path, source, needed_by)}", file=sys.stderr)
+            return EXIT_USAGE
+        return show_stored_tables(wanted, path)
     try:
         root = specs_dir(args.specs_dir)
-        wanted = args.protocol or sorted(set(protocols_with_tables()) | set(protocols_with_suites()))
         cases, case_problems = collect_cases(REPO)
         results = [analyse(protocol, root, cases, case_problems) for protocol in wanted]
     except CoverageError as exc:
@@ -540,7 +596,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="exit 1 on any error (uncovered sentence, unknown quote, case or heading, "
                              "case mapped by no rule, suite without table)")
     parser.add_argument("--specs-dir", default=None,
-                        help=f"folder of the spec texts (default ${SPECS_ENV} or <repo>/../shared/specs)")
+                        help=f"folder of the spec texts (default ${SPECS_ENV} or <repo>/../shared/specs); "
+                             "without any, the stored tables of docs/coverage/ are shown, and --check, --write "
+                             "and --format json exit 2 saying so")
     parser.add_argument("--write", metavar="DIR", default=None,
                         help="write <DIR>/<protocol>.md (markdown) for every protocol with a table")
     parser.set_defaults(func=cmd_coverage)
