@@ -33,8 +33,9 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, NOT_STARTED, OUTCOMES, PASSED, RESULTS_FILE,
-                           ResultRecord, ResultWriter, new_run_id, read_results, summarize, utc_now, write_summary)
+from .core.results import (BLOCKED, CONSOLE_WIDTH, ERROR, FAILED, NOT_APPLICABLE, NOT_STARTED, OUTCOMES, PASSED,
+                           RESULTS_FILE, ResultRecord, ResultWriter, console_text, new_run_id, read_results, summarize,
+                           utc_now, write_summary)
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
 from .jobs import (SUMMARY_SECONDS_KEY, ChildOutput, Console, Session, exclusive_resources, last_durations,
                    longest_first, run_sessions)
@@ -239,14 +240,19 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
     causes = [(group, cause) for group in summary["targets"] for cause in group.get("root_causes", [])
               if not cause.get("start_failure") or cause["blocked"]]
     if causes:
+        # The whole messages, for what the node did (the summary keeps a shortened one).
+        messages = {(rec["target"], rec["case_id"]): rec.get("message") or ""
+                    for rec in read_results(records_file or run_dir / RESULTS_FILE)}
         print("root causes (failed or errored for their own rule; the cases they blocked did not run):")
         for group, cause in causes:
             print(f"  {cause['outcome'] or '?':<6} {cause['level'] or '?':<6} {group['target']}: "
                   f"{cause['case_id'] or '(unknown case)'}")
-            if cause.get("message"):
-                print(f"         {cause['message'][:200]}")
+            full = messages.get((group["target"], cause["case_id"]))
+            text = console_text(full, cause["case_id"]) if full else (cause.get("message") or "")[:CONSOLE_WIDTH]
+            if text:
+                print(f"         {text}")
             if cause["blocked"]:
-                print(f"         blocked {len(cause['blocked'])}: {', '.join(cause['blocked'])}")
+                print(f"         {len(cause['blocked'])} case(s) blocked by it: {', '.join(cause['blocked'])}")
             if cause.get("trace_file"):
                 print(f"         trace: {run_dir / cause['trace_file']}")
         print()
@@ -475,6 +481,8 @@ def cmd_interop(args: argparse.Namespace) -> int:
     for rec in records:
         print(f"  {rec['outcome']:<7} {rec['implementation']} (client) -> {rec.get('peer_implementation')} "
               f"(server): {rec['case_id']}")
+        if rec["outcome"] != PASSED and rec.get("message"):
+            print(f"          {console_text(rec['message'], rec['case_id'])}")
         ok = ok and rec["outcome"] == "passed"
     from .interop.crosscheck import cross_check
     gaps = cross_check(run_dir, to_run, targets, args.certified_in)
@@ -728,6 +736,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nconformance: interrupted; results written so far are kept", file=sys.stderr)
         return 130
+    except Exception:
+        # A bug of the harness, not a verdict: exit 3, never 1 (NOT CONFORMANT).
+        import traceback
+        traceback.print_exc()
+        print(f"conformance: harness error (exit {EXIT_HARNESS_ERROR}): the traceback above is a bug of the "
+              "harness, not a verdict on any target; results written so far are kept", file=sys.stderr)
+        return EXIT_HARNESS_ERROR
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -34,7 +34,7 @@ from . import __version__
 from .core.requirements import (BLOCKED_PREFIX, NODE_STATE, NOT_APPLICABLE_PREFIX, Requirement, blocked,
                                 not_applicable, requirement_of)
 from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
-                           new_run_id, utc_now)
+                           console_text, new_run_id, utc_now)
 from .core.redact import Redactor
 from .core.targets import (Target, TargetError, TargetNotStarted, TargetRuntime, definition_problems, load_targets,
                            make_work_dir, runtime_problems)
@@ -107,6 +107,9 @@ class RunState:
     silent_cases: int = 0
     done: int = 0
     total: int = 0
+    blocked_run: dict[str, Any] | None = None
+    """Progress lines: consecutive cases blocked by one root cause, held
+    back to be printed as one line (_flush_blocked)."""
     unresponsive: str | None = None
     case_state: dict[str, dict[str, Any]] = field(default_factory=dict)
     case_results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -244,6 +247,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is not None:
         state.session = session
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is not None:
+        _flush_blocked(state)  # the run of blocked cases the session ended with
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -461,7 +471,7 @@ class _CaseJobsController:
             _print_readded(case["readded"])
         self.state.total = case["total"]
         _print_progress(self.state, case["case_id"], case["level"], case["outcome"], case["duration"],
-                        case["message"])
+                        case["message"], case.get("prerequisite_only", False))
 
 
 class _PrerequisiteOrder:
@@ -1050,7 +1060,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.conformance_case = {  # type: ignore[attr-defined]
                 "case_id": req.case_id, "level": req.level.value, "outcome": case["outcome"] or ERROR,
                 "duration": case["duration"], "message": state.case_results[req.case_id][-1]["message"],
-                "total": state.total, "readded": state.readded}
+                "total": state.total, "readded": state.readded, "prerequisite_only": item.nodeid in state.readded}
     item.stash.setdefault(_PHASES_DONE, {})[report.when] = report.outcome
     return report
 
@@ -1368,21 +1378,67 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
     state.case_results.setdefault(req.case_id, []).append({
         "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})
     if state.config.getoption("--progress") and state.worker_id is None:
-        _print_progress(state, req.case_id, req.level.value, outcome, case["duration"], message)
+        _print_progress(state, req.case_id, req.level.value, outcome, case["duration"], message,
+                        item.nodeid in state.readded)
 
 
 _OUTCOME_LABEL = {PASSED: "pass", FAILED: "FAIL", NOT_APPLICABLE: "n/a ", ERROR: "ERR ", BLOCKED: "blk "}
 
 
-def _print_progress(state: RunState, case_id: str, level: str, outcome: str, duration: float, message: str) -> None:
-    import sys
+def _print_progress(state: RunState, case_id: str, level: str, outcome: str, duration: float, message: str,
+                    prerequisite_only: bool = False) -> None:
+    """One line per finished case, and under it what the node did (the
+    message after its ``<case id> [<level>, <citation>]: `` prefix, its
+    lines joined: results.console_text). Consecutive cases blocked by one
+    root cause are held back and printed as one line when the run of them
+    ends (``11 cases blocked by X (failed): <reason>``)."""
     state.done += 1
-    first_line = message.splitlines()[0] if message and outcome != PASSED else ""
-    if len(first_line) > 160:
-        first_line = first_line[:157] + "..."
+    if outcome == BLOCKED:
+        root = _parse_blocked(message)["root"]
+        pending = state.blocked_run
+        if pending is not None and pending["root"] == root[0]:
+            pending["last"] = state.done
+            pending["cases"].append((case_id, level))
+            return
+        _flush_blocked(state)
+        state.blocked_run = {"root": root[0], "first": state.done, "last": state.done,
+                             "cases": [(case_id, level)], "message": message, "duration": duration}
+        return
+    _flush_blocked(state)
+    text = console_text(message, case_id) if message and outcome != PASSED else ""
     line = (f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} {level:<6} "
-            f"{case_id} ({duration:.2f}s)")
-    sys.stderr.write(line + (f"\n        {first_line}" if first_line else "") + "\n")
+            f"{case_id} ({duration:.2f}s)" + (" (prerequisite of the selection)" if prerequisite_only else ""))
+    _write_progress(line + (f"\n        {text}" if text else ""))
+
+
+def _flush_blocked(state: RunState) -> None:
+    """Print the held-back run of cases blocked by one root cause: one line
+    for one case as for any other, one line for the whole run otherwise."""
+    pending, state.blocked_run = state.blocked_run, None
+    if pending is None:
+        return
+    cases = pending["cases"]
+    first, last = pending["first"], pending["last"]
+    if len(cases) == 1:
+        case_id, level = cases[0]
+        _write_progress(f"  [{first:>3}/{state.total}] {_OUTCOME_LABEL[BLOCKED]} {level:<6} {case_id} "
+                        f"({pending['duration']:.2f}s)\n        {console_text(pending['message'])}")
+        return
+    levels = {}
+    for _, level in cases:
+        levels[level] = levels.get(level, 0) + 1
+    counts = ", ".join(f"{n} {level}" for level, n in sorted(levels.items(), key=lambda i: _LEVEL_ORDER[i[0]]))
+    reason = console_text(pending["message"].splitlines()[0]).removeprefix(BLOCKED_PREFIX + pending["root"]).lstrip()
+    _write_progress(f"  [{first:>3}-{last}/{state.total}] {_OUTCOME_LABEL[BLOCKED]} {len(cases)} cases ({counts}) "
+                    f"blocked by {pending['root']} {reason}")
+
+
+_LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
+
+
+def _write_progress(text: str) -> None:
+    import sys
+    sys.stderr.write(text + "\n")
     sys.stderr.flush()
 
 

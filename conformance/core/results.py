@@ -142,6 +142,66 @@ def blocked_by(record: dict[str, Any]) -> str | None:
     return None
 
 
+CONSOLE_WIDTH = 400
+"""Characters of a case's message the console shows (progress lines, root
+causes): enough for what was expected, what came and the bytes; the whole
+message is in results.jsonl and the trace file."""
+ROOT_CAUSE_WIDTH = 1000
+"""Characters of a root cause's message kept in summary.json."""
+
+
+def own_text(message: str, case_id: str = "", level: str | None = None, citation: str | None = None) -> str:
+    """A case's message without the ``<case id> [<level>, <citation>]: ``
+    prefix every failure message starts with: what the node did."""
+    if case_id and level and citation is not None:
+        prefix = f"{case_id} [{level}, {citation}]: "
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    if case_id and message.startswith(case_id + " ["):
+        end = message.find("]: ")
+        if end != -1:
+            return message[end + 3:]
+    return message
+
+
+def _join(lines: list[str]) -> str:
+    out = ""
+    for line in lines:
+        # A line ending in a colon introduces the next one ("its output:").
+        out += ("" if not out else " " if out.endswith(":") else " | ") + line
+    return out
+
+
+def console_text(message: str, case_id: str = "", width: int = CONSOLE_WIDTH, level: str | None = None,
+                 citation: str | None = None) -> str:
+    """One line for the console: the message after its prefix, its lines
+    joined (`` | `` between them, a space after a line ending in a colon),
+    at most ``width`` characters. When that is too long and the message
+    quotes a program's output (a line ending in ``output:``), the output's
+    last lines are kept, since they say how it ended (``error: ...``), and
+    the ones before them are left out (``...``)."""
+    lines = [line.strip() for line in own_text(message or "", case_id, level, citation).splitlines()
+             if line.strip()]
+    joined = _join(lines)
+    if len(joined) <= width:
+        return joined
+    cut = next((n for n, line in enumerate(lines) if line.lower().endswith("output:")), None)
+    if cut is not None and cut + 1 < len(lines):
+        head = _join(lines[:cut + 1])
+        room = width - len(head) - len(" ... | ")
+        if room > 40:
+            kept: list[str] = []
+            for line in reversed(lines[cut + 1:]):
+                if len(" | ".join([line, *kept])) > room:
+                    break
+                kept.insert(0, line)
+            if not kept:
+                return f"{head} ...{lines[-1][-(room - 3):]}"
+            skipped = len(lines) - cut - 1 - len(kept)
+            return head + (" ... | " if skipped else " ") + " | ".join(kept)
+    return joined[:width - 3] + "..."
+
+
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per target and protocol: counts by level and outcome, the root causes
     and the verdict.
@@ -183,9 +243,11 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
             if group["start_failure"] is None:
                 group["start_failure"] = rec.get("message") or ""
         if rec["outcome"] in (FAILED, ERROR):
-            first = ((rec.get("message") or "").splitlines() or [""])[0]
+            # What the node did, not the case id and citation again.
+            text = console_text(rec.get("message") or "", rec["case_id"], ROOT_CAUSE_WIDTH, rec["level"],
+                                rec.get("citation"))
             group["root_causes"].append({"case_id": rec["case_id"], "level": rec["level"],
-                                         "outcome": rec["outcome"], "message": first[:300],
+                                         "outcome": rec["outcome"], "message": text,
                                          "trace_file": rec.get("trace_file"), "blocked": [],
                                          "start_failure": did_not_start})
     out = []

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.results import FAILED, PASSED, read_results
+from ..core.results import FAILED, PASSED, console_text, read_results
 
 GAPS_FILE = "coverage-gaps.json"
 LOOKBACK = 200
@@ -147,11 +147,8 @@ def render(gaps: list[CoverageGap]) -> str:
         lines.append(f"  {gap.client} (client, CONFORMANT in {gap.client_certification.run_dir}) -> "
                      f"{gap.server} (server, CONFORMANT in {gap.server_certification.run_dir})")
         for failing in gap.failing:
-            message = failing["message"] or ""
             # Past the record's "<case id> [<level>, <citation>]: " prefix: what happened.
-            if message.startswith(failing["case_id"] + " [") and "]: " in message:
-                message = message.split("]: ", 1)[1]
-            first = message.splitlines()[0][:300] if message else ""
+            first = console_text(failing["message"] or "", failing["case_id"])
             lines.append(f"    {failing['outcome']} {failing['case_id']}: {first}")
             if failing.get("trace_file"):
                 lines.append(f"      trace: {failing['trace_file']}")

@@ -106,7 +106,10 @@ def test_failed_prerequisite_blocks_its_dependents_transitively(tmp_path, listen
 
     # Terminal: blocked, not skipped; progress lines: "blk".
     assert "3 blocked, 2 not_applicable" in run.output and "skipped" not in run.output
-    assert "blk  MUST   stomp.fake.server.mid" in run.output
+    # Consecutive cases blocked by one root cause: one line, with the reason.
+    assert (f"[  2-3/8] blk  2 cases (1 MUST, 1 SHOULD) blocked by stomp.fake.server.base (failed): "
+            f"{BASE_MESSAGE}\n") in run.output
+    assert "blk  MAY    stomp.fake.server.after-crash" in run.output
 
     # Summary: blocked counted apart, failed_must only own failures, root causes.
     summary = summarize(records)
@@ -211,7 +214,7 @@ def test_printed_summary_lists_root_causes_first(tmp_path, listener):
     text = out.getvalue()
     assert text.lstrip().startswith("root causes")
     assert text.index("stomp.fake.server.base") < text.index("passed")
-    assert "blocked 2: stomp.fake.server.mid, stomp.fake.server.top" in text
+    assert "2 case(s) blocked by it: stomp.fake.server.mid, stomp.fake.server.top" in text
     header = next(line for line in text.splitlines() if line.startswith("target"))
     assert "blocked" in header.split()
     must_row = next(line for line in text.splitlines() if line.startswith("fake") and " MUST " in line)
