@@ -37,6 +37,7 @@ asks for one by name and gets the bytes. Launch commands are argv lists
 from __future__ import annotations
 
 import atexit
+import difflib
 import fcntl
 import math
 import os
@@ -69,6 +70,36 @@ KNOWN_PROTOCOLS = ("ssb", "btp", "stomp", "ripp", "ripplehost")
 (conformance/suites/<id>). "ripplehost" is the Ripple host protocol (BEEP-style
 frames over TCP); "ripp" the RIPP binary envelopes of the Ripple workers."""
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
+
+RUN_PKI_FILES = ("ca_file", "server_cert_file", "server_key_file", "client_cert_file", "client_key_file")
+"""The run's test CA and certificates (conformance/core/pki.py, ``params()``):
+put into the params of STOMP and TLS Ripple host targets, unless the target
+gives its own of the same name."""
+
+KNOWN_PARAMS: dict[str, frozenset[str]] = {
+    "ssb": frozenset({"public_key"}),
+    "btp": frozenset({"auth_timeout", "accepts_any_token"}),
+    "stomp": frozenset({"stomp_host", "destination", "login", "node_id", "manifest_file", "idle_seconds",
+                        "heart_beat_ms", "adapter_timeout", "accepted_body", *RUN_PKI_FILES}),
+    "ripp": frozenset({"registry_file"}),
+    "ripplehost": frozenset({"tls", *RUN_PKI_FILES}),
+}
+"""The ``[targets.NAME.params]`` keys each protocol's cases and preflight
+read (docs/targets.md). Any other key of a targets file is refused as a
+typo unless the target's own commands name it as a ``{placeholder}``.
+tests/harness/test_unknown_params.py checks these sets against what the
+suites and interop cases read."""
+
+KNOWN_CREDENTIALS: dict[str, frozenset[str]] = {
+    "ssb": frozenset({"network_key", "secret_key"}),
+    "btp": frozenset({"auth_token"}),
+    "stomp": frozenset({"passcode", "client_cert", "client_key", "server_cert", "server_key", "ca"}),
+    "ripp": frozenset(),
+    "ripplehost": frozenset(),
+}
+"""The credential names (without ``_file``/``_env``/``_generate``) each
+protocol's cases read; others only when the target's own commands name them
+(``{NAME_file}``, a container's ``credential_env``)."""
 
 
 MAX_ADAPTER_OUTPUT = 256 << 20
@@ -232,16 +263,91 @@ def _argv(value: Any, where: str) -> tuple[str, ...]:
     raise TargetError(f"{where}: a command is a string or a list of strings, got {value!r}")
 
 
+def did_you_mean(unknown: list[str], known: set[str] | frozenset[str]) -> str:
+    """`` (did you mean 'public_key'?)`` for the unknown keys that are close
+    to a known one, else ""."""
+    hints = [f"{key!r} -> {match[0]!r}" if len(unknown) > 1 else repr(match[0])
+             for key in unknown if (match := difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6))]
+    return f" (did you mean {', '.join(hints)}?)" if hints else ""
+
+
+def _named_placeholders(table: Mapping[str, Any]) -> set[str]:
+    """Every ``{name}`` the target's own commands hold (launch, adapters,
+    container), and the credentials its container's credential_env names."""
+    names: set[str] = set()
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, str):
+            names.update(_PLACEHOLDER.findall(value))
+            if key == "credential_env":
+                names.add(f"{value}_file")
+        elif isinstance(value, Mapping):
+            for inner_key, inner in value.items():
+                walk(inner, "credential_env" if key == "credential_env" else str(inner_key))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, key)
+
+    for section in ("launch", "adapters", "container"):
+        walk(table.get(section, {}), section)
+    return names
+
+
+def unknown_keys_problem(table: Mapping[str, Any], protocol: str, where: str) -> str | None:
+    """Keys of [params] and [credentials] that neither the protocol's cases
+    read (KNOWN_PARAMS, KNOWN_CREDENTIALS) nor the target's own commands
+    name: almost always a typo, which would otherwise surface as "public_key
+    is missing" or a case not applicable for want of a credential."""
+    named = _named_placeholders(table)
+    problems = []
+    params = table.get("params", {})
+    if not isinstance(params, Mapping):
+        return f"{where}: params must be a table of name = value"
+    known = KNOWN_PARAMS.get(protocol, frozenset())
+    unknown = sorted(key for key in params if key not in known and key not in named)
+    if unknown:
+        problems.append(f"[params]: unknown param(s) {unknown}{did_you_mean(unknown, known)}; the {protocol} "
+                        f"cases read: {', '.join(sorted(known)) or 'none'}")
+    credentials = table.get("credentials", {})
+    if not isinstance(credentials, Mapping):
+        return f"{where}: credentials must be a table of name = path or variable name"
+    known_credentials = KNOWN_CREDENTIALS.get(protocol, frozenset())
+    unknown = []
+    candidates: set[str] = set()
+    for key in credentials:
+        suffix = next((s for s in ("_file", "_env", "_generate") if key.endswith(s)), None)
+        if suffix is None:
+            continue  # refused with its own message (a secret is never written into a file)
+        base = key[:-len(suffix)]
+        if base not in known_credentials and f"{base}_file" not in named:
+            unknown.append(key)
+            candidates.update(f"{known_name}{suffix}" for known_name in known_credentials)
+    if unknown:
+        problems.append(f"[credentials]: unknown credential(s) {sorted(unknown)}"
+                        f"{did_you_mean(sorted(unknown), candidates)}; the {protocol} cases read: "
+                        f"{', '.join(sorted(known_credentials)) or 'none'} (each as NAME_file, NAME_env or "
+                        "NAME_generate)")
+    if not problems:
+        return None
+    return (f"{where} " + "; ".join(problems) + ". A key of your own is known when a launch, adapter or "
+            "container command of the target names it ({NAME}, or {NAME_file} for a credential); see "
+            "docs/targets.md")
+
+
 def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str) -> Target:
     where = f"{source}: target {name!r}"
     known = {"implementation", "version", "protocol", "roles", "capabilities", "host", "port", "url",
              "params", "credentials", "launch", "container", "adapters", "description"}
     unknown = set(table) - known
     if unknown:
-        raise TargetError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+        raise TargetError(f"{where}: unknown field(s) {sorted(unknown)}{did_you_mean(sorted(unknown), known)}; "
+                          f"known: {sorted(known)}")
     protocol = _require(table, "protocol", str, where)
     if protocol not in KNOWN_PROTOCOLS:
         raise TargetError(f"{where}: protocol {protocol!r} is not one of {KNOWN_PROTOCOLS}")
+    problem = unknown_keys_problem(table, protocol, where)
+    if problem:
+        raise TargetError(problem)
     roles = tuple(_require(table, "roles", list, where))
     bad_roles = [r for r in roles if r not in ROLES]
     if not roles or bad_roles:

@@ -66,25 +66,25 @@ def test_credentials_resolve_but_never_show(tmp_path, monkeypatch):
     secret_file = tmp_path / "secret"
     secret_file.write_bytes(b"FILE-SECRET-VALUE")
     monkeypatch.setenv("NODE_TOKEN", "ENV-SECRET-VALUE")
-    text = MINIMAL + f'\n[targets.node.credentials]\nsecret_key_file = "{secret_file}"\ntoken_env = "NODE_TOKEN"\n'
+    text = MINIMAL + f'\n[targets.node.credentials]\nsecret_key_file = "{secret_file}"\nnetwork_key_env = "NODE_TOKEN"\n'
     target = load_targets_file(write(tmp_path, text))["node"]
     shown = repr(target) + str(target.describe())
     assert "FILE-SECRET-VALUE" not in shown and "ENV-SECRET-VALUE" not in shown
     runtime = TargetRuntime(target, tmp_path, tmp_path)
     assert runtime.credential("secret_key") == b"FILE-SECRET-VALUE"
-    assert runtime.credential("token") == b"ENV-SECRET-VALUE"
-    path = runtime.credential_file("token")
+    assert runtime.credential("network_key") == b"ENV-SECRET-VALUE"
+    path = runtime.credential_file("network_key")
     assert open(path, "rb").read() == b"ENV-SECRET-VALUE"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
 def test_missing_env_credential_says_which_variable(tmp_path, monkeypatch):
     monkeypatch.delenv("NODE_TOKEN_UNSET", raising=False)
-    text = MINIMAL + '\n[targets.node.credentials]\ntoken_env = "NODE_TOKEN_UNSET"\n'
+    text = MINIMAL + '\n[targets.node.credentials]\nnetwork_key_env = "NODE_TOKEN_UNSET"\n'
     runtime = TargetRuntime(load_targets_file(write(tmp_path, text))["node"], tmp_path, tmp_path)
-    assert not runtime.has_credential("token")
+    assert not runtime.has_credential("network_key")
     with pytest.raises(TargetError, match="NODE_TOKEN_UNSET"):
-        runtime.credential("token")
+        runtime.credential("network_key")
 
 
 def test_launch_failure_shows_the_output(tmp_path):
@@ -110,15 +110,15 @@ def test_launch_outputs_fill_params_and_port(tmp_path):
 
 
 def test_generated_credential_is_private_and_stable_within_a_run(tmp_path):
-    text = MINIMAL + '\n[targets.node.credentials]\nauth_token_generate = "hex16"\n'
+    text = MINIMAL + '\n[targets.node.credentials]\nnetwork_key_generate = "hex16"\n'
     runtime = TargetRuntime(load_targets_file(write(tmp_path, text))["node"], tmp_path, tmp_path)
-    assert runtime.has_credential("auth_token")
-    first = runtime.credential("auth_token")
-    assert len(first) == 32 and runtime.credential("auth_token") == first
-    assert stat.S_IMODE(os.stat(runtime.credential_file("auth_token")).st_mode) == 0o600
+    assert runtime.has_credential("network_key")
+    first = runtime.credential("network_key")
+    assert len(first) == 32 and runtime.credential("network_key") == first
+    assert stat.S_IMODE(os.stat(runtime.credential_file("network_key")).st_mode) == 0o600
 
 
 def test_unknown_generator_is_refused(tmp_path):
-    text = MINIMAL + '\n[targets.node.credentials]\nauth_token_generate = "password123"\n'
+    text = MINIMAL + '\n[targets.node.credentials]\nnetwork_key_generate = "password123"\n'
     with pytest.raises(TargetError, match="generator must be one of"):
         load_targets_file(write(tmp_path, text))
