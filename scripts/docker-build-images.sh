@@ -7,7 +7,7 @@
 #
 # Usage: scripts/docker-build-images.sh [--force] [NAME...]
 #   NAME: python harness reference node ssb-server ilp-plugin-btp rabbitmq
-#   ocaml-ripp swpt-stomp activemq (default: all;
+#   ocaml-ripp swpt-stomp activemq ssb-db2 ilp-plugin-mini-accounts (default: all;
 #   a name also builds the images it starts FROM)
 #
 # Images (docker/<name>/Dockerfile):
@@ -17,6 +17,8 @@
 #   node            Node.js + interop/node packages (parent of the next two)
 #   ssb-server      ssb-server 16 via scripts/ssb-server.sh
 #   ilp-plugin-btp  ilp-plugin-btp 1.5 via interop/node/ilp-plugin-btp-peer.js
+#   ssb-db2         ssb-db2 8 + ssb-ebt 9 + ssb-conn 6 via scripts/ssb-db2.sh
+#   ilp-plugin-mini-accounts  ilp-plugin-mini-accounts 4.2 via scripts/ilp-plugin-mini-accounts.sh
 #   rabbitmq        RabbitMQ 3.10 + rabbitmq_stomp via scripts/rabbitmq.sh: the host's
 #                   Debian installation (scripts/install-rabbitmq.sh) copied in
 #   ocaml-ripp      the OCaml RIPP peer, its executable built on the host
@@ -37,7 +39,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 label=org.conformance.context-hash
 ctx_root="$repo/.cache/docker-context"
-all=(python harness reference node ssb-server ilp-plugin-btp rabbitmq ocaml-ripp swpt-stomp activemq)
+all=(python harness reference node ssb-server ilp-plugin-btp rabbitmq ocaml-ripp swpt-stomp activemq
+     ssb-db2 ilp-plugin-mini-accounts)
 
 say() { echo "docker-build-images.sh: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -56,7 +59,7 @@ done
 parent_of() {
     case "$1" in
         harness|reference) echo python ;;
-        ssb-server|ilp-plugin-btp) echo node ;;
+        ssb-server|ilp-plugin-btp|ssb-db2|ilp-plugin-mini-accounts) echo node ;;
         swpt-stomp) echo rabbitmq ;;
         *) echo "" ;;
     esac
@@ -145,7 +148,17 @@ populate() {
             # them as ../interop/node, as in the repository.
             find interop/node -maxdepth 1 -type f -exec cp {} "$ctx/interop/node/" \;
             stage interop/node/node_modules "$ctx/interop/node/node_modules"
-            cp scripts/ssb-server.sh scripts/ilp-plugin-btp.sh "$ctx/scripts/" ;;
+            # The stacks with a lock of their own (interop/node/<stack>/:
+            # ssb-db2, mini-accounts), likewise.
+            for stack_dir in interop/node/*/; do
+                [ -f "$stack_dir/package-lock.json" ] || continue
+                stack="$(basename "$stack_dir")"
+                mkdir -p "$ctx/interop/node/$stack"
+                find "$stack_dir" -maxdepth 1 -type f -exec cp {} "$ctx/interop/node/$stack/" \;
+                stage "$stack_dir/node_modules" "$ctx/interop/node/$stack/node_modules"
+            done
+            cp scripts/ssb-server.sh scripts/ilp-plugin-btp.sh scripts/ssb-db2.sh scripts/ilp-plugin-mini-accounts.sh \
+                "$ctx/scripts/" ;;
         rabbitmq)
             # Debian's layout, as dpkg installed it (erlang-* and
             # rabbitmq-server): everything lives under these two trees (their
