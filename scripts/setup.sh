@@ -56,8 +56,11 @@ extras=",${have_extras:-},"
 missing=0
 for arg in "$@"; do
     case "$arg" in
-        --test|--aggregate)
-            [[ "$extras" == *",${arg#--},"* ]] || { extras="$extras${arg#--},"; missing=1; } ;;
+        # The test extra holds the aggregate one (PySpark): --aggregate after
+        # --test installs nothing (the nightly's setup step inside a test run).
+        --aggregate) [[ "$extras" == *",aggregate,"* || "$extras" == *",test,"* ]] \
+                         || { extras="${extras}aggregate,"; missing=1; } ;;
+        --test) [[ "$extras" == *",test,"* ]] || { extras="${extras}test,"; missing=1; } ;;
     esac
 done
 extras="$(tr ',' '\n' <<< "$extras" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)"
