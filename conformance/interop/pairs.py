@@ -44,6 +44,9 @@ HINTS = {
     "scripts/ilp-plugin-btp.sh": "scripts/install-node-deps.sh",
     "interop/node/shs-replicate.js": "scripts/install-node-deps.sh",
     "scripts/ocaml-ripp-peer.sh": "scripts/install-ocaml.sh",
+    # PyPI packages of the test extra: certify.sh's base install lacks them.
+    "interop/stomp/stomppy_client.py": "scripts/setup.sh --test",
+    "interop/stomp/stompman_client.py": "scripts/setup.sh --test",
 }
 
 
