@@ -34,8 +34,9 @@ from pathlib import Path
 
 from . import __version__
 from .core.results import (BLOCKED, CONSOLE_WIDTH, ERROR, FAILED, NOT_APPLICABLE, NOT_STARTED, OUTCOMES, PASSED,
-                           RESULTS_FILE, ResultRecord, ResultWriter, console_text, new_run_id, read_results, summarize,
-                           utc_now, write_summary)
+                           RESULTS_FILE, ResultRecord, ResultWriter, console_text, mark_partial, new_run_id,
+                           partial_scope, read_results, summarize, utc_now, write_summary)
+from .core.selection import hint, no_match_message, select, suggest, unmatched
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
 from .jobs import (SUMMARY_SECONDS_KEY, ChildOutput, Console, Session, exclusive_resources, last_durations,
                    longest_first, run_sessions)
@@ -121,6 +122,8 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
         argv += ["--targets-file", str(Path(file).resolve())]
     if peer is not None:
         argv += ["--peer", peer.name]
+    for pattern in getattr(args, "case", None) or []:
+        argv += ["--case", pattern]
     if args.keyword:
         argv += ["-k", args.keyword]
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
@@ -287,7 +290,10 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
         else:
             extra = " (no applicable MUST case passed)"
         print(f"{group['target']} [{group['implementation']} {group['implementation_version']}, "
-              f"{group['protocol']}]: {verdict}{extra}")
+              f"{group['protocol']}]: {verdict}{partial_scope(group)}{extra}")
+    if summary.get("partial"):
+        print("partial run: the verdict holds for the selected cases only, and counts as no certification "
+              "(matrices, interop's cross-check)")
     print(f"\nresults: {run_dir}  (summary.json, results.jsonl, allure-results/, junit-*.xml, traces/)")
 
 
@@ -373,7 +379,9 @@ def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
         if not serial:
             mine = [r for r in read_results(run_dir / RESULTS_FILE)
                     if r["target"] == target.name and r.get("peer_implementation") is None]
-            verdict = summarize(mine)["verdict"]
+            summary = summarize(mine)
+            mark_partial(summary, mine, selection_of(args), {target.protocol: case_ids(target.protocol)})
+            verdict = summary["verdict"] + "".join(partial_scope(group) for group in summary["targets"])
             console.line(f"== end {target.name}: {verdict}, {len(mine)} case(s): {outcome_counts(mine)}; "
                          f"{seconds:.1f} s")
         with console.lock:
@@ -387,10 +395,67 @@ def certify_jobs(chosen: list[Target], run_dir: Path, run_id: str,
     return codes, failures, seconds_of
 
 
+def case_ids(protocol: str, interop: bool = False) -> list[str]:
+    """Every case id of a protocol's suite (interop: its interop cases)."""
+    from .mutation import suite_case_ids  # mutation imports this module for run_suite
+    return suite_case_ids(protocol, INTEROP_DIR if interop else SUITES_DIR)
+
+
+def narrow_to_cases(chosen: list[Target], patterns: list[str], explicit: bool, interop: bool = False
+                    ) -> list[Target]:
+    """The targets whose suite has a case ``--case`` selects. Every pattern
+    must match some case of the chosen targets' suites, and a target named
+    with --target must get at least one case (TargetError, a usage error,
+    otherwise); the default targets without a selected case are left out."""
+    ids = {t.protocol: case_ids(t.protocol, interop) for t in chosen}
+    protocols = sorted(ids)
+    kind = "interop " if interop else ""
+    every = [case for cases in ids.values() for case in cases]
+    missing = unmatched(patterns, every)
+    if missing:
+        text, near = no_match_message(missing, every)
+        raise TargetError(f"{text} of the {kind}suite of {', '.join(protocols)}" + (f"; {near}" if near else "")
+                          + f" ({hint(protocols, interop)})")
+    keep = [t for t in chosen if select(ids[t.protocol], patterns)]
+    left_out = [t for t in chosen if t not in keep]
+    if explicit and left_out:
+        raise TargetError(f"--case {' '.join(patterns)} selects no case of the {kind}suite of "
+                          + ", ".join(f"{t.name} ({t.protocol})" for t in left_out)
+                          + f" ({hint({t.protocol for t in left_out}, interop)})")
+    return keep
+
+
+def selection_of(args: argparse.Namespace) -> dict | None:
+    """The run's selection, for summary.json, or None for a whole run."""
+    selection = {}
+    if getattr(args, "case", None):
+        selection["case"] = list(args.case)
+    if getattr(args, "keyword", None):
+        selection["keyword"] = args.keyword
+    return selection or None
+
+
+def nothing_selected(args: argparse.Namespace, target: Target, code: int, records: list[dict],
+                     interop: bool = False) -> str | None:
+    """The usage error for a session that ran no case because the selection
+    left none (pytest's exit 5), or None."""
+    if code != 5 or records or not selection_of(args):
+        return None
+    ids = case_ids(target.protocol, interop)
+    example = next(iter(suggest(args.keyword or "", ids) + ids), f"{target.protocol}.COMPONENT.ROLE.RULE")
+    what = " ".join(([f"-k {args.keyword!r}"] if args.keyword else []) + [f"--case {p}" for p in args.case or []])
+    why = (f": -k matches pytest function names (test_...), not case ids; to select by case id use --case, "
+           f"e.g. --case '{example}'" if args.keyword else "")
+    return (f"{what} selected no case of {target.name}'s suite ({target.protocol}){why} "
+            f"({hint([target.protocol], interop)})")
+
+
 def cmd_certify(args: argparse.Namespace) -> int:
     try:
         targets = load_targets(args.targets_file)
         chosen = choose_targets(targets, args.target, args.protocol)
+        if args.case:
+            chosen = narrow_to_cases(chosen, args.case, explicit=bool(args.target))
     except TargetError as exc:
         print(f"conformance: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -409,10 +474,18 @@ def cmd_certify(args: argparse.Namespace) -> int:
              SUMMARY_SECONDS_KEY: seconds_of}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
-    summary = write_summary(run_dir, run_id, started, extra)
+    summary = write_summary(run_dir, run_id, started, extra, selection_of(args),
+                            {t.protocol: case_ids(t.protocol) for t in chosen})
     # A target whose session recorded nothing cannot be conformant.
     recorded = {g["target"] for g in summary["targets"]}
     missing = [t.name for t in chosen if t.name not in recorded]
+    unselected = [error for t in chosen if t.name in missing
+                  for error in [nothing_selected(args, t, codes.get(t.name, 0), [])] if error]
+    if unselected:
+        for error in unselected:
+            print(f"conformance: error: {error}", file=sys.stderr)
+        print(f"results: {run_dir}", file=sys.stderr)
+        return EXIT_USAGE
     print_summary(summary, run_dir, records_file)
     for name in missing:
         print(f"{name}: NOT CONFORMANT (no case result recorded; see {run_dir / ('pytest-' + name + '.log')})")
@@ -455,6 +528,12 @@ def cmd_interop(args: argparse.Namespace) -> int:
         print("conformance: error: " + ("; ".join(problems) or "no client/server pair speaks the same protocol"),
               file=sys.stderr)
         return EXIT_USAGE
+    if args.case:
+        try:
+            narrow_to_cases([c for c, _ in pairs], args.case, explicit=True, interop=True)
+        except TargetError as exc:
+            print(f"conformance: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     run_id = new_run_id()
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -474,7 +553,8 @@ def cmd_interop(args: argparse.Namespace) -> int:
     extra = {"kind": "interop", "pytest_exit_codes": codes}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
-    summary = write_summary(run_dir, run_id, started, extra)
+    summary = write_summary(run_dir, run_id, started, extra, selection_of(args),
+                            {pair.protocol: case_ids(pair.protocol, True) for pair in to_run})
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
     print()
     ok = bool(records)
@@ -488,6 +568,10 @@ def cmd_interop(args: argparse.Namespace) -> int:
     gaps = cross_check(run_dir, to_run, targets, args.certified_in)
     if gaps:
         print("\n" + gaps)
+    partial = [pair for pair in to_run if pair.partial]
+    if partial:
+        print(f"\npartial run (--case): {', '.join(f'{p.client} -> {p.server}' for p in partial)} ran only the "
+              "selected interop cases")
     print(f"\nresults: {run_dir}\nwall time {summary['duration_s']:.1f} s")
     return EXIT_CONFORMANT if ok else EXIT_NOT_CONFORMANT
 
@@ -542,6 +626,8 @@ def interop_jobs(to_run: list, targets: dict[str, Target], run_dir: Path, run_id
         pair, client, server = by_label[session.label]
         mine = pair_records(results, client, server)[before[session.label]:]
         tally(pair, mine)
+        pair.partial = bool(selection_of(args)) and not (
+            set(case_ids(pair.protocol, interop=True)) <= {r["case_id"] for r in mine})
         pair.error = preflight_error(run_dir, client, server)
         if not serial:
             how = f"not run: preflight: {pair.error.splitlines()[0]}" if pair.error else \
@@ -575,7 +661,19 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
         print(f"conformance: error: no interop cases for {', '.join(unknown)}; protocols with interop cases: "
               f"{', '.join(have)}", file=sys.stderr)
         return EXIT_USAGE
-    pairs = plan_pairs(targets, args.protocol or have)
+    protocols = args.protocol or have
+    if args.case:
+        # Only the protocols with a selected interop case take part.
+        ids = {p: case_ids(p, interop=True) for p in protocols}
+        every = [case for cases in ids.values() for case in cases]
+        missing = unmatched(args.case, every)
+        if missing:
+            text, near = no_match_message(missing, every)
+            print(f"conformance: error: {text} of the interop suite of {', '.join(protocols)}"
+                  + (f"; {near}" if near else "") + f" ({hint(protocols, interop=True)})", file=sys.stderr)
+            return EXIT_USAGE
+        protocols = [p for p in protocols if select(ids[p], args.case)]
+    pairs = plan_pairs(targets, protocols)
     if not pairs:
         print("conformance: error: no client/server pair to run", file=sys.stderr)
         return EXIT_USAGE
@@ -593,7 +691,8 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     extra = {"kind": "interop", "pytest_exit_codes": codes}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
-    summary = write_summary(run_dir, run_id, started, extra)
+    summary = write_summary(run_dir, run_id, started, extra, selection_of(args),
+                            {p: case_ids(p, interop=True) for p in protocols})
     path = write_pairs(run_dir, run_id, pairs, time.monotonic() - started)
     print("\n" + table(pairs))
     from .interop.crosscheck import cross_check
@@ -662,7 +761,13 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--run-dir", default=None, help="exact run directory (default REPORTS_DIR/runs/RUN_ID)")
     certify.add_argument("--deadline", type=float, default=3.0,
                          help="seconds to wait for bytes a target must send (default 3)")
-    certify.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
+    certify.add_argument("--case", action="append", default=[], metavar="PATTERN",
+                         help="only the cases whose id matches: a case id or a shell-style glob, e.g. 'ssb.shs.*' "
+                              "(repeatable; `conformance cases --protocol P` lists the ids); their prerequisites "
+                              "run too. A partial run: the verdict says so and counts as no certification")
+    certify.add_argument("-k", dest="keyword", default=None,
+                         help="only cases whose pytest test function matches this -k expression (function "
+                              "names, not case ids: see --case)")
     certify.add_argument("--run-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
                          help="deadline of each target's whole run: cases not started when it passes are "
                               "recorded as error (default: none)")
@@ -695,12 +800,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="deadline of each client x server run (default: none)")
     interop.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                          help="with --all: run up to N client x server pairs at once (default 1)")
+    interop.add_argument("--case", action="append", default=[], metavar="PATTERN",
+                         help="only the interop cases whose id matches (a case id or a shell-style glob; "
+                              "repeatable; `conformance cases --interop` lists them); prerequisites run too")
     interop.set_defaults(func=cmd_interop, keyword=None)
 
     targets = sub.add_parser("targets", help="list known targets")
     targets.add_argument("--targets-file", action="append", default=[], help="TOML targets file (repeatable)")
     targets.add_argument("--json", action="store_true", help="machine-readable output")
     targets.set_defaults(func=cmd_targets)
+    from .cases import register as register_cases
+    register_cases(sub)
     from .report import register as register_report
     register_report(sub)
     from .aggregate.cli import register as register_aggregate

@@ -44,6 +44,7 @@ from types import ModuleType
 from typing import Any
 
 from .core.results import BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, new_run_id, read_results, summarize
+from .core.selection import hint, no_match_message, select, unmatched
 from .core.targets import load_targets
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -82,11 +83,12 @@ def late_seconds(protocol: str, deadline: float) -> float:
     return min(deadline / 2, getattr(module, "LATE_SECONDS_MAX", deadline / 2))
 
 
-def suite_case_ids(protocol: str) -> list[str]:
+def suite_case_ids(protocol: str, suites_dir: Path = SUITES_DIR) -> list[str]:
     """The case ids the protocol's suite declares, from its sources (every
-    ``@requirement("id", ...)`` in conformance/suites/<protocol>/)."""
+    ``@requirement("id", ...)`` in conformance/suites/<protocol>/; the
+    interop cases with ``suites_dir`` conformance/interop)."""
     ids: list[str] = []
-    texts = [path.read_text(encoding="utf-8") for path in sorted((SUITES_DIR / protocol).glob("*.py"))]
+    texts = [path.read_text(encoding="utf-8") for path in sorted((suites_dir / protocol).glob("*.py"))]
     # @requirement(NAME, ...) with NAME = "case.id" a constant of the suite: of the module, or imported
     # from a sibling (the STOMP suite keeps prerequisite ids in prerequisites.py); the module's own wins.
     shared = {name: value for text in texts for name, value in _STRING_CONSTANT.findall(text)}
@@ -251,7 +253,8 @@ def judge(result: FaultResult) -> FaultResult:
 
 
 def certify_one(target_name: str, fault: str | None, targets_file: Path, work_dir: Path,
-                deadline: float, resume: bool = False, case_jobs: int = 1) -> Certification:
+                deadline: float, resume: bool = False, case_jobs: int = 1,
+                cases: list[str] | None = None) -> Certification:
     """One certification of ``target_name`` through cli.run_suite (one
     pytest session in a child process), in its own run directory. With
     ``resume``, a run directory that already holds a finished run (its
@@ -269,7 +272,7 @@ def certify_one(target_name: str, fault: str | None, targets_file: Path, work_di
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
         options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None,
-                                     case_jobs=case_jobs)
+                                     case_jobs=case_jobs, case=list(cases or []))
         code = run_suite(target, run_dir, run_id, options)
         records = list(read_results(run_dir / "results.jsonl"))
         (run_dir / "summary.json").write_text(json.dumps({"exit_code": code, **summarize(records)}),
@@ -338,7 +341,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
                  deadline: float = 3.0, progress=print, resume: bool = False,
                  reference: bool = True, faults: bool = True,
                  params: dict[str, Any] | None = None, variants: list[str] | None = None,
-                 case_jobs: int = 1) -> MutationRun:
+                 case_jobs: int = 1, cases: list[str] | None = None) -> MutationRun:
     """Certify each protocol's reference node without a fault (unless
     ``reference`` is False) and once per fault of its registry (only the
     ``fault_names`` given, when any; none when ``faults`` is False),
@@ -347,7 +350,12 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
     ``variants``: the conformant variants to certify too (an empty list: all
     of each protocol's; None: none). ``case_jobs``: cases of one
     certification run at once (``certify --case-jobs``), for the variants
-    whose runs are long waits (late answers)."""
+    whose runs are long waits (late answers). ``cases``: ``--case``
+    patterns: every certification runs only the selected cases (and their
+    prerequisites), a fault is judged on its expected cases that are
+    selected, and a fault none of whose expected cases is selected is left
+    out; a case outside the selection that a fault wrongly fails cannot be
+    seen."""
     started = time.monotonic()
     references = builtin_tables()
     tables: dict[str, dict[str, Any]] = {}
@@ -362,9 +370,12 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
         for spec in registry(protocol).SPECS if faults else ():
             if fault_names and spec.name not in fault_names:
                 continue
+            expected = tuple(select(spec.cases, cases)) if cases else spec.cases
+            if not expected:
+                continue  # --case selects none of the cases this fault breaks
             name = mutant_name(protocol, spec.name)
             tables[name] = mutant_table(references[reference_name], spec.name, spec.role)
-            result = FaultResult(protocol, spec.name, spec.role, spec.description, spec.cases)
+            result = FaultResult(protocol, spec.name, spec.role, spec.description, expected)
             results.append(result)
             plans.append((name, spec.name, result))
         for vspec in variant_specs(protocol) if variants is not None else ():
@@ -384,7 +395,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
 
     def run(plan: tuple[str, str | None, FaultResult | None]) -> None:
         target, fault, result = plan
-        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume, case_jobs)
+        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume, case_jobs, cases)
         if result is None:
             conformant[target.removeprefix("reference-")] = cert
             failed = sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))
@@ -525,11 +536,26 @@ def cmd_mutation(args: argparse.Namespace) -> int:
             return 2
         protocols = [p for p in protocols if variant_specs(p)
                      and (not args.variant or any(s.name in args.variant for s in variant_specs(p)))]
+    if args.case:
+        every = [case for p in protocols for case in suite_case_ids(p)]
+        missing = unmatched(args.case, every)
+        if missing:
+            text, near = no_match_message(missing, every)
+            print(f"conformance: error: {text} of the suite of {', '.join(protocols)}" + (f"; {near}" if near else "")
+                  + f" ({hint(protocols)})", file=sys.stderr)
+            return 2
+        protocols = [p for p in protocols if select(suite_case_ids(p), args.case)]
     run = run_mutation(protocols, args.fault, args.jobs, work_dir, args.deadline,
                        progress=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume,
                        faults=not (args.variants or args.variant), case_jobs=args.case_jobs,
-                       variants=list(args.variant) if (args.variants or args.variant) else None)
+                       variants=list(args.variant) if (args.variants or args.variant) else None,
+                       cases=args.case)
     print(render_markdown(run) if args.format == "markdown" else render_text(run))
+    if args.case:
+        print(f"partial run (--case {' '.join(args.case)}): each certification ran the selected cases and their "
+              "prerequisites only; faults are judged on their selected expected cases, those breaking none of "
+              "them were left out, and a case outside the selection that a fault fails is not seen",
+              file=sys.stderr)
     print(f"runs: {work_dir}", file=sys.stderr)
     return 0 if run.ok and not problems else 1
 
@@ -555,4 +581,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="seconds to wait for bytes a target must send (default 3)")
     parser.add_argument("--case-jobs", type=int, default=1, metavar="N",
                         help="cases of one certification run at once (certify --case-jobs; default 1)")
+    parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
+                        help="only the cases whose id matches (id or shell-style glob; repeatable): a partial "
+                             "score, judged on the selected cases; faults breaking none of them are left out")
     parser.set_defaults(func=cmd_mutation)

@@ -36,6 +36,7 @@ from .core.requirements import (BLOCKED_PREFIX, NODE_STATE, NOT_APPLICABLE_PREFI
 from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
                            console_text, new_run_id, utc_now)
 from .core.redact import Redactor
+from .core.selection import hint, selected
 from .core.targets import (Target, TargetError, TargetNotStarted, TargetRuntime, definition_problems, load_targets,
                            make_work_dir, runtime_problems)
 from .core.transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, TcpConnection, WireTrace
@@ -118,7 +119,8 @@ class RunState:
     run_timeout: float | None = None
     started: float = field(default_factory=time.monotonic)
     readded: list[str] = field(default_factory=list)
-    """Node ids of prerequisites put back after -k or --deselect removed them."""
+    """Node ids of prerequisites put back after --case, -k or --deselect
+    removed them: run, and recorded with ``prerequisite_only``."""
     redactor: Redactor = field(default_factory=Redactor)
     """The credentials of the target and peer: masked in traces, messages
     and reports."""
@@ -277,6 +279,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--run-timeout", type=float, default=None, metavar="SECONDS",
                     help="deadline of the whole run: cases not started when it passes are recorded as "
                          "error (the running case ends at its own read deadline)")
+    group.addoption("--case", action="append", default=[], metavar="PATTERN",
+                    help="only the cases whose id matches (a case id or a shell-style glob, e.g. 'ssb.shs.*'; "
+                         "repeatable); their prerequisites run too (conformance.core.selection)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -342,6 +347,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
     config.stash[_ALL_CASES] = [item for item in items if requirement_of(item) is not None]
+    patterns = config.getoption("--case")
+    if patterns:
+        keep, drop = [], []
+        for item in items:
+            req = requirement_of(item)
+            (keep if req is not None and selected(req.case_id, patterns) else drop).append(item)
+        if not keep:
+            found = sorted({requirement_of(item).protocol for item in config.stash[_ALL_CASES]})  # type: ignore[union-attr]
+            raise pytest.UsageError(f"--case {' '.join(patterns)} matches no case of this suite"
+                                    + (f" ({hint(found)})" if found else ""))
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
 
 
 _ALL_CASES = pytest.StashKey[list[pytest.Item]]()
@@ -871,7 +889,7 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def _print_readded(readded: list[str]) -> None:
     import sys
-    sys.stderr.write(f"  prerequisites run although -k/--deselect left them out: {len(readded)} "
+    sys.stderr.write(f"  prerequisites run although --case/-k/--deselect left them out: {len(readded)} "
                      f"({', '.join(readded[:5])}{', ...' if len(readded) > 5 else ''})\n")
 
 
@@ -1373,7 +1391,8 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         peer_implementation=(state.peer_runtime.target.implementation if state.peer_runtime else None),
         depends=list(req.depends), errata=list(req.errata),
         blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None,
-        start_failure=outcome == ERROR and bool(case.get("start_failure"))))
+        start_failure=outcome == ERROR and bool(case.get("start_failure")),
+        prerequisite_only=item.nodeid in state.readded))
     item.stash[_RECORDED] = True
     state.case_results.setdefault(req.case_id, []).append({
         "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})

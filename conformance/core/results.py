@@ -87,6 +87,10 @@ class ResultRecord:
     or before its client connected, was not ready in time, could not be
     run, or an adapter failed printing nothing), not because of any rule.
     Files written before this field existed lack it: false."""
+    prerequisite_only: bool = False
+    """The case was not selected (``--case``, ``-k``, ``--deselect``) but
+    ran because a selected case depends on it (conformance.core.selection).
+    Files written before this field existed lack it: false."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -294,9 +298,52 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_summary(run_dir: Path, run_id: str, started: float, extra: dict[str, Any]) -> dict[str, Any]:
+def mark_partial(summary: dict[str, Any], records: list[dict[str, Any]], selection: dict[str, Any] | None,
+                 suite_cases: dict[str, list[str]]) -> None:
+    """Say per target whether its run covered its whole suite: a selection
+    (``--case``, ``-k``) that left cases out makes a *partial* run, whose
+    verdict holds for the selected cases only and which certifies nothing
+    (the certification matrix and interop's cross-check pass it over).
+    ``suite_cases``: protocol -> every case id of the suite the run used.
+    Per target: ``partial``, ``suite_cases`` (how many the suite has),
+    ``selected_cases`` and ``prerequisite_cases`` (run only as prerequisites
+    of selected ones); at the top, ``partial`` (any target's) and the
+    ``selection``."""
+    for group in summary["targets"]:
+        mine = [r for r in records if (r["target"], r["protocol"]) == (group["target"], group["protocol"])]
+        ran = {r["case_id"] for r in mine}
+        prerequisites = {r["case_id"] for r in mine if r.get("prerequisite_only")}
+        suite = set(suite_cases.get(group["protocol"], ()))
+        group["suite_cases"] = len(suite)
+        group["selected_cases"] = len(ran - prerequisites)
+        group["prerequisite_cases"] = len(prerequisites)
+        group["partial"] = bool(selection) and not suite <= ran
+    summary["partial"] = any(group["partial"] for group in summary["targets"])
+    if selection:
+        summary["selection"] = selection
+
+
+def partial_scope(group: dict[str, Any]) -> str:
+    """`` on the 13 selected cases of 73 (partial run)`` for a partial
+    target's verdict, else ``""``."""
+    if not group.get("partial"):
+        return ""
+    prerequisites = group.get("prerequisite_cases") or 0
+    return (f" on the {group.get('selected_cases', 0)} selected case(s)"
+            + (f" (and {prerequisites} prerequisite(s))" if prerequisites else "")
+            + f" of {group.get('suite_cases', '?')} (partial run)")
+
+
+def write_summary(run_dir: Path, run_id: str, started: float, extra: dict[str, Any],
+                  selection: dict[str, Any] | None = None,
+                  suite_cases: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """summary.json: :func:`summarize` of the run's records, ``extra``, and
+    with ``suite_cases`` (protocol -> the suite's case ids) whether each
+    target's run was partial (:func:`mark_partial`)."""
     records = list(read_results(Path(run_dir) / RESULTS_FILE))
     summary = summarize(records)
+    if suite_cases is not None:
+        mark_partial(summary, records, selection, suite_cases)
     summary.update(run_id=run_id, harness_version=HARNESS_VERSION,
                    duration_s=round(time.monotonic() - started, 3), finished=utc_now(), **extra)
     tmp = Path(run_dir) / (SUMMARY_FILE + ".tmp")

@@ -117,6 +117,9 @@ class Pair:
     """The pair's preflight error (a side could not be started)."""
     counts: dict[str, int] = field(default_factory=dict)
     must_not_passed: list[str] = field(default_factory=list)
+    partial: bool = False
+    """``--case`` left some of the protocol's interop cases out: the
+    verdict holds for the selected cases only."""
 
     @property
     def verdict(self) -> str:
@@ -170,7 +173,7 @@ def table(pairs: list[Pair]) -> str:
         else:
             numbers = (f"{c.get('passed', 0):>6} {c.get('failed', 0):>6} {c.get('error', 0):>5} "
                        f"{c.get('blocked', 0):>7} {c.get('not_applicable', 0):>4}")
-        reason = f": {p.skipped}" if p.skipped else f": {p.error}" if p.error else ""
+        reason = f": {p.skipped}" if p.skipped else f": {p.error}" if p.error else " (partial run)" if p.partial else ""
         lines.append(f"{p.client:<{width_c}}  {p.server:<{width_s}}  {p.protocol:<10} {numbers}  {p.verdict}{reason}")
     return "\n".join(lines)
 
