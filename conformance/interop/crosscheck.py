@@ -13,7 +13,8 @@ cross-check").
 The certifications are read from run dirs (``--certified-in DIR``,
 repeatable; by default the run dirs beside the interop run's): for each
 target, the newest run whose records cover every case of its suite for each
-role it plays (a partial run, ``-k`` or ``--case``, is no certification).
+role it plays and whose summary.json does not mark it ``partial`` (a
+partial run, ``-k`` or ``--case``, is no certification).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def latest_certifications(dirs: list[Path], wanted: dict[str, tuple[str, tuple[s
     for run in runs[:LOOKBACK * max(1, len(dirs))]:
         if len(found) == len(wanted):
             break
+        partial = partial_targets(run)
         by_target: dict[str, dict[str, dict]] = {}
         try:
             for record in read_results(run / "results.jsonl"):
@@ -93,8 +95,8 @@ def latest_certifications(dirs: list[Path], wanted: dict[str, tuple[str, tuple[s
         except (OSError, ValueError, KeyError):
             continue
         for name, records in by_target.items():
-            if name in found:
-                continue
+            if name in found or name in partial or "*" in partial:
+                continue  # a partial run certifies nothing, whatever it recorded
             protocol, roles = wanted[name]
             suite = suites.setdefault(protocol, suite_cases_by_role(protocol))
             needed = set().union(*(suite.get(role, set()) for role in roles))
@@ -107,6 +109,21 @@ def latest_certifications(dirs: list[Path], wanted: dict[str, tuple[str, tuple[s
                                                  for rec in records.values())
             found[name] = Certification(name, str(run), conformant, len(records), must_failed)
     return found
+
+
+def partial_targets(run: Path) -> set[str]:
+    """The targets a run's summary.json marks ``partial`` (a selection left
+    cases of their suite out); ``{"*"}`` when it marks the run partial
+    without saying which. A run without a readable summary marks none."""
+    try:
+        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(summary, dict):
+        return set()
+    marked = {str(group.get("target")) for group in summary.get("targets") or []
+              if isinstance(group, dict) and group.get("partial")}
+    return marked or ({"*"} if summary.get("partial") else set())
 
 
 def coverage_gaps(pairs: list[Any], interop_records: list[dict[str, Any]],

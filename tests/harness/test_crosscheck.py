@@ -53,6 +53,24 @@ def test_a_certification_needs_every_case_of_the_roles_and_the_newest_counts(tmp
     assert latest_certifications([tmp_path], {"absent": (RIPP, ("client",))}) == {}
 
 
+def test_a_run_its_summary_marks_partial_certifies_nothing(tmp_path):
+    # '--case ripp.*.client.*' on a client-only target runs every case of its
+    # role, yet leaves the suite's server cases out: partial (issue 24, item 8).
+    clients = role_cases("client")
+    write_run(tmp_path / "full", "producer", clients, mtime=1_000)
+    selected = write_run(tmp_path / "selected", "producer", clients, mtime=2_000)
+    (selected / "summary.json").write_text(json.dumps({
+        "partial": True, "selection": {"case": ["ripp.*.client.*"]},
+        "targets": [{"target": "producer", "protocol": RIPP, "partial": True}]}))
+    found = latest_certifications([tmp_path], {"producer": (RIPP, ("client",))})
+    assert found["producer"].run_dir == str(tmp_path / "full")
+    # Another target of the same run, not partial, still counts.
+    both = write_run(tmp_path / "both", "consumer", role_cases("server"), mtime=3_000)
+    (both / "summary.json").write_text(json.dumps({"partial": True, "targets": [
+        {"target": "producer", "partial": True}, {"target": "consumer", "partial": False}]}))
+    assert latest_certifications([tmp_path], {"consumer": (RIPP, ("server",))})["consumer"].run_dir == str(both)
+
+
 def test_a_gap_is_a_failing_pair_of_two_conformant_targets(tmp_path):
     write_run(tmp_path / "c", "producer", role_cases("client"))
     write_run(tmp_path / "s", "consumer", role_cases("server"))
