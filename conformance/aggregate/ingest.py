@@ -123,8 +123,12 @@ RESULT_COLUMNS = (
 RUNS_SCHEMA_DDL = (
     "run_id string, run_dir string, date date, complete boolean, records long, malformed_lines long, "
     "torn_last_line boolean, first_time timestamp, last_time timestamp, implementations array<string>, "
-    "protocols array<string>, ingest_id string, ingested_at timestamp"
+    "protocols array<string>, ingest_id string, ingested_at timestamp, partial boolean"
 )
+"""``partial``: the run's summary.json says a selection (``--case``, ``-k``)
+left cases of a target's suite out; such a run certifies nothing (the
+certification matrix passes it over). NULL in rows written before the
+column existed, and for runs without a summary: not partial."""
 
 Progress = Callable[[str], None]
 
@@ -143,6 +147,8 @@ class RunInput:
     size: int
     mtime_ns: int
     """With ``size``, how the manifest recognises a file already ingested."""
+    partial: bool = False
+    """summary.json marks the run partial (conformance.core.results.mark_partial)."""
 
     @property
     def uri(self) -> str:
@@ -169,7 +175,19 @@ class RunInput:
 def _run_input(run_dir: Path) -> RunInput:
     results = run_dir / RESULTS_FILE
     stat = results.stat()
-    return RunInput(run_dir, results, (run_dir / SUMMARY_FILE).is_file(), stat.st_size, stat.st_mtime_ns)
+    complete = (run_dir / SUMMARY_FILE).is_file()
+    return RunInput(run_dir, results, complete, stat.st_size, stat.st_mtime_ns,
+                    complete and _summary_partial(run_dir))
+
+
+def _summary_partial(run_dir: Path) -> bool:
+    """Whether the run's summary.json marks it partial (a selection left
+    cases out); an unreadable summary does not."""
+    try:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(summary, dict) and summary.get("partial") is True
 
 
 def find_runs(paths: Iterable[str | os.PathLike]) -> list[RunInput]:
@@ -663,7 +681,7 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
             changed.append(run)
         else:
             unchanged.append(run)
-            if entry["complete"] != run.complete:
+            if entry["complete"] != run.complete or bool(entry.get("partial")) != run.partial:
                 completion.append(run)
     to_parse = {r.key: r for r in new + changed}
     index = _run_index(sources)
@@ -770,10 +788,11 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
     for key, run in to_parse.items():
         ids = sorted(counted.ids_by_source.get(key, ())) or [_summary_run_id(run) or run.run_dir.name]
         new_sources[key] = {"size": run.size, "mtime_ns": run.mtime_ns, "complete": run.complete,
+                            "partial": run.partial,
                             "torn": run.torn, "malformed_lines": counted.malformed.get(run.run_dir, 0),
                             "run_ids": ids, "uri": counted.uris.get(key), "ingest_id": ingest_id}
     for run in completion:
-        new_sources[run.key] = dict(new_sources[run.key], complete=run.complete)
+        new_sources[run.key] = dict(new_sources[run.key], complete=run.complete, partial=run.partial)
     new_index = _run_index(new_sources)
 
     # The runs table, kept like the results: one new runs file holds the
@@ -784,7 +803,7 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
     for run_id, entry in counted.per_run.items():
         fresh[run_id] = {
             "run_id": run_id, "run_dir": entry["run_dir"], "date": entry["date"],
-            "complete": entry["complete"], "records": entry["records"],
+            "complete": entry["complete"], "partial": entry["partial"], "records": entry["records"],
             "malformed_lines": sum(counted.malformed.get(d, 0) for d in entry["dirs"]),
             "torn_last_line": any(by_dir[d].torn for d in entry["dirs"]),
             "first_time": entry["first_time"], "last_time": entry["last_time"],
@@ -798,7 +817,7 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
         run_id = new_sources[run.key]["run_ids"][0]
         fresh[run_id] = {
             "run_id": run_id, "run_dir": str(run.run_dir), "date": None, "complete": run.complete,
-            "records": 0, "malformed_lines": counted.malformed.get(run.run_dir, 0), "torn_last_line": run.torn,
+            "partial": run.partial, "records": 0, "malformed_lines": counted.malformed.get(run.run_dir, 0), "torn_last_line": run.torn,
             "first_time": None, "last_time": None, "implementations": [], "protocols": [],
             "ingest_id": ingest_id, "ingested_at": now}
     finished_now = {i for r in completion for i in new_sources[r.key]["run_ids"]}
@@ -816,7 +835,8 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
         # A run is finished when any of its results files' directories holds a summary.
         if run_id in rows_out:
             rows_out[run_id] = dict(rows_out[run_id], complete=any(
-                bool(new_sources[k]["complete"]) for k in new_index.get(run_id, ())))
+                bool(new_sources[k]["complete"]) for k in new_index.get(run_id, ())), partial=any(
+                bool(new_sources[k].get("partial")) for k in new_index.get(run_id, ())))
     (building / "runs").mkdir()
     runs_linked = _link_files(previous, building, runs_files) if previous else 0
     if rows_out:
@@ -916,7 +936,7 @@ def _count_staged(spark: Any, staged: Path, batch: list[RunInput], F: Any) -> _C
         file_entry["rows"] += row.n
         entry = out.per_run.setdefault(row.run, {
             "run_id": row.run, "run_dir": str(run.run_dir), "date": row.date, "complete": run.complete,
-            "records": 0, "first_time": row.first, "last_time": row.last,
+            "partial": run.partial, "records": 0, "first_time": row.first, "last_time": row.last,
             "implementations": set(), "protocols": set(), "dirs": set()})
         entry["records"] += row.n
         entry["date"] = min(entry["date"], row.date)
@@ -926,6 +946,7 @@ def _count_staged(spark: Any, staged: Path, batch: list[RunInput], F: Any) -> _C
         entry["protocols"].add(row.protocol)
         entry["dirs"].add(run.run_dir)
         entry["complete"] = entry["complete"] or run.complete
+        entry["partial"] = entry["partial"] or run.partial
     return out
 
 

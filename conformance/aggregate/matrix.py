@@ -10,7 +10,8 @@ them all):
 ``certification``
     implementation (and version) × protocol: certified when every MUST case
     passed (or was not applicable) and at least one passed, in the latest
-    *complete* run of that version; ``newest`` marks the version shown in the
+    *complete* run of that version (a partial run, ``--case`` or ``-k``, is
+    not complete here); ``newest`` marks the version shown in the
     implementation × protocol grid (the one tested most recently, then the
     highest version).
 ``interop``
@@ -377,7 +378,10 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
                .groupBy("implementation", "implementation_version", "protocol", "peer", "role", "run_id", "date")
                .agg(*_counts(F), *_counts(F, "must_", must), F.count(F.lit(1)).alias("records"),
                     F.min("time").alias("first"), F.max("time").alias("last")))
-    complete = read_runs(spark, dataset).select("run_id", "complete")
+    # A partial run (--case, -k: summary.json's partial) is no complete run
+    # for the certification: its verdict holds for the selected cases only.
+    complete = read_runs(spark, dataset).select(
+        "run_id", (F.col("complete") & ~F.coalesce(F.col("partial"), F.lit(False))).alias("complete"))
     per_run = (per_run.join(F.broadcast(complete), "run_id", "left")
                .withColumn("complete", F.coalesce("complete", F.lit(False))).localCheckpoint())
     own_failure = F.col("outcome").isin("failed", "error")
@@ -476,7 +480,8 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
     return Matrix(
         "certification", "Implementation × protocol certification",
         "Certified: every MUST case passed or was not applicable, and at least one passed, in the latest "
-        "complete run of that implementation version (a blocked MUST case did not pass; failed_must lists "
+        "complete run of that implementation version (a partial run, --case or -k, is not complete: it "
+        "certifies nothing; a blocked MUST case did not pass; failed_must lists "
         "the MUST cases that failed for their own rule, blocked_must those blocked by a prerequisite). "
         "'newest' marks the version tested most recently.",
         columns, ["implementation", "protocol", "implementation_version"], [], frame=frame)
