@@ -56,11 +56,11 @@ def test_ssb_db2_in_its_container_fails_what_the_process_fails(tmp_path):
               for target, records in results.items()}
     # Whether the seed messages share a millisecond differs run by run
     # (findings, "Server role"); the case of section 2 fails either way.
-    assert "ssb.history.server.rejects-conflicting-seq-and-sequence" in failed["container-ssb-db2"], failed
-    assert failed["container-ssb-db2"] <= {"ssb.history.server.rejects-conflicting-seq-and-sequence",
-                                           "ssb.history.server.serves-whole-feed-in-order",
-                                           "ssb.history.server.live-old-false-skips-existing"}, failed
-    assert failed["container-ssb-db2"] == failed["ssb-db2"], failed
+    for target in ("container-ssb-db2", "ssb-db2"):
+        assert "ssb.history.server.rejects-conflicting-seq-and-sequence" in failed[target], failed
+        assert failed[target] <= {"ssb.history.server.rejects-conflicting-seq-and-sequence",
+                                  "ssb.history.server.serves-whole-feed-in-order",
+                                  "ssb.history.server.live-old-false-skips-existing"}, failed
     client = results["container-ssb-db2-client"]
     assert not failed["container-ssb-db2-client"], failed
     assert client["ssb.history.client.sends-well-formed-request"]["outcome"] == "not_applicable"
