@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import __version__
-from .core.results import RESULTS_FILE, SUMMARY_FILE, read_results, summarize
+from .core.results import RESULTS_FILE, SUMMARY_FILE, partial_scope, read_results, summarize
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INSTALL_SCRIPT = "scripts/install-report-deps.sh"
@@ -214,6 +214,7 @@ def write_environment(results: Path, facts: dict) -> None:
                                   f"({group['protocol']}): "
                                   + (group.get("verdict")
                                      or ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT"))
+                                  + partial_scope(group)
                                   + (f" (MUST: {counts})" if counts else ""))
         causes = [c["case_id"] for c in group.get("root_causes", []) if c.get("case_id")]
         if causes:

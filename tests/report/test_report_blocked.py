@@ -28,6 +28,16 @@ def test_environment_names_root_causes_and_blocked_counts(tmp_path: Path) -> Non
     assert "target.node.root_causes=ssb.shs.server.completes-valid-handshake (blocked 2)" in props
 
 
+def test_environment_says_a_run_was_partial(tmp_path: Path) -> None:
+    summary = {"run_id": "r3", "conformant": True, "partial": True, "targets": [{
+        "target": "node", "implementation": "impl", "implementation_version": "1", "protocol": "ripplehost",
+        "conformant": True, "verdict": "CONFORMANT", "partial": True, "suite_cases": 30, "selected_cases": 3,
+        "prerequisite_cases": 2, "levels": {"MUST": {"passed": 5}}, "root_causes": []}]}
+    report.write_environment(tmp_path, {"summary": summary, "complete": True, "run_id": "r3"})
+    assert ("target.node=impl 1 (ripplehost): CONFORMANT on the 3 selected case(s) (and 2 prerequisite(s)) of 30 "
+            "(partial run)") in (tmp_path / "environment.properties").read_text()
+
+
 def test_preflight_error_is_in_the_environment(tmp_path: Path) -> None:
     summary = {"run_id": "r2", "targets": [], "conformant": False,
                "preflight_error": "target node is unreachable: no TCP connection to 127.0.0.1:9"}
