@@ -38,8 +38,8 @@ from .core.results import (BLOCKED, CONSOLE_WIDTH, ERROR, FAILED, NOT_APPLICABLE
                            partial_scope, read_results, summarize, utc_now, write_summary)
 from .core.selection import hint, no_match_message, select, suggest, unmatched
 from .core.targets import KNOWN_PROTOCOLS, Target, TargetError, load_targets
-from .jobs import (SUMMARY_SECONDS_KEY, ChildOutput, Console, Session, exclusive_resources, last_durations,
-                   longest_first, run_sessions)
+from .jobs import (KILLED_SESSIONS, SUMMARY_SECONDS_KEY, ChildOutput, Console, Session, exclusive_resources,
+                   last_durations, longest_first, run_sessions)
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 INTEROP_DIR = Path(__file__).resolve().parent / "interop"
@@ -169,6 +169,7 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+                KILLED_SESSIONS.append(target.name)
             raise
 
 
@@ -462,6 +463,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     run_id = new_run_id()
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    args.run_dir_made = run_dir  # for the lines an interrupt prints
     started = time.monotonic()
     print(f"conformance {__version__}: run {run_id}, certifying "
           f"{', '.join(t.name + ' (' + t.protocol + ')' for t in chosen)}", flush=True)
@@ -537,6 +539,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
     run_id = new_run_id()
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    args.run_dir_made = run_dir  # for the lines an interrupt prints
     started = time.monotonic()
     to_run = [Pair(client.name, server.name, client.protocol) for client, server in pairs]
     codes = interop_jobs(to_run, targets, run_dir, run_id, args, stop_at_preflight=True)
@@ -680,6 +683,7 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     run_id = new_run_id()
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    args.run_dir_made = run_dir  # for the lines an interrupt prints
     (run_dir / RESULTS_FILE).touch()
     started = time.monotonic()
     to_run = [p for p in pairs if not p.skipped]
@@ -832,6 +836,26 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+def print_interrupted(args: argparse.Namespace, how: str) -> None:
+    """Two lines: that the run was interrupted (and what became of its
+    nodes), and what was kept where."""
+    nodes = ("the nodes it started were stopped and their work dirs removed" if not KILLED_SESSIONS else
+             f"{len(KILLED_SESSIONS)} session(s) did not stop in time and were killed: the next run removes "
+             "their work dirs")
+    print(f"\nconformance: {how}: the run did not finish; {nodes}", file=sys.stderr)
+    run_dir = getattr(args, "run_dir_made", None)
+    if run_dir is None:
+        print("conformance: no result was written", file=sys.stderr)
+        return
+    results = Path(run_dir) / RESULTS_FILE
+    if results.is_file():
+        kept = sum(1 for _ in read_results(results))
+        print(f"conformance: {kept} finished case(s) kept in {run_dir} (results.jsonl, traces/, allure-results/; "
+              "no summary.json: the verdict needs a whole run)", file=sys.stderr)
+    else:
+        print(f"conformance: results so far kept in {run_dir}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
@@ -841,10 +865,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Terminated:
-        print("\nconformance: terminated (SIGTERM); results written so far are kept", file=sys.stderr)
+        print_interrupted(args, "terminated (SIGTERM)")
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print("\nconformance: interrupted; results written so far are kept", file=sys.stderr)
+        print_interrupted(args, "interrupted (Ctrl-C)")
         return 130
     except Exception:
         # A bug of the harness, not a verdict: exit 3, never 1 (NOT CONFORMANT).

@@ -35,6 +35,10 @@ DRAIN_DEADLINE = 5.0
 stderr: a grandchild that inherited the pipe could keep it open."""
 POLL_SECONDS = 0.2
 """How often the scheduler wakes while waiting, so that Ctrl-C is seen at once."""
+KILLED_SESSIONS: list[str] = []
+"""Sessions an interrupt had to SIGKILL (they did not stop within
+STOP_GRACE): their work dirs are left for the next run to remove, which the
+CLI's closing lines say."""
 
 
 class Console:
@@ -106,6 +110,7 @@ class ChildOutput:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+                KILLED_SESSIONS.append(str(process.pid))
 
 
 @dataclass

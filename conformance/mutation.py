@@ -527,6 +527,7 @@ def cmd_mutation(args: argparse.Namespace) -> int:
     if args.fault:
         protocols = [p for p in protocols if any(s.name in args.fault for s in registry(p).SPECS)]
     work_dir = Path(args.run_dir or Path(args.reports_dir) / "mutation" / new_run_id()).resolve()
+    args.run_dir_made = work_dir  # for the lines an interrupt prints
     if args.variants or args.variant:
         known_variants = {spec.name for p in protocols for spec in variant_specs(p)}
         unknown = [name for name in args.variant if name not in known_variants]

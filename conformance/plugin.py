@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import tempfile
 import textwrap
 import threading
@@ -111,6 +112,9 @@ class RunState:
     blocked_run: dict[str, Any] | None = None
     """Progress lines: consecutive cases blocked by one root cause, held
     back to be printed as one line (_flush_blocked)."""
+    finishing: bool = False
+    """pytest_sessionfinish has begun: a SIGTERM now stops the nodes but
+    raises nothing (see _raise_session_terminated)."""
     unresponsive: str | None = None
     case_state: dict[str, dict[str, Any]] = field(default_factory=dict)
     case_results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -229,6 +233,13 @@ def _raise_session_terminated(signum: int, frame: object) -> None:
         for runtime in (state.runtime, state.peer_runtime):
             if runtime is not None:
                 runtime.stop()
+    if isinstance(sys.exc_info()[1], KeyboardInterrupt) or (state is not None and state.finishing):
+        # An interrupt is being handled already (Ctrl-C reaches the session
+        # and the CLI, which then sends SIGTERM), or the session is ending:
+        # an exception raised now would escape pytest's own handling of the
+        # first and end the process with pages of chained tracebacks. The
+        # nodes are stopped and the session stops; that is all SIGTERM asks.
+        return
     raise SessionTerminated()
 
 
@@ -255,6 +266,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is not None:
+        state.finishing = True  # from here SIGTERM stops the nodes without raising
         _flush_blocked(state)  # the run of blocked cases the session ended with
 
 
@@ -1476,13 +1488,18 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """An interrupt (Ctrl-C, or SessionTerminated) reached pytest: from here
     pytest tears the fixtures down and then pytest_unconfigure stops the
     targets. A SIGTERM now (the CLI sends one to every session after a
     Ctrl-C to the whole group) would raise in the middle of that clean-up
     and cut it short, leaving nodes and work dirs behind: ignore it. This
-    hook runs before the session's teardown (pytest's wrap_session)."""
+    hook runs before the session's teardown (pytest's wrap_session), and
+    first of its implementations: the terminal reporter's formats the
+    interrupt's traceback, long enough for the CLI's SIGTERM to arrive, and
+    a SessionTerminated raised in there escaped pytest as some 270 lines of
+    chained tracebacks on the console (issue 24, item 14)."""
     if signal.getsignal(signal.SIGTERM) is _raise_session_terminated:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 

@@ -17,6 +17,7 @@ import pytest
 
 from conformance import report
 
+from .fake_suite import Listener, run_suite, targets_file, write_suite
 from .test_work_dirs import _start, _stop
 
 SLOW_AUTH_BTP = """
@@ -76,6 +77,18 @@ def test_a_case_cut_short_by_an_interrupt_is_nowhere_passed(tmp_path: Path, how:
     assert time.monotonic() - started < 30, "the run did not stop on the interrupt"
     assert process.returncode == (143 if how == "sigterm" else 130), output
 
+    # The screen says it in two lines, no traceback (issue 24, item 14).
+    assert "Traceback" not in output and "SessionTerminated" not in output, output
+    said = [line for line in output.splitlines() if line.startswith("conformance: ")]
+    word = "terminated (SIGTERM)" if how == "sigterm" else "interrupted (Ctrl-C)"
+    assert said == [
+        f"conformance: {word}: the run did not finish; the nodes it started were stopped and their work dirs removed",
+        f"conformance: 1 finished case(s) kept in {run_dir} (results.jsonl, traces/, allure-results/; no "
+        "summary.json: the verdict needs a whole run)"], output
+    # Besides the progress lines: a heading, the two lines, blank lines; nothing else.
+    progress = [line for line in output.splitlines() if line.startswith("  ")]
+    assert len(output.splitlines()) <= len(progress) + 6, output
+
     records = _records(run_dir)
     assert [(r["case_id"], r["outcome"]) for r in records] == [(PREREQUISITE, "passed")], output
     recorded = {r["case_id"]: r for r in records}
@@ -112,3 +125,40 @@ def test_a_case_cut_short_by_an_interrupt_is_nowhere_passed(tmp_path: Path, how:
         assert report.build_report(run_dir, no_history=True) == 0
         summary = json.loads((run_dir / "allure-report" / "widgets" / "summary.json").read_text())["statistic"]
         assert (summary["passed"], summary["broken"], summary["total"]) == (1, 1, 2), summary
+
+
+CTRL_C_THEN_SIGTERM = """
+import signal
+
+
+def pytest_runtestloop(session):
+    # Ctrl-C once the target is up (the plugin's preflight, run first,
+    # started it), before the first case: outside any case.
+    signal.raise_signal(signal.SIGINT)
+
+
+def pytest_keyboard_interrupt(excinfo):
+    # The CLI's SIGTERM (it sends one to its sessions as soon as Ctrl-C
+    # reaches it), arriving while pytest reports the interrupt: a conftest's
+    # hook runs before the plugin's, unless the plugin's runs first.
+    signal.raise_signal(signal.SIGTERM)
+"""
+
+CASES = """
+@requirement("stomp.fake.server.never-run", "MUST", "Fake §1")
+def test_never_run(target):
+    pass
+"""
+
+
+def test_sigterm_while_pytest_reports_the_interrupt_prints_no_traceback(tmp_path):
+    suite = write_suite(tmp_path, CASES)
+    (suite / "conftest.py").write_text(CTRL_C_THEN_SIGTERM)
+    with Listener() as listener:
+        run = run_suite(tmp_path, suite, targets_file(tmp_path, listener.port), timeout=60)
+    # Interrupted (pytest's 2), not a crash: a SessionTerminated raised while
+    # pytest reported the interrupt escaped it as pages of chained tracebacks.
+    assert run.code == 2, run.output[-3000:]
+    assert "SessionTerminated" not in run.output and "During handling of the above exception" not in run.output, \
+        run.output[-3000:]
+    assert run.records == []
