@@ -124,6 +124,9 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
         argv += ["--peer", peer.name]
     for pattern in getattr(args, "case", None) or []:
         argv += ["--case", pattern]
+    impairment = getattr(args, "impairment", None)
+    if impairment is not None:
+        argv += ["--impair", impairment.profile.text(), "--impair-seed", str(impairment.seed)]
     if args.keyword:
         argv += ["-k", args.keyword]
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
@@ -157,7 +160,8 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
                 record_unfinished(run_dir, run_id, target, peer,
                                   f"run deadline of {run_timeout:g} s exceeded (--run-timeout): the harness "
                                   f"stopped the session {RUN_TIMEOUT_GRACE + 2 * args.deadline:g} s after it; "
-                                  "case not finished")
+                                  "case not finished",
+                                  impairment=impairment.describe() if impairment is not None else None)
                 return KILLED_AFTER_RUN_TIMEOUT
         except KeyboardInterrupt:
             # The session stops its nodes and removes its work dirs on
@@ -173,7 +177,8 @@ def run_suite(target: Target, run_dir: Path, run_id: str, args: argparse.Namespa
             raise
 
 
-def record_unfinished(run_dir: Path, run_id: str, target: Target, peer: Target | None, message: str) -> int:
+def record_unfinished(run_dir: Path, run_id: str, target: Target, peer: Target | None, message: str,
+                      impairment: str | None = None) -> int:
     """Record as ``error`` every case of a killed session's plan that has no
     result line yet; returns how many."""
     from .plugin import PLAN_FILE, session_label
@@ -198,7 +203,8 @@ def record_unfinished(run_dir: Path, run_id: str, target: Target, peer: Target |
             implementation=target.implementation, implementation_version=target.version,
             protocol=case["protocol"], role=case["role"], case_id=case["case_id"], level=case["level"],
             citation=case["citation"], outcome=ERROR, duration_s=0.0, message=message,
-            peer_implementation=peer_impl, depends=case.get("depends", []), errata=case.get("errata", [])))
+            peer_implementation=peer_impl, depends=case.get("depends", []), errata=case.get("errata", []),
+            impairment=impairment))
         missing += 1
     return missing
 
@@ -451,12 +457,51 @@ def nothing_selected(args: argparse.Namespace, target: Target, code: int, record
             f"({hint([target.protocol], interop)})")
 
 
+def resolve_impairment(args: argparse.Namespace, chosen: list[Target]) -> None:
+    """``--impair PROFILE [--impair-seed N]``: the run's impairment into
+    ``args.impairment`` (the seed drawn when not given), refused (TargetError,
+    a usage error) when it would break an answer time of a chosen target's
+    protocol or of the harness (core/impair.py, docs/impairment.md)."""
+    from .core import impair
+    args.impairment = None
+    text = getattr(args, "impair", None)
+    if not text:
+        if getattr(args, "impair_seed", None) is not None:
+            raise TargetError("--impair-seed goes with --impair")
+        return
+    try:
+        profile = impair.parse_profile(text)
+    except impair.ImpairmentError as exc:
+        raise TargetError(str(exc)) from None
+    for target in chosen:
+        refused = impair.refusal(profile, target.protocol, args.deadline, target.params)
+        if refused:
+            raise TargetError(f"{refused} (target {target.name}; docs/impairment.md, \"Refused profiles\")")
+    seed = args.impair_seed if args.impair_seed is not None else impair.new_seed()
+    args.impairment = impair.Impairment(profile, seed)
+
+
+def impairment_extra(args: argparse.Namespace) -> dict:
+    """summary.json's ``impairment`` (``fragment seed=123``), or null on clean loopback."""
+    impairment = getattr(args, "impairment", None)
+    return {"impairment": impairment.describe() if impairment is not None else None}
+
+
+def impairment_line(args: argparse.Namespace) -> str | None:
+    impairment = getattr(args, "impairment", None)
+    if impairment is None:
+        return None
+    return (f"impairment: {impairment.describe()}: every connection with a target goes through the relay "
+            f"(replay: --impair {impairment.profile.text()} --impair-seed {impairment.seed})")
+
+
 def cmd_certify(args: argparse.Namespace) -> int:
     try:
         targets = load_targets(args.targets_file)
         chosen = choose_targets(targets, args.target, args.protocol)
         if args.case:
             chosen = narrow_to_cases(chosen, args.case, explicit=bool(args.target))
+        resolve_impairment(args, chosen)
     except TargetError as exc:
         print(f"conformance: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -467,13 +512,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
     started = time.monotonic()
     print(f"conformance {__version__}: run {run_id}, certifying "
           f"{', '.join(t.name + ' (' + t.protocol + ')' for t in chosen)}", flush=True)
+    if impairment_line(args):
+        print(impairment_line(args), flush=True)
     codes, failures, seconds_of = certify_jobs(chosen, run_dir, run_id, args)
     if failures:
         return stop_for_preflight(run_dir, run_id, started, chosen, codes, failures)
     records_file = run_dir / "results.jsonl"
     records_file.touch()
     extra = {"targets_requested": [t.name for t in chosen], "pytest_exit_codes": codes,
-             SUMMARY_SECONDS_KEY: seconds_of}
+             SUMMARY_SECONDS_KEY: seconds_of, **impairment_extra(args)}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
     summary = write_summary(run_dir, run_id, started, extra, selection_of(args),
@@ -530,6 +577,11 @@ def cmd_interop(args: argparse.Namespace) -> int:
         print("conformance: error: " + ("; ".join(problems) or "no client/server pair speaks the same protocol"),
               file=sys.stderr)
         return EXIT_USAGE
+    try:
+        resolve_impairment(args, clients + servers)
+    except TargetError as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.case:
         try:
             narrow_to_cases([c for c, _ in pairs], args.case, explicit=True, interop=True)
@@ -542,6 +594,8 @@ def cmd_interop(args: argparse.Namespace) -> int:
     args.run_dir_made = run_dir  # for the lines an interrupt prints
     started = time.monotonic()
     to_run = [Pair(client.name, server.name, client.protocol) for client, server in pairs]
+    if impairment_line(args):
+        print(impairment_line(args), flush=True)
     codes = interop_jobs(to_run, targets, run_dir, run_id, args, stop_at_preflight=True)
     stopped = next((pair for pair in to_run if pair.error), None)
     if stopped is not None:
@@ -553,7 +607,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
         print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
         return EXIT_USAGE
     (run_dir / "results.jsonl").touch()
-    extra = {"kind": "interop", "pytest_exit_codes": codes}
+    extra = {"kind": "interop", "pytest_exit_codes": codes, **impairment_extra(args)}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
     summary = write_summary(run_dir, run_id, started, extra, selection_of(args),
@@ -680,6 +734,11 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     if not pairs:
         print("conformance: error: no client/server pair to run", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        resolve_impairment(args, [targets[name] for pair in pairs for name in (pair.client, pair.server)])
+    except TargetError as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     run_id = new_run_id()
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -688,11 +747,13 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     started = time.monotonic()
     to_run = [p for p in pairs if not p.skipped]
     print(f"conformance {__version__}: run {run_id}, {len(to_run)} interop pair(s) of {len(pairs)}", flush=True)
+    if impairment_line(args):
+        print(impairment_line(args), flush=True)
     for pair in pairs:
         if pair.skipped:
             print(f"\n== skipped {pair.client} (client) -> {pair.server} (server): {pair.skipped}", flush=True)
     codes = interop_jobs(to_run, targets, run_dir, run_id, args)
-    extra = {"kind": "interop", "pytest_exit_codes": codes}
+    extra = {"kind": "interop", "pytest_exit_codes": codes, **impairment_extra(args)}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
     summary = write_summary(run_dir, run_id, started, extra, selection_of(args),
@@ -750,6 +811,24 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _seed(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def add_impair_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--impair", default=None, metavar="PROFILE",
+                        help="every connection between the harness and a target through a loopback relay that "
+                             "impairs the TCP byte stream, both ways: fragment, coalesce, delay, throttle, stall, "
+                             "with parameters as NAME:KEY=VALUE,... (e.g. delay:ms=200,jitter=50); a profile "
+                             "breaking an answer time is refused (docs/impairment.md)")
+    parser.add_argument("--impair-seed", type=_seed, default=None, metavar="N",
+                        help="with --impair: the seed of its draws, to replay a run (default: drawn, printed and "
+                             "recorded)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"conformance {__version__}")
@@ -782,6 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                          help="certify up to N targets at once, each its own pytest session; progress lines "
                               "are prefixed with the target (default 1: one after the other)")
+    add_impair_options(certify)
     certify.set_defaults(func=cmd_certify)
 
     interop = sub.add_parser("interop", help="run implementations against each other (client x server)")
@@ -807,6 +887,7 @@ def build_parser() -> argparse.ArgumentParser:
     interop.add_argument("--case", action="append", default=[], metavar="PATTERN",
                          help="only the interop cases whose id matches (a case id or a shell-style glob; "
                               "repeatable; `conformance cases --interop` lists them); prerequisites run too")
+    add_impair_options(interop)
     interop.set_defaults(func=cmd_interop, keyword=None)
 
     targets = sub.add_parser("targets", help="list known targets")

@@ -254,7 +254,7 @@ def judge(result: FaultResult) -> FaultResult:
 
 def certify_one(target_name: str, fault: str | None, targets_file: Path, work_dir: Path,
                 deadline: float, resume: bool = False, case_jobs: int = 1,
-                cases: list[str] | None = None) -> Certification:
+                cases: list[str] | None = None, impairment: Any = None) -> Certification:
     """One certification of ``target_name`` through cli.run_suite (one
     pytest session in a child process), in its own run directory. With
     ``resume``, a run directory that already holds a finished run (its
@@ -272,7 +272,7 @@ def certify_one(target_name: str, fault: str | None, targets_file: Path, work_di
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
         options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None,
-                                     case_jobs=case_jobs, case=list(cases or []))
+                                     case_jobs=case_jobs, case=list(cases or []), impairment=impairment)
         code = run_suite(target, run_dir, run_id, options)
         records = list(read_results(run_dir / "results.jsonl"))
         (run_dir / "summary.json").write_text(json.dumps({"exit_code": code, **summarize(records)}),
@@ -341,7 +341,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
                  deadline: float = 3.0, progress=print, resume: bool = False,
                  reference: bool = True, faults: bool = True,
                  params: dict[str, Any] | None = None, variants: list[str] | None = None,
-                 case_jobs: int = 1, cases: list[str] | None = None) -> MutationRun:
+                 case_jobs: int = 1, cases: list[str] | None = None, impairment: Any = None) -> MutationRun:
     """Certify each protocol's reference node without a fault (unless
     ``reference`` is False) and once per fault of its registry (only the
     ``fault_names`` given, when any; none when ``faults`` is False),
@@ -355,7 +355,9 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
     prerequisites), a fault is judged on its expected cases that are
     selected, and a fault none of whose expected cases is selected is left
     out; a case outside the selection that a fault wrongly fails cannot be
-    seen."""
+    seen. ``impairment``: every certification through the impairment relay
+    (core/impair.Impairment, ``--impair``), whose verdicts must be the
+    clean run's (docs/impairment.md)."""
     started = time.monotonic()
     references = builtin_tables()
     tables: dict[str, dict[str, Any]] = {}
@@ -395,7 +397,7 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
 
     def run(plan: tuple[str, str | None, FaultResult | None]) -> None:
         target, fault, result = plan
-        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume, case_jobs, cases)
+        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume, case_jobs, cases, impairment)
         if result is None:
             conformant[target.removeprefix("reference-")] = cert
             failed = sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))
@@ -546,11 +548,21 @@ def cmd_mutation(args: argparse.Namespace) -> int:
                   + f" ({hint(protocols)})", file=sys.stderr)
             return 2
         protocols = [p for p in protocols if select(suite_case_ids(p), args.case)]
+    from .cli import impairment_line, resolve_impairment
+    from .core.targets import TargetError
+    try:
+        references = load_targets([])
+        resolve_impairment(args, [references[f"reference-{p}"] for p in protocols])
+    except TargetError as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return 2
+    if impairment_line(args):
+        print(impairment_line(args), file=sys.stderr, flush=True)
     run = run_mutation(protocols, args.fault, args.jobs, work_dir, args.deadline,
                        progress=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume,
                        faults=not (args.variants or args.variant), case_jobs=args.case_jobs,
                        variants=list(args.variant) if (args.variants or args.variant) else None,
-                       cases=args.case)
+                       cases=args.case, impairment=args.impairment)
     print(render_markdown(run) if args.format == "markdown" else render_text(run))
     if args.case:
         print(f"partial run (--case {' '.join(args.case)}): each certification ran the selected cases and their "
@@ -585,4 +597,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
                         help="only the cases whose id matches (id or shell-style glob; repeatable): a partial "
                              "score, judged on the selected cases; faults breaking none of them are left out")
+    from .cli import add_impair_options
+    add_impair_options(parser)
     parser.set_defaults(func=cmd_mutation)

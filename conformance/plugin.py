@@ -40,6 +40,7 @@ from .core.redact import Redactor
 from .core.selection import hint, selected
 from .core.targets import (Target, TargetError, TargetNotStarted, TargetRuntime, definition_problems, load_targets,
                            make_work_dir, runtime_problems)
+from .core import impair
 from .core.transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, TcpConnection, WireTrace
 
 SILENT_CASES_BEFORE_UNRESPONSIVE = 3
@@ -138,6 +139,9 @@ class RunState:
     sigterm_handler: Any = None
     """The SIGTERM handler this session replaced (see _interrupt_on_sigterm),
     put back at the end; None while it replaced none."""
+    impairment: impair.Impairment | None = None
+    """The run's network impairment (--impair, --impair-seed): every
+    connection with the target goes through its relay (core/impair.py)."""
     project_suite: bool = True
     """Whether the cases come from the project's own suites (conformance.*),
     whose protocol preflight (conformance/suites/<protocol>/preflight.py)
@@ -291,6 +295,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--run-timeout", type=float, default=None, metavar="SECONDS",
                     help="deadline of the whole run: cases not started when it passes are recorded as "
                          "error (the running case ends at its own read deadline)")
+    group.addoption("--impair", default=None, metavar="PROFILE",
+                    help="every connection with the target through a loopback relay that impairs the byte "
+                         "stream: fragment, coalesce, delay, throttle, stall, with parameters "
+                         "(delay:ms=200,jitter=50; docs/impairment.md)")
+    group.addoption("--impair-seed", type=int, default=None, metavar="N",
+                    help="the impairment's seed (default: drawn at random and recorded)")
     group.addoption("--case", action="append", default=[], metavar="PATTERN",
                     help="only the cases whose id matches (a case id or a shell-style glob, e.g. 'ssb.shs.*'; "
                          "repeatable); their prerequisites run too (conformance.core.selection)")
@@ -315,6 +325,17 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"unknown target {given!r}; known: {', '.join(sorted(targets))}")
     state = RunState(config, run_id, run_dir, config.getoption("--deadline"), targets, name)
     state.peer_name = peer
+    profile = config.getoption("--impair")
+    if profile:
+        try:
+            seed = config.getoption("--impair-seed")
+            state.impairment = impair.Impairment(impair.parse_profile(profile),
+                                                 seed if seed is not None else impair.new_seed())
+        except impair.ImpairmentError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        impair.activate(state.impairment)
+    elif config.getoption("--impair-seed") is not None:
+        raise pytest.UsageError("--impair-seed goes with --impair")
     run_timeout = config.getoption("--run-timeout")
     if run_timeout is not None and run_timeout <= 0:
         raise pytest.UsageError(f"--run-timeout must be a positive number of seconds, got {run_timeout}")
@@ -821,6 +842,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if req is None:
         return
     state = _state(item.config)
+    impair.begin_case(req.case_id)
     if state.run_timeout is not None and time.monotonic() - state.started > state.run_timeout:
         raise RunDeadlineExceeded(run_deadline_message(state.run_timeout))
     if "target" not in getattr(item, "fixturenames", ()):
@@ -928,6 +950,10 @@ def preflight(state: RunState, protocol: str) -> str | None:
         problems = definition_problems(target, serving=serve)
         if problems:
             return f"target {label} is misconfigured: " + "; ".join(problems)
+        refused = (impair.refusal(state.impairment.profile, protocol, state.deadline, target.params)
+                   if state.impairment else None)
+        if refused:
+            return refused
         try:
             runtime = start()
         except TargetNotStarted as exc:
@@ -1389,7 +1415,8 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         traces = state.run_dir / "traces" / folder
         traces.mkdir(parents=True, exist_ok=True)
         path = traces / f"{req.case_id}.txt"
-        header = f"{req.case_id} [{req.level.value}, {req.full_citation}]\noutcome: {outcome}\n{message}\n\n"
+        header = f"{req.case_id} [{req.level.value}, {req.full_citation}]\noutcome: {outcome}\n" + (
+            f"impairment: {state.impairment.describe()}\n" if state.impairment else "") + f"{message}\n\n"
         path.write_text(header + rendered, encoding="utf-8")
         trace_file = str(path.relative_to(state.run_dir))
     _writer(state).append(ResultRecord(
@@ -1404,7 +1431,8 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         depends=list(req.depends), errata=list(req.errata),
         blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None,
         start_failure=outcome == ERROR and bool(case.get("start_failure")),
-        prerequisite_only=item.nodeid in state.readded))
+        prerequisite_only=item.nodeid in state.readded,
+        impairment=state.impairment.describe() if state.impairment else None))
     item.stash[_RECORDED] = True
     state.case_results.setdefault(req.case_id, []).append({
         "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})

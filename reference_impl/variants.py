@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,10 +101,19 @@ def variant_help(specs: tuple[VariantSpec, ...]) -> str:
 
 @dataclass(frozen=True)
 class Shape:
-    """How a node's writes leave: the wire variants that are on."""
+    """How a node's writes leave: the wire variants that are on. The
+    harness's impairment relay (conformance/core/impair.py) shapes its two
+    directions with the same pump, through the last three fields."""
     split: bool = False
     coalesce: bool = False
     late: float = 0.0
+    window: float = COALESCE_WINDOW
+    """With ``coalesce``: how long writes are held."""
+    lateness: Callable[[], float] | None = None
+    """Instead of ``late``: how late each write leaves, drawn per write."""
+    pieces: Callable[[bytes], Iterator[tuple[bytes, float]]] | None = None
+    """Instead of ``split``: how a batch goes on the wire, as pieces, each
+    followed by a pause (seconds; 0 lets the loop run)."""
 
     @classmethod
     def from_variants(cls, variants: frozenset[str] | set[str], late_seconds: float = DEFAULT_LATE_SECONDS) -> Shape:
@@ -113,7 +122,7 @@ class Shape:
 
     @property
     def plain(self) -> bool:
-        return not (self.split or self.coalesce or self.late)
+        return not (self.split or self.coalesce or self.late or self.lateness or self.pieces)
 
 
 _EOF, _CLOSE = object(), object()
@@ -135,12 +144,17 @@ class WriteShaper:
         self._empty.set()
         self._task: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
+        self.queued = 0
+        """Bytes put and not yet on the wire."""
 
     def put(self, item: Any) -> None:
         if self.closed.is_set():
             return
         loop = asyncio.get_running_loop()
-        self._queue.append((loop.time() + self.shape.late, item))
+        late = self.shape.lateness() if self.shape.lateness is not None else self.shape.late
+        self._queue.append((loop.time() + late, item))
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            self.queued += len(item)
         self._empty.clear()
         self._wake.set()
         if self._task is None:
@@ -153,6 +167,7 @@ class WriteShaper:
         if self._task is not None:
             self._task.cancel()
         self._queue.clear()
+        self.queued = 0
         self._empty.set()
         self.closed.set()
 
@@ -169,13 +184,14 @@ class WriteShaper:
                 if release > loop.time():
                     await asyncio.sleep(release - loop.time())
                 if self.shape.coalesce:
-                    await asyncio.sleep(COALESCE_WINDOW)
+                    await asyncio.sleep(self.shape.window)
                 batch = bytearray()
                 marker = None
                 while self._queue and self._queue[0][0] <= loop.time():
                     _, item = self._queue.popleft()
                     if isinstance(item, (bytes, bytearray, memoryview)):
                         batch += item
+                        self.queued -= len(item)
                         if not self.shape.coalesce:
                             break
                     else:
@@ -193,6 +209,14 @@ class WriteShaper:
             self.closed.set()
 
     async def _put_on_wire(self, data: bytes) -> None:
+        if self.shape.pieces is not None:
+            for piece, pause in self.shape.pieces(data):
+                if self._is_closing():
+                    return
+                if piece:
+                    self._write(piece)
+                await asyncio.sleep(pause)   # 0: each piece its own send(), the loop runs between them
+            return
         if not self.shape.split or len(data) == 1:
             self._write(data)
             return

@@ -91,6 +91,10 @@ class ResultRecord:
     """The case was not selected (``--case``, ``-k``, ``--deselect``) but
     ran because a selected case depends on it (conformance.core.selection).
     Files written before this field existed lack it: false."""
+    impairment: str | None = None
+    """The network impairment the case ran under (``certify --impair``):
+    its profile and seed, e.g. ``fragment seed=123``; None on clean
+    loopback (and in files written before this field existed)."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from . import impair
 from .redact import Redactor
 
 DEFAULT_READ_DEADLINE = 3.0
@@ -289,10 +290,11 @@ class TcpConnection:
         same deadline. The trace then holds the plaintext: TLS records are
         the TLS library's business, the frames inside are the target's."""
         try:
+            # Through the impairment relay when the run has one (core/impair.py).
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, ssl=ssl,
-                                        server_hostname=(server_hostname or host) if ssl is not None else None,
-                                        ssl_handshake_timeout=deadline if ssl is not None else None),
+                impair.open_connection(host, port, ssl=ssl,
+                                       server_hostname=(server_hostname or host) if ssl is not None else None,
+                                       ssl_handshake_timeout=deadline if ssl is not None else None),
                 deadline)
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"could not connect{' with TLS' if ssl else ''} to {host}:{port} "
@@ -308,11 +310,12 @@ class TcpConnection:
             raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
         except OSError as exc:
             raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
+        through = impair.through()
         if ssl is not None:
-            trace.event(f"connected to {host}:{port} with {describe_tls(writer)}"
+            trace.event(f"connected to {host}:{port}{through} with {describe_tls(writer)}"
                         f"{' (' + label + ')' if label else ''}; the trace shows the plaintext")
         else:
-            trace.event(f"connected to {host}:{port}{' (' + label + ')' if label else ''}")
+            trace.event(f"connected to {host}:{port}{through}{' (' + label + ')' if label else ''}")
         return cls(reader, writer, trace, deadline, label)
 
     @property
@@ -472,6 +475,10 @@ class TcpServer:
         refused the harness's certificate, or offered no acceptable version."""
         self._server: asyncio.base_events.Server | None = None
         self._accepted: asyncio.Queue[TcpConnection] = asyncio.Queue()
+        self._front: impair.ImpairRelay | None = None
+        self.listen_port = 0
+        """The harness's own listener; ``port`` is the impairment relay's
+        in front of it when the run has one (the address the target gets)."""
 
     async def __aenter__(self) -> TcpServer:
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -495,8 +502,12 @@ class TcpServer:
             await self._accepted.put(TcpConnection(reader, writer, self.trace, self.deadline, "client"))
 
         self._server = await asyncio.start_server(on_connect, self.host, 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.trace.event(f"harness listening on {self.host}:{self.port}{' with TLS' if self.ssl else ''}")
+        self.port = self.listen_port = self._server.sockets[0].getsockname()[1]
+        self._front = await impair.front(self.host, self.listen_port)
+        if self._front is not None:
+            self.port = self._front.port
+        self.trace.event(f"harness listening on {self.host}:{self.listen_port}{' with TLS' if self.ssl else ''}"
+                         + (f"; the target is given {self.host}:{self.port}{impair.through()}" if self._front else ""))
         return self
 
     async def accept(self, deadline: float) -> TcpConnection:
@@ -508,6 +519,8 @@ class TcpServer:
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
+        if self._front is not None:
+            await self._front.stop()
         while not self._accepted.empty():
             await self._accepted.get_nowait().close()
         try:
@@ -545,6 +558,7 @@ class TcpRelay:
         self.host = host
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
+        self._front: impair.ImpairRelay | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections = 0
         """Client connections accepted so far: an interop case judging a
@@ -572,7 +586,7 @@ class TcpRelay:
             self.connections += 1
             self.trace.event(f"client connected to the relay; relaying to {self.server_host}:{self.server_port}")
             try:
-                s_reader, s_writer = await asyncio.open_connection(self.server_host, self.server_port)
+                s_reader, s_writer = await impair.open_connection(self.server_host, self.server_port)
             except OSError as exc:
                 self.trace.event(f"relay could not reach the server: {exc}")
                 c_writer.close()
@@ -589,11 +603,20 @@ class TcpRelay:
 
         self._server = await asyncio.start_server(track, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
+        # Both connections are the harness's with a target: the client's
+        # comes through an impairment relay in front, the server's through
+        # one behind (impair.open_connection), when the run has one.
+        self._front = await impair.front(self.host, self.port)
+        if self._front is not None:
+            self.port = self._front.port
+            self.trace.event(f"the client is given {self.host}:{self.port}{impair.through()}")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
+        if self._front is not None:
+            await self._front.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

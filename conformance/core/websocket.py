@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
@@ -18,6 +19,7 @@ from websockets.asyncio.server import serve as ws_serve
 from websockets.exceptions import (ConnectionClosed, InvalidHandshake, InvalidMessage, InvalidURI, PayloadTooBig,
                                    ProtocolError)
 
+from . import impair
 from .transport import (DEFAULT_READ_DEADLINE, SHOWN_BYTES, Deadline, DeadlineExceeded, PeerClosed,
                         ProtocolViolation, WireTrace)
 
@@ -161,6 +163,18 @@ def _describe_close(ws: Any) -> str:
     return f"close code {code}" + (f" ({reason})" if reason else "") if code is not None else "connection lost"
 
 
+async def _through_relay(url: str) -> dict[str, Any]:
+    """``ws_connect`` arguments for a connection to a target at ``url``: with
+    an impairment active, the socket of a connection through its relay (the
+    URL, and so the Host header, stay the target's); none otherwise."""
+    if impair.active() is None:
+        return {}
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "wss" else 80)
+    sock = await impair.connect_socket(parts.hostname or "", port)
+    return {"sock": sock}
+
+
 class WebSocketConnection:
     """One WebSocket connection, either opened by the harness or accepted from a target."""
 
@@ -185,8 +199,10 @@ class WebSocketConnection:
                 tapped.append(self)
 
         try:
+            relayed = await asyncio.wait_for(_through_relay(url), deadline)
             ws = await asyncio.wait_for(
-                ws_connect(url, open_timeout=deadline, create_connection=_Connection, **_CONNECTION_OPTIONS),
+                ws_connect(url, open_timeout=deadline, create_connection=_Connection, **relayed,
+                           **_CONNECTION_OPTIONS),
                 deadline)
         except asyncio.TimeoutError:
             refused = getattr(tapped[0].protocol, "handshake_exc", None) if tapped else None
@@ -204,7 +220,7 @@ class WebSocketConnection:
                                     size=(tapped[0].first_size or None) if tapped else None) from None
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise ConnectionError(f"could not open WebSocket {url}: {exc}") from None
-        trace.event(f"WebSocket opened to {url}{' (' + label + ')' if label else ''}")
+        trace.event(f"WebSocket opened to {url}{impair.through()}{' (' + label + ')' if label else ''}")
         return cls(ws, trace, deadline, label)
 
     async def send(self, payload: bytes | str, note: str = "") -> None:
@@ -354,6 +370,7 @@ class WebSocketServer:
         self._server: Any = None
         self._accepted: asyncio.Queue[WebSocketConnection] = asyncio.Queue()
         self._done = asyncio.Event()
+        self._front: impair.ImpairRelay | None = None
 
     @property
     def url(self) -> str:
@@ -368,7 +385,12 @@ class WebSocketServer:
         self._server = await ws_serve(handler, self.host, 0, create_connection=_TappedServerConnection,
                                       **_CONNECTION_OPTIONS)
         self.port = next(iter(self._server.sockets)).getsockname()[1]
-        self.trace.event(f"harness listening on {self.url}")
+        listening = self.url
+        self._front = await impair.front(self.host, self.port)
+        if self._front is not None:
+            self.port = self._front.port
+        self.trace.event(f"harness listening on {listening}"
+                         + (f"; the target is given {self.url}{impair.through()}" if self._front else ""))
         return self
 
     async def accept(self, deadline: float) -> WebSocketConnection:
@@ -380,6 +402,8 @@ class WebSocketServer:
     async def __aexit__(self, *exc: object) -> None:
         self._done.set()
         self._server.close()
+        if self._front is not None:
+            await self._front.stop()
         try:
             await asyncio.wait_for(self._server.wait_closed(), 3.0)
         except asyncio.TimeoutError:
@@ -405,6 +429,7 @@ class WebSocketRelay:
         self.host = host
         self.port = 0
         self._server: Any = None
+        self._front: impair.ImpairRelay | None = None
 
     @property
     def url(self) -> str:
@@ -428,7 +453,8 @@ class WebSocketRelay:
             try:
                 upstream = await asyncio.wait_for(
                     ws_connect(self.server_url, max_size=MAX_MESSAGE_SIZE, open_timeout=self.deadline,
-                               ping_interval=None, close_timeout=1.0), self.deadline)
+                               ping_interval=None, close_timeout=1.0, **await _through_relay(self.server_url)),
+                    self.deadline)
             except (asyncio.TimeoutError, OSError, InvalidHandshake, InvalidURI) as exc:
                 self.trace.event(f"relay could not reach the server {self.server_url}: {exc!r}")
                 await client.close(1011, "relay: server unreachable")
@@ -445,11 +471,20 @@ class WebSocketRelay:
         self._server = await ws_serve(handler, self.host, 0, max_size=MAX_MESSAGE_SIZE, ping_interval=None,
                                       close_timeout=1.0)
         self.port = next(iter(self._server.sockets)).getsockname()[1]
-        self.trace.event(f"relay listening on {self.url}, forwarding to {self.server_url}")
+        listening = self.url
+        # Both connections are the harness's with a target: through the
+        # impairment relay when the run has one.
+        self._front = await impair.front(self.host, self.port)
+        if self._front is not None:
+            self.port = self._front.port
+        self.trace.event(f"relay listening on {listening}, forwarding to {self.server_url}"
+                         + (f"; the client is given {self.url}{impair.through()}" if self._front else ""))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self._server.close()
+        if self._front is not None:
+            await self._front.stop()
         try:
             await asyncio.wait_for(self._server.wait_closed(), 3.0)
         except asyncio.TimeoutError:

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.core import impair
 from conformance.core.transport import MAX_READ_CHUNK, WireTrace, short_hex
 from reference_impl.ripp.envelope import (CRC_SIZE, HEADER_SIZE, MAX_PAYLOAD, EnvelopeError, MsgType,
                                           decode_envelope, encode_envelope, make_envelope)
@@ -122,6 +123,7 @@ class RippRelay:
         self.consumer_closed_at: float | None = None
         self.notes: list[str] = []
         self._server: asyncio.base_events.Server | None = None
+        self._front: impair.ImpairRelay | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- what went through
@@ -140,11 +142,19 @@ class RippRelay:
     async def __aenter__(self) -> RippRelay:
         self._server = await asyncio.start_server(self._track, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
+        # With an impairment, the producer's connection comes through a relay
+        # in front and the consumer's goes through one (conformance/core/impair.py).
+        self._front = await impair.front(self.host, self.port)
+        if self._front is not None:
+            self.port = self._front.port
+            self.trace.event(f"the producer is given {self.host}:{self.port}{impair.through()}")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
+        if self._front is not None:
+            await self._front.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -167,7 +177,7 @@ class RippRelay:
         self.trace.event(f"producer connected to the relay (connection {self.connections}); relaying to "
                          f"{self.server_host}:{self.server_port}")
         try:
-            c_reader, c_writer = await asyncio.open_connection(self.server_host, self.server_port)
+            c_reader, c_writer = await impair.open_connection(self.server_host, self.server_port)
         except OSError as exc:
             self.trace.event(f"relay could not reach the consumer: {exc}")
             p_writer.close()
