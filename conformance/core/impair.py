@@ -334,10 +334,12 @@ RIPP_BUILTIN_HEARTBEAT = 0.5
 target states is known only once connected): profile P8's liveness, and
 the window of "closes at once" (two intervals), count in it."""
 BTP_DEFAULT_AUTH_TIMEOUT = 30.0
-LARGEST_TIMED_MESSAGE = {"ssb": 16 * 1024, "btp": 64 * 1024, "stomp": 16 * 1024, "ripp": 4 * 1024,
+LARGEST_TIMED_MESSAGE = {"ssb": 16 * 1024, "btp": 4 * 1024, "stomp": 24 * 1024, "ripp": 4 * 1024,
                          "ripplehost": 4 * 1024}
-"""Bytes of the largest message a case waits for within one read deadline
-(or sends and waits on): what a throttle must carry in its share of it."""
+"""Bytes of the largest message a case sends or waits for within one read
+deadline (measured in the reference runs' traces, rounded up: SSB 6 KiB
+boxes of a long post, STOMP a 17 KiB SEND, BTP, RIPP and Ripple host
+messages under 1 KiB): what a throttle must carry in its share of it."""
 
 
 def limits(protocol: str, deadline: float, params: dict[str, Any] | None = None) -> list[tuple[float, str]]:
