@@ -11,7 +11,10 @@ server at random among the entries, and hands the rest to the library:
 TLS, framing, receipts. It prints ``DELIVERED=<n>`` (n: the message's
 position in the messages file, from 0) when message n is receipted, then
 ``DONE delivered=<count>``; exit 0 when every message was receipted, 1
-when it gave up, 2 on bad arguments, 5 when ``--timeout`` ran out.
+when it gave up, 2 on bad arguments, 5 when ``--timeout`` ran out. Each
+ERROR frame the server sends (to CONNECT or to a SEND) is reported as
+``ERROR_FRAME {"headers": {...}, "body": "..."}`` (one JSON line), which
+the harness quotes at the head of its failure message.
 
 What is the adapter's own (manifest, message file, resending what a dropped
 connection left unreceipted) is kept small and plain, so that what the
@@ -134,6 +137,17 @@ def delivered(index: int) -> None:
 
 def done(count: int) -> None:
     print(f"DONE delivered={count}", flush=True)
+
+
+ERROR_BODY_LIMIT = 2000
+"""Characters of an ERROR frame's body an ERROR_FRAME line carries."""
+
+
+def error_frame(headers: dict[str, str], body: bytes | str) -> None:
+    """Report an ERROR frame the server sent: ``ERROR_FRAME <JSON>``."""
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else str(body)
+    print("ERROR_FRAME " + json.dumps({"headers": {str(k): str(v) for k, v in dict(headers).items()},
+                                       "body": text[:ERROR_BODY_LIMIT]}, sort_keys=True), flush=True)
 
 
 def log(text: str) -> None:

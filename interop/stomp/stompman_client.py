@@ -38,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stompman  # noqa: E402
 from stompman.connection import Connection  # noqa: E402
 from stompman.errors import FailedAllConnectAttemptsError, FailedAllWriteAttemptsError, SendReceiptError  # noqa: E402
+from stompman.frames import ErrorFrame  # noqa: E402
 
 from client_contract import (EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, Plan, UsageError,  # noqa: E402
-                             delivered, done, log, parse_args)
+                             delivered, done, error_frame, log, parse_args)
 
 RECEIPT_TIMEOUT = 10.0
 """Seconds stompman waits for one RECEIPT before the adapter sends again."""
@@ -60,11 +61,20 @@ def tls_context(plan: Plan) -> ssl.SSLContext:
 
 def dialing(address: tuple[str, int]) -> type[Connection]:
     """A stompman connection class that dials ``address`` whatever host the
-    connection parameters name (they name the CONNECT host header)."""
+    connection parameters name (they name the CONNECT host header), and
+    reports every ERROR frame it reads (ERROR_FRAME): stompman keeps an
+    ERROR answering CONNECT among the issues of a connect attempt, which a
+    --timeout that runs out first never shows."""
     class Dialing(Connection):
         @classmethod
         async def connect(cls, *, host: str, port: int, **kwargs):  # type: ignore[override]
             return await super(Dialing, cls).connect(host=address[0], port=address[1], **kwargs)
+
+        async def read_frames(self):  # type: ignore[override]
+            async for frame in super().read_frames():
+                if isinstance(frame, ErrorFrame):
+                    error_frame(frame.headers, frame.body)
+                yield frame
     return Dialing
 
 
@@ -75,8 +85,8 @@ async def run(plan: Plan) -> int:
         [stompman.ConnectionParameters(host=plan.host, port=address[1], login=plan.login or "",
                                        passcode=plan.passcode or "")],
         ssl=tls_context(plan), heartbeat=stompman.Heartbeat(0, 0), connection_class=dialing(address),
-        connect_retry_attempts=MAX_TRIES, connect_retry_interval=1, on_error_frame=lambda frame: log(
-            f"ERROR frame from the server: {frame.headers.get('message')!r}"))
+        # ERROR frames are reported as they are read (dialing()).
+        connect_retry_attempts=MAX_TRIES, connect_retry_interval=1, on_error_frame=lambda frame: None)
     count = 0
     try:
         async with asyncio.timeout(plan.timeout):

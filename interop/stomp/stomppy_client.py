@@ -36,7 +36,7 @@ import stomp  # noqa: E402
 import stomp.exception  # noqa: E402
 
 from client_contract import (EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, Plan, UsageError,  # noqa: E402
-                             delivered, done, log, parse_args)
+                             delivered, done, error_frame, log, parse_args)
 
 MAX_FRUITLESS_ATTEMPTS = 6
 BACKOFF_FIRST = 0.1
@@ -67,7 +67,7 @@ class Listener(stomp.ConnectionListener):
             self.changed.notify_all()
 
     def on_error(self, frame) -> None:
-        log(f"ERROR frame from the server: {frame.headers.get('message')!r}")
+        error_frame(frame.headers, frame.body or "")
 
     def on_disconnected(self) -> None:
         with self.lock:

@@ -5,8 +5,10 @@ The reference pair passes; a server that receipts before it stores fails
 the storage rule and only it (measured: about 5 s; the RabbitMQ pair adds
 about 13 s and is skipped where Debian's rabbitmq-server is missing)."""
 
+import importlib.util
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,12 @@ cwd = "{repo}"
 [targets.late-store.adapters]
 accepted = "{python} -m reference_impl.stomp accepted --store {workdir}/store"
 """
+
+
+REFUSE_CONNECT = LATE_STORE.replace("late-store", "refuse-connect").replace(
+    "--fault receipt-before-store", "--fault refuse-connect-command")
+"""The reference server answering CONNECT with ERROR, as RabbitMQ answers
+stompman's CONNECT carrying an empty login ("Access refused for user ''")."""
 
 
 def interop(tmp_path, *args, timeout=240):
@@ -75,3 +83,30 @@ def test_reference_client_delivers_to_rabbitmq(tmp_path):
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert {c: r["outcome"] for c, r in records.items()} == {DELIVERS: "passed", STORED: "passed", NO_DUP: "passed"}
     assert records[STORED]["peer_implementation"] == "rabbitmq"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("stompman") is None, reason="stompman is not installed (.[test])")
+def test_the_servers_error_frame_leads_the_failure_and_blocked_cases_cost_nothing(tmp_path):
+    """Issue 24, item 12: the cause (the server's ERROR) was only in the
+    client's log, and each blocked case ran the pair again (30 s each)."""
+    targets = tmp_path / "targets.toml"
+    targets.write_text(REFUSE_CONNECT)
+    started = time.monotonic()
+    completed, records, _ = interop(tmp_path, "--targets-file", str(targets),
+                                    "--client", "stompman", "--server", "refuse-connect")
+    seconds = time.monotonic() - started
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 1, output
+    failed = records[DELIVERS]
+    assert failed["outcome"] == "failed"
+    # What the server answered, at the head of the message (and of the console line).
+    own = failed["message"].split("]: ", 1)[1]
+    assert own.startswith("stompman did not get every message receipted by refuse-connect: refuse-connect sent "
+                          "ERROR message:"), own
+    assert "refuse-connect sent ERROR message:" in output
+    # The cases needing a delivered message are blocked by it at once, without running the pair again.
+    for case in (STORED, NO_DUP):
+        assert records[case]["outcome"] == "blocked" and records[case]["blocked_by"] == DELIVERS, records[case]
+        assert records[case]["duration_s"] < 2, records[case]
+        assert "not run again" in records[case]["message"] and "sent ERROR message:" in records[case]["message"]
+    assert seconds < 2 * 30, f"took {seconds:.0f} s: the pair ran more than once"

@@ -36,6 +36,9 @@ from conformance.suites.stomp.peer import manifest_path, settings_of
 from reference_impl.stomp.manifest import ManifestError, load_manifest, render_manifest
 from reference_impl.stomp.smp import example_message, validate_message
 
+ERROR_FRAME_PREFIX = "ERROR_FRAME "
+"""A client adapter's report of an ERROR frame (client_contract.error_frame)."""
+
 CLIENT_TIMEOUT = 30
 """The client's ``--timeout``: it gives up after this long."""
 
@@ -117,6 +120,38 @@ class PairRun:
         """Message positions the client reported delivered, in report order
         (a position may repeat: a client reporting twice)."""
         return [int(n) for n in DELIVERED_LINE.findall(self.output)]
+
+    @property
+    def error_frames(self) -> list[dict[str, Any]]:
+        """The ERROR frames the server sent, as the client reported them
+        (``ERROR_FRAME {"headers": ..., "body": ...}``, interop/stomp/
+        client_contract.py): TLS is end to end, so the relay sees none."""
+        frames = []
+        for line in self.output.splitlines():
+            if line.startswith(ERROR_FRAME_PREFIX):
+                frame = _json(line[len(ERROR_FRAME_PREFIX):])
+                if isinstance(frame, dict) and isinstance(frame.get("headers"), dict):
+                    frames.append({"headers": frame["headers"], "body": str(frame.get("body") or "")})
+        return frames
+
+    def server_errors(self) -> str:
+        """What the server answered with ERROR, for the head of a failure
+        message: ``rabbitmq sent ERROR message:"Access refused for user ''"
+        (body: '...'), 6 times``; empty when it sent none."""
+        frames = self.error_frames
+        if not frames:
+            return ""
+        shown: list[str] = []
+        counts: dict[str, int] = {}
+        for frame in frames:
+            headers, body = frame["headers"], frame["body"].strip()
+            text = f"ERROR message:{headers.get('message', '')!r}" + (
+                f" (body: {body[:300]!r})" if body and body != headers.get("message") else "")
+            if text not in counts:
+                shown.append(text)
+            counts[text] = counts.get(text, 0) + 1
+        return f"{self.server} sent " + "; ".join(
+            text + (f", {counts[text]} times" if counts[text] > 1 else "") for text in shown[:3])
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.output.splitlines()[-lines:]) or "(no output)"

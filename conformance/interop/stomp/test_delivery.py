@@ -12,11 +12,34 @@ from __future__ import annotations
 
 from conformance.core.requirements import blocked, not_applicable, requirement
 
-from .pair import deliver, find_messages, header_problems
+from .pair import PairRun, deliver, find_messages, header_problems
 
 PROFILE = "Swaptacular STOMP transport"
 CONNECTIONS = f"{PROFILE}, STOMP Connections"
 DELIVERS = "stomp.interop.client.delivers-every-message"
+
+
+_NOTHING_DELIVERED: dict[tuple[str, str], PairRun] = {}
+"""(client, server) -> a delivery of this session in which the client
+reported no message delivered. The cases after it that need a delivered
+message are blocked at once by it instead of running the pair again (each
+run waits out the client's 30 s): one pytest session per pair, so the
+cases of one pair share this."""
+
+
+def _remember(run: PairRun) -> PairRun:
+    if not run.delivered:
+        _NOTHING_DELIVERED[(run.client, run.server)] = run
+    return run
+
+
+def _blocked_by_an_earlier_run(target, peer_target) -> None:
+    earlier = _NOTHING_DELIVERED.get((target.target.name, peer_target.target.name))
+    if earlier is not None:
+        blocked(DELIVERS, "failed",
+                f"{earlier.client} reported no message delivered to {earlier.server}"
+                + (f": {earlier.server_errors()}" if earlier.error_frames else "")
+                + f"; not run again: {earlier.describe()}")
 
 
 def _needs_accepted(peer_target) -> None:
@@ -31,10 +54,11 @@ def _needs_accepted(peer_target) -> None:
              "message to be successfully delivered, only after a RECEIPT command has been received\")",
              role="client")
 async def test_client_delivers_every_message(target, peer_target, wire_trace):
-    run = await deliver(target, peer_target, wire_trace)
+    run = _remember(await deliver(target, peer_target, wire_trace))
     missing = [n for n in range(len(run.messages)) if n not in run.delivered]
     assert run.exit_code == 0 and not missing, (
-        f"{run.client} did not get every message receipted by {run.server}: message(s) {missing} "
+        f"{run.client} did not get every message receipted by {run.server}: "
+        + (f"{run.server_errors()}; " if run.error_frames else "") + f"message(s) {missing} "
         f"({', '.join(run.messages[n]['type'] for n in missing) or '-'}) not reported delivered; "
         f"{run.describe()}; client output:\n{run.tail()}")
 
@@ -45,11 +69,13 @@ async def test_client_delivers_every_message(target, peer_target, wire_trace):
              role="client")
 async def test_delivered_messages_are_stored(target, peer_target, wire_trace):
     _needs_accepted(peer_target)
-    run = await deliver(target, peer_target, wire_trace)
+    _blocked_by_an_earlier_run(target, peer_target)
+    run = _remember(await deliver(target, peer_target, wire_trace))
     delivered = sorted(set(run.delivered))
     if not delivered:
         blocked(DELIVERS, "failed within this case",
-                f"{run.client} reported no message delivered, so there is nothing to look for: {run.describe()}")
+                f"{run.client} reported no message delivered, so there is nothing to look for"
+                + (f": {run.server_errors()}" if run.error_frames else "") + f"; {run.describe()}")
     found = await find_messages(peer_target, run, f"after {run.client} exited")
     problems = []
     for n in delivered:
@@ -71,10 +97,12 @@ async def test_delivered_messages_are_stored(target, peer_target, wire_trace):
              role="client")
 async def test_no_duplicate_without_reconnect(target, peer_target, wire_trace):
     _needs_accepted(peer_target)
-    run = await deliver(target, peer_target, wire_trace)
+    _blocked_by_an_earlier_run(target, peer_target)
+    run = _remember(await deliver(target, peer_target, wire_trace))
     if not run.delivered:
         blocked(DELIVERS, "failed within this case",
-                f"{run.client} reported no message delivered: {run.describe()}")
+                f"{run.client} reported no message delivered"
+                + (f": {run.server_errors()}" if run.error_frames else "") + f"; {run.describe()}")
     found = await find_messages(peer_target, run, f"after {run.client} exited")
     twice = {n: copies for n, copies in found.copies.items() if len(copies) > 1}
     if twice and run.connections > 1:
