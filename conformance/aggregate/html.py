@@ -270,8 +270,23 @@ SVG_FILL = "".join(
          "#5cb566", "#1a9850"])) + "svg rect.r-none{fill:#ccc}"
 
 
+def _by_network(table: Matrix, *columns: str) -> Matrix:
+    """The table with an impaired network named beside each implementation
+    (``ssb-server [fragment]``), so that the page shows a node under each
+    impairment as a row (or column) of its own beside its clean run."""
+    rows = []
+    for row in table.rows:
+        network = row.get("network") or "clean"
+        rows.append(row if network == "clean" else {**row, **{c: f"{row[c]} [{network}]" for c in columns}})
+    return Matrix(table.name, table.title, table.description, table.columns, table.key, rows, table.count)
+
+
 def render(tables: dict[str, Matrix], window: Window, meta: dict[str, Any]) -> str:
     """The whole page as a string."""
+    tables = {**tables, **{name: _by_network(tables[name], *columns) for name, columns in (
+        ("certification", ("implementation",)), ("requirements", ("implementation",)),
+        ("interop", ("client_implementation", "server_implementation")), ("flaky", ("implementation",)),
+        ("trends", ("implementation",))) if name in tables}}
     d = window.describe()
     window_text = ", ".join(filter(None, [
         f"since {d['since']}" if d["since"] else "", f"until {d['until']}" if d["until"] else "",

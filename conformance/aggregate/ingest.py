@@ -109,7 +109,7 @@ RECORD_FIELDS = (
     ("implementation", "string"), ("implementation_version", "string"), ("protocol", "string"),
     ("role", "string"), ("case_id", "string"), ("level", "string"), ("citation", "string"),
     ("outcome", "string"), ("duration_s", "double"), ("message", "string"),
-    ("peer_implementation", "string"), ("trace_file", "string"), ("host", "string"),
+    ("peer_implementation", "string"), ("trace_file", "string"), ("host", "string"), ("impairment", "string"),
 )
 # Columns of the dataset's data files, in order (month and protocol are the
 # partition directories). ``time`` is a timestamp (UTC); ``date`` is the
@@ -118,8 +118,18 @@ RECORD_FIELDS = (
 RESULT_COLUMNS = (
     "run_id", "time", "date", "harness_version", "target", "implementation", "implementation_version",
     "role", "case_id", "level", "citation", "outcome", "duration_s", "message", "peer_implementation",
-    "trace_file", "host", "source_uri",
+    "trace_file", "host", "source_uri", "impairment",
 )
+RESULTS_SCHEMA_DDL = (
+    "run_id string, time timestamp, date date, harness_version string, target string, implementation string, "
+    "implementation_version string, role string, case_id string, level string, citation string, outcome string, "
+    "duration_s double, message string, peer_implementation string, trace_file string, host string, "
+    "source_uri string, impairment string, month string, protocol string"
+)
+"""The data files' columns (RESULT_COLUMNS and the partition columns), for
+reading them: files written before a column existed (``impairment``, the
+network impairment a record ran under, ``certify --impair``) read it as
+NULL, whichever file Spark would have taken its schema from."""
 RUNS_SCHEMA_DDL = (
     "run_id string, run_dir string, date date, complete boolean, records long, malformed_lines long, "
     "torn_last_line boolean, first_time timestamp, last_time timestamp, implementations array<string>, "
@@ -741,8 +751,7 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
     rewritten_dir = work / "rewritten"
     if affected:
         assert previous is not None
-        kept = spark.read.option("basePath", str(previous / "results")).parquet(
-            *(str(previous / rel) for rel in affected))
+        kept = read_data_files(spark, previous / "results", *(previous / rel for rel in affected))
         if replaced_uris:
             kept = kept.where(~F.col("source_uri").isin(*replaced_uris))
         if orphans:
@@ -1047,7 +1056,7 @@ def _compact_locked(spark: Any, dataset: Path, previous: Path, work: Path, compa
 
     out = work / "compacted"
     if replaced:
-        (spark.read.option("basePath", str(previous / "results")).parquet(*(str(previous / rel) for rel in replaced))
+        (read_data_files(spark, previous / "results", *(previous / rel for rel in replaced))
          .repartition(*PARTITION_COLUMNS).sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
          .write.option("maxRecordsPerFile", max_rows_per_file).partitionBy(*PARTITION_COLUMNS).parquet(str(out)))
     written = _file_stats(spark, out)
@@ -1128,7 +1137,13 @@ def read_results(spark: Any, dataset: str | os.PathLike) -> Any:
     path = version / "results"
     if not list_partitions(path):
         raise IngestError(f"the dataset {dataset} holds no records yet (version {version.name})")
-    return spark.read.option("basePath", str(path)).parquet(str(path))
+    return read_data_files(spark, path, path)
+
+
+def read_data_files(spark: Any, root: str | os.PathLike, *paths: str | os.PathLike) -> Any:
+    """Data files (or partition directories) under ``root``, with the
+    dataset's columns (RESULTS_SCHEMA_DDL)."""
+    return spark.read.schema(RESULTS_SCHEMA_DDL).option("basePath", str(root)).parquet(*(str(p) for p in paths))
 
 
 def read_runs(spark: Any, dataset: str | os.PathLike) -> Any:

@@ -25,6 +25,13 @@ them all):
 ``trends``
     per night (the run's date) and implementation: verdict counts and runs.
 
+Every matrix has the column ``network``: ``clean`` for runs on clean
+loopback, else the impairment profile the run went through (``certify
+--impair``; the record's ``impairment`` without its seed, e.g. ``fragment``
+or ``delay:ms=200,jitter=50``), and groups by it: a node certified on clean
+loopback and failing under ``fragment`` has a row of each
+(docs/impairment.md).
+
 Pass rate everywhere is passed / (passed + failed + error + blocked): not
 applicable is not a verdict, and a blocked case (a prerequisite did not
 pass) did not pass. Every matrix counts ``blocked`` in its own column, apart
@@ -63,9 +70,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
-from .ingest import IngestError, list_partitions, read_results, read_runs, require_dataset
+from .ingest import IngestError, list_partitions, read_data_files, read_results, read_runs, require_dataset
 
 MATRICES = ("requirements", "certification", "interop", "flaky", "trends")
+CLEAN = "clean"
+"""``network`` of a record that ran without impairment."""
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 OUTCOME_CODES = ("passed", "not_applicable", "blocked", "failed", "error")
 """Index = code in the latest-verdict number; on a tie in time the worse
@@ -171,7 +180,7 @@ def read_months(spark: Any, dataset: str | os.PathLike, months: set[str] | None)
     if not dirs:  # nothing in the window: the empty frame still has the columns
         from pyspark.sql import functions as F
         return read_results(spark, dataset).where(F.lit(False))
-    return spark.read.option("basePath", str(root)).parquet(*dirs)
+    return read_data_files(spark, root, *dirs)
 
 
 def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any:
@@ -194,7 +203,9 @@ def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any
         months = set(run_months) if months is None else months & set(run_months)
     res = read_months(spark, dataset, months).select(
         "run_id", "time", "date", "target", "implementation", "implementation_version", "protocol",
-        "role", "case_id", "level", "outcome", "peer_implementation", "month")
+        "role", "case_id", "level", "outcome", "peer_implementation", "month",
+        # The impairment without its seed: one network condition, night after night.
+        F.coalesce(F.regexp_replace("impairment", " seed=[0-9]+$", ""), F.lit(CLEAN)).alias("network"))
     if window.since:
         res = res.where((F.col("month") >= window.since.strftime("%Y-%m")) & (F.col("date") >= F.lit(window.since)))
     if window.until:
@@ -344,7 +355,7 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     latest_code = (F.unix_millis("time") * 32 + _code(F, "outcome", OUTCOME_CODES) * 4
                    + _code(F, "level", LEVEL_CODES))
     per_case = (res.withColumn("peer", peer)
-                .groupBy("implementation", "implementation_version", "protocol", "case_id", "peer")
+                .groupBy("implementation", "implementation_version", "protocol", "network", "case_id", "peer")
                 .agg(*_counts(F), F.count(F.lit(1)).alias("records"), F.max(latest_code).alias("_code"),
                      F.min("time").alias("_first"), F.max("time").alias("_last"))
                 .select("*", _decode(F, F.expr("_code % 4"), LEVEL_CODES).alias("level"),
@@ -375,7 +386,8 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     t = time.monotonic()
     must = F.col("level") == "MUST"
     per_run = (res.withColumn("peer", peer)
-               .groupBy("implementation", "implementation_version", "protocol", "peer", "role", "run_id", "date")
+               .groupBy("implementation", "implementation_version", "protocol", "network", "peer", "role", "run_id",
+                        "date")
                .agg(*_counts(F), *_counts(F, "must_", must), F.count(F.lit(1)).alias("records"),
                     F.min("time").alias("first"), F.max("time").alias("last")))
     # A partial run (--case, -k: summary.json's partial) is no complete run
@@ -388,7 +400,7 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     failures = (res.where(F.col("outcome").isin("failed", "error", "blocked")
                           & (must | F.col("peer_implementation").isNotNull()))
                 .withColumn("peer", peer)
-                .groupBy("implementation", "implementation_version", "protocol", "peer", "role", "run_id")
+                .groupBy("implementation", "implementation_version", "protocol", "network", "peer", "role", "run_id")
                 .agg(F.sort_array(F.collect_set("case_id")).alias("not_passed"),
                      F.sort_array(F.collect_set(F.when(must & own_failure, F.col("case_id")))).alias("failed_must"),
                      F.sort_array(F.collect_set(F.when(must & ~own_failure, F.col("case_id")))).alias("blocked_must"))
@@ -423,9 +435,10 @@ def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tup
     shows: those of the most recently tested versions of each
     implementation (latest first, then the highest version; Spark's
     descending order puts a null version last)."""
-    columns = ["implementation", "implementation_version", "protocol", "case_id", "level", "latest_outcome",
-               "pass_rate", "passed", "failed", "error", "blocked", "not_applicable", "records", "latest_time"]
-    key = ["implementation", "implementation_version", "protocol", "case_id"]
+    columns = ["implementation", "implementation_version", "protocol", "network", "case_id", "level",
+               "latest_outcome", "pass_rate", "passed", "failed", "error", "blocked", "not_applicable", "records",
+               "latest_time"]
+    key = ["implementation", "implementation_version", "protocol", "network", "case_id"]
     frame = (per_case.where(F.col("peer") == "").withColumn("pass_rate", _rate(F)).select(*columns))
     by_impl: dict[tuple[str, str], list[Any]] = {}
     for v in versions:
@@ -446,7 +459,7 @@ def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tup
 
 
 def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
-    keys = ["implementation", "implementation_version", "protocol"]
+    keys = ["implementation", "implementation_version", "protocol", "network"]
     runs = (per_run.where(F.col("peer") == "").groupBy(*keys, "run_id")
             .agg(*_sums(F, "must_"), F.max("last").alias("run_time"), F.min("first").alias("first"),
                  F.max(F.col("complete").cast("int")).alias("complete")))
@@ -465,9 +478,10 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
                  & (F.col("must_passed") > 0))
     status = (F.when(F.col("run_id").isNull(), F.lit("no complete run"))
               .when(certified, F.lit("certified")).otherwise(F.lit("not certified")))
-    newest_order = W.partitionBy("implementation", "protocol").orderBy(
+    newest_order = W.partitionBy("implementation", "protocol", "network").orderBy(
         F.col("_last").desc(), F.col("implementation_version").desc())
-    columns = ["implementation", "protocol", "implementation_version", "newest", "status", "run_id", "run_time",
+    columns = ["implementation", "protocol", "network", "implementation_version", "newest", "status", "run_id",
+               "run_time",
                "must_passed", "must_failed", "must_error", "must_blocked", "must_not_applicable", "failed_must",
                "blocked_must", "runs", "complete_runs", "first_seen", "last_seen"]
     frame = (frame.withColumn("status", status)
@@ -483,8 +497,9 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
         "complete run of that implementation version (a partial run, --case or -k, is not complete: it "
         "certifies nothing; a blocked MUST case did not pass; failed_must lists "
         "the MUST cases that failed for their own rule, blocked_must those blocked by a prerequisite). "
-        "'newest' marks the version tested most recently.",
-        columns, ["implementation", "protocol", "implementation_version"], [], frame=frame)
+        "'newest' marks the version tested most recently. 'network': clean loopback or the impairment profile "
+        "the runs went through (certify --impair).",
+        columns, ["implementation", "protocol", "network", "implementation_version"], [], frame=frame)
 
 
 def _orient(F: Any, frame: Any) -> Any:
@@ -496,14 +511,15 @@ def _orient(F: Any, frame: Any) -> Any:
 
 
 def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
-    keys = ["protocol", "client_implementation", "server_implementation"]
+    keys = ["protocol", "client_implementation", "server_implementation", "network"]
     runs = (_orient(F, per_run).groupBy(*keys, "run_id")
             .agg(*_sums(F), F.max("last").alias("run_time")))
     not_passed = (_orient(F, failures).groupBy(*keys, "run_id")
                   .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("not_passed")))).alias("not_passed")))
     runs = runs.join(not_passed, keys + ["run_id"], "left")
     latest = F.max(F.struct("run_time", "run_id", "passed", "failed", "error", "blocked", "not_passed"))
-    columns = ["protocol", "client_implementation", "server_implementation", "pass_rate", "passed", "failed",
+    columns = ["protocol", "client_implementation", "server_implementation", "network", "pass_rate", "passed",
+               "failed",
                "error", "blocked", "not_applicable", "runs", "latest_run_id", "latest_pass_rate",
                "latest_not_passed"]
     frame = (runs.groupBy(*keys).agg(*_sums(F), F.count(F.lit(1)).alias("runs"), latest.alias("_l"))
@@ -520,8 +536,8 @@ def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
 
 
 def _flaky(F: Any, per_case: Any) -> Matrix:
-    columns = ["implementation", "implementation_version", "protocol", "case_id", "peer_implementation", "level",
-               "fail_rate", "passed", "failed", "error", "blocked", "not_applicable", "records", "latest_outcome",
+    columns = ["implementation", "implementation_version", "protocol", "network", "case_id", "peer_implementation",
+               "level", "fail_rate", "passed", "failed", "error", "blocked", "not_applicable", "records", "latest_outcome",
                "first_time", "last_time"]
     not_passed = F.col("failed") + F.col("error")
     frame = (per_case.where((F.col("passed") > 0) & (not_passed > 0))
@@ -533,21 +549,21 @@ def _flaky(F: Any, per_case: Any) -> Matrix:
         "flaky", "Flaky cases",
         "Cases that both passed and failed (or errored) for the same implementation, version, protocol and "
         "peer (empty peer: the harness).",
-        columns, ["implementation", "implementation_version", "protocol", "case_id", "peer_implementation"],
-        [], frame=frame)
+        columns, ["implementation", "implementation_version", "protocol", "network", "case_id",
+                  "peer_implementation"], [], frame=frame)
 
 
 def _trends(F: Any, per_run: Any) -> Matrix:
-    columns = ["date", "implementation", "passed", "failed", "error", "blocked", "not_applicable", "records",
-               "runs", "pass_rate"]
-    frame = (per_run.groupBy("date", "implementation")
+    columns = ["date", "implementation", "network", "passed", "failed", "error", "blocked", "not_applicable",
+               "records", "runs", "pass_rate"]
+    frame = (per_run.groupBy("date", "implementation", "network")
              .agg(*_sums(F), F.sum("records").alias("records"), F.countDistinct("run_id").alias("runs"))
              .withColumn("pass_rate", _rate(F)).withColumn("date", F.col("date").cast("string"))
              .select(*columns))
     return Matrix(
         "trends", "Trends: pass counts per night",
         "Per night (the run's date) and implementation: verdict counts over all its records.",
-        columns, ["date", "implementation"], [], frame=frame)
+        columns, ["date", "implementation", "network"], [], frame=frame)
 
 
 # ----------------------------------------------------------------- output
