@@ -14,7 +14,9 @@
 #                         --aggregate with the config's setup_flags, scripts/install-report-deps.sh
 #   images    on-success  scripts/docker-build-images.sh (engine, base image, images),
 #                         only when a configured target runs in a container
-#   certify   on-success  conformance certify of the configured targets, --jobs N
+#   certify   on-success  conformance certify of the configured targets, --jobs N; then the same
+#                         targets again under each configured impairment (--impair PROFILE,
+#                         runs/certify-<profile>; docs/impairment.md)
 #   interop   on-success  conformance interop --all (per configured protocol), --jobs N
 #   store     always      keeps tonight's results in the store: each run's results.jsonl,
 #                         summary.json, interop-summary.json under STORE/runs/<run-id>/
@@ -37,9 +39,11 @@
 #   NIGHTLY_STORE     what nights keep (default reports/nightly/store): runs/, dataset/,
 #                     allure-history/; the workflow restores and saves it with actions/cache
 #   NIGHTLY_CONFIG    the targets config (default .github/nightly-targets.toml)
-#   NIGHTLY_TARGETS, NIGHTLY_TARGETS_FILES, NIGHTLY_INTEROP_PROTOCOLS, NIGHTLY_SETUP_FLAGS
+#   NIGHTLY_TARGETS, NIGHTLY_TARGETS_FILES, NIGHTLY_INTEROP_PROTOCOLS, NIGHTLY_SETUP_FLAGS,
+#   NIGHTLY_IMPAIRMENTS
 #                     space-separated overrides of the config's lists; "none" = an empty list
-#                     (NIGHTLY_INTEROP_PROTOCOLS=none: no interop); empty or unset = the config's
+#                     (NIGHTLY_INTEROP_PROTOCOLS=none: no interop; NIGHTLY_IMPAIRMENTS=none: clean
+#                     loopback only); empty or unset = the config's
 #   NIGHTLY_JOBS      targets / pairs at once (default 2; serial when the CLI has no --jobs)
 #   NIGHTLY_RUN_TIMEOUT   deadline of each target's or pair's whole run, seconds (default 900)
 #   NIGHTLY_MATRIX_ARGS   extra `conformance matrix` arguments, e.g. "--since 2026-11-01"
@@ -172,16 +176,32 @@ verdicts_given() {  # verdicts_given NAME SUMMARY_FILE CODE [WHY]: a step's stat
     esac
 }
 
+# impairment_tag PROFILE: the run dir suffix of a profile (delay:ms=200 -> delay-ms-200).
+impairment_tag() { local tag="${1//[^A-Za-z0-9]/-}"; echo "${tag//--/-}"; }
+
 step_certify() {
-    local targets=() args=() code=0
+    local targets=() args=() code=0 status=0 impairments=() profile dir
     mapfile -t targets < <(config targets)
     [ "${#targets[@]}" -gt 0 ] || die "no targets configured"
     local run_dir="$night_dir/runs/certify"
-    rm -rf "$run_dir"
+    rm -rf "$run_dir" "$night_dir"/runs/certify-*
     mapfile -t args < <(targets_file_args; jobs_args certify)
     for t in "${targets[@]}"; do args+=(--target "$t"); done
     "${conformance[@]}" certify "${args[@]}" --run-dir "$run_dir" --run-timeout "$run_timeout" || code=$?
-    verdicts_given certify "$run_dir/summary.json" "$code" "the harness could not give every verdict"
+    verdicts_given certify "$run_dir/summary.json" "$code" "the harness could not give every verdict" || status=$?
+    # The same targets through the impairment relay, one run per profile
+    # (docs/impairment.md): a verdict that differs from the clean run's is a
+    # finding about the node, or, for a reference node, a harness bug (red).
+    mapfile -t impairments < <(config impairments)
+    for profile in "${impairments[@]}"; do
+        dir="$night_dir/runs/certify-$(impairment_tag "$profile")"
+        code=0
+        "${conformance[@]}" certify "${args[@]}" --impair "$profile" --run-dir "$dir" --run-timeout "$run_timeout" \
+            || code=$?
+        verdicts_given "certify --impair $profile" "$dir/summary.json" "$code" \
+            "the harness could not give every verdict" || { [ "$status" -ne 0 ] || status=$?; }
+    done
+    return "$status"
 }
 
 step_interop() {
@@ -202,11 +222,11 @@ step_interop() {
     verdicts_given interop "$run_dir/interop-summary.json" "$code"
 }
 
-# Tonight's run dirs that hold results.
+# Tonight's run dirs that hold results (the impaired certifications too).
 tonight_runs() {
-    local kind
-    for kind in certify interop; do
-        [ -s "$night_dir/runs/$kind/results.jsonl" ] && echo "$night_dir/runs/$kind"
+    local dir
+    for dir in "$night_dir/runs/certify" "$night_dir"/runs/certify-* "$night_dir/runs/interop"; do
+        [ -s "$dir/results.jsonl" ] && echo "$dir"
     done
     return 0
 }
@@ -291,16 +311,19 @@ step_report() {
 }
 
 step_verdict() {
-    local targets=() interop=1
+    local targets=() interop=1 impairments=() profile tags=""
     mapfile -t targets < <(config targets)
+    mapfile -t impairments < <(config impairments)
+    for profile in "${impairments[@]}"; do tags+="$profile=$(impairment_tag "$profile") "; done
     [ "${NIGHTLY_INTEROP_PROTOCOLS-}" != none ] || interop=0
-    python3 - "$night_dir" "$interop" "${targets[@]}" <<'PY'
+    NIGHTLY_IMPAIRMENT_TAGS="$tags" python3 - "$night_dir" "$interop" "${targets[@]}" <<'PY'
 import json, os, sys
 from pathlib import Path
 
 night = Path(sys.argv[1])
 interop_on = sys.argv[2] == "1"
 requested = sys.argv[3:]
+impairments = [item.rsplit("=", 1) for item in os.environ.get("NIGHTLY_IMPAIRMENT_TAGS", "").split()]
 red, findings, notes = [], [], []
 
 def is_reference(implementation):
@@ -350,6 +373,40 @@ else:
             if group.get("failed_must") else ""
         (red if is_reference(group.get("implementation")) else findings).append(line + detail)
 
+# The same targets through each impairment: a reference node that is not
+# CONFORMANT there is a harness bug (the verdicts must not change, docs/
+# impairment.md): red; a third-party node's is a finding about the node.
+clean = {c["target"]: c["conformant"] for c in certified}
+for profile, tag in impairments:
+    isummary = load(night / "runs" / f"certify-{tag}" / "summary.json")
+    if isummary is None:
+        red.append(f"certify --impair {profile}: no summary.json: the run did not finish")
+        continue
+    impairment = isummary.get("impairment") or profile
+    if isummary.get("preflight_error"):
+        red.append(f"certify --impair {profile}: preflight error ({isummary.get('preflight_target')}): "
+                   f"{isummary['preflight_error']}")
+    groups = {g["target"]: g for g in isummary.get("targets", [])}
+    for name in requested:
+        group = groups.get(name)
+        if group is None:
+            red.append(f"certify under {impairment}: {name}: no case result recorded")
+            continue
+        conformant = bool(group.get("conformant"))
+        certified.append({"target": name, "implementation": group.get("implementation"),
+                          "protocol": group.get("protocol"), "conformant": conformant,
+                          "reference": is_reference(group.get("implementation")),
+                          "failed_must": group.get("failed_must", []),
+                          "blocked_must": group.get("blocked_must", []), "impairment": impairment})
+        if conformant:
+            continue
+        differs = " (CONFORMANT on clean loopback)" if clean.get(name) else ""
+        detail = f" (MUST not passed: {', '.join(map(str, group.get('failed_must', [])[:5]))})" \
+            if group.get("failed_must") else ""
+        line = (f"{name} [{group.get('implementation')} {group.get('implementation_version')}, "
+                f"{group.get('protocol')}] under {impairment}: NOT CONFORMANT{differs}{detail}")
+        (red if is_reference(group.get("implementation")) else findings).append(line)
+
 pairs = []
 gaps = []
 if interop_on:
@@ -386,7 +443,8 @@ result = {"night": night.name, "red": bool(red), "why_red": red, "findings": fin
 
 md = [f"## Nightly {night.name}: {'RED' if red else 'green'}", ""]
 conformant = sum(c["conformant"] for c in certified)
-md.append(f"{conformant} of {len(certified)} certified target(s) conformant; "
+md.append(f"{conformant} of {len(certified)} certification(s) conformant "
+          f"({len(impairments)} impairment(s): {', '.join(p for p, _ in impairments) or 'none'}); "
           f"{sum(p['verdict'] == 'interoperable' for p in pairs)} of {len(pairs)} interop pair(s) interoperable.")
 for title, items in (("Why red", red), ("Findings (third-party nodes; expected, not red)", findings),
                      ("Notes", notes)):

@@ -144,17 +144,23 @@ def pair(client, server, client_impl, server_impl, verdict, **extra):
 
 
 def run_verdict(night: Path, targets: list[str], groups: list[dict] | None, pairs: list[dict] | None,
-                steps: str = "") -> tuple[int, dict, str]:
+                steps: str = "", impaired: dict[str, list[dict]] | None = None) -> tuple[int, dict, str]:
+    """The verdict step on summaries written for the purpose; ``impaired``:
+    profile -> the groups of tonight's certification under it."""
     if groups is not None:
         (night / "runs" / "certify").mkdir(parents=True)
         (night / "runs" / "certify" / "summary.json").write_text(json.dumps({"targets": groups}))
+    for profile, impaired_groups in (impaired or {}).items():
+        (night / "runs" / f"certify-{profile}").mkdir(parents=True)
+        (night / "runs" / f"certify-{profile}" / "summary.json").write_text(
+            json.dumps({"targets": impaired_groups, "impairment": f"{profile} seed=5"}))
     if pairs is not None:
         (night / "runs" / "interop").mkdir(parents=True)
         (night / "runs" / "interop" / "interop-summary.json").write_text(json.dumps({"pairs": pairs}))
     if steps:
         (night / "steps.tsv").write_text(steps)
     env = dict(os.environ, NIGHTLY_DIR=str(night), NIGHTLY_STORE=str(night / "store"),
-               NIGHTLY_TARGETS=" ".join(targets))
+               NIGHTLY_TARGETS=" ".join(targets), NIGHTLY_IMPAIRMENTS=" ".join(impaired or ()) or "none")
     env.pop("GITHUB_STEP_SUMMARY", None)
     done = subprocess.run([str(NIGHTLY_SCRIPT), "verdict"], capture_output=True, text=True, timeout=60,
                           env=env, cwd=REPO_ROOT)
@@ -176,6 +182,27 @@ def test_verdict_third_party_failures_are_findings(tmp_path):
     assert any("reference-btp (client) -> ilp-plugin-btp (server)" in f for f in verdict["findings"])
     assert any("skipped" in n and "node" in n for n in verdict["notes"])
     assert "green" in (tmp_path / "verdict.md").read_text()
+
+
+def test_verdict_under_impairment_reference_failures_are_red_third_party_ones_findings(tmp_path):
+    """docs/impairment.md: the reference nodes' verdicts must not change
+    under an impairment (a harness bug otherwise: red); a third-party node
+    CONFORMANT on clean loopback and not under fragment is a finding."""
+    clean = [group("reference-btp", "reference-btp", True), group("ilp-plugin-btp", "ilp-plugin-btp", True)]
+    fragment = [group("reference-btp", "reference-btp", True),
+                group("ilp-plugin-btp", "ilp-plugin-btp", False, ["btp.flow.server.silent-on-garbage"])]
+    targets = ["reference-btp", "ilp-plugin-btp"]
+    code, verdict, text = run_verdict(tmp_path / "green", targets, clean, [], impaired={"fragment": fragment})
+    assert code == 0, text
+    (finding,) = verdict["findings"]
+    assert ("ilp-plugin-btp" in finding and "under fragment seed=5: NOT CONFORMANT (CONFORMANT on clean loopback)"
+            in finding and "btp.flow.server.silent-on-garbage" in finding), finding
+    assert [c.get("impairment") for c in verdict["certified"]] == [None, None, "fragment seed=5", "fragment seed=5"]
+    broken = [group("reference-btp", "reference-btp", False, ["btp.auth.server.accepts-valid-auth"]), fragment[1]]
+    code, verdict, text = run_verdict(tmp_path / "red", targets, clean, [], impaired={"delay": broken})
+    assert code == 1 and any("reference-btp" in r and "under delay seed=5" in r for r in verdict["why_red"]), text
+    code, verdict, text = run_verdict(tmp_path / "missing", targets, clean, [], impaired={"fragment": []})
+    assert code == 1 and any("no case result" in r for r in verdict["why_red"]), text
 
 
 @pytest.mark.parametrize("case", ["reference not conformant", "reference pair", "pair not run", "missing target",
@@ -229,7 +256,8 @@ def _require_tools() -> None:
 def run_night(night: Path, store: Path, *steps: str) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(os.environ, NIGHTLY_DIR=str(night), NIGHTLY_STORE=str(store),
                NIGHTLY_TARGETS="reference-ripp reference-ripplehost", NIGHTLY_TARGETS_FILES="none",
-               NIGHTLY_INTEROP_PROTOCOLS="ripplehost", NIGHTLY_SETUP_FLAGS="none", NIGHTLY_JOBS="2")
+               NIGHTLY_INTEROP_PROTOCOLS="ripplehost", NIGHTLY_SETUP_FLAGS="none", NIGHTLY_JOBS="2",
+               NIGHTLY_IMPAIRMENTS="fragment")
     env.pop("GITHUB_STEP_SUMMARY", None)
     started = time.monotonic()
     done = subprocess.run([str(NIGHTLY_SCRIPT), *steps], capture_output=True, text=True, timeout=540,
@@ -260,28 +288,36 @@ def test_two_nights_keep_results_and_carry_history(tmp_path, record_property):
     for name, _, _ in steps:
         assert f"== step {name}: ok in " in second.stderr
 
-    # The store keeps both nights' runs; the dataset has all four.
+    # The store keeps both nights' runs (certify, certify under fragment,
+    # interop); the dataset has all six.
     stored = sorted(p.name for p in (store / "runs").iterdir())
-    assert len(stored) == 4, stored
+    assert len(stored) == 6, stored
     run_ids = {json.loads((night / "runs" / kind / "summary.json").read_text())["run_id"]
-               for night in (night1, night2) for kind in ("certify", "interop")}
+               for night in (night1, night2) for kind in ("certify", "certify-fragment", "interop")}
     assert set(stored) == run_ids
+    impaired = json.loads((night2 / "runs" / "certify-fragment" / "summary.json").read_text())
+    assert impaired["impairment"].startswith("fragment seed=") and impaired["verdict"] == "CONFORMANT"
     ingest_reports = sorted((store / "dataset" / "ingest-reports").glob("*.json"))
     assert ingest_reports, "conformance ingest wrote no report"
 
     # The matrices, over both nights.
     matrix = night2 / "matrix"
     assert (matrix / "index.html").is_file()
-    certified = {r["implementation"]: r for r in json.loads((matrix / "certification.json").read_text())["rows"]}
+    certified = {(r["implementation"], r["network"]): r
+                 for r in json.loads((matrix / "certification.json").read_text())["rows"]}
+    assert {network for _, network in certified} == {"clean", "fragment"}
     for implementation in ("reference-ripp", "reference-ripplehost"):
-        assert certified[implementation]["status"] == "certified", certified[implementation]
-        assert certified[implementation]["runs"] == 2, "both nights' certify runs count"
+        for network in ("clean", "fragment"):
+            row = certified[(implementation, network)]
+            assert row["status"] == "certified", row
+            assert row["runs"] == 2, "both nights' certify runs count, per network"
     interop = json.loads((matrix / "interop.json").read_text())["rows"]
     (pair,) = [r for r in interop if r["client_implementation"] == r["server_implementation"] == "reference-ripplehost"]
     assert pair["runs"] == 2 and pair["pass_rate"] == 1.0, pair
     requirements = json.loads((matrix / "requirements.json").read_text())["rows"]
     ripp = [r for r in requirements if r["implementation"] == "reference-ripp"]
     assert ripp and all(r["records"] == 2 for r in ripp), "each reference-ripp case has one record per night"
+    assert {r["network"] for r in ripp} == {"clean", "fragment"}, "and per network"
 
     # The Allure reports carry the first night in their history.
     for kind in ("certify", "interop"):
@@ -298,4 +334,6 @@ def test_two_nights_keep_results_and_carry_history(tmp_path, record_property):
 
     verdict = json.loads((night2 / "verdict.json").read_text())
     assert verdict["red"] is False and verdict["findings"] == [], verdict
-    assert [c["target"] for c in verdict["certified"] if c["conformant"]] == ["reference-ripp", "reference-ripplehost"]
+    assert [(c["target"], (c.get("impairment") or "clean").split(" ")[0]) for c in verdict["certified"]
+            if c["conformant"]] == [("reference-ripp", "clean"), ("reference-ripplehost", "clean"),
+                                    ("reference-ripp", "fragment"), ("reference-ripplehost", "fragment")]
