@@ -125,6 +125,7 @@ class ClientFault(str, enum.Enum):
     SKIP_FIRST_MESSAGE = "skip-first-message"
     SEND_AFTER_DISCONNECT = "send-after-disconnect"
     OMIT_ACCEPT_VERSION = "omit-accept-version"
+    EXACT_RECEIPTS = "client-exact-receipts"
 
 
 def client_faults(names: Iterable[str] | None) -> frozenset[ClientFault]:
@@ -512,7 +513,14 @@ class ClientSession:
             return events + [Disconnected()]
         for position, item in enumerate(self._in_flight):
             if item.receipt == receipt_id:
-                events = self._confirm(position + 1)
+                if ClientFault.EXACT_RECEIPTS in self.faults:
+                    # The fault client-exact-receipts: the RECEIPT confirms the
+                    # SEND it names only; the earlier ones stay in flight.
+                    self._in_flight.rotate(-position)
+                    events = self._confirm(1)
+                    self._in_flight.rotate(position)
+                else:
+                    events = self._confirm(position + 1)
                 if self.state is State.OPEN and CONNECTION_PER_MESSAGE in self.variants and self._pending \
                         and not self._in_flight:
                     self._send_disconnect()   # the next message goes on a connection of its own

@@ -142,6 +142,10 @@ SPECS: tuple[FaultSpec, ...] = (
     FaultSpec("count-before-receipt", "client",
               "print DELIVERED=<n> as soon as the SEND is written, before its RECEIPT",
               ("stomp.receipt.client.delivered-only-after-receipt",)),
+    FaultSpec("client-exact-receipts", "client",
+              "a RECEIPT confirms only the SEND it names; the earlier SENDs of the connection stay in flight "
+              "(footnote 2 ignored)",
+              ("stomp.receipt.client.accepts-cumulative-receipt",)),
     FaultSpec("no-resend", "client",
               "after a dropped connection, give up the messages sent on it and not receipted",
               ("stomp.receipt.client.resends-unreceipted-after-drop",)),

@@ -79,7 +79,8 @@ from .frame import (
 )
 from . import smp
 from .store import StoredMessage
-from .variants import BARE_ERRORS, EXTRA_HEADERS, LENIENT_SENDS, MINIMAL_CONNECTED, VARIANT_HEADER, FrameStyle
+from .variants import (BARE_ERRORS, CUMULATIVE_RECEIPTS, EXTRA_HEADERS, LENIENT_SENDS, MINIMAL_CONNECTED,
+                       VARIANT_HEADER, FrameStyle)
 
 SERVER_NAME = "reference-stomp/1.0"
 DEFAULT_HEART_BEAT = (1000, 10000)
@@ -190,6 +191,7 @@ class ServerConnection:
         self._queue: deque[tuple[int, bytes, bool]] = deque()   # (stores needed, bytes, is a SEND receipt)
         self._receipts: dict[int, str | None] = {}   # receipt of each pending store, for an ERROR if it fails
         self._out = bytearray()
+        self._held_receipt: bytes | None = None   # variant cumulative-receipts: the last SEND RECEIPT released
 
     # ------------------------------------------------------------------ input
 
@@ -278,6 +280,7 @@ class ServerConnection:
     # ------------------------------------------------------------------ output
 
     def data_to_send(self) -> bytes:
+        self._flush_held_receipt()
         out = bytes(self._out)
         self._out.clear()
         return out
@@ -286,7 +289,7 @@ class ServerConnection:
     def finished(self) -> bool:
         """Closing, and everything that will ever be sent has been handed
         out: close the transport (after writing what data_to_send gave)."""
-        return self.closing and not self._queue and not self._out and (
+        return self.closing and not self._queue and not self._out and self._held_receipt is None and (
             self._failed_from is not None or self.pending_stores == 0)
 
     def _emit(self, frame: Frame, *, needs: int | None = None, receipt: bool = False) -> None:
@@ -309,8 +312,20 @@ class ServerConnection:
         if Fault.RECEIPTS_OUT_OF_ORDER in self.faults:
             receipts = [data for data, receipt in released if receipt][::-1]
             released = [(receipts.pop(0), True) if receipt else (data, False) for data, receipt in released]
-        for data, _ in released:
+        for data, receipt in released:
+            if receipt and CUMULATIVE_RECEIPTS in self.variants:
+                # Variant cumulative-receipts: of the SEND RECEIPTs released
+                # before the caller writes (the SENDs stored together), only
+                # the last goes out; footnote 2 makes it confirm the others.
+                self._held_receipt = data
+                continue
+            self._flush_held_receipt()
             self._out += data
+
+    def _flush_held_receipt(self) -> None:
+        if self._held_receipt is not None:
+            self._out += self._held_receipt
+            self._held_receipt = None
 
     # ------------------------------------------------------------------ errors
 

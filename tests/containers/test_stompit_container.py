@@ -2,7 +2,7 @@
 conformance/node:dev, one container per launch,
 conformance/targets/containers.toml): certified in containers it gets the
 verdict of the process target `stompit`, exactly the failed cases
-docs/findings/stompit-1.0.md lists in its table "Failed cases" (none), and
+docs/findings/stompit-1.0.md lists in its table "Failed cases", and
 no container of the run is left. About 40 s (a container start per client
 case); the node image is rebuilt when interop/node changed.
 """

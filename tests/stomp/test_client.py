@@ -422,6 +422,16 @@ def test_fault_count_before_receipt_reports_delivery_at_send_time():
     assert session.reported_delivered == 2
 
 
+def test_fault_client_exact_receipts_confirms_the_named_send_only():
+    session, _ = connected_session(4, faults={ClientFault.EXACT_RECEIPTS})
+    assert session.receive_data(receipt("p-2")) == [Delivered(2, "p-2")]
+    assert session.delivered == [2] and [item.index for item in session._in_flight] == [0, 1, 3]
+    # One RECEIPT per SEND, in order, delivers everything as without the fault.
+    assert session.receive_data(receipt("p-0") + receipt("p-1") + receipt("p-3")) == [
+        Delivered(0, "p-0"), Delivered(1, "p-1"), Delivered(3, "p-3")]
+    assert session.all_delivered
+
+
 def test_fault_no_resend_gives_up_unreceipted_messages():
     session, _ = connected_session(3, faults={ClientFault.NO_RESEND}, window=2)
     session.connection_lost()

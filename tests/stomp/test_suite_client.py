@@ -20,7 +20,8 @@ CLIENT_CASES = {
     "stomp.send.client.includes-type", "stomp.send.client.includes-content-type",
     "stomp.send.client.persistent-true", "stomp.send.client.body-is-valid-smp",
     "stomp.send.client.only-subset-commands", "stomp.receipt.client.delivered-only-after-receipt",
-    "stomp.receipt.client.resends-unreceipted-after-drop",
+    "stomp.receipt.client.resends-unreceipted-after-drop", "stomp.receipt.client.accepts-cumulative-receipt",
+    "stomp.connect.client.accept-version-includes-1-2", "stomp.connect.client.nothing-after-disconnect",
 }
 
 CLIENT_FAULTS = {spec.name: spec.cases for spec in SPECS if spec.role == "client"}

@@ -112,6 +112,24 @@ def test_server_lenient_sends_processes_what_the_profile_forbids_senders():
     assert [frame.command for frame in frames(conn.data_to_send())] == ["ERROR"]
 
 
+def test_server_cumulative_receipts_sends_the_last_of_those_stored_together():
+    conn = connected(variants={"cumulative-receipts"})
+    requests = conn.receive_data(send_frame("r1") + send_frame("r2") + send_frame("r3"))
+    for request in requests:
+        conn.stored(request.request_id)
+    assert [frame.get("receipt-id") for frame in frames(conn.data_to_send())] == ["r3"]
+    # Stored apart (the caller writes in between): a RECEIPT each.
+    [request] = conn.receive_data(send_frame("r4"))
+    conn.stored(request.request_id)
+    assert [frame.get("receipt-id") for frame in frames(conn.data_to_send())] == ["r4"]
+    # A DISCONNECT's RECEIPT is never left out, and goes after the last SEND's.
+    requests = conn.receive_data(send_frame("r5") + send_frame("r6") + b"DISCONNECT\nreceipt:d\n\n\x00")
+    for request in requests:
+        conn.stored(request.request_id)
+    assert [frame.get("receipt-id") for frame in frames(conn.data_to_send())] == ["r6", "d"]
+    assert conn.finished
+
+
 def test_client_connection_per_message_disconnects_after_each_receipt():
     session, sent = connected_session(3, {"connection-per-message"})
     assert [frame.command for frame in sent] == ["SEND"]

@@ -15,10 +15,10 @@ import ssl
 
 from conformance.core.requirements import requirement
 from conformance.core.transport import Deadline, DeadlineExceeded
-from reference_impl.stomp.frame import HEARTBEAT, FrameError
+from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError
 from reference_impl.stomp.smp import parse_body, validate_message
 
-from .client_server import (SUBSET_CLIENT_COMMANDS, LaunchedClient, Session, reconnect_window,
+from .client_server import (SUBSET_CLIENT_COMMANDS, ClientConnection, LaunchedClient, Session, reconnect_window,
                             require_delivered_contract, show_frame)
 
 PROFILE = "Swaptacular STOMP transport"
@@ -40,6 +40,11 @@ handshake and closes, or sends nothing, has not proceeded."""
 UNRECEIPTED_WINDOW = 2.0
 """Seconds the harness withholds RECEIPTs while watching the client's
 output for a delivery it must not report."""
+
+BATCH_QUIET = 1.0
+"""Seconds without a whole frame from the client after which the harness
+takes its unreceipted SENDs so far as one batch (the client stopped
+sending) and answers only the last of them (accepts-cumulative-receipt)."""
 
 
 async def refused_or_silent(client: LaunchedClient, what: str) -> tuple[bool, str]:
@@ -416,6 +421,114 @@ async def test_client_delivered_only_after_receipt(launched_client):
             f"only the first SEND (message {confirmed if confirmed is not None else '?'}, from 0) was receipted, "
             f"and the client reported message(s) {extra} delivered too (its DELIVERED=n lines: {reported}); the "
             f"messages of its SENDs: {[client.message_index(f) for f in connection.frames if f.command == 'SEND']}")
+
+
+async def receipt_batch(client: LaunchedClient, connection: ClientConnection, batch: list[Frame],
+                        first: bool) -> tuple[list[int] | None, list[Frame]]:
+    """Answer the last SEND of ``batch`` carrying a receipt header, and only
+    it, with a RECEIPT; then every message of the SENDs up to it must be
+    reported delivered within the read deadline (footnote 2, STOMP-E8).
+    Returns the messages it confirmed (None: no SEND of the batch asks for a
+    RECEIPT, so none was sent and the batch is let go) and the SENDs after
+    it (none carry a receipt header: they wait for the next batch)."""
+    ends = [position for position, frame in enumerate(batch) if frame.get("receipt") is not None]
+    if not ends:
+        connection.conn.trace.event(f"none of the {len(batch)} SEND(s) carries a receipt header: no RECEIPT")
+        return None, []
+    covered, rest = batch[:ends[-1] + 1], batch[ends[-1] + 1:]
+    receipt = covered[-1].get("receipt")
+    indexes = [client.message_index(frame) for frame in covered]
+    confirmed = sorted({index for index in indexes if index is not None})
+    await connection.receipt(receipt, f"RECEIPT for the last of {len(covered)} unreceipted SEND(s) only "
+                                      f"({receipt!r}; messages {indexes}, from 0): footnote 2 makes it confirm "
+                                      f"all of them (STOMP-E8)")
+    if not confirmed:
+        connection.conn.trace.event(f"none of the {len(covered)} SEND(s) carries a message the client was given "
+                                    "(its JSON body): nothing to judge in this batch")
+        return [], rest
+    wait = Deadline(client.deadline)
+    reported = client.delivered()
+    while not set(confirmed) <= set(reported) and not wait.expired:
+        await asyncio.sleep(0.1)
+        reported = client.delivered()
+    if first:
+        require_delivered_contract(client, reported, len(confirmed))
+    missing = [index for index in confirmed if index not in reported]
+    assert not missing, (
+        f"the harness answered {len(covered)} SEND(s) (messages {indexes}, from 0) with one RECEIPT, for the last "
+        f"(receipt-id:{receipt}), as Swaptacular's own server does (swpt_stomp, erratum STOMP-E8); footnote 2 "
+        f"makes it confirm every one of them, and within {wait.seconds:g} s the client reported only "
+        f"{sorted(set(reported))} delivered (its DELIVERED=n lines): message(s) {missing} not, so it would wait "
+        f"for RECEIPTs that never come; the SEND receipted: {show_frame(covered[-1])}")
+    return confirmed, rest
+
+
+@requirement("stomp.receipt.client.accepts-cumulative-receipt", "MUST",
+             f"{CONNECTIONS} (\"The client MUST consider a message to be successfully delivered, only after a "
+             "RECEIPT command has been received from the server, confirming that the message has been "
+             "processed\"; footnote 2: \"Every STOMP RECEIPT command confirms the delivery of all preceding "
+             "messages\")", role="client", depends=[INCLUDES_RECEIPT], errata=["STOMP-E8"])
+async def test_client_accepts_cumulative_receipt(launched_client):
+    """Swaptacular's own server (swpt_stomp) answers SENDs confirmed together
+    with one RECEIPT, the last one's (erratum STOMP-E8). The harness reads
+    the client's SENDs until it stops sending (BATCH_QUIET without a
+    frame), answers only the last of the unreceipted ones with a RECEIPT
+    and requires every message of that batch reported delivered within the
+    read deadline; then again with what the client sends next, on this
+    connection or its next ones, until every message was confirmed or the
+    client stops. A client sending one SEND at a time gets a RECEIPT for
+    each, and must report each: every batch is judged, of one SEND or
+    more."""
+    async with launched_client() as client:
+        everything = set(range(len(client.messages)))
+        confirmed: set[int] = set()
+        connection = await client.accept()
+        batch: list[Frame] = []
+        batches = unidentified = 0
+        ended = ""
+        idle = Deadline(max(4 * client.deadline, 10.0))
+        while not everything <= confirmed:
+            try:
+                frame = await connection.next_frame("a frame from the client",
+                                                    Deadline(BATCH_QUIET) if batch else idle)
+            except DeadlineExceeded:
+                if not batch:
+                    ended = f"the client sent nothing for {idle.seconds:g} s"
+                    break
+                done, batch = await receipt_batch(client, connection, batch, first=not batches)
+                if done is not None:
+                    batches += 1 if done else 0
+                    unidentified += 0 if done else 1
+                    confirmed.update(done)
+                idle = Deadline(max(4 * client.deadline, 10.0))
+                continue
+            if frame is not None and frame.command != "DISCONNECT":
+                idle = Deadline(max(4 * client.deadline, 10.0))
+                if frame.command in ("CONNECT", "STOMP") and not connection.connected:
+                    await connection.answer_connect(frame)
+                elif frame.command == "SEND":
+                    batch.append(frame)
+                continue
+            # The client ended this connection: what it left unreceipted is
+            # not judged here (it sends it again, resends-unreceipted-after-drop).
+            how = "it closed the connection"
+            if frame is not None:
+                how = "DISCONNECT"
+                if frame.get("receipt") is not None:
+                    await connection.receipt(frame.get("receipt"), "RECEIPT for the DISCONNECT")
+                await connection.conn.await_close(2.0)
+            if batch:
+                connection.conn.trace.event(f"{how} with {len(batch)} SEND(s) not receipted: not judged")
+                batch = []
+            try:
+                connection = await client.accept("the client's next connection", wait=reconnect_window(client))
+            except AssertionError as exc:
+                ended = f"{how}, then no connection: {str(exc).splitlines()[0]}"
+                break
+            idle = Deadline(max(4 * client.deadline, 10.0))
+        if not batches:
+            assert unidentified, f"the client sent no SEND carrying a receipt header ({ended})"
+            connection.conn.trace.event("no SEND carried a message the client was given: nothing judged")
 
 
 @requirement("stomp.receipt.client.resends-unreceipted-after-drop", "SHOULD",
