@@ -43,6 +43,8 @@ die() {
     echo "activemq.sh: ERROR: $*" >&2
     exit 1
 }
+# shellcheck source=lib/service.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/service.sh"
 
 activemq_home=/usr/share/activemq
 [ -r "$activemq_home/bin/activemq.jar" ] || die "ActiveMQ is not installed ($activemq_home/bin/activemq.jar); run scripts/install-activemq.sh"
@@ -66,10 +68,7 @@ while [ $# -gt 0 ]; do
         *) die "unknown argument $1" ;;
     esac
 done
-[ -n "$cert" ] && [ -n "$key" ] && [ -n "$ca" ] || die "--cert, --key and --ca are required"
-for f in "$cert" "$key" "$ca"; do
-    [ -r "$f" ] || die "cannot read $f"
-done
+require_tls_files
 [ -n "$java" ] || java="$(command -v java || true)"
 [ -n "$java" ] && [ -x "$java" ] || die "java not found (Java 17: apt-get install openjdk-17-jre-headless)"
 keytool="$(dirname "$(readlink -f "$java")")/keytool"
@@ -100,20 +99,10 @@ free_port() {
     done
     die "no free port found"
 }
-for p in stomp_port adapter_port; do
-    [ -n "${!p}" ] || printf -v "$p" '%s' "$(free_port)"
-    [[ "${!p}" =~ ^[0-9]+$ ]] && [ "${!p}" -gt 0 ] && [ "${!p}" -le 65535 ] || die "bad port ${!p}"
-done
+assign_ports stomp_port adapter_port
 [ "$stomp_port" != "$adapter_port" ] || die "--port and --adapter-port are the same"
 
-temporary=0
-if [ -z "$data_dir" ]; then
-    data_dir="$(mktemp -d "${TMPDIR:-/tmp}/activemq.XXXXXX")"
-    temporary=1
-fi
-mkdir -p "$data_dir"
-chmod 0700 "$data_dir"
-data_dir="$(cd "$data_dir" && pwd)"
+use_data_dir activemq
 conf="$data_dir/conf" store="$data_dir/data" tmp="$data_dir/tmp"
 mkdir -p "$conf" "$store" "$tmp" "$data_dir/log"
 log_file="$data_dir/log/broker.out"
@@ -196,36 +185,22 @@ server_pid=""
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        # The broker's shutdown hook stops the connectors and closes KahaDB.
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 150); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    # The broker's shutdown hook stops the connectors and closes KahaDB.
+    stop_process "$server_pid" 150
     if [ "$temporary" -eq 1 ]; then
         rm -rf "$data_dir"
     fi
     exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
+trap_cleanup
 
 show_log_tail() {
     echo "---- last lines of $log_file ----" >&2
     grep -v '^\s*at ' "$log_file" 2>/dev/null | tail -n 30 >&2 || true
 }
 
-# With setpriv (util-linux) the JVM also dies when this script is killed
-# with SIGKILL, which no trap can catch.
-death_signal=()
-if command -v setpriv >/dev/null 2>&1; then
-    death_signal=(setpriv --pdeathsig TERM)
-fi
+# With setpriv (util-linux; death_signal) the JVM also dies when this script
+# is killed with SIGKILL, which no trap can catch.
 # The JVM options of Debian's /usr/bin/activemq (the --add-opens it needs on
 # Java 17), a small heap, and C1 only (a broker living minutes on little
 # data: far less CPU at start, no result changes).
@@ -255,11 +230,8 @@ server_pid=$!
 deadline=$((SECONDS + timeout_seconds))
 # "Apache ActiveMQ 5.17.2 (conformance, ID:...) started" comes once every
 # connector is up.
-until tail -c +"$((start_offset + 1))" "$log_file" 2>/dev/null | grep -q 'Apache ActiveMQ .* started'; do
-    kill -0 "$server_pid" 2>/dev/null || { show_log_tail; die "the broker exited before it was ready"; }
-    [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "the broker was not ready within ${timeout_seconds}s"; }
-    sleep 0.2
-done
+wait_for_log 'Apache ActiveMQ .* started' "$start_offset" \
+    "the broker exited before it was ready" "the broker was not ready within ${timeout_seconds}s"
 until (exec 3<>"/dev/tcp/$probe_address/$stomp_port") 2>/dev/null \
         && (exec 3<>"/dev/tcp/127.0.0.1/$adapter_port") 2>/dev/null; do
     kill -0 "$server_pid" 2>/dev/null || { show_log_tail; die "the broker exited before it was ready"; }
@@ -269,10 +241,4 @@ done
 
 echo "ACTIVEMQ_READY=1 port=$stomp_port adapter_port=$adapter_port queue=$queue data_dir=$data_dir"
 
-set +e
-wait "$server_pid"
-server_status=$?
-set -e
-server_pid=""
-show_log_tail
-die "the broker exited on its own with status $server_status"
+wait_server "the broker"

@@ -158,7 +158,8 @@ populate() {
                 stage "$stack_dir/node_modules" "$ctx/interop/node/$stack/node_modules"
             done
             cp scripts/ssb-server.sh scripts/ilp-plugin-btp.sh scripts/ssb-db2.sh scripts/ilp-plugin-mini-accounts.sh \
-                "$ctx/scripts/" ;;
+                "$ctx/scripts/"
+            cp -r scripts/lib "$ctx/scripts/" ;;
         rabbitmq)
             # Debian's layout, as dpkg installed it (erlang-* and
             # rabbitmq-server): everything lives under these two trees (their
@@ -171,6 +172,7 @@ populate() {
             [ -n "$(ls "$ctx/wheels")" ] || die "no pika wheel in .cache/wheelhouse (scripts/build-wheelhouse.sh)"
             mkdir -p "$ctx/conformance/scripts" "$ctx/conformance/interop/stomp"
             cp scripts/rabbitmq.sh "$ctx/conformance/scripts/"
+            cp -r scripts/lib "$ctx/conformance/scripts/"
             cp interop/stomp/amqp_accepted.py "$ctx/conformance/interop/stomp/"
             cp "$tini_bin" "$ctx/tini" ;;
         swpt-stomp)
@@ -185,6 +187,7 @@ populate() {
             # The launcher and what it imports, in the repository's layout.
             mkdir -p "$ctx/conformance/scripts" "$ctx/conformance/interop/stomp/swpt" "$ctx/conformance/conformance/core"
             cp scripts/rabbitmq.sh "$ctx/conformance/scripts/"
+            cp -r scripts/lib "$ctx/conformance/scripts/"
             cp interop/stomp/swpt_node.py interop/stomp/amqp_accepted.py "$ctx/conformance/interop/stomp/"
             cp interop/stomp/swpt/constraints.txt "$ctx/conformance/interop/stomp/swpt/"
             cp conformance/__init__.py "$ctx/conformance/conformance/"
@@ -203,6 +206,7 @@ populate() {
             # repository's layout.
             mkdir -p "$ctx/conformance/scripts" "$ctx/conformance/interop/stomp" "$ctx/conformance/reference_impl/stomp"
             cp scripts/activemq.sh "$ctx/conformance/scripts/"
+            cp -r scripts/lib "$ctx/conformance/scripts/"
             cp interop/stomp/activemq_accepted.py "$ctx/conformance/interop/stomp/"
             cp reference_impl/__init__.py "$ctx/conformance/reference_impl/"
             cp reference_impl/stomp/__init__.py reference_impl/stomp/frame.py "$ctx/conformance/reference_impl/stomp/"

@@ -45,6 +45,8 @@ die() {
     echo "rabbitmq.sh: ERROR: $*" >&2
     exit 1
 }
+# shellcheck source=lib/service.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/service.sh"
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$script_dir/.." && pwd)"
@@ -78,10 +80,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ "$amqp_only" -eq 0 ]; then
-    [ -n "$cert" ] && [ -n "$key" ] && [ -n "$ca" ] || die "--cert, --key and --ca are required"
-    for f in "$cert" "$key" "$ca"; do
-        [ -r "$f" ] || die "cannot read $f"
-    done
+    require_tls_files
     cert="$(cd "$(dirname "$cert")" && pwd)/$(basename "$cert")"
     key="$(cd "$(dirname "$key")" && pwd)/$(basename "$key")"
     ca="$(cd "$(dirname "$ca")" && pwd)/$(basename "$ca")"
@@ -102,23 +101,13 @@ probe_address="$listen"
 free_port() {
     "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
-for p in stomp_port amqp_port; do
-    [ -n "${!p}" ] || printf -v "$p" '%s' "$(free_port)"
-    [[ "${!p}" =~ ^[0-9]+$ ]] && [ "${!p}" -gt 0 ] && [ "${!p}" -le 65535 ] || die "bad port ${!p}"
-done
+assign_ports stomp_port amqp_port
 # Private Erlang distribution: our own epmd on its own port, and the node's
 # distribution listener on a fixed free port, both on loopback only.
 epmd_port="$(free_port)"
 dist_port="$(free_port)"
 
-temporary=0
-if [ -z "$data_dir" ]; then
-    data_dir="$(mktemp -d "${TMPDIR:-/tmp}/rabbitmq.XXXXXX")"
-    temporary=1
-fi
-mkdir -p "$data_dir"
-chmod 0700 "$data_dir"
-data_dir="$(cd "$data_dir" && pwd)"
+use_data_dir rabbitmq
 # The node name is kept in the data directory: Mnesia's directory is named
 # after it, so a restart must use the same name to find its durable queue.
 if [ ! -s "$data_dir/nodename" ]; then
@@ -199,16 +188,8 @@ epmd_pid="" server_pid=""
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        # RabbitMQ stops cleanly on SIGTERM (queues flushed, listeners closed).
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 150); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    # RabbitMQ stops cleanly on SIGTERM (queues flushed, listeners closed).
+    stop_process "$server_pid" 150
     if [ -n "$epmd_pid" ]; then
         kill -TERM "$epmd_pid" 2>/dev/null || true
         wait "$epmd_pid" 2>/dev/null || true
@@ -218,9 +199,7 @@ cleanup() {
     fi
     exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
+trap_cleanup
 
 show_log_tail() {
     echo "---- last lines of $log_file ----" >&2
@@ -232,12 +211,8 @@ show_log_tail() {
     fi
 }
 
-# With setpriv (util-linux) the children also die when this script is killed
-# with SIGKILL, which no trap can catch.
-death_signal=()
-if command -v setpriv >/dev/null 2>&1; then
-    death_signal=(setpriv --pdeathsig TERM)
-fi
+# With setpriv (util-linux; death_signal) the children also die when this
+# script is killed with SIGKILL, which no trap can catch.
 "${death_signal[@]}" epmd -port "$epmd_port" -address 127.0.0.1 >>"$data_dir/log/epmd.out" 2>&1 &
 epmd_pid=$!
 (
@@ -250,11 +225,8 @@ deadline=$((SECONDS + timeout_seconds))
 # The broker prints "Starting broker... completed" once every plugin (STOMP
 # included) is up; the AMQP declare below then has a live broker to talk to.
 start_offset=$(stat -c %s "$log_file" 2>/dev/null || echo 0)
-until tail -c +"$((start_offset + 1))" "$log_file" 2>/dev/null | grep -q 'Starting broker.*completed'; do
-    kill -0 "$server_pid" 2>/dev/null || { show_log_tail; die "rabbitmq-server exited before it was ready"; }
-    [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "rabbitmq-server not ready within ${timeout_seconds}s"; }
-    sleep 0.2
-done
+wait_for_log 'Starting broker.*completed' "$start_offset" \
+    "rabbitmq-server exited before it was ready" "rabbitmq-server not ready within ${timeout_seconds}s"
 until [ "$amqp_only" -eq 1 ] || (exec 3<>"/dev/tcp/$probe_address/$stomp_port") 2>/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "STOMP TLS listener $listen:$stomp_port not open within ${timeout_seconds}s"; }
     sleep 0.2
@@ -266,10 +238,4 @@ remaining=$((deadline - SECONDS)); [ "$remaining" -gt 5 ] || remaining=5
 
 echo "RABBITMQ_READY=1 port=$stomp_port amqp_port=$amqp_port exchange=$exchange queue=$queue data_dir=$data_dir"
 
-set +e
-wait "$server_pid"
-server_status=$?
-set -e
-server_pid=""
-show_log_tail
-die "rabbitmq-server exited on its own with status $server_status"
+wait_server rabbitmq-server

@@ -51,6 +51,8 @@ die() {
     echo "ssb-server.sh: ERROR: $*" >&2
     exit 1
 }
+# shellcheck source=lib/service.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/service.sh"
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 node_dir="$(cd "$script_dir/../interop/node" && pwd)"
@@ -141,15 +143,7 @@ server_pid=""
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 50); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
+    stop_process "$server_pid" 50
     if [ "$keep_home" -eq 0 ]; then
         rm -rf "$temp_root"
     else
@@ -157,9 +151,7 @@ cleanup() {
     fi
     exit "$status"
 }
-trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
+trap_cleanup
 
 show_log_tail() {
     echo "---- last lines of $log_file ----" >&2
@@ -171,18 +163,15 @@ init_args=(init --dir "$ssb_home" --host "$host" --port "$port" --caps-hex "$net
 ssb_id_line="$(node "$ssb_home_js" "${init_args[@]}")" || die "could not prepare $ssb_home"
 ssb_id="${ssb_id_line#SSB_ID=}"
 
-# With setpriv (util-linux) the server also dies when this script is killed
-# with SIGKILL, which no trap can catch; the temporary home then stays.
-death_signal=()
+# With setpriv (util-linux; death_signal) the server also dies when this
+# script is killed with SIGKILL, which no trap can catch; the temporary home
+# then stays.
 # ssb-gossip closes every connection when the host's network interfaces
 # change (a container starting beside a run adds a veth); pinned by default
 # so that cases are not cut by something outside the protocol
 # (docs/findings/ssb-server-16.md, "Sessions dropped on a host network change").
 pin_interfaces=(--require "$node_dir/pin-network-interfaces.js")
 [ "$live_interfaces" -eq 0 ] || pin_interfaces=()
-if command -v setpriv >/dev/null 2>&1; then
-    death_signal=(setpriv --pdeathsig TERM)
-fi
 (
     cd "$temp_root"
     export HOME="$temp_root" ssb_appname="$app_name"
@@ -254,10 +243,4 @@ fi
 printf '%s\n' "$facts"
 
 # Foreground until killed; if the server dies on its own, say so and fail.
-set +e
-wait "$server_pid"
-server_status=$?
-set -e
-server_pid=""
-show_log_tail
-die "ssb-server exited on its own with status $server_status"
+wait_server ssb-server
