@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The README's "Certified today" table, generated from a certify run.
+
+    scripts/certified_today.py RUN_DIR [RUN_DIR ...]          # print the table
+    scripts/certified_today.py RUN_DIR ... --write            # update README.md and docs/certified-today.json
+
+Reads each run's results.jsonl (the records, not anyone's notes), keeps for
+every target its newest complete certification (every case of its suite for
+each role it plays; interop records and partial runs are passed over), and
+writes:
+
+- ``docs/certified-today.json``: per target, the implementation, version,
+  roles, verdict, the failed MUST and SHOULD case ids and outcome counts,
+  with the run id and date it came from;
+- the section of README.md between ``<!-- certified-today:start -->`` and
+  ``<!-- certified-today:end -->``, rendered from that file only.
+
+tests/harness/test_certified_today.py checks that the README section is the
+rendering of the JSON file, so the table can only change by running this.
+Run it after a nightly-style certification of the targets:
+
+    conformance certify --jobs 2 --run-dir reports/runs/today \\
+        --target reference-ssb ... --target ocaml-ripp
+    scripts/certified_today.py reports/runs/today --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from conformance.core.results import read_results  # noqa: E402
+from conformance.interop.crosscheck import suite_cases_by_role  # noqa: E402
+
+DATA = REPO / "docs" / "certified-today.json"
+README = REPO / "README.md"
+START, END = "<!-- certified-today:start -->", "<!-- certified-today:end -->"
+FINDINGS = REPO / "docs" / "findings"
+
+
+def _known_targets() -> dict:
+    from conformance.core.targets import TargetError, load_targets
+    try:
+        return load_targets([str(REPO / "conformance" / "targets" / "containers.toml")])
+    except TargetError:
+        return {}
+
+
+TARGETS = _known_targets()
+
+
+def collect(run_dirs: list[Path]) -> dict:
+    """Each target's newest complete certification among the runs."""
+    runs = sorted(run_dirs, key=lambda run: (run / "results.jsonl").stat().st_mtime, reverse=True)
+    targets: dict[str, dict] = {}
+    suites: dict[str, dict[str, set[str]]] = {}
+    for run in runs:
+        by_target: dict[str, dict[str, dict]] = {}
+        for record in read_results(run / "results.jsonl"):
+            if record.get("peer_implementation") is None:
+                by_target.setdefault(record["target"], {})[record["case_id"]] = record
+        for name, records in by_target.items():
+            if name in targets:
+                continue
+            first = next(iter(records.values()))
+            protocol = first["protocol"]
+            suite = suites.setdefault(protocol, suite_cases_by_role(protocol))
+            # The roles the target plays (its definition), else those its records name.
+            known = TARGETS.get(name)
+            roles = sorted(known.roles) if known is not None else sorted({rec["role"] for rec in records.values()})
+            needed = set().union(*(suite.get(role, set()) for role in roles))
+            if not needed <= set(records):
+                continue   # a partial run is no certification
+            failed = {level: sorted(case for case, rec in records.items()
+                                    if rec["outcome"] in ("failed", "error") and rec["level"] == level)
+                      for level in ("MUST", "SHOULD")}
+            counts: dict[str, int] = {}
+            for rec in records.values():
+                counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
+            started = [rec for rec in records.values() if rec.get("start_failure")]
+            verdict = ("NOT CERTIFIED: the target did not start" if started and not failed["MUST"]
+                       else "NOT CONFORMANT" if failed["MUST"] or counts.get("error") else "CONFORMANT")
+            targets[name] = {"implementation": first["implementation"], "version": first["implementation_version"],
+                             "protocol": protocol, "roles": roles, "verdict": verdict, "cases": len(records),
+                             "counts": dict(sorted(counts.items())), "must_failed": failed["MUST"],
+                             "should_failed": failed["SHOULD"], "run_id": first["run_id"],
+                             "date": first["time"][:10]}
+    return {"targets": dict(sorted(targets.items(), key=lambda kv: (kv[1]["protocol"], kv[0])))}
+
+
+def findings_file(implementation: str, version: str) -> str | None:
+    major = version.split(".")[0]
+    for candidate in sorted(FINDINGS.glob("*.md")):
+        stem = candidate.stem
+        if stem.startswith(implementation) and (f"-{major}" in stem[len(implementation):]
+                                                or stem == implementation):
+            return f"docs/findings/{candidate.name}"
+    return None
+
+
+def render(data: dict) -> str:
+    rows = ["| protocol | target | implementation | roles | verdict | MUST failed | SHOULD failed | cases (passed / failed / blocked / n/a) | findings |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name, t in data["targets"].items():
+        counts = t["counts"]
+        shown = " / ".join(str(counts.get(k, 0)) for k in ("passed", "failed", "blocked", "not_applicable"))
+        if counts.get("error"):
+            shown += f" (+{counts['error']} error)"
+        failed_must = "<br>".join(f"`{c}`" for c in t["must_failed"]) or "none"
+        failed_should = "<br>".join(f"`{c}`" for c in t["should_failed"]) or "none"
+        found = findings_file(t["implementation"], t["version"]) if not name.startswith("reference-") else None
+        rows.append(f"| {t['protocol']} | `{name}` | {t['implementation']} {t['version']} | {'/'.join(t['roles'])} | "
+                    f"{t['verdict']} | {failed_must} | {failed_should} | {shown} | "
+                    f"{f'[{Path(found).name}]({found})' if found else '-'} |")
+    runs = sorted({(t["date"], t["run_id"]) for t in data["targets"].values()})
+    source = ", ".join(f"`{run_id}` ({date})" for date, run_id in runs)
+    return ("Generated by `scripts/certified_today.py` from the certify run(s) " + source +
+            " (`docs/certified-today.json`); never edited by hand.\n\n" + "\n".join(rows) + "\n")
+
+
+def replace_section(text: str, table: str) -> str:
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md has no {START} ... {END} section")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{table}{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", type=Path, help="certify run dirs (each with results.jsonl)")
+    parser.add_argument("--write", action="store_true", help="update docs/certified-today.json and README.md")
+    parser.add_argument("--from-data", action="store_true",
+                        help="render README.md's section from docs/certified-today.json as it is")
+    args = parser.parse_args(argv)
+    if args.from_data:
+        data = json.loads(DATA.read_text(encoding="utf-8"))
+    else:
+        missing = [run for run in args.runs if not (run / "results.jsonl").is_file()]
+        if not args.runs or missing:
+            parser.error(f"give certify run dirs holding results.jsonl (missing: {missing or 'none given'})")
+        data = collect(args.runs)
+        if not data["targets"]:
+            parser.error("no complete certification in those runs")
+    table = render(data)
+    if args.write or args.from_data:
+        if not args.from_data:
+            DATA.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        README.write_text(replace_section(README.read_text(encoding="utf-8"), table), encoding="utf-8")
+        print(f"wrote {DATA.relative_to(REPO)} and README.md's table ({len(data['targets'])} targets)")
+    else:
+        print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""README's "Certified today" table is generated (scripts/certified_today.py)
+from certify runs' records, never typed: the README section is the rendering
+of docs/certified-today.json, and the generator keeps each target's newest
+complete certification."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+from conformance.core.results import ResultRecord, ResultWriter
+from conformance.mutation import suite_case_ids
+
+REPO = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("certified_today", REPO / "scripts" / "certified_today.py")
+certified_today = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(certified_today)
+
+
+def test_readme_table_is_the_rendering_of_the_data_file():
+    data = json.loads(certified_today.DATA.read_text(encoding="utf-8"))
+    assert data["targets"], "docs/certified-today.json holds no target"
+    readme = certified_today.README.read_text(encoding="utf-8")
+    section = readme.split(certified_today.START, 1)[1].split(certified_today.END, 1)[0]
+    assert section == "\n" + certified_today.render(data), "run scripts/certified_today.py --from-data"
+
+
+def write_run(run_dir: Path, target: str, cases: list[str], failed: tuple[str, ...], mtime: float) -> None:
+    run_dir.mkdir(parents=True)
+    writer = ResultWriter(run_dir)
+    for case in cases:
+        writer.append(ResultRecord(run_id=run_dir.name, time="2026-11-26T00:00:00Z", harness_version="t",
+                                   target=target, implementation="impl", implementation_version="1.2",
+                                   protocol="ripp", role=case.split(".")[2], case_id=case, level="MUST",
+                                   citation="c", outcome="failed" if case in failed else "passed", duration_s=0.1))
+    os.utime(run_dir / "results.jsonl", (mtime, mtime))
+
+
+def test_newest_complete_certification_counts(tmp_path):
+    clients = [case for case in suite_case_ids("ripp") if ".client." in case]
+    write_run(tmp_path / "old", "producer", clients, (), 1_000)
+    write_run(tmp_path / "new", "producer", clients, (clients[1],), 2_000)
+    write_run(tmp_path / "partial", "producer", clients[:1], (), 3_000)
+    data = certified_today.collect([tmp_path / "old", tmp_path / "new", tmp_path / "partial"])
+    entry = data["targets"]["producer"]
+    assert entry["run_id"] == "new" and entry["verdict"] == "NOT CONFORMANT"
+    assert entry["must_failed"] == [clients[1]] and entry["roles"] == ["client"]
+    table = certified_today.render(data)
+    assert f"`{clients[1]}`" in table and "`new` (2026-11-26)" in table
