@@ -38,6 +38,7 @@ const pull = require('pull-stream')
 const ssbKeys = require('ssb-keys')
 const validate = require('ssb-validate')
 const { connect, call, clientConfig } = require('./ssb-home')
+const { verifyHeldItems } = require('./ssb-held')
 
 const EXIT_ERROR = 1
 const EXIT_INVALID_MESSAGE = 4
@@ -91,21 +92,9 @@ async function heldSequence (server, feed) {
 // the stored key is the message's id (ssb-keys hash).
 async function verifyHeld (server, feed, hmacKey) {
   const items = await collect(server.createHistoryStream({ id: feed, keys: true }))
-  let state = validate.initial()
-  const lines = []
-  for (const [index, item] of items.entries()) {
-    const msg = item.value
-    if (msg.sequence !== index + 1) throw new ExitError(EXIT_INVALID_MESSAGE, 'held message ' + (index + 1) + ' has sequence ' + msg.sequence)
-    try {
-      state = validate.append(state, hmacKey, msg)
-    } catch (err) {
-      throw new ExitError(EXIT_INVALID_MESSAGE, 'held message ' + msg.sequence + ' does not validate: ' + err.message)
-    }
-    const id = '%' + ssbKeys.hash(JSON.stringify(msg, null, 2))
-    if (id !== item.key) throw new ExitError(EXIT_INVALID_MESSAGE, 'held message ' + msg.sequence + ' is stored as ' + item.key + ' but its id is ' + id)
-    lines.push('SSB_MSG seq=' + msg.sequence + ' key=' + item.key + ' verified=true')
-  }
-  return lines
+  return verifyHeldItems(items, {
+    validate, ssbKeys, hmacKey: hmacKey, invalid: text => new ExitError(EXIT_INVALID_MESSAGE, text)
+  })
 }
 
 async function run (options) {

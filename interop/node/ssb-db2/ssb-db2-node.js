@@ -46,6 +46,7 @@ const pull = require('pull-stream')
 const SecretStack = require('secret-stack')
 const ssbKeys = require('ssb-keys')
 const validate = require('ssb-validate')
+const { verifyHeldItems } = require('../ssb-held')
 
 // The main network's caps.shs (ssb-caps).
 const MAIN_NETWORK_KEY_HEX = 'd4a1cb88a66f02f8db635ce26441cc5dac1b08420ceaac230839b755845a9ffb'
@@ -232,21 +233,9 @@ async function heldSequence (sbot, feed) {
 async function verifyHeld (sbot, feed) {
   const items = (await collect(sbot.createHistoryStream({ id: feed, keys: true })))
     .sort((a, b) => a.value.sequence - b.value.sequence)
-  let state = validate.initial()
-  const lines = []
-  for (const [index, item] of items.entries()) {
-    const msg = item.value
-    if (msg.sequence !== index + 1) throw new ExitError(EXIT_INVALID_MESSAGE, 'held message ' + (index + 1) + ' has sequence ' + msg.sequence)
-    try {
-      state = validate.append(state, null, msg)
-    } catch (err) {
-      throw new ExitError(EXIT_INVALID_MESSAGE, 'held message ' + msg.sequence + ' does not validate: ' + err.message)
-    }
-    const id = '%' + ssbKeys.hash(JSON.stringify(msg, null, 2))
-    if (id !== item.key) throw new ExitError(EXIT_INVALID_MESSAGE, 'held message ' + msg.sequence + ' is stored as ' + item.key + ' but its id is ' + id)
-    lines.push('SSB_MSG seq=' + msg.sequence + ' key=' + item.key + ' verified=true')
-  }
-  return lines
+  return verifyHeldItems(items, {
+    validate, ssbKeys, hmacKey: null, invalid: text => new ExitError(EXIT_INVALID_MESSAGE, text)
+  })
 }
 
 async function replicate (options) {
