@@ -82,10 +82,11 @@ async def test_reply_carries_msgno(identified_peer):
                                             f"{answer.msgno}: {summary(answer)}")
 
 
-@requirement("ripplehost.msgno.server.uses-odd-msgnos", "MUST", PARITY, needs=["ping-me"], depends=IDENTIFIED)
-async def test_uses_odd_msgnos(identified_peer):
-    peer = await identified_peer("the acceptor's own MSGs")
-    count = 4
+async def ping_me(peer, count: int, *, answer: bool) -> list:
+    """Asks the acceptor for COUNT MSGs of its own (ping-me) and reads until
+    their RPY and at least COUNT of its MSGs came (at most COUNT + 20
+    messages: a target flooding MSGs fails); answers each of its MSGs if
+    ANSWER. Returns the acceptor's MSGs."""
     msgno = peer.new_msgno()
     await peer.send_message("MSG", msgno, {"type": "ping-me", "count": count},
                             f"asking the acceptor for {count} MSGs of its own (profile section 7)")
@@ -97,13 +98,21 @@ async def test_uses_odd_msgnos(identified_peer):
         message = await peer.next_message(f"the RPY to ping-me and the acceptor's {count} MSGs")
         if message.type == "MSG":
             own.append(message)
-            await peer.answer_target_msg(message)
+            if answer:
+                await peer.answer_target_msg(message)
         else:
             assert message.msgno == msgno and message.type == "RPY", (
                 f"ping-me must be answered with an RPY of msgno {msgno}: {summary(message)}")
             answered = True
     assert answered and len(own) >= count, (f"no RPY to ping-me and {count} MSGs of the acceptor among "
                                             f"{count + 20} messages (got {len(own)} MSGs)")
+    return own
+
+
+@requirement("ripplehost.msgno.server.uses-odd-msgnos", "MUST", PARITY, needs=["ping-me"], depends=IDENTIFIED)
+async def test_uses_odd_msgnos(identified_peer):
+    peer = await identified_peer("the acceptor's own MSGs")
+    await ping_me(peer, 4, answer=True)
     frames = [frame for frame in peer.received_frames if frame.type == "MSG"]
     wrong = [frame.msgno for frame in frames if frame.msgno % 2 != 1]
     assert not wrong, (f"the acceptor must use only odd msgnos; its MSG frames carried "
@@ -114,26 +123,9 @@ async def test_uses_odd_msgnos(identified_peer):
              depends=IDENTIFIED)
 async def test_unique_outstanding_msgnos(identified_peer):
     peer = await identified_peer("the acceptor's own MSGs, left unanswered")
-    count = 4
-    msgno = peer.new_msgno()
-    await peer.send_message("MSG", msgno, {"type": "ping-me", "count": count},
-                            f"asking the acceptor for {count} MSGs of its own (profile section 7)")
     # None of the acceptor's MSGs is answered, so all are outstanding together
     # (its unprompted MSGs too, if it sends any).
-    own = []
-    answered = False
-    for _ in range(count + 20):   # bounded: a target flooding MSGs fails below
-        if len(own) >= count and answered:
-            break
-        message = await peer.next_message(f"the RPY to ping-me and the acceptor's {count} MSGs")
-        if message.type == "MSG":
-            own.append(message)
-        else:
-            assert message.msgno == msgno and message.type == "RPY", (
-                f"ping-me must be answered with an RPY of msgno {msgno}: {summary(message)}")
-            answered = True
-    assert answered and len(own) >= count, (f"no RPY to ping-me and {count} MSGs of the acceptor among "
-                                            f"{count + 20} messages (got {len(own)} MSGs)")
+    own = await ping_me(peer, 4, answer=False)
     msgnos = [message.msgno for message in own]
     assert len(set(msgnos)) == len(msgnos), (
         f"{len(msgnos)} MSGs of the acceptor awaiting their answers at once must have distinct msgnos; they "
