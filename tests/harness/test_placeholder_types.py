@@ -263,6 +263,10 @@ def in_image(image: str, entrypoint: tuple[str, ...], command: list[str], mounts
             arg = str(REPO_ROOT / arg[len("/opt/conformance-node/"):])
         elif arg.startswith("/opt/conformance-rabbitmq/"):
             arg = str(REPO_ROOT / arg[len("/opt/conformance-rabbitmq/"):])
+        elif arg.startswith("/opt/conformance-swpt/"):
+            arg = str(REPO_ROOT / arg[len("/opt/conformance-swpt/"):])
+        elif arg == "/opt/rabbitmq-tools/bin/python":  # the rabbitmq image's tools venv (pika)
+            arg = sys.executable
         elif arg == "/usr/local/bin/ripp_peer":
             arg = str(OCAML_PEER)
         mapped.append(arg)
@@ -355,6 +359,9 @@ def run_ssb_server_script(script: Path, args: list[str], work: Path, what: str) 
     root = work / "ssb-server-copy"
     (root / "scripts").mkdir(parents=True, exist_ok=True)
     shutil.copy(script, root / "scripts" / "ssb-server.sh")
+    # What it sources beside itself ($(dirname "${BASH_SOURCE[0]}")/lib), as
+    # the images carry it (scripts/docker-build-images.sh copies scripts/lib).
+    shutil.copytree(script.parent / "lib", root / "scripts" / "lib", dirs_exist_ok=True)
     (root / "interop" / "node" / "node_modules" / "ssb-server").mkdir(parents=True, exist_ok=True)
     (root / "interop" / "node" / "node_modules" / "ssb-server" / "bin.js").touch()
     stub = root / "bin" / "node"
