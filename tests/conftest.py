@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -188,6 +190,17 @@ def pytest_configure(config: pytest.Config) -> None:
 # this session and what it starts, unless the caller set them.
 for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
     os.environ.setdefault(_variable, "-XX:TieredStopAtLevel=1")
+
+
+# The Ctrl-C tests send SIGINT to a CLI they start, as a terminal does to
+# its foreground job, whose SIGINT is at its default. A command that a
+# non-interactive shell starts in the background (`scripts/test.sh --fast
+# > log &`) gets SIGINT ignored, and an ignored signal stays ignored in
+# every process started from it: the CLI never saw the Ctrl-C and ran to
+# its end (exit 0; pytest exit 0 instead of 2). Give it back its default
+# here, so that the processes the tests start have it too.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # Hypothesis: "ci" (the default) keeps each test's own number of examples;
