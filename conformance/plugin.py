@@ -237,7 +237,8 @@ def _raise_session_terminated(signum: int, frame: object) -> None:
         for runtime in (state.runtime, state.peer_runtime):
             if runtime is not None:
                 runtime.stop()
-    if isinstance(sys.exc_info()[1], KeyboardInterrupt) or (state is not None and state.finishing):
+    if (isinstance(sys.exc_info()[1], KeyboardInterrupt) or _ctrl_c_in_asyncio()
+            or (state is not None and state.finishing)):
         # An interrupt is being handled already (Ctrl-C reaches the session
         # and the CLI, which then sends SIGTERM), or the session is ending:
         # an exception raised now would escape pytest's own handling of the
@@ -245,6 +246,20 @@ def _raise_session_terminated(signum: int, frame: object) -> None:
         # nodes are stopped and the session stops; that is all SIGTERM asks.
         return
     raise SessionTerminated()
+
+
+def _ctrl_c_in_asyncio() -> bool:
+    """A Ctrl-C is on its way through an async case: asyncio.Runner (which
+    runs it) took the SIGINT, cancels the case's task and raises
+    KeyboardInterrupt only once that task has ended; until then none is
+    being handled. A SessionTerminated raised into the loop meanwhile cut
+    asyncio.wait_for's own cancellation short, and the orphaned recv() task
+    printed "Task exception was never retrieved" and its traceback (about
+    one run in five of test_a_case_cut_short_by_an_interrupt_is_nowhere_passed
+    [ctrl-c]). _interrupt_count is the Runner's (CPython 3.11 to 3.13)."""
+    handler = signal.getsignal(signal.SIGINT)
+    runner = getattr(getattr(handler, "func", None), "__self__", None)
+    return isinstance(runner, asyncio.Runner) and getattr(runner, "_interrupt_count", 0) > 0
 
 
 def _interrupt_on_sigterm(state: RunState) -> None:
