@@ -360,3 +360,16 @@ def test_reference_verdicts_hold_under_impairment(protocol, profile, tmp_path):
                   if r["outcome"] != "passed"}
     assert not not_passed, not_passed
     assert {r["impairment"] for r in cert.records.values()} == {f"{profile} seed=20261126"}
+
+
+def test_the_doc_lists_every_profile_with_its_parameters_and_defaults():
+    """docs/impairment.md's table of profiles is PROFILES."""
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "impairment.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip().strip("`"): line for line in doc.splitlines()
+            if line.startswith("| `") and line.count("|") == 4}
+    assert set(impair.PROFILES) <= set(rows), sorted(rows)
+    for name, spec in impair.PROFILES.items():
+        for param in spec.params:
+            assert f"`{param.name}`" in rows[name], (name, param.name)
+            assert f"({param.default:g}" in rows[name], (name, param.name, param.default)
