@@ -54,12 +54,15 @@ def test_ssb_db2_in_its_container_fails_what_the_process_fails(tmp_path):
                        "--target", "container-ssb-db2-client")
     failed = {target: {case for case, r in records.items() if r["outcome"] in ("failed", "error")}
               for target, records in results.items()}
-    # Whether the seed messages share a millisecond differs run by run
-    # (findings, "Server role"); the case of section 2 fails either way.
+    # Whether the seed messages share a millisecond, and which query meets
+    # their disorder, differs run by run (findings, "Server role": section 1
+    # in 24 of 30 runs, section 4's limit case in the other 6); the case of
+    # section 2 fails either way.
     for target in ("container-ssb-db2", "ssb-db2"):
         assert "ssb.history.server.rejects-conflicting-seq-and-sequence" in failed[target], failed
         assert failed[target] <= {"ssb.history.server.rejects-conflicting-seq-and-sequence",
                                   "ssb.history.server.serves-whole-feed-in-order",
+                                  "ssb.history.server.limit-caps-messages",
                                   "ssb.history.server.live-old-false-skips-existing"}, failed
     client = results["container-ssb-db2-client"]
     assert not failed["container-ssb-db2-client"], failed

@@ -26,7 +26,10 @@ FINDINGS = (REPO_ROOT / "docs" / "findings" / "ssb-db2-8.md").read_text(encoding
 
 OUT_OF_ORDER = "ssb.history.server.serves-whole-feed-in-order"
 """Section 1: the seed messages published within one millisecond come back
-in any order (5 of 5 certifications here)."""
+in any order (24 of 30 certifications here)."""
+LIMIT = "ssb.history.server.limit-caps-messages"
+"""Section 4: when the whole feed comes in order by chance, the limited
+query meets the disorder (the other 6 of 30)."""
 CONFLICTING = "ssb.history.server.rejects-conflicting-seq-and-sequence"
 """Section 2."""
 OLD_FALSE = "ssb.history.server.live-old-false-skips-existing"
@@ -76,6 +79,15 @@ def test_harness_certifies_ssb_db2_server(tmp_path):
         assert not_passed == {OUT_OF_ORDER: "failed", CONFLICTING: "failed",
                               **{case: "blocked" for case in BLOCKED_BY_ORDER}}, run.output
         assert "expected sequences 1..5 in order" in records[OUT_OF_ORDER]["message"]
+    elif records[LIMIT]["outcome"] == "failed":
+        # Section 4: the cases that read the feed through the limit rule
+        # are blocked by it, naming it.
+        assert "limit 2 must give sequences [1, 2]" in records[LIMIT]["message"]
+        assert {case for case, outcome in not_passed.items() if outcome == "failed"} == {LIMIT, CONFLICTING}, \
+            run.output
+        blocked = {case for case, outcome in not_passed.items() if outcome == "blocked"}
+        assert blocked and blocked <= BLOCKED_BY_ORDER, run.output
+        assert all(LIMIT in records[case]["message"] for case in blocked), run.output
     else:
         # No two seed messages shared a millisecond this time (findings,
         # "Server role": then section 3 shows).
