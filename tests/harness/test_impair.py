@@ -373,3 +373,26 @@ def test_the_doc_lists_every_profile_with_its_parameters_and_defaults():
         for param in spec.params:
             assert f"`{param.name}`" in rows[name], (name, param.name)
             assert f"({param.default:g}" in rows[name], (name, param.name, param.default)
+
+
+def test_the_results_table_covers_every_protocol_and_profile_and_every_cell_holds():
+    """docs/impairment-results.md (scripts/impairment_matrix.py, with its
+    JSON beside it): a row per protocol and verdict-keeping profile, with
+    every fault and variant of today's registries counted, and each cell
+    holding: the issue's claim that no verdict changes."""
+    from pathlib import Path
+
+    from conformance.mutation import registry, variant_specs
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    rows = json.loads((docs / "impairment-results.json").read_text(encoding="utf-8"))
+    table = (docs / "impairment-results.md").read_text(encoding="utf-8")
+    by_cell = {(row["protocol"], row["profile"]): row for row in rows}
+    assert set(by_cell) == {(protocol, profile) for protocol in PROTOCOLS for profile in VERDICT_KEEPING}
+    for (protocol, profile), row in by_cell.items():
+        assert row["refused"] is None, row
+        assert row["faults"] == len(registry(protocol).SPECS), (protocol, profile)
+        assert row["variants"] == len(variant_specs(protocol)), (protocol, profile)
+        assert row["reference_conformant"] and row["caught"] == row["faults"], row
+        assert row["variants_conformant"] == row["variants"], row
+        assert (f"| {protocol} | {profile} | {row['seed']} | CONFORMANT | {row['caught']}/{row['faults']} "
+                f"| {row['variants_conformant']}/{row['variants']} |") in table, (protocol, profile)
