@@ -46,6 +46,9 @@ THIRD_PARTY = ("ssb-server", "ilp-plugin-btp", "rabbitmq", "ocaml-ripp")
 item 5): a verdict that differs is a finding about the node or a harness
 bug, each written up under the table."""
 LATE_CASE_JOBS = 4
+PARAMS = {"stomp": {"idle_seconds": 4}}
+"""As in the project's own mutation tests: STOMP's idle-connection cases
+watch 4 s of silence instead of the default 10 (the rule is the same)."""
 
 
 def _one(protocol: str, profile: impair.Profile, seed: int, jobs: int, case_jobs: int, work: Path,
@@ -58,13 +61,15 @@ def _one(protocol: str, profile: impair.Profile, seed: int, jobs: int, case_jobs
         return row
     started = time.monotonic()
     quiet = lambda line: None
+    params = PARAMS.get(protocol)
     faults = run_mutation([protocol], [], jobs, work / "faults", deadline=deadline, progress=quiet,
-                          impairment=impairment)
+                          impairment=impairment, params=params)
     plain = run_mutation([protocol], [], jobs, work / "variants", deadline=deadline, progress=quiet,
-                         reference=False, faults=False, impairment=impairment,
+                         reference=False, faults=False, impairment=impairment, params=params,
                          variants=[name for name in _variant_names(protocol) if name != LATE_ANSWERS])
     late = run_mutation([protocol], [], 1, work / "late", deadline=deadline, progress=quiet, reference=False,
-                        faults=False, impairment=impairment, variants=[LATE_ANSWERS], case_jobs=case_jobs)
+                        faults=False, impairment=impairment, variants=[LATE_ANSWERS], case_jobs=case_jobs,
+                        params=params)
     variants = [*plain.variants, *late.variants]
     row.update({
         "reference_conformant": faults.conformant_ok(protocol),
@@ -157,6 +162,7 @@ def render_third_party(rows: list[dict]) -> str:
         c = row["counts"]
         counts = " / ".join(str(c.get(k, 0)) for k in ("passed", "failed", "blocked", "not_applicable", "error"))
         verdict = row["verdict"].split(": ", 1)[-1] if ": " in row["verdict"] else row["verdict"]
+        verdict = verdict.replace("; root causes listed above", "")
         lines.append(f"| {row['target']} | {row['profile']} | {row['seed'] or ''} | {verdict} | {counts} "
                      f"| {len(row['differs']) if row['profile'] != 'clean' else ''} | {row['seconds']:.0f} s |")
     for row in rows:
@@ -231,7 +237,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: certify these built-in targets (default: "
                              f"{', '.join(THIRD_PARTY)}) clean and under each profile (default: all five), "
                              "and write their table to --output (default docs/impairment-third-party.md)")
+    parser.add_argument("--from-json", nargs="+", type=Path, metavar="JSON",
+                        help="only render --output from the JSON rows of earlier runs (e.g. one run per "
+                             "profile, side by side)")
     args = parser.parse_args(argv)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    if args.from_json:
+        rows = [row for path in args.from_json for row in json.loads(path.read_text(encoding="utf-8"))]
+        order = {name: i for i, name in enumerate(impair.PROFILES)}
+        rows.sort(key=lambda row: (sorted(FAULT_REGISTRIES).index(row["protocol"]),
+                                   order.get(row["profile"].split(":")[0], 99)))
+        args.output.write_text(render(rows, "scripts/impairment_matrix.py, one run per profile: "
+                                      + "; ".join(sorted({f"--profile {r['profile']} --seed {r['seed']}"
+                                                          for r in rows})),
+                                      datetime.now(UTC).strftime("%Y-%m-%d")),
+                               encoding="utf-8")
+        args.output.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        bad = [row for row in rows if not row["refused"] and not holds(row)]
+        print(f"impairment_matrix: {len(rows) - len(bad)}/{len(rows)} cells hold; table: {args.output}")
+        return 1 if bad else 0
     if args.jobs < 1 or args.case_jobs < 1:
         parser.error("--jobs and --case-jobs take a positive number")
     if args.third_party is not None:
