@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import difflib
 import fcntl
+import logging
 import math
 import os
 import re
@@ -490,6 +491,13 @@ def runtime_problems(runtime: "TargetRuntime", serving: bool = True) -> list[str
     return problems
 
 
+_LOG = logging.getLogger(__name__)
+ADDRESS_IN_USE_ATTEMPTS = 3
+_ADDRESS_IN_USE = re.compile(r"eaddrinuse|address already in use", re.IGNORECASE)
+"""How a program says a port it was given was taken (errno text, Erlang's
+atom, Node's code)."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -694,6 +702,22 @@ class TargetRuntime:
         launch = self.target.launch
         if launch is None or not launch.server:
             return
+        for attempt in range(1, ADDRESS_IN_USE_ATTEMPTS + 1):
+            try:
+                self._start_launched_server(launch)
+                return
+            except TargetNotStarted as exc:
+                # A free port is only free when it is picked: the program
+                # (or a port its script picked for itself, e.g. RabbitMQ's
+                # AMQP listener) may find it taken by another connection by
+                # the time it binds, seconds later on a busy machine. That
+                # is no fault of the target: start it again, on fresh ports.
+                if attempt == ADDRESS_IN_USE_ATTEMPTS or not _ADDRESS_IN_USE.search(str(exc)):
+                    raise
+                _LOG.warning("target %r: start %d failed on an address already in use (log %s); starting it "
+                             "again on fresh ports", self.target.name, attempt, self.log_dir)
+
+    def _start_launched_server(self, launch: LaunchSpec) -> None:
         if self.target.port == 0 and "{port}" in " ".join(launch.server):
             self.port = free_port(self.host)
         handle = self._start("server", {})

@@ -266,3 +266,58 @@ def test_asyncio_is_left_clean_by_a_cancelled_wait(tmp_path):
         return {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
 
     assert asyncio.run(main()) == set()
+
+
+# --- a port taken between picking and binding is started again ------------------------------
+
+FLAKY_SERVER = """
+import socket, sys, pathlib
+marker = pathlib.Path(sys.argv[2])
+if not marker.exists():
+    marker.write_text("once")
+    print("listen_error: {acceptor,{127,0,0,1},44631},eaddrinuse", flush=True)
+    sys.exit(1)
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
+print("READY", flush=True)
+import time; time.sleep(30)
+"""
+
+
+def _server_node(tmp_path: Path, code: str) -> TargetRuntime:
+    script = tmp_path / "server.py"
+    script.write_text(code)
+    path = tmp_path / "targets.toml"
+    path.write_text(textwrap.dedent(f"""
+        [targets.node]
+        implementation = "x"
+        protocol = "ripp"
+        roles = ["server"]
+        host = "127.0.0.1"
+        port = 0
+        [targets.node.launch]
+        server = ["{sys.executable}", "{script}", "{{port}}", "{tmp_path / 'marker'}"]
+        ready = "READY"
+        ready_timeout = 20
+    """))
+    return TargetRuntime(load_targets_file(path)["node"], tmp_path, tmp_path)
+
+
+def test_a_server_whose_port_was_taken_is_started_again_on_a_fresh_one(tmp_path):
+    # Seen with RabbitMQ while 20 certifications ran at once: its AMQP port,
+    # picked free, was an outgoing connection's by the time it bound.
+    node = _server_node(tmp_path, FLAKY_SERVER)
+    try:
+        node.start_server()
+        assert node.server is not None and node.server.running()
+        logs = sorted(p.name for p in tmp_path.glob("node.*.server.*.log"))
+        assert len(logs) == 2, logs  # the failed start's log is kept
+        assert "eaddrinuse" in (tmp_path / logs[0]).read_text()
+    finally:
+        node.stop()
+
+
+def test_a_server_failing_for_another_reason_is_not_started_again(tmp_path):
+    node = _server_node(tmp_path, "import sys; print('config error: bad key'); sys.exit(3)")
+    with pytest.raises(TargetNotStarted, match="config error: bad key"):
+        node.start_server()
+    assert len(list(tmp_path.glob("node.*.server.*.log"))) == 1
