@@ -280,6 +280,13 @@ class FrameParser:
     def error(self) -> FrameError | None:
         return self._error
 
+    def drain(self) -> bytes:
+        """The bytes of an unfinished frame, handed back and forgotten: for a
+        reader that goes on reading the stream another way (a frame begun
+        before must be read whole, not from its middle)."""
+        data, self._buffer = self._buffer, b""
+        return data
+
     def _fail(self, reason: str, data: bytes) -> FrameError:
         self._error = FrameError(reason, data)
         self._buffer = b""

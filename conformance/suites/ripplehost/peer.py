@@ -233,8 +233,11 @@ class RipplePeer:
 
     async def await_close(self, deadline: float | None = None) -> tuple[bool, bytes]:
         """Wait for the target to end the connection: ``(closed, what it sent
-        meanwhile)``, the bytes including any frames parsed but not yet read."""
-        pending = b"".join(encode_frame(frame) for frame in self._frames)
+        meanwhile)``, the bytes including any frames parsed but not yet read
+        and the start of a frame not yet whole (a frame the target began
+        before is judged whole: under a fragmenting network its first bytes
+        may come before the harness's last write, the rest after)."""
+        pending = b"".join(encode_frame(frame) for frame in self._frames) + self.parser.drain()
         self._frames.clear()
         closed, data = await self.conn.await_close(deadline)
         return closed, pending + data
