@@ -41,6 +41,18 @@ MUST_HOLD = ("fragment", "coalesce", "delay", "throttle")
 ``stall`` is a profile of its own, certified by hand."""
 
 DEFAULT_OUTPUT = REPO / "docs" / "impairment-results.md"
+WHY_NOT_CAUGHT = {
+    ("ssb", "number-replies-by-latest-request"):
+        "two requests are in flight at the node only when both reach it before it answers the first: the "
+        "case writes its two request boxes in one write, and a network that delivers that write in pieces "
+        "(fragment, throttle) lets the node answer the first before the second arrives, so replies numbered "
+        "by the latest request are numbered right. The node is still NOT CONFORMANT: "
+        "ssb.boxstream.server.accepts-several-rpc-per-box, whose two requests share one box, fails. Making "
+        "the root case of every SSB answer depend on that rule (or on live streams) to force the overlap "
+        "would blame the wrong rule for nodes that break those; left as it is, and listed here.",
+}
+"""Faults that a profile hides from their own case, with the reason (the
+table's Differences section; tests/harness/test_impair.py holds the list)."""
 THIRD_PARTY = ("ssb-server", "ilp-plugin-btp", "rabbitmq", "ocaml-ripp")
 """Certified clean and under every profile with --third-party (issue 25,
 item 5): a verdict that differs is a finding about the node or a harness
@@ -116,7 +128,11 @@ def _certify(target: str, run_dir: Path, impairment: impair.Impairment | None, d
 
 def third_party(targets: list[str], profiles: list[str], seed: int | None, work: Path, deadline: float,
                 output: Path) -> list[dict]:
-    rows: list[dict] = []
+    # The rows of other targets already in the table stay (a rerun of one
+    # target replaces its own rows only).
+    earlier = output.with_suffix(".json")
+    rows: list[dict] = [row for row in (json.loads(earlier.read_text(encoding="utf-8")) if earlier.is_file() else [])
+                        if row["target"] not in targets]
 
     def write() -> None:
         # After every run: an interrupted run keeps what it made.
@@ -132,7 +148,8 @@ def third_party(targets: list[str], profiles: list[str], seed: int | None, work:
             this_seed = seed if seed is not None else impair.new_seed()
             print(f"impairment_matrix: {target} under {name} seed={this_seed} ...", flush=True)
             run = _certify(target, work / target / name, impair.Impairment(profile, this_seed), deadline)
-            differs = [{"case": case, "clean": clean["outcomes"].get(case, "not run"), "impaired": outcome,
+            comparable = "did not start" not in clean["verdict"] and "did not start" not in run["verdict"]
+            differs = [] if not comparable else [{"case": case, "clean": clean["outcomes"].get(case, "not run"), "impaired": outcome,
                         "message": run["messages"][case][:400]}
                        for case, outcome in sorted(run["outcomes"].items())
                        if outcome != clean["outcomes"].get(case, "not run")]
@@ -166,6 +183,9 @@ def render_third_party(rows: list[dict]) -> str:
         lines.append(f"| {row['target']} | {row['profile']} | {row['seed'] or ''} | {verdict} | {counts} "
                      f"| {len(row['differs']) if row['profile'] != 'clean' else ''} | {row['seconds']:.0f} s |")
     for row in rows:
+        if "did not start" in row["verdict"]:
+            lines.append(f"- {row['target']} {'on clean loopback' if row['profile'] == 'clean' else 'under ' + row['profile']}: "
+                         f"the target did not start ({row['run_dir']}): no verdict to compare")
         for d in row["differs"]:
             lines.append(f"- {row['target']} under {row['profile']}: `{d['case']}` {d['clean']} -> {d['impaired']}: "
                          f"{d['message'][:300]}")
@@ -214,6 +234,9 @@ def render(rows: list[dict], command: str, started: str) -> str:
         for fault in row["not_caught"]:
             lines.append(f"  - fault {fault['fault']} not caught: missed {fault['missed']}, "
                          f"failed elsewhere {fault['failed elsewhere']}")
+            why = WHY_NOT_CAUGHT.get((row["protocol"], fault["fault"]))
+            if why:
+                lines.append(f"    Why: {why}")
         for variant in row["variants_not_conformant"]:
             lines.append(f"  - variant {variant['variant']}: not passed {variant['not passed']}, "
                          f"hidden {variant['hidden']}")
@@ -263,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         output = args.output if args.output != DEFAULT_OUTPUT else DEFAULT_OUTPUT.with_name("impairment-third-party.md")
         rows = third_party(targets, args.profile or list(impair.PROFILES), args.seed,
                            args.work_dir / "third-party", args.deadline, output)
-        changed = sum(bool(row["differs"]) for row in rows)
-        print(f"impairment_matrix: {changed} of {len(rows) - len(targets)} impaired runs differ from clean; "
+        changed = sum(bool(row["differs"]) for row in rows if row["target"] in targets)
+        print(f"impairment_matrix: {changed} of {len(args.profile or impair.PROFILES) * len(targets)} "
+              "impaired runs differ from clean; "
               f"table: {output}")
         return 1 if changed else 0
     profiles = args.profile or list(MUST_HOLD)

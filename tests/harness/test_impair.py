@@ -375,6 +375,19 @@ def test_the_doc_lists_every_profile_with_its_parameters_and_defaults():
             assert f"({param.default:g}" in rows[name], (name, param.name, param.default)
 
 
+NOT_OBSERVABLE_UNDER = {
+    (protocol, profile, "number-replies-by-latest-request"):
+        "two requests are in flight at the node only when both reach it before it answers the first"
+    for protocol in ("ssb",) for profile in ("fragment", "throttle")
+}
+"""Faults whose own case cannot see them under a profile, with the reason
+the table gives (docs/impairment-results.md, "Differences"): the fault
+shows only when the node holds two requests at once, and a network that
+delivers the harness's one write of two boxes in pieces lets the node answer
+the first before the second arrives. The node is still NOT CONFORMANT
+there (accepts-several-rpc-per-box puts both in one box)."""
+
+
 def test_the_results_table_covers_every_protocol_and_profile_and_every_cell_holds():
     """docs/impairment-results.md (scripts/impairment_matrix.py, with its
     JSON beside it): a row per protocol and verdict-keeping profile, with
@@ -387,12 +400,17 @@ def test_the_results_table_covers_every_protocol_and_profile_and_every_cell_hold
     rows = json.loads((docs / "impairment-results.json").read_text(encoding="utf-8"))
     table = (docs / "impairment-results.md").read_text(encoding="utf-8")
     by_cell = {(row["protocol"], row["profile"]): row for row in rows}
+    for (protocol, profile, fault), why in NOT_OBSERVABLE_UNDER.items():
+        assert why in table, (protocol, profile, fault)
     assert set(by_cell) == {(protocol, profile) for protocol in PROTOCOLS for profile in VERDICT_KEEPING}
     for (protocol, profile), row in by_cell.items():
         assert row["refused"] is None, row
         assert row["faults"] == len(registry(protocol).SPECS), (protocol, profile)
         assert row["variants"] == len(variant_specs(protocol)), (protocol, profile)
-        assert row["reference_conformant"] and row["caught"] == row["faults"], row
+        excused = {fault for (p, q, fault) in NOT_OBSERVABLE_UNDER if (p, q) == (protocol, profile)}
+        assert row["reference_conformant"], row
+        assert {missed["fault"] for missed in row["not_caught"]} <= excused, row
+        assert row["caught"] >= row["faults"] - len(excused), row
         assert row["variants_conformant"] == row["variants"], row
         assert (f"| {protocol} | {profile} | {row['seed']} | CONFORMANT | {row['caught']}/{row['faults']} "
                 f"| {row['variants_conformant']}/{row['variants']} |") in table, (protocol, profile)
