@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from conformance.core import impair
+from conformance.core.results import read_results
 from conformance.mutation import FAULT_REGISTRIES, run_mutation, variant_specs
 from reference_impl.variants import LATE_ANSWERS
 
@@ -113,15 +114,12 @@ def _certify(target: str, run_dir: Path, impairment: impair.Impairment | None, d
         command += ["--impair", impairment.profile.text(), "--impair-seed", str(impairment.seed)]
     started = time.monotonic()
     done = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=1800)
-    outcomes: dict[str, str] = {}
-    messages: dict[str, str] = {}
-    results = run_dir / "results.jsonl"
-    for line in results.read_text(encoding="utf-8").splitlines() if results.is_file() else ():
-        record = json.loads(line)
-        outcomes[record["case_id"]] = record["outcome"]
-        messages[record["case_id"]] = record.get("message") or ""
-    verdict = next((line.strip() for line in done.stdout.splitlines() if ": CONFORMANT" in line
-                    or ": NOT CONFORMANT" in line or "NOT CERTIFIED" in line), f"exit {done.returncode}")
+    records = list(read_results(run_dir / "results.jsonl")) if (run_dir / "results.jsonl").is_file() else []
+    outcomes = {record["case_id"]: record["outcome"] for record in records}
+    messages = {record["case_id"]: record.get("message") or "" for record in records}
+    summary = run_dir / "summary.json"
+    verdict = (json.loads(summary.read_text(encoding="utf-8"))["verdict"] if summary.is_file()
+               else f"no verdict (exit {done.returncode})")
     return {"outcomes": outcomes, "messages": messages, "exit": done.returncode, "verdict": verdict,
             "run_dir": str(run_dir), "seconds": round(time.monotonic() - started, 1)}
 
@@ -178,8 +176,9 @@ def render_third_party(rows: list[dict]) -> str:
     for row in rows:
         c = row["counts"]
         counts = " / ".join(str(c.get(k, 0)) for k in ("passed", "failed", "blocked", "not_applicable", "error"))
-        verdict = row["verdict"].split(": ", 1)[-1] if ": " in row["verdict"] else row["verdict"]
-        verdict = verdict.replace("; root causes listed above", "")
+        # Rows of earlier runs hold the console's line ("target [impl, protocol]: VERDICT (...; root causes
+        # listed above)"); newer ones summary.json's verdict.
+        verdict = row["verdict"].split("]: ", 1)[-1].replace("; root causes listed above", "")
         lines.append(f"| {row['target']} | {row['profile']} | {row['seed'] or ''} | {verdict} | {counts} "
                      f"| {len(row['differs']) if row['profile'] != 'clean' else ''} | {row['seconds']:.0f} s |")
     for row in rows:

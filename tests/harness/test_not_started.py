@@ -155,7 +155,7 @@ def test_a_client_that_runs_and_never_connects_is_still_a_failure(tmp_path):
 # --- the pieces, in-process -------------------------------------------------------------
 
 
-def runtime(tmp_path: Path, launch: str = "", adapters: str = "") -> TargetRuntime:
+def runtime(tmp_path: Path, launch: str = "", adapters: str = "", port: int = 9) -> TargetRuntime:
     path = tmp_path / "targets.toml"
     path.write_text(textwrap.dedent(f"""
         [targets.node]
@@ -163,7 +163,7 @@ def runtime(tmp_path: Path, launch: str = "", adapters: str = "") -> TargetRunti
         protocol = "ripp"
         roles = ["server", "client"]
         host = "127.0.0.1"
-        port = 9
+        port = {port}
         [targets.node.launch]
         {launch}
         [targets.node.adapters]
@@ -284,22 +284,13 @@ import time; time.sleep(30)
 
 
 def _server_node(tmp_path: Path, code: str) -> TargetRuntime:
+    """A launched server on a free-picked port (port 0: {port} is chosen at start)."""
     script = tmp_path / "server.py"
     script.write_text(code)
-    path = tmp_path / "targets.toml"
-    path.write_text(textwrap.dedent(f"""
-        [targets.node]
-        implementation = "x"
-        protocol = "ripp"
-        roles = ["server"]
-        host = "127.0.0.1"
-        port = 0
-        [targets.node.launch]
-        server = ["{sys.executable}", "{script}", "{{port}}", "{tmp_path / 'marker'}"]
-        ready = "READY"
-        ready_timeout = 20
-    """))
-    return TargetRuntime(load_targets_file(path)["node"], tmp_path, tmp_path)
+    marker = tmp_path / "marker"
+    return runtime(tmp_path, port=0, launch=(
+        f'server = ["{sys.executable}", "{script}", "{{port}}", "{marker}"]\n'
+        'ready = "READY"\nready_timeout = 20'))
 
 
 def test_a_server_whose_port_was_taken_is_started_again_on_a_fresh_one(tmp_path):

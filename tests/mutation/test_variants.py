@@ -28,7 +28,7 @@ VARIANTS = [pytest.param(protocol, spec.name, id=f"{protocol}-{spec.name}",
                          # A late-answers run waits 1.5 s per write: SSB's took
                          # 288 s of the default 300 s test timeout in a loaded
                          # full tier. The test's own limit, not a case's deadline.
-                         marks=[pytest.mark.timeout(900)] if spec.name == "late-answers" else [])
+                         marks=[pytest.mark.timeout(900)] if spec.name == LATE_ANSWERS else [])
             for protocol in PROTOCOLS for spec in variant_specs(protocol)]
 LATE_CASE_JOBS = 4
 """A late-answers certification is mostly waiting (every write leaves
