@@ -52,7 +52,7 @@ flock 9
 packages=(docker.io docker-compose debootstrap)
 missing=()
 for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install ${missing[*]} by hand"

@@ -51,10 +51,14 @@ remove_policy() {
 trap remove_policy EXIT
 
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-cache policy activemq 2>/dev/null | grep -q 'Candidate: 5\.17\.'; then
+# The policy is read whole before grep looks at it: under pipefail,
+# `apt-cache policy | grep -q` fails with 141 whenever grep quits at its match
+# while apt-cache is still writing (SIGPIPE).
+candidate_517() { grep -q 'Candidate: 5\.17\.' <<<"$(apt-cache policy activemq 2>/dev/null || true)"; }
+if ! candidate_517; then
     "${sudo[@]}" apt-get update -qq
 fi
-apt-cache policy activemq 2>/dev/null | grep -q 'Candidate: 5\.17\.' \
+candidate_517 \
     || die "no activemq 5.17 candidate in the apt sources (Debian 12 has 5.17.2+dfsg)"
 # openjdk-17-jre-headless brings java and keytool; openssl makes the key store.
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends activemq openjdk-17-jre-headless openssl >/dev/null \

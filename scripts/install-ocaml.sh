@@ -26,7 +26,7 @@ packages=(ocaml-nox dune ocaml-findlib libppx-bin-prot-ocaml-dev libbin-prot-oca
 
 missing=()
 for p in "${packages[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
         missing+=("$p")
     fi
 done
@@ -50,7 +50,7 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
     || die "apt-get install ${missing[*]} failed"
 for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] \
         || die "$p is still not installed"
 done
 echo "install-ocaml.sh: installed; bin_prot $(dpkg-query -W -f='${Version}' libbin-prot-ocaml-dev)"

@@ -47,7 +47,9 @@ remove_policy() {
 trap remove_policy EXIT
 
 export DEBIAN_FRONTEND=noninteractive
-if ! apt-cache policy rabbitmq-server 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+# Read whole before grep: `apt-cache policy | grep -q` under pipefail fails
+# with 141 when grep quits at its match while apt-cache still writes.
+if ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy rabbitmq-server 2>/dev/null || true)"; then
     "${sudo[@]}" apt-get update -qq
 fi
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends rabbitmq-server >/dev/null \

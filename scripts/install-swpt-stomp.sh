@@ -70,25 +70,35 @@ python="${PYTHON:-python3}"
 
 stamp="$venv/.installed-commit"
 want="$commit $(sha256sum "$constraints" | cut -d' ' -f1)"
-if [ "$from_github" -eq 1 ]; then
-    source_spec="git+https://github.com/swaptacular/swpt_stomp.git@$commit"
-else
-    [ -r "$archive" ] || die "no source snapshot at $archive (see ../shared/thirdparty/README.md), or use --from-github"
+# Where the source comes from; looked up only when something is to be built
+# (an installed venv of this commit needs no archive).
+resolve_source() {
+    if [ "$from_github" -eq 1 ]; then
+        source_spec="git+https://github.com/swaptacular/swpt_stomp.git@$commit"
+        return 0
+    fi
+    [ -r "$archive" ] || die "no source snapshot of swpt_stomp ${commit:0:12} at $archive.
+    It is shared/thirdparty/swpt_stomp-${commit:0:12}.tar.gz of the project's shared folder
+    (its README says where it comes from). Give its path with
+    SWPT_STOMP_ARCHIVE=/path/to/swpt_stomp-${commit:0:12}.tar.gz $0
+    or take the commit from its public repository with $0 --from-github"
     # The snapshot is the commit's tree; check it is the one we pin.
     listing="$(tar -tzf "$archive")" || die "cannot read $archive"
     grep -qx "swpt_stomp-${commit:0:12}/swpt_stomp/server.py" <<<"$listing" \
         || die "$archive is not swpt_stomp at ${commit:0:12} (no swpt_stomp-${commit:0:12}/swpt_stomp/server.py)"
     source_spec="$archive"
-fi
+}
 
 if [ "$force" -eq 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/swpt-server" ]; then
     "$venv/bin/swpt-server" --help >/dev/null 2>&1 || die "$venv/bin/swpt-server --help fails; rerun with --force"
     echo "install-swpt-stomp.sh: swpt_stomp ${commit:0:12} already installed in $venv"
+    [ -z "$wheelhouse" ] || resolve_source
     build_wheels
     echo "$venv/bin"
     exit 0
 fi
 
+resolve_source
 rm -rf "$venv"
 mkdir -p "$tools"
 "$python" -m venv "$venv"

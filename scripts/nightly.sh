@@ -115,7 +115,7 @@ step_setup() {
     # lacks what the project's scripts take for granted; as root, install it.
     local want=(python3 python3-venv python3-dev gcc git procps ca-certificates) missing=() p
     for p in "${want[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+        [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
     done
     if [ "${#missing[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
         [ "$(id -u)" -eq 0 ] || die "missing ${missing[*]}; installing them needs root"

@@ -73,7 +73,10 @@ trap_cleanup() {
 # server is gone, with TIMED_OUT at $deadline (the log's tail first).
 wait_for_log() {
     local pattern="$1" offset="$2" exited="$3" timed_out="$4"
-    until tail -c +"$((offset + 1))" "$log_file" 2>/dev/null | grep -q "$pattern"; do
+    # grep without -q reads to the end: a -q that quits at its match while
+    # tail still writes makes the pipe fail (141 under pipefail), read as
+    # "not yet" until the deadline.
+    until tail -c +"$((offset + 1))" "$log_file" 2>/dev/null | grep "$pattern" >/dev/null; do
         kill -0 "$server_pid" 2>/dev/null || { show_log_tail; die "$exited"; }
         [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "$timed_out"; }
         sleep 0.2
