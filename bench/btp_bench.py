@@ -58,19 +58,40 @@ def _filler(label: str, size: int) -> bytes:
 
 def typical_packets() -> dict[str, Packet]:
     """What a BTP link mostly carries."""
-    claim = json.dumps({"amount": "1000000", "channel": _filler("channel", 32).hex().upper(),
-                        "signature": _filler("signature", 64).hex().upper()}, separators=(",", ":"))
+    claim = json.dumps(
+        {
+            "amount": "1000000",
+            "channel": _filler("channel", 32).hex().upper(),
+            "signature": _filler("signature", 64).hex().upper(),
+        },
+        separators=(",", ":"),
+    )
     return {
         # RFC 23 Authentication: primary 'auth' (empty), secondary 'auth_token'.
-        "message-auth": Message(0x12345678, (
-            ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
-            ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"9b3c5e0f2a71d4e8b6c0f1a2"))),
+        "message-auth": Message(
+            0x12345678,
+            (
+                ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+                ProtocolDataEntry(
+                    "auth_token", ContentType.TEXT_PLAIN_UTF8, b"9b3c5e0f2a71d4e8b6c0f1a2"
+                ),
+            ),
+        ),
         # An ILPv4 Prepare (about 180 bytes with STREAM data) under 'ilp'.
-        "message-ilp": Message(0x9ABCDEF0, (
-            ProtocolDataEntry("ilp", ContentType.APPLICATION_OCTET_STREAM, _filler("ilp-prepare", 180)),)),
+        "message-ilp": Message(
+            0x9ABCDEF0,
+            (
+                ProtocolDataEntry(
+                    "ilp", ContentType.APPLICATION_OCTET_STREAM, _filler("ilp-prepare", 180)
+                ),
+            ),
+        ),
         # A settlement: amount plus a JSON payment-channel claim.
-        "transfer-claim": Transfer(0x0BADCAFE, 1_000_000, (
-            ProtocolDataEntry("claim", ContentType.APPLICATION_JSON, claim.encode()),)),
+        "transfer-claim": Transfer(
+            0x0BADCAFE,
+            1_000_000,
+            (ProtocolDataEntry("claim", ContentType.APPLICATION_JSON, claim.encode()),),
+        ),
     }
 
 
@@ -107,11 +128,29 @@ class NodeBench:
         if node is None:
             raise RuntimeError("node is not on PATH")
         if not (NODE_DIR / "node_modules" / "btp-packet").is_dir():
-            raise RuntimeError(f"{NODE_DIR}/node_modules/btp-packet is missing: run scripts/install-node-deps.sh")
-        self.process = subprocess.Popen([node, str(NODE_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, cwd=NODE_DIR)
-        hello = self.ask({"packets": [{"id": name, "hex": encode_packet(packet).hex(),
-                                       "packet": packet_to_json(packet)} for name, packet in packets.items()]})
+            raise RuntimeError(
+                f"{NODE_DIR}/node_modules/btp-packet is missing: run scripts/install-node-deps.sh"
+            )
+        self.process = subprocess.Popen(
+            [node, str(NODE_SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=NODE_DIR,
+        )
+        hello = self.ask(
+            {
+                "packets": [
+                    {
+                        "id": name,
+                        "hex": encode_packet(packet).hex(),
+                        "packet": packet_to_json(packet),
+                    }
+                    for name, packet in packets.items()
+                ]
+            }
+        )
         self.label = f"{hello['tool']} on Node.js {hello['node']}"
 
     def ask(self, request: dict) -> dict:
@@ -125,7 +164,9 @@ class NodeBench:
         if not line:
             self.process.wait(timeout=10)
             stderr = self.process.stderr.read() if self.process.stderr else ""
-            raise RuntimeError(f"{NODE_SCRIPT.name} exited {self.process.returncode}: {stderr.strip()}")
+            raise RuntimeError(
+                f"{NODE_SCRIPT.name} exited {self.process.returncode}: {stderr.strip()}"
+            )
         return json.loads(line)
 
     def rate(self, name: str, op: str, seconds: float) -> float:
@@ -141,8 +182,9 @@ class NodeBench:
             self.process.wait()
 
 
-def measure(packets: dict[str, Packet], node: NodeBench | None, seconds: float,
-            repeats: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]] | None]:
+def measure(
+    packets: dict[str, Packet], node: NodeBench | None, seconds: float, repeats: int
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]] | None]:
     """Best-of-``repeats`` rates; Python and Node.js take turns on each run
     so that both see the same machine load."""
     py: dict[str, dict[str, float]] = {}
@@ -170,10 +212,18 @@ def measure(packets: dict[str, Packet], node: NodeBench | None, seconds: float,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=0.3, help="length of one timed run (default 0.3)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per figure, best kept (default 5)")
-    parser.add_argument("--no-node", action="store_true", help="skip btp-packet (and the ratio target)")
-    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    parser.add_argument(
+        "--seconds", type=float, default=0.3, help="length of one timed run (default 0.3)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed runs per figure, best kept (default 5)"
+    )
+    parser.add_argument(
+        "--no-node", action="store_true", help="skip btp-packet (and the ratio target)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="also print the figures as one JSON line"
+    )
     args = parser.parse_args()
 
     packets = typical_packets()
@@ -197,11 +247,14 @@ def main() -> int:
         if node is not None:
             node.close()
 
-    print(f"BTP codec: reference_impl.btp.packet on CPython {platform.python_version()} "
-          f"vs {js_label}")
+    print(
+        f"BTP codec: reference_impl.btp.packet on CPython {platform.python_version()} vs {js_label}"
+    )
     print(f"codec: {CODEC} (BTP_PURE_PYTHON=1 measures the pure-Python one)")
-    header = (f"{'packet':<16}{'bytes':>6}  {'py decode/s':>12}{'js decode/s':>12}{'ratio':>7}"
-              f"  {'py encode/s':>12}{'js encode/s':>12}{'ratio':>7}")
+    header = (
+        f"{'packet':<16}{'bytes':>6}  {'py decode/s':>12}{'js decode/s':>12}{'ratio':>7}"
+        f"  {'py encode/s':>12}{'js encode/s':>12}{'ratio':>7}"
+    )
     print(header)
     print("-" * len(header))
     verdicts: list[tuple[bool, str]] = []
@@ -211,19 +264,33 @@ def main() -> int:
         j = js[name] if js else None
         dec_ratio = p["decode_per_s"] / j["decode_per_s"] if j else None
         enc_ratio = p["encode_per_s"] / j["encode_per_s"] if j else None
-        print(f"{name:<16}{size:>6}  {p['decode_per_s']:>12,.0f}"
-              f"{(format(j['decode_per_s'], ',.0f') if j else '-'):>12}"
-              f"{(format(dec_ratio, '.2f') if j else '-'):>7}"
-              f"  {p['encode_per_s']:>12,.0f}"
-              f"{(format(j['encode_per_s'], ',.0f') if j else '-'):>12}"
-              f"{(format(enc_ratio, '.2f') if j else '-'):>7}")
-        verdicts.append((p["decode_per_s"] >= DECODE_TARGET,
-                         f"{name}: Python decodes {p['decode_per_s']:,.0f}/s (target >= {DECODE_TARGET:,}/s)"))
+        print(
+            f"{name:<16}{size:>6}  {p['decode_per_s']:>12,.0f}"
+            f"{(format(j['decode_per_s'], ',.0f') if j else '-'):>12}"
+            f"{(format(dec_ratio, '.2f') if j else '-'):>7}"
+            f"  {p['encode_per_s']:>12,.0f}"
+            f"{(format(j['encode_per_s'], ',.0f') if j else '-'):>12}"
+            f"{(format(enc_ratio, '.2f') if j else '-'):>7}"
+        )
+        verdicts.append(
+            (
+                p["decode_per_s"] >= DECODE_TARGET,
+                f"{name}: Python decodes {p['decode_per_s']:,.0f}/s (target >= {DECODE_TARGET:,}/s)",
+            )
+        )
         if j:
-            verdicts.append((dec_ratio >= RATIO_TARGET,
-                             f"{name}: decode ratio Python/JS {dec_ratio:.2f} (target >= {RATIO_TARGET:g})"))
-            verdicts.append((enc_ratio >= RATIO_TARGET,
-                             f"{name}: encode ratio Python/JS {enc_ratio:.2f} (target >= {RATIO_TARGET:g})"))
+            verdicts.append(
+                (
+                    dec_ratio >= RATIO_TARGET,
+                    f"{name}: decode ratio Python/JS {dec_ratio:.2f} (target >= {RATIO_TARGET:g})",
+                )
+            )
+            verdicts.append(
+                (
+                    enc_ratio >= RATIO_TARGET,
+                    f"{name}: encode ratio Python/JS {enc_ratio:.2f} (target >= {RATIO_TARGET:g})",
+                )
+            )
         elif not args.no_node:
             verdicts.append((False, f"{name}: ratios not measured ({node_error})"))
     print()

@@ -62,7 +62,15 @@ PROTOCOLS: dict[str, dict] = {
     },
     "stomp": {
         "spec": "STOMP 1.2 specification",
-        "components": ["frame", "connect", "subscribe", "ack", "heartbeat", "receipt", "transaction"],
+        "components": [
+            "frame",
+            "connect",
+            "subscribe",
+            "ack",
+            "heartbeat",
+            "receipt",
+            "transaction",
+        ],
         "impls": ["activemq", "rabbitmq-stomp", "artemis", "stompjs-broker", "coilmq"],
     },
     "ripp": {
@@ -76,12 +84,46 @@ PROTOCOLS: dict[str, dict] = {
         "impls": ["rippled", "xrpld-lite", "ripple-host-rs", "clio-host"],
     },
 }
-VERBS = ["rejects", "accepts", "sends", "closes", "ends", "answers", "ignores", "keeps",
-         "orders", "limits", "retries", "signs", "verifies", "reports", "caps", "serves"]
-OBJECTS = ["wrong-key", "replayed-frame", "truncated-header", "garbage", "empty-body",
-           "duplicate-id", "unknown-command", "large-message", "stale-session", "bad-signature",
-           "missing-field", "oversized-frame", "out-of-order-seq", "expired-token", "split-packet",
-           "concurrent-requests", "zero-length", "utf8-names", "negative-amount", "reconnect"]
+VERBS = [
+    "rejects",
+    "accepts",
+    "sends",
+    "closes",
+    "ends",
+    "answers",
+    "ignores",
+    "keeps",
+    "orders",
+    "limits",
+    "retries",
+    "signs",
+    "verifies",
+    "reports",
+    "caps",
+    "serves",
+]
+OBJECTS = [
+    "wrong-key",
+    "replayed-frame",
+    "truncated-header",
+    "garbage",
+    "empty-body",
+    "duplicate-id",
+    "unknown-command",
+    "large-message",
+    "stale-session",
+    "bad-signature",
+    "missing-field",
+    "oversized-frame",
+    "out-of-order-seq",
+    "expired-token",
+    "split-packet",
+    "concurrent-requests",
+    "zero-length",
+    "utf8-names",
+    "negative-amount",
+    "reconnect",
+]
 OUTCOMES = np.array(["passed", "failed", "not_applicable", "error", "blocked"])
 BLOCKED = 4
 """Index of ``blocked`` in OUTCOMES: a case right after a failed one (its
@@ -94,8 +136,10 @@ FAIL_MESSAGES = [
     "peer accepted a forged signature",
     "stream ended without the end-of-stream marker",
 ]
-ERROR_MESSAGES = ["target did not start: connection refused on 127.0.0.1",
-                  "harness error: deadline exceeded while reading hello"]
+ERROR_MESSAGES = [
+    "target did not start: connection refused on 127.0.0.1",
+    "harness error: deadline exceeded while reading hello",
+]
 
 
 def case_catalogue(protocol: str, count: int, seed: int) -> list[dict]:
@@ -115,9 +159,15 @@ def case_catalogue(protocol: str, count: int, seed: int) -> list[dict]:
             continue
         seen.add(case_id)
         level = LEVELS[rng.choice(3, p=[0.75, 0.2, 0.05])]
-        cases.append({"case_id": case_id, "role": role, "level": str(level),
-                      "citation": f"{info['spec']}, {comp} section {1 + i % 9}.{1 + i % 5} "
-                                  f"(\"{verb} {obj.replace('-', ' ')}\")"})
+        cases.append(
+            {
+                "case_id": case_id,
+                "role": role,
+                "level": str(level),
+                "citation": f"{info['spec']}, {comp} section {1 + i % 9}.{1 + i % 5} "
+                f'("{verb} {obj.replace("-", " ")}")',
+            }
+        )
     return cases
 
 
@@ -152,27 +202,34 @@ class Plan:
         self.lvl = {}
         self.role_i = {}
         for p, cases in self.catalogues.items():
-            self.head[p] = [f'{{"case_id": "{c["case_id"]}", "citation": {json.dumps(c["citation"])}, "duration_s": '
-                            for c in cases]
+            self.head[p] = [
+                f'{{"case_id": "{c["case_id"]}", "citation": {json.dumps(c["citation"])}, "duration_s": '
+                for c in cases
+            ]
             self.tail[p] = [f'Z", "trace_file": "traces/{c["case_id"]}.txt"}}\n' for c in cases]
             self.lvl[p] = [f'{c["level"]}", "message": ' for c in cases]
             self.role_i[p] = [0 if c["role"] == "server" else 1 for c in cases]
         self.roles = {p: np.array([c["role"] for c in cs]) for p, cs in self.catalogues.items()}
         self.ids = {p: [c["case_id"] for c in cs] for p, cs in self.catalogues.items()}
         # Durations as strings, 0.1 ms steps up to 3 s: formatting by lookup.
-        self.dur_table = np.array([f"{x / 10000:.4f}".rstrip("0").rstrip(".") if x else "0.0"
-                                   for x in range(30000)], dtype=object)
+        self.dur_table = np.array(
+            [f"{x / 10000:.4f}".rstrip("0").rstrip(".") if x else "0.0" for x in range(30000)],
+            dtype=object,
+        )
         frags = {
             "passed": ['"", "outcome": "passed"'],
-            "not_applicable": ['"target lacks capability: live-streams", "outcome": "not_applicable"'],
+            "not_applicable": [
+                '"target lacks capability: live-streams", "outcome": "not_applicable"'
+            ],
             "failed": [f'{json.dumps(m)}, "outcome": "failed"' for m in FAIL_MESSAGES],
             "error": [f'{json.dumps(m)}, "outcome": "error"' for m in ERROR_MESSAGES],
             # Replaced per line by one naming the case that blocked it (see block()).
             "blocked": ['"blocked by a prerequisite", "outcome": "blocked"'],
         }
         # Indexed by outcome * 5 + variant: the message and outcome part of a line.
-        self.outcome_table = np.array([frags[o][w % len(frags[o])] for o in OUTCOMES for w in range(5)],
-                                      dtype=object)
+        self.outcome_table = np.array(
+            [frags[o][w % len(frags[o])] for o in OUTCOMES for w in range(5)], dtype=object
+        )
 
     def behaviour(self, impl_i: int, release: int, protocol: str) -> tuple[np.ndarray, np.ndarray]:
         key = (impl_i, release, protocol)
@@ -182,7 +239,9 @@ class Plan:
             self._behaviour[key] = self._draw_behaviour(impl_i, release, protocol)
         return self._behaviour[key]
 
-    def _draw_behaviour(self, impl_i: int, release: int, protocol: str) -> tuple[np.ndarray, np.ndarray]:
+    def _draw_behaviour(
+        self, impl_i: int, release: int, protocol: str
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Per case of this implementation release: base outcome and flakiness.
 
         A bug belongs to a range of releases (introduced, then fixed), a
@@ -194,7 +253,9 @@ class Plan:
         flaky = rng_impl.random(n) < 0.015
         bug_start = rng_impl.integers(0, 40, n)
         bug_len = rng_impl.integers(1, 12, n)
-        buggy = (rng_impl.random(n) < 0.05) & (release >= bug_start) & (release < bug_start + bug_len)
+        buggy = (
+            (rng_impl.random(n) < 0.05) & (release >= bug_start) & (release < bug_start + bug_len)
+        )
         base = np.zeros(n, dtype=np.int8)
         base[buggy] = 1
         base[na] = 2
@@ -219,8 +280,9 @@ def night_runs(plan: Plan, night: int) -> list[tuple[str, list[str], bool]]:
             version = version_of(impl_i, rel)
             target = f"{impl}-{version.rsplit('.', 1)[0]}" + ("" if v == 0 else "-prev")
             base, flaky = plan.behaviour(impl_i, rel, protocol)
-            lines += block(plan, rng, protocol, impl, version, target, run_id, None, base, flaky, t,
-                           None)
+            lines += block(
+                plan, rng, protocol, impl, version, target, run_id, None, base, flaky, t, None
+            )
             t = t + np.timedelta64(90_000, "ms")
         runs.append((run_id, lines, True))
     if args.interop:
@@ -256,17 +318,39 @@ def night_runs(plan: Plan, night: int) -> list[tuple[str, list[str], bool]]:
                         idx = subset[mask]
                         b2 = base[idx].copy()
                         b2[(incompatible[mask]) & (b2 == 0)] = 1
-                        lines += block(plan, rng, protocol, impl, version,
-                                       f"{impl}-{version.rsplit('.', 1)[0]}", run_id,
-                                       plan.impls[other][0], b2, flaky[idx], t, idx)
+                        lines += block(
+                            plan,
+                            rng,
+                            protocol,
+                            impl,
+                            version,
+                            f"{impl}-{version.rsplit('.', 1)[0]}",
+                            run_id,
+                            plan.impls[other][0],
+                            b2,
+                            flaky[idx],
+                            t,
+                            idx,
+                        )
                         t = t + np.timedelta64(5_000, "ms")
             runs.append((run_id, lines, True))
     return runs
 
 
-def block(plan: Plan, rng: np.random.Generator, protocol: str, impl: str, version: str, target: str,
-          run_id: str, peer: str | None, base: np.ndarray, flaky: np.ndarray, t0: np.datetime64,
-          idx: np.ndarray | None) -> list[str]:
+def block(
+    plan: Plan,
+    rng: np.random.Generator,
+    protocol: str,
+    impl: str,
+    version: str,
+    target: str,
+    run_id: str,
+    peer: str | None,
+    base: np.ndarray,
+    flaky: np.ndarray,
+    t0: np.datetime64,
+    idx: np.ndarray | None,
+) -> list[str]:
     """Lines for one target over a list of cases: every random draw and every
     per-line string piece is an array operation; only the final f-string
     assembly is a Python loop (one allocation per line)."""
@@ -290,17 +374,31 @@ def block(plan: Plan, rng: np.random.Generator, protocol: str, impl: str, versio
         for i in np.flatnonzero(blocked).tolist():
             message = f"blocked by {ids[i - 1]} (failed): {FAIL_MESSAGES[i % len(FAIL_MESSAGES)]}"
             ofr[i] = f'{json.dumps(message)}, "outcome": "blocked"'
-    mid = (f', "harness_version": "{HARNESS_VERSION}", "host": "nightly-1", '
-           f'"implementation": "{impl}", "implementation_version": "{version}", "level": "')
+    mid = (
+        f', "harness_version": "{HARNESS_VERSION}", "host": "nightly-1", '
+        f'"implementation": "{impl}", "implementation_version": "{version}", "level": "'
+    )
     peer_s = "null" if peer is None else f'"{peer}"'
-    after = [(f', "peer_implementation": {peer_s}, "protocol": "{protocol}", "role": "{role}", '
-              f'"run_id": "{run_id}", "target": "{target}", "time": "') for role in ("server", "client")]
-    head, lvl, role, tail = plan.head[protocol], plan.lvl[protocol], plan.role_i[protocol], plan.tail[protocol]
+    after = [
+        (
+            f', "peer_implementation": {peer_s}, "protocol": "{protocol}", "role": "{role}", '
+            f'"run_id": "{run_id}", "target": "{target}", "time": "'
+        )
+        for role in ("server", "client")
+    ]
+    head, lvl, role, tail = (
+        plan.head[protocol],
+        plan.lvl[protocol],
+        plan.role_i[protocol],
+        plan.tail[protocol],
+    )
     if idx is not None:
         pick = idx.tolist()
         head, lvl, role, tail = ([x[i] for i in pick] for x in (head, lvl, role, tail))
-    return [f"{h}{d}{mid}{lv}{o}{after[r]}{ts}{tl}"
-            for h, d, lv, o, r, ts, tl in zip(head, dstr, lvl, ofr, role, tstr, tail)]
+    return [
+        f"{h}{d}{mid}{lv}{o}{after[r]}{ts}{tl}"
+        for h, d, lv, o, r, ts, tl in zip(head, dstr, lvl, ofr, role, tstr, tail)
+    ]
 
 
 def write_night(args_dict: dict, night: int) -> dict:
@@ -324,8 +422,11 @@ def write_night(args_dict: dict, night: int) -> dict:
         if bad:
             # Corrupt lines: garbage, a record without outcome, an unknown outcome.
             pos = sorted(rng.choice(len(lines), size=min(bad, len(lines)), replace=False).tolist())
-            kinds = ["not json at all\n", '{"run_id": "' + run_id + '", "case_id": "x.y.server.z"}\n',
-                     lines[0].replace('"outcome": "', '"outcome": "maybe-')]
+            kinds = [
+                "not json at all\n",
+                '{"run_id": "' + run_id + '", "case_id": "x.y.server.z"}\n',
+                lines[0].replace('"outcome": "', '"outcome": "maybe-'),
+            ]
             for j, p in enumerate(pos):
                 lines.insert(p + j, kinds[j % 3])
             bad = len(pos)
@@ -333,9 +434,19 @@ def write_night(args_dict: dict, night: int) -> dict:
         (run_dir / "results.jsonl").write_text(text, encoding="utf-8")
         rows = len(lines) - bad
         if not unfinished:
-            (run_dir / "summary.json").write_text(json.dumps(
-                {"run_id": run_id, "harness_version": HARNESS_VERSION, "cases": rows, "synthetic": True},
-                sort_keys=True) + "\n", encoding="utf-8")
+            (run_dir / "summary.json").write_text(
+                json.dumps(
+                    {
+                        "run_id": run_id,
+                        "harness_version": HARNESS_VERSION,
+                        "cases": rows,
+                        "synthetic": True,
+                    },
+                    sort_keys=True,
+                )
+                + "\n",
+                encoding="utf-8",
+            )
         counts["runs"] += 1
         counts["unfinished"] += unfinished
         counts["rows"] += rows
@@ -363,22 +474,31 @@ def rows_per_night(args: argparse.Namespace) -> int:
         per_proto: dict[str, int] = {}
         for _, p in impls:
             per_proto[p] = per_proto.get(p, 0) + 1
-        interop = sum(k * (k - 1) for k in per_proto.values() if k > 1) * min(args.interop_cases, args.cases)
+        interop = sum(k * (k - 1) for k in per_proto.values() if k > 1) * min(
+            args.interop_cases, args.cases
+        )
     return conformance + interop
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="output directory (runs/ and manifest.json go here)")
-    parser.add_argument("--rows", type=int, default=None,
-                        help="about this many rows: sets --nights (overrides it)")
+    parser.add_argument(
+        "--out", required=True, help="output directory (runs/ and manifest.json go here)"
+    )
+    parser.add_argument(
+        "--rows", type=int, default=None, help="about this many rows: sets --nights (overrides it)"
+    )
     parser.add_argument("--implementations", type=int, default=20)
     parser.add_argument("--cases", type=int, default=400, help="cases per protocol")
-    parser.add_argument("--versions", type=int, default=2, help="releases certified per implementation per night")
+    parser.add_argument(
+        "--versions", type=int, default=2, help="releases certified per implementation per night"
+    )
     parser.add_argument("--nights", type=int, default=30)
     parser.add_argument("--interop", type=int, default=1, help="1: nightly interop runs (0: none)")
     parser.add_argument("--interop-cases", type=int, default=40, help="cases per interop pair")
-    parser.add_argument("--unfinished", type=float, default=0.003, help="share of runs killed part-way")
+    parser.add_argument(
+        "--unfinished", type=float, default=0.003, help="share of runs killed part-way"
+    )
     parser.add_argument("--malformed", type=float, default=2e-5, help="share of malformed lines")
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -405,16 +525,28 @@ def generate(args: argparse.Namespace, quiet: bool = False) -> dict:
                 for k in total:
                     total[k] += c[k]
                 if not quiet and (i + 1) % max(1, args.nights // 10) == 0:
-                    print(f"  night {i + 1}/{args.nights}: {total['rows']:,} rows", file=sys.stderr, flush=True)
+                    print(
+                        f"  night {i + 1}/{args.nights}: {total['rows']:,} rows",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     else:
         for n in nights:
             c = write_night(d, n)
             for k in total:
                 total[k] += c[k]
-    manifest = {**total, "nights": args.nights, "implementations": args.implementations,
-                "cases_per_protocol": args.cases, "versions": args.versions, "seed": args.seed,
-                "seconds": round(time.monotonic() - started, 2)}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    manifest = {
+        **total,
+        "nights": args.nights,
+        "implementations": args.implementations,
+        "cases_per_protocol": args.cases,
+        "versions": args.versions,
+        "seed": args.seed,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+    (out / "manifest.json").write_text(
+        json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return manifest
 
 

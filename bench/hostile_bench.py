@@ -32,15 +32,29 @@ OUTCOMES = ("passed", "failed", "error", "blocked", "not_applicable")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--protocol", choices=["ssb", "btp"], action="append",
-                        help="only this protocol's zoo (repeatable; default both)")
+    parser.add_argument(
+        "--protocol",
+        choices=["ssb", "btp"],
+        action="append",
+        help="only this protocol's zoo (repeatable; default both)",
+    )
     parser.add_argument("--behaviour", action="append", help="only this behaviour (repeatable)")
-    parser.add_argument("--deadline", type=float, default=1.0, help="--deadline given to certify (default 1)")
-    parser.add_argument("--repo", type=Path, default=REPO,
-                        help="checkout whose harness is measured (default: this one)")
+    parser.add_argument(
+        "--deadline", type=float, default=1.0, help="--deadline given to certify (default 1)"
+    )
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        default=REPO,
+        help="checkout whose harness is measured (default: this one)",
+    )
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
-    parser.add_argument("--timeout", type=float, default=300,
-                        help="seconds after which a run is killed and reported as such (default 300)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300,
+        help="seconds after which a run is killed and reported as such (default 300)",
+    )
     args = parser.parse_args(argv)
 
     repo = args.repo.resolve()
@@ -54,25 +68,36 @@ def main(argv: list[str] | None = None) -> int:
     zoo.REPO_ROOT = repo
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="hostile-bench-"))
-    plan = [(p, b) for p in (args.protocol or ["ssb", "btp"])
-            for b in (SSB_BEHAVIOURS if p == "ssb" else BTP_BEHAVIOURS)
-            if not args.behaviour or b in args.behaviour]
+    plan = [
+        (p, b)
+        for p in (args.protocol or ["ssb", "btp"])
+        for b in (SSB_BEHAVIOURS if p == "ssb" else BTP_BEHAVIOURS)
+        if not args.behaviour or b in args.behaviour
+    ]
     print(f"harness: {repo}  --deadline {args.deadline}  ({os.cpu_count()} CPUs)")
-    header = (f"{'target':<30} {'exit':>4} {'wall s':>7} {'peak MB':>8} "
-              + " ".join(f"{o[:7]:>7}" for o in OUTCOMES) + f" {'trace KB':>9}")
+    header = (
+        f"{'target':<30} {'exit':>4} {'wall s':>7} {'peak MB':>8} "
+        + " ".join(f"{o[:7]:>7}" for o in OUTCOMES)
+        + f" {'trace KB':>9}"
+    )
     print(header)
     print("-" * len(header))
     worst_rss = 0
     for protocol, behaviour in plan:
-        run = zoo.certify_hostile(protocol, behaviour, work, deadline=args.deadline, timeout=args.timeout)
+        run = zoo.certify_hostile(
+            protocol, behaviour, work, deadline=args.deadline, timeout=args.timeout
+        )
         counts = run.outcomes
         sizes = run.trace_sizes()
         worst_rss = max(worst_rss, run.peak_rss_kb)
         killed = "(killed after" in run.output
         peak = "killed" if killed else f"{run.peak_rss_kb / 1024:.0f}"
-        print(f"{run.target:<30} {run.code:>4} {run.seconds:>7.1f} {peak:>8} "
-              + " ".join(f"{counts.get(o, 0):>7}" for o in OUTCOMES)
-              + f" {max(sizes.values(), default=0) / 1024:>9.0f}", flush=True)
+        print(
+            f"{run.target:<30} {run.code:>4} {run.seconds:>7.1f} {peak:>8} "
+            + " ".join(f"{counts.get(o, 0):>7}" for o in OUTCOMES)
+            + f" {max(sizes.values(), default=0) / 1024:>9.0f}",
+            flush=True,
+        )
     print(f"\nlargest peak RSS: {worst_rss / 1024:.0f} MB; run directories: {work}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

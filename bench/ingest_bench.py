@@ -55,12 +55,20 @@ def load() -> str:
 def step(label: str, argv: list[str], dataset: Path | None, log: Path) -> dict:
     """Run one conformance command; its wall time and, for an ingest or a
     compaction, the report it wrote last."""
-    before = set((dataset / "ingest-reports").glob("*.json")) if dataset and (dataset / "ingest-reports").is_dir() \
+    before = (
+        set((dataset / "ingest-reports").glob("*.json"))
+        if dataset and (dataset / "ingest-reports").is_dir()
         else set()
+    )
     started = time.monotonic()
     with open(log, "w") as out:
-        code = subprocess.run([sys.executable, "-m", "conformance.cli", *argv], stdout=out,
-                              stderr=subprocess.STDOUT, cwd=REPO_ROOT, timeout=3600).returncode
+        code = subprocess.run(
+            [sys.executable, "-m", "conformance.cli", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            timeout=3600,
+        ).returncode
     seconds = time.monotonic() - started
     if code != 0:
         sys.exit(f"ingest_bench: {label} failed (exit {code}):\n{log.read_text()[-3000:]}")
@@ -72,24 +80,34 @@ def step(label: str, argv: list[str], dataset: Path | None, log: Path) -> dict:
     phases = " ".join(f"{k} {v:.1f}" for k, v in report.get("phases", {}).items())
     print(f"{label:<44} {seconds:6.1f} s  ({load()})", flush=True)
     if runs:
-        print(f"{'':<6}runs parsed {runs['parsed']}, skipped unchanged {runs['skipped_unchanged']}, "
-              f"replaced {runs['replaced']}; records {report['records']:,}; files linked {files.get('linked', 0)}, "
-              f"added {files.get('added', 0)}, rewritten {files.get('rewritten', 0)}; phases (s) {phases}",
-              flush=True)
+        print(
+            f"{'':<6}runs parsed {runs['parsed']}, skipped unchanged {runs['skipped_unchanged']}, "
+            f"replaced {runs['replaced']}; records {report['records']:,}; files linked {files.get('linked', 0)}, "
+            f"added {files.get('added', 0)}, rewritten {files.get('rewritten', 0)}; phases (s) {phases}",
+            flush=True,
+        )
     elif files:
-        print(f"{'':<6}files {files.get('before')} -> {files.get('after')}; rows {report.get('rows_compacted', 0):,};"
-              f" phases (s) {phases}", flush=True)
+        print(
+            f"{'':<6}files {files.get('before')} -> {files.get('after')}; rows {report.get('rows_compacted', 0):,};"
+            f" phases (s) {phases}",
+            flush=True,
+        )
     return {"seconds": round(seconds, 2), "report": report}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nights", type=int, default=30, help="nights already in the dataset (default 30)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--nights", type=int, default=30, help="nights already in the dataset (default 30)"
+    )
     parser.add_argument("--implementations", type=int, default=20)
     parser.add_argument("--cases", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3, help="turns of steps 3 and 4 (default 3)")
-    parser.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one, removed)")
+    parser.add_argument(
+        "--keep", type=Path, help="work directory to keep (default: a temporary one, removed)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="ingest-bench-"))
@@ -104,9 +122,24 @@ def main() -> int:
 def run(args: argparse.Namespace, work: Path) -> int:
     gen = work / "gen"
     t = time.monotonic()
-    subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(gen),
-                    "--nights", str(args.nights + 1), "--implementations", str(args.implementations),
-                    "--cases", str(args.cases), "--clean"], check=True, stdout=subprocess.DEVNULL, timeout=3600)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "gen_results.py"),
+            "--out",
+            str(gen),
+            "--nights",
+            str(args.nights + 1),
+            "--implementations",
+            str(args.implementations),
+            "--cases",
+            str(args.cases),
+            "--clean",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=3600,
+    )
     manifest = json.loads((gen / "manifest.json").read_text())
     runs = gen / "runs"
     last_night = (FIRST_NIGHT + timedelta(days=args.nights)).strftime("%Y%m%d")
@@ -116,18 +149,29 @@ def run(args: argparse.Namespace, work: Path) -> int:
     for run_dir in sorted(runs.glob(f"{last_night}T*")):
         os.replace(run_dir, night / run_dir.name)  # rename(2): sizes and mtimes stay
     night_runs = len(list(night.iterdir()))
-    print(f"ingest_bench: {manifest['rows']:,} rows in {manifest['runs']:,} runs ({args.nights} nights + 1 of "
-          f"{night_runs} runs) generated in {time.monotonic() - t:.0f} s (not timed); work dir {work}", flush=True)
+    print(
+        f"ingest_bench: {manifest['rows']:,} rows in {manifest['runs']:,} runs ({args.nights} nights + 1 of "
+        f"{night_runs} runs) generated in {time.monotonic() - t:.0f} s (not timed); work dir {work}",
+        flush=True,
+    )
 
     dataset = work / "dataset"
     shutil.rmtree(dataset, ignore_errors=True)
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
     figures = {
-        "history": step(f"1. {args.nights} nights into an empty dataset",
-                        ["ingest", str(runs), "--dataset", str(dataset)], dataset, logs / "1.log"),
-        "nothing_new": step("2. the same again, nothing new",
-                            ["ingest", str(runs), "--dataset", str(dataset)], dataset, logs / "2.log"),
+        "history": step(
+            f"1. {args.nights} nights into an empty dataset",
+            ["ingest", str(runs), "--dataset", str(dataset)],
+            dataset,
+            logs / "1.log",
+        ),
+        "nothing_new": step(
+            "2. the same again, nothing new",
+            ["ingest", str(runs), "--dataset", str(dataset)],
+            dataset,
+            logs / "2.log",
+        ),
     }
     for run_dir in sorted(night.iterdir()):
         os.replace(run_dir, runs / run_dir.name)
@@ -143,27 +187,61 @@ def run(args: argparse.Namespace, work: Path) -> int:
         copy = work / f"dataset-{turn}"
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(dataset, copy, symlinks=True, copy_function=os.link)
-        into_history.append(step(f"3. one new night, ingest of all {manifest['runs']:,} runs (turn {turn})",
-                                 ["ingest", str(runs), "--dataset", str(copy)], copy, logs / f"3-{turn}.log"))
+        into_history.append(
+            step(
+                f"3. one new night, ingest of all {manifest['runs']:,} runs (turn {turn})",
+                ["ingest", str(runs), "--dataset", str(copy)],
+                copy,
+                logs / f"3-{turn}.log",
+            )
+        )
         empty = work / f"dataset-night-alone-{turn}"
         shutil.rmtree(empty, ignore_errors=True)
-        into_empty.append(step(f"4. the same night into an empty dataset (turn {turn})",
-                               ["ingest", str(single), "--dataset", str(empty)], empty, logs / f"4-{turn}.log"))
-    figures["night_into_history"] = sorted(into_history, key=lambda f: f["seconds"])[len(into_history) // 2]
+        into_empty.append(
+            step(
+                f"4. the same night into an empty dataset (turn {turn})",
+                ["ingest", str(single), "--dataset", str(empty)],
+                empty,
+                logs / f"4-{turn}.log",
+            )
+        )
+    figures["night_into_history"] = sorted(into_history, key=lambda f: f["seconds"])[
+        len(into_history) // 2
+    ]
     figures["night_alone"] = sorted(into_empty, key=lambda f: f["seconds"])[len(into_empty) // 2]
-    figures["compact"] = step("5. compact", ["compact", "--dataset", str(copy)], copy, logs / "5.log")
+    figures["compact"] = step(
+        "5. compact", ["compact", "--dataset", str(copy)], copy, logs / "5.log"
+    )
 
     ratio = figures["night_into_history"]["seconds"] / figures["night_alone"]["seconds"]
     ok = ratio <= TARGET_RATIO
-    print(f"\nmedian of {args.repeats}: one night into {args.nights} nights "
-          f"{figures['night_into_history']['seconds']:.1f} s, into an empty dataset "
-          f"{figures['night_alone']['seconds']:.1f} s; ratio {ratio:.2f} (target <= {TARGET_RATIO}) "
-          f"{'PASS' if ok else 'FAIL'}")
+    print(
+        f"\nmedian of {args.repeats}: one night into {args.nights} nights "
+        f"{figures['night_into_history']['seconds']:.1f} s, into an empty dataset "
+        f"{figures['night_alone']['seconds']:.1f} s; ratio {ratio:.2f} (target <= {TARGET_RATIO}) "
+        f"{'PASS' if ok else 'FAIL'}"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"rows": manifest["rows"], "runs": manifest["runs"], "ratio": ratio,
-                                         **{k: {"seconds": v["seconds"], "phases": v["report"].get("phases"),
-                                                "runs": v["report"].get("runs"), "files": v["report"].get("files")}
-                                            for k, v in figures.items()}}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rows": manifest["rows"],
+                    "runs": manifest["runs"],
+                    "ratio": ratio,
+                    **{
+                        k: {
+                            "seconds": v["seconds"],
+                            "phases": v["report"].get("phases"),
+                            "runs": v["report"].get("runs"),
+                            "files": v["report"].get("files"),
+                        }
+                        for k, v in figures.items()
+                    },
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0 if ok else 1
 
 

@@ -75,7 +75,9 @@ def crc32c_table(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def best_rate(fn: Callable[[int], None], batch: int, seconds: float, repeats: int) -> tuple[float, float]:
+def best_rate(
+    fn: Callable[[int], None], batch: int, seconds: float, repeats: int
+) -> tuple[float, float]:
     """(operations per CPU-second, per wall-second): best of ``repeats`` runs.
 
     The target is checked on the wall-clock figure.  The CPU figure (divided
@@ -105,8 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     assert crc32c(b"123456789") == 0xE3069283 == crc32c_table(b"123456789")
-    env = make_envelope(MsgType.DELTA, bytes(i & 0xFF for i in range(PAYLOAD_SIZE)), sequence=1,
-                        timestamp_ns=1_700_000_000_000_000_000, fingerprint=b"62eef1e2688faa262479694ba7c8f2da")
+    env = make_envelope(
+        MsgType.DELTA,
+        bytes(i & 0xFF for i in range(PAYLOAD_SIZE)),
+        sequence=1,
+        timestamp_ns=1_700_000_000_000_000_000,
+        fingerprint=b"62eef1e2688faa262479694ba7c8f2da",
+    )
     data = encode_envelope(env)
     assert decode_envelope(data) == env
 
@@ -144,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def record(name: str, rates: tuple[float, float]) -> None:
         figures[f"{name} (CPU)"], figures[f"{name} (wall)"] = rates
-        print(f"{name}: {rates[0]:,.0f} per CPU-second, {rates[1]:,.0f} per wall-second", flush=True)
+        print(
+            f"{name}: {rates[0]:,.0f} per CPU-second, {rates[1]:,.0f} per wall-second", flush=True
+        )
 
     record("envelope decodes/s", best_rate(decode, 10_000, s, r))
 
@@ -164,8 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     figures["CRC-32C GB/s, google-crc32c (CPU)"] = max(c_rates)
     figures["CRC-32C GB/s, pure-Python table (CPU)"] = max(py_rates)
     figures["CRC-32C speedup, C / pure Python"] = max(c_rates) / max(py_rates)
-    print(f"CRC-32C google-crc32c ({google_crc32c.implementation}): {max(c_rates):.2f} GB/s; "
-          f"pure-Python table: {max(py_rates) * 1000:.2f} MB/s", flush=True)
+    print(
+        f"CRC-32C google-crc32c ({google_crc32c.implementation}): {max(c_rates):.2f} GB/s; "
+        f"pure-Python table: {max(py_rates) * 1000:.2f} MB/s",
+        flush=True,
+    )
 
     checked = "envelope decodes/s (wall)"
     ok = figures[checked] >= DECODE_TARGET
@@ -176,12 +188,24 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{value:,.0f}" if value >= 1000 else f"{value:,.3f}"
         print(f"{name:48} {shown:>14}  {target}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {load:.2f}; google-crc32c implementation: {google_crc32c.implementation}; "
-          f"decode_envelope: {DECODER}")
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {load:.2f}; google-crc32c implementation: {google_crc32c.implementation}; "
+        f"decode_envelope: {DECODER}"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"figures": figures, "decode_target": DECODE_TARGET, "checked": checked,
-                                         "pass": ok}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "figures": figures,
+                    "decode_target": DECODE_TARGET,
+                    "checked": checked,
+                    "pass": ok,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0 if ok else 1
 
 

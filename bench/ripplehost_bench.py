@@ -46,12 +46,19 @@ def make_stream(count: int) -> tuple[bytes, int, int]:
         if kind < 6:
             frames += message_frames("MSG", msgno, {"type": "ping"})
         elif kind < 8:
-            frames += message_frames("RPY", msgno + 1, {"type": "echo", "text": "hello, ripple"},
-                                     to_user="alice", from_user="bob")
+            frames += message_frames(
+                "RPY",
+                msgno + 1,
+                {"type": "echo", "text": "hello, ripple"},
+                to_user="alice",
+                from_user="bob",
+            )
         else:
             # two chunked messages interleaved, 3 frames each
             first = message_frames("MSG", msgno, {"type": "echo", "text": "x" * 40}, chunk_size=20)
-            second = message_frames("MSG", msgno + 100_000_000, {"type": "echo", "text": "y" * 40}, chunk_size=20)
+            second = message_frames(
+                "MSG", msgno + 100_000_000, {"type": "echo", "text": "y" * 40}, chunk_size=20
+            )
             frames += [f for pair in zip(first, second) for f in pair]
             messages += 1
         messages += 1
@@ -64,7 +71,7 @@ def run_parse(data: bytes) -> tuple[float, int]:
     total = 0
     start = time.perf_counter()
     for at in range(0, len(data), CHUNK):
-        total += len(parser.receive_data(data[at:at + CHUNK]))
+        total += len(parser.receive_data(data[at : at + CHUNK]))
     return time.perf_counter() - start, total
 
 
@@ -73,7 +80,7 @@ def run_messages(data: bytes) -> tuple[float, int]:
     total = 0
     start = time.perf_counter()
     for at in range(0, len(data), CHUNK):
-        total += len(reader.receive_data(data[at:at + CHUNK]))
+        total += len(reader.receive_data(data[at : at + CHUNK]))
     return time.perf_counter() - start, total
 
 
@@ -99,14 +106,30 @@ def main(argv: list[str] | None = None) -> int:
     frames_per_s = frame_count / best_parse
     messages_per_s = message_count / best_messages
     ok = frames_per_s >= PARSE_TARGET
-    print(f"Ripple frames parsed: {frames_per_s:,.0f} frames/s ({frame_count} frames, {len(data):,} bytes, "
-          f"best of {args.repeats}) target >= {PARSE_TARGET:,}: {'PASS' if ok else 'FAIL'}")
-    print(f"Ripple messages (parse + reassembly + JSON): {messages_per_s:,.0f} messages/s (no target)")
+    print(
+        f"Ripple frames parsed: {frames_per_s:,.0f} frames/s ({frame_count} frames, {len(data):,} bytes, "
+        f"best of {args.repeats}) target >= {PARSE_TARGET:,}: {'PASS' if ok else 'FAIL'}"
+    )
+    print(
+        f"Ripple messages (parse + reassembly + JSON): {messages_per_s:,.0f} messages/s (no target)"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "frames_per_second": round(frames_per_s), "frames_target": PARSE_TARGET,
-            "messages_per_second": round(messages_per_s), "frames": frame_count, "bytes": len(data),
-            "python": platform.python_version(), "passed": ok}, indent=1) + "\n", encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "frames_per_second": round(frames_per_s),
+                    "frames_target": PARSE_TARGET,
+                    "messages_per_second": round(messages_per_s),
+                    "frames": frame_count,
+                    "bytes": len(data),
+                    "python": platform.python_version(),
+                    "passed": ok,
+                },
+                indent=1,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     return 0 if ok else 1
 
 

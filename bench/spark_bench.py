@@ -93,7 +93,9 @@ def _tree(pid: int) -> list[int]:
             name, rest = (entry / "stat").read_text().rsplit(")", 1)
         except OSError:
             continue
-        fields = rest.split()  # fields[0] is stat's 3rd field (state); vsize is the 23rd, rss the 24th
+        fields = (
+            rest.split()
+        )  # fields[0] is stat's 3rd field (state); vsize is the 23rd, rss the 24th
         memory[int(entry.name)] = (name.split("(", 1)[1], fields[20], fields[21])
         children.setdefault(int(fields[1]), []).append(int(entry.name))
     out, todo = [], [pid]
@@ -178,15 +180,28 @@ def timed(argv: list[str], label: str, log: Path) -> dict:
         sampler.stop()
     seconds = time.monotonic() - started
     if code != 0:
-        sys.exit(f"spark_bench: {label} failed (exit {code}); its output:\n{log.read_text()[-3000:]}")
-    result = {"seconds": round(seconds, 2), "peak_rss_mib": round(sampler.peak_kib / 1024, 1),
-              "java_hwm_mib": round(sampler.java_hwm_kib / 1024, 1)}
-    result["peak_parts_mib"] = {k: round(v / 1024) for k, v in sampler.peak_parts.items() if v >= 1024}
-    print(f"  {label}: {seconds:.1f} s, peak memory (PSS) {result['peak_rss_mib']:.0f} MiB"
-          + (f" (java VmHWM {result['java_hwm_mib']:.0f} MiB)" if sampler.java_hwm_kib else ""), flush=True)
+        sys.exit(
+            f"spark_bench: {label} failed (exit {code}); its output:\n{log.read_text()[-3000:]}"
+        )
+    result = {
+        "seconds": round(seconds, 2),
+        "peak_rss_mib": round(sampler.peak_kib / 1024, 1),
+        "java_hwm_mib": round(sampler.java_hwm_kib / 1024, 1),
+    }
+    result["peak_parts_mib"] = {
+        k: round(v / 1024) for k, v in sampler.peak_parts.items() if v >= 1024
+    }
+    print(
+        f"  {label}: {seconds:.1f} s, peak memory (PSS) {result['peak_rss_mib']:.0f} MiB"
+        + (f" (java VmHWM {result['java_hwm_mib']:.0f} MiB)" if sampler.java_hwm_kib else ""),
+        flush=True,
+    )
     if len(result["peak_parts_mib"]) > 2:  # more than Python and its JVM: say what else counted
-        print("    at the peak: " + ", ".join(f"{k} {v} MiB" for k, v in result["peak_parts_mib"].items()),
-              flush=True)
+        print(
+            "    at the peak: "
+            + ", ".join(f"{k} {v} MiB" for k, v in result["peak_parts_mib"].items()),
+            flush=True,
+        )
     return result
 
 
@@ -258,14 +273,28 @@ def generate(work: Path, rows: int | None, quick: bool, jobs: int) -> tuple[Path
     """History and tonight's run directories; the generator's manifest."""
     sys.path.insert(0, str(REPO_ROOT / "bench"))
     import gen_results
+
     gen = work / "gen"
     if quick:
         gen_args = QUICK_GEN
     else:
         per_night = gen_results.rows_per_night(gen_results.parse_args(["--out", str(gen)]))
         gen_args = ["--nights", str(math.ceil(rows / per_night) + 1)]
-    done = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(gen),
-                           *gen_args, "--jobs", str(jobs), "--clean"], capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "gen_results.py"),
+            "--out",
+            str(gen),
+            *gen_args,
+            "--jobs",
+            str(jobs),
+            "--clean",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if done.returncode:
         sys.exit(f"spark_bench: bench/gen_results.py failed:\n{done.stderr[-3000:]}")
     history, tonight = gen / "runs", work / "tonight" / "runs"
@@ -290,79 +319,159 @@ def _lines(runs: Path) -> int:
     return n
 
 
-def run_bench(work: Path, rows: int | None, quick: bool, driver_memory: str | None, jobs: int,
-              floor: bool = False) -> dict:
+def run_bench(
+    work: Path,
+    rows: int | None,
+    quick: bool,
+    driver_memory: str | None,
+    jobs: int,
+    floor: bool = False,
+) -> dict:
     t = time.monotonic()
     history, tonight, manifest = generate(work, rows, quick, jobs)
     night_dirs = sorted(d.name for d in tonight.iterdir())
     tonight_date = date(int(night_dirs[0][:4]), int(night_dirs[0][4:6]), int(night_dirs[0][6:8]))
-    figures: dict = {"history_json_mb": round(_json_mb(history)), "tonight_runs": len(night_dirs),
-                     "tonight_lines": _lines(tonight), "nights": manifest["nights"] - 1}
-    print(f"  generated {manifest['nights'] - 1} nights of history ({figures['history_json_mb']:,} MB of JSON "
-          f"lines) and tonight ({tonight_date}: {len(night_dirs)} runs, {figures['tonight_lines']:,} lines) in "
-          f"{time.monotonic() - t:.0f} s (not timed)", flush=True)
+    figures: dict = {
+        "history_json_mb": round(_json_mb(history)),
+        "tonight_runs": len(night_dirs),
+        "tonight_lines": _lines(tonight),
+        "nights": manifest["nights"] - 1,
+    }
+    print(
+        f"  generated {manifest['nights'] - 1} nights of history ({figures['history_json_mb']:,} MB of JSON "
+        f"lines) and tonight ({tonight_date}: {len(night_dirs)} runs, {figures['tonight_lines']:,} lines) in "
+        f"{time.monotonic() - t:.0f} s (not timed)",
+        flush=True,
+    )
 
     conformance = [sys.executable, "-m", "conformance.cli"]
     memory = ["--driver-memory", driver_memory] if driver_memory else []
     dataset, empty = work / "dataset", work / "dataset-tonight-only"
-    for old in (dataset, empty, work / "floor-dataset"):  # a --keep dir of an earlier run: start empty
+    for old in (
+        dataset,
+        empty,
+        work / "floor-dataset",
+    ):  # a --keep dir of an earlier run: start empty
         shutil.rmtree(old, ignore_errors=True)
 
     def spark(label: str, *argv: str) -> dict:
-        return timed(conformance + list(argv) + memory, label, work / (label.replace(" ", "-") + ".log"))
+        return timed(
+            conformance + list(argv) + memory, label, work / (label.replace(" ", "-") + ".log")
+        )
 
     print("(c) full rebuild", flush=True)
-    figures["ingest"] = spark("spark ingest history", "ingest", str(history), "--dataset", str(dataset))
-    figures["matrix"] = spark("spark matrix history", "matrix", "--dataset", str(dataset),
-                              "--out", str(work / "matrix-all"))
-    figures["spark_records"] = json.loads((work / "matrix-all" / "matrix-report.json").read_text())["records"]
-    duck_out = work / "duckdb-out"  # not "duckdb": the job script beside it would import it as the module
+    figures["ingest"] = spark(
+        "spark ingest history", "ingest", str(history), "--dataset", str(dataset)
+    )
+    figures["matrix"] = spark(
+        "spark matrix history",
+        "matrix",
+        "--dataset",
+        str(dataset),
+        "--out",
+        str(work / "matrix-all"),
+    )
+    figures["spark_records"] = json.loads((work / "matrix-all" / "matrix-report.json").read_text())[
+        "records"
+    ]
+    duck_out = (
+        work / "duckdb-out"
+    )  # not "duckdb": the job script beside it would import it as the module
     shutil.rmtree(duck_out, ignore_errors=True)
     duck_out.mkdir()
-    script = work / "duckdb-job" / "duckdb_job.py"  # alone in its directory, which Python puts on sys.path
+    script = (
+        work / "duckdb-job" / "duckdb_job.py"
+    )  # alone in its directory, which Python puts on sys.path
     script.parent.mkdir(exist_ok=True)
     script.write_text(DUCKDB_SCRIPT)
     log = work / "duckdb.log"
-    duck = timed([sys.executable, str(script), str(history), str(duck_out), "2GB", str(work / "duckdb.spill")],
-                 "duckdb ingest+matrix", log)
+    duck = timed(
+        [
+            sys.executable,
+            str(script),
+            str(history),
+            str(duck_out),
+            "2GB",
+            str(work / "duckdb.spill"),
+        ],
+        "duckdb ingest+matrix",
+        log,
+    )
     duck.update(json.loads(log.read_text().strip().splitlines()[-1]))
     figures["duckdb"] = duck
-    print(f"  duckdb: ingest {duck['ingest']:.1f} s, matrix {duck['matrix']:.1f} s, {duck['records']:,} records "
-          f"(spark: {figures['spark_records']:,})", flush=True)
+    print(
+        f"  duckdb: ingest {duck['ingest']:.1f} s, matrix {duck['matrix']:.1f} s, {duck['records']:,} records "
+        f"(spark: {figures['spark_records']:,})",
+        flush=True,
+    )
 
     if floor:
-        print("(f) floor: the least a Spark rebuild must do, each step in its own process (bench/spark_floor.py)",
-              flush=True)
+        print(
+            "(f) floor: the least a Spark rebuild must do, each step in its own process (bench/spark_floor.py)",
+            flush=True,
+        )
         script = [sys.executable, str(REPO_ROOT / "bench" / "spark_floor.py")]
         floor_out = work / "floor-dataset"
         shutil.rmtree(floor_out, ignore_errors=True)
         figures["floor"] = {
-            "read": timed(script + ["read", str(history)], "spark floor: read the JSON lines only",
-                          work / "floor-read.log"),
-            "write": timed(script + ["write", str(history), str(floor_out)],
-                           "spark floor: read, shuffle, write Parquet (no duplicates dropped)",
-                           work / "floor-write.log"),
-            "dedupe": timed(script + ["dedupe", str(history), str(floor_out)],
-                            "spark floor: read, drop duplicate keys, shuffle, write Parquet",
-                            work / "floor-dedupe.log"),
-            "aggregate": timed(script + ["aggregate", str(floor_out)],
-                               "spark floor: per-case and per-run aggregations", work / "floor-aggregate.log"),
+            "read": timed(
+                script + ["read", str(history)],
+                "spark floor: read the JSON lines only",
+                work / "floor-read.log",
+            ),
+            "write": timed(
+                script + ["write", str(history), str(floor_out)],
+                "spark floor: read, shuffle, write Parquet (no duplicates dropped)",
+                work / "floor-write.log",
+            ),
+            "dedupe": timed(
+                script + ["dedupe", str(history), str(floor_out)],
+                "spark floor: read, drop duplicate keys, shuffle, write Parquet",
+                work / "floor-dedupe.log",
+            ),
+            "aggregate": timed(
+                script + ["aggregate", str(floor_out)],
+                "spark floor: per-case and per-run aggregations",
+                work / "floor-aggregate.log",
+            ),
         }
 
     print("(a) tonight's runs, incremental ingest", flush=True)
-    figures["night_empty"] = spark("spark ingest tonight into an empty dataset", "ingest", str(tonight),
-                                   "--dataset", str(empty))
-    figures["night_full"] = spark("spark ingest tonight into the history", "ingest", str(tonight),
-                                  "--dataset", str(dataset))
+    figures["night_empty"] = spark(
+        "spark ingest tonight into an empty dataset",
+        "ingest",
+        str(tonight),
+        "--dataset",
+        str(empty),
+    )
+    figures["night_full"] = spark(
+        "spark ingest tonight into the history", "ingest", str(tonight), "--dataset", str(dataset)
+    )
 
     print(f"(b) matrices over the last {WINDOW_NIGHTS} nights", flush=True)
     since = tonight_date - timedelta(days=WINDOW_NIGHTS - 1)
-    figures["window"] = spark(f"spark matrix since {since}", "matrix", "--dataset", str(dataset),
-                              "--since", since.isoformat(), "--out", str(work / "matrix-window"))
+    figures["window"] = spark(
+        f"spark matrix since {since}",
+        "matrix",
+        "--dataset",
+        str(dataset),
+        "--since",
+        since.isoformat(),
+        "--out",
+        str(work / "matrix-window"),
+    )
     report = json.loads((work / "matrix-window" / "matrix-report.json").read_text())
     figures["window_records"] = report["records"]
-    figures["last_runs"] = spark(f"spark matrix last-runs {WINDOW_NIGHTS}", "matrix", "--dataset", str(dataset),
-                                 "--last-runs", str(WINDOW_NIGHTS), "--out", str(work / "matrix-last-runs"))
+    figures["last_runs"] = spark(
+        f"spark matrix last-runs {WINDOW_NIGHTS}",
+        "matrix",
+        "--dataset",
+        str(dataset),
+        "--last-runs",
+        str(WINDOW_NIGHTS),
+        "--out",
+        str(work / "matrix-last-runs"),
+    )
     figures["rows"] = figures["duckdb"]["records"]
     return figures
 
@@ -392,26 +501,64 @@ def checks(figures: dict, judged: bool) -> list[tuple[str, str, str, bool | None
             ("floor: read + write, no dedupe", f"{f['write']:.1f} s", "(info)", None),
             ("floor: read + dedupe + write", f"{f['dedupe']:.1f} s", "(info)", None),
             ("floor: two aggregations", f"{f['aggregate']:.1f} s", "(info)", None),
-            ("floor: (write + aggregations) / duckdb", floor_ratio("write", "aggregate"), "(info)", None),
-            ("floor: (dedupe + aggregations) / duckdb", floor_ratio("dedupe", "aggregate"),
-             f"(info; target {REBUILD_RATIO:.2f}x)", None),
+            (
+                "floor: (write + aggregations) / duckdb",
+                floor_ratio("write", "aggregate"),
+                "(info)",
+                None,
+            ),
+            (
+                "floor: (dedupe + aggregations) / duckdb",
+                floor_ratio("dedupe", "aggregate"),
+                f"(info; target {REBUILD_RATIO:.2f}x)",
+                None,
+            ),
         ]
 
     return [
-        (f"tonight into the {rows} dataset", f"{night:.1f} s", f"< {NIGHT_SECONDS:.0f} s",
-         judge(night < NIGHT_SECONDS)),
-        ("tonight: history / empty dataset", f"{night / night_empty:.2f}x", f"<= {NIGHT_RATIO:.2f}x",
-         judge(night / night_empty <= NIGHT_RATIO)),
-        (f"matrices, last {WINDOW_NIGHTS} nights", f"{figures['window']['seconds']:.1f} s",
-         f"< {WINDOW_SECONDS:.0f} s", judge(figures["window"]["seconds"] < WINDOW_SECONDS)),
-        (f"matrices, --last-runs {WINDOW_NIGHTS}", f"{figures['last_runs']['seconds']:.1f} s", "(info)", None),
-        ("full rebuild: spark / duckdb", f"{rebuild:.1f}/{figures['duckdb']['seconds']:.1f} = {ratio:.2f}x",
-         f"<= {REBUILD_RATIO:.2f}x", judge(ratio <= REBUILD_RATIO)),
+        (
+            f"tonight into the {rows} dataset",
+            f"{night:.1f} s",
+            f"< {NIGHT_SECONDS:.0f} s",
+            judge(night < NIGHT_SECONDS),
+        ),
+        (
+            "tonight: history / empty dataset",
+            f"{night / night_empty:.2f}x",
+            f"<= {NIGHT_RATIO:.2f}x",
+            judge(night / night_empty <= NIGHT_RATIO),
+        ),
+        (
+            f"matrices, last {WINDOW_NIGHTS} nights",
+            f"{figures['window']['seconds']:.1f} s",
+            f"< {WINDOW_SECONDS:.0f} s",
+            judge(figures["window"]["seconds"] < WINDOW_SECONDS),
+        ),
+        (
+            f"matrices, --last-runs {WINDOW_NIGHTS}",
+            f"{figures['last_runs']['seconds']:.1f} s",
+            "(info)",
+            None,
+        ),
+        (
+            "full rebuild: spark / duckdb",
+            f"{rebuild:.1f}/{figures['duckdb']['seconds']:.1f} = {ratio:.2f}x",
+            f"<= {REBUILD_RATIO:.2f}x",
+            judge(ratio <= REBUILD_RATIO),
+        ),
         *floor_rows,
-        ("driver peak memory (every spark step)", f"{peak:,.0f} MiB", f"<= {PEAK_MIB:,.0f} MiB",
-         judge(peak <= PEAK_MIB)),
-        ("records: spark = duckdb", f"{figures['spark_records']:,}", f"= {figures['duckdb']['records']:,}",
-         figures["spark_records"] == figures["duckdb"]["records"]),
+        (
+            "driver peak memory (every spark step)",
+            f"{peak:,.0f} MiB",
+            f"<= {PEAK_MIB:,.0f} MiB",
+            judge(peak <= PEAK_MIB),
+        ),
+        (
+            "records: spark = duckdb",
+            f"{figures['spark_records']:,}",
+            f"= {figures['duckdb']['records']:,}",
+            figures["spark_records"] == figures["duckdb"]["records"],
+        ),
     ]
 
 
@@ -419,38 +566,64 @@ def print_report(rows: list[tuple[str, str, str, bool | None]]) -> int:
     """The verdict table; the exit status (1 if a judged check failed)."""
     print(f"\n{'check':<40} {'measured':>24}  {'target':<16} verdict")
     for name, value, target, ok in rows:
-        print(f"{name:<40} {value:>24}  {target:<16} {'info' if ok is None else 'PASS' if ok else 'FAIL'}")
+        print(
+            f"{name:<40} {value:>24}  {target:<16} {'info' if ok is None else 'PASS' if ok else 'FAIL'}"
+        )
     return 0 if all(ok is not False for *_, ok in rows) else 1
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--rows", type=int, default=TARGET_ROWS,
-                      help=f"result rows of history (default {TARGET_ROWS:,}; targets judged at this size)")
-    size.add_argument("--quick", action="store_true", help="about 11,000 rows: the report's shape, no verdicts")
-    parser.add_argument("--driver-memory", default=None,
-                        help="spark driver heap (default: the commands' own default)")
-    parser.add_argument("--keep", type=Path, help="work directory to keep (default: a temporary one, removed)")
+    size.add_argument(
+        "--rows",
+        type=int,
+        default=TARGET_ROWS,
+        help=f"result rows of history (default {TARGET_ROWS:,}; targets judged at this size)",
+    )
+    size.add_argument(
+        "--quick", action="store_true", help="about 11,000 rows: the report's shape, no verdicts"
+    )
+    parser.add_argument(
+        "--driver-memory",
+        default=None,
+        help="spark driver heap (default: the commands' own default)",
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="work directory to keep (default: a temporary one, removed)"
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="generator processes")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
-    parser.add_argument("--floor", action="store_true",
-                        help="also time the least a Spark rebuild must do (bench/spark_floor.py; ~2.5 min at 10M)")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time the least a Spark rebuild must do (bench/spark_floor.py; ~2.5 min at 10M)",
+    )
     args = parser.parse_args()
     from conformance.aggregate import ingest as ingest_module
     from conformance.aggregate.spark import DRIVER_MEMORY
+
     incremental = hasattr(ingest_module, "read_manifest")
     work = args.keep or Path(tempfile.mkdtemp(prefix="spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
-    print(f"spark_bench: {'quick' if args.quick else f'{args.rows:,} rows'}; work dir {work}; driver memory "
-          f"{args.driver_memory or DRIVER_MEMORY}; {os.cpu_count()} CPU(s), load average {load[0]:.2f} "
-          f"{load[1]:.2f} {load[2]:.2f}; ingest {'incremental (manifest)' if incremental else 'without manifest'}",
-          flush=True)
+    print(
+        f"spark_bench: {'quick' if args.quick else f'{args.rows:,} rows'}; work dir {work}; driver memory "
+        f"{args.driver_memory or DRIVER_MEMORY}; {os.cpu_count()} CPU(s), load average {load[0]:.2f} "
+        f"{load[1]:.2f} {load[2]:.2f}; ingest {'incremental (manifest)' if incremental else 'without manifest'}",
+        flush=True,
+    )
     try:
-        figures = run_bench(work, None if args.quick else args.rows, args.quick, args.driver_memory, args.jobs,
-                            args.floor)
+        figures = run_bench(
+            work,
+            None if args.quick else args.rows,
+            args.quick,
+            args.driver_memory,
+            args.jobs,
+            args.floor,
+        )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -53,36 +53,67 @@ def main(argv: list[str]) -> int:
     step = argv[0]
     spark = get_session()
     from pyspark.sql import functions as F
+
     started = time.monotonic()
     if step == "read":
         runs = ingest.find_runs([argv[1]])
-        (spark.read.schema(ingest._record_schema()).option("mode", "PERMISSIVE")  # noqa: SLF001
-         .json([r.uri for r in runs]).write.format("noop").mode("overwrite").save())
+        (
+            spark.read.schema(ingest._record_schema())
+            .option("mode", "PERMISSIVE")  # noqa: SLF001
+            .json([r.uri for r in runs])
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
+        )
     elif step in ("write", "dedupe"):
         runs = ingest.find_runs([argv[1]])
         rows = ingest.parse_lines(spark, runs).where(F.col("kind") == "record").drop("kind")
         rows = rows.repartition(*ingest.PARTITION_COLUMNS)
         if step == "dedupe":
             from pyspark.sql import Window
-            key = [*ingest.PARTITION_COLUMNS, "run_id", "target", "case_id",
-                   F.coalesce(F.col("peer_implementation"), F.lit(""))]
-            newest = F.row_number().over(Window.partitionBy(*key).orderBy(F.col("time").desc_nulls_last()))
+
+            key = [
+                *ingest.PARTITION_COLUMNS,
+                "run_id",
+                "target",
+                "case_id",
+                F.coalesce(F.col("peer_implementation"), F.lit("")),
+            ]
+            newest = F.row_number().over(
+                Window.partitionBy(*key).orderBy(F.col("time").desc_nulls_last())
+            )
             rows = rows.withColumn("_newest", newest).where(F.col("_newest") == 1).drop("_newest")
         rows.write.partitionBy(*ingest.PARTITION_COLUMNS).mode("overwrite").parquet(argv[2])
     else:
         res = spark.read.parquet(argv[1])
         peer = F.coalesce(F.col("peer_implementation"), F.lit(""))
-        counts = [F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o)
-                  for o in ("passed", "failed", "error", "blocked", "not_applicable")]
-        per_case = (res.withColumn("peer", peer)
-                    .groupBy("implementation", "implementation_version", "protocol", "case_id", "peer")
-                    .agg(*counts, F.max("time").alias("last")))
-        per_run = (res.withColumn("peer", peer)
-                   .groupBy("implementation", "implementation_version", "protocol", "peer", "role", "run_id", "date")
-                   .agg(*counts, F.min("time").alias("first"), F.max("time").alias("last")))
+        counts = [
+            F.sum(F.when(F.col("outcome") == o, 1).otherwise(0)).alias(o)
+            for o in ("passed", "failed", "error", "blocked", "not_applicable")
+        ]
+        per_case = (
+            res.withColumn("peer", peer)
+            .groupBy("implementation", "implementation_version", "protocol", "case_id", "peer")
+            .agg(*counts, F.max("time").alias("last"))
+        )
+        per_run = (
+            res.withColumn("peer", peer)
+            .groupBy(
+                "implementation",
+                "implementation_version",
+                "protocol",
+                "peer",
+                "role",
+                "run_id",
+                "date",
+            )
+            .agg(*counts, F.min("time").alias("first"), F.max("time").alias("last"))
+        )
         for frame in (per_case, per_run):
             frame.write.format("noop").mode("overwrite").save()
-    print(f"{step} done in {time.monotonic() - started:.1f} s (Spark start not included)", flush=True)
+    print(
+        f"{step} done in {time.monotonic() - started:.1f} s (Spark start not included)", flush=True
+    )
     return 0
 
 

@@ -100,11 +100,17 @@ def bench_handshakes(count: int) -> Row:
         _one_handshake(network_key, client_keys, server_keys)
     elapsed = time.perf_counter() - start
     rate = count / elapsed
-    print(f"handshakes: {count} in {elapsed:.3f} s = {rate:.0f}/s "
-          f"({elapsed / count * 1e3:.3f} ms each, both roles)")
-    return Row("SHS handshakes/s (both roles, in memory)", f"{rate:.0f}",
-               f">= {HANDSHAKES_TARGET:.0f}", rate >= HANDSHAKES_TARGET,
-               {"count": count, "seconds": elapsed, "per_second": rate})
+    print(
+        f"handshakes: {count} in {elapsed:.3f} s = {rate:.0f}/s "
+        f"({elapsed / count * 1e3:.3f} ms each, both roles)"
+    )
+    return Row(
+        "SHS handshakes/s (both roles, in memory)",
+        f"{rate:.0f}",
+        f">= {HANDSHAKES_TARGET:.0f}",
+        rate >= HANDSHAKES_TARGET,
+        {"count": count, "seconds": elapsed, "per_second": rate},
+    )
 
 
 def _one_handshake(network_key: bytes, client_keys: Keypair, server_keys: Keypair) -> None:
@@ -114,7 +120,10 @@ def _one_handshake(network_key: bytes, client_keys: Keypair, server_keys: Keypai
     msg3 = client.receive_data(msg2)
     msg4 = server.receive_data(msg3)
     client.receive_data(msg4)
-    if not (client.complete and server.complete) or client.result.encrypt_key != server.result.decrypt_key:
+    if (
+        not (client.complete and server.complete)
+        or client.result.encrypt_key != server.result.decrypt_key
+    ):
         raise AssertionError("handshake did not agree on keys")
 
 
@@ -165,18 +174,33 @@ def bench_boxstream(total_bytes: int, repeats: int) -> list[Row]:
     box_rate = megabytes / min(box_times)
     raw_rate = megabytes / min(raw_times)
     ratio = box_rate / raw_rate
-    print(f"box stream: {count} x 4 KiB ({megabytes:.1f} MB) encode+decode, best of {repeats}: "
-          f"{box_rate:.1f} MB/s ({min(box_times) / count * 1e6:.1f} us/message)")
-    print(f"raw secretbox (nacl.bindings.crypto_secretbox + crypto_secretbox_open), same payloads: "
-          f"{raw_rate:.1f} MB/s ({min(raw_times) / count * 1e6:.1f} us/message)")
-    print(f"box stream / raw secretbox = {ratio:.2f} (a box stream message is two secret boxes: "
-          f"34-byte header + body)")
+    print(
+        f"box stream: {count} x 4 KiB ({megabytes:.1f} MB) encode+decode, best of {repeats}: "
+        f"{box_rate:.1f} MB/s ({min(box_times) / count * 1e6:.1f} us/message)"
+    )
+    print(
+        f"raw secretbox (nacl.bindings.crypto_secretbox + crypto_secretbox_open), same payloads: "
+        f"{raw_rate:.1f} MB/s ({min(raw_times) / count * 1e6:.1f} us/message)"
+    )
+    print(
+        f"box stream / raw secretbox = {ratio:.2f} (a box stream message is two secret boxes: "
+        f"34-byte header + body)"
+    )
     return [
-        Row("box stream MB/s (4 KiB, encode+decode)", f"{box_rate:.1f}", f">= {BOX_TARGET_MB_S:.0f}",
+        Row(
+            "box stream MB/s (4 KiB, encode+decode)",
+            f"{box_rate:.1f}",
+            f">= {BOX_TARGET_MB_S:.0f}",
             box_rate >= BOX_TARGET_MB_S,
-            {"messages": count, "seconds": min(box_times), "mb_per_s": box_rate, "runs": box_times}),
-        Row("raw secretbox MB/s (4 KiB, seal+open)", f"{raw_rate:.1f}", "-", None,
-            {"messages": count, "seconds": min(raw_times), "mb_per_s": raw_rate, "runs": raw_times}),
+            {"messages": count, "seconds": min(box_times), "mb_per_s": box_rate, "runs": box_times},
+        ),
+        Row(
+            "raw secretbox MB/s (4 KiB, seal+open)",
+            f"{raw_rate:.1f}",
+            "-",
+            None,
+            {"messages": count, "seconds": min(raw_times), "mb_per_s": raw_rate, "runs": raw_times},
+        ),
         Row("box stream / raw secretbox", f"{ratio:.2f}", "-", None, {"ratio": ratio}),
     ]
 
@@ -186,22 +210,35 @@ def bench_boxstream(total_bytes: int, repeats: int) -> list[Row]:
 
 def bench_certify() -> Row:
     conformance = Path(sys.executable).parent / "conformance"
-    command = [str(conformance) if conformance.exists() else shutil.which("conformance") or "conformance",
-               "certify", "--protocol", "ssb"]
+    command = [
+        str(conformance) if conformance.exists() else shutil.which("conformance") or "conformance",
+        "certify",
+        "--protocol",
+        "ssb",
+    ]
     with tempfile.TemporaryDirectory(prefix="ssb-bench-reports-") as reports:
         command += ["--reports-dir", reports]
         start = time.perf_counter()
         try:
-            completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+            completed = subprocess.run(
+                command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
+            )
         except subprocess.TimeoutExpired:
             print("certification: timed out after 600 s")
-            return Row("SSB certification wall time (s)", "timeout", f"< {CERTIFY_TARGET_S:.0f}, exit 0", False)
+            return Row(
+                "SSB certification wall time (s)",
+                "timeout",
+                f"< {CERTIFY_TARGET_S:.0f}, exit 0",
+                False,
+            )
         elapsed = time.perf_counter() - start
     output = completed.stdout + completed.stderr
     reported = re.search(r"wall time ([0-9.]+) s", output)
     verdicts = [line.strip() for line in output.splitlines() if re.search(r"CONFORMANT", line)]
-    print(f"certification: `{' '.join(command[:4])} --reports-dir <tmp>` exit {completed.returncode}, "
-          f"{elapsed:.1f} s measured (harness says: {reported.group(0) if reported else 'no wall time line'})")
+    print(
+        f"certification: `{' '.join(command[:4])} --reports-dir <tmp>` exit {completed.returncode}, "
+        f"{elapsed:.1f} s measured (harness says: {reported.group(0) if reported else 'no wall time line'})"
+    )
     for verdict in verdicts:
         print(f"  {verdict}")
     if completed.returncode != 0:
@@ -209,11 +246,18 @@ def bench_certify() -> Row:
         for line in output.splitlines()[-30:]:
             print(f"  {line}")
     ok = completed.returncode == 0 and elapsed < CERTIFY_TARGET_S
-    return Row("SSB certification wall time (s)", f"{elapsed:.1f} (exit {completed.returncode})",
-               f"< {CERTIFY_TARGET_S:.0f}, exit 0", ok,
-               {"seconds": elapsed, "exit": completed.returncode,
-                "harness_wall_time_s": float(reported.group(1)) if reported else None,
-                "verdicts": verdicts})
+    return Row(
+        "SSB certification wall time (s)",
+        f"{elapsed:.1f} (exit {completed.returncode})",
+        f"< {CERTIFY_TARGET_S:.0f}, exit 0",
+        ok,
+        {
+            "seconds": elapsed,
+            "exit": completed.returncode,
+            "harness_wall_time_s": float(reported.group(1)) if reported else None,
+            "verdicts": verdicts,
+        },
+    )
 
 
 # --- fuzz: the inputs ---------------------------------------------------------------------
@@ -230,8 +274,12 @@ _P = 2**255 - 19
 LOW_ORDER_POINTS = [
     (0).to_bytes(32, "little"),
     (1).to_bytes(32, "little"),
-    (325606250916557431795983626356110631294008115727848805560023387167927233504).to_bytes(32, "little"),
-    (39382357235489614581723060781553021112529911719440698176882885853963445705823).to_bytes(32, "little"),
+    (325606250916557431795983626356110631294008115727848805560023387167927233504).to_bytes(
+        32, "little"
+    ),
+    (39382357235489614581723060781553021112529911719440698176882885853963445705823).to_bytes(
+        32, "little"
+    ),
     (_P - 1).to_bytes(32, "little"),
     (_P).to_bytes(32, "little"),
     (_P + 1).to_bytes(32, "little"),
@@ -239,9 +287,29 @@ LOW_ORDER_POINTS = [
 ]
 ENDINGS = ("eof", "eof", "goodbye", "goodbye", "abort", "wait")
 WEIRD_JSON = [
-    "", "{", "}", "[", "null", "true", "0", "-0", "1e400", "-1e400", "NaN", "Infinity", "-Infinity",
-    '"\\ud800"', '"\\u0000"', "[1,]", "{\"a\":1,}", "{\"name\":", "\"unterminated", "[[[]]]", "1 2",
-    '{"name":["whoami"],"type":"async","args":[]} trailing', "\ufeff{}",
+    "",
+    "{",
+    "}",
+    "[",
+    "null",
+    "true",
+    "0",
+    "-0",
+    "1e400",
+    "-1e400",
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    '"\\ud800"',
+    '"\\u0000"',
+    "[1,]",
+    '{"a":1,}',
+    '{"name":',
+    '"unterminated',
+    "[[[]]]",
+    "1 2",
+    '{"name":["whoami"],"type":"async","args":[]} trailing',
+    "\ufeff{}",
 ]
 
 
@@ -252,55 +320,125 @@ def strategies(node_id: str) -> Any:
     i32 = st.integers(-(2**31), 2**31 - 1)
     req = st.one_of(st.integers(1, 40), st.integers(-40, 0), i32)
     scalars = st.one_of(
-        st.none(), st.booleans(), st.integers(), st.integers(-(2**63), 2**64),
-        st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.integers(-(2**63), 2**64),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=20),
     )
     json_values = st.recursive(
         scalars,
-        lambda children: st.one_of(st.lists(children, max_size=4),
-                                   st.dictionaries(st.text(max_size=8), children, max_size=4)),
+        lambda children: st.one_of(
+            st.lists(children, max_size=4),
+            st.dictionaries(st.text(max_size=8), children, max_size=4),
+        ),
         max_leaves=8,
     )
     random_feed_id = st.binary(min_size=32, max_size=32).map(
-        lambda key: "@" + __import__("base64").b64encode(key).decode() + ".ed25519")
-    feed_ids = st.one_of(st.just(node_id), random_feed_id,
-                         st.sampled_from(["", "@", "@x.ed25519", node_id[:-1], node_id + " ", node_id.upper(),
-                                          "%" + node_id[1:], node_id.replace(".ed25519", ".sha256")]),
-                         json_values)
-    option_values = st.one_of(st.integers(-5, 20), st.integers(), st.floats(), st.booleans(), st.none(),
-                              st.text(max_size=10), json_values)
+        lambda key: "@" + __import__("base64").b64encode(key).decode() + ".ed25519"
+    )
+    feed_ids = st.one_of(
+        st.just(node_id),
+        random_feed_id,
+        st.sampled_from(
+            [
+                "",
+                "@",
+                "@x.ed25519",
+                node_id[:-1],
+                node_id + " ",
+                node_id.upper(),
+                "%" + node_id[1:],
+                node_id.replace(".ed25519", ".sha256"),
+            ]
+        ),
+        json_values,
+    )
+    option_values = st.one_of(
+        st.integers(-5, 20),
+        st.integers(),
+        st.floats(),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=10),
+        json_values,
+    )
     history_options = st.tuples(
         st.one_of(st.just(node_id), feed_ids, st.none()),  # None: no id at all
         st.dictionaries(
-            st.sampled_from(["sequence", "seq", "limit", "live", "old", "keys", "reverse", "gt", "lt"])
+            st.sampled_from(
+                ["sequence", "seq", "limit", "live", "old", "keys", "reverse", "gt", "lt"]
+            )
             | st.text(max_size=6),
-            option_values, max_size=6),
+            option_values,
+            max_size=6,
+        ),
     ).map(lambda pair: pair[1] if pair[0] is None else {"id": pair[0], **pair[1]})
-    procedure_types = st.one_of(st.sampled_from(["source", "async", "sync", "duplex", "sink", "SOURCE", ""]),
-                                json_values)
+    procedure_types = st.one_of(
+        st.sampled_from(["source", "async", "sync", "duplex", "sink", "SOURCE", ""]), json_values
+    )
     names = st.one_of(
-        st.sampled_from([["createHistoryStream"], ["whoami"], ["publish"], ["blobs", "get"], [],
-                         ["createHistoryStream", "x"], "createHistoryStream"]),
-        st.lists(st.text(max_size=12), max_size=3), json_values,
+        st.sampled_from(
+            [
+                ["createHistoryStream"],
+                ["whoami"],
+                ["publish"],
+                ["blobs", "get"],
+                [],
+                ["createHistoryStream", "x"],
+                "createHistoryStream",
+            ]
+        ),
+        st.lists(st.text(max_size=12), max_size=3),
+        json_values,
     )
     # The body of a request, as a dict with keys maybe missing.
     call_bodies = st.fixed_dictionaries(
-        {}, optional={"name": names, "type": procedure_types,
-                      "args": st.one_of(st.lists(json_values, max_size=3), json_values)})
+        {},
+        optional={
+            "name": names,
+            "type": procedure_types,
+            "args": st.one_of(st.lists(json_values, max_size=3), json_values),
+        },
+    )
 
     rpc_ops = st.one_of(
-        st.tuples(st.just("raw"), st.integers(0, 255), st.one_of(st.none(), st.integers(0, 2**32 - 1)),
-                  req, st.binary(max_size=200)),
+        st.tuples(
+            st.just("raw"),
+            st.integers(0, 255),
+            st.one_of(st.none(), st.integers(0, 2**32 - 1)),
+            req,
+            st.binary(max_size=200),
+        ),
         st.tuples(st.just("call"), req, st.booleans(), call_bodies),
-        st.tuples(st.just("history"), req, st.booleans(),
-                  st.one_of(st.just("source"), procedure_types),
-                  st.one_of(history_options.map(lambda options: [options]),
-                            st.lists(history_options, max_size=3), json_values)),
-        st.tuples(st.just("text"), req, st.integers(0, 15),
-                  st.one_of(st.sampled_from(WEIRD_JSON), st.text(max_size=60),
-                            st.binary(max_size=60).map(lambda raw: raw.decode("latin-1")))),
-        st.tuples(st.just("deep"), req, st.sampled_from(["[", "{\"a\":", "[{\"b\":"]),
-                  st.integers(10, 120_000)),
+        st.tuples(
+            st.just("history"),
+            req,
+            st.booleans(),
+            st.one_of(st.just("source"), procedure_types),
+            st.one_of(
+                history_options.map(lambda options: [options]),
+                st.lists(history_options, max_size=3),
+                json_values,
+            ),
+        ),
+        st.tuples(
+            st.just("text"),
+            req,
+            st.integers(0, 15),
+            st.one_of(
+                st.sampled_from(WEIRD_JSON),
+                st.text(max_size=60),
+                st.binary(max_size=60).map(lambda raw: raw.decode("latin-1")),
+            ),
+        ),
+        st.tuples(
+            st.just("deep"),
+            req,
+            st.sampled_from(["[", '{"a":', '[{"b":']),
+            st.integers(10, 120_000),
+        ),
         st.tuples(st.just("end"), req, st.booleans(), json_values),
         st.tuples(st.just("many-streams"), st.integers(1, 90), st.booleans()),
         st.tuples(st.just("rpc-goodbye")),
@@ -310,8 +448,12 @@ def strategies(node_id: str) -> Any:
         st.tuples(st.just("random"), st.binary(min_size=1, max_size=600)),
         st.tuples(st.just("valid"), st.binary(max_size=4096)),
         st.tuples(st.just("whoami")),
-        st.tuples(st.just("tamper"), st.binary(min_size=1, max_size=300), st.integers(0, 400),
-                  st.integers(1, 255)),
+        st.tuples(
+            st.just("tamper"),
+            st.binary(min_size=1, max_size=300),
+            st.integers(0, 400),
+            st.integers(1, 255),
+        ),
         st.tuples(st.just("oversized"), st.integers(4097, 65535), st.booleans()),
         st.tuples(st.just("truncated"), st.binary(min_size=1, max_size=300), st.integers(0, 400)),
         st.tuples(st.just("skip")),
@@ -321,18 +463,28 @@ def strategies(node_id: str) -> Any:
     )
     handshake_ops = st.one_of(
         st.tuples(st.just("garbage"), st.binary(max_size=300)),
-        st.tuples(st.just("tampered-hello"), st.lists(st.tuples(st.integers(0, 63), st.integers(1, 255)),
-                                                      min_size=1, max_size=4), st.binary(max_size=64)),
+        st.tuples(
+            st.just("tampered-hello"),
+            st.lists(st.tuples(st.integers(0, 63), st.integers(1, 255)), min_size=1, max_size=4),
+            st.binary(max_size=64),
+        ),
         st.tuples(st.just("wrong-network"), st.binary(min_size=32, max_size=32)),
-        st.tuples(st.just("bad-ephemeral"),
-                  st.one_of(st.sampled_from(LOW_ORDER_POINTS), st.binary(min_size=32, max_size=32))),
+        st.tuples(
+            st.just("bad-ephemeral"),
+            st.one_of(st.sampled_from(LOW_ORDER_POINTS), st.binary(min_size=32, max_size=32)),
+        ),
         st.tuples(st.just("truncated-hello"), st.integers(0, 63)),
         st.tuples(st.just("garbage-msg3"), st.binary(max_size=250)),
         st.tuples(st.just("truncated-msg3"), st.integers(0, 111)),
-        st.tuples(st.just("forged-msg3"),
-                  st.one_of(st.binary(min_size=64, max_size=64), st.just(b"wrong-signer")),
-                  st.one_of(st.sampled_from(LOW_ORDER_POINTS), st.binary(min_size=32, max_size=32),
-                            st.just(b"self"))),
+        st.tuples(
+            st.just("forged-msg3"),
+            st.one_of(st.binary(min_size=64, max_size=64), st.just(b"wrong-signer")),
+            st.one_of(
+                st.sampled_from(LOW_ORDER_POINTS),
+                st.binary(min_size=32, max_size=32),
+                st.just(b"self"),
+            ),
+        ),
         st.tuples(st.just("tampered-msg3"), st.integers(0, 111), st.integers(1, 255)),
         st.tuples(st.just("msg1-twice")),
     )
@@ -340,8 +492,9 @@ def strategies(node_id: str) -> Any:
     return st.one_of(
         st.tuples(st.just("handshake"), st.lists(handshake_ops, min_size=1, max_size=1), endings),
         st.tuples(st.just("box"), st.lists(box_ops, min_size=1, max_size=6), endings),
-        st.tuples(st.just("rpc"), st.lists(rpc_ops, min_size=1, max_size=8), endings,
-                  st.integers(1, 4096)),
+        st.tuples(
+            st.just("rpc"), st.lists(rpc_ops, min_size=1, max_size=8), endings, st.integers(1, 4096)
+        ),
     )
 
 
@@ -360,7 +513,9 @@ class BoxWriter:
         return self.last
 
     def boxes(self, plaintext: bytes, split: int = 4096) -> bytes:
-        return b"".join(self.box(plaintext[start:start + split]) for start in range(0, len(plaintext), split))
+        return b"".join(
+            self.box(plaintext[start : start + split]) for start in range(0, len(plaintext), split)
+        )
 
     def goodbye(self) -> bytes:
         header = seal_goodbye(self.key, self.nonce)
@@ -369,8 +524,12 @@ class BoxWriter:
 
 
 def rpc_packet(flags: int, req: int, body: bytes, length: int | None = None) -> bytes:
-    return bytes([flags]) + (len(body) if length is None else length).to_bytes(4, "big") \
-        + (req & 0xFFFFFFFF).to_bytes(4, "big") + body
+    return (
+        bytes([flags])
+        + (len(body) if length is None else length).to_bytes(4, "big")
+        + (req & 0xFFFFFFFF).to_bytes(4, "big")
+        + body
+    )
 
 
 def json_packet(req: int, value: Any, *, stream: bool = False, end: bool = False) -> bytes:
@@ -391,7 +550,9 @@ def build_rpc_plaintext(ops: list[tuple], node_id: str) -> bytes:
             out += json_packet(req, body, stream=stream)
         elif kind == "history":
             _, req, stream, type_, args = op
-            out += json_packet(req, {"name": ["createHistoryStream"], "type": type_, "args": args}, stream=stream)
+            out += json_packet(
+                req, {"name": ["createHistoryStream"], "type": type_, "args": args}, stream=stream
+            )
         elif kind == "text":
             _, req, flags, text = op
             out += rpc_packet(0x02 | (flags & 0x0C), req, text.encode("utf-8", "surrogatepass"))
@@ -405,8 +566,15 @@ def build_rpc_plaintext(ops: list[tuple], node_id: str) -> bytes:
         elif kind == "many-streams":
             _, count, live = op
             for _ in range(count):
-                out += json_packet(next_req + 1000, {"name": ["createHistoryStream"], "type": "source",
-                                                     "args": [{"id": node_id, "live": live}]}, stream=True)
+                out += json_packet(
+                    next_req + 1000,
+                    {
+                        "name": ["createHistoryStream"],
+                        "type": "source",
+                        "args": [{"id": node_id, "live": live}],
+                    },
+                    stream=True,
+                )
                 next_req += 1
         elif kind == "rpc-goodbye":
             out += GOODBYE
@@ -451,8 +619,9 @@ def build_box_bytes(ops: list[tuple], writer: BoxWriter) -> bytes:
     return bytes(out)
 
 
-def handshake_bytes(op: tuple, network_key: bytes, client_keys: Keypair, server_public: bytes
-                    ) -> tuple[bytes, bool, bool]:
+def handshake_bytes(
+    op: tuple, network_key: bytes, client_keys: Keypair, server_public: bytes
+) -> tuple[bytes, bool, bool]:
     """What to send for a handshake-layer op that needs no reply first:
     ``(data, hello_is_valid, needs_msg2)``. needs_msg2 ops are built by
     the caller after reading msg2."""
@@ -489,8 +658,15 @@ def _hello_valid(data: bytes, network_key: bytes) -> bool:
         return False
 
 
-def msg3_for(op: tuple, client: shs.ClientHandshake, msg2: bytes, network_key: bytes,
-             client_keys: Keypair, server_public: bytes, ephemeral_secret: bytes) -> bytes:
+def msg3_for(
+    op: tuple,
+    client: shs.ClientHandshake,
+    msg2: bytes,
+    network_key: bytes,
+    client_keys: Keypair,
+    server_public: bytes,
+    ephemeral_secret: bytes,
+) -> bytes:
     """The bad msg3 of a needs_msg2 op, given the server's msg2."""
     kind = op[0]
     msg3 = client.receive_data(msg2)
@@ -508,10 +684,19 @@ def msg3_for(op: tuple, client: shs.ClientHandshake, msg2: bytes, network_key: b
     if public == b"self":
         public = client_keys.public
     if signature == b"wrong-signer":
-        signature = shs.client_auth_signature(network_key=network_key, client_keypair=Keypair.generate(),
-                                              server_public=server_public, shared_secret_ab=ab)
-    return shs.box_client_auth(network_key=network_key, shared_secret_ab=ab, shared_secret_aB=aB,
-                               detached_signature_A=signature, client_public=public)
+        signature = shs.client_auth_signature(
+            network_key=network_key,
+            client_keypair=Keypair.generate(),
+            server_public=server_public,
+            shared_secret_ab=ab,
+        )
+    return shs.box_client_auth(
+        network_key=network_key,
+        shared_secret_ab=ab,
+        shared_secret_aB=aB,
+        detached_signature_A=signature,
+        client_public=public,
+    )
 
 
 # --- fuzz: running the inputs -------------------------------------------------------------
@@ -533,7 +718,9 @@ class FuzzContext:
     server_public: bytes
     deadline: float
     network_key: bytes = MAIN_NETWORK_KEY
-    client_keys: list[Keypair] = field(default_factory=lambda: [Keypair.generate() for _ in range(4)])
+    client_keys: list[Keypair] = field(
+        default_factory=lambda: [Keypair.generate() for _ in range(4)]
+    )
     rotation: Any = field(default_factory=itertools.count)
 
 
@@ -583,8 +770,9 @@ async def run_case(case: tuple, ctx: FuzzContext) -> str:
         writer.transport.abort()
 
 
-async def _send_input(case: tuple, ctx: FuzzContext, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> tuple[BoxStreamDecoder | None, int] | None:
+async def _send_input(
+    case: tuple, ctx: FuzzContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> tuple[BoxStreamDecoder | None, int] | None:
     """Connect-side half of a case. Returns None if the case ends by aborting
     the connection, else (decoder of the node's box stream or None, bytes the
     node may still send in the handshake layer)."""
@@ -597,7 +785,9 @@ async def _send_input(case: tuple, ctx: FuzzContext, reader: asyncio.StreamReade
     box_writer: BoxWriter | None = None
     if layer == "handshake":
         op = ops[0]
-        data, hello_valid, needs_msg2 = handshake_bytes(op, ctx.network_key, keys, ctx.server_public)
+        data, hello_valid, needs_msg2 = handshake_bytes(
+            op, ctx.network_key, keys, ctx.server_public
+        )
         if needs_msg2:
             ephemeral_secret = shs.generate_ephemeral_secret()
             client = shs.ClientHandshake(ctx.network_key, keys, ctx.server_public, ephemeral_secret)
@@ -605,9 +795,12 @@ async def _send_input(case: tuple, ctx: FuzzContext, reader: asyncio.StreamReade
             try:
                 msg2 = await _read_exactly(reader, shs.HELLO_SIZE)
             except ConnectionError as exc:
-                raise HandshakeRefused(f"no msg2 for a valid msg1 after {time.monotonic() - started:.3f} s: "
-                                       f"{exc}") from None
-            data = msg3_for(op, client, msg2, ctx.network_key, keys, ctx.server_public, ephemeral_secret)
+                raise HandshakeRefused(
+                    f"no msg2 for a valid msg1 after {time.monotonic() - started:.3f} s: {exc}"
+                ) from None
+            data = msg3_for(
+                op, client, msg2, ctx.network_key, keys, ctx.server_public, ephemeral_secret
+            )
             allowed_output = 0  # nothing after msg2 for a bad msg3
         else:
             allowed_output = shs.HELLO_SIZE if hello_valid else 0
@@ -619,8 +812,9 @@ async def _send_input(case: tuple, ctx: FuzzContext, reader: asyncio.StreamReade
             writer.write(client.receive_data(await _read_exactly(reader, shs.HELLO_SIZE)))
             client.receive_data(await _read_exactly(reader, shs.SERVER_ACCEPT_SIZE))
         except (ConnectionError, shs.HandshakeError) as exc:
-            raise HandshakeRefused(f"valid handshake failed after {time.monotonic() - started:.3f} s: "
-                                   f"{exc!r}") from None
+            raise HandshakeRefused(
+                f"valid handshake failed after {time.monotonic() - started:.3f} s: {exc!r}"
+            ) from None
         params = client.result
         box_writer = BoxWriter(params.encrypt_key, params.encrypt_nonce)
         decoder = BoxStreamDecoder(params.decrypt_key, params.decrypt_nonce)
@@ -639,8 +833,9 @@ async def _send_input(case: tuple, ctx: FuzzContext, reader: asyncio.StreamReade
     return decoder, allowed_output
 
 
-async def _await_close(reader: asyncio.StreamReader, decoder: BoxStreamDecoder | None,
-                       allowed_output: int) -> None:
+async def _await_close(
+    reader: asyncio.StreamReader, decoder: BoxStreamDecoder | None, allowed_output: int
+) -> None:
     """Read until the node closes the connection (error, EOF, goodbye or its
     own timeout), checking what it says meanwhile."""
     rpc_decoder = RpcDecoder(max_body=1 << 22)
@@ -652,8 +847,10 @@ async def _await_close(reader: asyncio.StreamReader, decoder: BoxStreamDecoder |
         received += len(chunk)
         if decoder is None:
             if received > allowed_output:
-                raise BadOutput(f"{received} byte(s) from the node after a bad handshake message "
-                                f"(at most {allowed_output} allowed)")
+                raise BadOutput(
+                    f"{received} byte(s) from the node after a bad handshake message "
+                    f"(at most {allowed_output} allowed)"
+                )
             continue
         try:
             for body in decoder.receive_data(chunk):
@@ -695,8 +892,15 @@ async def health_check(ctx: FuzzContext, timeout: float) -> str | None:
     from reference_impl.ssb.node import ReplicationError, replicate
 
     try:
-        messages = await replicate(ctx.host, ctx.port, network_key=ctx.network_key, keypair=Keypair.generate(),
-                                   peer_public=ctx.server_public, feed_id=ctx.node_id, timeout=timeout)
+        messages = await replicate(
+            ctx.host,
+            ctx.port,
+            network_key=ctx.network_key,
+            keypair=Keypair.generate(),
+            peer_public=ctx.server_public,
+            feed_id=ctx.node_id,
+            timeout=timeout,
+        )
     except ReplicationError as exc:
         return f"{exc.kind}: {exc}"
     if len(messages) != SEED_MESSAGES:
@@ -704,15 +908,35 @@ async def health_check(ctx: FuzzContext, timeout: float) -> str | None:
     return None
 
 
-def start_node(workdir: Path, handshake_timeout: float, idle_timeout: float
-               ) -> tuple[subprocess.Popen, Path, str, int, str]:
+def start_node(
+    workdir: Path, handshake_timeout: float, idle_timeout: float
+) -> tuple[subprocess.Popen, Path, str, int, str]:
     stderr_path = workdir / "node-stderr.log"
-    command = [sys.executable, "-m", "reference_impl.ssb", "serve", "--key-file", str(workdir / "secret"),
-               "--create-key", "--host", "127.0.0.1", "--port", "0", "--seed-messages", str(SEED_MESSAGES),
-               "--handshake-timeout", str(handshake_timeout), "--idle-timeout", str(idle_timeout),
-               "--log-level", "ERROR"]
+    command = [
+        sys.executable,
+        "-m",
+        "reference_impl.ssb",
+        "serve",
+        "--key-file",
+        str(workdir / "secret"),
+        "--create-key",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--seed-messages",
+        str(SEED_MESSAGES),
+        "--handshake-timeout",
+        str(handshake_timeout),
+        "--idle-timeout",
+        str(idle_timeout),
+        "--log-level",
+        "ERROR",
+    ]
     stderr = open(stderr_path, "wb")  # noqa: SIM115 - the node keeps it
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    process = subprocess.Popen(
+        command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True
+    )
     stderr.close()
     ready: list[str] = []
     reader = threading.Thread(target=lambda: ready.append(process.stdout.readline()), daemon=True)
@@ -722,12 +946,22 @@ def start_node(workdir: Path, handshake_timeout: float, idle_timeout: float
     match = re.match(r"SSB_READY host=(\S+) port=(\d+) id=(\S+)", line)
     if not match:
         process.kill()
-        raise RuntimeError(f"node did not start: {line!r}; stderr: {stderr_path.read_text()[-2000:]}")
+        raise RuntimeError(
+            f"node did not start: {line!r}; stderr: {stderr_path.read_text()[-2000:]}"
+        )
     return process, stderr_path, match.group(1), int(match.group(2)), match.group(3)
 
 
-def run_fuzz(count: int, *, concurrency: int, deadline: float, handshake_timeout: float, idle_timeout: float,
-             check_every: int, seed: int | None) -> list[Row]:
+def run_fuzz(
+    count: int,
+    *,
+    concurrency: int,
+    deadline: float,
+    handshake_timeout: float,
+    idle_timeout: float,
+    check_every: int,
+    seed: int | None,
+) -> list[Row]:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
@@ -794,8 +1028,14 @@ def run_fuzz(count: int, *, concurrency: int, deadline: float, handshake_timeout
 
     submitted = 0
 
-    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck), print_blob=False)
+    @settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
     @given(case=strategies(node_id))
     def feed(case: tuple) -> None:
         nonlocal submitted
@@ -819,10 +1059,12 @@ def run_fuzz(count: int, *, concurrency: int, deadline: float, handshake_timeout
     time.sleep(0.3)
     start_rss = _rss_kb(process.pid) or 0
     sampler.start()
-    print(f"fuzz: node pid {process.pid} on {host}:{port} ({node_id}), node timeouts {handshake_timeout:g} s (handshake), "
-          f"{idle_timeout:g} s (idle), "
-          f"client deadline {deadline:g} s per connection, {concurrency} connections at a time, "
-          f"health check every {check_every} inputs")
+    print(
+        f"fuzz: node pid {process.pid} on {host}:{port} ({node_id}), node timeouts {handshake_timeout:g} s (handshake), "
+        f"{idle_timeout:g} s (idle), "
+        f"client deadline {deadline:g} s per connection, {concurrency} connections at a time, "
+        f"health check every {check_every} inputs"
+    )
     run_health("before fuzzing")
     start = time.perf_counter()
     timing = {"generating": 0.0, "waiting": 0.0, "left": start}
@@ -834,7 +1076,9 @@ def run_fuzz(count: int, *, concurrency: int, deadline: float, handshake_timeout
         elapsed = time.perf_counter() - start
         for _ in range(concurrency):
             slots.release()
-    time.sleep(max(1.0, handshake_timeout, idle_timeout) + 0.5)  # let sessions end before the final look
+    time.sleep(
+        max(1.0, handshake_timeout, idle_timeout) + 0.5
+    )  # let sessions end before the final look
     run_health("at the end")
     alive = process.poll() is None
     end_rss = _rss_kb(process.pid) or 0
@@ -849,13 +1093,18 @@ def run_fuzz(count: int, *, concurrency: int, deadline: float, handshake_timeout
     loop.call_soon_threadsafe(loop.stop)
     loop_thread.join(5)
     node_log = stderr_path.read_text(errors="replace")
-    node_errors = [line for line in node_log.splitlines() if " ERROR " in line or "Traceback" in line]
+    node_errors = [
+        line for line in node_log.splitlines() if " ERROR " in line or "Traceback" in line
+    ]
     if node_errors:
         kept = Path(tempfile.gettempdir()) / f"ssb-fuzz-node-{process.pid}.log"
         shutil.copyfile(stderr_path, kept)
         print(f"fuzz: node log with errors kept at {kept}")
-        error_types = Counter(line for line in node_log.splitlines()
-                              if re.match(r"^\w+(\.\w+)*(Error|Exception)\b", line))
+        error_types = Counter(
+            line
+            for line in node_log.splitlines()
+            if re.match(r"^\w+(\.\w+)*(Error|Exception)\b", line)
+        )
         for line, times in error_types.most_common(10):
             print(f"  NODE EXCEPTION x{times}: {line[:200]}")
     shutil.rmtree(workdir, ignore_errors=True)
@@ -865,20 +1114,30 @@ def run_fuzz(count: int, *, concurrency: int, deadline: float, handshake_timeout
     peak_rss = max([rss for _, rss in stats.rss_samples] + [start_rss, end_rss])
     growth_mb = (peak_rss - start_rss) / 1024
     rate = done / elapsed if elapsed else 0.0
-    print(f"fuzz: {done} inputs in {elapsed:.1f} s = {rate:.0f} inputs/s "
-          f"(by layer: {dict(stats.by_layer)})")
+    print(
+        f"fuzz: {done} inputs in {elapsed:.1f} s = {rate:.0f} inputs/s "
+        f"(by layer: {dict(stats.by_layer)})"
+    )
     print(f"fuzz outcomes: {dict(stats.outcomes)}")
-    print(f"fuzz: client spent {timing['generating']:.1f} s generating inputs (hypothesis) and "
-          f"{timing['waiting']:.1f} s waiting for one of the {concurrency} connection slots")
+    print(
+        f"fuzz: client spent {timing['generating']:.1f} s generating inputs (hypothesis) and "
+        f"{timing['waiting']:.1f} s waiting for one of the {concurrency} connection slots"
+    )
     if close_times:
         ordered = sorted(close_times)
-        print(f"fuzz: time from connect to close by the node: median {statistics.median(ordered) * 1e3:.0f} ms, "
-              f"p99 {ordered[int(len(ordered) * 0.99) - 1] * 1e3:.0f} ms, max {ordered[-1] * 1e3:.0f} ms")
-    print(f"fuzz: node RSS start {start_rss / 1024:.1f} MB, peak {peak_rss / 1024:.1f} MB, "
-          f"end {end_rss / 1024:.1f} MB ({len(stats.rss_samples)} samples)")
-    print(f"fuzz: {stats.health_checks} health checks (handshake + createHistoryStream), "
-          f"{len(stats.health_failures)} failed; node alive at the end: {alive}; "
-          f"exit status on SIGTERM: {exit_status}; node ERROR log lines: {len(node_errors)}")
+        print(
+            f"fuzz: time from connect to close by the node: median {statistics.median(ordered) * 1e3:.0f} ms, "
+            f"p99 {ordered[int(len(ordered) * 0.99) - 1] * 1e3:.0f} ms, max {ordered[-1] * 1e3:.0f} ms"
+        )
+    print(
+        f"fuzz: node RSS start {start_rss / 1024:.1f} MB, peak {peak_rss / 1024:.1f} MB, "
+        f"end {end_rss / 1024:.1f} MB ({len(stats.rss_samples)} samples)"
+    )
+    print(
+        f"fuzz: {stats.health_checks} health checks (handshake + createHistoryStream), "
+        f"{len(stats.health_failures)} failed; node alive at the end: {alive}; "
+        f"exit status on SIGTERM: {exit_status}; node ERROR log lines: {len(node_errors)}"
+    )
     for failure in stats.failures[:10]:
         print(f"  FAILED INPUT: {failure}")
     for failure in stats.health_failures[:10]:
@@ -886,23 +1145,52 @@ def run_fuzz(count: int, *, concurrency: int, deadline: float, handshake_timeout
     for line in node_errors[:15]:
         print(f"  NODE LOG: {line}")
     checks = [
-        (f"fuzz inputs handled ({done}/{count})", f"{done} ({rate:.0f}/s)", f"{count}, no client errors",
-         done == count and not stats.outcomes["client-error"]),
+        (
+            f"fuzz inputs handled ({done}/{count})",
+            f"{done} ({rate:.0f}/s)",
+            f"{count}, no client errors",
+            done == count and not stats.outcomes["client-error"],
+        ),
         ("fuzz: node alive (no crash)", str(alive), "True, clean exit", alive and exit_status == 0),
-        ("fuzz: connections not closed by deadline", str(stats.outcomes["hung"]), f"0 (deadline {deadline:g} s)",
-         stats.outcomes["hung"] == 0),
-        ("fuzz: other bad outcomes", str(bad - stats.outcomes["hung"]), "0 (refused/bad output)",
-         bad - stats.outcomes["hung"] == 0),
-        ("fuzz: valid sessions after fuzz", f"{stats.health_checks - len(stats.health_failures)}"
-         f"/{stats.health_checks}", "all", not stats.health_failures and stats.health_checks > 0),
+        (
+            "fuzz: connections not closed by deadline",
+            str(stats.outcomes["hung"]),
+            f"0 (deadline {deadline:g} s)",
+            stats.outcomes["hung"] == 0,
+        ),
+        (
+            "fuzz: other bad outcomes",
+            str(bad - stats.outcomes["hung"]),
+            "0 (refused/bad output)",
+            bad - stats.outcomes["hung"] == 0,
+        ),
+        (
+            "fuzz: valid sessions after fuzz",
+            f"{stats.health_checks - len(stats.health_failures)}/{stats.health_checks}",
+            "all",
+            not stats.health_failures and stats.health_checks > 0,
+        ),
         ("fuzz: node unhandled errors logged", str(len(node_errors)), "0", not node_errors),
-        ("fuzz: node RSS growth MB (peak - start)", f"{growth_mb:.1f}", f"<= {RSS_GROWTH_LIMIT_MB:.0f}",
-         growth_mb <= RSS_GROWTH_LIMIT_MB),
+        (
+            "fuzz: node RSS growth MB (peak - start)",
+            f"{growth_mb:.1f}",
+            f"<= {RSS_GROWTH_LIMIT_MB:.0f}",
+            growth_mb <= RSS_GROWTH_LIMIT_MB,
+        ),
     ]
     rows = [Row(metric, value, target, ok) for metric, value, target, ok in checks]
-    rows[0].data = {"inputs": done, "seconds": elapsed, "per_second": rate, "outcomes": dict(stats.outcomes),
-                    "by_layer": dict(stats.by_layer)}
-    rows[-1].data = {"start_mb": start_rss / 1024, "peak_mb": peak_rss / 1024, "end_mb": end_rss / 1024}
+    rows[0].data = {
+        "inputs": done,
+        "seconds": elapsed,
+        "per_second": rate,
+        "outcomes": dict(stats.outcomes),
+        "by_layer": dict(stats.by_layer),
+    }
+    rows[-1].data = {
+        "start_mb": start_rss / 1024,
+        "peak_mb": peak_rss / 1024,
+        "end_mb": end_rss / 1024,
+    }
     for row in rows:
         print(f"{'PASS' if row.ok else 'FAIL'}: {row.metric} = {row.value} (target {row.target})")
     return rows
@@ -917,60 +1205,118 @@ def _describe(case: tuple) -> str:
 
 
 def print_table(rows: list[Row]) -> None:
-    widths = [max(len(row.metric) for row in rows), max(len(row.value) for row in rows),
-              max(len(row.target) for row in rows)]
+    widths = [
+        max(len(row.metric) for row in rows),
+        max(len(row.value) for row in rows),
+        max(len(row.target) for row in rows),
+    ]
     header = f"{'metric':<{widths[0]}}  {'value':>{widths[1]}}  {'target':<{widths[2]}}  result"
     print()
     print(header)
     print("-" * len(header))
     for row in rows:
         verdict = "-" if row.ok is None else ("PASS" if row.ok else "FAIL")
-        print(f"{row.metric:<{widths[0]}}  {row.value:>{widths[1]}}  {row.target:<{widths[2]}}  {verdict}")
+        print(
+            f"{row.metric:<{widths[0]}}  {row.value:>{widths[1]}}  {row.target:<{widths[2]}}  {verdict}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="short run (fewer iterations)")
-    parser.add_argument("--fuzz", type=int, default=0, metavar="N",
-                        help="also send N malformed inputs to a node (benchmark tier: 10000+; default off)")
+    parser.add_argument(
+        "--fuzz",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also send N malformed inputs to a node (benchmark tier: 10000+; default off)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     parser.add_argument("--skip-certify", action="store_true", help="do not run the certification")
     parser.add_argument("--fuzz-only", action="store_true", help="only the fuzz tier")
-    parser.add_argument("--concurrency", type=int, default=32, help="fuzz connections at a time (default 32)")
-    parser.add_argument("--deadline", type=float, default=2.0,
-                        help="seconds the node gets to close each fuzz connection (default 2)")
-    parser.add_argument("--node-handshake-timeout", type=float, default=1.0,
-                        help="the fuzzed node's --handshake-timeout (default 1; valid handshakes of a "
-                        "loaded client must fit in it)")
-    parser.add_argument("--node-idle-timeout", type=float, default=0.5,
-                        help="the fuzzed node's --idle-timeout (default 0.5)")
-    parser.add_argument("--check-every", type=int, default=200,
-                        help="a valid session every this many fuzz inputs (default 200)")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="fuzz connections at a time (default 32)"
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=2.0,
+        help="seconds the node gets to close each fuzz connection (default 2)",
+    )
+    parser.add_argument(
+        "--node-handshake-timeout",
+        type=float,
+        default=1.0,
+        help="the fuzzed node's --handshake-timeout (default 1; valid handshakes of a "
+        "loaded client must fit in it)",
+    )
+    parser.add_argument(
+        "--node-idle-timeout",
+        type=float,
+        default=0.5,
+        help="the fuzzed node's --idle-timeout (default 0.5)",
+    )
+    parser.add_argument(
+        "--check-every",
+        type=int,
+        default=200,
+        help="a valid session every this many fuzz inputs (default 200)",
+    )
     parser.add_argument("--seed", type=int, help="hypothesis seed for a reproducible fuzz run")
     args = parser.parse_args(argv)
 
     rows: list[Row] = []
     if not args.fuzz_only:
         rows.append(bench_handshakes(300 if args.quick else 3000))
-        rows.extend(bench_boxstream((8 if args.quick else 64) * 1024 * 1024, 2 if args.quick else 3))
+        rows.extend(
+            bench_boxstream((8 if args.quick else 64) * 1024 * 1024, 2 if args.quick else 3)
+        )
         if not args.skip_certify:
             rows.append(bench_certify())
     if args.fuzz:
-        rows.extend(run_fuzz(args.fuzz, concurrency=args.concurrency, deadline=args.deadline,
-                             handshake_timeout=args.node_handshake_timeout, idle_timeout=args.node_idle_timeout,
-                             check_every=args.check_every, seed=args.seed))
+        rows.extend(
+            run_fuzz(
+                args.fuzz,
+                concurrency=args.concurrency,
+                deadline=args.deadline,
+                handshake_timeout=args.node_handshake_timeout,
+                idle_timeout=args.node_idle_timeout,
+                check_every=args.check_every,
+                seed=args.seed,
+            )
+        )
     print_table(rows)
     failed = [row for row in rows if row.ok is False]
-    print(f"\n{'FAIL' if failed else 'PASS'}: {len(rows) - len(failed)} of {len(rows)} figures "
-          "within target (or informational)")
+    print(
+        f"\n{'FAIL' if failed else 'PASS'}: {len(rows) - len(failed)} of {len(rows)} figures "
+        "within target (or informational)"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"python": sys.version.split()[0], "quick": args.quick, "fuzz": args.fuzz,
-             "passed": not failed,
-             "metrics": [{"metric": row.metric, "value": row.value, "target": row.target, "pass": row.ok,
-                          **({"data": row.data} if row.data else {})} for row in rows]},
-            indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "python": sys.version.split()[0],
+                    "quick": args.quick,
+                    "fuzz": args.fuzz,
+                    "passed": not failed,
+                    "metrics": [
+                        {
+                            "metric": row.metric,
+                            "value": row.value,
+                            "target": row.target,
+                            "pass": row.ok,
+                            **({"data": row.data} if row.data else {}),
+                        }
+                        for row in rows
+                    ],
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     return 1 if failed else 0
 
 

@@ -68,18 +68,29 @@ def smp_body(n: int) -> bytes:
 
 
 def send_frame(n: int, destination: str) -> bytes:
-    return encode_frame(Frame("SEND", (
-        ("destination", destination), ("receipt", f"b-{n}"), ("type", "ConfigureAccount"),
-        ("content-type", "application/json"), ("persistent", "true")), smp_body(n)))
+    return encode_frame(
+        Frame(
+            "SEND",
+            (
+                ("destination", destination),
+                ("receipt", f"b-{n}"),
+                ("type", "ConfigureAccount"),
+                ("content-type", "application/json"),
+                ("persistent", "true"),
+            ),
+            smp_body(n),
+        )
+    )
 
 
 # -- figure 1: the codec
+
 
 def parse_rate(frames: int, repeats: int) -> tuple[float, int]:
     """Best frames/s over ``repeats`` parses of ``frames`` SEND frames."""
     one = send_frame(1, "/exchange/smp/12345678")
     stream = one * frames
-    chunks = [stream[i:i + CHUNK] for i in range(0, len(stream), CHUNK)]
+    chunks = [stream[i : i + CHUNK] for i in range(0, len(stream), CHUNK)]
     best = 0.0
     for _ in range(repeats):
         parser = FrameParser()
@@ -89,8 +100,10 @@ def parse_rate(frames: int, repeats: int) -> tuple[float, int]:
             count += len(parser.receive_data(chunk))
         elapsed = time.perf_counter() - start
         if count != frames or parser.buffered:
-            raise SystemExit(f"stomp_bench: the parser returned {count} frames of {frames} "
-                             f"({len(parser.buffered)} bytes left over)")
+            raise SystemExit(
+                f"stomp_bench: the parser returned {count} frames of {frames} "
+                f"({len(parser.buffered)} bytes left over)"
+            )
         best = max(best, frames / elapsed)
     # One frame decoded in full, so the figure is of real parsing.
     check = FrameParser().receive_data(one)[0]
@@ -99,6 +112,7 @@ def parse_rate(frames: int, repeats: int) -> tuple[float, int]:
 
 
 # -- figure 2: receipted SENDs over TLS
+
 
 class BenchError(Exception):
     pass
@@ -125,10 +139,18 @@ class Server:
                 self.process.wait(5)
 
 
-def _start(name: str, argv: list[str], ready: re.Pattern[str], log: Path, destination: str) -> Server:
+def _start(
+    name: str, argv: list[str], ready: re.Pattern[str], log: Path, destination: str
+) -> Server:
     handle = open(log, "wb")
-    process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               cwd=REPO_ROOT, start_new_session=True)
+    process = subprocess.Popen(
+        argv,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
     handle.close()
     deadline = time.monotonic() + READY_TIMEOUT
     while True:
@@ -140,15 +162,25 @@ def _start(name: str, argv: list[str], ready: re.Pattern[str], log: Path, destin
             server = Server(name, process, 0, destination, log)
             server.stop()
             tail = "\n".join(text.splitlines()[-15:])
-            raise BenchError(f"{name} did not become ready (exit {process.poll()}); last output:\n{tail}")
+            raise BenchError(
+                f"{name} did not become ready (exit {process.poll()}); last output:\n{tail}"
+            )
         time.sleep(0.1)
 
 
-async def receipted_sends(port: int, context: ssl.SSLContext, destination: str, sends: int, window: int,
-                          first: int, deadline: float) -> float:
+async def receipted_sends(
+    port: int,
+    context: ssl.SSLContext,
+    destination: str,
+    sends: int,
+    window: int,
+    first: int,
+    deadline: float,
+) -> float:
     """SENDs/s from the first SEND to the last RECEIPT on one connection."""
     reader, writer = await asyncio.wait_for(
-        asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=None), deadline)
+        asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname=None), deadline
+    )
     parser = FrameParser()
     queue: list[Frame] = []
 
@@ -161,23 +193,30 @@ async def receipted_sends(port: int, context: ssl.SSLContext, destination: str, 
         return queue.pop(0)
 
     try:
-        writer.write(encode_frame(Frame("CONNECT", (("accept-version", "1.2"), ("host", "/"),
-                                                    ("heart-beat", "0,0")))))
+        writer.write(
+            encode_frame(
+                Frame("CONNECT", (("accept-version", "1.2"), ("host", "/"), ("heart-beat", "0,0")))
+            )
+        )
         connected = await frame()
         if connected.command != "CONNECTED":
-            raise BenchError(f"CONNECT answered with {connected.command}: {connected.get('message')}")
+            raise BenchError(
+                f"CONNECT answered with {connected.command}: {connected.get('message')}"
+            )
         frames = [send_frame(first + i, destination) for i in range(sends)]
         sent = received = 0
         start = time.perf_counter()
         while received < sends:
             if sent < sends and sent - received < window:
                 burst = min(window - (sent - received), sends - sent)
-                writer.write(b"".join(frames[sent:sent + burst]))
+                writer.write(b"".join(frames[sent : sent + burst]))
                 sent += burst
                 continue
             reply = await frame()
             if reply.command != "RECEIPT":
-                raise BenchError(f"{reply.command} instead of a RECEIPT: {reply.get('message')} {reply.body[:200]!r}")
+                raise BenchError(
+                    f"{reply.command} instead of a RECEIPT: {reply.get('message')} {reply.body[:200]!r}"
+                )
             expected = f"b-{first + received}"
             if reply.get("receipt-id") != expected:
                 raise BenchError(f"RECEIPT for {reply.get('receipt-id')!r}, expected {expected!r}")
@@ -202,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--deadline", type=float, default=30.0, help="seconds any single read may take")
     ap.add_argument("--quick", action="store_true", help="--frames 50000 --sends 500 --repeats 2")
-    ap.add_argument("--no-rabbitmq", action="store_true", help="do not start RabbitMQ (the ratio is then unmeasured)")
+    ap.add_argument(
+        "--no-rabbitmq",
+        action="store_true",
+        help="do not start RabbitMQ (the ratio is then unmeasured)",
+    )
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = ap.parse_args(argv)
     if args.quick:
@@ -210,13 +253,18 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.frames, args.sends, args.window, args.repeats) < 1:
         ap.error("--frames, --sends, --window and --repeats must be positive")
 
-    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpu(s), "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpu(s), "
+        f"load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     figures: dict[str, float | None] = {}
     rate, size = parse_rate(args.frames, args.repeats)
     figures["parse_frames_per_s"] = rate
-    print(f"parse: {rate:,.0f} SEND frames/s ({size}-byte frames, {args.frames} per run, best of {args.repeats})",
-          flush=True)
+    print(
+        f"parse: {rate:,.0f} SEND frames/s ({size}-byte frames, {args.frames} per run, best of {args.repeats})",
+        flush=True,
+    )
 
     work = Path(tempfile.mkdtemp(prefix="stomp-bench."))
     servers: list[Server] = []
@@ -224,27 +272,75 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pki = make_pki(work / "pki")
         context = client_context(pki.client_cert_file, pki.client_key_file, pki.ca_file)
-        tls = ["--cert", str(pki.server_cert_file), "--key", str(pki.server_key_file), "--ca", str(pki.ca_file)]
-        servers.append(_start("reference", [sys.executable, "-m", "reference_impl.stomp", "serve", "--host",
-                                            "127.0.0.1", "--port", "0", *tls, "--store", str(work / "store")],
-                              re.compile(r"STOMP_READY port=(\d+)"), work / "reference.log", "/exchange/smp/12345678"))
+        tls = [
+            "--cert",
+            str(pki.server_cert_file),
+            "--key",
+            str(pki.server_key_file),
+            "--ca",
+            str(pki.ca_file),
+        ]
+        servers.append(
+            _start(
+                "reference",
+                [
+                    sys.executable,
+                    "-m",
+                    "reference_impl.stomp",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    *tls,
+                    "--store",
+                    str(work / "store"),
+                ],
+                re.compile(r"STOMP_READY port=(\d+)"),
+                work / "reference.log",
+                "/exchange/smp/12345678",
+            )
+        )
         if not args.no_rabbitmq:
             if not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
-                problems.append("RabbitMQ is not installed (scripts/install-rabbitmq.sh): ratio not measured")
+                problems.append(
+                    "RabbitMQ is not installed (scripts/install-rabbitmq.sh): ratio not measured"
+                )
             else:
-                servers.append(_start("rabbitmq", [str(REPO_ROOT / "scripts" / "rabbitmq.sh"), *tls,
-                                                   "--python", sys.executable],
-                                      re.compile(r"RABBITMQ_READY=1 port=(\d+)"), work / "rabbitmq.log",
-                                      "/exchange/smp/12345678"))
+                servers.append(
+                    _start(
+                        "rabbitmq",
+                        [
+                            str(REPO_ROOT / "scripts" / "rabbitmq.sh"),
+                            *tls,
+                            "--python",
+                            sys.executable,
+                        ],
+                        re.compile(r"RABBITMQ_READY=1 port=(\d+)"),
+                        work / "rabbitmq.log",
+                        "/exchange/smp/12345678",
+                    )
+                )
         best: dict[str, float] = {}
         counter = 0
         for round_ in range(args.repeats):
             for server in servers:
-                rate = asyncio.run(receipted_sends(server.port, context, server.destination, args.sends,
-                                                   args.window, counter, args.deadline))
+                rate = asyncio.run(
+                    receipted_sends(
+                        server.port,
+                        context,
+                        server.destination,
+                        args.sends,
+                        args.window,
+                        counter,
+                        args.deadline,
+                    )
+                )
                 counter += args.sends
                 best[server.name] = max(best.get(server.name, 0.0), rate)
-                print(f"receipted SENDs/s, {server.name}, run {round_ + 1}: {rate:,.0f}", flush=True)
+                print(
+                    f"receipted SENDs/s, {server.name}, run {round_ + 1}: {rate:,.0f}", flush=True
+                )
     except (BenchError, OSError, ssl.SSLError, asyncio.TimeoutError) as exc:
         problems.append(f"receipted SENDs: {type(exc).__name__}: {exc}")
         best = locals().get("best", {})
@@ -260,12 +356,32 @@ def main(argv: list[str] | None = None) -> int:
     ratio = ours / theirs if ours and theirs else None
     figures["ratio_reference_over_rabbitmq"] = ratio
 
-    rows = [("parse SEND frames/s", f"{figures['parse_frames_per_s']:,.0f}", f">= {PARSE_TARGET:,}",
-             figures["parse_frames_per_s"] >= PARSE_TARGET),
-            ("receipted SENDs/s, reference (TLS)", f"{ours:,.0f}" if ours else "not measured", "", None),
-            ("receipted SENDs/s, RabbitMQ 3.10 (TLS)", f"{theirs:,.0f}" if theirs else "not measured", "", None),
-            ("ratio reference / RabbitMQ", f"{ratio:.2f}" if ratio else "not measured", f">= {RATIO_TARGET:g}",
-             ratio is not None and ratio >= RATIO_TARGET)]
+    rows = [
+        (
+            "parse SEND frames/s",
+            f"{figures['parse_frames_per_s']:,.0f}",
+            f">= {PARSE_TARGET:,}",
+            figures["parse_frames_per_s"] >= PARSE_TARGET,
+        ),
+        (
+            "receipted SENDs/s, reference (TLS)",
+            f"{ours:,.0f}" if ours else "not measured",
+            "",
+            None,
+        ),
+        (
+            "receipted SENDs/s, RabbitMQ 3.10 (TLS)",
+            f"{theirs:,.0f}" if theirs else "not measured",
+            "",
+            None,
+        ),
+        (
+            "ratio reference / RabbitMQ",
+            f"{ratio:.2f}" if ratio else "not measured",
+            f">= {RATIO_TARGET:g}",
+            ratio is not None and ratio >= RATIO_TARGET,
+        ),
+    ]
     print()
     print(f"{'figure':<42} {'value':>14} {'target':>12}  result")
     for name, value, target, ok in rows:
@@ -274,9 +390,20 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         print(f"problem: {problem}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"figures": figures, "problems": problems,
-                                               "sends": args.sends, "window": args.window,
-                                               "frames": args.frames, "repeats": args.repeats}, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "figures": figures,
+                    "problems": problems,
+                    "sends": args.sends,
+                    "window": args.window,
+                    "frames": args.frames,
+                    "repeats": args.repeats,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     failed = [name for name, _, _, ok in rows if ok is False] or problems
     return 1 if failed else 0
 

@@ -70,8 +70,9 @@ class ChildOutput:
 
     def popen(self, label: str, argv: list[str], **kwargs) -> subprocess.Popen:
         process = subprocess.Popen(argv, stderr=subprocess.PIPE, **kwargs)
-        reader = threading.Thread(target=self._copy, args=(label, process), daemon=True,
-                                  name=f"stderr of {label}")
+        reader = threading.Thread(
+            target=self._copy, args=(label, process), daemon=True, name=f"stderr of {label}"
+        )
         with self._lock:
             self._processes[label] = process
             self._readers[label] = reader
@@ -116,6 +117,7 @@ class ChildOutput:
 @dataclass
 class Session:
     """One pytest session to run: ``run`` starts it and returns its exit code."""
+
     label: str
     run: Callable[[], int]
     resources: frozenset[Hashable] = field(default_factory=frozenset)
@@ -134,9 +136,13 @@ def exclusive_resources(*targets: Target) -> set[Hashable]:
     return resources
 
 
-def run_sessions(sessions: list[Session], jobs: int, output: ChildOutput,
-                 on_start: Callable[[Session], None],
-                 on_end: Callable[[Session, int, float], bool]) -> dict[str, int]:
+def run_sessions(
+    sessions: list[Session],
+    jobs: int,
+    output: ChildOutput,
+    on_start: Callable[[Session], None],
+    on_end: Callable[[Session, int, float], bool],
+) -> dict[str, int]:
     """Run the sessions, up to ``jobs`` at once, in the given order as far as
     their resources allow. ``on_start`` is called before a session starts,
     ``on_end`` (label, exit code, seconds) after it ended and its output is
@@ -167,7 +173,9 @@ def run_sessions(sessions: list[Session], jobs: int, output: ChildOutput,
                     break
                 pending.remove(ready)
                 on_start(ready)
-                thread = threading.Thread(target=work, args=(ready,), name=f"session {ready.label}", daemon=True)
+                thread = threading.Thread(
+                    target=work, args=(ready,), name=f"session {ready.label}", daemon=True
+                )
                 running[ready.label] = (ready, thread)
                 busy |= ready.resources
                 thread.start()
@@ -199,7 +207,9 @@ def last_durations(runs_dir: Path, names: list[str]) -> dict[str, float]:
     certified it (summary.json's ``target_seconds``); targets no recent run
     certified are left out. A summary that cannot be read is passed over."""
     try:
-        summaries = sorted(runs_dir.glob("*/summary.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        summaries = sorted(
+            runs_dir.glob("*/summary.json"), key=lambda p: p.stat().st_mtime, reverse=True
+        )
     except OSError:
         return {}
     wanted, found = set(names), {}
@@ -217,8 +227,9 @@ def last_durations(runs_dir: Path, names: list[str]) -> dict[str, float]:
     return found
 
 
-def longest_first(targets: list[Target], durations: dict[str, float],
-                  case_counts: dict[str, int]) -> list[Target]:
+def longest_first(
+    targets: list[Target], durations: dict[str, float], case_counts: dict[str, int]
+) -> list[Target]:
     """The targets in the order to start them under --jobs N: the longest
     first, so that the last to start is a short one and no worker idles at
     the end while one long session runs alone. A target's length is its
@@ -227,8 +238,12 @@ def longest_first(targets: list[Target], durations: dict[str, float],
     (or, when none is timed, ordered by case count alone). Ties keep the
     given order."""
     timed = [t for t in targets if t.name in durations]
-    per_case = (sum(durations[t.name] for t in timed) / max(1, sum(case_counts.get(t.protocol, 0) for t in timed))
-                if timed else 1.0)
+    per_case = (
+        sum(durations[t.name] for t in timed)
+        / max(1, sum(case_counts.get(t.protocol, 0) for t in timed))
+        if timed
+        else 1.0
+    )
 
     def estimate(target: Target) -> float:
         if target.name in durations:

@@ -43,16 +43,31 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .core.results import BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, new_run_id, read_results, summarize
+from .core.results import (
+    BLOCKED,
+    ERROR,
+    FAILED,
+    NOT_APPLICABLE,
+    PASSED,
+    new_run_id,
+    read_results,
+    summarize,
+)
 from .core.selection import hint, no_match_message, select, unmatched
 from .core.targets import load_targets
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
-FAULT_REGISTRIES = {"ssb": "reference_impl.ssb.faults", "btp": "reference_impl.btp.faults",
-                    "stomp": "reference_impl.stomp.faults", "ripp": "reference_impl.ripp.faults",
-                    "ripplehost": "reference_impl.ripplehost.faults"}
+FAULT_REGISTRIES = {
+    "ssb": "reference_impl.ssb.faults",
+    "btp": "reference_impl.btp.faults",
+    "stomp": "reference_impl.stomp.faults",
+    "ripp": "reference_impl.ripp.faults",
+    "ripplehost": "reference_impl.ripplehost.faults",
+}
 """Protocol -> the module holding SPECS, REGISTRY and NOT_ISOLABLE."""
-VARIANT_REGISTRIES = {protocol: f"reference_impl.{protocol}.variants" for protocol in FAULT_REGISTRIES}
+VARIANT_REGISTRIES = {
+    protocol: f"reference_impl.{protocol}.variants" for protocol in FAULT_REGISTRIES
+}
 """Protocol -> the module holding its conformant variants' SPECS."""
 _CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
 _CASE_ID_CONSTANT = re.compile(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,")
@@ -88,7 +103,9 @@ def suite_case_ids(protocol: str, suites_dir: Path = SUITES_DIR) -> list[str]:
     ``@requirement("id", ...)`` in conformance/suites/<protocol>/; the
     interop cases with ``suites_dir`` conformance/interop)."""
     ids: list[str] = []
-    texts = [path.read_text(encoding="utf-8") for path in sorted((suites_dir / protocol).glob("*.py"))]
+    texts = [
+        path.read_text(encoding="utf-8") for path in sorted((suites_dir / protocol).glob("*.py"))
+    ]
     # @requirement(NAME, ...) with NAME = "case.id" a constant of the suite: of the module, or imported
     # from a sibling (the STOMP suite keeps prerequisite ids in prerequisites.py); the module's own wins.
     shared = {name: value for text in texts for name, value in _STRING_CONSTANT.findall(text)}
@@ -110,9 +127,13 @@ def registry_problems(protocol: str) -> list[str]:
     for spec in module.SPECS:
         for case in spec.cases:
             if case not in cases:
-                problems.append(f"fault {spec.name}: no case {case} in conformance/suites/{protocol}")
+                problems.append(
+                    f"fault {spec.name}: no case {case} in conformance/suites/{protocol}"
+                )
             elif case.split(".")[2] != spec.role:
-                problems.append(f"fault {spec.name} ({spec.role}) expects {case}, a case of the other role")
+                problems.append(
+                    f"fault {spec.name} ({spec.role}) expects {case}, a case of the other role"
+                )
             covered.add(case)
     for case in sorted(cases - covered - set(module.NOT_ISOLABLE)):
         problems.append(f"case {case} has no fault and no reason in NOT_ISOLABLE")
@@ -127,7 +148,9 @@ def registry_problems(protocol: str) -> list[str]:
 
 
 def builtin_tables() -> dict[str, dict[str, Any]]:
-    text = resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    text = (
+        resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    )
     return tomllib.loads(text)["targets"]
 
 
@@ -147,8 +170,9 @@ def mutant_table(reference: dict[str, Any], fault: str, role: str) -> dict[str, 
     server launch writes (its identity)."""
     table = copy.deepcopy(reference)
     command = table["launch"][role]
-    table["launch"][role] = (command + ["--fault", fault] if isinstance(command, list)
-                             else f"{command} --fault {fault}")
+    table["launch"][role] = (
+        command + ["--fault", fault] if isinstance(command, list) else f"{command} --fault {fault}"
+    )
     if role == "server":
         table["roles"] = ["server"]
         table["launch"].pop("client", None)
@@ -172,7 +196,9 @@ def variant_table(reference: dict[str, Any], spec: Any, late_seconds: float) -> 
         command = table["launch"].get(role)
         if command is None:
             continue
-        table["launch"][role] = command + extra if isinstance(command, list) else f"{command} {' '.join(extra)}"
+        table["launch"][role] = (
+            command + extra if isinstance(command, list) else f"{command} {' '.join(extra)}"
+        )
     table["description"] = f"{reference.get('description', '')}; conformant variant {spec.name}"
     return table
 
@@ -187,13 +213,18 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return (
+            "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        )
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
 def targets_toml(tables: dict[str, dict[str, Any]]) -> str:
     """A targets file holding ``tables`` (target name -> table)."""
-    lines = ["# Generated by `conformance mutation`: the reference targets with one fault each.", ""]
+    lines = [
+        "# Generated by `conformance mutation`: the reference targets with one fault each.",
+        "",
+    ]
     for name, table in tables.items():
         lines.append(f"[targets.{json.dumps(name)}]")
         lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
@@ -245,16 +276,30 @@ class FaultResult:
 
 def judge(result: FaultResult) -> FaultResult:
     records = result.certification.records if result.certification else {}
-    result.missed = [f"{case} ({records[case]['outcome'] if case in records else 'not run'})"
-                     for case in result.expected if records.get(case, {}).get("outcome") != FAILED]
-    result.wrongly_blamed = [f"{case} ({rec['outcome']})" for case, rec in sorted(records.items())
-                             if case not in result.expected and rec["outcome"] in NOT_OWN_RULE]
+    result.missed = [
+        f"{case} ({records[case]['outcome'] if case in records else 'not run'})"
+        for case in result.expected
+        if records.get(case, {}).get("outcome") != FAILED
+    ]
+    result.wrongly_blamed = [
+        f"{case} ({rec['outcome']})"
+        for case, rec in sorted(records.items())
+        if case not in result.expected and rec["outcome"] in NOT_OWN_RULE
+    ]
     return result
 
 
-def certify_one(target_name: str, fault: str | None, targets_file: Path, work_dir: Path,
-                deadline: float, resume: bool = False, case_jobs: int = 1,
-                cases: list[str] | None = None, impairment: Any = None) -> Certification:
+def certify_one(
+    target_name: str,
+    fault: str | None,
+    targets_file: Path,
+    work_dir: Path,
+    deadline: float,
+    resume: bool = False,
+    case_jobs: int = 1,
+    cases: list[str] | None = None,
+    impairment: Any = None,
+) -> Certification:
     """One certification of ``target_name`` through cli.run_suite (one
     pytest session in a child process), in its own run directory. With
     ``resume``, a run directory that already holds a finished run (its
@@ -266,19 +311,31 @@ def certify_one(target_name: str, fault: str | None, targets_file: Path, work_di
     run_dir = work_dir / target_name
     started = time.monotonic()
     if resume and (run_dir / "summary.json").is_file():
-        code = json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get("exit_code", 0)
+        code = json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get(
+            "exit_code", 0
+        )
     else:
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        options = argparse.Namespace(targets_file=[str(targets_file)], deadline=deadline, keyword=None,
-                                     case_jobs=case_jobs, case=list(cases or []), impairment=impairment)
+        options = argparse.Namespace(
+            targets_file=[str(targets_file)],
+            deadline=deadline,
+            keyword=None,
+            case_jobs=case_jobs,
+            case=list(cases or []),
+            impairment=impairment,
+        )
         code = run_suite(target, run_dir, run_id, options)
         records = list(read_results(run_dir / "results.jsonl"))
-        (run_dir / "summary.json").write_text(json.dumps({"exit_code": code, **summarize(records)}),
-                                              encoding="utf-8")
-    records = {rec["case_id"]: rec for rec in read_results(run_dir / "results.jsonl")
-               if rec["target"] == target_name}
+        (run_dir / "summary.json").write_text(
+            json.dumps({"exit_code": code, **summarize(records)}), encoding="utf-8"
+        )
+    records = {
+        rec["case_id"]: rec
+        for rec in read_results(run_dir / "results.jsonl")
+        if rec["target"] == target_name
+    }
     return Certification(target_name, fault, records, code, run_dir, time.monotonic() - started)
 
 
@@ -299,14 +356,20 @@ class VariantResult:
         """Cases failed, errored or blocked, with their outcome and level."""
         if self.certification is None:
             return ["not certified"]
-        return [f"{case} ({rec['outcome']}, {rec.get('level', '?')})"
-                for case, rec in sorted(self.certification.records.items())
-                if rec["outcome"] in (FAILED, ERROR, BLOCKED)]
+        return [
+            f"{case} ({rec['outcome']}, {rec.get('level', '?')})"
+            for case, rec in sorted(self.certification.records.items())
+            if rec["outcome"] in (FAILED, ERROR, BLOCKED)
+        ]
 
     @property
     def conformant(self) -> bool:
-        return (self.certification is not None and bool(self.certification.records)
-                and not self.not_passed and not self.hidden)
+        return (
+            self.certification is not None
+            and bool(self.certification.records)
+            and not self.not_passed
+            and not self.hidden
+        )
 
 
 @dataclass
@@ -325,8 +388,9 @@ class MutationRun:
         cert = self.conformant.get(protocol)
         if cert is None or not cert.records:
             return False
-        return (summarize(list(cert.records.values()))["conformant"]
-                and not cert.with_outcome(FAILED, ERROR, BLOCKED))
+        return summarize(list(cert.records.values()))["conformant"] and not cert.with_outcome(
+            FAILED, ERROR, BLOCKED
+        )
 
     @property
     def ok(self) -> bool:
@@ -337,11 +401,22 @@ class MutationRun:
         return bool(self.faults or self.variants) and self.caught == len(self.faults)
 
 
-def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_dir: Path,
-                 deadline: float = 3.0, progress=print, resume: bool = False,
-                 reference: bool = True, faults: bool = True,
-                 params: dict[str, Any] | None = None, variants: list[str] | None = None,
-                 case_jobs: int = 1, cases: list[str] | None = None, impairment: Any = None) -> MutationRun:
+def run_mutation(
+    protocols: list[str],
+    fault_names: list[str],
+    jobs: int,
+    work_dir: Path,
+    deadline: float = 3.0,
+    progress=print,
+    resume: bool = False,
+    reference: bool = True,
+    faults: bool = True,
+    params: dict[str, Any] | None = None,
+    variants: list[str] | None = None,
+    case_jobs: int = 1,
+    cases: list[str] | None = None,
+    impairment: Any = None,
+) -> MutationRun:
     """Certify each protocol's reference node without a fault (unless
     ``reference`` is False) and once per fault of its registry (only the
     ``fault_names`` given, when any; none when ``faults`` is False),
@@ -384,9 +459,14 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
             if variants and vspec.name not in variants:
                 continue
             name = variant_name(protocol, vspec.name)
-            tables[name] = variant_table(references[reference_name], vspec, late_seconds(protocol, deadline))
-            variant_results.append(VariantResult(protocol, vspec.name, vspec.roles, vspec.description,
-                                                 vspec.allowed_by))
+            tables[name] = variant_table(
+                references[reference_name], vspec, late_seconds(protocol, deadline)
+            )
+            variant_results.append(
+                VariantResult(
+                    protocol, vspec.name, vspec.roles, vspec.description, vspec.allowed_by
+                )
+            )
             plans.append((name, None, variant_results[-1]))
     for table in tables.values():
         table["params"] = {**table.get("params", {}), **(params or {})}
@@ -397,34 +477,47 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
 
     def run(plan: tuple[str, str | None, FaultResult | None]) -> None:
         target, fault, result = plan
-        cert = certify_one(target, fault, targets_file, work_dir, deadline, resume, case_jobs, cases, impairment)
+        cert = certify_one(
+            target, fault, targets_file, work_dir, deadline, resume, case_jobs, cases, impairment
+        )
         if result is None:
             conformant[target.removeprefix("reference-")] = cert
             failed = sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))
-            progress(f"== {target} (no fault): {len(cert.records)} cases, "
-                     f"{'not passed: ' + ', '.join(failed) if failed else 'no case failed'} "
-                     f"({cert.seconds:.0f} s)")
+            progress(
+                f"== {target} (no fault): {len(cert.records)} cases, "
+                f"{'not passed: ' + ', '.join(failed) if failed else 'no case failed'} "
+                f"({cert.seconds:.0f} s)"
+            )
             return
         result.certification = cert
         if isinstance(result, VariantResult):
             problems = result.not_passed
-            progress(f"== {target}: {'CONFORMANT' if not problems else 'NOT PASSING: ' + ', '.join(problems)} "
-                     f"({cert.seconds:.0f} s)")
+            progress(
+                f"== {target}: {'CONFORMANT' if not problems else 'NOT PASSING: ' + ', '.join(problems)} "
+                f"({cert.seconds:.0f} s)"
+            )
             return
         judge(result)
-        progress(f"== {target}: {'caught' if result.caught else 'NOT CAUGHT'} "
-                 f"(failed: {', '.join(result.failed) or 'none'}) ({cert.seconds:.0f} s)")
+        progress(
+            f"== {target}: {'caught' if result.caught else 'NOT CAUGHT'} "
+            f"(failed: {', '.join(result.failed) or 'none'}) ({cert.seconds:.0f} s)"
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for future in [pool.submit(run, plan) for plan in plans]:
             future.result()
-    for variant in variant_results:   # a check the variant made the suite skip hides a verdict
+    for variant in variant_results:  # a check the variant made the suite skip hides a verdict
         plain = conformant.get(variant.protocol)
         if plain is not None and variant.certification is not None:
-            variant.hidden = sorted(case for case in variant.certification.with_outcome(NOT_APPLICABLE)
-                                    if plain.records.get(case, {}).get("outcome") == PASSED)
+            variant.hidden = sorted(
+                case
+                for case in variant.certification.with_outcome(NOT_APPLICABLE)
+                if plain.records.get(case, {}).get("outcome") == PASSED
+            )
     not_isolable = {p: dict(registry(p).NOT_ISOLABLE) for p in protocols}
-    return MutationRun(conformant, results, not_isolable, time.monotonic() - started, variant_results)
+    return MutationRun(
+        conformant, results, not_isolable, time.monotonic() - started, variant_results
+    )
 
 
 # --- output -------------------------------------------------------------------------
@@ -433,12 +526,17 @@ def run_mutation(protocols: list[str], fault_names: list[str], jobs: int, work_d
 def render_text(run: MutationRun) -> str:
     lines = []
     for protocol, cert in run.conformant.items():
-        verdict = "CONFORMANT, no case failed" if run.conformant_ok(protocol) else (
-            "NOT PASSING: " + ", ".join(sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))))
+        verdict = (
+            "CONFORMANT, no case failed"
+            if run.conformant_ok(protocol)
+            else ("NOT PASSING: " + ", ".join(sorted(cert.with_outcome(FAILED, ERROR, BLOCKED))))
+        )
         lines.append(f"reference-{protocol} (no fault): {verdict}")
     lines.append("")
     for result in run.faults:
-        lines.append(f"{result.protocol} {result.name} [{result.role}]: {'caught' if result.caught else 'NOT CAUGHT'}")
+        lines.append(
+            f"{result.protocol} {result.name} [{result.role}]: {'caught' if result.caught else 'NOT CAUGHT'}"
+        )
         lines.append(f"    expected: {', '.join(result.expected)}")
         lines.append(f"    failed:   {', '.join(result.failed) or 'none'}")
         if result.blocked:
@@ -446,14 +544,20 @@ def render_text(run: MutationRun) -> str:
         if result.missed:
             lines.append(f"    expected but not failed: {', '.join(result.missed)}")
         if result.wrongly_blamed:
-            lines.append(f"    failed outside the expected cases: {', '.join(result.wrongly_blamed)}")
+            lines.append(
+                f"    failed outside the expected cases: {', '.join(result.wrongly_blamed)}"
+            )
     for variant in run.variants:
-        lines.append(f"{variant.protocol} variant {variant.name} [{'/'.join(variant.roles)}]: "
-                     f"{'CONFORMANT' if variant.conformant else 'NOT CONFORMANT'}")
+        lines.append(
+            f"{variant.protocol} variant {variant.name} [{'/'.join(variant.roles)}]: "
+            f"{'CONFORMANT' if variant.conformant else 'NOT CONFORMANT'}"
+        )
         if variant.not_passed:
             lines.append(f"    not passed: {', '.join(variant.not_passed)}")
         if variant.hidden:
-            lines.append(f"    not applicable, although the plain node passes them: {', '.join(variant.hidden)}")
+            lines.append(
+                f"    not applicable, although the plain node passes them: {', '.join(variant.hidden)}"
+            )
     if run.variants:
         good = sum(variant.conformant for variant in run.variants)
         lines.append(f"variants: {good}/{len(run.variants)} certified CONFORMANT")
@@ -462,8 +566,10 @@ def render_text(run: MutationRun) -> str:
     if not total:
         lines.append(f"wall time {run.seconds:.0f} s")
         return "\n".join(lines)
-    lines.append(f"mutation score: {run.caught}/{total} faults caught"
-                 + (f" ({100 * run.caught / total:.0f} %)" if total else ""))
+    lines.append(
+        f"mutation score: {run.caught}/{total} faults caught"
+        + (f" ({100 * run.caught / total:.0f} %)" if total else "")
+    )
     lines.append(f"wall time {run.seconds:.0f} s")
     return "\n".join(lines)
 
@@ -475,16 +581,20 @@ def render_markdown(run: MutationRun) -> str:
         lines.append(f"### {protocol.upper()}")
         lines.append("")
         ok = run.conformant_ok(protocol)
-        lines.append(f"Conformant reference node (`reference-{protocol}`, no fault): "
-                     f"{'CONFORMANT, no case failed' if ok else 'NOT PASSING'}.")
+        lines.append(
+            f"Conformant reference node (`reference-{protocol}`, no fault): "
+            f"{'CONFORMANT, no case failed' if ok else 'NOT PASSING'}."
+        )
         lines.append("")
         lines.append("| fault | role | breaks | expected cases | cases that failed | caught |")
         lines.append("|---|---|---|---|---|---|")
         for result in (r for r in run.faults if r.protocol == protocol):
-            lines.append(f"| `{result.name}` | {result.role} | {result.description} | "
-                         f"{'<br>'.join('`' + c + '`' for c in result.expected)} | "
-                         f"{'<br>'.join('`' + c + '`' for c in result.failed) or 'none'} | "
-                         f"{'yes' if result.caught else '**no**'} |")
+            lines.append(
+                f"| `{result.name}` | {result.role} | {result.description} | "
+                f"{'<br>'.join('`' + c + '`' for c in result.expected)} | "
+                f"{'<br>'.join('`' + c + '`' for c in result.failed) or 'none'} | "
+                f"{'yes' if result.caught else '**no**'} |"
+            )
         lines.append("")
         reasons = run.not_isolable.get(protocol, {})
         if reasons:
@@ -497,19 +607,32 @@ def render_markdown(run: MutationRun) -> str:
     total = len(run.faults)
     if not total:
         return "\n".join(lines) + "\n"
-    lines.append(f"**Mutation score: {run.caught}/{total} faults caught"
-                 + (f" ({100 * run.caught / total:.0f} %)**" if total else "**"))
+    lines.append(
+        f"**Mutation score: {run.caught}/{total} faults caught"
+        + (f" ({100 * run.caught / total:.0f} %)**" if total else "**")
+    )
     return "\n".join(lines) + "\n"
 
 
 def render_variants_markdown(run: MutationRun) -> str:
     """The conformant variants' table of docs/mutation.md."""
-    lines = ["| protocol | variant | roles | behaviour | allowed by | verdict |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| protocol | variant | roles | behaviour | allowed by | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for variant in run.variants:
-        verdict = "CONFORMANT" if variant.conformant else (
-            "**NOT CONFORMANT**: " + ", ".join(variant.not_passed + [f"{c} (not applicable)" for c in variant.hidden]))
-        lines.append(f"| {variant.protocol} | `{variant.name}` | {'/'.join(variant.roles)} | {variant.description} | "
-                     f"{variant.allowed_by} | {verdict} |")
+        verdict = (
+            "CONFORMANT"
+            if variant.conformant
+            else (
+                "**NOT CONFORMANT**: "
+                + ", ".join(variant.not_passed + [f"{c} (not applicable)" for c in variant.hidden])
+            )
+        )
+        lines.append(
+            f"| {variant.protocol} | `{variant.name}` | {'/'.join(variant.roles)} | {variant.description} | "
+            f"{variant.allowed_by} | {verdict} |"
+        )
     good = sum(variant.conformant for variant in run.variants)
     lines += ["", f"**Variants certified CONFORMANT: {good}/{len(run.variants)}**", ""]
     return "\n".join(lines)
@@ -520,8 +643,10 @@ def cmd_mutation(args: argparse.Namespace) -> int:
     known = {spec.name for p in protocols for spec in registry(p).SPECS}
     unknown = [name for name in args.fault if name not in known]
     if unknown:
-        print(f"conformance: error: unknown fault(s) {', '.join(unknown)} for {', '.join(protocols)}",
-              file=sys.stderr)
+        print(
+            f"conformance: error: unknown fault(s) {', '.join(unknown)} for {', '.join(protocols)}",
+            file=sys.stderr,
+        )
         return 2
     problems = [p for protocol in protocols for p in registry_problems(protocol)]
     for problem in problems:
@@ -534,22 +659,33 @@ def cmd_mutation(args: argparse.Namespace) -> int:
         known_variants = {spec.name for p in protocols for spec in variant_specs(p)}
         unknown = [name for name in args.variant if name not in known_variants]
         if unknown:
-            print(f"conformance: error: unknown variant(s) {', '.join(unknown)} for {', '.join(protocols)}",
-                  file=sys.stderr)
+            print(
+                f"conformance: error: unknown variant(s) {', '.join(unknown)} for {', '.join(protocols)}",
+                file=sys.stderr,
+            )
             return 2
-        protocols = [p for p in protocols if variant_specs(p)
-                     and (not args.variant or any(s.name in args.variant for s in variant_specs(p)))]
+        protocols = [
+            p
+            for p in protocols
+            if variant_specs(p)
+            and (not args.variant or any(s.name in args.variant for s in variant_specs(p)))
+        ]
     if args.case:
         every = [case for p in protocols for case in suite_case_ids(p)]
         missing = unmatched(args.case, every)
         if missing:
             text, near = no_match_message(missing, every)
-            print(f"conformance: error: {text} of the suite of {', '.join(protocols)}" + (f"; {near}" if near else "")
-                  + f" ({hint(protocols)})", file=sys.stderr)
+            print(
+                f"conformance: error: {text} of the suite of {', '.join(protocols)}"
+                + (f"; {near}" if near else "")
+                + f" ({hint(protocols)})",
+                file=sys.stderr,
+            )
             return 2
         protocols = [p for p in protocols if select(suite_case_ids(p), args.case)]
     from .cli import impairment_line, resolve_impairment
     from .core.targets import TargetError
+
     try:
         references = load_targets([])
         resolve_impairment(args, [references[f"reference-{p}"] for p in protocols])
@@ -558,45 +694,95 @@ def cmd_mutation(args: argparse.Namespace) -> int:
         return 2
     if impairment_line(args):
         print(impairment_line(args), file=sys.stderr, flush=True)
-    run = run_mutation(protocols, args.fault, args.jobs, work_dir, args.deadline,
-                       progress=lambda line: print(line, file=sys.stderr, flush=True), resume=args.resume,
-                       faults=not (args.variants or args.variant), case_jobs=args.case_jobs,
-                       variants=list(args.variant) if (args.variants or args.variant) else None,
-                       cases=args.case, impairment=args.impairment)
+    run = run_mutation(
+        protocols,
+        args.fault,
+        args.jobs,
+        work_dir,
+        args.deadline,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+        resume=args.resume,
+        faults=not (args.variants or args.variant),
+        case_jobs=args.case_jobs,
+        variants=list(args.variant) if (args.variants or args.variant) else None,
+        cases=args.case,
+        impairment=args.impairment,
+    )
     print(render_markdown(run) if args.format == "markdown" else render_text(run))
     if args.case:
-        print(f"partial run (--case {' '.join(args.case)}): each certification ran the selected cases and their "
-              "prerequisites only; faults are judged on their selected expected cases, those breaking none of "
-              "them were left out, and a case outside the selection that a fault fails is not seen",
-              file=sys.stderr)
+        print(
+            f"partial run (--case {' '.join(args.case)}): each certification ran the selected cases and their "
+            "prerequisites only; faults are judged on their selected expected cases, those breaking none of "
+            "them were left out, and a case outside the selection that a fault fails is not seen",
+            file=sys.stderr,
+        )
     print(f"runs: {work_dir}", file=sys.stderr)
     return 0 if run.ok and not problems else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("mutation", help="certify the reference nodes with each fault: the mutation score",
-                            description=__doc__.split("\n\n")[1] if __doc__ else None)
-    parser.add_argument("--protocol", action="append", default=[], choices=sorted(FAULT_REGISTRIES),
-                        help="only this protocol (repeatable); default: every protocol with a fault registry")
+    parser = sub.add_parser(
+        "mutation",
+        help="certify the reference nodes with each fault: the mutation score",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    parser.add_argument(
+        "--protocol",
+        action="append",
+        default=[],
+        choices=sorted(FAULT_REGISTRIES),
+        help="only this protocol (repeatable); default: every protocol with a fault registry",
+    )
     parser.add_argument("--fault", action="append", default=[], help="only this fault (repeatable)")
-    parser.add_argument("--variants", action="store_true",
-                        help="certify the conformant variants (each must be CONFORMANT) instead of the faults")
-    parser.add_argument("--variant", action="append", default=[],
-                        help="only this conformant variant (repeatable; implies --variants)")
-    parser.add_argument("--jobs", type=int, default=1, help="certifications run at once (default 1)")
-    parser.add_argument("--format", choices=["text", "markdown"], default="text", help="table format")
-    parser.add_argument("--reports-dir", default="reports", help="where runs are written (default: reports)")
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="certify the conformant variants (each must be CONFORMANT) instead of the faults",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="only this conformant variant (repeatable; implies --variants)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="certifications run at once (default 1)"
+    )
+    parser.add_argument(
+        "--format", choices=["text", "markdown"], default="text", help="table format"
+    )
+    parser.add_argument(
+        "--reports-dir", default="reports", help="where runs are written (default: reports)"
+    )
     parser.add_argument("--run-dir", default=None, help="exact directory for the runs")
-    parser.add_argument("--resume", action="store_true",
-                        help="with --run-dir: reuse the certifications a previous run there finished "
-                        "(delete a target's directory to certify it again)")
-    parser.add_argument("--deadline", type=float, default=3.0,
-                        help="seconds to wait for bytes a target must send (default 3)")
-    parser.add_argument("--case-jobs", type=int, default=1, metavar="N",
-                        help="cases of one certification run at once (certify --case-jobs; default 1)")
-    parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
-                        help="only the cases whose id matches (id or shell-style glob; repeatable): a partial "
-                             "score, judged on the selected cases; faults breaking none of them are left out")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --run-dir: reuse the certifications a previous run there finished "
+        "(delete a target's directory to certify it again)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=3.0,
+        help="seconds to wait for bytes a target must send (default 3)",
+    )
+    parser.add_argument(
+        "--case-jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="cases of one certification run at once (certify --case-jobs; default 1)",
+    )
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only the cases whose id matches (id or shell-style glob; repeatable): a partial "
+        "score, judged on the selected cases; faults breaking none of them are left out",
+    )
     from .cli import add_impair_options
+
     add_impair_options(parser)
     parser.set_defaults(func=cmd_mutation)

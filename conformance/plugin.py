@@ -32,14 +32,39 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import pytest
 
 from . import __version__
-from .core.requirements import (BLOCKED_PREFIX, NODE_STATE, NOT_APPLICABLE_PREFIX, Requirement, blocked,
-                                not_applicable, requirement_of)
-from .core.results import (BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, ResultRecord, ResultWriter,
-                           console_text, new_run_id, utc_now)
+from .core.requirements import (
+    BLOCKED_PREFIX,
+    NODE_STATE,
+    NOT_APPLICABLE_PREFIX,
+    Requirement,
+    blocked,
+    not_applicable,
+    requirement_of,
+)
+from .core.results import (
+    BLOCKED,
+    ERROR,
+    FAILED,
+    NOT_APPLICABLE,
+    PASSED,
+    ResultRecord,
+    ResultWriter,
+    console_text,
+    new_run_id,
+    utc_now,
+)
 from .core.redact import Redactor
 from .core.selection import hint, selected
-from .core.targets import (Target, TargetError, TargetNotStarted, TargetRuntime, definition_problems, load_targets,
-                           make_work_dir, runtime_problems)
+from .core.targets import (
+    Target,
+    TargetError,
+    TargetNotStarted,
+    TargetRuntime,
+    definition_problems,
+    load_targets,
+    make_work_dir,
+    runtime_problems,
+)
 from .core import impair
 from .core.transport import DEFAULT_READ_DEADLINE, DeadlineExceeded, TcpConnection, WireTrace
 
@@ -154,13 +179,17 @@ class RunState:
             assert self.peer_name is not None
             peer = self.targets[self.peer_name]
             _interrupt_on_sigterm(self)
-            runtime = TargetRuntime(peer, make_work_dir(peer.name), self.run_dir / "logs", run_id=self.run_id)
+            runtime = TargetRuntime(
+                peer, make_work_dir(peer.name), self.run_dir / "logs", run_id=self.run_id
+            )
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
                 if self.project_suite:
                     prepare_runtime(runtime)
                 runtime.start_server()
-            except BaseException:  # SessionTerminated too: the half-started node and its work dir go
+            except (
+                BaseException
+            ):  # SessionTerminated too: the half-started node and its work dir go
                 runtime.stop()
                 raise
             self.peer_runtime = runtime
@@ -175,11 +204,15 @@ class RunState:
         if self.runtime is None:
             name = self.target_name or f"reference-{protocol}"
             if name not in self.targets:
-                raise TargetError(f"unknown target {name!r}; known targets: {sorted(self.targets)} "
-                                  "(add your own with --targets-file)")
+                raise TargetError(
+                    f"unknown target {name!r}; known targets: {sorted(self.targets)} "
+                    "(add your own with --targets-file)"
+                )
             target = self.targets[name]
             _interrupt_on_sigterm(self)
-            runtime = TargetRuntime(target, make_work_dir(target.name), self.run_dir / "logs", run_id=self.run_id)
+            runtime = TargetRuntime(
+                target, make_work_dir(target.name), self.run_dir / "logs", run_id=self.run_id
+            )
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
                 if self.project_suite:
@@ -192,8 +225,12 @@ class RunState:
                 self.startup_error = str(exc)
                 self.not_started = isinstance(exc, TargetNotStarted)
                 runtime.stop()
-                raise (TargetNotStarted if self.not_started else TargetError)(self.startup_error) from None
-            except BaseException:  # SessionTerminated too: the half-started node and its work dir go
+                raise (TargetNotStarted if self.not_started else TargetError)(
+                    self.startup_error
+                ) from None
+            except (
+                BaseException
+            ):  # SessionTerminated too: the half-started node and its work dir go
                 runtime.stop()
                 raise
             self.runtime = runtime
@@ -237,8 +274,11 @@ def _raise_session_terminated(signum: int, frame: object) -> None:
         for runtime in (state.runtime, state.peer_runtime):
             if runtime is not None:
                 runtime.stop()
-    if (isinstance(sys.exc_info()[1], KeyboardInterrupt) or _ctrl_c_in_asyncio()
-            or (state is not None and state.finishing)):
+    if (
+        isinstance(sys.exc_info()[1], KeyboardInterrupt)
+        or _ctrl_c_in_asyncio()
+        or (state is not None and state.finishing)
+    ):
         # An interrupt is being handled already (Ctrl-C reaches the session
         # and the CLI, which then sends SIGTERM), or the session is ending:
         # an exception raised now would escape pytest's own handling of the
@@ -268,7 +308,10 @@ def _interrupt_on_sigterm(state: RunState) -> None:
     may set handlers) and only over the default action, so that a program
     embedding pytest keeps its own handler."""
     global _SIGTERM_STATE
-    if state.sigterm_handler is not None or threading.current_thread() is not threading.main_thread():
+    if (
+        state.sigterm_handler is not None
+        or threading.current_thread() is not threading.main_thread()
+    ):
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         _SIGTERM_STATE = state
@@ -291,39 +334,85 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "conformance harness")
-    group.addoption("--target", default=None,
-                    help="name of the target to certify (see `conformance targets`); "
-                         "default: the built-in reference node of the suite's protocol")
-    group.addoption("--targets-file", action="append", default=[],
-                    help="TOML file of target definitions (repeatable; later names win)")
-    group.addoption("--protocol", action="append", default=[],
-                    help="only run cases of this protocol (repeatable)")
-    group.addoption("--run-dir", default=None,
-                    help="directory for results.jsonl, traces and logs (default reports/runs/RUN_ID)")
+    group.addoption(
+        "--target",
+        default=None,
+        help="name of the target to certify (see `conformance targets`); "
+        "default: the built-in reference node of the suite's protocol",
+    )
+    group.addoption(
+        "--targets-file",
+        action="append",
+        default=[],
+        help="TOML file of target definitions (repeatable; later names win)",
+    )
+    group.addoption(
+        "--protocol",
+        action="append",
+        default=[],
+        help="only run cases of this protocol (repeatable)",
+    )
+    group.addoption(
+        "--run-dir",
+        default=None,
+        help="directory for results.jsonl, traces and logs (default reports/runs/RUN_ID)",
+    )
     group.addoption("--run-id", default=None, help="run id to record (default: generated)")
-    group.addoption("--peer", default=None,
-                    help="interop runs: the target playing the server role opposite --target (the client)")
-    group.addoption("--progress", action="store_true",
-                    help="print one line per finished case (case id, level, outcome) to stderr")
-    group.addoption("--deadline", type=float, default=DEFAULT_READ_DEADLINE,
-                    help=f"seconds to wait for bytes a target must send (default {DEFAULT_READ_DEADLINE})")
-    group.addoption("--run-timeout", type=float, default=None, metavar="SECONDS",
-                    help="deadline of the whole run: cases not started when it passes are recorded as "
-                         "error (the running case ends at its own read deadline)")
-    group.addoption("--impair", default=None, metavar="PROFILE",
-                    help="every connection with the target through a loopback relay that impairs the byte "
-                         "stream: fragment, coalesce, delay, throttle, stall, with parameters "
-                         "(delay:ms=200,jitter=50; docs/impairment.md)")
-    group.addoption("--impair-seed", type=int, default=None, metavar="N",
-                    help="the impairment's seed (default: drawn at random and recorded)")
-    group.addoption("--case", action="append", default=[], metavar="PATTERN",
-                    help="only the cases whose id matches (a case id or a shell-style glob, e.g. 'ssb.shs.*'; "
-                         "repeatable); their prerequisites run too (conformance.core.selection)")
+    group.addoption(
+        "--peer",
+        default=None,
+        help="interop runs: the target playing the server role opposite --target (the client)",
+    )
+    group.addoption(
+        "--progress",
+        action="store_true",
+        help="print one line per finished case (case id, level, outcome) to stderr",
+    )
+    group.addoption(
+        "--deadline",
+        type=float,
+        default=DEFAULT_READ_DEADLINE,
+        help=f"seconds to wait for bytes a target must send (default {DEFAULT_READ_DEADLINE})",
+    )
+    group.addoption(
+        "--run-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="deadline of the whole run: cases not started when it passes are recorded as "
+        "error (the running case ends at its own read deadline)",
+    )
+    group.addoption(
+        "--impair",
+        default=None,
+        metavar="PROFILE",
+        help="every connection with the target through a loopback relay that impairs the byte "
+        "stream: fragment, coalesce, delay, throttle, stall, with parameters "
+        "(delay:ms=200,jitter=50; docs/impairment.md)",
+    )
+    group.addoption(
+        "--impair-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the impairment's seed (default: drawn at random and recorded)",
+    )
+    group.addoption(
+        "--case",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only the cases whose id matches (a case id or a shell-style glob, e.g. 'ssb.shs.*'; "
+        "repeatable); their prerequisites run too (conformance.core.selection)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "requirement(case_id, level, citation, *, role, needs, depends, errata, "
-                                       "shares): the rule a conformance case checks (conformance.core.requirements)")
+    config.addinivalue_line(
+        "markers",
+        "requirement(case_id, level, citation, *, role, needs, depends, errata, "
+        "shares): the rule a conformance case checks (conformance.core.requirements)",
+    )
     workerinput = getattr(config, "workerinput", None)
     # A pytest-xdist worker (certify --case-jobs N) records under the
     # controller's run id, not one of its own.
@@ -337,15 +426,18 @@ def pytest_configure(config: pytest.Config) -> None:
     peer = config.getoption("--peer")
     for given in (name, peer):
         if given is not None and given not in targets:
-            raise pytest.UsageError(f"unknown target {given!r}; known: {', '.join(sorted(targets))}")
+            raise pytest.UsageError(
+                f"unknown target {given!r}; known: {', '.join(sorted(targets))}"
+            )
     state = RunState(config, run_id, run_dir, config.getoption("--deadline"), targets, name)
     state.peer_name = peer
     profile = config.getoption("--impair")
     if profile:
         try:
             seed = config.getoption("--impair-seed")
-            state.impairment = impair.Impairment(impair.parse_profile(profile),
-                                                 seed if seed is not None else impair.new_seed())
+            state.impairment = impair.Impairment(
+                impair.parse_profile(profile), seed if seed is not None else impair.new_seed()
+            )
         except impair.ImpairmentError as exc:
             raise pytest.UsageError(str(exc)) from None
         impair.activate(state.impairment)
@@ -353,7 +445,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--impair-seed goes with --impair")
     run_timeout = config.getoption("--run-timeout")
     if run_timeout is not None and run_timeout <= 0:
-        raise pytest.UsageError(f"--run-timeout must be a positive number of seconds, got {run_timeout}")
+        raise pytest.UsageError(
+            f"--run-timeout must be a positive number of seconds, got {run_timeout}"
+        )
     state.run_timeout = run_timeout
     config.pluginmanager.register(_PrerequisiteOrder(), "conformance-prerequisite-order")
     if workerinput is not None:
@@ -365,7 +459,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if started_wall is not None:
             state.started = time.monotonic() - max(0.0, time.time() - started_wall)
     elif getattr(config.option, "dist", "no") != "no":
-        config.pluginmanager.register(_CaseJobsController(state), "conformance-case-jobs-controller")
+        config.pluginmanager.register(
+            _CaseJobsController(state), "conformance-case-jobs-controller"
+        )
     config.stash[_STATE] = state
     if allure is not None and not allure_commons.plugin_manager.is_registered(_ALLURE_RESULT_IDS):
         allure_commons.plugin_manager.register(_ALLURE_RESULT_IDS)
@@ -376,16 +472,20 @@ def _state(config: pytest.Config) -> RunState:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     """Keep the cases of the chosen protocols and of the target's protocol,
     and remember them all: ``-k`` and ``--deselect`` run after this, and
     the prerequisites they remove are put back (see below)."""
     state = _state(config)
     protocols = set(config.getoption("--protocol"))
     if state.target_name:
-        protocols = protocols & {state.targets[state.target_name].protocol} if protocols \
+        protocols = (
+            protocols & {state.targets[state.target_name].protocol}
+            if protocols
             else {state.targets[state.target_name].protocol}
+        )
     if protocols:
         keep, drop = [], []
         for item in items:
@@ -403,8 +503,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             (keep if req is not None and selected(req.case_id, patterns) else drop).append(item)
         if not keep:
             found = sorted({requirement_of(item).protocol for item in config.stash[_ALL_CASES]})  # type: ignore[union-attr]
-            raise pytest.UsageError(f"--case {' '.join(patterns)} matches no case of this suite"
-                                    + (f" ({hint(found)})" if found else ""))
+            raise pytest.UsageError(
+                f"--case {' '.join(patterns)} matches no case of this suite"
+                + (f" ({hint(found)})" if found else "")
+            )
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -478,7 +580,9 @@ class _CaseJobsController:
         self.readded_told = False
         # In the temp dir, not the run dir: a session without cases (the
         # project's own tests) has no run dir and must not make one.
-        self.groups_file = Path(tempfile.gettempdir()) / f"conformance-case-groups.{os.getpid()}.json"
+        self.groups_file = (
+            Path(tempfile.gettempdir()) / f"conformance-case-groups.{os.getpid()}.json"
+        )
         self.preflight_failed = False
 
     @pytest.hookimpl(optionalhook=True)
@@ -536,8 +640,15 @@ class _CaseJobsController:
             self.readded_told = True
             _print_readded(case["readded"])
         self.state.total = case["total"]
-        _print_progress(self.state, case["case_id"], case["level"], case["outcome"], case["duration"],
-                        case["message"], case.get("prerequisite_only", False))
+        _print_progress(
+            self.state,
+            case["case_id"],
+            case["level"],
+            case["outcome"],
+            case["duration"],
+            case["message"],
+            case.get("prerequisite_only", False),
+        )
 
 
 class _PrerequisiteOrder:
@@ -545,7 +656,9 @@ class _PrerequisiteOrder:
     --deselect); a module can hold only one function of that name."""
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item], config: pytest.Config) -> None:
+    def pytest_collection_modifyitems(
+        self, items: list[pytest.Item], config: pytest.Config
+    ) -> None:
         _order_by_prerequisites(items, config)
         _write_groups(items, config)
 
@@ -569,8 +682,12 @@ def _write_groups(items: list[pytest.Item], config: pytest.Config) -> None:
     for item in items:
         if item.nodeid in named:
             continue
-        marks = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-                        for mark in item.iter_markers("xdist_group")})
+        marks = sorted(
+            {
+                str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                for mark in item.iter_markers("xdist_group")
+            }
+        )
         if marks:
             named[item.nodeid] = "xdist_group:" + "+".join(marks)
     if named:
@@ -594,7 +711,8 @@ def _order_by_prerequisites(items: list[pytest.Item], config: pytest.Config) -> 
             if dep not in by_id:
                 raise pytest.UsageError(
                     f"case {req.case_id} ({item.nodeid}) depends on {dep}, which is no collected case of "
-                    f"protocol {req.protocol} (a typo, or a file of the suite left out of the run?)")
+                    f"protocol {req.protocol} (a typo, or a file of the suite left out of the run?)"
+                )
     # A prerequisite must be at least as strong as its dependent: a MUST
     # case blocked by a failed SHOULD would make a node not conformant for
     # breaking a SHOULD.
@@ -606,7 +724,8 @@ def _order_by_prerequisites(items: list[pytest.Item], config: pytest.Config) -> 
             if rank[dep_req.level.value] < rank[req.level.value]:  # type: ignore[union-attr]
                 raise pytest.UsageError(
                     f"case {req.case_id} ({req.level.value}) depends on {dep} ({dep_req.level.value}): "  # type: ignore[union-attr]
-                    "a prerequisite must be at least as strong as the case that depends on it")
+                    "a prerequisite must be at least as strong as the case that depends on it"
+                )
     # Check the whole graph for cycles, selected or not, so that a cycle is
     # found however the run is narrowed.
     done: set[str] = set()
@@ -616,7 +735,7 @@ def _order_by_prerequisites(items: list[pytest.Item], config: pytest.Config) -> 
         if case_id in done:
             return
         if case_id in visiting:
-            cycle = visiting[visiting.index(case_id):] + [case_id]
+            cycle = visiting[visiting.index(case_id) :] + [case_id]
             raise pytest.UsageError("prerequisite cycle: " + " -> ".join(cycle))
         visiting.append(case_id)
         for member in by_id[case_id]:
@@ -662,6 +781,7 @@ def _writer(state: RunState) -> ResultWriter:
 
 # ------------------------------------------------------------------ fixtures
 
+
 @pytest.fixture
 def requirement_spec(request: pytest.FixtureRequest) -> Requirement:
     req = requirement_of(request.node)
@@ -700,8 +820,9 @@ def target(request: pytest.FixtureRequest, requirement_spec: Requirement) -> Tar
         # applicable, one whose prerequisite did not pass is blocked by it,
         # every other ends in error naming the start failure.
         started_as = state.targets[state.target_name or f"reference-{requirement_spec.protocol}"]
-        reason = target_not_applicable_reason(started_as, requirement_spec,
-                                              lambda name: name in started_as.credentials)
+        reason = target_not_applicable_reason(
+            started_as, requirement_spec, lambda name: name in started_as.credentials
+        )
         if reason:
             not_applicable(reason)
         check_prerequisites(state, requirement_spec, request.node)
@@ -722,8 +843,11 @@ def check_prerequisites(state: RunState, req: Requirement, item: pytest.Item) ->
     run: not applicable when the prerequisite was (with its reason),
     otherwise blocked by the root cause (the case that failed or errored
     for its own rule; a blocked prerequisite passes its root on)."""
-    results = [(dep, result) for dep in req.depends
-               for result in state.case_results.get(dep) or [{"outcome": None}]]
+    results = [
+        (dep, result)
+        for dep in req.depends
+        for result in state.case_results.get(dep) or [{"outcome": None}]
+    ]
     for dep, result in results:
         if result["outcome"] == NOT_APPLICABLE:
             not_applicable(f"{result['message']} (as for its prerequisite {dep})")
@@ -742,8 +866,11 @@ def check_prerequisites(state: RunState, req: Requirement, item: pytest.Item) ->
             via = [dep] + result["via"]
         else:
             root, root_outcome, via = dep, outcome or "not run", []
-            root_message = (_own_text(dep, result["message"]) if outcome
-                            else "the prerequisite has no result in this run")
+            root_message = (
+                _own_text(dep, result["message"])
+                if outcome
+                else "the prerequisite has no result in this run"
+            )
         item.stash[_BLOCK] = {"root": (root, root_outcome, root_message), "via": via}
         blocked(root, root_outcome, root_message, " <- ".join(via))
 
@@ -757,7 +884,7 @@ def _own_text(case_id: str, message: str) -> str:
     if message.startswith(case_id + " ["):
         end = message.find("]: ")
         if end != -1:
-            return message[end + 3:]
+            return message[end + 3 :]
     return message
 
 
@@ -768,15 +895,19 @@ def not_applicable_reason(runtime: TargetRuntime, req: Requirement) -> str | Non
     return target_not_applicable_reason(runtime.target, req, runtime.has_credential)
 
 
-def target_not_applicable_reason(t: Target, req: Requirement, has_credential: Callable[[str], bool]) -> str | None:
+def target_not_applicable_reason(
+    t: Target, req: Requirement, has_credential: Callable[[str], bool]
+) -> str | None:
     """Why the case does not apply to target ``t`` (its roles, launch
     commands, capabilities, and the credentials ``has_credential`` says it
     has), or None."""
     if req.role not in t.roles:
         return f"target {t.name} does not play the {req.role} role (roles: {', '.join(t.roles)})"
     if req.role == "client" and not t.can_launch("client"):
-        return (f"target {t.name} has no launch.client command (nor a [container.client] table), so the "
-                "harness cannot make it connect to the harness")
+        return (
+            f"target {t.name} has no launch.client command (nor a [container.client] table), so the "
+            "harness cannot make it connect to the harness"
+        )
     for need in req.needs:
         if need.startswith("credential:"):
             cred = need.split(":", 1)[1]
@@ -797,7 +928,9 @@ def peer_target(request: pytest.FixtureRequest, target: TargetRuntime) -> Target
     if "server" not in peer.target.roles:
         not_applicable(f"peer {peer.target.name} does not play the server role")
     if peer.target.protocol != target.target.protocol:
-        raise TargetError(f"peer {peer.target.name} speaks {peer.target.protocol}, target {target.target.protocol}")
+        raise TargetError(
+            f"peer {peer.target.name} speaks {peer.target.protocol}, target {target.target.protocol}"
+        )
     note = peer.ensure_server()
     if note:
         request.node.stash[_NOTE] = "peer: " + note
@@ -810,8 +943,9 @@ def deadline(request: pytest.FixtureRequest) -> float:
 
 
 @pytest.fixture
-async def connect(target: TargetRuntime, wire_trace: WireTrace, deadline: float
-                  ) -> AsyncIterator[Callable[..., Awaitable[TcpConnection]]]:
+async def connect(
+    target: TargetRuntime, wire_trace: WireTrace, deadline: float
+) -> AsyncIterator[Callable[..., Awaitable[TcpConnection]]]:
     """``await connect()`` opens a TCP connection to the target's server role.
     Every connection is closed when the case ends."""
     opened: list[TcpConnection] = []
@@ -834,7 +968,9 @@ async def ws_connect(target: TargetRuntime, wire_trace: WireTrace, deadline: flo
     from .core.websocket import WebSocketConnection  # only protocols over WebSocket need it
 
     if not target.url:
-        raise TargetError(f"target {target.target.name} has no url (set url, or launch.outputs url)")
+        raise TargetError(
+            f"target {target.target.name} has no url (set url, or launch.outputs url)"
+        )
     opened: list[WebSocketConnection] = []
 
     async def open_connection(label: str = "") -> WebSocketConnection:
@@ -848,6 +984,7 @@ async def ws_connect(target: TargetRuntime, wire_trace: WireTrace, deadline: flo
 
 
 # ------------------------------------------------------------------ hooks
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -897,9 +1034,14 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     if error:
         state.run_dir.mkdir(parents=True, exist_ok=True)
         error = state.redactor.text(error)
-        _write_atomically(state.run_dir / PREFLIGHT_FILE.format(session=session_label(name, state.peer_name)),
-                          json.dumps({"target": name, "peer": state.peer_name, "error": error, "time": utc_now()},
-                                     indent=2) + "\n")
+        _write_atomically(
+            state.run_dir / PREFLIGHT_FILE.format(session=session_label(name, state.peer_name)),
+            json.dumps(
+                {"target": name, "peer": state.peer_name, "error": error, "time": utc_now()},
+                indent=2,
+            )
+            + "\n",
+        )
         if state.worker_id is not None:
             # pytest.exit in a worker is a crash to xdist's controller; a
             # stop request ends the whole session (the controller sets the
@@ -917,15 +1059,29 @@ def _write_plan(state: RunState, name: str, cases: list[pytest.Item]) -> None:
     for item in cases:
         req = requirement_of(item)
         assert req is not None
-        lines.append(json.dumps({
-            "target": name, "implementation": target.implementation if target else "?",
-            "implementation_version": target.version if target else "?",
-            "peer": state.peer_name, "protocol": req.protocol, "role": req.role, "case_id": req.case_id,
-            "level": req.level.value, "citation": req.full_citation, "depends": list(req.depends),
-            "errata": list(req.errata)}, sort_keys=True))
+        lines.append(
+            json.dumps(
+                {
+                    "target": name,
+                    "implementation": target.implementation if target else "?",
+                    "implementation_version": target.version if target else "?",
+                    "peer": state.peer_name,
+                    "protocol": req.protocol,
+                    "role": req.role,
+                    "case_id": req.case_id,
+                    "level": req.level.value,
+                    "citation": req.full_citation,
+                    "depends": list(req.depends),
+                    "errata": list(req.errata),
+                },
+                sort_keys=True,
+            )
+        )
     state.run_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomically(state.run_dir / PLAN_FILE.format(session=session_label(name, state.peer_name)),
-                      "\n".join(lines) + "\n")
+    _write_atomically(
+        state.run_dir / PLAN_FILE.format(session=session_label(name, state.peer_name)),
+        "\n".join(lines) + "\n",
+    )
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -938,8 +1094,11 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def _print_readded(readded: list[str]) -> None:
     import sys
-    sys.stderr.write(f"  prerequisites run although --case/-k/--deselect left them out: {len(readded)} "
-                     f"({', '.join(readded[:5])}{', ...' if len(readded) > 5 else ''})\n")
+
+    sys.stderr.write(
+        f"  prerequisites run although --case/-k/--deselect left them out: {len(readded)} "
+        f"({', '.join(readded[:5])}{', ...' if len(readded) > 5 else ''})\n"
+    )
 
 
 def session_label(target: str, peer: str | None) -> str:
@@ -965,8 +1124,11 @@ def preflight(state: RunState, protocol: str) -> str | None:
         problems = definition_problems(target, serving=serve)
         if problems:
             return f"target {label} is misconfigured: " + "; ".join(problems)
-        refused = (impair.refusal(state.impairment.profile, protocol, state.deadline, target.params)
-                   if state.impairment else None)
+        refused = (
+            impair.refusal(state.impairment.profile, protocol, state.deadline, target.params)
+            if state.impairment
+            else None
+        )
         if refused:
             return refused
         try:
@@ -983,7 +1145,8 @@ def preflight(state: RunState, protocol: str) -> str | None:
         except TargetError as exc:
             return f"target {label} could not be started: {exc}"
         problems = runtime_problems(runtime, serving=serve) + (
-            protocol_problems(runtime, serve) if state.project_suite else [])
+            protocol_problems(runtime, serve) if state.project_suite else []
+        )
         if problems:
             return f"target {label} is misconfigured: " + "; ".join(problems)
         if serve:
@@ -1065,12 +1228,18 @@ def pytest_runtest_call(item: pytest.Item):
     except AssertionError as exc:
         state = _state(item.config)
         trace = item.stash.get(_TRACE, None)
-        silent = isinstance(exc, DeadlineExceeded) and trace is not None and not trace.bytes_in("received")
+        silent = (
+            isinstance(exc, DeadlineExceeded)
+            and trace is not None
+            and not trace.bytes_in("received")
+        )
         state.silent_cases = state.silent_cases + 1 if silent else 0
         if state.silent_cases >= SILENT_CASES_BEFORE_UNRESPONSIVE and not state.unresponsive:
-            state.unresponsive = (f"target unresponsive: it sent no byte in {state.silent_cases} consecutive "
-                                  f"cases that waited {state.deadline} s for an answer it must send; "
-                                  "remaining cases not run")
+            state.unresponsive = (
+                f"target unresponsive: it sent no byte in {state.silent_cases} consecutive "
+                f"cases that waited {state.deadline} s for an answer it must send; "
+                "remaining cases not run"
+            )
         # Assertion messages may quote what the target sent, secrets
         # included; mask them before pytest, JUnit or Allure see the text.
         # The harness's own words only: pytest's introspection of a
@@ -1078,7 +1247,9 @@ def pytest_runtest_call(item: pytest.Item):
         # is no part of the finding.
         text = state.redactor.text(assertion_message(exc))
         exc.args = (text,)
-        raise ConformanceFailure(f"{req.case_id} [{req.level.value}, {req.full_citation}]: {text}") from exc
+        raise ConformanceFailure(
+            f"{req.case_id} [{req.level.value}, {req.full_citation}]: {text}"
+        ) from exc
     else:
         _state(item.config).silent_cases = 0
 
@@ -1099,7 +1270,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         elif report.when == "call":
             _attach_trace(item)
         return report
-    case = state.case_state.setdefault(item.nodeid, {"duration": 0.0, "outcome": None, "message": ""})
+    case = state.case_state.setdefault(
+        item.nodeid, {"duration": 0.0, "outcome": None, "message": ""}
+    )
     case["duration"] += report.duration
     if report.when == "setup":
         _label_for_allure(item, req, state)
@@ -1116,8 +1289,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             case.update(outcome=PASSED)
         elif report.failed:
             is_failure = call.excinfo is not None and call.excinfo.errisinstance(AssertionError)
-            case.update(outcome=FAILED if is_failure else ERROR, message=_failure_text(call),
-                        start_failure=_did_not_start(call))
+            case.update(
+                outcome=FAILED if is_failure else ERROR,
+                message=_failure_text(call),
+                start_failure=_did_not_start(call),
+            )
     if report.when == "call":
         _attach_trace(item)
         _attach_container_log(state)
@@ -1129,9 +1305,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             # For the controller's progress line (xdist sends the report's
             # attributes along).
             report.conformance_case = {  # type: ignore[attr-defined]
-                "case_id": req.case_id, "level": req.level.value, "outcome": case["outcome"] or ERROR,
-                "duration": case["duration"], "message": state.case_results[req.case_id][-1]["message"],
-                "total": state.total, "readded": state.readded, "prerequisite_only": item.nodeid in state.readded}
+                "case_id": req.case_id,
+                "level": req.level.value,
+                "outcome": case["outcome"] or ERROR,
+                "duration": case["duration"],
+                "message": state.case_results[req.case_id][-1]["message"],
+                "total": state.total,
+                "readded": state.readded,
+                "prerequisite_only": item.nodeid in state.readded,
+            }
     item.stash.setdefault(_PHASES_DONE, {})[report.when] = report.outcome
     return report
 
@@ -1179,8 +1361,10 @@ def _report_interrupted(item: pytest.Item, exc: KeyboardInterrupt) -> None:
     else:
         phase = "teardown"
     how = "SIGTERM" if isinstance(exc, SessionTerminated) else "Ctrl-C (SIGINT)"
-    message = (f"{INTERRUPTED_PREFIX}: {how} stopped the run during the case's {phase}; "
-               "it has no result in results.jsonl")
+    message = (
+        f"{INTERRUPTED_PREFIX}: {how} stopped the run during the case's {phase}; "
+        "it has no result in results.jsonl"
+    )
     item.stash[_INTERRUPTED] = phase
 
     def interrupted() -> None:
@@ -1201,11 +1385,14 @@ def _did_not_start(call: pytest.CallInfo[None]) -> bool:
 def _skip_outcome(report: pytest.TestReport) -> dict[str, str]:
     reason = _skip_reason(report)
     if reason.startswith(NOT_APPLICABLE_PREFIX):
-        return {"outcome": NOT_APPLICABLE, "message": reason[len(NOT_APPLICABLE_PREFIX):]}
+        return {"outcome": NOT_APPLICABLE, "message": reason[len(NOT_APPLICABLE_PREFIX) :]}
     if reason.startswith(BLOCKED_PREFIX):
         return {"outcome": BLOCKED, "message": reason}
     # Conformance cases are never skipped: any other skip is a harness bug.
-    return {"outcome": ERROR, "message": f"case skipped, which conformance cases never are: {reason}"}
+    return {
+        "outcome": ERROR,
+        "message": f"case skipped, which conformance cases never are: {reason}",
+    }
 
 
 def _parse_blocked(message: str) -> dict[str, Any]:
@@ -1213,10 +1400,10 @@ def _parse_blocked(message: str) -> dict[str, Any]:
     message, for a case that called ``blocked()`` itself (its valid step,
     the rule a prerequisite stands for, failed within the case)."""
     first, _, rest = message.partition("\n")
-    head, _, text = first[len(BLOCKED_PREFIX):].partition(": ")
+    head, _, text = first[len(BLOCKED_PREFIX) :].partition(": ")
     root, _, outcome = head.partition(" (")
     via_prefix = "through the blocked prerequisite(s) "
-    via = rest[len(via_prefix):].split(" <- ") if rest.startswith(via_prefix) else []
+    via = rest[len(via_prefix) :].split(" <- ") if rest.startswith(via_prefix) else []
     return {"root": (root, outcome.rstrip(")") or "failed", text), "via": via}
 
 
@@ -1233,7 +1420,7 @@ def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         reason = str(longrepr[2])
-        return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+        return reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason
     return str(longrepr)
 
 
@@ -1272,6 +1459,7 @@ def _failed_assert(exc: BaseException) -> ast.Assert | None:
     from anything else (or its source cannot be read)."""
     try:
         from _pytest._code import ExceptionInfo
+
         source = str(ExceptionInfo.from_exception(exc).traceback[-1].statement)
         tree = ast.parse(textwrap.dedent(source))
     except Exception:  # no source, a statement that does not parse alone
@@ -1284,7 +1472,9 @@ def _failure_text(call: pytest.CallInfo[None]) -> str:
     if call.excinfo is None:
         return ""
     exc = call.excinfo.value
-    name = "" if isinstance(exc, (AssertionError, RunDeadlineExceeded)) else f"{type(exc).__name__}: "
+    name = (
+        "" if isinstance(exc, (AssertionError, RunDeadlineExceeded)) else f"{type(exc).__name__}: "
+    )
     return (name + str(exc)).strip()
 
 
@@ -1324,8 +1514,11 @@ def _label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> N
     allure.dynamic.severity(req.level.allure_severity)
     allure.dynamic.tag(req.level.value)
     allure.dynamic.title(req.case_id)
-    allure.dynamic.description(f"{req.level.value}: {req.full_citation}\n\n{(item.obj.__doc__ or '').strip()}"
-                               if hasattr(item, "obj") else req.full_citation)
+    allure.dynamic.description(
+        f"{req.level.value}: {req.full_citation}\n\n{(item.obj.__doc__ or '').strip()}"
+        if hasattr(item, "obj")
+        else req.full_citation
+    )
     for erratum in req.errata:
         allure.dynamic.label("erratum", erratum)
     for dep in req.depends:
@@ -1364,12 +1557,17 @@ class _AllureResultIds:
     def report_result(self, result: Any) -> None:
         if not self._is_case(result):
             return
-        ids = [f"{p.name}={p.value}" for p in sorted(result.parameters, key=lambda p: p.name)
-               if p.name in _ALLURE_ID_PARAMETERS]
+        ids = [
+            f"{p.name}={p.value}"
+            for p in sorted(result.parameters, key=lambda p: p.name)
+            if p.name in _ALLURE_ID_PARAMETERS
+        ]
         if result.fullName and ids:
             result.testCaseId = allure_md5(result.fullName, *ids)
         if result.historyId is None and result.fullName:
-            result.historyId = get_history_id(result.fullName, result.parameters, original_values={})
+            result.historyId = get_history_id(
+                result.fullName, result.parameters, original_values={}
+            )
 
 
 _ALLURE_RESULT_IDS = _AllureResultIds()
@@ -1381,7 +1579,9 @@ def _attach_trace(item: pytest.Item) -> None:
         return
     text = trace.render()
     if allure is not None:
-        allure.attach(text, name="wire trace (hex dump, both directions)", attachment_type=AttachmentType.TEXT)
+        allure.attach(
+            text, name="wire trace (hex dump, both directions)", attachment_type=AttachmentType.TEXT
+        )
     item.stash[_RENDERED] = text
 
 
@@ -1396,6 +1596,7 @@ def _attach_container_log(state: RunState) -> None:
     if allure is None:
         return
     from .core.containers import ALLURE_LOG_LIMIT
+
     for runtime in (state.runtime, state.peer_runtime):
         server = runtime.container if runtime is not None else None
         if server is None or server.container is None:
@@ -1404,10 +1605,15 @@ def _attach_container_log(state: RunState) -> None:
         if not text:
             continue
         if len(text) > ALLURE_LOG_LIMIT:
-            text = f"(first {len(text) - ALLURE_LOG_LIMIT} characters left out; the whole log: logs/" \
-                   f"{server.log_path.name})\n" + text[-ALLURE_LOG_LIMIT:]
-        allure.attach(text, name=f"container log of {runtime.target.name} ({server.spec.image}) during this case",
-                      attachment_type=AttachmentType.TEXT)
+            text = (
+                f"(first {len(text) - ALLURE_LOG_LIMIT} characters left out; the whole log: logs/"
+                f"{server.log_path.name})\n" + text[-ALLURE_LOG_LIMIT:]
+            )
+        allure.attach(
+            text,
+            name=f"container log of {runtime.target.name} ({server.spec.image}) during this case",
+            attachment_type=AttachmentType.TEXT,
+        )
 
 
 def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str, Any]) -> None:
@@ -1417,8 +1623,11 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
     if note:
         message = (message + "\n" if message else "") + note
     message = state.redactor.text(message)
-    target = state.runtime.target if state.runtime else state.targets.get(
-        state.target_name or f"reference-{req.protocol}")
+    target = (
+        state.runtime.target
+        if state.runtime
+        else state.targets.get(state.target_name or f"reference-{req.protocol}")
+    )
     trace_file = None
     rendered = item.stash.get(_RENDERED, None)
     if rendered is not None:
@@ -1430,37 +1639,80 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
         traces = state.run_dir / "traces" / folder
         traces.mkdir(parents=True, exist_ok=True)
         path = traces / f"{req.case_id}.txt"
-        header = f"{req.case_id} [{req.level.value}, {req.full_citation}]\noutcome: {outcome}\n" + (
-            f"impairment: {state.impairment.describe()}\n" if state.impairment else "") + f"{message}\n\n"
+        header = (
+            f"{req.case_id} [{req.level.value}, {req.full_citation}]\noutcome: {outcome}\n"
+            + (f"impairment: {state.impairment.describe()}\n" if state.impairment else "")
+            + f"{message}\n\n"
+        )
         path.write_text(header + rendered, encoding="utf-8")
         trace_file = str(path.relative_to(state.run_dir))
-    _writer(state).append(ResultRecord(
-        run_id=state.run_id, time=utc_now(), harness_version=__version__,
-        target=target.name if target else (state.target_name or "?"),
-        implementation=target.implementation if target else "?",
-        implementation_version=target.version if target else "?",
-        protocol=req.protocol, role=req.role, case_id=req.case_id, level=req.level.value,
-        citation=req.full_citation, outcome=outcome, duration_s=round(case["duration"], 4),
-        message=message, trace_file=trace_file,
-        peer_implementation=(state.peer_runtime.target.implementation if state.peer_runtime else None),
-        depends=list(req.depends), errata=list(req.errata),
-        blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None,
-        start_failure=outcome == ERROR and bool(case.get("start_failure")),
-        prerequisite_only=item.nodeid in state.readded,
-        impairment=state.impairment.describe() if state.impairment else None))
+    _writer(state).append(
+        ResultRecord(
+            run_id=state.run_id,
+            time=utc_now(),
+            harness_version=__version__,
+            target=target.name if target else (state.target_name or "?"),
+            implementation=target.implementation if target else "?",
+            implementation_version=target.version if target else "?",
+            protocol=req.protocol,
+            role=req.role,
+            case_id=req.case_id,
+            level=req.level.value,
+            citation=req.full_citation,
+            outcome=outcome,
+            duration_s=round(case["duration"], 4),
+            message=message,
+            trace_file=trace_file,
+            peer_implementation=(
+                state.peer_runtime.target.implementation if state.peer_runtime else None
+            ),
+            depends=list(req.depends),
+            errata=list(req.errata),
+            blocked_by=case["root"][0] if outcome == BLOCKED and case.get("root") else None,
+            start_failure=outcome == ERROR and bool(case.get("start_failure")),
+            prerequisite_only=item.nodeid in state.readded,
+            impairment=state.impairment.describe() if state.impairment else None,
+        )
+    )
     item.stash[_RECORDED] = True
-    state.case_results.setdefault(req.case_id, []).append({
-        "outcome": outcome, "message": message, "root": case.get("root"), "via": case.get("via") or []})
+    state.case_results.setdefault(req.case_id, []).append(
+        {
+            "outcome": outcome,
+            "message": message,
+            "root": case.get("root"),
+            "via": case.get("via") or [],
+        }
+    )
     if state.config.getoption("--progress") and state.worker_id is None:
-        _print_progress(state, req.case_id, req.level.value, outcome, case["duration"], message,
-                        item.nodeid in state.readded)
+        _print_progress(
+            state,
+            req.case_id,
+            req.level.value,
+            outcome,
+            case["duration"],
+            message,
+            item.nodeid in state.readded,
+        )
 
 
-_OUTCOME_LABEL = {PASSED: "pass", FAILED: "FAIL", NOT_APPLICABLE: "n/a ", ERROR: "ERR ", BLOCKED: "blk "}
+_OUTCOME_LABEL = {
+    PASSED: "pass",
+    FAILED: "FAIL",
+    NOT_APPLICABLE: "n/a ",
+    ERROR: "ERR ",
+    BLOCKED: "blk ",
+}
 
 
-def _print_progress(state: RunState, case_id: str, level: str, outcome: str, duration: float, message: str,
-                    prerequisite_only: bool = False) -> None:
+def _print_progress(
+    state: RunState,
+    case_id: str,
+    level: str,
+    outcome: str,
+    duration: float,
+    message: str,
+    prerequisite_only: bool = False,
+) -> None:
     """One line per finished case, and under it what the node did (the
     message after its ``<case id> [<level>, <citation>]: `` prefix, its
     lines joined: results.console_text). Consecutive cases blocked by one
@@ -1475,13 +1727,22 @@ def _print_progress(state: RunState, case_id: str, level: str, outcome: str, dur
             pending["cases"].append((case_id, level))
             return
         _flush_blocked(state)
-        state.blocked_run = {"root": root[0], "first": state.done, "last": state.done,
-                             "cases": [(case_id, level)], "message": message, "duration": duration}
+        state.blocked_run = {
+            "root": root[0],
+            "first": state.done,
+            "last": state.done,
+            "cases": [(case_id, level)],
+            "message": message,
+            "duration": duration,
+        }
         return
     _flush_blocked(state)
     text = console_text(message, case_id) if message and outcome != PASSED else ""
-    line = (f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} {level:<6} "
-            f"{case_id} ({duration:.2f}s)" + (" (prerequisite of the selection)" if prerequisite_only else ""))
+    line = (
+        f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} {level:<6} "
+        f"{case_id} ({duration:.2f}s)"
+        + (" (prerequisite of the selection)" if prerequisite_only else "")
+    )
     _write_progress(line + (f"\n        {text}" if text else ""))
 
 
@@ -1495,16 +1756,26 @@ def _flush_blocked(state: RunState) -> None:
     first, last = pending["first"], pending["last"]
     if len(cases) == 1:
         case_id, level = cases[0]
-        _write_progress(f"  [{first:>3}/{state.total}] {_OUTCOME_LABEL[BLOCKED]} {level:<6} {case_id} "
-                        f"({pending['duration']:.2f}s)\n        {console_text(pending['message'])}")
+        _write_progress(
+            f"  [{first:>3}/{state.total}] {_OUTCOME_LABEL[BLOCKED]} {level:<6} {case_id} "
+            f"({pending['duration']:.2f}s)\n        {console_text(pending['message'])}"
+        )
         return
     levels = {}
     for _, level in cases:
         levels[level] = levels.get(level, 0) + 1
-    counts = ", ".join(f"{n} {level}" for level, n in sorted(levels.items(), key=lambda i: _LEVEL_ORDER[i[0]]))
-    reason = console_text(pending["message"].splitlines()[0]).removeprefix(BLOCKED_PREFIX + pending["root"]).lstrip()
-    _write_progress(f"  [{first:>3}-{last}/{state.total}] {_OUTCOME_LABEL[BLOCKED]} {len(cases)} cases ({counts}) "
-                    f"blocked by {pending['root']} {reason}")
+    counts = ", ".join(
+        f"{n} {level}" for level, n in sorted(levels.items(), key=lambda i: _LEVEL_ORDER[i[0]])
+    )
+    reason = (
+        console_text(pending["message"].splitlines()[0])
+        .removeprefix(BLOCKED_PREFIX + pending["root"])
+        .lstrip()
+    )
+    _write_progress(
+        f"  [{first:>3}-{last}/{state.total}] {_OUTCOME_LABEL[BLOCKED]} {len(cases)} cases ({counts}) "
+        f"blocked by {pending['root']} {reason}"
+    )
 
 
 _LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
@@ -1512,6 +1783,7 @@ _LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 
 def _write_progress(text: str) -> None:
     import sys
+
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
 

@@ -57,17 +57,29 @@ class ReportError(Exception):
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "report", help="build the Allure HTML report of a run, with history from earlier runs",
+        "report",
+        help="build the Allure HTML report of a run, with history from earlier runs",
         description="Build the Allure HTML report of a run from RUN_DIR/allure-results, carrying "
-                    "the history (trends, earlier outcomes of each case) of the previous report over. "
-                    f"Needs the Allure command line: run {INSTALL_SCRIPT} once.")
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `conformance certify`")
-    parser.add_argument("--out", metavar="DIR", default=None,
-                        help=f"where to write the report (default RUN_DIR/{REPORT_DIR}); it is replaced")
+        "the history (trends, earlier outcomes of each case) of the previous report over. "
+        f"Needs the Allure command line: run {INSTALL_SCRIPT} once.",
+    )
+    parser.add_argument(
+        "run_dir", metavar="RUN_DIR", help="a run directory written by `conformance certify`"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help=f"where to write the report (default RUN_DIR/{REPORT_DIR}); it is replaced",
+    )
     history = parser.add_mutually_exclusive_group()
-    history.add_argument("--history-from", metavar="DIR", default=None,
-                         help="take history from this report (DIR/history) or run (DIR/allure-report/history); "
-                              "default: the newest earlier run beside RUN_DIR that has a report")
+    history.add_argument(
+        "--history-from",
+        metavar="DIR",
+        default=None,
+        help="take history from this report (DIR/history) or run (DIR/allure-report/history); "
+        "default: the newest earlier run beside RUN_DIR that has a report",
+    )
     history.add_argument("--no-history", action="store_true", help="start the history afresh")
     parser.set_defaults(func=cmd_report)
     return parser
@@ -75,9 +87,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def cmd_report(args: argparse.Namespace) -> int:
     try:
-        return build_report(Path(args.run_dir), Path(args.out) if args.out else None,
-                            Path(args.history_from) if args.history_from else None,
-                            no_history=args.no_history)
+        return build_report(
+            Path(args.run_dir),
+            Path(args.out) if args.out else None,
+            Path(args.history_from) if args.history_from else None,
+            no_history=args.no_history,
+        )
     except ReportError as exc:
         print(f"conformance report: error: {exc}", file=sys.stderr)
         return exc.code
@@ -90,19 +105,25 @@ def find_allure() -> Path:
     if override:
         path = Path(override)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ReportError(f"{ALLURE_ENV}={override} is not an executable file; unset it to use the "
-                              f"Allure command line that {INSTALL_SCRIPT} installs")
+            raise ReportError(
+                f"{ALLURE_ENV}={override} is not an executable file; unset it to use the "
+                f"Allure command line that {INSTALL_SCRIPT} installs"
+            )
     elif BUNDLED_ALLURE.is_file() and os.access(BUNDLED_ALLURE, os.X_OK):
         path = BUNDLED_ALLURE
     elif shutil.which("allure"):
         path = Path(shutil.which("allure"))
     else:
-        raise ReportError(f"the Allure command line is not installed (looked for {BUNDLED_ALLURE} and "
-                          f"`allure` on PATH): run {INSTALL_SCRIPT} (from the repository root) to install it")
+        raise ReportError(
+            f"the Allure command line is not installed (looked for {BUNDLED_ALLURE} and "
+            f"`allure` on PATH): run {INSTALL_SCRIPT} (from the repository root) to install it"
+        )
     java_home = os.environ.get("JAVA_HOME")
     if not shutil.which("java") and not (java_home and (Path(java_home) / "bin" / "java").exists()):
-        raise ReportError("Allure needs Java, and there is no `java` on PATH nor JAVA_HOME "
-                          "(on Debian: apt-get install default-jre-headless)")
+        raise ReportError(
+            "Allure needs Java, and there is no `java` on PATH nor JAVA_HOME "
+            "(on Debian: apt-get install default-jre-headless)"
+        )
     return path
 
 
@@ -151,8 +172,11 @@ def history_source(given: Path) -> Path:
     for candidate in (given / HISTORY_DIR, given / REPORT_DIR / HISTORY_DIR, given):
         if (candidate / "history.json").is_file() or (candidate / "history-trend.json").is_file():
             return candidate
-    raise ReportError(f"--history-from {given}: no Allure history there (looked for history/, "
-                      f"{REPORT_DIR}/history/ and the folder itself)", EXIT_USAGE)
+    raise ReportError(
+        f"--history-from {given}: no Allure history there (looked for history/, "
+        f"{REPORT_DIR}/history/ and the folder itself)",
+        EXIT_USAGE,
+    )
 
 
 def previous_build_order(history: Path | None) -> int:
@@ -179,8 +203,11 @@ def run_facts(run_dir: Path) -> dict:
         summary["run_id"] = records[0]["run_id"] if records else run_dir.name
         summary["harness_version"] = records[0].get("harness_version") if records else None
         complete = False
-    return {"summary": summary, "complete": complete,
-            "run_id": summary.get("run_id") or run_dir.name}
+    return {
+        "summary": summary,
+        "complete": complete,
+        "run_id": summary.get("run_id") or run_dir.name,
+    }
 
 
 def _property_value(value: object) -> str:
@@ -198,7 +225,9 @@ def write_environment(results: Path, facts: dict) -> None:
         "harness.version": summary.get("harness_version") or __version__,
         "report.built.by": f"conformance {__version__}",
         "run.id": facts["run_id"],
-        "run.complete": "yes" if facts["complete"] else "no (the run did not finish; results so far)",
+        "run.complete": "yes"
+        if facts["complete"]
+        else "no (the run did not finish; results so far)",
     }
     if summary.get("finished"):
         props["run.finished"] = summary["finished"]
@@ -209,31 +238,51 @@ def write_environment(results: Path, facts: dict) -> None:
     for group in summary.get("targets", []):
         key = _property_key(group["target"])
         must = group.get("levels", {}).get("MUST", {})
-        counts = ", ".join(f"{must.get(o, 0)} {o}" for o in ("failed", "error", "blocked") if must.get(o))
-        props[f"target.{key}"] = (f"{group['implementation']} {group['implementation_version']} "
-                                  f"({group['protocol']}): "
-                                  + (group.get("verdict")
-                                     or ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT"))
-                                  + partial_scope(group)
-                                  + (f" (MUST: {counts})" if counts else ""))
+        counts = ", ".join(
+            f"{must.get(o, 0)} {o}" for o in ("failed", "error", "blocked") if must.get(o)
+        )
+        props[f"target.{key}"] = (
+            f"{group['implementation']} {group['implementation_version']} "
+            f"({group['protocol']}): "
+            + (
+                group.get("verdict")
+                or ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT")
+            )
+            + partial_scope(group)
+            + (f" (MUST: {counts})" if counts else "")
+        )
         causes = [c["case_id"] for c in group.get("root_causes", []) if c.get("case_id")]
         if causes:
             props[f"target.{key}.root_causes"] = ", ".join(
                 f"{c['case_id']} (blocked {len(c['blocked'])})" if c["blocked"] else c["case_id"]
-                for c in group["root_causes"] if c.get("case_id"))
+                for c in group["root_causes"]
+                if c.get("case_id")
+            )
     lines = [f"{key}={_property_value(value)}" for key, value in props.items()]
     (results / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 CATEGORIES = [
-    {"name": "Blocked by a prerequisite (see the root cause it names)", "matchedStatuses": ["skipped"],
-     "messageRegex": "(?s)(Skipped: )?blocked by .*"},
-    {"name": "Not applicable to the target", "matchedStatuses": ["skipped"],
-     "messageRegex": "(?s)(Skipped: )?not applicable: .*"},
-    {"name": "Run deadline exceeded (case not run)", "matchedStatuses": ["broken"],
-     "messageRegex": "(?s).*run deadline of .* exceeded.*"},
-    {"name": "Interrupted (SIGTERM or Ctrl-C stopped the run during the case: no verdict)",
-     "matchedStatuses": ["broken"], "messageRegex": "(?s).*interrupted: no verdict.*"},
+    {
+        "name": "Blocked by a prerequisite (see the root cause it names)",
+        "matchedStatuses": ["skipped"],
+        "messageRegex": "(?s)(Skipped: )?blocked by .*",
+    },
+    {
+        "name": "Not applicable to the target",
+        "matchedStatuses": ["skipped"],
+        "messageRegex": "(?s)(Skipped: )?not applicable: .*",
+    },
+    {
+        "name": "Run deadline exceeded (case not run)",
+        "matchedStatuses": ["broken"],
+        "messageRegex": "(?s).*run deadline of .* exceeded.*",
+    },
+    {
+        "name": "Interrupted (SIGTERM or Ctrl-C stopped the run during the case: no verdict)",
+        "matchedStatuses": ["broken"],
+        "messageRegex": "(?s).*interrupted: no verdict.*",
+    },
     {"name": "Requirement failed (the target broke the rule)", "matchedStatuses": ["failed"]},
     {"name": "No verdict (error)", "matchedStatuses": ["broken"]},
 ]
@@ -243,7 +292,9 @@ category whose status and message match a case takes it."""
 
 
 def write_categories(results: Path) -> None:
-    (results / "categories.json").write_text(json.dumps(CATEGORIES, indent=2) + "\n", encoding="utf-8")
+    (results / "categories.json").write_text(
+        json.dumps(CATEGORIES, indent=2) + "\n", encoding="utf-8"
+    )
 
 
 def write_executor(results: Path, facts: dict, build_order: int) -> None:
@@ -260,26 +311,44 @@ def write_executor(results: Path, facts: dict, build_order: int) -> None:
 def check_out_dir(out: Path, run_dir: Path) -> None:
     """`allure generate --clean` deletes --out first: refuse anything that is
     not an earlier Allure report or an empty or new folder."""
-    if out in (run_dir, run_dir / RESULTS_DIR) or out in run_dir.parents or (run_dir / RESULTS_DIR) in out.parents:
-        raise ReportError(f"--out {out} would overwrite the run's own files; choose another folder", EXIT_USAGE)
+    if (
+        out in (run_dir, run_dir / RESULTS_DIR)
+        or out in run_dir.parents
+        or (run_dir / RESULTS_DIR) in out.parents
+    ):
+        raise ReportError(
+            f"--out {out} would overwrite the run's own files; choose another folder", EXIT_USAGE
+        )
     if out.exists():
         if not out.is_dir():
             raise ReportError(f"--out {out} exists and is not a folder", EXIT_USAGE)
         if any(out.iterdir()) and not ((out / "index.html").is_file() and (out / "data").is_dir()):
-            raise ReportError(f"--out {out} is a non-empty folder that is not an Allure report; "
-                              "it would be deleted, so it is left alone: choose another folder", EXIT_USAGE)
+            raise ReportError(
+                f"--out {out} is a non-empty folder that is not an Allure report; "
+                "it would be deleted, so it is left alone: choose another folder",
+                EXIT_USAGE,
+            )
 
 
-def build_report(run_dir: Path, out: Path | None = None, history_from: Path | None = None,
-                 no_history: bool = False) -> int:
+def build_report(
+    run_dir: Path,
+    out: Path | None = None,
+    history_from: Path | None = None,
+    no_history: bool = False,
+) -> int:
     run_dir = run_dir.resolve()
     results = run_dir / RESULTS_DIR
     if not run_dir.is_dir():
-        raise ReportError(f"{run_dir} is not a folder (give a run directory written by `conformance certify`)",
-                          EXIT_USAGE)
+        raise ReportError(
+            f"{run_dir} is not a folder (give a run directory written by `conformance certify`)",
+            EXIT_USAGE,
+        )
     if not results.is_dir() or not any(results.glob("*-result.json")):
-        raise ReportError(f"{results} holds no Allure results (*-result.json): is {run_dir} a run "
-                          "directory written by `conformance certify`, and did any case run?", EXIT_USAGE)
+        raise ReportError(
+            f"{results} holds no Allure results (*-result.json): is {run_dir} a run "
+            "directory written by `conformance certify`, and did any case run?",
+            EXIT_USAGE,
+        )
     out = (out or run_dir / REPORT_DIR).resolve()
     check_out_dir(out, run_dir)
     if no_history:
@@ -308,19 +377,30 @@ def build_report(run_dir: Path, out: Path | None = None, history_from: Path | No
     write_executor(results, facts, build_order)
     write_categories(results)
 
-    argv = [str(allure), "generate", "--clean", "--name", f"Conformance run {facts['run_id']}",
-            "-o", str(out), str(results)]
+    argv = [
+        str(allure),
+        "generate",
+        "--clean",
+        "--name",
+        f"Conformance run {facts['run_id']}",
+        "-o",
+        str(out),
+        str(results),
+    ]
     try:
-        completed = subprocess.run(argv, capture_output=True, text=True, timeout=600,
-                                   stdin=subprocess.DEVNULL)
+        completed = subprocess.run(
+            argv, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired as exc:
         raise ReportError(f"`allure generate` did not finish in {exc.timeout:.0f} s") from exc
     except OSError as exc:
         raise ReportError(f"cannot run {allure}: {exc} (run {INSTALL_SCRIPT})") from exc
     if completed.returncode != 0 or not (out / "index.html").is_file():
         output = (completed.stdout + completed.stderr).strip()
-        raise ReportError(f"`allure generate` failed (exit {completed.returncode}):\n{output}\n"
-                          f"(if Allure or Java is broken, rerun {INSTALL_SCRIPT} --force)")
+        raise ReportError(
+            f"`allure generate` failed (exit {completed.returncode}):\n{output}\n"
+            f"(if Allure or Java is broken, rerun {INSTALL_SCRIPT} --force)"
+        )
 
     trend = []
     try:
@@ -328,16 +408,24 @@ def build_report(run_dir: Path, out: Path | None = None, history_from: Path | No
     except (OSError, ValueError):
         pass
     print(f"report: {out}")
-    print(f"  run {facts['run_id']}" + ("" if facts["complete"] else " (incomplete: the run did not finish)")
-          + f", build #{build_order}")
+    print(
+        f"  run {facts['run_id']}"
+        + ("" if facts["complete"] else " (incomplete: the run did not finish)")
+        + f", build #{build_order}"
+    )
     if source is not None:
         print(f"  history: from {source} ({len(trend)} runs in the trend)")
     else:
-        print("  history: none carried over (" + ("--no-history" if no_history else
-              "no earlier run with a report beside this one") + ")")
+        print(
+            "  history: none carried over ("
+            + ("--no-history" if no_history else "no earlier run with a report beside this one")
+            + ")"
+        )
     print("open it with:")
     print(f"  {allure} open {out}")
-    print(f"  or any static web server, e.g.: python3 -m http.server --bind 127.0.0.1 --directory {out} 8000"
-          "  then http://127.0.0.1:8000/")
+    print(
+        f"  or any static web server, e.g.: python3 -m http.server --bind 127.0.0.1 --directory {out} 8000"
+        "  then http://127.0.0.1:8000/"
+    )
     print("  (opening index.html as a file:// page shows no data: browsers block its loads)")
     return EXIT_OK

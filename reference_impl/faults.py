@@ -58,12 +58,21 @@ def fault_help(specs: tuple[FaultSpec, ...], commands: dict[str, str]) -> str:
     lines = ["fault modes (--fault, repeatable), each breaking one rule on purpose:"]
     for role, command in commands.items():
         lines.append(f" {command} --fault:")
-        lines += [f"  {spec.name:<{width}}  {spec.description}" for spec in specs if spec.role == role]
+        lines += [
+            f"  {spec.name:<{width}}  {spec.description}" for spec in specs if spec.role == role
+        ]
     return "\n".join(lines)
 
 
-def add_fault_option(parser: argparse.ArgumentParser, specs: tuple[FaultSpec, ...], role: str) -> None:
+def add_fault_option(
+    parser: argparse.ArgumentParser, specs: tuple[FaultSpec, ...], role: str
+) -> None:
     """``--fault MODE`` (repeatable) with the faults of one role as choices."""
-    parser.add_argument("--fault", action="append", default=[], metavar="MODE",
-                        choices=[spec.name for spec in specs if spec.role == role],
-                        help="break one protocol rule on purpose (see below; repeatable); default: none")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="MODE",
+        choices=[spec.name for spec in specs if spec.role == role],
+        help="break one protocol rule on purpose (see below; repeatable); default: none",
+    )

@@ -32,9 +32,14 @@ def write_ready_file(path: str, info: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-async def serve_until_stopped(node: ServingNode, host: str, port: int, ready_file: str | None,
-                              ready: Callable[[str, int], tuple[str, dict[str, Any]]],
-                              cli_error: Callable[[str], Exception]) -> None:
+async def serve_until_stopped(
+    node: ServingNode,
+    host: str,
+    port: int,
+    ready_file: str | None,
+    ready: Callable[[str, int], tuple[str, dict[str, Any]]],
+    cli_error: Callable[[str], Exception],
+) -> None:
     """Start ``node``; once listening write the ready file (first: whoever
     sees the stdout line may look for it) and print the ready line that
     ``ready(host, port)`` gives; serve until SIGTERM or SIGINT; close."""
@@ -88,14 +93,21 @@ def port_number(text: str) -> int:
     return value
 
 
-def run_command(args: argparse.Namespace, cli_error: type[Exception] | tuple[type[Exception], ...],
-                exit_usage: int, exit_ok: int = 0) -> int:
+def run_command(
+    args: argparse.Namespace,
+    cli_error: type[Exception] | tuple[type[Exception], ...],
+    exit_usage: int,
+    exit_ok: int = 0,
+) -> int:
     """Run the subcommand a reference node's parser chose (``args.run``, a
     coroutine function or a plain one) with logging to stderr at
     ``args.log_level``. A ``cli_error`` is a usage problem: its text on
     stderr and ``exit_usage``; Ctrl-C ends quietly with ``exit_ok``."""
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         if inspect.iscoroutinefunction(args.run):
             return asyncio.run(args.run(args))

@@ -46,8 +46,10 @@ DEFAULT_LATE_SECONDS = 1.5
 harness's default read deadline (3 s): the latest moment a harness that
 gives each awaited answer its own deadline can wait for, with a margin for a
 loaded machine. ``--late-seconds`` sets it."""
-TCP_STREAM = ("TCP is a byte stream (RFC 9293, section 3.8.3): a sender's writes carry no boundaries the "
-              "receiver can see, so a frame may arrive in any number of pieces, or several in one")
+TCP_STREAM = (
+    "TCP is a byte stream (RFC 9293, section 3.8.3): a sender's writes carry no boundaries the "
+    "receiver can see, so a frame may arrive in any number of pieces, or several in one"
+)
 
 
 @dataclass(frozen=True)
@@ -66,36 +68,68 @@ class VariantSpec:
             raise ValueError(f"variant {self.name}: a variant cites the sentence that allows it")
 
 
-def wire_variants(frame_unit: str, answer_limit: str, frame_units: str | None = None) -> tuple[VariantSpec, ...]:
+def wire_variants(
+    frame_unit: str, answer_limit: str, frame_units: str | None = None
+) -> tuple[VariantSpec, ...]:
     """The three variants that shape the bytes, for a protocol whose unit of
     writing is ``frame_unit`` (plural ``frame_units``) and whose text says
     ``answer_limit`` about how soon an answer is due."""
     frame_units = frame_units or f"{frame_unit}s"
     return (
-        VariantSpec(SPLIT_WRITES, ROLES, f"every write split into 1-byte writes (each {frame_unit} arrives in "
-                    "pieces, with a pause after its first byte and before its last)", TCP_STREAM),
-        VariantSpec(COALESCE_WRITES, ROLES, f"writes held for {COALESCE_WINDOW * 1000:g} ms and sent together "
-                    f"(several {frame_units} in one write)", TCP_STREAM),
-        VariantSpec(LATE_ANSWERS, ROLES, f"every write leaves --late-seconds late (default {DEFAULT_LATE_SECONDS:g} "
-                    "s): answers at the latest moment the harness's read deadline allows", answer_limit),
+        VariantSpec(
+            SPLIT_WRITES,
+            ROLES,
+            f"every write split into 1-byte writes (each {frame_unit} arrives in "
+            "pieces, with a pause after its first byte and before its last)",
+            TCP_STREAM,
+        ),
+        VariantSpec(
+            COALESCE_WRITES,
+            ROLES,
+            f"writes held for {COALESCE_WINDOW * 1000:g} ms and sent together "
+            f"(several {frame_units} in one write)",
+            TCP_STREAM,
+        ),
+        VariantSpec(
+            LATE_ANSWERS,
+            ROLES,
+            f"every write leaves --late-seconds late (default {DEFAULT_LATE_SECONDS:g} "
+            "s): answers at the latest moment the harness's read deadline allows",
+            answer_limit,
+        ),
     )
 
 
-def add_variant_option(parser: argparse.ArgumentParser, specs: tuple[VariantSpec, ...], role: str) -> None:
+def add_variant_option(
+    parser: argparse.ArgumentParser, specs: tuple[VariantSpec, ...], role: str
+) -> None:
     """``--variant NAME`` (repeatable) with the variants of one role, and
     ``--late-seconds``."""
     names = [spec.name for spec in specs if role in spec.roles]
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME", choices=names,
-                        help="behave in another way the text allows (repeatable): " + ", ".join(names))
-    parser.add_argument("--late-seconds", type=float, default=DEFAULT_LATE_SECONDS, metavar="S",
-                        help=f"with --variant {LATE_ANSWERS}: how late every write leaves "
-                             f"(default {DEFAULT_LATE_SECONDS:g})")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        choices=names,
+        help="behave in another way the text allows (repeatable): " + ", ".join(names),
+    )
+    parser.add_argument(
+        "--late-seconds",
+        type=float,
+        default=DEFAULT_LATE_SECONDS,
+        metavar="S",
+        help=f"with --variant {LATE_ANSWERS}: how late every write leaves "
+        f"(default {DEFAULT_LATE_SECONDS:g})",
+    )
 
 
 def variant_help(specs: tuple[VariantSpec, ...]) -> str:
     width = max(len(spec.name) for spec in specs)
     lines = ["conformant variants (--variant, repeatable), each a behaviour the text allows:"]
-    lines += [f"  {spec.name:<{width}}  {spec.description} [{'/'.join(spec.roles)}]" for spec in specs]
+    lines += [
+        f"  {spec.name:<{width}}  {spec.description} [{'/'.join(spec.roles)}]" for spec in specs
+    ]
     return "\n".join(lines)
 
 
@@ -104,6 +138,7 @@ class Shape:
     """How a node's writes leave: the wire variants that are on. The
     harness's impairment relay (conformance/core/impair.py) shapes its two
     directions with the same pump, through the last three fields."""
+
     split: bool = False
     coalesce: bool = False
     late: float = 0.0
@@ -116,9 +151,14 @@ class Shape:
     followed by a pause (seconds; 0 lets the loop run)."""
 
     @classmethod
-    def from_variants(cls, variants: frozenset[str] | set[str], late_seconds: float = DEFAULT_LATE_SECONDS) -> Shape:
-        return cls(split=SPLIT_WRITES in variants, coalesce=COALESCE_WRITES in variants,
-                   late=late_seconds if LATE_ANSWERS in variants else 0.0)
+    def from_variants(
+        cls, variants: frozenset[str] | set[str], late_seconds: float = DEFAULT_LATE_SECONDS
+    ) -> Shape:
+        return cls(
+            split=SPLIT_WRITES in variants,
+            coalesce=COALESCE_WRITES in variants,
+            late=late_seconds if LATE_ANSWERS in variants else 0.0,
+        )
 
     @property
     def plain(self) -> bool:
@@ -134,10 +174,21 @@ class WriteShaper:
     empty only when splitting (so a node writing much meets back-pressure);
     late and coalesced writes leave on their own schedule, in order."""
 
-    def __init__(self, shape: Shape, write: Callable[[bytes], None], write_eof: Callable[[], None],
-                 close: Callable[[], None], is_closing: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        shape: Shape,
+        write: Callable[[bytes], None],
+        write_eof: Callable[[], None],
+        close: Callable[[], None],
+        is_closing: Callable[[], bool],
+    ) -> None:
         self.shape = shape
-        self._write, self._write_eof, self._close, self._is_closing = write, write_eof, close, is_closing
+        self._write, self._write_eof, self._close, self._is_closing = (
+            write,
+            write_eof,
+            close,
+            is_closing,
+        )
         self._queue: deque[tuple[float, Any]] = deque()
         self._wake = asyncio.Event()
         self._empty = asyncio.Event()
@@ -215,7 +266,9 @@ class WriteShaper:
                     return
                 if piece:
                     self._write(piece)
-                await asyncio.sleep(pause)   # 0: each piece its own send(), the loop runs between them
+                await asyncio.sleep(
+                    pause
+                )  # 0: each piece its own send(), the loop runs between them
             return
         if not self.shape.split or len(data) == 1:
             self._write(data)
@@ -223,11 +276,11 @@ class WriteShaper:
         for index in range(len(data)):
             if self._is_closing():
                 return
-            self._write(data[index:index + 1])
+            self._write(data[index : index + 1])
             if index == 0 or index == len(data) - 2:
                 await asyncio.sleep(SPLIT_PAUSE)
             else:
-                await asyncio.sleep(0)   # each byte its own send(): let the loop run between them
+                await asyncio.sleep(0)  # each byte its own send(): let the loop run between them
 
 
 class ShapedStreamWriter:
@@ -236,7 +289,9 @@ class ShapedStreamWriter:
 
     def __init__(self, writer: asyncio.StreamWriter, shape: Shape) -> None:
         self._writer = writer
-        self._shaper = WriteShaper(shape, writer.write, writer.write_eof, writer.close, writer.is_closing)
+        self._shaper = WriteShaper(
+            shape, writer.write, writer.write_eof, writer.close, writer.is_closing
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._writer, name)
@@ -289,8 +344,9 @@ class ShapedTransport(asyncio.Transport):
     def __init__(self, transport: asyncio.Transport, shape: Shape) -> None:
         super().__init__()
         self._transport = transport
-        self._shaper = WriteShaper(shape, transport.write, transport.write_eof, transport.close,
-                                   transport.is_closing)
+        self._shaper = WriteShaper(
+            shape, transport.write, transport.write_eof, transport.close, transport.is_closing
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

@@ -45,6 +45,7 @@ FINDINGS = REPO / "docs" / "findings"
 
 def _known_targets() -> dict:
     from conformance.core.targets import TargetError, load_targets
+
     try:
         return load_targets([str(REPO / "conformance" / "targets" / "containers.toml")])
     except TargetError:
@@ -72,24 +73,46 @@ def collect(run_dirs: list[Path]) -> dict:
             suite = suites.setdefault(protocol, suite_cases_by_role(protocol))
             # The roles the target plays (its definition), else those its records name.
             known = TARGETS.get(name)
-            roles = sorted(known.roles) if known is not None else sorted({rec["role"] for rec in records.values()})
+            roles = (
+                sorted(known.roles)
+                if known is not None
+                else sorted({rec["role"] for rec in records.values()})
+            )
             needed = set().union(*(suite.get(role, set()) for role in roles))
             if not needed <= set(records):
-                continue   # a partial run is no certification
-            failed = {level: sorted(case for case, rec in records.items()
-                                    if rec["outcome"] in ("failed", "error") and rec["level"] == level)
-                      for level in ("MUST", "SHOULD")}
+                continue  # a partial run is no certification
+            failed = {
+                level: sorted(
+                    case
+                    for case, rec in records.items()
+                    if rec["outcome"] in ("failed", "error") and rec["level"] == level
+                )
+                for level in ("MUST", "SHOULD")
+            }
             counts: dict[str, int] = {}
             for rec in records.values():
                 counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
             started = [rec for rec in records.values() if rec.get("start_failure")]
-            verdict = ("NOT CERTIFIED: the target did not start" if started and not failed["MUST"]
-                       else "NOT CONFORMANT" if failed["MUST"] or counts.get("error") else "CONFORMANT")
-            targets[name] = {"implementation": first["implementation"], "version": first["implementation_version"],
-                             "protocol": protocol, "roles": roles, "verdict": verdict, "cases": len(records),
-                             "counts": dict(sorted(counts.items())), "must_failed": failed["MUST"],
-                             "should_failed": failed["SHOULD"], "run_id": first["run_id"],
-                             "date": first["time"][:10]}
+            verdict = (
+                "NOT CERTIFIED: the target did not start"
+                if started and not failed["MUST"]
+                else "NOT CONFORMANT"
+                if failed["MUST"] or counts.get("error")
+                else "CONFORMANT"
+            )
+            targets[name] = {
+                "implementation": first["implementation"],
+                "version": first["implementation_version"],
+                "protocol": protocol,
+                "roles": roles,
+                "verdict": verdict,
+                "cases": len(records),
+                "counts": dict(sorted(counts.items())),
+                "must_failed": failed["MUST"],
+                "should_failed": failed["SHOULD"],
+                "run_id": first["run_id"],
+                "date": first["time"][:10],
+            }
     return {"targets": dict(sorted(targets.items(), key=lambda kv: (kv[1]["protocol"], kv[0])))}
 
 
@@ -97,30 +120,46 @@ def findings_file(implementation: str, version: str) -> str | None:
     major = version.split(".")[0]
     for candidate in sorted(FINDINGS.glob("*.md")):
         stem = candidate.stem
-        if stem.startswith(implementation) and (f"-{major}" in stem[len(implementation):]
-                                                or stem == implementation):
+        if stem.startswith(implementation) and (
+            f"-{major}" in stem[len(implementation) :] or stem == implementation
+        ):
             return f"docs/findings/{candidate.name}"
     return None
 
 
 def render(data: dict) -> str:
-    rows = ["| protocol | target | implementation | roles | verdict | MUST failed | SHOULD failed | cases (passed / failed / blocked / n/a) | findings |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| protocol | target | implementation | roles | verdict | MUST failed | SHOULD failed | cases (passed / failed / blocked / n/a) | findings |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, t in data["targets"].items():
         counts = t["counts"]
-        shown = " / ".join(str(counts.get(k, 0)) for k in ("passed", "failed", "blocked", "not_applicable"))
+        shown = " / ".join(
+            str(counts.get(k, 0)) for k in ("passed", "failed", "blocked", "not_applicable")
+        )
         if counts.get("error"):
             shown += f" (+{counts['error']} error)"
         failed_must = "<br>".join(f"`{c}`" for c in t["must_failed"]) or "none"
         failed_should = "<br>".join(f"`{c}`" for c in t["should_failed"]) or "none"
-        found = findings_file(t["implementation"], t["version"]) if not name.startswith("reference-") else None
-        rows.append(f"| {t['protocol']} | `{name}` | {t['implementation']} {t['version']} | {'/'.join(t['roles'])} | "
-                    f"{t['verdict']} | {failed_must} | {failed_should} | {shown} | "
-                    f"{f'[{Path(found).name}]({found})' if found else '-'} |")
+        found = (
+            findings_file(t["implementation"], t["version"])
+            if not name.startswith("reference-")
+            else None
+        )
+        rows.append(
+            f"| {t['protocol']} | `{name}` | {t['implementation']} {t['version']} | {'/'.join(t['roles'])} | "
+            f"{t['verdict']} | {failed_must} | {failed_should} | {shown} | "
+            f"{f'[{Path(found).name}]({found})' if found else '-'} |"
+        )
     runs = sorted({(t["date"], t["run_id"]) for t in data["targets"].values()})
     source = ", ".join(f"`{run_id}` ({date})" for date, run_id in runs)
-    return ("Generated by `scripts/certified_today.py` from the certify run(s) " + source +
-            " (`docs/certified-today.json`); never edited by hand.\n\n" + "\n".join(rows) + "\n")
+    return (
+        "Generated by `scripts/certified_today.py` from the certify run(s) "
+        + source
+        + " (`docs/certified-today.json`); never edited by hand.\n\n"
+        + "\n".join(rows)
+        + "\n"
+    )
 
 
 def replace_section(text: str, table: str) -> str:
@@ -133,17 +172,26 @@ def replace_section(text: str, table: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="*", type=Path, help="certify run dirs (each with results.jsonl)")
-    parser.add_argument("--write", action="store_true", help="update docs/certified-today.json and README.md")
-    parser.add_argument("--from-data", action="store_true",
-                        help="render README.md's section from docs/certified-today.json as it is")
+    parser.add_argument(
+        "runs", nargs="*", type=Path, help="certify run dirs (each with results.jsonl)"
+    )
+    parser.add_argument(
+        "--write", action="store_true", help="update docs/certified-today.json and README.md"
+    )
+    parser.add_argument(
+        "--from-data",
+        action="store_true",
+        help="render README.md's section from docs/certified-today.json as it is",
+    )
     args = parser.parse_args(argv)
     if args.from_data:
         data = json.loads(DATA.read_text(encoding="utf-8"))
     else:
         missing = [run for run in args.runs if not (run / "results.jsonl").is_file()]
         if not args.runs or missing:
-            parser.error(f"give certify run dirs holding results.jsonl (missing: {missing or 'none given'})")
+            parser.error(
+                f"give certify run dirs holding results.jsonl (missing: {missing or 'none given'})"
+            )
         data = collect(args.runs)
         if not data["targets"]:
             parser.error("no complete certification in those runs")
@@ -151,8 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.write or args.from_data:
         if not args.from_data:
             DATA.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        README.write_text(replace_section(README.read_text(encoding="utf-8"), table), encoding="utf-8")
-        print(f"wrote {DATA.relative_to(REPO)} and README.md's table ({len(data['targets'])} targets)")
+        README.write_text(
+            replace_section(README.read_text(encoding="utf-8"), table), encoding="utf-8"
+        )
+        print(
+            f"wrote {DATA.relative_to(REPO)} and README.md's table ({len(data['targets'])} targets)"
+        )
     else:
         print(table)
     return 0

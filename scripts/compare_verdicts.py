@@ -66,13 +66,15 @@ def main(argv: list[str]) -> int:
         counts = Counter(before.get(k, ("missing",))[0] for k in keys)
         same = sum(1 for k in keys if before.get(k) == after.get(k))
         name = target + (f" with {peer}" if peer else "")
-        print(f"{name}: {len(keys)} cases, {same} the same "
-              f"({', '.join(f'{o} {n}' for o, n in sorted(counts.items()))} before)")
+        print(
+            f"{name}: {len(keys)} cases, {same} the same "
+            f"({', '.join(f'{o} {n}' for o, n in sorted(counts.items()))} before)"
+        )
         for key in keys:
             if before.get(key) != after.get(key):
                 differences.append((name, key[2], before.get(key), after.get(key)))
     for name, case, was, now in differences:
-        show = (lambda v: "missing" if v is None else v[0] + (f" (by {v[1]})" if v[1] else ""))
+        show = lambda v: "missing" if v is None else v[0] + (f" (by {v[1]})" if v[1] else "")
         print(f"DIFFERENT {name} {case}: before {show(was)}, after {show(now)}")
     print(f"{len(differences)} difference(s) over {len(before.keys() | after.keys())} case results")
     return 1 if differences else 0

@@ -79,7 +79,7 @@ GUIDE_MESSAGE_1 = {
     "hash": "sha256",
     "content": {"type": "post", "text": "This is the first post!"},
     "signature": "QYOR/zU9dxE1aKBaxc3C0DJ4gRyZtlMfPLt+CGJcY73sv5abKK"
-                 "Kxr1SqhOvnm8TY784VHE8kZHCD8RdzFl1tBA==.sig.ed25519",
+    "Kxr1SqhOvnm8TY784VHE8kZHCD8RdzFl1tBA==.sig.ed25519",
 }
 GUIDE_MESSAGE_2 = {
     "previous": "%XphMUkWQtomKjXQvFGfsGYpt69sgEY7Y4Vou9cEuJho=.sha256",
@@ -89,7 +89,7 @@ GUIDE_MESSAGE_2 = {
     "hash": "sha256",
     "content": {"type": "post", "text": "Second post!"},
     "signature": "z7W1ERg9UYZjNfE72ZwEuJF79khG+eOHWFp6iF+KLuSrw8Lqa6"
-                 "IousK4cCn9T5qFa8E14GVek4cAMmMbjqDnAg==.sig.ed25519",
+    "IousK4cCn9T5qFa8E14GVek4cAMmMbjqDnAg==.sig.ed25519",
 }
 GUIDE_MESSAGE_IDS = {
     1: "%XphMUkWQtomKjXQvFGfsGYpt69sgEY7Y4Vou9cEuJho=.sha256",
@@ -126,68 +126,115 @@ def rpc_document() -> dict:
     history_options_request = {
         "name": ["createHistoryStream"],
         "type": "source",
-        "args": [{"id": GUIDE_AUTHOR, "sequence": 2, "limit": 1, "live": False, "old": True, "keys": True}],
+        "args": [
+            {
+                "id": GUIDE_AUTHOR,
+                "sequence": 2,
+                "limit": 1,
+                "live": False,
+                "old": True,
+                "keys": True,
+            }
+        ],
     }
     blobs_has = {"name": ["blobs", "has"], "type": "async", "args": [GUIDE_BLOB]}
     error_body = {"name": "Error", "message": "invalid hash:this was a mistake", "stack": ""}
     vectors = [
-        rpc_vector("create-history-stream-request",
-                   "The guide's source example: createHistoryStream, our first request (1), stream flag set.",
-                   RpcMessage.from_json(1, history_request, stream=True)),
-        rpc_vector("create-history-stream-request-options",
-                   "createHistoryStream with every option of the guide's createHistoryStream section.",
-                   RpcMessage.from_json(1, history_options_request, stream=True)),
-        rpc_vector("create-history-stream-response-keys",
-                   "A stream response (req -1) with keys: true: {key, value, timestamp} holding the guide's first message.",
-                   RpcMessage.from_json(-1, {"key": GUIDE_MESSAGE_IDS[1], "value": GUIDE_MESSAGE_1,
-                                             "timestamp": 1514517067956}, stream=True)),
-        rpc_vector("create-history-stream-response-no-keys",
-                   "A stream response with keys: false: the bare message.",
-                   RpcMessage.from_json(-2, GUIDE_MESSAGE_1, stream=True)),
-        rpc_vector("source-end-by-responder",
-                   "The responder ends a source stream: stream and end flags, body true.",
-                   RpcMessage.from_json(-1, True, stream=True, end=True)),
-        rpc_vector("source-end-by-requester",
-                   "The requester's own end of the same stream (its reply to the responder's end, or an early abort).",
-                   RpcMessage.from_json(1, True, stream=True, end=True)),
-        rpc_vector("blobs-has-request",
-                   "The guide's async example: blobs.has as request 2, no stream flag.",
-                   RpcMessage.from_json(2, blobs_has)),
-        rpc_vector("blobs-has-request-js-muxrpc",
-                   "The same call as JS muxrpc sends it: async requests carry only name and args, no type.",
-                   RpcMessage.from_json(2, {"name": ["blobs", "has"], "args": [GUIDE_BLOB]})),
-        rpc_vector("blobs-has-response",
-                   "The single async response true (req -2, no flags).",
-                   RpcMessage.from_json(-2, True)),
-        rpc_vector("async-error-response",
-                   "The guide's error example: end/err flag on an async response, body {name, message, stack}.",
-                   RpcMessage.from_json(-3, error_body, end=True)),
-        rpc_vector("stream-error-end",
-                   "A source stream ended with an error instead of true.",
-                   RpcMessage.from_json(-4, {"name": "Error", "message": "no such feed", "stack": ""},
-                                        stream=True, end=True)),
-        rpc_vector("binary-body",
-                   "A binary (type 0) stream packet, as blobs.get streams blob bytes.",
-                   RpcMessage.from_bytes(-5, derive_bytes("rpc/blob-chunk", 48), stream=True)),
-        rpc_vector("string-body",
-                   "A UTF-8 string (type 1) body with non-ASCII text.",
-                   RpcMessage.from_text(-6, "h\u00e9llo \u2713 \U0001f30d")),
-        rpc_vector("empty-body",
-                   "A binary stream packet with an empty body: not a goodbye, because the flags and request "
-                   "number are not zero. packet-stream-codec takes ANY header with body length 0 for the "
-                   "goodbye, so it disagrees here (js_divergence).",
-                   RpcMessage.from_bytes(7, b"", stream=True),
-                   js_divergence="packet-stream-codec decodes any header with body length 0 as the goodbye"),
-        rpc_vector("request-number-i32-max",
-                   "The highest request number a requester can use, 2^31-1.",
-                   RpcMessage.from_json(2**31 - 1, blobs_has)),
-        rpc_vector("response-number-i32-max",
-                   "Its response, -(2^31-1).",
-                   RpcMessage.from_json(-(2**31 - 1), True)),
-        rpc_vector("request-number-i32-min",
-                   "-2^31 decodes (the field is a signed 32-bit integer), but no request has number 2^31, "
-                   "so an endpoint treats it as a reply to an unknown request.",
-                   RpcMessage.from_json(-(2**31), True)),
+        rpc_vector(
+            "create-history-stream-request",
+            "The guide's source example: createHistoryStream, our first request (1), stream flag set.",
+            RpcMessage.from_json(1, history_request, stream=True),
+        ),
+        rpc_vector(
+            "create-history-stream-request-options",
+            "createHistoryStream with every option of the guide's createHistoryStream section.",
+            RpcMessage.from_json(1, history_options_request, stream=True),
+        ),
+        rpc_vector(
+            "create-history-stream-response-keys",
+            "A stream response (req -1) with keys: true: {key, value, timestamp} holding the guide's first message.",
+            RpcMessage.from_json(
+                -1,
+                {"key": GUIDE_MESSAGE_IDS[1], "value": GUIDE_MESSAGE_1, "timestamp": 1514517067956},
+                stream=True,
+            ),
+        ),
+        rpc_vector(
+            "create-history-stream-response-no-keys",
+            "A stream response with keys: false: the bare message.",
+            RpcMessage.from_json(-2, GUIDE_MESSAGE_1, stream=True),
+        ),
+        rpc_vector(
+            "source-end-by-responder",
+            "The responder ends a source stream: stream and end flags, body true.",
+            RpcMessage.from_json(-1, True, stream=True, end=True),
+        ),
+        rpc_vector(
+            "source-end-by-requester",
+            "The requester's own end of the same stream (its reply to the responder's end, or an early abort).",
+            RpcMessage.from_json(1, True, stream=True, end=True),
+        ),
+        rpc_vector(
+            "blobs-has-request",
+            "The guide's async example: blobs.has as request 2, no stream flag.",
+            RpcMessage.from_json(2, blobs_has),
+        ),
+        rpc_vector(
+            "blobs-has-request-js-muxrpc",
+            "The same call as JS muxrpc sends it: async requests carry only name and args, no type.",
+            RpcMessage.from_json(2, {"name": ["blobs", "has"], "args": [GUIDE_BLOB]}),
+        ),
+        rpc_vector(
+            "blobs-has-response",
+            "The single async response true (req -2, no flags).",
+            RpcMessage.from_json(-2, True),
+        ),
+        rpc_vector(
+            "async-error-response",
+            "The guide's error example: end/err flag on an async response, body {name, message, stack}.",
+            RpcMessage.from_json(-3, error_body, end=True),
+        ),
+        rpc_vector(
+            "stream-error-end",
+            "A source stream ended with an error instead of true.",
+            RpcMessage.from_json(
+                -4, {"name": "Error", "message": "no such feed", "stack": ""}, stream=True, end=True
+            ),
+        ),
+        rpc_vector(
+            "binary-body",
+            "A binary (type 0) stream packet, as blobs.get streams blob bytes.",
+            RpcMessage.from_bytes(-5, derive_bytes("rpc/blob-chunk", 48), stream=True),
+        ),
+        rpc_vector(
+            "string-body",
+            "A UTF-8 string (type 1) body with non-ASCII text.",
+            RpcMessage.from_text(-6, "h\u00e9llo \u2713 \U0001f30d"),
+        ),
+        rpc_vector(
+            "empty-body",
+            "A binary stream packet with an empty body: not a goodbye, because the flags and request "
+            "number are not zero. packet-stream-codec takes ANY header with body length 0 for the "
+            "goodbye, so it disagrees here (js_divergence).",
+            RpcMessage.from_bytes(7, b"", stream=True),
+            js_divergence="packet-stream-codec decodes any header with body length 0 as the goodbye",
+        ),
+        rpc_vector(
+            "request-number-i32-max",
+            "The highest request number a requester can use, 2^31-1.",
+            RpcMessage.from_json(2**31 - 1, blobs_has),
+        ),
+        rpc_vector(
+            "response-number-i32-max",
+            "Its response, -(2^31-1).",
+            RpcMessage.from_json(-(2**31 - 1), True),
+        ),
+        rpc_vector(
+            "request-number-i32-min",
+            "-2^31 decodes (the field is a signed 32-bit integer), but no request has number 2^31, "
+            "so an endpoint treats it as a reply to an unknown request.",
+            RpcMessage.from_json(-(2**31), True),
+        ),
         {
             "id": "goodbye",
             "description": "The goodbye: a header of nine zero bytes, no body.",
@@ -228,7 +275,7 @@ def rpc_document() -> dict:
         {
             "id": "body-length-over-bound",
             "description": f"A header declaring {DEFAULT_MAX_BODY + 1} body bytes, one over the decoder's bound "
-                           "(max_body); rejected on the header, without waiting for the body.",
+            "(max_body); rejected on the header, without waiting for the body.",
             "wire": (encode_header(0x0A, DEFAULT_MAX_BODY + 1, 1) + b'{"name":').hex(),
             "reason": "body length exceeds limit",
         },
@@ -241,7 +288,7 @@ def rpc_document() -> dict:
         {
             "id": "json-body-not-json",
             "description": "A JSON (type 2) body that does not parse. Framing is intact, so the decoder yields "
-                           "the packet; reading its body (RpcMessage.json) fails.",
+            "the packet; reading its body (RpcMessage.json) fails.",
             "wire": (encode_header(0x02, 9, -1) + b"{not json").hex(),
             "reason": "invalid JSON body",
         },
@@ -266,18 +313,28 @@ def valid_vector(id_: str, description: str, msg: dict, seed: bytes | None, **ex
     vector = {"id": id_, "description": description}
     if seed is not None:
         vector["author_seed"] = seed.hex()
-    vector.update({
-        "message": msg,
-        "canonical": canonical_json(unsigned),
-        "signed_canonical": canonical_json(msg),
-        "message_id": message_id(msg),
-    })
+    vector.update(
+        {
+            "message": msg,
+            "canonical": canonical_json(unsigned),
+            "signed_canonical": canonical_json(msg),
+            "message_id": message_id(msg),
+        }
+    )
     vector.update(extra)
     return vector
 
 
-def invalid_vector(id_: str, description: str, msg: Any, previous: dict | None, reason: str) -> dict:
-    return {"id": id_, "description": description, "message": msg, "previous": previous, "reason": reason}
+def invalid_vector(
+    id_: str, description: str, msg: Any, previous: dict | None, reason: str
+) -> dict:
+    return {
+        "id": id_,
+        "description": description,
+        "message": msg,
+        "previous": previous,
+        "reason": reason,
+    }
 
 
 def sign_fields(keypair: Keypair, fields: dict) -> dict:
@@ -319,12 +376,25 @@ def feed_document() -> dict:
         return msg
 
     m1 = append({"type": "post", "text": "Hello, Scuttlebutt!"}, BASE_TIMESTAMP)
-    m2 = append({"type": "contact", "contact": bob.feed_id, "following": True}, BASE_TIMESTAMP + 1000)
-    m3 = append({"type": "post", "text": "A reply to my first post.", "root": message_id(m1), "mentions": []},
-                BASE_TIMESTAMP + 2000)
-    non_ascii_text = "Gr\u00fc\u00dfe aus K\u00f6ln \u2014 \u4e16\u754c \U0001f30d line\u2028separator"
-    m4 = append({"type": "post", "text": non_ascii_text, "channel": "\u00fcn\u00efc\u00f6de"},
-                BASE_TIMESTAMP + 3000)
+    m2 = append(
+        {"type": "contact", "contact": bob.feed_id, "following": True}, BASE_TIMESTAMP + 1000
+    )
+    m3 = append(
+        {
+            "type": "post",
+            "text": "A reply to my first post.",
+            "root": message_id(m1),
+            "mentions": [],
+        },
+        BASE_TIMESTAMP + 2000,
+    )
+    non_ascii_text = (
+        "Gr\u00fc\u00dfe aus K\u00f6ln \u2014 \u4e16\u754c \U0001f30d line\u2028separator"
+    )
+    m4 = append(
+        {"type": "post", "text": non_ascii_text, "channel": "\u00fcn\u00efc\u00f6de"},
+        BASE_TIMESTAMP + 3000,
+    )
     numbers_content = {
         "type": "test-numbers-and-escapes",
         "float_sum": 0.1 + 0.2,
@@ -335,55 +405,97 @@ def feed_document() -> dict:
         "small": 0.000001,
         "negative_zero": -0.0,
         "max_safe_integer": 2**53 - 1,
-        "escapes": "quote\" backslash\\ slash/ \b\f\n\r\t nul\u0000 unit-separator\u001f del\u007f",
+        "escapes": 'quote" backslash\\ slash/ \b\f\n\r\t nul\u0000 unit-separator\u001f del\u007f',
         "lone_surrogate": "\ud800",
-        "nested": {"empty_object": {}, "empty_list": [], "list": [1, "two", [3.5, None, True, False]]},
+        "nested": {
+            "empty_object": {},
+            "empty_list": [],
+            "list": [1, "two", [3.5, None, True, False]],
+        },
         "b": "integer-like keys come first in JS, ascending",
         "10": "ten",
         "2": "two",
     }
     m5 = append(numbers_content, BASE_TIMESTAMP + 4000.5)
     # Legacy order: sequence before author, allowed on receipt.
-    m6 = sign_fields(alice, {
-        "previous": message_id(m5),
-        "sequence": 6,
-        "author": alice.feed_id,
-        "timestamp": BASE_TIMESTAMP + 5000,
-        "hash": "sha256",
-        "content": {"type": "post", "text": "Legacy field order."},
-    })
+    m6 = sign_fields(
+        alice,
+        {
+            "previous": message_id(m5),
+            "sequence": 6,
+            "author": alice.feed_id,
+            "timestamp": BASE_TIMESTAMP + 5000,
+            "hash": "sha256",
+            "content": {"type": "post", "text": "Legacy field order."},
+        },
+    )
     chain.append(m6)
     box = base64.b64encode(derive_bytes("feed/private-box", 96)).decode("ascii") + ".box"
     m7 = append(box, BASE_TIMESTAMP + 6000)
     m8 = append({"type": "\U0001f30d\U0001f30d"}, BASE_TIMESTAMP + 7000)
 
-    hashed_as_utf8 = "%" + base64.b64encode(
-        hashlib.sha256(canonical_json(m4).encode("utf-8")).digest()).decode("ascii") + ".sha256"
+    hashed_as_utf8 = (
+        "%"
+        + base64.b64encode(hashlib.sha256(canonical_json(m4).encode("utf-8")).digest()).decode(
+            "ascii"
+        )
+        + ".sha256"
+    )
 
     valid = [
-        valid_vector("guide-message-1", "The guide's first example message (signature lines joined); "
-                     "its id is the guide's %XphMUkWQ.... No seed: not our key.", GUIDE_MESSAGE_1, None),
-        valid_vector("guide-message-2", "The guide's second example message, whose id the guide gives "
-                     "as %R7lJEkz2....", GUIDE_MESSAGE_2, None),
-        valid_vector("chain-1-first", "First message of a feed: previous null, sequence 1.", m1, seed_a),
+        valid_vector(
+            "guide-message-1",
+            "The guide's first example message (signature lines joined); "
+            "its id is the guide's %XphMUkWQ.... No seed: not our key.",
+            GUIDE_MESSAGE_1,
+            None,
+        ),
+        valid_vector(
+            "guide-message-2",
+            "The guide's second example message, whose id the guide gives as %R7lJEkz2....",
+            GUIDE_MESSAGE_2,
+            None,
+        ),
+        valid_vector(
+            "chain-1-first", "First message of a feed: previous null, sequence 1.", m1, seed_a
+        ),
         valid_vector("chain-2-contact", "Second message, previous = id of the first.", m2, seed_a),
         valid_vector("chain-3-reply", "Content with a message id and an empty list.", m3, seed_a),
-        valid_vector("chain-4-non-ascii",
-                     "Non-ASCII content (Latin-1, CJK, an emoji, U+2028). Signed over UTF-8, but the id "
-                     "hashes each UTF-16 code unit's low byte (ssb-keys' 'binary' encoding); "
-                     "message_id_hashing_utf8 is the wrong id an implementation hashing UTF-8 gets.",
-                     m4, seed_a, message_id_hashing_utf8=hashed_as_utf8),
-        valid_vector("chain-5-numbers-escapes",
-                     "Number formatting (0.1+0.2, 1.0 -> 1, 1e21 -> 1e+21, 1e-7, -0 -> 0), string escapes "
-                     "(short forms, \\u00XX, DEL literal, lone surrogate \\ud800), empty containers, "
-                     "integer-like keys reordered first as in JS, and a fractional timestamp.",
-                     m5, seed_a),
-        valid_vector("chain-6-legacy-field-order", "sequence before author: the legacy order the guide "
-                     "still allows.", m6, seed_a),
-        valid_vector("chain-7-encrypted-content", "Content is a <base64>.box string (a private message).",
-                     m7, seed_a),
-        valid_vector("chain-8-type-utf16", "content.type of 2 emoji: 2 code points but 4 UTF-16 code "
-                     "units, so within 3..52.", m8, seed_a),
+        valid_vector(
+            "chain-4-non-ascii",
+            "Non-ASCII content (Latin-1, CJK, an emoji, U+2028). Signed over UTF-8, but the id "
+            "hashes each UTF-16 code unit's low byte (ssb-keys' 'binary' encoding); "
+            "message_id_hashing_utf8 is the wrong id an implementation hashing UTF-8 gets.",
+            m4,
+            seed_a,
+            message_id_hashing_utf8=hashed_as_utf8,
+        ),
+        valid_vector(
+            "chain-5-numbers-escapes",
+            "Number formatting (0.1+0.2, 1.0 -> 1, 1e21 -> 1e+21, 1e-7, -0 -> 0), string escapes "
+            "(short forms, \\u00XX, DEL literal, lone surrogate \\ud800), empty containers, "
+            "integer-like keys reordered first as in JS, and a fractional timestamp.",
+            m5,
+            seed_a,
+        ),
+        valid_vector(
+            "chain-6-legacy-field-order",
+            "sequence before author: the legacy order the guide still allows.",
+            m6,
+            seed_a,
+        ),
+        valid_vector(
+            "chain-7-encrypted-content",
+            "Content is a <base64>.box string (a private message).",
+            m7,
+            seed_a,
+        ),
+        valid_vector(
+            "chain-8-type-utf16",
+            "content.type of 2 emoji: 2 code points but 4 UTF-16 code units, so within 3..52.",
+            m8,
+            seed_a,
+        ),
     ]
 
     def resigned(base: dict, **changes: Any) -> dict:
@@ -391,11 +503,17 @@ def feed_document() -> dict:
         return sign_fields(alice, {**fields_of(base), **changes})
 
     without_timestamp = {key: value for key, value in fields_of(m2).items() if key != "timestamp"}
-    hash_before_timestamp = {key: fields_of(m2)[key] for key in
-                             ("previous", "author", "sequence", "hash", "timestamp", "content")}
-    signature_before_content = {key: m2[key] for key in
-                                ("previous", "author", "sequence", "timestamp", "hash", "signature", "content")}
-    bob_first = create_message(bob, message_id(m1), 2, BASE_TIMESTAMP + 1000, {"type": "post", "text": "hi"})
+    hash_before_timestamp = {
+        key: fields_of(m2)[key]
+        for key in ("previous", "author", "sequence", "hash", "timestamp", "content")
+    }
+    signature_before_content = {
+        key: m2[key]
+        for key in ("previous", "author", "sequence", "timestamp", "hash", "signature", "content")
+    }
+    bob_first = create_message(
+        bob, message_id(m1), 2, BASE_TIMESTAMP + 1000, {"type": "post", "text": "hi"}
+    )
     sig_b64 = m2["signature"].removesuffix(".sig.ed25519")
     # 64 bytes end in one byte: two characters and "==". The second character
     # holds 2 bits of it and 4 padding bits, which canonical base64 leaves
@@ -403,77 +521,206 @@ def feed_document() -> dict:
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
     last = alphabet.index(sig_b64[-3])
     non_canonical_signature = sig_b64[:-3] + alphabet[last | 0x01] + "==.sig.ed25519"
-    oversized = create_message(alice, message_id(m1), 2, BASE_TIMESTAMP + 1000,
-                               {"type": "post", "text": "x" * 8200})
+    oversized = create_message(
+        alice, message_id(m1), 2, BASE_TIMESTAMP + 1000, {"type": "post", "text": "x" * 8200}
+    )
     unsafe_integer = dict(fields_of(m2), content={"type": "post", "count": 2**53 + 1})
     # canonical_json prints 2^53+1 as JS does, rounded to 2^53; the careless
     # author signs the exact digits.
-    unsafe_integer_text = canonical_json(unsafe_integer).replace(f'"count": {2**53}', f'"count": {2**53 + 1}')
+    unsafe_integer_text = canonical_json(unsafe_integer).replace(
+        f'"count": {2**53}', f'"count": {2**53 + 1}'
+    )
 
     invalid = [
-        invalid_vector("bad-signature", "chain-2 with one bit of its signature flipped.",
-                       flip_signature_bit(m2), m1, "signature"),
-        invalid_vector("signed-by-another-key", "Alice's message signed with Bob's key.",
-                       sign_fields(bob, fields_of(m2)), m1, "signature"),
-        invalid_vector("signature-not-canonical-base64",
-                       "Signature base64 with non-zero padding bits (same bytes, non-canonical text).",
-                       {**m2, "signature": non_canonical_signature}, m1, "signature"),
-        invalid_vector("wrong-previous", "Sequence 2 whose previous is not the id of message 1.",
-                       resigned(m2, previous=fake_message_id("feed/not-a-message")), m1, "previous"),
-        invalid_vector("first-message-with-previous", "Sequence 1 with a non-null previous.",
-                       resigned(m1, previous=fake_message_id("feed/not-a-message")), None, "previous"),
-        invalid_vector("wrong-sequence", "Sequence 3 straight after message 1.",
-                       resigned(m2, sequence=3), m1, "sequence"),
-        invalid_vector("first-message-sequence-2", "A first message (previous null) with sequence 2.",
-                       resigned(m1, sequence=2), None, "sequence"),
-        invalid_vector("sequence-not-integer", "Sequence 2.5.",
-                       resigned(m2, sequence=2.5), m1, "sequence"),
-        invalid_vector("wrong-hash-name", "hash is sha512 instead of sha256.",
-                       resigned(m2, hash="sha512"), m1, "hash"),
-        invalid_vector("extra-field", "An eighth field before the signature.",
-                       sign_fields(alice, {**fields_of(m2), "extra": 1}), m1, "fields"),
-        invalid_vector("missing-field", "No timestamp field.",
-                       sign_fields(alice, without_timestamp), m1, "fields"),
-        invalid_vector("misordered-fields", "hash before timestamp.",
-                       sign_fields(alice, hash_before_timestamp), m1, "fields"),
-        invalid_vector("signature-not-last", "The signature field before content.",
-                       signature_before_content, m1, "fields"),
-        invalid_vector("signed-with-4-space-indent",
-                       "Signed over JSON.stringify(msg, null, 4), which does not match the canonical form.",
-                       sign_text(alice, fields_of(m2), json_stringify(fields_of(m2), 4)), m1, "format"),
-        invalid_vector("signed-compact-json",
-                       "Signed over compact JSON (as the message travels in RPC) instead of the canonical form.",
-                       sign_text(alice, fields_of(m2), json_stringify(fields_of(m2))), m1, "format"),
-        invalid_vector("content-type-too-short", "content.type \"ab\" (2 code units).",
-                       resigned(m2, content={"type": "ab", "text": "short"}), m1, "content"),
-        invalid_vector("content-type-too-long", "content.type of 53 code units.",
-                       resigned(m2, content={"type": "t" * 53}), m1, "content"),
-        invalid_vector("content-type-utf16-too-long",
-                       "content.type of 27 emoji: 27 code points, but 54 UTF-16 code units.",
-                       resigned(m2, content={"type": "\U0001f30d" * 27}), m1, "content"),
-        invalid_vector("content-type-missing", "content without type.",
-                       resigned(m2, content={"text": "untyped"}), m1, "content"),
-        invalid_vector("content-not-object", "content is a number.",
-                       resigned(m2, content=42), m1, "content"),
-        invalid_vector("content-string-not-box", "content is a plain string, not <base64>.box.",
-                       resigned(m2, content="hello"), m1, "content"),
-        invalid_vector("invalid-author", "author is not @<base64 of 32 bytes>.ed25519.",
-                       resigned(m1, author="@not-a-key.ed25519"), None, "author"),
-        invalid_vector("author-differs-from-previous", "Bob's message claiming to follow Alice's message 1.",
-                       bob_first, m1, "author"),
-        invalid_vector("timestamp-not-number", "A first message whose timestamp is a string.",
-                       resigned(m1, timestamp="2023-11-14"), None, "timestamp"),
-        invalid_vector("unsafe-integer",
-                       "content holds 2^53+1, signed over those exact digits; JSON.parse rounds it to 2^53, "
-                       "so no JS peer can check the signature.",
-                       sign_text(alice, unsafe_integer, unsafe_integer_text), m1, "format"),
-        invalid_vector("oversized", "Canonical JSON over 8192 UTF-16 code units (ssb-validate's limit).",
-                       oversized, m1, "size"),
-        invalid_vector("text-not-json", "Message text (a string) cut off in the middle.",
-                       json_stringify(m2)[:40], m1, "json"),
-        invalid_vector("text-nan-timestamp", "Message text with NaN, which JSON does not have.",
-                       json_stringify(m2).replace(f'"timestamp":{m2["timestamp"]}', '"timestamp":NaN'),
-                       m1, "json"),
+        invalid_vector(
+            "bad-signature",
+            "chain-2 with one bit of its signature flipped.",
+            flip_signature_bit(m2),
+            m1,
+            "signature",
+        ),
+        invalid_vector(
+            "signed-by-another-key",
+            "Alice's message signed with Bob's key.",
+            sign_fields(bob, fields_of(m2)),
+            m1,
+            "signature",
+        ),
+        invalid_vector(
+            "signature-not-canonical-base64",
+            "Signature base64 with non-zero padding bits (same bytes, non-canonical text).",
+            {**m2, "signature": non_canonical_signature},
+            m1,
+            "signature",
+        ),
+        invalid_vector(
+            "wrong-previous",
+            "Sequence 2 whose previous is not the id of message 1.",
+            resigned(m2, previous=fake_message_id("feed/not-a-message")),
+            m1,
+            "previous",
+        ),
+        invalid_vector(
+            "first-message-with-previous",
+            "Sequence 1 with a non-null previous.",
+            resigned(m1, previous=fake_message_id("feed/not-a-message")),
+            None,
+            "previous",
+        ),
+        invalid_vector(
+            "wrong-sequence",
+            "Sequence 3 straight after message 1.",
+            resigned(m2, sequence=3),
+            m1,
+            "sequence",
+        ),
+        invalid_vector(
+            "first-message-sequence-2",
+            "A first message (previous null) with sequence 2.",
+            resigned(m1, sequence=2),
+            None,
+            "sequence",
+        ),
+        invalid_vector(
+            "sequence-not-integer", "Sequence 2.5.", resigned(m2, sequence=2.5), m1, "sequence"
+        ),
+        invalid_vector(
+            "wrong-hash-name",
+            "hash is sha512 instead of sha256.",
+            resigned(m2, hash="sha512"),
+            m1,
+            "hash",
+        ),
+        invalid_vector(
+            "extra-field",
+            "An eighth field before the signature.",
+            sign_fields(alice, {**fields_of(m2), "extra": 1}),
+            m1,
+            "fields",
+        ),
+        invalid_vector(
+            "missing-field",
+            "No timestamp field.",
+            sign_fields(alice, without_timestamp),
+            m1,
+            "fields",
+        ),
+        invalid_vector(
+            "misordered-fields",
+            "hash before timestamp.",
+            sign_fields(alice, hash_before_timestamp),
+            m1,
+            "fields",
+        ),
+        invalid_vector(
+            "signature-not-last",
+            "The signature field before content.",
+            signature_before_content,
+            m1,
+            "fields",
+        ),
+        invalid_vector(
+            "signed-with-4-space-indent",
+            "Signed over JSON.stringify(msg, null, 4), which does not match the canonical form.",
+            sign_text(alice, fields_of(m2), json_stringify(fields_of(m2), 4)),
+            m1,
+            "format",
+        ),
+        invalid_vector(
+            "signed-compact-json",
+            "Signed over compact JSON (as the message travels in RPC) instead of the canonical form.",
+            sign_text(alice, fields_of(m2), json_stringify(fields_of(m2))),
+            m1,
+            "format",
+        ),
+        invalid_vector(
+            "content-type-too-short",
+            'content.type "ab" (2 code units).',
+            resigned(m2, content={"type": "ab", "text": "short"}),
+            m1,
+            "content",
+        ),
+        invalid_vector(
+            "content-type-too-long",
+            "content.type of 53 code units.",
+            resigned(m2, content={"type": "t" * 53}),
+            m1,
+            "content",
+        ),
+        invalid_vector(
+            "content-type-utf16-too-long",
+            "content.type of 27 emoji: 27 code points, but 54 UTF-16 code units.",
+            resigned(m2, content={"type": "\U0001f30d" * 27}),
+            m1,
+            "content",
+        ),
+        invalid_vector(
+            "content-type-missing",
+            "content without type.",
+            resigned(m2, content={"text": "untyped"}),
+            m1,
+            "content",
+        ),
+        invalid_vector(
+            "content-not-object", "content is a number.", resigned(m2, content=42), m1, "content"
+        ),
+        invalid_vector(
+            "content-string-not-box",
+            "content is a plain string, not <base64>.box.",
+            resigned(m2, content="hello"),
+            m1,
+            "content",
+        ),
+        invalid_vector(
+            "invalid-author",
+            "author is not @<base64 of 32 bytes>.ed25519.",
+            resigned(m1, author="@not-a-key.ed25519"),
+            None,
+            "author",
+        ),
+        invalid_vector(
+            "author-differs-from-previous",
+            "Bob's message claiming to follow Alice's message 1.",
+            bob_first,
+            m1,
+            "author",
+        ),
+        invalid_vector(
+            "timestamp-not-number",
+            "A first message whose timestamp is a string.",
+            resigned(m1, timestamp="2023-11-14"),
+            None,
+            "timestamp",
+        ),
+        invalid_vector(
+            "unsafe-integer",
+            "content holds 2^53+1, signed over those exact digits; JSON.parse rounds it to 2^53, "
+            "so no JS peer can check the signature.",
+            sign_text(alice, unsafe_integer, unsafe_integer_text),
+            m1,
+            "format",
+        ),
+        invalid_vector(
+            "oversized",
+            "Canonical JSON over 8192 UTF-16 code units (ssb-validate's limit).",
+            oversized,
+            m1,
+            "size",
+        ),
+        invalid_vector(
+            "text-not-json",
+            "Message text (a string) cut off in the middle.",
+            json_stringify(m2)[:40],
+            m1,
+            "json",
+        ),
+        invalid_vector(
+            "text-nan-timestamp",
+            "Message text with NaN, which JSON does not have.",
+            json_stringify(m2).replace(f'"timestamp":{m2["timestamp"]}', '"timestamp":NaN'),
+            m1,
+            "json",
+        ),
     ]
     return {
         "protocol": "ssb",
@@ -490,7 +737,10 @@ def render(document: dict) -> str:
 
 
 def main() -> int:
-    return write_or_check(__doc__.splitlines()[0], lambda: {RPC_PATH: render(rpc_document()), FEED_PATH: render(feed_document())})
+    return write_or_check(
+        __doc__.splitlines()[0],
+        lambda: {RPC_PATH: render(rpc_document()), FEED_PATH: render(feed_document())},
+    )
 
 
 if __name__ == "__main__":

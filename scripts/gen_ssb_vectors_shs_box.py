@@ -286,8 +286,12 @@ def _reply_before_error(
 
 
 def invalid_server_case(
-    session: _HandshakeSession, case_id: str, description: str, input_bytes: bytes,
-    step: str, reason: str,
+    session: _HandshakeSession,
+    case_id: str,
+    description: str,
+    input_bytes: bytes,
+    step: str,
+    reason: str,
 ) -> dict[str, str]:
     machine = shs.ServerHandshake(
         session.network_key, session.server, session.server_ephemeral_secret
@@ -309,8 +313,12 @@ def invalid_server_case(
 
 
 def invalid_client_case(
-    session: _HandshakeSession, case_id: str, description: str, input_bytes: bytes,
-    step: str, reason: str,
+    session: _HandshakeSession,
+    case_id: str,
+    description: str,
+    input_bytes: bytes,
+    step: str,
+    reason: str,
 ) -> dict[str, str]:
     machine = shs.ClientHandshake(
         session.network_key, session.client, session.server.public, session.client_ephemeral_secret
@@ -343,48 +351,98 @@ def shs_invalid_server_cases() -> list[dict[str, str]]:
     )
     replayed = _main_network_session("replay_server_ephemeral_secret")
     cases = [
-        (session, "msg1-hmac-bit-flipped",
-         "Client hello whose hmac has one bit flipped.",
-         flip_bit(session.msg1, 0), "msg1", "hmac mismatch"),
-        (session, "msg1-ephemeral-key-bit-flipped",
-         "Client hello whose ephemeral key has one bit flipped, so the hmac no longer matches.",
-         flip_bit(session.msg1, 40), "msg1", "hmac mismatch"),
-        (session, "msg1-wrong-network-key",
-         "Client hello authenticated with a different network key.",
-         shs.hello(other_network_key, session.client_ephemeral_public), "msg1", "hmac mismatch"),
-        (session, "msg1-low-order-ephemeral-key",
-         "Correctly authenticated client hello whose ephemeral key is the all-zero "
-         "point, which makes every shared secret zero.",
-         shs.hello(session.network_key, bytes(32)), "msg1", "invalid ephemeral key"),
-        (session, "msg3-wrong-network-key",
-         "Valid client hello, then a msg3 boxed and signed under a different network key.",
-         session.msg1 + session.box_msg3(
-             session.client_signature(network_key=other_network_key),
-             network_key=other_network_key),
-         "msg3", "secretbox open failed"),
-        (session, "msg3-wrong-server-key",
-         "The client believes the server has another long-term key, so its a·B "
-         "differs and the server cannot open msg3 (MITM without the server's key).",
-         session.msg1 + session.box_msg3(
-             session.client_signature(server_public=other_keypair.public),
-             shared_secret_aB=other_server_aB),
-         "msg3", "secretbox open failed"),
-        (session, "msg3-ciphertext-bit-flipped",
-         "Honest msg3 with one bit of the ciphertext flipped.",
-         session.msg1 + flip_bit(session.msg3, 50), "msg3", "secretbox open failed"),
-        (session, "msg3-signature-over-wrong-server-key",
-         "msg3 boxed with the right secrets, but the client signed another server key.",
-         session.msg1
-         + session.box_msg3(session.client_signature(server_public=other_keypair.public)),
-         "msg3", "bad signature"),
-        (session, "msg3-signed-by-other-key",
-         "msg3 claims the client's key but the signature was made by another key.",
-         session.msg1 + session.box_msg3(session.client_signature(signer=other_keypair)),
-         "msg3", "bad signature"),
-        (replayed, "msg3-replayed",
-         "msg1 and msg3 recorded from an honest session with this server, replayed to it "
-         "in a new session where it uses a fresh ephemeral key.",
-         session.msg1 + session.msg3, "msg3", "secretbox open failed"),
+        (
+            session,
+            "msg1-hmac-bit-flipped",
+            "Client hello whose hmac has one bit flipped.",
+            flip_bit(session.msg1, 0),
+            "msg1",
+            "hmac mismatch",
+        ),
+        (
+            session,
+            "msg1-ephemeral-key-bit-flipped",
+            "Client hello whose ephemeral key has one bit flipped, so the hmac no longer matches.",
+            flip_bit(session.msg1, 40),
+            "msg1",
+            "hmac mismatch",
+        ),
+        (
+            session,
+            "msg1-wrong-network-key",
+            "Client hello authenticated with a different network key.",
+            shs.hello(other_network_key, session.client_ephemeral_public),
+            "msg1",
+            "hmac mismatch",
+        ),
+        (
+            session,
+            "msg1-low-order-ephemeral-key",
+            "Correctly authenticated client hello whose ephemeral key is the all-zero "
+            "point, which makes every shared secret zero.",
+            shs.hello(session.network_key, bytes(32)),
+            "msg1",
+            "invalid ephemeral key",
+        ),
+        (
+            session,
+            "msg3-wrong-network-key",
+            "Valid client hello, then a msg3 boxed and signed under a different network key.",
+            session.msg1
+            + session.box_msg3(
+                session.client_signature(network_key=other_network_key),
+                network_key=other_network_key,
+            ),
+            "msg3",
+            "secretbox open failed",
+        ),
+        (
+            session,
+            "msg3-wrong-server-key",
+            "The client believes the server has another long-term key, so its a·B "
+            "differs and the server cannot open msg3 (MITM without the server's key).",
+            session.msg1
+            + session.box_msg3(
+                session.client_signature(server_public=other_keypair.public),
+                shared_secret_aB=other_server_aB,
+            ),
+            "msg3",
+            "secretbox open failed",
+        ),
+        (
+            session,
+            "msg3-ciphertext-bit-flipped",
+            "Honest msg3 with one bit of the ciphertext flipped.",
+            session.msg1 + flip_bit(session.msg3, 50),
+            "msg3",
+            "secretbox open failed",
+        ),
+        (
+            session,
+            "msg3-signature-over-wrong-server-key",
+            "msg3 boxed with the right secrets, but the client signed another server key.",
+            session.msg1
+            + session.box_msg3(session.client_signature(server_public=other_keypair.public)),
+            "msg3",
+            "bad signature",
+        ),
+        (
+            session,
+            "msg3-signed-by-other-key",
+            "msg3 claims the client's key but the signature was made by another key.",
+            session.msg1 + session.box_msg3(session.client_signature(signer=other_keypair)),
+            "msg3",
+            "bad signature",
+        ),
+        (
+            replayed,
+            "msg3-replayed",
+            "msg1 and msg3 recorded from an honest session with this server, replayed to it "
+            "in a new session where it uses a fresh ephemeral key.",
+            session.msg1 + session.msg3,
+            "msg3",
+            "secretbox open failed",
+        ),
     ]
     return [invalid_server_case(*case) for case in cases]
 
@@ -394,31 +452,53 @@ def shs_invalid_client_cases() -> list[dict[str, str]]:
     other_network_key = derive("shs/invalid/other_network_key")
     other_keypair = Keypair.from_seed(derive("shs/invalid/other_seed"))
     cases = [
-        ("msg2-hmac-bit-flipped",
-         "Server hello whose hmac has one bit flipped.",
-         flip_bit(session.msg2, 31), "msg2", "hmac mismatch"),
-        ("msg2-wrong-network-key",
-         "Server hello authenticated with a different network key.",
-         shs.hello(other_network_key, session.server_ephemeral_public), "msg2", "hmac mismatch"),
-        ("msg2-low-order-ephemeral-key",
-         "Correctly authenticated server hello whose ephemeral key is the all-zero point.",
-         shs.hello(session.network_key, bytes(32)), "msg2", "invalid ephemeral key"),
-        ("msg4-ciphertext-bit-flipped",
-         "Honest msg4 with one bit of the ciphertext flipped.",
-         session.msg2 + flip_bit(session.box_msg4(session.server_signature()), 20),
-         "msg4", "secretbox open failed"),
-        ("msg4-signed-by-other-key",
-         "msg4 boxed with the right secrets but signed by a key other than the server's.",
-         session.msg2 + session.box_msg4(session.server_signature(signer=other_keypair)),
-         "msg4", "bad signature"),
-        ("msg4-signature-over-wrong-data",
-         "msg4 signed by the server over a different detached_signature_A.",
-         session.msg2 + session.box_msg4(
-             session.server_signature(
-                 detached_signature_A=flip_bit(session.detached_signature_A, 0)
-             )
-         ),
-         "msg4", "bad signature"),
+        (
+            "msg2-hmac-bit-flipped",
+            "Server hello whose hmac has one bit flipped.",
+            flip_bit(session.msg2, 31),
+            "msg2",
+            "hmac mismatch",
+        ),
+        (
+            "msg2-wrong-network-key",
+            "Server hello authenticated with a different network key.",
+            shs.hello(other_network_key, session.server_ephemeral_public),
+            "msg2",
+            "hmac mismatch",
+        ),
+        (
+            "msg2-low-order-ephemeral-key",
+            "Correctly authenticated server hello whose ephemeral key is the all-zero point.",
+            shs.hello(session.network_key, bytes(32)),
+            "msg2",
+            "invalid ephemeral key",
+        ),
+        (
+            "msg4-ciphertext-bit-flipped",
+            "Honest msg4 with one bit of the ciphertext flipped.",
+            session.msg2 + flip_bit(session.box_msg4(session.server_signature()), 20),
+            "msg4",
+            "secretbox open failed",
+        ),
+        (
+            "msg4-signed-by-other-key",
+            "msg4 boxed with the right secrets but signed by a key other than the server's.",
+            session.msg2 + session.box_msg4(session.server_signature(signer=other_keypair)),
+            "msg4",
+            "bad signature",
+        ),
+        (
+            "msg4-signature-over-wrong-data",
+            "msg4 signed by the server over a different detached_signature_A.",
+            session.msg2
+            + session.box_msg4(
+                session.server_signature(
+                    detached_signature_A=flip_bit(session.detached_signature_A, 0)
+                )
+            ),
+            "msg4",
+            "bad signature",
+        ),
     ]
     return [invalid_client_case(session, *case) for case in cases]
 
@@ -475,47 +555,71 @@ def boxstream_vectors() -> list[dict[str, object]]:
 
     return [
         boxstream_vector(
-            "single-small-body", "One short body, then goodbye.",
-            nonce("single-small-body"), [b"hello, box stream"], True,
+            "single-small-body",
+            "One short body, then goodbye.",
+            nonce("single-small-body"),
+            [b"hello, box stream"],
+            True,
         ),
         boxstream_vector(
-            "several-bodies", "Bodies of 1, 100 and 4095 bytes, then goodbye.",
+            "several-bodies",
+            "Bodies of 1, 100 and 4095 bytes, then goodbye.",
             nonce("several-bodies"),
             [derive_bytes(f"boxstream/several-bodies/{size}", size) for size in (1, 100, 4095)],
             True,
         ),
         boxstream_vector(
-            "max-body", "One body of exactly 4096 bytes, the largest allowed, then goodbye.",
-            nonce("max-body"), [derive_bytes("boxstream/max-body", 4096)], True,
+            "max-body",
+            "One body of exactly 4096 bytes, the largest allowed, then goodbye.",
+            nonce("max-body"),
+            [derive_bytes("boxstream/max-body", 4096)],
+            True,
         ),
         boxstream_vector(
-            "split-5000", "A 5000-byte write, sent as a 4096-byte box and a 904-byte box.",
-            nonce("split-5000"), [derive_bytes("boxstream/split-5000", 5000)], True,
+            "split-5000",
+            "A 5000-byte write, sent as a 4096-byte box and a 904-byte box.",
+            nonce("split-5000"),
+            [derive_bytes("boxstream/split-5000", 5000)],
+            True,
         ),
         boxstream_vector(
-            "goodbye-only", "An empty stream: just the goodbye header.",
-            nonce("goodbye-only"), [], True,
+            "goodbye-only",
+            "An empty stream: just the goodbye header.",
+            nonce("goodbye-only"),
+            [],
+            True,
         ),
         boxstream_vector(
             "nonce-wrap",
             "Starting nonce 0xff..ff: the first body uses 00..00 and the nonce keeps "
             "counting from there (wrap modulo 2^192).",
-            b"\xff" * 24, [b"before wrap", b"after wrap"], True,
+            b"\xff" * 24,
+            [b"before wrap", b"after wrap"],
+            True,
         ),
         boxstream_vector(
             "nonce-carry",
             "Starting nonce ending in 00ffff, so incrementing carries across bytes.",
-            bytes(21) + b"\x00\xff\xff", [b"first", b"second"], True,
+            bytes(21) + b"\x00\xff\xff",
+            [b"first", b"second"],
+            True,
         ),
         boxstream_vector(
-            "no-goodbye", "One body and no goodbye: a stream cut off cleanly between boxes.",
-            nonce("no-goodbye"), [b"unfinished"], False,
+            "no-goodbye",
+            "One body and no goodbye: a stream cut off cleanly between boxes.",
+            nonce("no-goodbye"),
+            [b"unfinished"],
+            False,
         ),
     ]
 
 
 def boxstream_invalid_case(
-    case_id: str, description: str, key: bytes, nonce: bytes, wire: bytes,
+    case_id: str,
+    description: str,
+    key: bytes,
+    nonce: bytes,
+    wire: bytes,
     reason: str,
 ) -> dict[str, object]:
     try:
@@ -551,28 +655,65 @@ def boxstream_invalid_cases() -> list[dict[str, object]]:
     second_box = box(second_body, second_nonce)
     goodbye_after_first = seal_goodbye(key, second_nonce)
     cases = [
-        ("tampered-header", "One bit of the first header flipped.",
-         flip_bit(first_box, 20), "header authentication failed"),
-        ("tampered-body", "One bit of the first body ciphertext flipped.",
-         flip_bit(first_box, HEADER_SIZE + 3), "body authentication failed"),
-        ("tampered-second-header", "A valid box, then a box whose header has one bit flipped.",
-         first_box + flip_bit(second_box, 0), "header authentication failed"),
-        ("declared-length-4097",
-         "A header correctly sealed with the stream key declaring a 4097-byte body.",
-         box(derive_bytes("boxstream/invalid/4097", 4097), nonce), "body length exceeds 4096"),
-        ("wrong-key", "A box sealed with a different key.",
-         box(first_body, nonce, other_key), "header authentication failed"),
-        ("boxes-reordered", "The second box sent before the first (nonce mismatch).",
-         second_box + first_box, "header authentication failed"),
-        ("tampered-goodbye", "A valid box, then a goodbye header with one bit flipped.",
-         first_box + flip_bit(goodbye_after_first, 33), "header authentication failed"),
-        ("data-after-goodbye", "A valid box, the goodbye, then one more byte.",
-         first_box + goodbye_after_first + b"\x00", "data after goodbye"),
-        ("box-after-goodbye", "The goodbye, then a box correctly sealed with the next nonce.",
-         seal_goodbye(key, nonce) + box(first_body, increment_nonce(nonce)), "data after goodbye"),
+        (
+            "tampered-header",
+            "One bit of the first header flipped.",
+            flip_bit(first_box, 20),
+            "header authentication failed",
+        ),
+        (
+            "tampered-body",
+            "One bit of the first body ciphertext flipped.",
+            flip_bit(first_box, HEADER_SIZE + 3),
+            "body authentication failed",
+        ),
+        (
+            "tampered-second-header",
+            "A valid box, then a box whose header has one bit flipped.",
+            first_box + flip_bit(second_box, 0),
+            "header authentication failed",
+        ),
+        (
+            "declared-length-4097",
+            "A header correctly sealed with the stream key declaring a 4097-byte body.",
+            box(derive_bytes("boxstream/invalid/4097", 4097), nonce),
+            "body length exceeds 4096",
+        ),
+        (
+            "wrong-key",
+            "A box sealed with a different key.",
+            box(first_body, nonce, other_key),
+            "header authentication failed",
+        ),
+        (
+            "boxes-reordered",
+            "The second box sent before the first (nonce mismatch).",
+            second_box + first_box,
+            "header authentication failed",
+        ),
+        (
+            "tampered-goodbye",
+            "A valid box, then a goodbye header with one bit flipped.",
+            first_box + flip_bit(goodbye_after_first, 33),
+            "header authentication failed",
+        ),
+        (
+            "data-after-goodbye",
+            "A valid box, the goodbye, then one more byte.",
+            first_box + goodbye_after_first + b"\x00",
+            "data after goodbye",
+        ),
+        (
+            "box-after-goodbye",
+            "The goodbye, then a box correctly sealed with the next nonce.",
+            seal_goodbye(key, nonce) + box(first_body, increment_nonce(nonce)),
+            "data after goodbye",
+        ),
     ]
-    return [boxstream_invalid_case(case_id, description, key, nonce, wire, reason)
-            for case_id, description, wire, reason in cases]
+    return [
+        boxstream_invalid_case(case_id, description, key, nonce, wire, reason)
+        for case_id, description, wire, reason in cases
+    ]
 
 
 def boxstream_document() -> dict[str, object]:
@@ -590,7 +731,10 @@ def render(document: dict[str, object]) -> str:
 
 
 def main() -> int:
-    return write_or_check(__doc__.splitlines()[0], lambda: {SHS_PATH: render(shs_document()), BOXSTREAM_PATH: render(boxstream_document())})
+    return write_or_check(
+        __doc__.splitlines()[0],
+        lambda: {SHS_PATH: render(shs_document()), BOXSTREAM_PATH: render(boxstream_document())},
+    )
 
 
 if __name__ == "__main__":

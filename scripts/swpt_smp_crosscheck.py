@@ -41,13 +41,22 @@ VALIDATE = REPO / "interop" / "stomp" / "swpt" / "smp_validate.py"
 
 
 def run_swpt(python: Path, vectors: list[dict]) -> dict[str, dict]:
-    lines = "".join(json.dumps({k: v[k] for k in ("id", "type", "body", "body_hex") if k in v}) + "\n"
-                    for v in vectors)
-    done = subprocess.run([str(python), str(VALIDATE)], input=lines.encode("utf-8"), capture_output=True,
-                          timeout=300, check=False)
+    lines = "".join(
+        json.dumps({k: v[k] for k in ("id", "type", "body", "body_hex") if k in v}) + "\n"
+        for v in vectors
+    )
+    done = subprocess.run(
+        [str(python), str(VALIDATE)],
+        input=lines.encode("utf-8"),
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
     if done.returncode != 0:
-        raise SystemExit(f"swpt_smp_crosscheck: {VALIDATE.name} failed ({done.returncode}): "
-                         f"{done.stderr.decode('utf-8', 'replace')[-2000:]}")
+        raise SystemExit(
+            f"swpt_smp_crosscheck: {VALIDATE.name} failed ({done.returncode}): "
+            f"{done.stderr.decode('utf-8', 'replace')[-2000:]}"
+        )
     results = {}
     for line in done.stdout.decode("utf-8").splitlines():
         if line.strip():
@@ -78,33 +87,49 @@ def compare(data: dict, results: dict[str, dict]) -> dict:
             mark = vector.get("swpt_divergence")
             if kind == "valid":
                 if does != "accepts":
-                    unexplained.append(f"{vector['id']} (valid): swpt_stomp {does} it: {got['error']}")
+                    unexplained.append(
+                        f"{vector['id']} (valid): swpt_stomp {does} it: {got['error']}"
+                    )
                 continue
             if mark is None:
                 if does == "accepts":
-                    unexplained.append(f"{vector['id']} (invalid: {vector['field']} {vector['reason']}): "
-                                       "swpt_stomp accepts it, and the vector has no swpt_divergence")
+                    unexplained.append(
+                        f"{vector['id']} (invalid: {vector['field']} {vector['reason']}): "
+                        "swpt_stomp accepts it, and the vector has no swpt_divergence"
+                    )
                 elif does == "crashes":
-                    unexplained.append(f"{vector['id']} (invalid): swpt_stomp refuses it by a crash: {got['error']}")
+                    unexplained.append(
+                        f"{vector['id']} (invalid): swpt_stomp refuses it by a crash: {got['error']}"
+                    )
                 continue
             want = expected_from_mark(mark)
             if does != want:
-                unexplained.append(f"{vector['id']}: swpt_divergence says swpt_stomp {want} it, but it {does} it"
-                                   f"{': ' + got['error'] if got['error'] else ''}")
+                unexplained.append(
+                    f"{vector['id']}: swpt_divergence says swpt_stomp {want} it, but it {does} it"
+                    f"{': ' + got['error'] if got['error'] else ''}"
+                )
                 continue
-            what = {"accepts": "accepts it", "crashes": "refuses it by an exception other than its validation error"}
+            what = {
+                "accepts": "accepts it",
+                "crashes": "refuses it by an exception other than its validation error",
+            }
             explained[f"swpt_stomp {what[does]}: {mark}"].append(vector["id"])
     return {"counts": counts, "explained": dict(explained), "unexplained": unexplained}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--swpt-python", default=str(SWPT_PYTHON), help="the Python of swpt_stomp's venv")
+    parser.add_argument(
+        "--swpt-python", default=str(SWPT_PYTHON), help="the Python of swpt_stomp's venv"
+    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     args = parser.parse_args(argv)
     python = Path(args.swpt_python)
     if not python.exists():
-        print(f"swpt_smp_crosscheck: {python} not found: run scripts/install-swpt-stomp.sh", file=sys.stderr)
+        print(
+            f"swpt_smp_crosscheck: {python} not found: run scripts/install-swpt-stomp.sh",
+            file=sys.stderr,
+        )
         return 2
     data = json.loads(VECTORS.read_text("utf-8"))
     report = compare(data, run_swpt(python, data["valid"] + data["invalid"]))
@@ -112,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=1, sort_keys=True))
     else:
         c = report["counts"]
-        print(f"{c['valid']} valid and {c['invalid']} invalid vectors through swpt_stomp's parse_message_body")
+        print(
+            f"{c['valid']} valid and {c['invalid']} invalid vectors through swpt_stomp's parse_message_body"
+        )
         for what, ids in sorted(report["explained"].items(), key=lambda item: -len(item[1])):
             print(f"\n{len(ids)} vector(s), {what}")
             for vector_id in ids:

@@ -67,10 +67,19 @@ def load(path: Path) -> dict[str, dict]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise SystemExit(f"{path}:{number}: not a JSON line ({exc})") from None
-        test = tests.setdefault(record["nodeid"], {
-            "setup": 0.0, "call": 0.0, "teardown": 0.0, "cpu": 0.0, "children_cpu": 0.0,
-            "fixture_cpu": 0.0, "fixtures": record.get("fixtures", []), "markers": record.get("markers", []),
-        })
+        test = tests.setdefault(
+            record["nodeid"],
+            {
+                "setup": 0.0,
+                "call": 0.0,
+                "teardown": 0.0,
+                "cpu": 0.0,
+                "children_cpu": 0.0,
+                "fixture_cpu": 0.0,
+                "fixtures": record.get("fixtures", []),
+                "markers": record.get("markers", []),
+            },
+        )
         phase = record["phase"]
         test[phase] += record["wall"]
         test["cpu"] += record["cpu"]
@@ -102,10 +111,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("file", type=Path)
     parser.add_argument("--top", type=int, default=25, help="slowest tests to list (default 25)")
-    parser.add_argument("--wall", type=float, default=None,
-                        help="the run's wall time in seconds, printed beside the sums")
-    parser.add_argument("--write-durations", type=Path, default=None, metavar="PATH",
-                        help="also write {node id: seconds} of the tests taking at least --min-seconds")
+    parser.add_argument(
+        "--wall",
+        type=float,
+        default=None,
+        help="the run's wall time in seconds, printed beside the sums",
+    )
+    parser.add_argument(
+        "--write-durations",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also write {node id: seconds} of the tests taking at least --min-seconds",
+    )
     parser.add_argument("--min-seconds", type=float, default=2.0)
     args = parser.parse_args(argv)
     if not args.file.is_file():
@@ -133,16 +151,24 @@ def main(argv: list[str] | None = None) -> int:
 
     out = []
     if args.wall is not None:
-        out.append(f"Run wall time: {fmt(args.wall)} s for {int(total['tests'])} tests "
-                   f"({fmt(total['wall'])} s summed over tests).\n")
-    out.append("| directory | tests | wall (s) | CPU, pytest (s) | CPU, children (s) "
-               "| fixture start/stop wait (s) | waiting in test (s) |")
+        out.append(
+            f"Run wall time: {fmt(args.wall)} s for {int(total['tests'])} tests "
+            f"({fmt(total['wall'])} s summed over tests).\n"
+        )
+    out.append(
+        "| directory | tests | wall (s) | CPU, pytest (s) | CPU, children (s) "
+        "| fixture start/stop wait (s) | waiting in test (s) |"
+    )
     out.append("|---|---:|---:|---:|---:|---:|---:|")
     for name, row in sorted(rows.items(), key=lambda item: -item[1]["wall"]):
-        out.append(f"| {name} | {int(row['tests'])} | {fmt(row['wall'])} | {fmt(row['cpu'])} "
-                   f"| {fmt(row['children_cpu'])} | {fmt(row['start'])} | {fmt(row['wait'])} |")
-    out.append(f"| **all** | {int(total['tests'])} | {fmt(total['wall'])} | {fmt(total['cpu'])} "
-               f"| {fmt(total['children_cpu'])} | {fmt(total['start'])} | {fmt(total['wait'])} |")
+        out.append(
+            f"| {name} | {int(row['tests'])} | {fmt(row['wall'])} | {fmt(row['cpu'])} "
+            f"| {fmt(row['children_cpu'])} | {fmt(row['start'])} | {fmt(row['wait'])} |"
+        )
+    out.append(
+        f"| **all** | {int(total['tests'])} | {fmt(total['wall'])} | {fmt(total['cpu'])} "
+        f"| {fmt(total['children_cpu'])} | {fmt(total['start'])} | {fmt(total['wait'])} |"
+    )
     out.append("")
     out.append("| fixture start/stop, by what was started | wait (s) |")
     out.append("|---|---:|")
@@ -153,15 +179,22 @@ def main(argv: list[str] | None = None) -> int:
     out.append("| test | wall (s) | CPU (s) | waiting (s) |")
     out.append("|---|---:|---:|---:|")
     ranked = sorted(tests.items(), key=lambda item: -split(item[1])["wall"])
-    for nodeid, test in ranked[:args.top]:
+    for nodeid, test in ranked[: args.top]:
         parts = split(test)
-        out.append(f"| `{nodeid}` | {parts['wall']:.1f} | {parts['cpu'] + parts['children_cpu']:.1f} "
-                   f"| {parts['start'] + parts['wait']:.1f} |")
+        out.append(
+            f"| `{nodeid}` | {parts['wall']:.1f} | {parts['cpu'] + parts['children_cpu']:.1f} "
+            f"| {parts['start'] + parts['wait']:.1f} |"
+        )
     print("\n".join(out))
     if args.write_durations is not None:
-        durations = {nodeid: round(split(test)["wall"], 1) for nodeid, test in sorted(tests.items())
-                     if split(test)["wall"] >= args.min_seconds}
-        args.write_durations.write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        durations = {
+            nodeid: round(split(test)["wall"], 1)
+            for nodeid, test in sorted(tests.items())
+            if split(test)["wall"] >= args.min_seconds
+        }
+        args.write_durations.write_text(
+            json.dumps(durations, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
     return 0
 
 

@@ -71,7 +71,9 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "harness/test_certify.py::test_each_broken_node_fails_the_rule_it_breaks": ("full",),
     # certify + mutation + interop end to end (53 s, the fast tier's longest);
     # the cross-check's logic keeps its unit tests in the fast tier.
-    "harness/test_crosscheck.py::test_interop_writes_the_cross_check_with_real_certifications": ("full",),
+    "harness/test_crosscheck.py::test_interop_writes_the_cross_check_with_real_certifications": (
+        "full",
+    ),
     # Every reference node through each impairment profile that must change
     # no verdict: 20 certifications (docs/impairment.md).
     "harness/test_impair.py::test_reference_verdicts_hold_under_impairment": ("full",),
@@ -105,7 +107,11 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
     for name in info.names_closure:
         for fixturedef in info.name2fixturedefs.get(name, ()):
             code = getattr(fixturedef.func, "__code__", None)
-            if fixturedef.scope == "function" or code is None or TESTS not in Path(code.co_filename).parents:
+            if (
+                fixturedef.scope == "function"
+                or code is None
+                or TESTS not in Path(code.co_filename).parents
+            ):
                 continue
             if fixturedef.scope == "session":
                 sessions.add(f"{fixturedef.baseid}::{name}")
@@ -115,17 +121,31 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
 
 
 TIERS = ("fast", "full", "containers", "nightly")
-NOT_FAST = ("spark", "containers", "node_interop", "report_ui", "rabbitmq", "ocaml", "swpt", "activemq",
-            "nightly_workflow", "full")
+NOT_FAST = (
+    "spark",
+    "containers",
+    "node_interop",
+    "report_ui",
+    "rabbitmq",
+    "ocaml",
+    "swpt",
+    "activemq",
+    "nightly_workflow",
+    "full",
+)
 """Marks that keep a test out of the fast tier."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--tier", choices=TIERS, default=None,
-                     help="run one tier of the test suite (docs/testing.md): fast = no test marked "
-                          f"{', '.join(NOT_FAST)}; containers = only the container tier; full = all; "
-                          "nightly = the Hypothesis property tests with the nightly profile (10,000 examples "
-                          "each). Default: every collected test.")
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default=None,
+        help="run one tier of the test suite (docs/testing.md): fast = no test marked "
+        f"{', '.join(NOT_FAST)}; containers = only the container tier; full = all; "
+        "nightly = the Hypothesis property tests with the nightly profile (10,000 examples "
+        "each). Default: every collected test.",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -139,12 +159,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
     tier = config.getoption("--tier")
     if tier in ("fast", "containers", "nightly"):
+
         def wanted(item: pytest.Item) -> bool:
             marks = {mark.name for mark in item.iter_markers()}
             if tier == "nightly":
                 # The property tests (Hypothesis marks what it wraps).
                 return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
             return not marks & set(NOT_FAST) if tier == "fast" else "containers" in marks
+
         keep = [item for item in items if wanted(item)]
         dropped = [item for item in items if not wanted(item)]
         if dropped:
@@ -167,22 +189,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         def length(item: pytest.Item) -> float:
             group = group_of[id(item)]
             return longest[group] if group is not None else durations.get(item.nodeid, 0.0)
+
         items.sort(key=lambda item: -length(item))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--tier") == "nightly" and os.environ.get("HYPOTHESIS_PROFILE") != "nightly":
+    if (
+        config.getoption("--tier") == "nightly"
+        and os.environ.get("HYPOTHESIS_PROFILE") != "nightly"
+    ):
         # Before any test module is imported: tests/fuzz_budget.py reads it then.
         os.environ["HYPOTHESIS_PROFILE"] = "nightly"
         settings.load_profile("nightly")
-    for name, about in (("spark", "needs a JVM (PySpark): tests/aggregate"),
-                        ("rabbitmq", "needs Debian's rabbitmq-server (scripts/install-rabbitmq.sh)"),
-                        ("ocaml", "needs OCaml with bin_prot (scripts/install-ocaml.sh)"),
-                        ("activemq", "needs Debian's activemq and Java 17 (scripts/install-activemq.sh)"),
-                        ("swpt", "needs swpt_stomp and RabbitMQ (scripts/install-swpt-stomp.sh, "
-                                 "scripts/install-rabbitmq.sh)"),
-                        ("nightly_workflow", "lints the nightly workflow (actionlint) and runs its steps"),
-                        ("full", "too long for the fast tier's 3 minutes: full tier only")):
+    for name, about in (
+        ("spark", "needs a JVM (PySpark): tests/aggregate"),
+        ("rabbitmq", "needs Debian's rabbitmq-server (scripts/install-rabbitmq.sh)"),
+        ("ocaml", "needs OCaml with bin_prot (scripts/install-ocaml.sh)"),
+        ("activemq", "needs Debian's activemq and Java 17 (scripts/install-activemq.sh)"),
+        (
+            "swpt",
+            "needs swpt_stomp and RabbitMQ (scripts/install-swpt-stomp.sh, "
+            "scripts/install-rabbitmq.sh)",
+        ),
+        ("nightly_workflow", "lints the nightly workflow (actionlint) and runs its steps"),
+        ("full", "too long for the fast tier's 3 minutes: full tier only"),
+    ):
         config.addinivalue_line("markers", f"{name}: {about}")
 
 
@@ -202,7 +233,10 @@ for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
 # every process started from it: the CLI never saw the Ctrl-C and ran to
 # its end (exit 0; pytest exit 0 instead of 2). Give it back its default
 # here, so that the processes the tests start have it too.
-if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+if (
+    signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    and threading.current_thread() is threading.main_thread()
+):
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 

@@ -11,7 +11,9 @@ OFFERED_CHUNKS = 160
 """10 MiB offered after the hostile prefix, unless the core gives up first."""
 
 
-def peak_while_offering(receive: Callable[[bytes], object], prefix: bytes, done: Callable[[], bool]) -> int:
+def peak_while_offering(
+    receive: Callable[[bytes], object], prefix: bytes, done: Callable[[], bool]
+) -> int:
     """Feed ``prefix`` then up to 10 MiB to ``receive`` until ``done()``;
     return the peak bytes allocated meanwhile (tracemalloc)."""
     tracemalloc.start()

@@ -80,7 +80,9 @@ def _phase(item: pytest.Item, phase: str):
         "phase": phase,
         "wall": round(time.monotonic() - wall0, 4),
         "cpu": round(own1 - own0, 4),
-        "children_cpu": round(children1 - children0 + max(0.0, _descendants_delta(live0, live1)), 4),
+        "children_cpu": round(
+            children1 - children0 + max(0.0, _descendants_delta(live0, live1)), 4
+        ),
         "fixtures": sorted(getattr(item, "fixturenames", ())),
         "markers": sorted({mark.name for mark in item.iter_markers()}),
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),

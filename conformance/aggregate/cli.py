@@ -48,51 +48,89 @@ def _positive(text: str) -> int:
 
 
 def _spark_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--master", default=None,
-                        help="Spark master: local[*] (default) or spark://HOST:PORT of a standalone cluster "
-                             "(scripts/spark-standalone.sh start prints one)")
-    parser.add_argument("--driver-memory", default=DRIVER_MEMORY,
-                        help=f"Spark driver heap (default {DRIVER_MEMORY}: with the JVM's own memory, the "
-                             "driver process stays within 1.6 GiB)")
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master: local[*] (default) or spark://HOST:PORT of a standalone cluster "
+        "(scripts/spark-standalone.sh start prints one)",
+    )
+    parser.add_argument(
+        "--driver-memory",
+        default=DRIVER_MEMORY,
+        help=f"Spark driver heap (default {DRIVER_MEMORY}: with the JVM's own memory, the "
+        "driver process stays within 1.6 GiB)",
+    )
 
 
 def register(subparsers: Any) -> None:
     """Add the ``ingest``, ``compact`` and ``matrix`` subcommands."""
     ingest = subparsers.add_parser(
-        "ingest", help="load runs' results.jsonl into the Parquet dataset (PySpark)",
+        "ingest",
+        help="load runs' results.jsonl into the Parquet dataset (PySpark)",
         description="Load the results.jsonl of runs (finished or not) into a Parquet dataset partitioned "
-                    "by month and protocol. Runs already ingested are recognised by the results file's "
-                    "size and mtime and not read again; a run whose file grew replaces its rows; new rows "
-                    "are added as new files (see `conformance compact`). Malformed lines are counted and "
-                    "reported, never fatal.")
-    ingest.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                        help="a run directory, or a directory of them such as reports/runs")
-    ingest.add_argument("--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)")
+        "by month and protocol. Runs already ingested are recognised by the results file's "
+        "size and mtime and not read again; a run whose file grew replaces its rows; new rows "
+        "are added as new files (see `conformance compact`). Malformed lines are counted and "
+        "reported, never fatal.",
+    )
+    ingest.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="a run directory, or a directory of them such as reports/runs",
+    )
+    ingest.add_argument(
+        "--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)"
+    )
     _spark_args(ingest)
     ingest.set_defaults(func=cmd_ingest)
 
     compact = subparsers.add_parser(
-        "compact", help="rewrite the dataset's small files into one file per partition (same rows)",
+        "compact",
+        help="rewrite the dataset's small files into one file per partition (same rows)",
         description="Each ingest adds its rows as new files in the month/protocol partitions it touches. "
-                    "Compaction rewrites every partition holding --min-files files or more into one file "
-                    "(sorted by run), as a new version with the same rows; readers are never disturbed.")
-    compact.add_argument("--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)")
-    compact.add_argument("--min-files", type=_positive, default=2, metavar="N",
-                         help="compact partitions holding at least N files (default 2)")
+        "Compaction rewrites every partition holding --min-files files or more into one file "
+        "(sorted by run), as a new version with the same rows; readers are never disturbed.",
+    )
+    compact.add_argument(
+        "--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)"
+    )
+    compact.add_argument(
+        "--min-files",
+        type=_positive,
+        default=2,
+        metavar="N",
+        help="compact partitions holding at least N files (default 2)",
+    )
     _spark_args(compact)
     compact.set_defaults(func=cmd_compact)
 
     matrix = subparsers.add_parser(
-        "matrix", help="compatibility matrices (CSV, JSON, HTML) from the dataset",
+        "matrix",
+        help="compatibility matrices (CSV, JSON, HTML) from the dataset",
         description="Compute requirement, certification, interop, flaky and trend matrices over a window "
-                    "of ingested runs; write NAME.csv and NAME.json per matrix and index.html.")
-    matrix.add_argument("--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)")
-    matrix.add_argument("--out", default="reports/matrix", help="output directory (default reports/matrix)")
-    matrix.add_argument("--since", type=_date, default=None, help="first run date, YYYY-MM-DD (inclusive)")
-    matrix.add_argument("--until", type=_date, default=None, help="last run date, YYYY-MM-DD (inclusive)")
-    matrix.add_argument("--last-runs", type=_positive, default=None, metavar="N",
-                        help="only the N most recent runs of each implementation (within --since/--until); "
-                             "picked from the runs table, then only their months are read")
+        "of ingested runs; write NAME.csv and NAME.json per matrix and index.html.",
+    )
+    matrix.add_argument(
+        "--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)"
+    )
+    matrix.add_argument(
+        "--out", default="reports/matrix", help="output directory (default reports/matrix)"
+    )
+    matrix.add_argument(
+        "--since", type=_date, default=None, help="first run date, YYYY-MM-DD (inclusive)"
+    )
+    matrix.add_argument(
+        "--until", type=_date, default=None, help="last run date, YYYY-MM-DD (inclusive)"
+    )
+    matrix.add_argument(
+        "--last-runs",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="only the N most recent runs of each implementation (within --since/--until); "
+        "picked from the runs table, then only their months are read",
+    )
     _spark_args(matrix)
     matrix.set_defaults(func=cmd_matrix)
 
@@ -103,10 +141,14 @@ def _error(message: str) -> None:
 
 def _session(args: argparse.Namespace) -> Any:
     from .spark import get_session
+
     started = time.monotonic()
     spark = get_session(args.master, args.driver_memory)
-    print(f"spark {spark.version} on {spark.sparkContext.master} "
-          f"(driver memory {args.driver_memory}): started in {time.monotonic() - started:.1f} s", flush=True)
+    print(
+        f"spark {spark.version} on {spark.sparkContext.master} "
+        f"(driver memory {args.driver_memory}): started in {time.monotonic() - started:.1f} s",
+        flush=True,
+    )
     return spark
 
 
@@ -121,6 +163,7 @@ def _spark_job(failed: str, job: Callable[[], Any]) -> tuple[int, Any]:
     the first line of the exception."""
     from .ingest import IngestError
     from .spark import SparkUnavailable
+
     try:
         return EXIT_OK, job()
     except IngestError as exc:
@@ -130,7 +173,9 @@ def _spark_job(failed: str, job: Callable[[], Any]) -> tuple[int, Any]:
         _error(str(exc))
         return EXIT_SPARK, None
     except Exception as exc:  # a failed Spark job: keep the first line, not the JVM trace
-        _error(f"{failed}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}")
+        _error(
+            f"{failed}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}"
+        )
         return EXIT_SPARK, None
 
 
@@ -146,8 +191,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if code != EXIT_OK:
         return code
     if report["malformed_lines"]:
-        print(f"note: {report['malformed_lines']} malformed line(s) skipped "
-              f"({report['torn_last_lines']} run(s) end with a torn line); see the ingest report", flush=True)
+        print(
+            f"note: {report['malformed_lines']} malformed line(s) skipped "
+            f"({report['torn_last_lines']} run(s) end with a torn line); see the ingest report",
+            flush=True,
+        )
     return EXIT_OK
 
 
@@ -165,6 +213,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_matrix(args: argparse.Namespace) -> int:
     from .ingest import require_dataset
     from .matrix import Window, run
+
     if args.since and args.until and args.since > args.until:
         _error(f"--since {args.since} is after --until {args.until}")
         return EXIT_USAGE
@@ -180,7 +229,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if code != EXIT_OK:
         return code
     out = Path(args.out)
-    print(f"wrote {len(report['files'])} file(s) to {out}: "
-          + ", ".join(Path(p).name for p in report["files"]), flush=True)
+    print(
+        f"wrote {len(report['files'])} file(s) to {out}: "
+        + ", ".join(Path(p).name for p in report["files"]),
+        flush=True,
+    )
     print(f"open {out / 'index.html'}", flush=True)
     return EXIT_OK

@@ -21,8 +21,13 @@ from .matrix import PAGE_VERSIONS, Matrix, Window
 MAX_NIGHTS = 180
 MAX_LIST = 12
 
-VERDICT_CLASS = {"passed": "v-pass", "failed": "v-fail", "error": "v-err", "blocked": "v-blk",
-                 "not_applicable": "v-na"}
+VERDICT_CLASS = {
+    "passed": "v-pass",
+    "failed": "v-fail",
+    "error": "v-err",
+    "blocked": "v-blk",
+    "not_applicable": "v-na",
+}
 STATUS_CLASS = {"certified": "c-ok", "not certified": "c-fail", "no complete run": "c-none"}
 
 
@@ -70,20 +75,35 @@ th{background:#f4f4f4;font-weight:600} td.num{text-align:right;font-variant-nume
 
 
 def _legend() -> str:
-    verdicts = [("v-pass", "passed (pass rate 100%)"), ("v-passflaky", "latest passed, some runs did not"),
-                ("v-fail", "failed"), ("v-err", "error (no verdict)"),
-                ("v-blk", "blocked (a prerequisite did not pass; not a failure of this rule)"),
-                ("v-na", "not applicable"),
-                ("v-none", "not run")]
-    rates = "".join(f'<span class="sw r{i}" title="pass rate about {i * 10}%"></span>{i * 10}%' if i % 2 == 0
-                    else f'<span class="sw r{i}" title="pass rate about {i * 10}%"></span>' for i in range(11))
-    status = [("c-ok", "certified"), ("c-fail", "not certified"), ("c-none", "no complete run in the window")]
-    return ('<div class="legend"><p><b>Latest verdict:</b>'
-            + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in verdicts)
-            + "</p><p><b>Pass rate</b> (passed / (passed + failed + error + blocked)):" + rates
-            + '<span class="sw r-none"></span>no verdict</p><p><b>Certification:</b>'
-            + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in status)
-            + "</p><p class=note>Hover over any cell for the numbers behind its colour.</p></div>")
+    verdicts = [
+        ("v-pass", "passed (pass rate 100%)"),
+        ("v-passflaky", "latest passed, some runs did not"),
+        ("v-fail", "failed"),
+        ("v-err", "error (no verdict)"),
+        ("v-blk", "blocked (a prerequisite did not pass; not a failure of this rule)"),
+        ("v-na", "not applicable"),
+        ("v-none", "not run"),
+    ]
+    rates = "".join(
+        f'<span class="sw r{i}" title="pass rate about {i * 10}%"></span>{i * 10}%'
+        if i % 2 == 0
+        else f'<span class="sw r{i}" title="pass rate about {i * 10}%"></span>'
+        for i in range(11)
+    )
+    status = [
+        ("c-ok", "certified"),
+        ("c-fail", "not certified"),
+        ("c-none", "no complete run in the window"),
+    ]
+    return (
+        '<div class="legend"><p><b>Latest verdict:</b>'
+        + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in verdicts)
+        + "</p><p><b>Pass rate</b> (passed / (passed + failed + error + blocked)):"
+        + rates
+        + '<span class="sw r-none"></span>no verdict</p><p><b>Certification:</b>'
+        + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in status)
+        + "</p><p class=note>Hover over any cell for the numbers behind its colour.</p></div>"
+    )
 
 
 def _certification(table: Matrix) -> str:
@@ -96,9 +116,14 @@ def _certification(table: Matrix) -> str:
     others: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in table.rows:
         if not r["newest"]:
-            others[(r["implementation"], r["protocol"])].append(f'{r["implementation_version"]}: {r["status"]}')
-    out = ['<table class="grid"><tr><th>implementation</th>'
-           + "".join(f"<th>{escape(p)}</th>" for p in protocols) + "</tr>"]
+            others[(r["implementation"], r["protocol"])].append(
+                f"{r['implementation_version']}: {r['status']}"
+            )
+    out = [
+        '<table class="grid"><tr><th>implementation</th>'
+        + "".join(f"<th>{escape(p)}</th>" for p in protocols)
+        + "</tr>"
+    ]
     for impl in impls:
         out.append(f"<tr><th>{escape(impl)}</th>")
         for proto in protocols:
@@ -106,20 +131,24 @@ def _certification(table: Matrix) -> str:
             if r is None:
                 out.append('<td title="not tested"></td>')
                 continue
-            title = (f'{impl} {r["implementation_version"]} on {proto}: {r["status"]}')
+            title = f"{impl} {r['implementation_version']} on {proto}: {r['status']}"
             if r["run_id"]:
-                title += (f'\nlatest complete run {r["run_id"]} ({r["run_time"]})\nMUST passed {r["must_passed"]}, '
-                          f'failed {r["must_failed"]}, error {r["must_error"]}, blocked {r["must_blocked"]}, '
-                          f'n/a {r["must_not_applicable"]}')
+                title += (
+                    f"\nlatest complete run {r['run_id']} ({r['run_time']})\nMUST passed {r['must_passed']}, "
+                    f"failed {r['must_failed']}, error {r['must_error']}, blocked {r['must_blocked']}, "
+                    f"n/a {r['must_not_applicable']}"
+                )
                 if r["failed_must"]:
                     title += "\nfailed (root causes): " + _list(r["failed_must"])
                 if r["blocked_must"]:
                     title += "\nblocked by them: " + _list(r["blocked_must"])
-            title += f'\nruns in window: {r["runs"]} ({r["complete_runs"]} complete)'
+            title += f"\nruns in window: {r['runs']} ({r['complete_runs']} complete)"
             if others.get((impl, proto)):
                 title += "\nother versions: " + _list(sorted(others[(impl, proto)]))
-            out.append(f'<td class="{STATUS_CLASS[r["status"]]}" title="{_a(title)}">'
-                       f'{escape(r["implementation_version"])}<br><small>{escape(r["status"])}</small></td>')
+            out.append(
+                f'<td class="{STATUS_CLASS[r["status"]]}" title="{_a(title)}">'
+                f"{escape(r['implementation_version'])}<br><small>{escape(r['status'])}</small></td>"
+            )
         out.append("</tr>")
     out.append("</table>")
     return "".join(out)
@@ -136,8 +165,11 @@ def _interop(table: Matrix) -> str:
         clients = sorted({r["client_implementation"] for r in rows})
         servers = sorted({r["server_implementation"] for r in rows})
         cell = {(r["client_implementation"], r["server_implementation"]): r for r in rows}
-        out.append(f"<h3>{escape(proto)}</h3><table class=grid><tr><th>client ↓ / server →</th>"
-                   + "".join(f"<th>{escape(s)}</th>" for s in servers) + "</tr>")
+        out.append(
+            f"<h3>{escape(proto)}</h3><table class=grid><tr><th>client ↓ / server →</th>"
+            + "".join(f"<th>{escape(s)}</th>" for s in servers)
+            + "</tr>"
+        )
         for c in clients:
             out.append(f"<tr><th>{escape(c)}</th>")
             for s in servers:
@@ -145,13 +177,17 @@ def _interop(table: Matrix) -> str:
                 if r is None:
                     out.append('<td title="no records for this pair"></td>')
                     continue
-                title = (f"client {c} × server {s} ({proto})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
-                         f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, n/a {r['not_applicable']} "
-                         f"over {r['runs']} run(s)"
-                         f"\nlatest run {r['latest_run_id']}: {_pct(r['latest_pass_rate'])}")
+                title = (
+                    f"client {c} × server {s} ({proto})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
+                    f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, n/a {r['not_applicable']} "
+                    f"over {r['runs']} run(s)"
+                    f"\nlatest run {r['latest_run_id']}: {_pct(r['latest_pass_rate'])}"
+                )
                 if r["latest_not_passed"]:
                     title += "\nnot passed in it: " + _list(r["latest_not_passed"])
-                out.append(f'<td class="{_rate_class(r["pass_rate"])}" title="{_a(title)}">{_pct(r["pass_rate"])}</td>')
+                out.append(
+                    f'<td class="{_rate_class(r["pass_rate"])}" title="{_a(title)}">{_pct(r["pass_rate"])}</td>'
+                )
             out.append("</tr>")
         out.append("</table>")
     return "".join(out)
@@ -171,32 +207,50 @@ def _requirements(table: Matrix) -> str:
         by_impl[(proto, impl)].append((t, version))
     for (proto, impl), versions in sorted(by_impl.items()):
         columns[proto].extend((impl, v) for _, v in sorted(versions, reverse=True))
-    cell = {(r["protocol"], r["case_id"], r["implementation"], r["implementation_version"]): r for r in table.rows}
+    cell = {
+        (r["protocol"], r["case_id"], r["implementation"], r["implementation_version"]): r
+        for r in table.rows
+    }
     levels = {(r["protocol"], r["case_id"]): r["level"] for r in table.rows}
     out = []
     if len(table.rows) < table.count:
-        out.append(f"<p class=note>Showing the {PAGE_VERSIONS} most recently tested versions of each "
-                   f"implementation ({len(table.rows):,} of {table.count:,} rows); requirements.csv has them "
-                   "all.</p>")
+        out.append(
+            f"<p class=note>Showing the {PAGE_VERSIONS} most recently tested versions of each "
+            f"implementation ({len(table.rows):,} of {table.count:,} rows); requirements.csv has them "
+            "all.</p>"
+        )
     for proto, cols in sorted(columns.items()):
         cases = sorted({case for (p, case) in levels if p == proto})
-        out.append(f'<h3>{escape(proto)}: {len(cases)} requirement(s)</h3><table class="heat"><tr><th></th>'
-                   + "".join(f'<th class=col title="{_a(i + " " + v)}">{escape(i)} {escape(v)}</th>' for i, v in cols)
-                   + "</tr>")
+        out.append(
+            f'<h3>{escape(proto)}: {len(cases)} requirement(s)</h3><table class="heat"><tr><th></th>'
+            + "".join(
+                f'<th class=col title="{_a(i + " " + v)}">{escape(i)} {escape(v)}</th>'
+                for i, v in cols
+            )
+            + "</tr>"
+        )
         for case in cases:
-            out.append(f'<tr><th class=row>{escape(case)} <span class=lvl>{escape(levels[(proto, case)])}</span></th>')
+            out.append(
+                f"<tr><th class=row>{escape(case)} <span class=lvl>{escape(levels[(proto, case)])}</span></th>"
+            )
             for impl, version in cols:
                 r = cell.get((proto, case, impl, version))
                 if r is None:
                     out.append('<td class="cell v-none" title="not run"></td>')
                     continue
                 cls = VERDICT_CLASS.get(r["latest_outcome"], "v-none")
-                if r["latest_outcome"] == "passed" and r["pass_rate"] is not None and r["pass_rate"] < 1:
+                if (
+                    r["latest_outcome"] == "passed"
+                    and r["pass_rate"] is not None
+                    and r["pass_rate"] < 1
+                ):
                     cls = "v-passflaky"
-                title = (f"{impl} {version}\n{case} ({r['level']})\nlatest: {r['latest_outcome']} "
-                         f"({r['latest_time']})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
-                         f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, "
-                         f"n/a {r['not_applicable']} of {r['records']}")
+                title = (
+                    f"{impl} {version}\n{case} ({r['level']})\nlatest: {r['latest_outcome']} "
+                    f"({r['latest_time']})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
+                    f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, "
+                    f"n/a {r['not_applicable']} of {r['records']}"
+                )
                 out.append(f'<td class="cell {cls}" title="{_a(title)}"></td>')
             out.append("</tr>")
         out.append("</table>")
@@ -206,14 +260,27 @@ def _requirements(table: Matrix) -> str:
 def _flaky(table: Matrix) -> str:
     if not table.rows:
         return "<p>No flaky case in this window.</p>"
-    rows = sorted(table.rows, key=lambda r: (abs(r["fail_rate"] - 0.5), -r["records"], r["implementation"],
-                                             r["implementation_version"], r["case_id"], r["peer_implementation"]))
+    rows = sorted(
+        table.rows,
+        key=lambda r: (
+            abs(r["fail_rate"] - 0.5),
+            -r["records"],
+            r["implementation"],
+            r["implementation_version"],
+            r["case_id"],
+            r["peer_implementation"],
+        ),
+    )
     out = []
     if len(rows) < table.count:
-        out.append(f"<p class=note>The {len(rows)} flakiest of {table.count:,} (closest to half failing); "
-                   "flaky.csv has them all.</p>")
-    out.append("<table><tr><th>implementation</th><th>version</th><th>protocol</th><th>case</th><th>peer</th>"
-               "<th>level</th><th>fail rate</th><th>passed</th><th>failed</th><th>error</th><th>latest</th></tr>")
+        out.append(
+            f"<p class=note>The {len(rows)} flakiest of {table.count:,} (closest to half failing); "
+            "flaky.csv has them all.</p>"
+        )
+    out.append(
+        "<table><tr><th>implementation</th><th>version</th><th>protocol</th><th>case</th><th>peer</th>"
+        "<th>level</th><th>fail rate</th><th>passed</th><th>failed</th><th>error</th><th>latest</th></tr>"
+    )
     for r in rows:
         width = int(round(r["fail_rate"] * 60))
         span = f"{r['records']} records between {r['first_time']} and {r['last_time']}"
@@ -224,7 +291,8 @@ def _flaky(table: Matrix) -> str:
             f'<td class=num title="{_a(span)}">'
             f'<span class=bar style="width:{width}px"></span> {_pct(r["fail_rate"])}</td>'
             f"<td class=num>{r['passed']}</td><td class=num>{r['failed']}</td><td class=num>{r['error']}</td>"
-            f"<td class='{VERDICT_CLASS.get(r['latest_outcome'], '')}'>{escape(r['latest_outcome'])}</td></tr>")
+            f"<td class='{VERDICT_CLASS.get(r['latest_outcome'], '')}'>{escape(r['latest_outcome'])}</td></tr>"
+        )
     out.append("</table>")
     return "".join(out)
 
@@ -235,7 +303,9 @@ def _trends(table: Matrix) -> str:
     nights = sorted({r["date"] for r in table.rows})
     out = []
     if len(nights) > MAX_NIGHTS:
-        out.append(f"<p class=note>The last {MAX_NIGHTS} of {len(nights)} nights; trends.csv has them all.</p>")
+        out.append(
+            f"<p class=note>The last {MAX_NIGHTS} of {len(nights)} nights; trends.csv has them all.</p>"
+        )
         nights = nights[-MAX_NIGHTS:]
     index = {d: i for i, d in enumerate(nights)}
     by_impl: dict[str, dict[str, dict]] = defaultdict(dict)
@@ -244,30 +314,56 @@ def _trends(table: Matrix) -> str:
             by_impl[r["implementation"]][r["date"]] = r
     step, height = 5, 28
     width = step * len(nights)
-    out.append(f"<p class=note>Each bar is one night ({escape(nights[0])} to {escape(nights[-1])}): its height is the "
-               "number of passed cases (scaled per implementation), its colour the pass rate.</p><table>")
+    out.append(
+        f"<p class=note>Each bar is one night ({escape(nights[0])} to {escape(nights[-1])}): its height is the "
+        "number of passed cases (scaled per implementation), its colour the pass rate.</p><table>"
+    )
     for impl, days in sorted(by_impl.items()):
         top = max(d["passed"] for d in days.values()) or 1
         bars = []
         for day, r in sorted(days.items()):
             h = max(1, int(round(height * r["passed"] / top)))
             x = index[day] * step
-            title = (f"{impl} {day}: passed {r['passed']}, failed {r['failed']}, error {r['error']}, "
-                     f"blocked {r['blocked']}, n/a {r['not_applicable']} in {r['runs']} run(s); "
-                     f"pass rate {_pct(r['pass_rate'])}")
-            bars.append(f'<rect x="{x}" y="{height - h}" width="{step - 1}" height="{h}" '
-                        f'class="{_rate_class(r["pass_rate"])}"><title>{escape(title)}</title></rect>')
-        out.append(f"<tr><th class=row>{escape(impl)}</th><td><svg xmlns='http://www.w3.org/2000/svg' "
-                   f"width='{width}' height='{height}' role='img' aria-label='{_a(impl)} nightly passes'>"
-                   + "".join(bars) + "</svg></td></tr>")
+            title = (
+                f"{impl} {day}: passed {r['passed']}, failed {r['failed']}, error {r['error']}, "
+                f"blocked {r['blocked']}, n/a {r['not_applicable']} in {r['runs']} run(s); "
+                f"pass rate {_pct(r['pass_rate'])}"
+            )
+            bars.append(
+                f'<rect x="{x}" y="{height - h}" width="{step - 1}" height="{h}" '
+                f'class="{_rate_class(r["pass_rate"])}"><title>{escape(title)}</title></rect>'
+            )
+        out.append(
+            f"<tr><th class=row>{escape(impl)}</th><td><svg xmlns='http://www.w3.org/2000/svg' "
+            f"width='{width}' height='{height}' role='img' aria-label='{_a(impl)} nightly passes'>"
+            + "".join(bars)
+            + "</svg></td></tr>"
+        )
     out.append("</table>")
     return "".join(out)
 
 
-SVG_FILL = "".join(
-    f"svg rect.r{i}{{fill:{c}}}" for i, c in enumerate(
-        ["#b2182b", "#c8372d", "#d6604d", "#e58e68", "#f1b77e", "#f7d98b", "#e6e68a", "#c2df86", "#91cf7f",
-         "#5cb566", "#1a9850"])) + "svg rect.r-none{fill:#ccc}"
+SVG_FILL = (
+    "".join(
+        f"svg rect.r{i}{{fill:{c}}}"
+        for i, c in enumerate(
+            [
+                "#b2182b",
+                "#c8372d",
+                "#d6604d",
+                "#e58e68",
+                "#f1b77e",
+                "#f7d98b",
+                "#e6e68a",
+                "#c2df86",
+                "#91cf7f",
+                "#5cb566",
+                "#1a9850",
+            ]
+        )
+    )
+    + "svg rect.r-none{fill:#ccc}"
+)
 
 
 def _by_network(table: Matrix, *columns: str) -> Matrix:
@@ -277,31 +373,72 @@ def _by_network(table: Matrix, *columns: str) -> Matrix:
     rows = []
     for row in table.rows:
         network = row.get("network") or "clean"
-        rows.append(row if network == "clean" else {**row, **{c: f"{row[c]} [{network}]" for c in columns}})
-    return Matrix(table.name, table.title, table.description, table.columns, table.key, rows, table.count)
+        rows.append(
+            row if network == "clean" else {**row, **{c: f"{row[c]} [{network}]" for c in columns}}
+        )
+    return Matrix(
+        table.name, table.title, table.description, table.columns, table.key, rows, table.count
+    )
 
 
 def render(tables: dict[str, Matrix], window: Window, meta: dict[str, Any]) -> str:
     """The whole page as a string."""
-    tables = {**tables, **{name: _by_network(tables[name], *columns) for name, columns in (
-        ("certification", ("implementation",)), ("requirements", ("implementation",)),
-        ("interop", ("client_implementation", "server_implementation")), ("flaky", ("implementation",)),
-        ("trends", ("implementation",))) if name in tables}}
+    tables = {
+        **tables,
+        **{
+            name: _by_network(tables[name], *columns)
+            for name, columns in (
+                ("certification", ("implementation",)),
+                ("requirements", ("implementation",)),
+                ("interop", ("client_implementation", "server_implementation")),
+                ("flaky", ("implementation",)),
+                ("trends", ("implementation",)),
+            )
+            if name in tables
+        },
+    }
     d = window.describe()
-    window_text = ", ".join(filter(None, [
-        f"since {d['since']}" if d["since"] else "", f"until {d['until']}" if d["until"] else "",
-        f"last {d['last_runs_per_implementation']} run(s) per implementation"
-        if d["last_runs_per_implementation"] else ""])) or "all ingested runs"
+    window_text = (
+        ", ".join(
+            filter(
+                None,
+                [
+                    f"since {d['since']}" if d["since"] else "",
+                    f"until {d['until']}" if d["until"] else "",
+                    f"last {d['last_runs_per_implementation']} run(s) per implementation"
+                    if d["last_runs_per_implementation"]
+                    else "",
+                ],
+            )
+        )
+        or "all ingested runs"
+    )
     generated = meta.get("generated") or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = [
-        ("certification", "Certification: implementation × protocol", _certification(tables["certification"]),
-         "The newest version of each implementation; hover for the failed MUST cases and the other versions."),
-        ("interop", "Interoperability: client × server", _interop(tables["interop"]),
-         "Pass rate of the interop cases for each pair of implementations, by the role each played."),
-        ("requirements", "Requirements: implementation version × case", _requirements(tables["requirements"]),
-         "Colour: the latest verdict; hover for the pass rate over the window."),
-        ("flaky", "Flaky cases", _flaky(tables["flaky"]),
-         "Cases with both outcomes for the same implementation, version and peer."),
+        (
+            "certification",
+            "Certification: implementation × protocol",
+            _certification(tables["certification"]),
+            "The newest version of each implementation; hover for the failed MUST cases and the other versions.",
+        ),
+        (
+            "interop",
+            "Interoperability: client × server",
+            _interop(tables["interop"]),
+            "Pass rate of the interop cases for each pair of implementations, by the role each played.",
+        ),
+        (
+            "requirements",
+            "Requirements: implementation version × case",
+            _requirements(tables["requirements"]),
+            "Colour: the latest verdict; hover for the pass rate over the window.",
+        ),
+        (
+            "flaky",
+            "Flaky cases",
+            _flaky(tables["flaky"]),
+            "Cases with both outcomes for the same implementation, version and peer.",
+        ),
         ("trends", "Trends: passes per night", _trends(tables["trends"]), ""),
     ]
     counts = " · ".join(f"{escape(n)}: {t.count:,} rows" for n, t in tables.items())
@@ -313,7 +450,9 @@ def render(tables: dict[str, Matrix], window: Window, meta: dict[str, Any]) -> s
         f"<p class=meta>Window: {escape(window_text)} · {meta.get('records', 0):,} records · dataset version "
         f"{escape(str(meta.get('dataset_version', '?')))} · generated {escape(generated)}</p>",
         f"<p class=meta>{counts}</p>",
-        "<nav>" + "".join(f'<a href="#{n}">{escape(t.split(":")[0])}</a>' for n, t, _, _ in sections) + "</nav>",
+        "<nav>"
+        + "".join(f'<a href="#{n}">{escape(t.split(":")[0])}</a>' for n, t, _, _ in sections)
+        + "</nav>",
         _legend(),
     ]
     for name, title, body, note in sections:

@@ -105,20 +105,49 @@ MAX_MALFORMED_SAMPLES = 20
 
 # (name, Spark SQL type) of a results.jsonl record, as ResultRecord writes it.
 RECORD_FIELDS = (
-    ("run_id", "string"), ("time", "string"), ("harness_version", "string"), ("target", "string"),
-    ("implementation", "string"), ("implementation_version", "string"), ("protocol", "string"),
-    ("role", "string"), ("case_id", "string"), ("level", "string"), ("citation", "string"),
-    ("outcome", "string"), ("duration_s", "double"), ("message", "string"),
-    ("peer_implementation", "string"), ("trace_file", "string"), ("host", "string"), ("impairment", "string"),
+    ("run_id", "string"),
+    ("time", "string"),
+    ("harness_version", "string"),
+    ("target", "string"),
+    ("implementation", "string"),
+    ("implementation_version", "string"),
+    ("protocol", "string"),
+    ("role", "string"),
+    ("case_id", "string"),
+    ("level", "string"),
+    ("citation", "string"),
+    ("outcome", "string"),
+    ("duration_s", "double"),
+    ("message", "string"),
+    ("peer_implementation", "string"),
+    ("trace_file", "string"),
+    ("host", "string"),
+    ("impairment", "string"),
 )
 # Columns of the dataset's data files, in order (month and protocol are the
 # partition directories). ``time`` is a timestamp (UTC); ``date`` is the
 # run's date (from the run id, else from the record time); ``source_uri``
 # is the results.jsonl the record came from, as Spark names it.
 RESULT_COLUMNS = (
-    "run_id", "time", "date", "harness_version", "target", "implementation", "implementation_version",
-    "role", "case_id", "level", "citation", "outcome", "duration_s", "message", "peer_implementation",
-    "trace_file", "host", "source_uri", "impairment",
+    "run_id",
+    "time",
+    "date",
+    "harness_version",
+    "target",
+    "implementation",
+    "implementation_version",
+    "role",
+    "case_id",
+    "level",
+    "citation",
+    "outcome",
+    "duration_s",
+    "message",
+    "peer_implementation",
+    "trace_file",
+    "host",
+    "source_uri",
+    "impairment",
 )
 RESULTS_SCHEMA_DDL = (
     "run_id string, time timestamp, date date, harness_version string, target string, implementation string, "
@@ -150,6 +179,7 @@ class IngestError(RuntimeError):
 @dataclass(frozen=True)
 class RunInput:
     """One run directory to ingest."""
+
     run_dir: Path
     results: Path
     complete: bool
@@ -182,12 +212,19 @@ class RunInput:
 
 # ---------------------------------------------------------------- discovery
 
+
 def _run_input(run_dir: Path) -> RunInput:
     results = run_dir / RESULTS_FILE
     stat = results.stat()
     complete = (run_dir / SUMMARY_FILE).is_file()
-    return RunInput(run_dir, results, complete, stat.st_size, stat.st_mtime_ns,
-                    complete and _summary_partial(run_dir))
+    return RunInput(
+        run_dir,
+        results,
+        complete,
+        stat.st_size,
+        stat.st_mtime_ns,
+        complete and _summary_partial(run_dir),
+    )
 
 
 def _summary_partial(run_dir: Path) -> bool:
@@ -219,20 +256,26 @@ def find_runs(paths: Iterable[str | os.PathLike]) -> list[RunInput]:
             if not candidates:
                 candidates = sorted(p.parent for p in path.glob(f"runs/*/{RESULTS_FILE}"))
             if not candidates:
-                missing.append(f"{raw} (a directory without {RESULTS_FILE} in it or in its subdirectories)")
+                missing.append(
+                    f"{raw} (a directory without {RESULTS_FILE} in it or in its subdirectories)"
+                )
         else:
             missing.append(f"{raw} (does not exist)")
         for run_dir in candidates:
             found.setdefault(run_dir, _run_input(run_dir))
     if missing:
-        raise IngestError("no runs found in " + "; ".join(missing)
-                          + f": a run directory holds {RESULTS_FILE} (conformance certify writes reports/runs/<run-id>/)")
+        raise IngestError(
+            "no runs found in "
+            + "; ".join(missing)
+            + f": a run directory holds {RESULTS_FILE} (conformance certify writes reports/runs/<run-id>/)"
+        )
     if not found:
         raise IngestError("no runs given")
     return sorted(found.values(), key=lambda r: (r.run_dir.name, str(r.run_dir)))
 
 
 # ------------------------------------------------------------------ layout
+
 
 def current_version(dataset: Path) -> Path | None:
     """The directory of the current version, or None for an empty dataset."""
@@ -253,8 +296,12 @@ def list_partitions(results_dir: Path) -> dict[tuple[str, str], Path]:
     for month_dir in results_dir.glob("month=*"):
         for proto_dir in month_dir.glob("protocol=*"):
             if proto_dir.is_dir():
-                out[(_unescape(month_dir.name.split("=", 1)[1]),
-                     _unescape(proto_dir.name.split("=", 1)[1]))] = proto_dir
+                out[
+                    (
+                        _unescape(month_dir.name.split("=", 1)[1]),
+                        _unescape(proto_dir.name.split("=", 1)[1]),
+                    )
+                ] = proto_dir
     return out
 
 
@@ -270,8 +317,10 @@ def _data_files(directory: Path) -> list[Path]:
 
 # ------------------------------------------------------------------- spark
 
+
 def _record_schema() -> Any:
     from pyspark.sql import types as T
+
     kinds = {"string": T.StringType(), "double": T.DoubleType()}
     return T.StructType([T.StructField(name, kinds[kind]) for name, kind in RECORD_FIELDS])
 
@@ -287,22 +336,36 @@ def parse_lines(spark: Any, runs: list[RunInput]) -> Any:
 
     # Spark's JSON reader with a fixed schema: faster than from_json over
     # text lines, skips blank lines, and gives NULLs for what it cannot read.
-    rows = (spark.read.schema(_record_schema()).option("mode", "PERMISSIVE")
-            .json([r.uri for r in runs]).withColumn("source_uri", F.input_file_name()))
+    rows = (
+        spark.read.schema(_record_schema())
+        .option("mode", "PERMISSIVE")
+        .json([r.uri for r in runs])
+        .withColumn("source_uri", F.input_file_name())
+    )
     # The run's date from a harness run id (20261122T074437Z-...), else from
     # the record's time. Integer parts and make_date: cheaper per row than a
     # date pattern, and NULL (not an error) for anything else.
-    run_date = F.make_date(*(F.substring("run_id", a, b).cast("int") for a, b in ((1, 4), (5, 2), (7, 2))))
+    run_date = F.make_date(
+        *(F.substring("run_id", a, b).cast("int") for a, b in ((1, 4), (5, 2), (7, 2)))
+    )
     ts = F.col("time").cast("timestamp")
     rows = rows.withColumn("time", ts).withColumn("date", F.coalesce(run_date, F.to_date("time")))
 
     def present(name: str) -> Any:
         return F.col(name).isNotNull() & (F.length(name) > 0)
 
-    valid = (present("run_id") & present("case_id") & present("target") & present("implementation")
-             & F.col("implementation_version").isNotNull() & present("protocol")
-             & F.col("outcome").isin(*OUTCOMES) & F.col("level").isin(*LEVELS)
-             & F.col("role").isin(*ROLES) & F.col("date").isNotNull())
+    valid = (
+        present("run_id")
+        & present("case_id")
+        & present("target")
+        & present("implementation")
+        & F.col("implementation_version").isNotNull()
+        & present("protocol")
+        & F.col("outcome").isin(*OUTCOMES)
+        & F.col("level").isin(*LEVELS)
+        & F.col("role").isin(*ROLES)
+        & F.col("date").isNotNull()
+    )
     rows = rows.withColumn("_valid", valid)
     return rows.select(
         F.when(F.col("_valid"), F.lit("record")).otherwise(F.lit("malformed")).alias("kind"),
@@ -314,8 +377,13 @@ def parse_lines(spark: Any, runs: list[RunInput]) -> Any:
 
 def _key_cols() -> list[Any]:
     from pyspark.sql import functions as F
-    return [F.col("run_id"), F.col("target"), F.col("case_id"),
-            F.coalesce(F.col("peer_implementation"), F.lit("")).alias("peer_key")]
+
+    return [
+        F.col("run_id"),
+        F.col("target"),
+        F.col("case_id"),
+        F.coalesce(F.col("peer_implementation"), F.lit("")).alias("peer_key"),
+    ]
 
 
 def stage_frame(spark: Any, runs: list[RunInput]) -> Any:
@@ -332,15 +400,21 @@ def stage_frame(spark: Any, runs: list[RunInput]) -> Any:
 
     rows = parse_lines(spark, runs).repartition("kind", *PARTITION_COLUMNS)
     peer_key = F.coalesce(F.col("peer_implementation"), F.lit(""))
-    tiebreak = [c for c in RESULT_COLUMNS if c not in ("run_id", "target", "case_id", "time", "peer_implementation")]
-    window = Window.partitionBy("kind", *PARTITION_COLUMNS, "run_id", "target", "case_id", peer_key).orderBy(
-        F.col("time").desc_nulls_last(), *(F.col(c).asc_nulls_last() for c in tiebreak))
+    tiebreak = [
+        c
+        for c in RESULT_COLUMNS
+        if c not in ("run_id", "target", "case_id", "time", "peer_implementation")
+    ]
+    window = Window.partitionBy(
+        "kind", *PARTITION_COLUMNS, "run_id", "target", "case_id", peer_key
+    ).orderBy(F.col("time").desc_nulls_last(), *(F.col(c).asc_nulls_last() for c in tiebreak))
     first = F.row_number().over(window) == 1
     kind = F.when((F.col("kind") == "record") & ~first, F.lit("duplicate")).otherwise(F.col("kind"))
     return rows.select(kind.alias("kind"), *RESULT_COLUMNS, *PARTITION_COLUMNS)
 
 
 # ------------------------------------------------------------------ ingest
+
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
@@ -352,7 +426,9 @@ def _iso(value: Any) -> str | None:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return (
+            value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        )
     return str(value)
 
 
@@ -369,7 +445,9 @@ class _Lock:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             self.handle.close()
-            raise IngestError(f"another ingest is running on {self.path.parent} (lock {self.path})") from exc
+            raise IngestError(
+                f"another ingest is running on {self.path.parent} (lock {self.path})"
+            ) from exc
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -416,8 +494,11 @@ def _staging(dataset: Path, job_id: str, progress: Progress) -> Iterator[Path]:
 def _prune_versions(dataset: Path, current: Path) -> None:
     """Keep the current version and the one before it (a reader that opened
     the previous version a moment ago can still finish)."""
-    versions = sorted(p for p in (dataset / VERSIONS).iterdir()
-                      if p.is_dir() and p.name.startswith("v") and not p.name.endswith(".tmp"))
+    versions = sorted(
+        p
+        for p in (dataset / VERSIONS).iterdir()
+        if p.is_dir() and p.name.startswith("v") and not p.name.endswith(".tmp")
+    )
     keep = {current.name}
     older = [p for p in versions if p.name < current.name]
     if older:
@@ -429,8 +510,11 @@ def _prune_versions(dataset: Path, current: Path) -> None:
 
 def _next_version_name(dataset: Path) -> str:
     versions = dataset / VERSIONS
-    numbers = [int(p.name[1:7]) for p in versions.glob("v[0-9]*") if p.name[1:7].isdigit()] \
-        if versions.is_dir() else []
+    numbers = (
+        [int(p.name[1:7]) for p in versions.glob("v[0-9]*") if p.name[1:7].isdigit()]
+        if versions.is_dir()
+        else []
+    )
     return f"v{(max(numbers) + 1 if numbers else 1):06d}"
 
 
@@ -468,10 +552,16 @@ def _malformed_samples(runs: list[RunInput], limit: int = 3) -> list[dict[str, A
                 ok = False
                 try:
                     rec = json.loads(line)
-                    ok = (isinstance(rec, dict) and rec.get("outcome") in OUTCOMES
-                          and rec.get("level") in LEVELS and rec.get("role") in ROLES
-                          and all(rec.get(k) for k in ("run_id", "case_id", "target", "implementation",
-                                                        "protocol")))
+                    ok = (
+                        isinstance(rec, dict)
+                        and rec.get("outcome") in OUTCOMES
+                        and rec.get("level") in LEVELS
+                        and rec.get("role") in ROLES
+                        and all(
+                            rec.get(k)
+                            for k in ("run_id", "case_id", "target", "implementation", "protocol")
+                        )
+                    )
                 except ValueError:
                     pass
                 if not ok:
@@ -482,8 +572,12 @@ def _malformed_samples(runs: list[RunInput], limit: int = 3) -> list[dict[str, A
     return out
 
 
-def ingest(spark: Any, paths: Iterable[str | os.PathLike], dataset: str | os.PathLike,
-           progress: Progress = print) -> dict[str, Any]:
+def ingest(
+    spark: Any,
+    paths: Iterable[str | os.PathLike],
+    dataset: str | os.PathLike,
+    progress: Progress = print,
+) -> dict[str, Any]:
     """Ingest the runs under ``paths`` into ``dataset``; returns the report
     (also written to DATASET/ingest-reports/<id>.json).
 
@@ -505,18 +599,23 @@ def ingest(spark: Any, paths: Iterable[str | os.PathLike], dataset: str | os.Pat
     ingest_id = _now().strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
     complete = sum(r.complete for r in runs)
     total_bytes = sum(r.size for r in runs)
-    progress(f"ingest {ingest_id}: {len(runs)} run(s) ({complete} finished, {len(runs) - complete} unfinished), "
-             f"{total_bytes / 1e6:,.1f} MB of results -> {dataset}")
+    progress(
+        f"ingest {ingest_id}: {len(runs)} run(s) ({complete} finished, {len(runs) - complete} unfinished), "
+        f"{total_bytes / 1e6:,.1f} MB of results -> {dataset}"
+    )
 
     with _Lock(dataset):
         previous = current_version(dataset)
         with _staging(dataset, ingest_id, progress) as work:
             get_spark = spark if callable(spark) else (lambda: spark)
-            report = _ingest_locked(get_spark, runs, dataset, previous, work, ingest_id, progress, started)
+            report = _ingest_locked(
+                get_spark, runs, dataset, previous, work, ingest_id, progress, started
+            )
     return report
 
 
 # ---------------------------------------------------------------- manifest
+
 
 def _empty_manifest() -> dict[str, Any]:
     return {"format": MANIFEST_FORMAT, "sources": {}, "files": {}, "runs_files": {}}
@@ -528,8 +627,10 @@ def _load_manifest_file(version: Path) -> dict[str, Any] | None:
         return None
     manifest = json.loads(path.read_text(encoding="utf-8"))
     if manifest.get("format") != MANIFEST_FORMAT:
-        raise IngestError(f"{path} has format {manifest.get('format')!r}; this harness reads format "
-                          f"{MANIFEST_FORMAT}")
+        raise IngestError(
+            f"{path} has format {manifest.get('format')!r}; this harness reads format "
+            f"{MANIFEST_FORMAT}"
+        )
     return manifest
 
 
@@ -538,26 +639,40 @@ def read_manifest(dataset: str | os.PathLike) -> dict[str, Any]:
     version = require_dataset(dataset)
     manifest = _load_manifest_file(version)
     if manifest is None:
-        raise IngestError(f"{version} has no {MANIFEST} (it was made before manifests existed): "
-                          f"the next `conformance ingest` adds one")
+        raise IngestError(
+            f"{version} has no {MANIFEST} (it was made before manifests existed): "
+            f"the next `conformance ingest` adds one"
+        )
     return manifest
 
 
 def _file_path(uri: str) -> str:
     """A local path from what Spark calls a file (file:/a%20b, file:///a%20b or /a b)."""
-    return urllib.parse.unquote(urllib.parse.urlparse(uri).path) if ":" in uri.split("/", 1)[0] else uri
+    return (
+        urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+        if ":" in uri.split("/", 1)[0]
+        else uri
+    )
 
 
 def _file_stats(spark: Any, root: Path) -> dict[str, dict[str, Any]]:
     """Parquet files under ``root`` (path relative to root) -> run ids and rows."""
     from pyspark.sql import functions as F
+
     out: dict[str, dict[str, Any]] = {}
     if not list_partitions(root):
         return out
-    rows = (spark.read.option("basePath", str(root)).parquet(str(root))
-            .groupBy(F.col("_metadata.file_path").alias("file"), "run_id").count().collect())
+    rows = (
+        spark.read.option("basePath", str(root))
+        .parquet(str(root))
+        .groupBy(F.col("_metadata.file_path").alias("file"), "run_id")
+        .count()
+        .collect()
+    )
     for row in rows:
-        entry = out.setdefault(os.path.relpath(_file_path(row.file), root), {"run_ids": set(), "rows": 0})
+        entry = out.setdefault(
+            os.path.relpath(_file_path(row.file), root), {"run_ids": set(), "rows": 0}
+        )
         entry["run_ids"].add(row.run_id)
         entry["rows"] += row["count"]
     return {k: {"run_ids": sorted(v["run_ids"]), "rows": v["rows"]} for k, v in out.items()}
@@ -568,36 +683,64 @@ def _manifest_from_data(spark: Any, version: Path, progress: Progress) -> dict[s
     scan of its data. Its sources get no size, so each is parsed again the
     next time it is given and then replaces its rows."""
     from pyspark.sql import functions as F
+
     progress(f"  {version.name} has no {MANIFEST}: reading its data files once to make one")
     manifest = _empty_manifest()
     results = version / "results"
-    rows = (spark.read.option("basePath", str(results)).parquet(str(results))
-            .groupBy(F.col("_metadata.file_path").alias("file"), "run_id", "source_uri").count().collect()
-            if list_partitions(results) else [])
+    rows = (
+        spark.read.option("basePath", str(results))
+        .parquet(str(results))
+        .groupBy(F.col("_metadata.file_path").alias("file"), "run_id", "source_uri")
+        .count()
+        .collect()
+        if list_partitions(results)
+        else []
+    )
     files: dict[str, dict[str, Any]] = {}
     for row in rows:
-        entry = files.setdefault("results/" + os.path.relpath(_file_path(row.file), results),
-                                 {"run_ids": set(), "rows": 0})
+        entry = files.setdefault(
+            "results/" + os.path.relpath(_file_path(row.file), results),
+            {"run_ids": set(), "rows": 0},
+        )
         entry["run_ids"].add(row.run_id)
         entry["rows"] += row["count"]
-        source = manifest["sources"].setdefault(_file_path(row.source_uri), {
-            "size": -1, "mtime_ns": -1, "complete": None, "torn": None, "malformed_lines": 0,
-            "run_ids": [], "uri": row.source_uri, "ingest_id": None})
+        source = manifest["sources"].setdefault(
+            _file_path(row.source_uri),
+            {
+                "size": -1,
+                "mtime_ns": -1,
+                "complete": None,
+                "torn": None,
+                "malformed_lines": 0,
+                "run_ids": [],
+                "uri": row.source_uri,
+                "ingest_id": None,
+            },
+        )
         if row.run_id not in source["run_ids"]:
             source["run_ids"].append(row.run_id)
-    manifest["files"] = {k: {"run_ids": sorted(v["run_ids"]), "rows": v["rows"]} for k, v in files.items()}
+    manifest["files"] = {
+        k: {"run_ids": sorted(v["run_ids"]), "rows": v["rows"]} for k, v in files.items()
+    }
     runs_files: dict[str, set[str]] = {}
     if (version / "runs").is_dir() and _data_files(version / "runs"):
-        for row in (spark.read.schema(RUNS_SCHEMA_DDL).parquet(str(version / "runs"))
-                    .select(F.col("_metadata.file_path").alias("file"), "run_id").collect()):
-            runs_files.setdefault("runs/" + os.path.basename(_file_path(row.file)), set()).add(row.run_id)
+        for row in (
+            spark.read.schema(RUNS_SCHEMA_DDL)
+            .parquet(str(version / "runs"))
+            .select(F.col("_metadata.file_path").alias("file"), "run_id")
+            .collect()
+        ):
+            runs_files.setdefault("runs/" + os.path.basename(_file_path(row.file)), set()).add(
+                row.run_id
+            )
     manifest["runs_files"] = {k: {"run_ids": sorted(v)} for k, v in runs_files.items()}
     return manifest
 
 
 def _write_manifest(version: Path, manifest: dict[str, Any]) -> None:
-    (version / MANIFEST).write_text(json.dumps(manifest, sort_keys=True, separators=(",", ":")) + "\n",
-                                    encoding="utf-8")
+    (version / MANIFEST).write_text(
+        json.dumps(manifest, sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8"
+    )
 
 
 def _run_index(sources: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
@@ -610,6 +753,7 @@ def _run_index(sources: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------- versions
+
 
 def _link_files(src_version: Path, dst_version: Path, rels: Iterable[str]) -> int:
     """Hard-link the files ``rels`` (relative paths) of one version into another."""
@@ -643,23 +787,39 @@ def _move_written(written: Path, dst_results: Path) -> list[str]:
     return moved
 
 
-def _publish(dataset: Path, building: Path, name: str, report: dict[str, Any], progress: Progress,
-             t: float) -> None:
+def _publish(
+    dataset: Path, building: Path, name: str, report: dict[str, Any], progress: Progress, t: float
+) -> None:
     """Rename the finished version into place, switch ``current``, keep the report."""
-    (building / "version.json").write_text(json.dumps(
-        {"version": name, "ingest_id": report["ingest_id"], "created": report["finished"],
-         "previous": report["previous_version"], "runs": report["dataset_runs"],
-         "records": report["dataset_records"]}, indent=2) + "\n", encoding="utf-8")
+    (building / "version.json").write_text(
+        json.dumps(
+            {
+                "version": name,
+                "ingest_id": report["ingest_id"],
+                "created": report["finished"],
+                "previous": report["previous_version"],
+                "runs": report["dataset_runs"],
+                "records": report["dataset_records"],
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     report["phases"]["publish"] = round(time.monotonic() - t, 2)
     report["seconds"] = round(time.monotonic() - report.pop("_started"), 2)
-    (building / "ingest-report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (building / "ingest-report.json").write_text(
+        json.dumps(report, indent=2) + "\n", encoding="utf-8"
+    )
     final = dataset / VERSIONS / name
     os.replace(building, final)
     _swap_current(dataset, final)
     _prune_versions(dataset, final)
     _write_report(dataset, report)
-    progress(f"  published {name}: {report['dataset_records']:,} record(s) in {report['dataset_runs']} run(s) "
-             f"({report['phases']['publish']:.1f} s)")
+    progress(
+        f"  published {name}: {report['dataset_records']:,} record(s) in {report['dataset_runs']} run(s) "
+        f"({report['phases']['publish']:.1f} s)"
+    )
 
 
 def _write_report(dataset: Path, report: dict[str, Any]) -> Path:
@@ -672,8 +832,17 @@ def _write_report(dataset: Path, report: dict[str, Any]) -> Path:
 
 # ---------------------------------------------------------------- ingest
 
-def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: Path, previous: Path | None,
-                   work: Path, ingest_id: str, progress: Progress, started: float) -> dict[str, Any]:
+
+def _ingest_locked(
+    get_spark: Callable[[], Any],
+    runs: list[RunInput],
+    dataset: Path,
+    previous: Path | None,
+    work: Path,
+    ingest_id: str,
+    progress: Progress,
+    started: float,
+) -> dict[str, Any]:
     phases: dict[str, float] = {}
     # 1. Plan: which results files the manifest already holds unchanged.
     t = time.monotonic()
@@ -697,17 +866,34 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
     index = _run_index(sources)
     pulled = _pull_in(to_parse, {i for r in changed for i in sources[r.key]["run_ids"]}, index)
     phases["plan"] = round(time.monotonic() - t, 2)
-    progress(f"  {len(new)} new results file(s), {len(changed)} grown or changed since their ingest, "
-             f"{len(unchanged)} unchanged (skipped, not read), {len(completion)} of them finished since; "
-             f"{len(pulled)} more parsed again for sharing a run id: {phases['plan']:.1f} s")
+    progress(
+        f"  {len(new)} new results file(s), {len(changed)} grown or changed since their ingest, "
+        f"{len(unchanged)} unchanged (skipped, not read), {len(completion)} of them finished since; "
+        f"{len(pulled)} more parsed again for sharing a run id: {phases['plan']:.1f} s"
+    )
 
     if not to_parse and not completion:
-        report = _report(ingest_id, dataset, previous, previous, runs, new, changed, unchanged, completion,
-                         pulled, {}, phases, started)
+        report = _report(
+            ingest_id,
+            dataset,
+            previous,
+            previous,
+            runs,
+            new,
+            changed,
+            unchanged,
+            completion,
+            pulled,
+            {},
+            phases,
+            started,
+        )
         report["published"] = False
         report["seconds"] = round(time.monotonic() - report.pop("_started"), 2)
         path = _write_report(dataset, report)
-        progress(f"  nothing new: {previous.name if previous else 'no version'} stays current; report {path}")
+        progress(
+            f"  nothing new: {previous.name if previous else 'no version'} stays current; report {path}"
+        )
         progress(f"ingest done in {report['seconds']:.1f} s")
         return report
 
@@ -724,9 +910,13 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
         staged = work / f"parsed{attempt}"
         batch = sorted(to_parse.values(), key=lambda r: (r.run_dir.name, r.key))
         if batch:
-            stage_frame(spark, batch).write.partitionBy("kind", *PARTITION_COLUMNS).parquet(str(staged))
+            stage_frame(spark, batch).write.partitionBy("kind", *PARTITION_COLUMNS).parquet(
+                str(staged)
+            )
         phases["parse"] = round(phases.get("parse", 0) + time.monotonic() - t, 2)
-        progress(f"  parsed {len(batch)} results file(s) into staging: {time.monotonic() - t:.1f} s")
+        progress(
+            f"  parsed {len(batch)} results file(s) into staging: {time.monotonic() - t:.1f} s"
+        )
         t = time.monotonic()
         counted = _count_staged(spark, staged, batch, F) if batch else _Counted()
         phases["count"] = round(phases.get("count", 0) + time.monotonic() - t, 2)
@@ -735,19 +925,27 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
             break
         pulled += more
         attempt += 1
-        progress(f"    run id(s) of this batch were also given by {len(more)} other file(s) of the dataset: "
-                 "parsing again with them")
+        progress(
+            f"    run id(s) of this batch were also given by {len(more)} other file(s) of the dataset: "
+            "parsing again with them"
+        )
     _progress_counts(counted, batch, progress, phases["count"])
 
     # 3. Rewrite the data files that hold rows of the runs parsed again,
     # without those rows; every other file stays as it is.
     t = time.monotonic()
-    replaced_ids = set(counted.per_run) | {i for k in to_parse if k in sources for i in sources[k]["run_ids"]}
-    replaced_uris = sorted({sources[k]["uri"] for k in to_parse if k in sources and sources[k].get("uri")})
+    replaced_ids = set(counted.per_run) | {
+        i for k in to_parse if k in sources for i in sources[k]["run_ids"]
+    }
+    replaced_uris = sorted(
+        {sources[k]["uri"] for k in to_parse if k in sources and sources[k].get("uri")}
+    )
     affected = sorted(rel for rel, f in old["files"].items() if replaced_ids & set(f["run_ids"]))
     # Files of the dataset no longer on disk that gave rows to those runs:
     # their rows stay unless this batch has a record with the same key.
-    orphans = sorted(k for k, s in sources.items() if k not in to_parse and replaced_ids & set(s["run_ids"]))
+    orphans = sorted(
+        k for k, s in sources.items() if k not in to_parse and replaced_ids & set(s["run_ids"])
+    )
     rewritten_dir = work / "rewritten"
     if affected:
         assert previous is not None
@@ -756,16 +954,28 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
             kept = kept.where(~F.col("source_uri").isin(*replaced_uris))
         if orphans:
             keys = ["run_id", "target", "case_id", "peer_key"]
-            batch_keys = (spark.read.parquet(str(staged / "kind=record")).select(*_key_cols())
-                          if (staged / "kind=record").is_dir() else None)
+            batch_keys = (
+                spark.read.parquet(str(staged / "kind=record")).select(*_key_cols())
+                if (staged / "kind=record").is_dir()
+                else None
+            )
             if batch_keys is not None:
-                kept = (kept.withColumn("peer_key", F.coalesce("peer_implementation", F.lit("")))
-                        .join(batch_keys, keys, "left_anti").drop("peer_key"))
-        (kept.repartition(*PARTITION_COLUMNS).sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
-         .write.partitionBy(*PARTITION_COLUMNS).parquet(str(rewritten_dir)))
+                kept = (
+                    kept.withColumn("peer_key", F.coalesce("peer_implementation", F.lit("")))
+                    .join(batch_keys, keys, "left_anti")
+                    .drop("peer_key")
+                )
+        (
+            kept.repartition(*PARTITION_COLUMNS)
+            .sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
+            .write.partitionBy(*PARTITION_COLUMNS)
+            .parquet(str(rewritten_dir))
+        )
         rewritten = _file_stats(spark, rewritten_dir)
-        progress(f"  rewrote {len(affected)} data file(s) holding rows of {len(replaced_ids)} run(s) parsed again "
-                 f"({len(orphans)} of their results files no longer exist): {time.monotonic() - t:.1f} s")
+        progress(
+            f"  rewrote {len(affected)} data file(s) holding rows of {len(replaced_ids)} run(s) parsed again "
+            f"({len(orphans)} of their results files no longer exist): {time.monotonic() - t:.1f} s"
+        )
     else:
         rewritten = {}
     phases["rewrite"] = round(time.monotonic() - t, 2)
@@ -786,22 +996,37 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
     for rel in _move_written(rewritten_dir, building / "results") if affected else []:
         files[rel] = rewritten[os.path.relpath(rel, "results")]
     old_parts = {os.path.dirname(rel) for rel in old["files"]}
-    parts = {"new": len({os.path.dirname(r) for r in added} - old_parts),
-             "appended": len({os.path.dirname(r) for r in added} & old_parts),
-             "rewritten": len({os.path.dirname(r) for r in affected}),
-             "kept": len(old_parts - {os.path.dirname(r) for r in added} - {os.path.dirname(r) for r in affected})}
+    parts = {
+        "new": len({os.path.dirname(r) for r in added} - old_parts),
+        "appended": len({os.path.dirname(r) for r in added} & old_parts),
+        "rewritten": len({os.path.dirname(r) for r in affected}),
+        "kept": len(
+            old_parts - {os.path.dirname(r) for r in added} - {os.path.dirname(r) for r in affected}
+        ),
+    }
 
     # The manifest's sources: the parsed files' new entries, finished flags.
     now = _now()
     new_sources = dict(sources)
     for key, run in to_parse.items():
-        ids = sorted(counted.ids_by_source.get(key, ())) or [_summary_run_id(run) or run.run_dir.name]
-        new_sources[key] = {"size": run.size, "mtime_ns": run.mtime_ns, "complete": run.complete,
-                            "partial": run.partial,
-                            "torn": run.torn, "malformed_lines": counted.malformed.get(run.run_dir, 0),
-                            "run_ids": ids, "uri": counted.uris.get(key), "ingest_id": ingest_id}
+        ids = sorted(counted.ids_by_source.get(key, ())) or [
+            _summary_run_id(run) or run.run_dir.name
+        ]
+        new_sources[key] = {
+            "size": run.size,
+            "mtime_ns": run.mtime_ns,
+            "complete": run.complete,
+            "partial": run.partial,
+            "torn": run.torn,
+            "malformed_lines": counted.malformed.get(run.run_dir, 0),
+            "run_ids": ids,
+            "uri": counted.uris.get(key),
+            "ingest_id": ingest_id,
+        }
     for run in completion:
-        new_sources[run.key] = dict(new_sources[run.key], complete=run.complete, partial=run.partial)
+        new_sources[run.key] = dict(
+            new_sources[run.key], complete=run.complete, partial=run.partial
+        )
     new_index = _run_index(new_sources)
 
     # The runs table, kept like the results: one new runs file holds the
@@ -811,13 +1036,21 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
     fresh: dict[str, dict[str, Any]] = {}
     for run_id, entry in counted.per_run.items():
         fresh[run_id] = {
-            "run_id": run_id, "run_dir": entry["run_dir"], "date": entry["date"],
-            "complete": entry["complete"], "partial": entry["partial"], "records": entry["records"],
+            "run_id": run_id,
+            "run_dir": entry["run_dir"],
+            "date": entry["date"],
+            "complete": entry["complete"],
+            "partial": entry["partial"],
+            "records": entry["records"],
             "malformed_lines": sum(counted.malformed.get(d, 0) for d in entry["dirs"]),
             "torn_last_line": any(by_dir[d].torn for d in entry["dirs"]),
-            "first_time": entry["first_time"], "last_time": entry["last_time"],
-            "implementations": sorted(entry["implementations"]), "protocols": sorted(entry["protocols"]),
-            "ingest_id": ingest_id, "ingested_at": now}
+            "first_time": entry["first_time"],
+            "last_time": entry["last_time"],
+            "implementations": sorted(entry["implementations"]),
+            "protocols": sorted(entry["protocols"]),
+            "ingest_id": ingest_id,
+            "ingested_at": now,
+        }
     with_records = {d for e in counted.per_run.values() for d in e["dirs"]}
     empty = [r for r in batch if r.run_dir not in with_records]
     for run in empty:
@@ -825,10 +1058,21 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
         progress(f"    no valid record in {run.results}")
         run_id = new_sources[run.key]["run_ids"][0]
         fresh[run_id] = {
-            "run_id": run_id, "run_dir": str(run.run_dir), "date": None, "complete": run.complete,
-            "partial": run.partial, "records": 0, "malformed_lines": counted.malformed.get(run.run_dir, 0), "torn_last_line": run.torn,
-            "first_time": None, "last_time": None, "implementations": [], "protocols": [],
-            "ingest_id": ingest_id, "ingested_at": now}
+            "run_id": run_id,
+            "run_dir": str(run.run_dir),
+            "date": None,
+            "complete": run.complete,
+            "partial": run.partial,
+            "records": 0,
+            "malformed_lines": counted.malformed.get(run.run_dir, 0),
+            "torn_last_line": run.torn,
+            "first_time": None,
+            "last_time": None,
+            "implementations": [],
+            "protocols": [],
+            "ingest_id": ingest_id,
+            "ingested_at": now,
+        }
     finished_now = {i for r in completion for i in new_sources[r.key]["run_ids"]}
     touched = replaced_ids | set(fresh) | finished_now
     runs_files = dict(old["runs_files"])
@@ -838,14 +1082,20 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
         del runs_files[rel]
     # A run parsed again that no results file gives any more is gone; one
     # still held by a results file no longer on disk keeps its row.
-    rows_out = {k: v for k, v in carried.items() if k not in fresh and (k not in replaced_ids or k in new_index)}
+    rows_out = {
+        k: v
+        for k, v in carried.items()
+        if k not in fresh and (k not in replaced_ids or k in new_index)
+    }
     rows_out.update(fresh)
     for run_id in finished_now | set(fresh):
         # A run is finished when any of its results files' directories holds a summary.
         if run_id in rows_out:
-            rows_out[run_id] = dict(rows_out[run_id], complete=any(
-                bool(new_sources[k]["complete"]) for k in new_index.get(run_id, ())), partial=any(
-                bool(new_sources[k].get("partial")) for k in new_index.get(run_id, ())))
+            rows_out[run_id] = dict(
+                rows_out[run_id],
+                complete=any(bool(new_sources[k]["complete"]) for k in new_index.get(run_id, ())),
+                partial=any(bool(new_sources[k].get("partial")) for k in new_index.get(run_id, ())),
+            )
     (building / "runs").mkdir()
     runs_linked = _link_files(previous, building, runs_files) if previous else 0
     if rows_out:
@@ -853,30 +1103,65 @@ def _ingest_locked(get_spark: Callable[[], Any], runs: list[RunInput], dataset: 
         for file in _data_files(work / "runs"):
             os.replace(file, building / "runs" / file.name)
             runs_files[f"runs/{file.name}"] = {"run_ids": sorted(rows_out)}
-    _write_manifest(building, {"format": MANIFEST_FORMAT, "sources": new_sources, "files": files,
-                               "runs_files": runs_files})
+    _write_manifest(
+        building,
+        {
+            "format": MANIFEST_FORMAT,
+            "sources": new_sources,
+            "files": files,
+            "runs_files": runs_files,
+        },
+    )
 
-    report = _report(ingest_id, dataset, previous, None, runs, new, changed, unchanged, completion, pulled,
-                     counted.summary(batch, empty), phases, started)
-    report.update({
-        "version": name,
-        "finished": _iso(now),
-        "partitions": parts,
-        "files": {"linked": linked, "added": len(added), "rewritten": len(affected),
-                  "written_by_rewrite": len(rewritten), "total": len(files)},
-        "runs_files": {"linked": runs_linked, "rewritten": len(affected_runs), "total": len(runs_files)},
-        "dataset_runs": len({i for f in runs_files.values() for i in f["run_ids"]}),
-        "dataset_records": sum(f["rows"] for f in files.values()),
-        "published": True,
-    })
-    progress(f"  version {name}: {linked} file(s) linked from {previous.name if previous else '(none)'}, "
-             f"{len(added)} added, {len(affected)} rewritten into {len(rewritten)}")
+    report = _report(
+        ingest_id,
+        dataset,
+        previous,
+        None,
+        runs,
+        new,
+        changed,
+        unchanged,
+        completion,
+        pulled,
+        counted.summary(batch, empty),
+        phases,
+        started,
+    )
+    report.update(
+        {
+            "version": name,
+            "finished": _iso(now),
+            "partitions": parts,
+            "files": {
+                "linked": linked,
+                "added": len(added),
+                "rewritten": len(affected),
+                "written_by_rewrite": len(rewritten),
+                "total": len(files),
+            },
+            "runs_files": {
+                "linked": runs_linked,
+                "rewritten": len(affected_runs),
+                "total": len(runs_files),
+            },
+            "dataset_runs": len({i for f in runs_files.values() for i in f["run_ids"]}),
+            "dataset_records": sum(f["rows"] for f in files.values()),
+            "published": True,
+        }
+    )
+    progress(
+        f"  version {name}: {linked} file(s) linked from {previous.name if previous else '(none)'}, "
+        f"{len(added)} added, {len(affected)} rewritten into {len(rewritten)}"
+    )
     _publish(dataset, building, name, report, progress, t)
     progress(f"ingest done in {report['seconds']:.1f} s")
     return report
 
 
-def _pull_in(to_parse: dict[str, RunInput], run_ids: set[str], index: dict[str, list[str]]) -> list[RunInput]:
+def _pull_in(
+    to_parse: dict[str, RunInput], run_ids: set[str], index: dict[str, list[str]]
+) -> list[RunInput]:
     """Add to ``to_parse`` the dataset's results files, still on disk and not
     parsed yet, that gave rows to any of ``run_ids``; returns them."""
     added = []
@@ -894,6 +1179,7 @@ def _pull_in(to_parse: dict[str, RunInput], run_ids: set[str], index: dict[str, 
 @dataclass
 class _Counted:
     """What the count job found in a staging copy."""
+
     per_run: dict[str, dict[str, Any]] = field(default_factory=dict)
     malformed: dict[Path, int] = field(default_factory=dict)
     duplicates: dict[str, int] = field(default_factory=dict)
@@ -908,8 +1194,12 @@ class _Counted:
         return {
             "records": sum(e["records"] for e in self.per_run.values()),
             "duplicates": sum(self.duplicates.values()),
-            "malformed": self.malformed, "torn": [r for r in batch if r.torn],
-            "with_records": len(self.per_run), "empty": empty, "shared": shared, "batch": batch,
+            "malformed": self.malformed,
+            "torn": [r for r in batch if r.torn],
+            "with_records": len(self.per_run),
+            "empty": empty,
+            "shared": shared,
+            "batch": batch,
         }
 
 
@@ -919,12 +1209,23 @@ def _count_staged(spark: Any, staged: Path, batch: list[RunInput], F: Any) -> _C
     aggregation)."""
     st = spark.read.option("basePath", str(staged)).parquet(str(staged))
     keep_run = F.col("kind") != "malformed"
-    stats = (st.groupBy("source_uri", F.col("_metadata.file_path").alias("file"), "kind",
-                        F.when(keep_run, F.col("run_id")).alias("run"),
-                        F.when(keep_run, F.col("implementation")).alias("impl"), "protocol")
-             .agg(F.count(F.lit(1)).alias("n"), F.min("time").alias("first"), F.max("time").alias("last"),
-                  F.min("date").alias("date"))
-             .collect())
+    stats = (
+        st.groupBy(
+            "source_uri",
+            F.col("_metadata.file_path").alias("file"),
+            "kind",
+            F.when(keep_run, F.col("run_id")).alias("run"),
+            F.when(keep_run, F.col("implementation")).alias("impl"),
+            "protocol",
+        )
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.min("time").alias("first"),
+            F.max("time").alias("last"),
+            F.min("date").alias("date"),
+        )
+        .collect()
+    )
     by_path = {r.key: r for r in batch}
     out = _Counted()
     record_root = staged / "kind=record"
@@ -943,10 +1244,22 @@ def _count_staged(spark: Any, staged: Path, batch: list[RunInput], F: Any) -> _C
         if row.run not in file_entry["run_ids"]:
             file_entry["run_ids"] = sorted(file_entry["run_ids"] + [row.run])
         file_entry["rows"] += row.n
-        entry = out.per_run.setdefault(row.run, {
-            "run_id": row.run, "run_dir": str(run.run_dir), "date": row.date, "complete": run.complete,
-            "partial": run.partial, "records": 0, "first_time": row.first, "last_time": row.last,
-            "implementations": set(), "protocols": set(), "dirs": set()})
+        entry = out.per_run.setdefault(
+            row.run,
+            {
+                "run_id": row.run,
+                "run_dir": str(run.run_dir),
+                "date": row.date,
+                "complete": run.complete,
+                "partial": run.partial,
+                "records": 0,
+                "first_time": row.first,
+                "last_time": row.last,
+                "implementations": set(),
+                "protocols": set(),
+                "dirs": set(),
+            },
+        )
         entry["records"] += row.n
         entry["date"] = min(entry["date"], row.date)
         entry["first_time"] = min(entry["first_time"], row.first)
@@ -959,24 +1272,44 @@ def _count_staged(spark: Any, staged: Path, batch: list[RunInput], F: Any) -> _C
     return out
 
 
-def _progress_counts(counted: _Counted, batch: list[RunInput], progress: Progress, seconds: float) -> None:
+def _progress_counts(
+    counted: _Counted, batch: list[RunInput], progress: Progress, seconds: float
+) -> None:
     records = sum(e["records"] for e in counted.per_run.values())
     torn = sum(r.torn for r in batch)
-    progress(f"  {records:,} record(s) in {len(counted.per_run)} run(s); {sum(counted.malformed.values()):,} "
-             f"malformed line(s) in {len(counted.malformed)} file(s) ({torn} with a torn last line); "
-             f"{sum(counted.duplicates.values()):,} duplicate record(s) dropped: {seconds:.1f} s")
+    progress(
+        f"  {records:,} record(s) in {len(counted.per_run)} run(s); {sum(counted.malformed.values()):,} "
+        f"malformed line(s) in {len(counted.malformed)} file(s) ({torn} with a torn last line); "
+        f"{sum(counted.duplicates.values()):,} duplicate record(s) dropped: {seconds:.1f} s"
+    )
     for run_dir, n in sorted(counted.malformed.items())[:10]:
         progress(f"    {n} malformed line(s) in {run_dir / RESULTS_FILE}")
     if len(counted.malformed) > 10:
-        progress(f"    ... and {len(counted.malformed) - 10} more file(s); all are listed in the ingest report")
+        progress(
+            f"    ... and {len(counted.malformed) - 10} more file(s); all are listed in the ingest report"
+        )
     for run_id, entry in sorted(counted.per_run.items()):
         if len(entry["dirs"]) > 1:
-            progress(f"    run {run_id} appears in {len(entry['dirs'])} directories; its records are merged")
+            progress(
+                f"    run {run_id} appears in {len(entry['dirs'])} directories; its records are merged"
+            )
 
 
-def _report(ingest_id: str, dataset: Path, previous: Path | None, version: Path | None, runs: list[RunInput],
-            new: list, changed: list, unchanged: list, completion: list, pulled: list,
-            summary: dict[str, Any], phases: dict[str, float], started: float) -> dict[str, Any]:
+def _report(
+    ingest_id: str,
+    dataset: Path,
+    previous: Path | None,
+    version: Path | None,
+    runs: list[RunInput],
+    new: list,
+    changed: list,
+    unchanged: list,
+    completion: list,
+    pulled: list,
+    summary: dict[str, Any],
+    phases: dict[str, float],
+    started: float,
+) -> dict[str, Any]:
     malformed = summary.get("malformed", {})
     parsed = len(new) + len(changed) + len(pulled)
     return {
@@ -986,29 +1319,45 @@ def _report(ingest_id: str, dataset: Path, previous: Path | None, version: Path 
         "previous_version": previous.name if previous else None,
         "finished": _iso(_now()),
         "_started": started,
-        "runs": {"given": len(runs), "finished": sum(r.complete for r in runs),
-                 "unfinished": sum(not r.complete for r in runs),
-                 "parsed": parsed, "new": len(new), "replaced": len(changed), "pulled_in": len(pulled),
-                 "skipped_unchanged": len(unchanged), "completion_updated": len(completion),
-                 "ingested_before": len(changed) + len(unchanged),
-                 "with_records": summary.get("with_records", 0),
-                 "without_valid_records": [str(r.run_dir) for r in summary.get("empty", [])],
-                 "in_several_directories": summary.get("shared", [])},
+        "runs": {
+            "given": len(runs),
+            "finished": sum(r.complete for r in runs),
+            "unfinished": sum(not r.complete for r in runs),
+            "parsed": parsed,
+            "new": len(new),
+            "replaced": len(changed),
+            "pulled_in": len(pulled),
+            "skipped_unchanged": len(unchanged),
+            "completion_updated": len(completion),
+            "ingested_before": len(changed) + len(unchanged),
+            "with_records": summary.get("with_records", 0),
+            "without_valid_records": [str(r.run_dir) for r in summary.get("empty", [])],
+            "in_several_directories": summary.get("shared", []),
+        },
         "records": summary.get("records", 0),
         "duplicate_records_in_input": summary.get("duplicates", 0),
         "malformed_lines": sum(malformed.values()),
         "torn_last_lines": len(summary.get("torn", [])),
-        "malformed_by_run": [{"run_dir": str(d), "malformed_lines": n} for d, n in sorted(malformed.items())],
+        "malformed_by_run": [
+            {"run_dir": str(d), "malformed_lines": n} for d, n in sorted(malformed.items())
+        ],
         "malformed_samples": _malformed_samples(
-            [r for r in summary.get("batch", []) if r.run_dir in malformed][:MAX_MALFORMED_SAMPLES]),
+            [r for r in summary.get("batch", []) if r.run_dir in malformed][:MAX_MALFORMED_SAMPLES]
+        ),
         "phases": phases,
     }
 
 
 # ------------------------------------------------------------- compaction
 
-def compact(spark: Any, dataset: str | os.PathLike, progress: Progress = print, min_files: int = 2,
-            max_rows_per_file: int = 2_000_000) -> dict[str, Any]:
+
+def compact(
+    spark: Any,
+    dataset: str | os.PathLike,
+    progress: Progress = print,
+    min_files: int = 2,
+    max_rows_per_file: int = 2_000_000,
+) -> dict[str, Any]:
     """Rewrite every partition of the current version that holds at least
     ``min_files`` data files into one file (more above ``max_rows_per_file``
     rows), sorted by run, target and case, in a new version; other files are
@@ -1022,13 +1371,31 @@ def compact(spark: Any, dataset: str | os.PathLike, progress: Progress = print, 
     with _Lock(dataset):
         previous = require_dataset(dataset)
         with _staging(dataset, compact_id, progress) as work:
-            report = _compact_locked(spark, dataset, previous, work, compact_id, progress, started, min_files,
-                                     max_rows_per_file)
+            report = _compact_locked(
+                spark,
+                dataset,
+                previous,
+                work,
+                compact_id,
+                progress,
+                started,
+                min_files,
+                max_rows_per_file,
+            )
     return report
 
 
-def _compact_locked(spark: Any, dataset: Path, previous: Path, work: Path, compact_id: str, progress: Progress,
-                    started: float, min_files: int, max_rows_per_file: int) -> dict[str, Any]:
+def _compact_locked(
+    spark: Any,
+    dataset: Path,
+    previous: Path,
+    work: Path,
+    compact_id: str,
+    progress: Progress,
+    started: float,
+    min_files: int,
+    max_rows_per_file: int,
+) -> dict[str, Any]:
     t = time.monotonic()
     manifest = _load_manifest_file(previous) or _manifest_from_data(spark, previous, progress)
     by_part: dict[str, list[str]] = {}
@@ -1038,34 +1405,52 @@ def _compact_locked(spark: Any, dataset: Path, previous: Path, work: Path, compa
     replaced = [rel for rels in chosen.values() for rel in rels]
     rows_before = sum(manifest["files"][rel]["rows"] for rel in replaced)
     report = {
-        "ingest_id": compact_id, "kind": "compaction", "dataset": str(dataset),
-        "previous_version": previous.name, "version": previous.name, "_started": started,
+        "ingest_id": compact_id,
+        "kind": "compaction",
+        "dataset": str(dataset),
+        "previous_version": previous.name,
+        "version": previous.name,
+        "_started": started,
         "partitions": {"compacted": len(chosen), "kept": len(by_part) - len(chosen)},
         "files": {"before": len(manifest["files"]), "replaced": len(replaced)},
-        "rows_compacted": rows_before, "phases": {},
+        "rows_compacted": rows_before,
+        "phases": {},
         "dataset_records": sum(f["rows"] for f in manifest["files"].values()),
     }
-    progress(f"compact {previous.name}: {len(chosen)} of {len(by_part)} partition(s) hold {min_files} or more "
-             f"files ({len(replaced)} files, {rows_before:,} rows)")
+    progress(
+        f"compact {previous.name}: {len(chosen)} of {len(by_part)} partition(s) hold {min_files} or more "
+        f"files ({len(replaced)} files, {rows_before:,} rows)"
+    )
     if not chosen and len(manifest["runs_files"]) < min_files:
         report["published"] = False
         report["finished"] = _iso(_now())
         report["seconds"] = round(time.monotonic() - report.pop("_started"), 2)
-        progress(f"  nothing to compact: {previous.name} stays current; report {_write_report(dataset, report)}")
+        progress(
+            f"  nothing to compact: {previous.name} stays current; report {_write_report(dataset, report)}"
+        )
         return report
 
     out = work / "compacted"
     if replaced:
-        (read_data_files(spark, previous / "results", *(previous / rel for rel in replaced))
-         .repartition(*PARTITION_COLUMNS).sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
-         .write.option("maxRecordsPerFile", max_rows_per_file).partitionBy(*PARTITION_COLUMNS).parquet(str(out)))
+        (
+            read_data_files(spark, previous / "results", *(previous / rel for rel in replaced))
+            .repartition(*PARTITION_COLUMNS)
+            .sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
+            .write.option("maxRecordsPerFile", max_rows_per_file)
+            .partitionBy(*PARTITION_COLUMNS)
+            .parquet(str(out))
+        )
     written = _file_stats(spark, out)
     rows_after = sum(f["rows"] for f in written.values())
     if rows_after != rows_before:
-        raise IngestError(f"compaction wrote {rows_after:,} rows for {rows_before:,}: not published, "
-                          f"{previous.name} stays current")
+        raise IngestError(
+            f"compaction wrote {rows_after:,} rows for {rows_before:,}: not published, "
+            f"{previous.name} stays current"
+        )
     report["phases"]["rewrite"] = round(time.monotonic() - t, 2)
-    progress(f"  rewrote {len(replaced)} file(s) into {len(written)}: {report['phases']['rewrite']:.1f} s")
+    progress(
+        f"  rewrote {len(replaced)} file(s) into {len(written)}: {report['phases']['rewrite']:.1f} s"
+    )
 
     t = time.monotonic()
     name = _next_version_name(dataset)
@@ -1080,8 +1465,13 @@ def _compact_locked(spark: Any, dataset: Path, previous: Path, work: Path, compa
     runs_files = dict(manifest["runs_files"])
     (building / "runs").mkdir()
     if len(runs_files) >= min_files:
-        (spark.read.schema(RUNS_SCHEMA_DDL).parquet(*(str(previous / rel) for rel in sorted(runs_files)))
-         .coalesce(1).sortWithinPartitions("run_id").write.parquet(str(work / "runs")))
+        (
+            spark.read.schema(RUNS_SCHEMA_DDL)
+            .parquet(*(str(previous / rel) for rel in sorted(runs_files)))
+            .coalesce(1)
+            .sortWithinPartitions("run_id")
+            .write.parquet(str(work / "runs"))
+        )
         ids = sorted({i for f in runs_files.values() for i in f["run_ids"]})
         runs_files = {}
         for file in _data_files(work / "runs"):
@@ -1089,12 +1479,25 @@ def _compact_locked(spark: Any, dataset: Path, previous: Path, work: Path, compa
             runs_files[f"runs/{file.name}"] = {"run_ids": ids}
     else:
         linked += _link_files(previous, building, runs_files)
-    _write_manifest(building, {"format": MANIFEST_FORMAT, "sources": manifest["sources"], "files": files,
-                               "runs_files": runs_files})
-    report.update({"version": name, "finished": _iso(_now()), "published": True,
-                   "dataset_runs": len({i for f in runs_files.values() for i in f["run_ids"]}),
-                   "files": dict(report["files"], written=len(written), linked=linked, after=len(files)),
-                   "runs_files": {"before": len(manifest["runs_files"]), "after": len(runs_files)}})
+    _write_manifest(
+        building,
+        {
+            "format": MANIFEST_FORMAT,
+            "sources": manifest["sources"],
+            "files": files,
+            "runs_files": runs_files,
+        },
+    )
+    report.update(
+        {
+            "version": name,
+            "finished": _iso(_now()),
+            "published": True,
+            "dataset_runs": len({i for f in runs_files.values() for i in f["run_ids"]}),
+            "files": dict(report["files"], written=len(written), linked=linked, after=len(files)),
+            "runs_files": {"before": len(manifest["runs_files"]), "after": len(runs_files)},
+        }
+    )
     _publish(dataset, building, name, report, progress, t)
     progress(f"compaction done in {report['seconds']:.1f} s")
     return report
@@ -1118,12 +1521,15 @@ def _summary_run_id(run: RunInput) -> str | None:
 
 def _read_runs(spark: Any, version: Path, rels: list[str]) -> dict[str, dict[str, Any]]:
     """The rows of some runs files of a version, by run id."""
-    rows = spark.read.schema(RUNS_SCHEMA_DDL).parquet(*(str(version / rel) for rel in rels)).collect()
+    rows = (
+        spark.read.schema(RUNS_SCHEMA_DDL).parquet(*(str(version / rel) for rel in rels)).collect()
+    )
     return {r.run_id: r.asDict() for r in rows}
 
 
 def _write_runs(spark: Any, runs: dict[str, dict[str, Any]], path: Path) -> None:
     from pyspark.sql import types as T
+
     schema = T._parse_datatype_string(RUNS_SCHEMA_DDL)  # noqa: SLF001 (public in effect)
     names = [f.name for f in schema.fields]
     rows = [tuple(r.get(n) for n in names) for _, r in sorted(runs.items())]
@@ -1143,7 +1549,11 @@ def read_results(spark: Any, dataset: str | os.PathLike) -> Any:
 def read_data_files(spark: Any, root: str | os.PathLike, *paths: str | os.PathLike) -> Any:
     """Data files (or partition directories) under ``root``, with the
     dataset's columns (RESULTS_SCHEMA_DDL)."""
-    return spark.read.schema(RESULTS_SCHEMA_DDL).option("basePath", str(root)).parquet(*(str(p) for p in paths))
+    return (
+        spark.read.schema(RESULTS_SCHEMA_DDL)
+        .option("basePath", str(root))
+        .parquet(*(str(p) for p in paths))
+    )
 
 
 def read_runs(spark: Any, dataset: str | os.PathLike) -> Any:
@@ -1154,10 +1564,14 @@ def read_runs(spark: Any, dataset: str | os.PathLike) -> Any:
 def require_dataset(dataset: str | os.PathLike) -> Path:
     path = Path(dataset).expanduser()
     if not path.exists():
-        raise IngestError(f"dataset {path} does not exist: run `conformance ingest RUN_DIR... "
-                          f"--dataset {path}` first")
+        raise IngestError(
+            f"dataset {path} does not exist: run `conformance ingest RUN_DIR... "
+            f"--dataset {path}` first"
+        )
     version = current_version(path)
     if version is None:
-        raise IngestError(f"{path} is not an ingested dataset (no {CURRENT} link): "
-                          f"run `conformance ingest RUN_DIR... --dataset {path}` first")
+        raise IngestError(
+            f"{path} is not an ingested dataset (no {CURRENT} link): "
+            f"run `conformance ingest RUN_DIR... --dataset {path}` first"
+        )
     return version

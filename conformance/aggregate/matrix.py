@@ -70,7 +70,14 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
-from .ingest import IngestError, list_partitions, read_data_files, read_results, read_runs, require_dataset
+from .ingest import (
+    IngestError,
+    list_partitions,
+    read_data_files,
+    read_results,
+    read_runs,
+    require_dataset,
+)
 
 MATRICES = ("requirements", "certification", "interop", "flaky", "trends")
 CLEAN = "clean"
@@ -101,13 +108,18 @@ class Window:
     last_runs: int | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {"since": self.since.isoformat() if self.since else None,
-                "until": self.until.isoformat() if self.until else None,
-                "last_runs_per_implementation": self.last_runs}
+        return {
+            "since": self.since.isoformat() if self.since else None,
+            "until": self.until.isoformat() if self.until else None,
+            "last_runs_per_implementation": self.last_runs,
+        }
 
     def text(self) -> str:
-        parts = [f"since {self.since}" if self.since else "", f"until {self.until}" if self.until else "",
-                 f"last {self.last_runs} run(s) per implementation" if self.last_runs else ""]
+        parts = [
+            f"since {self.since}" if self.since else "",
+            f"until {self.until}" if self.until else "",
+            f"last {self.last_runs} run(s) per implementation" if self.last_runs else "",
+        ]
         return ", ".join(p for p in parts if p) or "all runs"
 
 
@@ -120,6 +132,7 @@ class Matrix:
     line and the JSON line Spark's CSV and JSON writers would write for it,
     in key order, and Python writes the files. The big one (requirements)
     is written by Spark from ``frame`` (exactly ``columns``, typed)."""
+
     name: str
     title: str
     description: str
@@ -133,6 +146,7 @@ class Matrix:
 
 # ------------------------------------------------------------------ window
 
+
 def _months(first: date, last: date) -> list[str]:
     """Every month (YYYY-MM) from ``first``'s to ``last``'s, both included."""
     out, (year, month) = [], (first.year, first.month)
@@ -142,7 +156,9 @@ def _months(first: date, last: date) -> list[str]:
     return out
 
 
-def last_runs(spark: Any, dataset: str | os.PathLike, window: Window) -> tuple[list[tuple[str, str]], list[str]]:
+def last_runs(
+    spark: Any, dataset: str | os.PathLike, window: Window
+) -> tuple[list[tuple[str, str]], list[str]]:
     """For ``--last-runs N``: the (implementation, run_id) pairs to keep and
     the months their records lie in, from the runs table alone (one row per
     run), so that the records are read only from those months.
@@ -158,11 +174,22 @@ def last_runs(spark: Any, dataset: str | os.PathLike, window: Window) -> tuple[l
         runs = runs.where(F.col("date") >= F.lit(window.since))
     if window.until:
         runs = runs.where(F.col("date") <= F.lit(window.until))
-    per_impl = runs.select("run_id", "first_time", "date", F.to_date("last_time").alias("last_date"),
-                           F.explode("implementations").alias("implementation"))
-    order = W.partitionBy("implementation").orderBy(F.col("first_time").desc(), F.col("run_id").desc())
-    kept = (per_impl.withColumn("_n", F.row_number().over(order)).where(F.col("_n") <= window.last_runs)
-            .select("implementation", "run_id", "date", "last_date").collect())
+    per_impl = runs.select(
+        "run_id",
+        "first_time",
+        "date",
+        F.to_date("last_time").alias("last_date"),
+        F.explode("implementations").alias("implementation"),
+    )
+    order = W.partitionBy("implementation").orderBy(
+        F.col("first_time").desc(), F.col("run_id").desc()
+    )
+    kept = (
+        per_impl.withColumn("_n", F.row_number().over(order))
+        .where(F.col("_n") <= window.last_runs)
+        .select("implementation", "run_id", "date", "last_date")
+        .collect()
+    )
     months = sorted({m for r in kept for m in _months(r.date, max(r.date, r.last_date or r.date))})
     return sorted({(r.implementation, r.run_id) for r in kept}), months
 
@@ -176,9 +203,12 @@ def read_months(spark: Any, dataset: str | os.PathLike, months: set[str] | None)
     if months is None:
         return read_results(spark, dataset)
     root = require_dataset(dataset) / "results"
-    dirs = sorted({str(path.parent) for (month, _), path in list_partitions(root).items() if month in months})
+    dirs = sorted(
+        {str(path.parent) for (month, _), path in list_partitions(root).items() if month in months}
+    )
     if not dirs:  # nothing in the window: the empty frame still has the columns
         from pyspark.sql import functions as F
+
         return read_results(spark, dataset).where(F.lit(False))
     return read_data_files(spark, root, *dirs)
 
@@ -196,20 +226,44 @@ def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any
     if window.since or window.until:
         first = window.since.strftime("%Y-%m") if window.since else ""
         last = window.until.strftime("%Y-%m") if window.until else "9999-99"
-        months = {m for m, _ in list_partitions(require_dataset(dataset) / "results") if first <= m <= last}
+        months = {
+            m
+            for m, _ in list_partitions(require_dataset(dataset) / "results")
+            if first <= m <= last
+        }
     pairs: list[tuple[str, str]] = []
     if window.last_runs:
         pairs, run_months = last_runs(spark, dataset, window)
         months = set(run_months) if months is None else months & set(run_months)
     res = read_months(spark, dataset, months).select(
-        "run_id", "time", "date", "target", "implementation", "implementation_version", "protocol",
-        "role", "case_id", "level", "outcome", "peer_implementation", "month",
+        "run_id",
+        "time",
+        "date",
+        "target",
+        "implementation",
+        "implementation_version",
+        "protocol",
+        "role",
+        "case_id",
+        "level",
+        "outcome",
+        "peer_implementation",
+        "month",
         # The impairment without its seed: one network condition, night after night.
-        F.coalesce(F.regexp_replace("impairment", " seed=[0-9]+$", ""), F.lit(CLEAN)).alias("network"))
+        F.coalesce(F.regexp_replace("impairment", " seed=[0-9]+$", ""), F.lit(CLEAN)).alias(
+            "network"
+        ),
+    )
     if window.since:
-        res = res.where((F.col("month") >= window.since.strftime("%Y-%m")) & (F.col("date") >= F.lit(window.since)))
+        res = res.where(
+            (F.col("month") >= window.since.strftime("%Y-%m"))
+            & (F.col("date") >= F.lit(window.since))
+        )
     if window.until:
-        res = res.where((F.col("month") <= window.until.strftime("%Y-%m")) & (F.col("date") <= F.lit(window.until)))
+        res = res.where(
+            (F.col("month") <= window.until.strftime("%Y-%m"))
+            & (F.col("date") <= F.lit(window.until))
+        )
     if window.last_runs:
         res = res.where(F.col("month").isin(*sorted(months or ())))
         run_ids = sorted({r for _, r in pairs})
@@ -228,6 +282,7 @@ def _counts(F: Any, prefix: str = "", where: Any = None) -> list[Any]:
         if where is not None:
             cond = cond & where
         return F.sum(F.when(cond, 1).otherwise(0)).alias(prefix + outcome)
+
     return [count(o) for o in COUNTED]
 
 
@@ -237,7 +292,9 @@ def _sums(F: Any, prefix: str = "") -> list[Any]:
 
 def _rate(F: Any, prefix: str = "") -> Any:
     """passed / (passed + failed + error + blocked): blocked did not pass."""
-    denominator = sum((F.col(prefix + o) for o in ("failed", "error", "blocked")), F.col(prefix + "passed"))
+    denominator = sum(
+        (F.col(prefix + o) for o in ("failed", "error", "blocked")), F.col(prefix + "passed")
+    )
     return F.when(denominator > 0, F.round(F.col(prefix + "passed") / denominator, 4))
 
 
@@ -293,9 +350,11 @@ def _line_frame(F: Any, frame: Any, columns: list[str], key: list[str]) -> Any:
     write gave, while Python only sorts and concatenates them: one job for
     all the small matrices instead of two Spark writes (each a shuffle into
     one partition and a sort) per matrix."""
-    return frame.select(*[F.col(k).alias(f"_k{i}") for i, k in enumerate(key)],
-                        F.to_csv(F.struct(*_text_columns(F, frame, columns)), CSV_OPTIONS).alias("_csv"),
-                        F.to_json(F.struct(*[F.col(c) for c in columns]), JSON_OPTIONS).alias("_json"))
+    return frame.select(
+        *[F.col(k).alias(f"_k{i}") for i, k in enumerate(key)],
+        F.to_csv(F.struct(*_text_columns(F, frame, columns)), CSV_OPTIONS).alias("_csv"),
+        F.to_json(F.struct(*[F.col(c) for c in columns]), JSON_OPTIONS).alias("_json"),
+    )
 
 
 def _sort_key(row: Any, width: int) -> tuple[Any, ...]:
@@ -305,8 +364,9 @@ def _sort_key(row: Any, width: int) -> tuple[Any, ...]:
     return tuple((row[f"_k{i}"] is not None, row[f"_k{i}"]) for i in range(width))
 
 
-def _collect_lines(F: Any, parts: dict[str, tuple[Any, list[str], list[str]]]
-                   ) -> dict[str, tuple[list[tuple[str, str]], list[dict[str, Any]]]]:
+def _collect_lines(
+    F: Any, parts: dict[str, tuple[Any, list[str], list[str]]]
+) -> dict[str, tuple[list[tuple[str, str]], list[dict[str, Any]]]]:
     """For each name: (frame, columns, key) -> its lines sorted on its key,
     and its rows parsed back from the JSON lines (the values the page shows).
 
@@ -317,10 +377,19 @@ def _collect_lines(F: Any, parts: dict[str, tuple[Any, list[str], list[str]]]
     frames = []
     for name, (frame, columns, key) in parts.items():
         lines = _line_frame(F, frame, columns, key)
-        frames.append(lines.select(F.lit(name).alias("_name"),
-                                   *[F.col(f"_k{i}").cast("string") if i < len(key)
-                                     else F.lit(None).cast("string").alias(f"_k{i}") for i in range(width)],
-                                   "_csv", "_json"))
+        frames.append(
+            lines.select(
+                F.lit(name).alias("_name"),
+                *[
+                    F.col(f"_k{i}").cast("string")
+                    if i < len(key)
+                    else F.lit(None).cast("string").alias(f"_k{i}")
+                    for i in range(width)
+                ],
+                "_csv",
+                "_json",
+            )
+        )
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
@@ -337,8 +406,10 @@ def _collect_lines(F: Any, parts: dict[str, tuple[Any, list[str], list[str]]]
 
 # ---------------------------------------------------------------- matrices
 
-def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
-          progress: Progress = print) -> dict[str, Matrix]:
+
+def build(
+    spark: Any, dataset: str | os.PathLike, window: Window = Window(), progress: Progress = print
+) -> dict[str, Matrix]:
     """All matrices over the window. The small ones are collected; the
     requirements frame reads a cached aggregate, and per run aggregates are
     checkpointed in memory: ``run`` releases both (``release``)."""
@@ -352,28 +423,57 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     # Per case: counts and the latest verdict as one number. Cached: the
     # requirements files and the page's rows read it again.
     t = time.monotonic()
-    latest_code = (F.unix_millis("time") * 32 + _code(F, "outcome", OUTCOME_CODES) * 4
-                   + _code(F, "level", LEVEL_CODES))
-    per_case = (res.withColumn("peer", peer)
-                .groupBy("implementation", "implementation_version", "protocol", "network", "case_id", "peer")
-                .agg(*_counts(F), F.count(F.lit(1)).alias("records"), F.max(latest_code).alias("_code"),
-                     F.min("time").alias("_first"), F.max("time").alias("_last"))
-                .select("*", _decode(F, F.expr("_code % 4"), LEVEL_CODES).alias("level"),
-                        _decode(F, F.expr("(_code div 4) % 8"), OUTCOME_CODES).alias("latest_outcome"),
-                        _ts(F, F.timestamp_millis(F.expr("_code div 32"))).alias("latest_time"))
-                .cache())
+    latest_code = (
+        F.unix_millis("time") * 32
+        + _code(F, "outcome", OUTCOME_CODES) * 4
+        + _code(F, "level", LEVEL_CODES)
+    )
+    per_case = (
+        res.withColumn("peer", peer)
+        .groupBy(
+            "implementation", "implementation_version", "protocol", "network", "case_id", "peer"
+        )
+        .agg(
+            *_counts(F),
+            F.count(F.lit(1)).alias("records"),
+            F.max(latest_code).alias("_code"),
+            F.min("time").alias("_first"),
+            F.max("time").alias("_last"),
+        )
+        .select(
+            "*",
+            _decode(F, F.expr("_code % 4"), LEVEL_CODES).alias("level"),
+            _decode(F, F.expr("(_code div 4) % 8"), OUTCOME_CODES).alias("latest_outcome"),
+            _ts(F, F.timestamp_millis(F.expr("_code div 32"))).alias("latest_time"),
+        )
+        .cache()
+    )
     # One row per implementation version (and harness or other peer): the
     # record count, the requirements matrix's row count and the versions
     # the page shows, in the job that fills the cache.
-    versions = (per_case.groupBy("implementation", "protocol", "implementation_version",
-                                 (F.col("peer") == "").alias("own"))
-                .agg(F.sum("records").alias("records"), F.count(F.lit(1)).alias("rows"),
-                     F.max("latest_time").alias("last")).collect())
+    versions = (
+        per_case.groupBy(
+            "implementation",
+            "protocol",
+            "implementation_version",
+            (F.col("peer") == "").alias("own"),
+        )
+        .agg(
+            F.sum("records").alias("records"),
+            F.count(F.lit(1)).alias("rows"),
+            F.max("latest_time").alias("last"),
+        )
+        .collect()
+    )
     records = sum(v["records"] for v in versions)
     if not records:
-        raise IngestError(f"no records in the window ({window.text()}) of {dataset} (version {version.name})")
-    progress(f"matrix: {records:,} record(s) in the window ({window.text()}, dataset version {version.name}); "
-             f"per-case aggregation: {time.monotonic() - t:.1f} s")
+        raise IngestError(
+            f"no records in the window ({window.text()}) of {dataset} (version {version.name})"
+        )
+    progress(
+        f"matrix: {records:,} record(s) in the window ({window.text()}, dataset version {version.name}); "
+        f"per-case aggregation: {time.monotonic() - t:.1f} s"
+    )
 
     # Per run (and role, peer): counts, MUST counts, times; and the few
     # failed (or blocked) records: which cases, per run. Checkpointed, not
@@ -385,38 +485,83 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     # hashing, not the reading, costs, and neither was faster.)
     t = time.monotonic()
     must = F.col("level") == "MUST"
-    per_run = (res.withColumn("peer", peer)
-               .groupBy("implementation", "implementation_version", "protocol", "network", "peer", "role", "run_id",
-                        "date")
-               .agg(*_counts(F), *_counts(F, "must_", must), F.count(F.lit(1)).alias("records"),
-                    F.min("time").alias("first"), F.max("time").alias("last")))
+    per_run = (
+        res.withColumn("peer", peer)
+        .groupBy(
+            "implementation",
+            "implementation_version",
+            "protocol",
+            "network",
+            "peer",
+            "role",
+            "run_id",
+            "date",
+        )
+        .agg(
+            *_counts(F),
+            *_counts(F, "must_", must),
+            F.count(F.lit(1)).alias("records"),
+            F.min("time").alias("first"),
+            F.max("time").alias("last"),
+        )
+    )
     # A partial run (--case, -k: summary.json's partial) is no complete run
     # for the certification: its verdict holds for the selected cases only.
     complete = read_runs(spark, dataset).select(
-        "run_id", (F.col("complete") & ~F.coalesce(F.col("partial"), F.lit(False))).alias("complete"))
-    per_run = (per_run.join(F.broadcast(complete), "run_id", "left")
-               .withColumn("complete", F.coalesce("complete", F.lit(False))).localCheckpoint())
+        "run_id",
+        (F.col("complete") & ~F.coalesce(F.col("partial"), F.lit(False))).alias("complete"),
+    )
+    per_run = (
+        per_run.join(F.broadcast(complete), "run_id", "left")
+        .withColumn("complete", F.coalesce("complete", F.lit(False)))
+        .localCheckpoint()
+    )
     own_failure = F.col("outcome").isin("failed", "error")
-    failures = (res.where(F.col("outcome").isin("failed", "error", "blocked")
-                          & (must | F.col("peer_implementation").isNotNull()))
-                .withColumn("peer", peer)
-                .groupBy("implementation", "implementation_version", "protocol", "network", "peer", "role", "run_id")
-                .agg(F.sort_array(F.collect_set("case_id")).alias("not_passed"),
-                     F.sort_array(F.collect_set(F.when(must & own_failure, F.col("case_id")))).alias("failed_must"),
-                     F.sort_array(F.collect_set(F.when(must & ~own_failure, F.col("case_id")))).alias("blocked_must"))
-                .localCheckpoint())
+    failures = (
+        res.where(
+            F.col("outcome").isin("failed", "error", "blocked")
+            & (must | F.col("peer_implementation").isNotNull())
+        )
+        .withColumn("peer", peer)
+        .groupBy(
+            "implementation",
+            "implementation_version",
+            "protocol",
+            "network",
+            "peer",
+            "role",
+            "run_id",
+        )
+        .agg(
+            F.sort_array(F.collect_set("case_id")).alias("not_passed"),
+            F.sort_array(F.collect_set(F.when(must & own_failure, F.col("case_id")))).alias(
+                "failed_must"
+            ),
+            F.sort_array(F.collect_set(F.when(must & ~own_failure, F.col("case_id")))).alias(
+                "blocked_must"
+            ),
+        )
+        .localCheckpoint()
+    )
     progress(f"  per-run aggregation: {per_run.count():,} row(s): {time.monotonic() - t:.1f} s")
 
     t = time.monotonic()
     requirements, page = _requirements(spark, F, per_case, [v for v in versions if v["own"]])
-    matrices = {"requirements": requirements,
-                "certification": _certification(F, W, per_run, failures),
-                "interop": _interop(F, per_run, failures),
-                "flaky": _flaky(F, per_case),
-                "trends": _trends(F, per_run)}
+    matrices = {
+        "requirements": requirements,
+        "certification": _certification(F, W, per_run, failures),
+        "interop": _interop(F, per_run, failures),
+        "flaky": _flaky(F, per_case),
+        "trends": _trends(F, per_run),
+    }
     small = {name: m for name, m in matrices.items() if name != "requirements"}
-    collected = _collect_lines(F, {**{name: (m.frame, m.columns, m.key) for name, m in small.items()},
-                                   "requirements-page": (page, requirements.columns, requirements.key)})
+    collected = _collect_lines(
+        F,
+        {
+            **{name: (m.frame, m.columns, m.key) for name, m in small.items()},
+            "requirements-page": (page, requirements.columns, requirements.key),
+        },
+    )
     for name, m in small.items():
         m.lines, m.rows = collected[name]
         m.count, m.frame = len(m.lines), None
@@ -424,9 +569,14 @@ def build(spark: Any, dataset: str | os.PathLike, window: Window = Window(),
     # The page lists the flakiest (closest to half failing); the sort is
     # stable and the rows come in key order, so ties resolve the same way.
     flaky = matrices["flaky"]
-    flaky.rows = sorted(flaky.rows, key=lambda r: (abs(r["fail_rate"] - 0.5), -r["records"]))[:FLAKY_PAGE_ROWS]
-    progress("  " + ", ".join(f"{m.name} {m.count:,}" for m in matrices.values())
-             + f" row(s): {time.monotonic() - t:.1f} s")
+    flaky.rows = sorted(flaky.rows, key=lambda r: (abs(r["fail_rate"] - 0.5), -r["records"]))[
+        :FLAKY_PAGE_ROWS
+    ]
+    progress(
+        "  "
+        + ", ".join(f"{m.name} {m.count:,}" for m in matrices.values())
+        + f" row(s): {time.monotonic() - t:.1f} s"
+    )
     return matrices
 
 
@@ -435,144 +585,323 @@ def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tup
     shows: those of the most recently tested versions of each
     implementation (latest first, then the highest version; Spark's
     descending order puts a null version last)."""
-    columns = ["implementation", "implementation_version", "protocol", "network", "case_id", "level",
-               "latest_outcome", "pass_rate", "passed", "failed", "error", "blocked", "not_applicable", "records",
-               "latest_time"]
+    columns = [
+        "implementation",
+        "implementation_version",
+        "protocol",
+        "network",
+        "case_id",
+        "level",
+        "latest_outcome",
+        "pass_rate",
+        "passed",
+        "failed",
+        "error",
+        "blocked",
+        "not_applicable",
+        "records",
+        "latest_time",
+    ]
     key = ["implementation", "implementation_version", "protocol", "network", "case_id"]
-    frame = (per_case.where(F.col("peer") == "").withColumn("pass_rate", _rate(F)).select(*columns))
+    frame = per_case.where(F.col("peer") == "").withColumn("pass_rate", _rate(F)).select(*columns)
     by_impl: dict[tuple[str, str], list[Any]] = {}
     for v in versions:
         by_impl.setdefault((v["implementation"], v["protocol"]), []).append(v)
     shown = []
     for (impl, proto), found in by_impl.items():
-        found.sort(key=lambda v: (v["last"] or "", v["implementation_version"] is not None,
-                                  v["implementation_version"] or ""), reverse=True)
+        found.sort(
+            key=lambda v: (
+                v["last"] or "",
+                v["implementation_version"] is not None,
+                v["implementation_version"] or "",
+            ),
+            reverse=True,
+        )
         shown.extend((impl, proto, v["implementation_version"]) for v in found[:PAGE_VERSIONS])
-    keep = spark.createDataFrame(shown, "implementation string, protocol string, implementation_version string")
-    page = frame.join(F.broadcast(keep), ["implementation", "protocol", "implementation_version"], "left_semi")
+    keep = spark.createDataFrame(
+        shown, "implementation string, protocol string, implementation_version string"
+    )
+    page = frame.join(
+        F.broadcast(keep), ["implementation", "protocol", "implementation_version"], "left_semi"
+    )
     matrix = Matrix(
-        "requirements", "Implementation and version × requirement",
+        "requirements",
+        "Implementation and version × requirement",
         "Latest verdict and pass rate of each case for each implementation version; only records where the "
         "harness was the peer.",
-        columns, key, [], sum(v["rows"] for v in versions), frame=frame)
+        columns,
+        key,
+        [],
+        sum(v["rows"] for v in versions),
+        frame=frame,
+    )
     return matrix, page
 
 
 def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
     keys = ["implementation", "implementation_version", "protocol", "network"]
-    runs = (per_run.where(F.col("peer") == "").groupBy(*keys, "run_id")
-            .agg(*_sums(F, "must_"), F.max("last").alias("run_time"), F.min("first").alias("first"),
-                 F.max(F.col("complete").cast("int")).alias("complete")))
+    runs = (
+        per_run.where(F.col("peer") == "")
+        .groupBy(*keys, "run_id")
+        .agg(
+            *_sums(F, "must_"),
+            F.max("last").alias("run_time"),
+            F.min("first").alias("first"),
+            F.max(F.col("complete").cast("int")).alias("complete"),
+        )
+    )
     order = W.partitionBy(*keys).orderBy(F.col("run_time").desc(), F.col("run_id").desc())
-    latest = (runs.where(F.col("complete") == 1).withColumn("_n", F.row_number().over(order))
-              .where(F.col("_n") == 1).drop("_n", "first", "complete"))
-    failed = (failures.where(F.col("peer") == "").groupBy(*keys, "run_id")
-              .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("failed_must")))).alias("failed_must"),
-                   F.array_sort(F.array_distinct(F.flatten(F.collect_list("blocked_must")))).alias("blocked_must")))
+    latest = (
+        runs.where(F.col("complete") == 1)
+        .withColumn("_n", F.row_number().over(order))
+        .where(F.col("_n") == 1)
+        .drop("_n", "first", "complete")
+    )
+    failed = (
+        failures.where(F.col("peer") == "")
+        .groupBy(*keys, "run_id")
+        .agg(
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list("failed_must")))).alias(
+                "failed_must"
+            ),
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list("blocked_must")))).alias(
+                "blocked_must"
+            ),
+        )
+    )
     latest = latest.join(failed, keys + ["run_id"], "left")
     seen = runs.groupBy(*keys).agg(
-        F.min("first").alias("_first"), F.max("run_time").alias("_last"), F.count(F.lit(1)).alias("runs"),
-        F.sum("complete").alias("complete_runs"))
+        F.min("first").alias("_first"),
+        F.max("run_time").alias("_last"),
+        F.count(F.lit(1)).alias("runs"),
+        F.sum("complete").alias("complete_runs"),
+    )
     frame = seen.join(latest, keys, "left")
-    certified = ((F.col("must_failed") == 0) & (F.col("must_error") == 0) & (F.col("must_blocked") == 0)
-                 & (F.col("must_passed") > 0))
-    status = (F.when(F.col("run_id").isNull(), F.lit("no complete run"))
-              .when(certified, F.lit("certified")).otherwise(F.lit("not certified")))
+    certified = (
+        (F.col("must_failed") == 0)
+        & (F.col("must_error") == 0)
+        & (F.col("must_blocked") == 0)
+        & (F.col("must_passed") > 0)
+    )
+    status = (
+        F.when(F.col("run_id").isNull(), F.lit("no complete run"))
+        .when(certified, F.lit("certified"))
+        .otherwise(F.lit("not certified"))
+    )
     newest_order = W.partitionBy("implementation", "protocol", "network").orderBy(
-        F.col("_last").desc(), F.col("implementation_version").desc())
-    columns = ["implementation", "protocol", "network", "implementation_version", "newest", "status", "run_id",
-               "run_time",
-               "must_passed", "must_failed", "must_error", "must_blocked", "must_not_applicable", "failed_must",
-               "blocked_must", "runs", "complete_runs", "first_seen", "last_seen"]
-    frame = (frame.withColumn("status", status)
-             .withColumn("newest", F.row_number().over(newest_order) == 1)
-             .withColumn("failed_must", F.coalesce("failed_must", F.array().cast("array<string>")))
-             .withColumn("blocked_must", F.coalesce("blocked_must", F.array().cast("array<string>")))
-             .withColumn("run_time", _ts(F, "run_time"))
-             .withColumn("first_seen", _ts(F, "_first")).withColumn("last_seen", _ts(F, "_last"))
-             .select(*columns))
+        F.col("_last").desc(), F.col("implementation_version").desc()
+    )
+    columns = [
+        "implementation",
+        "protocol",
+        "network",
+        "implementation_version",
+        "newest",
+        "status",
+        "run_id",
+        "run_time",
+        "must_passed",
+        "must_failed",
+        "must_error",
+        "must_blocked",
+        "must_not_applicable",
+        "failed_must",
+        "blocked_must",
+        "runs",
+        "complete_runs",
+        "first_seen",
+        "last_seen",
+    ]
+    frame = (
+        frame.withColumn("status", status)
+        .withColumn("newest", F.row_number().over(newest_order) == 1)
+        .withColumn("failed_must", F.coalesce("failed_must", F.array().cast("array<string>")))
+        .withColumn("blocked_must", F.coalesce("blocked_must", F.array().cast("array<string>")))
+        .withColumn("run_time", _ts(F, "run_time"))
+        .withColumn("first_seen", _ts(F, "_first"))
+        .withColumn("last_seen", _ts(F, "_last"))
+        .select(*columns)
+    )
     return Matrix(
-        "certification", "Implementation × protocol certification",
+        "certification",
+        "Implementation × protocol certification",
         "Certified: every MUST case passed or was not applicable, and at least one passed, in the latest "
         "complete run of that implementation version (a partial run, --case or -k, is not complete: it "
         "certifies nothing; a blocked MUST case did not pass; failed_must lists "
         "the MUST cases that failed for their own rule, blocked_must those blocked by a prerequisite). "
         "'newest' marks the version tested most recently. 'network': clean loopback or the impairment profile "
         "the runs went through (certify --impair).",
-        columns, ["implementation", "protocol", "network", "implementation_version"], [], frame=frame)
+        columns,
+        ["implementation", "protocol", "network", "implementation_version"],
+        [],
+        frame=frame,
+    )
 
 
 def _orient(F: Any, frame: Any) -> Any:
     """client/server columns from (implementation, role, peer)."""
     client = F.when(F.col("role") == "client", F.col("implementation")).otherwise(F.col("peer"))
     server = F.when(F.col("role") == "server", F.col("implementation")).otherwise(F.col("peer"))
-    return frame.where(F.col("peer") != "").withColumn("client_implementation", client) \
+    return (
+        frame.where(F.col("peer") != "")
+        .withColumn("client_implementation", client)
         .withColumn("server_implementation", server)
+    )
 
 
 def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
     keys = ["protocol", "client_implementation", "server_implementation", "network"]
-    runs = (_orient(F, per_run).groupBy(*keys, "run_id")
-            .agg(*_sums(F), F.max("last").alias("run_time")))
-    not_passed = (_orient(F, failures).groupBy(*keys, "run_id")
-                  .agg(F.array_sort(F.array_distinct(F.flatten(F.collect_list("not_passed")))).alias("not_passed")))
+    runs = (
+        _orient(F, per_run).groupBy(*keys, "run_id").agg(*_sums(F), F.max("last").alias("run_time"))
+    )
+    not_passed = (
+        _orient(F, failures)
+        .groupBy(*keys, "run_id")
+        .agg(
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list("not_passed")))).alias(
+                "not_passed"
+            )
+        )
+    )
     runs = runs.join(not_passed, keys + ["run_id"], "left")
-    latest = F.max(F.struct("run_time", "run_id", "passed", "failed", "error", "blocked", "not_passed"))
-    columns = ["protocol", "client_implementation", "server_implementation", "network", "pass_rate", "passed",
-               "failed",
-               "error", "blocked", "not_applicable", "runs", "latest_run_id", "latest_pass_rate",
-               "latest_not_passed"]
-    frame = (runs.groupBy(*keys).agg(*_sums(F), F.count(F.lit(1)).alias("runs"), latest.alias("_l"))
-             .withColumn("pass_rate", _rate(F))
-             .withColumn("latest_run_id", F.col("_l.run_id"))
-             .withColumn("latest_pass_rate", _rate(F, "_l."))
-             .withColumn("latest_not_passed", F.coalesce("_l.not_passed", F.array().cast("array<string>")))
-             .select(*columns))
+    latest = F.max(
+        F.struct("run_time", "run_id", "passed", "failed", "error", "blocked", "not_passed")
+    )
+    columns = [
+        "protocol",
+        "client_implementation",
+        "server_implementation",
+        "network",
+        "pass_rate",
+        "passed",
+        "failed",
+        "error",
+        "blocked",
+        "not_applicable",
+        "runs",
+        "latest_run_id",
+        "latest_pass_rate",
+        "latest_not_passed",
+    ]
+    frame = (
+        runs.groupBy(*keys)
+        .agg(*_sums(F), F.count(F.lit(1)).alias("runs"), latest.alias("_l"))
+        .withColumn("pass_rate", _rate(F))
+        .withColumn("latest_run_id", F.col("_l.run_id"))
+        .withColumn("latest_pass_rate", _rate(F, "_l."))
+        .withColumn(
+            "latest_not_passed", F.coalesce("_l.not_passed", F.array().cast("array<string>"))
+        )
+        .select(*columns)
+    )
     return Matrix(
-        "interop", "Implementation × implementation interoperability",
+        "interop",
+        "Implementation × implementation interoperability",
         "Pass rate of interop cases per (client, server) pair, from records whose peer_implementation is set; "
         "the latest run's pass rate and the cases it did not pass.",
-        columns, keys, [], frame=frame)
+        columns,
+        keys,
+        [],
+        frame=frame,
+    )
 
 
 def _flaky(F: Any, per_case: Any) -> Matrix:
-    columns = ["implementation", "implementation_version", "protocol", "network", "case_id", "peer_implementation",
-               "level", "fail_rate", "passed", "failed", "error", "blocked", "not_applicable", "records", "latest_outcome",
-               "first_time", "last_time"]
+    columns = [
+        "implementation",
+        "implementation_version",
+        "protocol",
+        "network",
+        "case_id",
+        "peer_implementation",
+        "level",
+        "fail_rate",
+        "passed",
+        "failed",
+        "error",
+        "blocked",
+        "not_applicable",
+        "records",
+        "latest_outcome",
+        "first_time",
+        "last_time",
+    ]
     not_passed = F.col("failed") + F.col("error")
-    frame = (per_case.where((F.col("passed") > 0) & (not_passed > 0))
-             .withColumn("peer_implementation", F.col("peer"))
-             .withColumn("fail_rate", F.round(not_passed / (F.col("passed") + not_passed), 4))
-             .withColumn("first_time", _ts(F, "_first")).withColumn("last_time", _ts(F, "_last"))
-             .select(*columns))
+    frame = (
+        per_case.where((F.col("passed") > 0) & (not_passed > 0))
+        .withColumn("peer_implementation", F.col("peer"))
+        .withColumn("fail_rate", F.round(not_passed / (F.col("passed") + not_passed), 4))
+        .withColumn("first_time", _ts(F, "_first"))
+        .withColumn("last_time", _ts(F, "_last"))
+        .select(*columns)
+    )
     return Matrix(
-        "flaky", "Flaky cases",
+        "flaky",
+        "Flaky cases",
         "Cases that both passed and failed (or errored) for the same implementation, version, protocol and "
         "peer (empty peer: the harness).",
-        columns, ["implementation", "implementation_version", "protocol", "network", "case_id",
-                  "peer_implementation"], [], frame=frame)
+        columns,
+        [
+            "implementation",
+            "implementation_version",
+            "protocol",
+            "network",
+            "case_id",
+            "peer_implementation",
+        ],
+        [],
+        frame=frame,
+    )
 
 
 def _trends(F: Any, per_run: Any) -> Matrix:
-    columns = ["date", "implementation", "network", "passed", "failed", "error", "blocked", "not_applicable",
-               "records", "runs", "pass_rate"]
-    frame = (per_run.groupBy("date", "implementation", "network")
-             .agg(*_sums(F), F.sum("records").alias("records"), F.countDistinct("run_id").alias("runs"))
-             .withColumn("pass_rate", _rate(F)).withColumn("date", F.col("date").cast("string"))
-             .select(*columns))
+    columns = [
+        "date",
+        "implementation",
+        "network",
+        "passed",
+        "failed",
+        "error",
+        "blocked",
+        "not_applicable",
+        "records",
+        "runs",
+        "pass_rate",
+    ]
+    frame = (
+        per_run.groupBy("date", "implementation", "network")
+        .agg(*_sums(F), F.sum("records").alias("records"), F.countDistinct("run_id").alias("runs"))
+        .withColumn("pass_rate", _rate(F))
+        .withColumn("date", F.col("date").cast("string"))
+        .select(*columns)
+    )
     return Matrix(
-        "trends", "Trends: pass counts per night",
+        "trends",
+        "Trends: pass counts per night",
         "Per night (the run's date) and implementation: verdict counts over all its records.",
-        columns, ["date", "implementation", "network"], [], frame=frame)
+        columns,
+        ["date", "implementation", "network"],
+        [],
+        frame=frame,
+    )
 
 
 # ----------------------------------------------------------------- output
 
+
 def _write_single(frame: Any, key: list[str], fmt: str, tmp: Path, options: dict[str, str]) -> Path:
     """Write ``frame`` sorted on ``key`` as one file; return its path."""
-    (frame.repartition(1).sortWithinPartitions(*key).write.mode("overwrite").options(**options)
-     .format(fmt).save(str(tmp)))
-    parts = sorted(p for p in tmp.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc"))
+    (
+        frame.repartition(1)
+        .sortWithinPartitions(*key)
+        .write.mode("overwrite")
+        .options(**options)
+        .format(fmt)
+        .save(str(tmp))
+    )
+    parts = sorted(
+        p for p in tmp.iterdir() if p.name.startswith("part-") and not p.name.endswith(".crc")
+    )
     if len(parts) != 1:
         raise RuntimeError(f"expected one {fmt} part file in {tmp}, found {len(parts)}")
     return parts[0]
@@ -595,10 +924,20 @@ def _write_matrix(F: Any, matrix: Matrix, out: Path, window: Window) -> list[Pat
     work directory."""
     # Named apart so that two jobs writing into one directory never mix their files.
     tag = uuid.uuid4().hex[:8]
-    csv_tmp, json_tmp = out / f".{matrix.name}.csv.{tag}.tmp", out / f".{matrix.name}.json.{tag}.tmp"
+    csv_tmp, json_tmp = (
+        out / f".{matrix.name}.csv.{tag}.tmp",
+        out / f".{matrix.name}.json.{tag}.tmp",
+    )
     work = out / f".matrix-{matrix.name}-{tag}"
-    head = {"matrix": matrix.name, "title": matrix.title, "description": matrix.description,
-            "window": window.describe(), "columns": matrix.columns, "key": matrix.key, "row_count": matrix.count}
+    head = {
+        "matrix": matrix.name,
+        "title": matrix.title,
+        "description": matrix.description,
+        "window": window.describe(),
+        "columns": matrix.columns,
+        "key": matrix.key,
+        "row_count": matrix.count,
+    }
     try:
         if matrix.lines is not None:
             json_lines: Any = (j for _, j in matrix.lines)
@@ -607,13 +946,19 @@ def _write_matrix(F: Any, matrix: Matrix, out: Path, window: Window) -> list[Pat
                 dst.write(",".join(matrix.columns) + "\n")
                 dst.writelines(c + "\n" for c, _ in matrix.lines)
         else:
-            csv_part = _write_single(matrix.frame.select(*_text_columns(F, matrix.frame, matrix.columns)),
-                                     matrix.key, "csv", work / "csv", {**CSV_OPTIONS, "header": "true"})
+            csv_part = _write_single(
+                matrix.frame.select(*_text_columns(F, matrix.frame, matrix.columns)),
+                matrix.key,
+                "csv",
+                work / "csv",
+                {**CSV_OPTIONS, "header": "true"},
+            )
             if csv_part.stat().st_size == 0:  # no rows: Spark may write no header
                 csv_part.write_text(",".join(matrix.columns) + "\n", encoding="utf-8")
             os.replace(csv_part, csv_tmp)
-            json_part = _write_single(matrix.frame, matrix.key, "json", work / "json",
-                                      {**JSON_OPTIONS, "lineSep": "\n"})
+            json_part = _write_single(
+                matrix.frame, matrix.key, "json", work / "json", {**JSON_OPTIONS, "lineSep": "\n"}
+            )
             json_lines = _json_rows(json_part)
         count = 0
         with open(json_tmp, "w", encoding="utf-8", newline="") as dst:
@@ -633,8 +978,13 @@ def _write_matrix(F: Any, matrix: Matrix, out: Path, window: Window) -> list[Pat
     return [out / f"{matrix.name}.csv", out / f"{matrix.name}.json"]
 
 
-def write_outputs(spark: Any, matrices: dict[str, Matrix], out: str | os.PathLike, window: Window,
-                  meta: dict[str, Any]) -> list[Path]:
+def write_outputs(
+    spark: Any,
+    matrices: dict[str, Matrix],
+    out: str | os.PathLike,
+    window: Window,
+    meta: dict[str, Any],
+) -> list[Path]:
     """NAME.csv and NAME.json per matrix, index.html and matrix-report.json.
 
     Each file is written next to its final name and renamed into place, so
@@ -654,9 +1004,19 @@ def write_outputs(spark: Any, matrices: dict[str, Matrix], out: str | os.PathLik
     os.replace(tmp, page)
     written.append(page)
     report = out / "matrix-report.json"
-    report.write_text(json.dumps({**meta, "window": window.describe(),
-                                  "rows": {n: m.count for n, m in matrices.items()},
-                                  "files": [p.name for p in written]}, indent=2) + "\n", encoding="utf-8")
+    report.write_text(
+        json.dumps(
+            {
+                **meta,
+                "window": window.describe(),
+                "rows": {n: m.count for n, m in matrices.items()},
+                "files": [p.name for p in written],
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     written.append(report)
     return written
 
@@ -676,8 +1036,14 @@ def release(spark: Any, keep: set[int]) -> None:
         rdds.get(rdd_id).unpersist(False)
 
 
-def run(spark: Any, dataset: str | os.PathLike, out: str | os.PathLike, window: Window = Window(),
-        progress: Progress = print, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(
+    spark: Any,
+    dataset: str | os.PathLike,
+    out: str | os.PathLike,
+    window: Window = Window(),
+    progress: Progress = print,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Build and write every matrix; returns the report (matrix-report.json)."""
     started = time.monotonic()
     version = require_dataset(dataset)
@@ -686,8 +1052,13 @@ def run(spark: Any, dataset: str | os.PathLike, out: str | os.PathLike, window: 
         matrices = build(spark, dataset, window, progress)
         records = sum(r["records"] for r in matrices["trends"].rows)
         t = time.monotonic()
-        info = {"dataset": str(Path(dataset).resolve()), "dataset_version": version.name, "records": records,
-                "spark_master": spark.sparkContext.master, **(meta or {})}
+        info = {
+            "dataset": str(Path(dataset).resolve()),
+            "dataset_version": version.name,
+            "records": records,
+            "spark_master": spark.sparkContext.master,
+            **(meta or {}),
+        }
         written = write_outputs(spark, matrices, out, window, info)
         progress(f"  wrote {len(written)} file(s): {time.monotonic() - t:.1f} s")
     finally:

@@ -77,7 +77,8 @@ def check_pyspark() -> str:
     except ImportError as exc:
         raise SparkUnavailable(
             "pyspark is not installed: pip install -e '.[aggregate]' "
-            "(scripts/setup.sh --aggregate installs it, and --test)") from exc
+            "(scripts/setup.sh --aggregate installs it, and --test)"
+        ) from exc
     return pyspark.__version__
 
 
@@ -88,13 +89,16 @@ def java_executable() -> str:
         candidate = Path(home) / "bin" / "java"
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
-        raise SparkUnavailable(f"JAVA_HOME={home} has no bin/java; point it at a JDK {MIN_JAVA}+ "
-                               "or unset it to use java on PATH")
+        raise SparkUnavailable(
+            f"JAVA_HOME={home} has no bin/java; point it at a JDK {MIN_JAVA}+ "
+            "or unset it to use java on PATH"
+        )
     found = shutil.which("java")
     if not found:
         raise SparkUnavailable(
             f"Java is missing: Spark needs Java {MIN_JAVA} or newer on PATH or in JAVA_HOME "
-            "(on Debian: apt-get install openjdk-17-jre-headless)")
+            "(on Debian: apt-get install openjdk-17-jre-headless)"
+        )
     return found
 
 
@@ -109,7 +113,9 @@ def check_java() -> tuple[str, int]:
         raise SparkUnavailable(f"{java} -version failed: {exc}") from exc
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
     if not match:
-        raise SparkUnavailable(f"cannot tell the Java version of {java}: {out.stderr.strip()[:200]}")
+        raise SparkUnavailable(
+            f"cannot tell the Java version of {java}: {out.stderr.strip()[:200]}"
+        )
     major = int(match.group(1))
     if major == 1 and match.group(2):  # "1.8.0" style
         major = int(match.group(2))
@@ -139,15 +145,20 @@ def log4j_config() -> Path:
     return path
 
 
-def session_conf(master: str | None = None, driver_memory: str = DRIVER_MEMORY,
-                 extra: dict[str, str] | None = None) -> dict[str, str]:
+def session_conf(
+    master: str | None = None,
+    driver_memory: str = DRIVER_MEMORY,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """The configuration as a plain dict (printed by the benchmark, tested)."""
     master = check_master(master)
-    java_opts = (f"-Dlog4j2.configurationFile=file:{log4j_config()} "
-                 f"-XX:ReservedCodeCacheSize=128m -XX:MaxDirectMemorySize=256m -XX:MaxMetaspaceSize=256m "
-                 # Throughput collector: batch jobs need no short pauses, and
-                 # it keeps no remembered sets (G1's cost 5 to 10% of the heap).
-                 f"-XX:+UseParallelGC")
+    java_opts = (
+        f"-Dlog4j2.configurationFile=file:{log4j_config()} "
+        f"-XX:ReservedCodeCacheSize=128m -XX:MaxDirectMemorySize=256m -XX:MaxMetaspaceSize=256m "
+        # Throughput collector: batch jobs need no short pauses, and
+        # it keeps no remembered sets (G1's cost 5 to 10% of the heap).
+        f"-XX:+UseParallelGC"
+    )
     conf = {
         "spark.master": master,
         "spark.app.name": "conformance-aggregate",
@@ -183,17 +194,22 @@ def session_conf(master: str | None = None, driver_memory: str = DRIVER_MEMORY,
         "spark.pyspark.driver.python": sys.executable,
     }
     if master.startswith("spark://"):
-        conf.update({
-            "spark.executor.memory": EXECUTOR_MEMORY,
-            "spark.executor.cores": "2",
-            "spark.cores.max": "2",
-        })
+        conf.update(
+            {
+                "spark.executor.memory": EXECUTOR_MEMORY,
+                "spark.executor.cores": "2",
+                "spark.cores.max": "2",
+            }
+        )
     conf.update(extra or {})
     return conf
 
 
-def get_session(master: str | None = None, driver_memory: str = DRIVER_MEMORY,
-                extra: dict[str, str] | None = None) -> Any:
+def get_session(
+    master: str | None = None,
+    driver_memory: str = DRIVER_MEMORY,
+    extra: dict[str, str] | None = None,
+) -> Any:
     """A SparkSession with the project's settings (see the module docstring).
 
     Raises SparkUnavailable, with what to do, when pyspark or Java is
@@ -211,8 +227,10 @@ def get_session(master: str | None = None, driver_memory: str = DRIVER_MEMORY,
     if active is not None:
         running = active.sparkContext.master
         if running != conf["spark.master"]:
-            raise SparkUnavailable(f"a Spark session for {running} is already running in this process; "
-                                   f"cannot switch to {conf['spark.master']}")
+            raise SparkUnavailable(
+                f"a Spark session for {running} is already running in this process; "
+                f"cannot switch to {conf['spark.master']}"
+            )
         return active
     builder = SparkSession.builder
     for key, value in conf.items():
@@ -221,8 +239,10 @@ def get_session(master: str | None = None, driver_memory: str = DRIVER_MEMORY,
         spark = builder.getOrCreate()
     except Exception as exc:  # py4j / JVM launch errors: make them readable
         text = str(exc).strip().splitlines()
-        raise SparkUnavailable(f"Spark did not start ({conf['spark.master']}): "
-                               f"{text[0] if text else type(exc).__name__}") from exc
+        raise SparkUnavailable(
+            f"Spark did not start ({conf['spark.master']}): "
+            f"{text[0] if text else type(exc).__name__}"
+        ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

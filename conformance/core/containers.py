@@ -45,7 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .readiness import Exited, ReadyWhen, StartingServer, port_accepts, read_outputs, wait_until_ready
+from .readiness import (
+    Exited,
+    ReadyWhen,
+    StartingServer,
+    port_accepts,
+    read_outputs,
+    wait_until_ready,
+)
 
 if TYPE_CHECKING:
     from .targets import TargetRuntime
@@ -99,6 +106,7 @@ class ContainerSpec:
 class ContainerClientSpec:
     """``[targets.NAME.container.client]``: the node's client role, one
     container per launch (per case), on the host's network."""
+
     image: str
     command: tuple[str, ...]
     entrypoint: tuple[str, ...] = ()
@@ -108,17 +116,42 @@ class ContainerClientSpec:
     writable: Mapping[str, str] = field(default_factory=dict)
 
 
-CONTAINER_FIELDS = ("image", "command", "ports", "url", "env", "credential_env", "mounts", "writable", "ready",
-                    "ready_port", "ready_timeout", "outputs", "client")
+CONTAINER_FIELDS = (
+    "image",
+    "command",
+    "ports",
+    "url",
+    "env",
+    "credential_env",
+    "mounts",
+    "writable",
+    "ready",
+    "ready_port",
+    "ready_timeout",
+    "outputs",
+    "client",
+)
 CLIENT_FIELDS = ("image", "entrypoint", "command", "env", "credential_env", "mounts", "writable")
-SERVER_ONLY_FIELDS = ("command", "ports", "url", "env", "credential_env", "mounts", "writable", "ready", "ready_port",
-                      "ready_timeout", "outputs")
+SERVER_ONLY_FIELDS = (
+    "command",
+    "ports",
+    "url",
+    "env",
+    "credential_env",
+    "mounts",
+    "writable",
+    "ready",
+    "ready_port",
+    "ready_timeout",
+    "outputs",
+)
 """Fields of the container table that configure the server role; a
 client-only target's table has only image and client."""
 
 
-def _string_tables(table: dict, cwhere: str, names: tuple[str, ...],
-                   credentials: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+def _string_tables(
+    table: dict, cwhere: str, names: tuple[str, ...], credentials: Mapping[str, Any]
+) -> dict[str, dict[str, str]]:
     """The tables of strings of a container (or client) table, validated:
     one path for both roles, so both give the same errors."""
     from .targets import TargetError
@@ -126,22 +159,27 @@ def _string_tables(table: dict, cwhere: str, names: tuple[str, ...],
     tables: dict[str, dict[str, str]] = {}
     for name in names:
         value = table.get(name, {})
-        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in value.items()):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
             raise TargetError(f"{cwhere}: {name} must be a table of strings, got {value!r}")
         tables[name] = dict(value)
     for variable, credential in tables["credential_env"].items():
         if credential not in credentials:
-            raise TargetError(f"{cwhere}: credential_env {variable} names credential {credential!r}, which the "
-                              f"target does not have (credentials: {sorted(credentials) or 'none'})")
+            raise TargetError(
+                f"{cwhere}: credential_env {variable} names credential {credential!r}, which the "
+                f"target does not have (credentials: {sorted(credentials) or 'none'})"
+            )
     for variable in tables["env"]:
         if variable in tables["credential_env"]:
             raise TargetError(f"{cwhere}: {variable} is in both env and credential_env")
     for name in ("mounts", "writable"):
         for inside in tables[name]:
             if not inside.startswith("/") or ":" in inside:
-                raise TargetError(f"{cwhere}: {name} key {inside!r} must be an absolute path in the container "
-                                  "(without ':')")
+                raise TargetError(
+                    f"{cwhere}: {name} key {inside!r} must be an absolute path in the container "
+                    "(without ':')"
+                )
     both = set(tables["mounts"]) & set(tables["writable"])
     if both:
         raise TargetError(f"{cwhere}: {sorted(both)} in both mounts and writable")
@@ -152,38 +190,63 @@ def _image(value: Any, cwhere: str) -> str:
     from .targets import TargetError
 
     if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value):
-        raise TargetError(f"{cwhere}: image must be an image reference such as 'conformance/reference:dev', "
-                          f"got {value!r}")
+        raise TargetError(
+            f"{cwhere}: image must be an image reference such as 'conformance/reference:dev', "
+            f"got {value!r}"
+        )
     return value
 
 
-def parse_client(table: Any, where: str, image: str, roles: tuple[str, ...], credentials: Mapping[str, Any],
-                 argv: Any) -> ContainerClientSpec:
+def parse_client(
+    table: Any,
+    where: str,
+    image: str,
+    roles: tuple[str, ...],
+    credentials: Mapping[str, Any],
+    argv: Any,
+) -> ContainerClientSpec:
     """The ``[targets.NAME.container.client]`` table, validated."""
     from .targets import TargetError
 
     cwhere = f"{where} [container.client]"
     if not isinstance(table, dict):
-        raise TargetError(f"{cwhere}: must be a table (command, and optionally image, entrypoint, env, "
-                          "credential_env, mounts, writable)")
+        raise TargetError(
+            f"{cwhere}: must be a table (command, and optionally image, entrypoint, env, "
+            "credential_env, mounts, writable)"
+        )
     unknown = set(table) - set(CLIENT_FIELDS)
     if unknown:
-        raise TargetError(f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CLIENT_FIELDS)}")
+        raise TargetError(
+            f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CLIENT_FIELDS)}"
+        )
     if "client" not in roles:
-        raise TargetError(f"{cwhere}: runs the node's client role, but roles does not list 'client'")
+        raise TargetError(
+            f"{cwhere}: runs the node's client role, but roles does not list 'client'"
+        )
     command = argv(table.get("command"), f"{cwhere} command")
     if not command:
-        raise TargetError(f"{cwhere}: command is required: the client's arguments, with placeholders such as "
-                          "{peer_host} {peer_port} (the harness's server, on the host's loopback)")
+        raise TargetError(
+            f"{cwhere}: command is required: the client's arguments, with placeholders such as "
+            "{peer_host} {peer_port} (the harness's server, on the host's loopback)"
+        )
     entrypoint = argv(table.get("entrypoint"), f"{cwhere} entrypoint")
-    tables = _string_tables(table, cwhere, ("env", "credential_env", "mounts", "writable"), credentials)
-    return ContainerClientSpec(image=_image(table.get("image", image), cwhere), command=command,
-                               entrypoint=entrypoint, env=tables["env"], credential_env=tables["credential_env"],
-                               mounts=tables["mounts"], writable=tables["writable"])
+    tables = _string_tables(
+        table, cwhere, ("env", "credential_env", "mounts", "writable"), credentials
+    )
+    return ContainerClientSpec(
+        image=_image(table.get("image", image), cwhere),
+        command=command,
+        entrypoint=entrypoint,
+        env=tables["env"],
+        credential_env=tables["credential_env"],
+        mounts=tables["mounts"],
+        writable=tables["writable"],
+    )
 
 
-def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials: Mapping[str, Any],
-                    argv: Any) -> ContainerSpec:
+def parse_container(
+    table: Any, where: str, roles: tuple[str, ...], credentials: Mapping[str, Any], argv: Any
+) -> ContainerSpec:
     """The ``[targets.NAME.container]`` table, validated; ``argv`` is
     targets._argv (commands are split like launch commands)."""
     from .targets import TargetError
@@ -193,32 +256,52 @@ def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials:
         raise TargetError(f"{cwhere}: must be a table")
     unknown = set(table) - set(CONTAINER_FIELDS)
     if unknown:
-        raise TargetError(f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CONTAINER_FIELDS)}")
+        raise TargetError(
+            f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CONTAINER_FIELDS)}"
+        )
     image = _image(table.get("image"), cwhere)
-    client = (parse_client(table["client"], where, image, roles, credentials, argv) if "client" in table
-              else None)
+    client = (
+        parse_client(table["client"], where, image, roles, credentials, argv)
+        if "client" in table
+        else None
+    )
     if "server" not in roles:
         if client is None:
-            raise TargetError(f"{cwhere}: a container without a [container.client] table runs the node's server "
-                              "role, but roles does not list 'server'")
+            raise TargetError(
+                f"{cwhere}: a container without a [container.client] table runs the node's server "
+                "role, but roles does not list 'server'"
+            )
         server_fields = sorted(set(table) & set(SERVER_ONLY_FIELDS))
         if server_fields:
-            raise TargetError(f"{cwhere}: {', '.join(server_fields)} configure(s) the server role, which the "
-                              f"target does not play (roles: {', '.join(roles)}); the client's fields go in "
-                              "[container.client]")
+            raise TargetError(
+                f"{cwhere}: {', '.join(server_fields)} configure(s) the server role, which the "
+                f"target does not play (roles: {', '.join(roles)}); the client's fields go in "
+                "[container.client]"
+            )
         return ContainerSpec(image=image, client=client)
     ports = table.get("ports")
-    if (not isinstance(ports, list) or not ports
-            or not all(isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in ports)):
-        raise TargetError(f"{cwhere}: ports must be a non-empty list of container ports 1..65535 (the first is "
-                          f"the server role's; each is published on 127.0.0.1), got {ports!r}")
+    if (
+        not isinstance(ports, list)
+        or not ports
+        or not all(
+            isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in ports
+        )
+    ):
+        raise TargetError(
+            f"{cwhere}: ports must be a non-empty list of container ports 1..65535 (the first is "
+            f"the server role's; each is published on 127.0.0.1), got {ports!r}"
+        )
     if len(set(ports)) != len(ports):
         raise TargetError(f"{cwhere}: ports lists a port twice: {ports}")
-    tables = _string_tables(table, cwhere, ("env", "credential_env", "mounts", "writable", "outputs"), credentials)
+    tables = _string_tables(
+        table, cwhere, ("env", "credential_env", "mounts", "writable", "outputs"), credentials
+    )
     for param in tables["outputs"]:
         if param in _ADDRESS_OUTPUTS:
-            raise TargetError(f"{cwhere}: outputs cannot set {param!r}: a container's address is its published "
-                              "port on 127.0.0.1 (ports, url)")
+            raise TargetError(
+                f"{cwhere}: outputs cannot set {param!r}: a container's address is its published "
+                "port on 127.0.0.1 (ports, url)"
+            )
     ready = table.get("ready", "")
     if not isinstance(ready, str):
         raise TargetError(f"{cwhere}: ready must be a regular expression string, got {ready!r}")
@@ -231,18 +314,34 @@ def parse_container(table: Any, where: str, roles: tuple[str, ...], credentials:
     if not isinstance(ready_port, bool):
         raise TargetError(f"{cwhere}: ready_port must be true or false, got {ready_port!r}")
     if not ready and not ready_port:
-        raise TargetError(f"{cwhere}: no readiness check: give ready (a regex on the log) or ready_port = true")
+        raise TargetError(
+            f"{cwhere}: no readiness check: give ready (a regex on the log) or ready_port = true"
+        )
     timeout = table.get("ready_timeout", 30.0)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise TargetError(f"{cwhere}: ready_timeout must be a positive number of seconds, got {timeout!r}")
+        raise TargetError(
+            f"{cwhere}: ready_timeout must be a positive number of seconds, got {timeout!r}"
+        )
     url = table.get("url", "")
     if not isinstance(url, str):
-        raise TargetError(f"{cwhere}: url must be a string such as 'ws://{{host}}:{{port}}/', got {url!r}")
-    return ContainerSpec(image=image, command=argv(table.get("command"), f"{cwhere} command"), ports=tuple(ports),
-                         url=url, env=tables["env"], credential_env=tables["credential_env"],
-                         mounts=tables["mounts"], writable=tables["writable"], ready=ready,
-                         ready_port=ready_port, ready_timeout=float(timeout), outputs=tables["outputs"],
-                         client=client)
+        raise TargetError(
+            f"{cwhere}: url must be a string such as 'ws://{{host}}:{{port}}/', got {url!r}"
+        )
+    return ContainerSpec(
+        image=image,
+        command=argv(table.get("command"), f"{cwhere} command"),
+        ports=tuple(ports),
+        url=url,
+        env=tables["env"],
+        credential_env=tables["credential_env"],
+        mounts=tables["mounts"],
+        writable=tables["writable"],
+        ready=ready,
+        ready_port=ready_port,
+        ready_timeout=float(timeout),
+        outputs=tables["outputs"],
+        client=client,
+    )
 
 
 # ------------------------------------------------------------------ reaper
@@ -266,9 +365,21 @@ def ensure_reaper(log_dir: Path) -> None:
         # stdin is the pipe: only this process holds its write end (Python
         # pipes are not inherited by other children), so EOF means we ended.
         process = subprocess.Popen(
-            [sys.executable, "-m", "conformance.core.containers", "reap", "--label", f"{SESSION_LABEL}={_SESSION_ID}"],
-            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            cwd="/", env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            [
+                sys.executable,
+                "-m",
+                "conformance.core.containers",
+                "reap",
+                "--label",
+                f"{SESSION_LABEL}={_SESSION_ID}",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd="/",
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
     # The reaper forks once and its first process exits as soon as the
     # second runs, so the reaper leaves our process tree (a "kill the whole
     # tree" does not reach it); this collects the first one.
@@ -280,6 +391,7 @@ def ensure_reaper(log_dir: Path) -> None:
         code = None
     if code != 0:
         from .targets import TargetError
+
         raise TargetError(f"the container reaper did not start (exit {code}); see {log_dir}")
     _reaper = process
     atexit.register(release_reaper)
@@ -341,7 +453,10 @@ def _reap(label: str) -> int:
             print(f"sweep at {at:g} s failed: {exc}", flush=True)
             continue
         if removed:
-            print(f"removed {len(removed)} container(s) left by the harness: {', '.join(removed)}", flush=True)
+            print(
+                f"removed {len(removed)} container(s) left by the harness: {', '.join(removed)}",
+                flush=True,
+            )
     print("reaper done", flush=True)
     return 0
 
@@ -357,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # ------------------------------------------------------------------ a running container
 
+
 def require_image(image: str, what: str) -> None:
     """The image must be in the engine already: never pulled (no registry)."""
     from .targets import TargetError
@@ -368,12 +484,19 @@ def require_image(image: str, what: str) -> None:
         finally:
             client.close()
     except Exception as exc:
-        hint = " (build it: scripts/docker-build-images.sh)" if image.startswith("conformance/") else ""
-        raise TargetError(f"{what}: image {image} is not available from the Docker engine{hint}: {exc}") from None
+        hint = (
+            " (build it: scripts/docker-build-images.sh)"
+            if image.startswith("conformance/")
+            else ""
+        )
+        raise TargetError(
+            f"{what}: image {image} is not available from the Docker engine{hint}: {exc}"
+        ) from None
 
 
-def environment(runtime: "TargetRuntime", spec: "ContainerSpec | ContainerClientSpec",
-                extra: Mapping[str, Any]) -> dict[str, str]:
+def environment(
+    runtime: "TargetRuntime", spec: "ContainerSpec | ContainerClientSpec", extra: Mapping[str, Any]
+) -> dict[str, str]:
     """A container's variables: ``env`` expanded, ``credential_env`` values."""
     out = {key: runtime._expand_text(value, extra) for key, value in spec.env.items()}
     for key, credential in spec.credential_env.items():
@@ -381,8 +504,12 @@ def environment(runtime: "TargetRuntime", spec: "ContainerSpec | ContainerClient
     return out
 
 
-def volumes(runtime: "TargetRuntime", spec: "ContainerSpec | ContainerClientSpec", extra: Mapping[str, Any],
-            what: str) -> list[tuple[str, str, str]]:
+def volumes(
+    runtime: "TargetRuntime",
+    spec: "ContainerSpec | ContainerClientSpec",
+    extra: Mapping[str, Any],
+    what: str,
+) -> list[tuple[str, str, str]]:
     """(host path, path inside, mode) of ``mounts`` (read-only, must exist)
     and ``writable`` (read-write, created 0700)."""
     from .targets import TargetError
@@ -408,7 +535,10 @@ class ContainerServer:
         self.spec = spec
         self.container: Any = None  # testcontainers DockerContainer
         self.name = f"conformance-{re.sub(r'[^a-zA-Z0-9_.-]', '-', runtime.target.name)}-{uuid.uuid4().hex[:8]}"
-        self.log_path = runtime.log_dir / f"{runtime.target.name}.{runtime.work_dir.name.rsplit('.', 1)[-1]}.container.log"
+        self.log_path = (
+            runtime.log_dir
+            / f"{runtime.target.name}.{runtime.work_dir.name.rsplit('.', 1)[-1]}.container.log"
+        )
         self.attached_upto = 0
         """Bytes of the log already attached to a case's report."""
         self.restarts = 0
@@ -419,7 +549,9 @@ class ContainerServer:
         return self.container.get_wrapped_container().id if self.container is not None else ""
 
     def _what(self) -> str:
-        return f"target {self.runtime.target.name!r} (container {self.name}, image {self.spec.image})"
+        return (
+            f"target {self.runtime.target.name!r} (container {self.name}, image {self.spec.image})"
+        )
 
     def start(self) -> None:
         from .targets import TargetError, TargetNotStarted
@@ -429,8 +561,10 @@ class ContainerServer:
             from testcontainers.core.config import testcontainers_config
             from testcontainers.core.container import DockerContainer
         except ImportError as exc:
-            raise TargetError(f"target {self.runtime.target.name!r} runs in a container, which needs the "
-                              f"testcontainers package: {exc}") from None
+            raise TargetError(
+                f"target {self.runtime.target.name!r} runs in a container, which needs the "
+                f"testcontainers package: {exc}"
+            ) from None
         # Ryuk is an image from Docker Hub; our reaper replaces it.
         testcontainers_config.ryuk_disabled = True
         runtime, spec = self.runtime, self.spec
@@ -449,8 +583,13 @@ class ContainerServer:
             # collide). docker's SDK takes (host_ip, host_port).
             container.ports[f"{port}/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]
         container.with_name(self.name)
-        container.with_kwargs(labels={RUN_LABEL: runtime.run_id or "unknown", SESSION_LABEL: _SESSION_ID,
-                                      TARGET_LABEL: runtime.target.name})
+        container.with_kwargs(
+            labels={
+                RUN_LABEL: runtime.run_id or "unknown",
+                SESSION_LABEL: _SESSION_ID,
+                TARGET_LABEL: runtime.target.name,
+            }
+        )
         self.container = container
         try:
             container.start()
@@ -472,6 +611,7 @@ class ContainerServer:
         text = raw.decode("utf-8", "replace")
         if self._redactor is None:
             from .redact import Redactor
+
             self._redactor = Redactor(self.runtime.secret_values())
         return self._redactor.text(text) if self._redactor else text
 
@@ -515,10 +655,17 @@ class ContainerServer:
         """Until the log after ``offset`` matches ``ready`` (and the port
         answers, with ready_port); then the published address and outputs."""
         spec = self.spec
-        server = StartingServer(self._what(), "log", lambda: self.logs()[offset:], self._container_state,
-                                self._port_answers)
-        text = wait_until_ready(server, ReadyWhen(spec.ready, spec.ports[0] if spec.ready_port else None,
-                                                  spec.ready_timeout))
+        server = StartingServer(
+            self._what(),
+            "log",
+            lambda: self.logs()[offset:],
+            self._container_state,
+            self._port_answers,
+        )
+        text = wait_until_ready(
+            server,
+            ReadyWhen(spec.ready, spec.ports[0] if spec.ready_port else None, spec.ready_timeout),
+        )
         # Key files a node writes as it starts exist now: mask them too.
         self._redactor = None
         self._read_address(text)
@@ -548,7 +695,7 @@ class ContainerServer:
         for inside, host in sorted(mapped.items(), key=lambda pair: -len(pair[0])):
             inside = inside.rstrip("/")
             if value == inside or value.startswith(inside + "/"):
-                return str(Path(self.runtime._expand_text(host)) / value[len(inside):].lstrip("/"))
+                return str(Path(self.runtime._expand_text(host)) / value[len(inside) :].lstrip("/"))
         return value
 
     def restart(self, kill: bool = True) -> None:
@@ -576,7 +723,7 @@ class ContainerServer:
     def new_log(self) -> str:
         """The log written since the last call (for a case's report)."""
         text = self.logs()
-        new, self.attached_upto = text[self.attached_upto:], len(text)
+        new, self.attached_upto = text[self.attached_upto :], len(text)
         return new
 
     def remove(self) -> None:
@@ -616,14 +763,21 @@ class ContainerClient:
     ``{manifest_file}``, ``{auth_token_file}`` ...: files the suites and
     the runtime write there) mean the same inside as outside."""
 
-    def __init__(self, runtime: "TargetRuntime", spec: ContainerClientSpec, extra: Mapping[str, Any],
-                 launch: int) -> None:
+    def __init__(
+        self,
+        runtime: "TargetRuntime",
+        spec: ContainerClientSpec,
+        extra: Mapping[str, Any],
+        launch: int,
+    ) -> None:
         self.runtime = runtime
         self.spec = spec
         safe = re.sub(r"[^a-zA-Z0-9_.-]", "-", runtime.target.name)
         self.name = f"conformance-{safe}-client-{launch}-{uuid.uuid4().hex[:8]}"
         suffix = runtime.work_dir.name.rsplit(".", 1)[-1]
-        self.log_path = runtime.log_dir / f"{runtime.target.name}.{suffix}.client.{launch}.container.log"
+        self.log_path = (
+            runtime.log_dir / f"{runtime.target.name}.{suffix}.client.{launch}.container.log"
+        )
         self.argv = [runtime._expand_text(part, extra) for part in spec.command]
         self._extra = dict(extra)
         self._container: Any = None  # docker SDK Container
@@ -635,8 +789,10 @@ class ContainerClient:
         """Seconds from create to running (the per-case start cost)."""
 
     def _what(self) -> str:
-        return (f"target {self.runtime.target.name!r} client (container {self.name}, "
-                f"image {self.spec.image})")
+        return (
+            f"target {self.runtime.target.name!r} client (container {self.name}, "
+            f"image {self.spec.image})"
+        )
 
     def start(self) -> None:
         from .targets import TargetNotStarted
@@ -648,13 +804,22 @@ class ContainerClient:
         for host, inside, mode in volumes(runtime, spec, extra, self._what()):
             binds[host] = {"bind": inside, "mode": mode}
         kwargs: dict[str, Any] = dict(
-            command=self.argv, name=self.name, detach=True, environment=environment(runtime, spec, extra), volumes=binds,
+            command=self.argv,
+            name=self.name,
+            detach=True,
+            environment=environment(runtime, spec, extra),
+            volumes=binds,
             # The harness's servers listen on loopback only: on the host's
             # network stack the container reaches them at 127.0.0.1, with
             # no port published and no bridge address involved.
             network_mode="host",
-            labels={RUN_LABEL: runtime.run_id or "unknown", SESSION_LABEL: _SESSION_ID,
-                    TARGET_LABEL: runtime.target.name, ROLE_LABEL: "client"})
+            labels={
+                RUN_LABEL: runtime.run_id or "unknown",
+                SESSION_LABEL: _SESSION_ID,
+                TARGET_LABEL: runtime.target.name,
+                ROLE_LABEL: "client",
+            },
+        )
         if spec.entrypoint:
             kwargs["entrypoint"] = list(spec.entrypoint)
         require_image(spec.image, self._what())
@@ -718,6 +883,7 @@ class ContainerClient:
         text = raw.decode("utf-8", "replace")
         if self._redactor is None:
             from .redact import Redactor
+
             self._redactor = Redactor(self.runtime.secret_values())
         return self._redactor.text(text) if self._redactor else text
 

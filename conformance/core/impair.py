@@ -71,27 +71,79 @@ class ProfileSpec:
         return next((p for p in self.params if p.name == name), None)
 
 
-PROFILES: dict[str, ProfileSpec] = {spec.name: spec for spec in (
-    ProfileSpec("fragment", "every write cut at random points into pieces of 1 to max bytes, each its own send(); "
-                "a pause after each of the first pieces and before each of the last ones of a write", (
-                    Param("max", 16, "bytes", "largest piece (pieces are 1..max bytes, uniformly)", 1, True),
-                    Param("pauses", 4, "", "pauses per write: half after its first pieces, half before its "
-                          "last ones", 0, True),
-                    Param("pause_ms", 2, "ms", "length of each pause"))),
-    ProfileSpec("coalesce", "writes held for a window and delivered together, in one write", (
-        Param("ms", 30, "ms", "how long writes are held", 1),)),
-    ProfileSpec("delay", "every write delivered late: a fixed delay plus a random jitter (order kept)", (
-        Param("ms", 100, "ms", "fixed one-way delay"),
-        Param("jitter", 25, "ms", "random extra delay, 0..jitter, drawn per write"))),
-    ProfileSpec("throttle", "a bandwidth cap per direction: bytes leave in slices, paced at the rate", (
-        Param("rate", 32768, "bytes/s", "the cap", 1024),
-        Param("slice", 256, "bytes", "bytes per slice (each a send() followed by its share of the time)",
-              1, True))),
-    ProfileSpec("stall", "a pause in the middle of a write (of a frame, as the sender wrote it): every "
-                "every-th write of a direction is cut at a random point and its rest held back", (
-                    Param("ms", 200, "ms", "length of the stall"),
-                    Param("every", 3, "writes", "which writes stall: the 1st, then every every-th", 1, True))),
-)}
+PROFILES: dict[str, ProfileSpec] = {
+    spec.name: spec
+    for spec in (
+        ProfileSpec(
+            "fragment",
+            "every write cut at random points into pieces of 1 to max bytes, each its own send(); "
+            "a pause after each of the first pieces and before each of the last ones of a write",
+            (
+                Param(
+                    "max",
+                    16,
+                    "bytes",
+                    "largest piece (pieces are 1..max bytes, uniformly)",
+                    1,
+                    True,
+                ),
+                Param(
+                    "pauses",
+                    4,
+                    "",
+                    "pauses per write: half after its first pieces, half before its last ones",
+                    0,
+                    True,
+                ),
+                Param("pause_ms", 2, "ms", "length of each pause"),
+            ),
+        ),
+        ProfileSpec(
+            "coalesce",
+            "writes held for a window and delivered together, in one write",
+            (Param("ms", 30, "ms", "how long writes are held", 1),),
+        ),
+        ProfileSpec(
+            "delay",
+            "every write delivered late: a fixed delay plus a random jitter (order kept)",
+            (
+                Param("ms", 100, "ms", "fixed one-way delay"),
+                Param("jitter", 25, "ms", "random extra delay, 0..jitter, drawn per write"),
+            ),
+        ),
+        ProfileSpec(
+            "throttle",
+            "a bandwidth cap per direction: bytes leave in slices, paced at the rate",
+            (
+                Param("rate", 32768, "bytes/s", "the cap", 1024),
+                Param(
+                    "slice",
+                    256,
+                    "bytes",
+                    "bytes per slice (each a send() followed by its share of the time)",
+                    1,
+                    True,
+                ),
+            ),
+        ),
+        ProfileSpec(
+            "stall",
+            "a pause in the middle of a write (of a frame, as the sender wrote it): every "
+            "every-th write of a direction is cut at a random point and its rest held back",
+            (
+                Param("ms", 200, "ms", "length of the stall"),
+                Param(
+                    "every",
+                    3,
+                    "writes",
+                    "which writes stall: the 1st, then every every-th",
+                    1,
+                    True,
+                ),
+            ),
+        ),
+    )
+}
 
 
 class ImpairmentError(ValueError):
@@ -132,7 +184,9 @@ class Profile:
         (a message of that size, from its first byte sent to its last
         delivered)."""
         if self.name == "fragment":
-            return self.get("pauses") * self.get("pause_ms") / 1000 + 0.0001 * size / max(1, self.get("max"))
+            return self.get("pauses") * self.get("pause_ms") / 1000 + 0.0001 * size / max(
+                1, self.get("max")
+            )
         if self.name == "coalesce":
             return self.get("ms") / 1000
         if self.name == "delay":
@@ -160,8 +214,10 @@ def parse_profile(text: str) -> Profile:
     name, _, rest = text.strip().partition(":")
     name = name.strip()
     if name not in PROFILES:
-        raise ImpairmentError(f"unknown impairment profile {name!r}; profiles: {', '.join(PROFILES)} "
-                              "(docs/impairment.md)")
+        raise ImpairmentError(
+            f"unknown impairment profile {name!r}; profiles: {', '.join(PROFILES)} "
+            "(docs/impairment.md)"
+        )
     spec = PROFILES[name]
     given: list[tuple[str, float]] = []
     for item in filter(None, (part.strip() for part in rest.split(","))) if rest else ():
@@ -169,9 +225,13 @@ def parse_profile(text: str) -> Profile:
         key = key.strip()
         param = spec.param(key)
         if param is None:
-            raise ImpairmentError(f"profile {name} has no parameter {key!r}; its parameters: "
-                                  + ", ".join(f"{p.name} ({p.meaning}, default {p.default:g}"
-                                              f"{' ' + p.unit if p.unit else ''})" for p in spec.params))
+            raise ImpairmentError(
+                f"profile {name} has no parameter {key!r}; its parameters: "
+                + ", ".join(
+                    f"{p.name} ({p.meaning}, default {p.default:g}{' ' + p.unit if p.unit else ''})"
+                    for p in spec.params
+                )
+            )
         if not eq:
             raise ImpairmentError(f"profile {name}: parameter {key} needs a value ({key}=N)")
         try:
@@ -181,7 +241,9 @@ def parse_profile(text: str) -> Profile:
         if param.integer and number != int(number):
             raise ImpairmentError(f"profile {name}: {key} must be a whole number, got {value}")
         if not number >= param.minimum or number != number or number == float("inf"):
-            raise ImpairmentError(f"profile {name}: {key} must be at least {param.minimum:g}, got {value}")
+            raise ImpairmentError(
+                f"profile {name}: {key} must be at least {param.minimum:g}, got {value}"
+            )
         if any(k == key for k, _ in given):
             raise ImpairmentError(f"profile {name}: {key} given twice")
         given.append((key, number))
@@ -215,8 +277,11 @@ class Impairment:
         p = self.profile
         rng = self.rng(key)
         if p.name == "fragment":
-            return Shape(pieces=_Fragmenter(rng, int(p.get("max")), int(p.get("pauses")),
-                                            p.get("pause_ms") / 1000))
+            return Shape(
+                pieces=_Fragmenter(
+                    rng, int(p.get("max")), int(p.get("pauses")), p.get("pause_ms") / 1000
+                )
+            )
         if p.name == "coalesce":
             return Shape(coalesce=True, window=p.get("ms") / 1000)
         if p.name == "delay":
@@ -243,7 +308,7 @@ class _Fragmenter:
         at = 0
         while at < len(data):
             take = min(self.left, len(data) - at)
-            pieces.append(data[at:at + take])
+            pieces.append(data[at : at + take])
             at += take
             self.left -= take
             if self.left == 0:
@@ -260,7 +325,7 @@ class _Throttle:
 
     def __call__(self, data: bytes) -> Iterator[tuple[bytes, float]]:
         for at in range(0, len(data), self.slice):
-            piece = data[at:at + self.slice]
+            piece = data[at : at + self.slice]
             yield piece, len(piece) / self.rate
 
 
@@ -334,32 +399,52 @@ RIPP_BUILTIN_HEARTBEAT = 0.5
 target states is known only once connected): profile P8's liveness, and
 the window of "closes at once" (two intervals), count in it."""
 BTP_DEFAULT_AUTH_TIMEOUT = 30.0
-LARGEST_TIMED_MESSAGE = {"ssb": 16 * 1024, "btp": 4 * 1024, "stomp": 24 * 1024, "ripp": 4 * 1024,
-                         "ripplehost": 4 * 1024}
+LARGEST_TIMED_MESSAGE = {
+    "ssb": 16 * 1024,
+    "btp": 4 * 1024,
+    "stomp": 24 * 1024,
+    "ripp": 4 * 1024,
+    "ripplehost": 4 * 1024,
+}
 """Bytes of the largest message a case sends or waits for within one read
 deadline (measured in the reference runs' traces, rounded up: SSB 6 KiB
 boxes of a long post, STOMP a 17 KiB SEND, BTP, RIPP and Ripple host
 messages under 1 KiB): what a throttle must carry in its share of it."""
 
 
-def limits(protocol: str, deadline: float, params: dict[str, Any] | None = None) -> list[tuple[float, str]]:
+def limits(
+    protocol: str, deadline: float, params: dict[str, Any] | None = None
+) -> list[tuple[float, str]]:
     """The answer times of ``protocol`` the relay must stay within: (seconds
     a request and its answer may take in all, what requires it)."""
     params = params or {}
-    out = [(deadline, f"the read deadline ({deadline:g} s, --deadline): every answer a case awaits")]
+    out = [
+        (deadline, f"the read deadline ({deadline:g} s, --deadline): every answer a case awaits")
+    ]
     if protocol == "ripp":
-        out.append((2 * RIPP_BUILTIN_HEARTBEAT,
-                     f"RIPP profile P1/P8: a consumer refusing an envelope closes at once, within two heartbeat "
-                     f"intervals of the built-in {RIPP_BUILTIN_HEARTBEAT:g} s (three intervals without Heartbeat "
-                     "is liveness)"))
+        out.append(
+            (
+                2 * RIPP_BUILTIN_HEARTBEAT,
+                f"RIPP profile P1/P8: a consumer refusing an envelope closes at once, within two heartbeat "
+                f"intervals of the built-in {RIPP_BUILTIN_HEARTBEAT:g} s (three intervals without Heartbeat "
+                "is liveness)",
+            )
+        )
     if protocol == "btp":
         timeout = float(params.get("auth_timeout", BTP_DEFAULT_AUTH_TIMEOUT))
-        out.append((timeout, f"BTP authentication: the server drops a client that has not authenticated within "
-                             f"its auth_timeout ({timeout:g} s, params.auth_timeout)"))
+        out.append(
+            (
+                timeout,
+                f"BTP authentication: the server drops a client that has not authenticated within "
+                f"its auth_timeout ({timeout:g} s, params.auth_timeout)",
+            )
+        )
     return out
 
 
-def refusal(profile: Profile, protocol: str, deadline: float, params: dict[str, Any] | None = None) -> str | None:
+def refusal(
+    profile: Profile, protocol: str, deadline: float, params: dict[str, Any] | None = None
+) -> str | None:
     """Why ``profile`` cannot be used to certify a ``protocol`` target, or
     None. A round trip through the relay may take at most
     :data:`DEADLINE_SHARE` of every answer time of :func:`limits`."""
@@ -368,10 +453,15 @@ def refusal(profile: Profile, protocol: str, deadline: float, params: dict[str, 
     for seconds, why in limits(protocol, deadline, params):
         allowed = DEADLINE_SHARE * seconds
         if trip > allowed:
-            what = (f"a request and its answer ({size} bytes) take up to {trip:.3g} s through it"
-                    if profile.name == "throttle" else f"it adds up to {trip:.3g} s to a request and its answer")
-            return (f"impairment {profile.text()} refused for {protocol}: {what}, more than "
-                    f"{DEADLINE_SHARE:.0%} of {why} ({allowed:g} s)")
+            what = (
+                f"a request and its answer ({size} bytes) take up to {trip:.3g} s through it"
+                if profile.name == "throttle"
+                else f"it adds up to {trip:.3g} s to a request and its answer"
+            )
+            return (
+                f"impairment {profile.text()} refused for {protocol}: {what}, more than "
+                f"{DEADLINE_SHARE:.0%} of {why} ({allowed:g} s)"
+            )
     return None
 
 
@@ -387,7 +477,9 @@ class _Direction:
         self.writer = writer
         self.reset = False
         transport = writer.transport
-        self.shaper = WriteShaper(shape, transport.write, self._write_eof, self._close, transport.is_closing)
+        self.shaper = WriteShaper(
+            shape, transport.write, self._write_eof, self._close, transport.is_closing
+        )
 
     def _write_eof(self) -> None:
         if self.writer.can_write_eof() and not self.writer.is_closing():
@@ -418,9 +510,13 @@ class _Link:
     """One connection through the relay: harness side and target side, a
     shaped direction each way."""
 
-    def __init__(self, impairment: Impairment, key: str,
-                 harness: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                 target: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+    def __init__(
+        self,
+        impairment: Impairment,
+        key: str,
+        harness: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        target: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> None:
         self.key = key
         self.harness, self.target = harness, target
         self.to_target = _Direction(impairment.shape(f"{key}/harness->target"), target[1])
@@ -429,13 +525,17 @@ class _Link:
 
     async def _run(self) -> None:
         try:
-            await asyncio.gather(self.to_target.pump(self.harness[0]), self.to_harness.pump(self.target[0]))
+            await asyncio.gather(
+                self.to_target.pump(self.harness[0]), self.to_harness.pump(self.target[0])
+            )
             # Both sides sent their EOF (or reset): once the bytes queued are
             # out, close what is left.
             for direction in (self.to_target, self.to_harness):
                 await direction.shaper.flushed()
                 direction.shaper.put(_CLOSE)
-            await asyncio.gather(self.to_target.shaper.closed.wait(), self.to_harness.shaper.closed.wait())
+            await asyncio.gather(
+                self.to_target.shaper.closed.wait(), self.to_harness.shaper.closed.wait()
+            )
         finally:
             self.abort()
 
@@ -455,11 +555,15 @@ def _track(link: _Link) -> None:
     link.task.add_done_callback(lambda _: _LINKS.discard(link))
 
 
-async def _loopback_pair() -> tuple[socket.socket, tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+async def _loopback_pair() -> tuple[
+    socket.socket, tuple[asyncio.StreamReader, asyncio.StreamWriter]
+]:
     """A connected TCP socket on loopback (the harness's end, not yet
     wrapped) and the relay's end of it as streams."""
     loop = asyncio.get_running_loop()
-    accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
+    accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = (
+        loop.create_future()
+    )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     sock.bind(("127.0.0.1", 0))
@@ -502,18 +606,32 @@ async def connect_socket(host: str, port: int) -> socket.socket | None:
     return sock
 
 
-async def open_connection(host: str, port: int, *, ssl: ssl_module.SSLContext | None = None,
-                          server_hostname: str | None = None, ssl_handshake_timeout: float | None = None,
-                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def open_connection(
+    host: str,
+    port: int,
+    *,
+    ssl: ssl_module.SSLContext | None = None,
+    server_hostname: str | None = None,
+    ssl_handshake_timeout: float | None = None,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """``asyncio.open_connection`` to a target, through the relay when an
     impairment is active (TLS, if any, runs over it, end to end)."""
     sock = await connect_socket(host, port)
     if sock is None:
-        return await asyncio.open_connection(host, port, ssl=ssl, server_hostname=server_hostname,
-                                             ssl_handshake_timeout=ssl_handshake_timeout)
+        return await asyncio.open_connection(
+            host,
+            port,
+            ssl=ssl,
+            server_hostname=server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+        )
     try:
-        return await asyncio.open_connection(sock=sock, ssl=ssl, server_hostname=server_hostname,
-                                             ssl_handshake_timeout=ssl_handshake_timeout)
+        return await asyncio.open_connection(
+            sock=sock,
+            ssl=ssl,
+            server_hostname=server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+        )
     except BaseException:
         sock.close()
         raise

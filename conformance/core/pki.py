@@ -73,16 +73,22 @@ class TestPki:
     def params(self) -> dict[str, str]:
         """The paths as target params (launch placeholders such as
         ``{server_cert_file}``): paths, not secrets."""
-        return {"ca_file": str(self.ca_file), "server_cert_file": str(self.server_cert_file),
-                "server_key_file": str(self.server_key_file), "client_cert_file": str(self.client_cert_file),
-                "client_key_file": str(self.client_key_file)}
+        return {
+            "ca_file": str(self.ca_file),
+            "server_cert_file": str(self.server_cert_file),
+            "server_key_file": str(self.server_key_file),
+            "client_cert_file": str(self.client_cert_file),
+            "client_key_file": str(self.client_key_file),
+        }
 
     def cert_pair(self, which: str) -> tuple[Path, Path]:
-        pairs = {"server": (self.server_cert_file, self.server_key_file),
-                 "client": (self.client_cert_file, self.client_key_file),
-                 "untrusted-server": (self.untrusted_server_cert_file, self.untrusted_server_key_file),
-                 "untrusted-client": (self.untrusted_client_cert_file, self.untrusted_client_key_file),
-                 "loopback-server": (self.loopback_server_cert_file, self.loopback_server_key_file)}
+        pairs = {
+            "server": (self.server_cert_file, self.server_key_file),
+            "client": (self.client_cert_file, self.client_key_file),
+            "untrusted-server": (self.untrusted_server_cert_file, self.untrusted_server_key_file),
+            "untrusted-client": (self.untrusted_client_cert_file, self.untrusted_client_key_file),
+            "loopback-server": (self.loopback_server_cert_file, self.loopback_server_key_file),
+        }
         if which not in pairs:
             raise ValueError(f"no certificate {which!r}; one of {sorted(pairs)}")
         return pairs[which]
@@ -102,7 +108,10 @@ def swaptacular_node_id(public_key) -> str:
     import hashlib
 
     from cryptography.hazmat.primitives import serialization
-    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    der = public_key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     return hashlib.sha256(der).digest()[:16].hex()
 
 
@@ -111,6 +120,7 @@ def certificate_node_id(cert_file: Path | str) -> str | None:
     (the Swaptacular node id it names), or None."""
     from cryptography import x509
     from cryptography.x509.oid import NameOID
+
     cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
     values = cert.subject.get_attributes_for_oid(NameOID.SERIAL_NUMBER)
     return str(values[0].value) if values else None
@@ -125,20 +135,43 @@ def _make_ca():
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "conformance harness"),
-                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, f"Testing CA #{secrets.token_hex(8)}")])
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "conformance harness"),
+            x509.NameAttribute(
+                NameOID.ORGANIZATIONAL_UNIT_NAME, f"Testing CA #{secrets.token_hex(8)}"
+            ),
+        ]
+    )
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc))
-            .not_valid_after(datetime.datetime(3000, 1, 1, tzinfo=datetime.timezone.utc))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=9), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(ski, critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc))
+        .not_valid_after(datetime.datetime(3000, 1, 1, tzinfo=datetime.timezone.utc))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=9), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ski, critical=False)
+        .sign(key, hashes.SHA256())
+    )
     return cert, key
 
 
@@ -153,6 +186,7 @@ def _issue(ca, names: tuple[str, ...], unit: str, node_id: str | None):
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     ca_cert, ca_key = ca
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = []
@@ -161,27 +195,56 @@ def _issue(ca, names: tuple[str, ...], unit: str, node_id: str | None):
             sans.append(x509.IPAddress(ipaddress.ip_address(name)))
         except ValueError:
             sans.append(x509.DNSName(name))
-    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, SWAPTACULAR_ORGANIZATION),
-                         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit),
-                         x509.NameAttribute(NameOID.SERIAL_NUMBER,
-                                            node_id or swaptacular_node_id(key.public_key()))])
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, SWAPTACULAR_ORGANIZATION),
+            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit),
+            x509.NameAttribute(
+                NameOID.SERIAL_NUMBER, node_id or swaptacular_node_id(key.public_key())
+            ),
+        ]
+    )
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=365))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
@@ -196,24 +259,39 @@ def make_pki(directory: Path | str) -> TestPki:
     files: dict[str, Path] = {}
     for prefix in ("", "untrusted-"):
         ca = _make_ca()
-        files[f"{prefix}ca"] = _write(directory / f"{prefix}ca.pem", ca[0].public_bytes(serialization.Encoding.PEM))
+        files[f"{prefix}ca"] = _write(
+            directory / f"{prefix}ca.pem", ca[0].public_bytes(serialization.Encoding.PEM)
+        )
         for role, names, unit, node_id in (
-                ("server", (SERVER_NAME,), "Accounting Authorities", HARNESS_AA_NODE_ID),
-                ("client", (CLIENT_NAME,), "Creditors Agents", None),
-                ("loopback-server", ("127.0.0.1", "::1", "localhost"), "Accounting Authorities", HARNESS_AA_NODE_ID)):
+            ("server", (SERVER_NAME,), "Accounting Authorities", HARNESS_AA_NODE_ID),
+            ("client", (CLIENT_NAME,), "Creditors Agents", None),
+            (
+                "loopback-server",
+                ("127.0.0.1", "::1", "localhost"),
+                "Accounting Authorities",
+                HARNESS_AA_NODE_ID,
+            ),
+        ):
             cert_pem, key_pem = _issue(ca, names, unit, node_id)
             files[f"{prefix}{role}.pem"] = _write(directory / f"{prefix}{role}.pem", cert_pem)
-            files[f"{prefix}{role}.key"] = _write(directory / f"{prefix}{role}.key", key_pem, private=True)
-    return TestPki(directory=directory, ca_file=files["ca"],
-                   server_cert_file=files["server.pem"], server_key_file=files["server.key"],
-                   client_cert_file=files["client.pem"], client_key_file=files["client.key"],
-                   untrusted_ca_file=files["untrusted-ca"],
-                   untrusted_server_cert_file=files["untrusted-server.pem"],
-                   untrusted_server_key_file=files["untrusted-server.key"],
-                   untrusted_client_cert_file=files["untrusted-client.pem"],
-                   untrusted_client_key_file=files["untrusted-client.key"],
-                   loopback_server_cert_file=files["loopback-server.pem"],
-                   loopback_server_key_file=files["loopback-server.key"])
+            files[f"{prefix}{role}.key"] = _write(
+                directory / f"{prefix}{role}.key", key_pem, private=True
+            )
+    return TestPki(
+        directory=directory,
+        ca_file=files["ca"],
+        server_cert_file=files["server.pem"],
+        server_key_file=files["server.key"],
+        client_cert_file=files["client.pem"],
+        client_key_file=files["client.key"],
+        untrusted_ca_file=files["untrusted-ca"],
+        untrusted_server_cert_file=files["untrusted-server.pem"],
+        untrusted_server_key_file=files["untrusted-server.key"],
+        untrusted_client_cert_file=files["untrusted-client.pem"],
+        untrusted_client_key_file=files["untrusted-client.key"],
+        loopback_server_cert_file=files["loopback-server.pem"],
+        loopback_server_key_file=files["loopback-server.key"],
+    )
 
 
 _RUN_PKI: TestPki | None = None
@@ -228,13 +306,19 @@ def run_pki() -> TestPki:
         # A work dir: removed at exit, or by the next run if this one is
         # SIGKILLed (its CA key is a secret too; docs/targets.md, "Work dirs").
         from .targets import make_work_dir  # here: targets imports much this module does not need
+
         _RUN_PKI = make_pki(make_work_dir("pki"))
     return _RUN_PKI
 
 
-def harness_client_context(pki: TestPki, *, cert: str | None = "client", trust: str = "ca",
-                           minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
-                           maximum: ssl.TLSVersion | None = None) -> ssl.SSLContext:
+def harness_client_context(
+    pki: TestPki,
+    *,
+    cert: str | None = "client",
+    trust: str = "ca",
+    minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
+    maximum: ssl.TLSVersion | None = None,
+) -> ssl.SSLContext:
     """The harness as a TLS client. ``cert``: "client", "untrusted-client"
     or None (no certificate); ``trust``: "ca" (the run's CA) or a path. The
     harness never checks hostnames: the leaf names ``*.invalid`` hosts."""
@@ -251,10 +335,14 @@ def harness_client_context(pki: TestPki, *, cert: str | None = "client", trust: 
     return context
 
 
-def harness_server_context(pki: TestPki, *, cert: str = "server",
-                           minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2,
-                           maximum: ssl.TLSVersion | None = None,
-                           require_client_cert: bool = True) -> ssl.SSLContext:
+def harness_server_context(
+    pki: TestPki,
+    *,
+    cert: str = "server",
+    minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2,
+    maximum: ssl.TLSVersion | None = None,
+    require_client_cert: bool = True,
+) -> ssl.SSLContext:
     """The harness as a TLS server (client-role cases). ``cert``: "server"
     or "untrusted-server". The default minimum is TLS 1.2 so that a case can
     see which version a target's client settles for; a case capping

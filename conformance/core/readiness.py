@@ -34,6 +34,7 @@ OUTPUT_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
 @dataclass(frozen=True)
 class Exited:
     """A server process or container that has ended."""
+
     code: int | None
     reason: str = ""
     """What the engine says went wrong (a container's State.Error), if anything."""
@@ -42,6 +43,7 @@ class Exited:
 @dataclass(frozen=True)
 class ReadyWhen:
     """What "ready" means for one server; both conditions, when given."""
+
     pattern: str = ""
     """A regex some line of the log must match ("" for none)."""
     port: int | None = None
@@ -53,6 +55,7 @@ class ReadyWhen:
 @dataclass(frozen=True)
 class StartingServer:
     """How to look at a server while it starts, and how errors name it."""
+
     what: str
     """Names the target (and container and image) at the start of an error."""
     log_name: str
@@ -93,20 +96,29 @@ def wait_until_ready(server: StartingServer, when: ReadyWhen, poll_interval: flo
     while True:
         text = server.read_log()
         state = server.state()
-        if state is True and (pattern is None or pattern.search(text) is not None) \
-                and (when.port is None or server.port_answers(when.port)):
+        if (
+            state is True
+            and (pattern is None or pattern.search(text) is not None)
+            and (when.port is None or server.port_answers(when.port))
+        ):
             return text
         if isinstance(state, Exited):
             reason = f" ({state.reason})" if state.reason else ""
             # Read again: the last lines it wrote as it ended are the useful ones.
-            raise TargetNotStarted(f"{server.what} exited with code {state.code} before it was ready{reason}; "
-                              f"last lines of its {server.log_name}:\n{log_tail(server.read_log())}")
+            raise TargetNotStarted(
+                f"{server.what} exited with code {state.code} before it was ready{reason}; "
+                f"last lines of its {server.log_name}:\n{log_tail(server.read_log())}"
+            )
         if time.monotonic() > deadline:
-            waiting = " and ".join(([f"{when.pattern!r} in its {server.log_name}"] if when.pattern else [])
-                                   + ([f"port {when.port} to accept TCP"] if when.port is not None else []))
-            raise TargetNotStarted(f"{server.what} was not ready within {when.timeout:g} s (waiting for "
-                              f"{waiting or 'it to run'}); last lines of its {server.log_name}:\n"
-                              f"{log_tail(server.read_log())}")
+            waiting = " and ".join(
+                ([f"{when.pattern!r} in its {server.log_name}"] if when.pattern else [])
+                + ([f"port {when.port} to accept TCP"] if when.port is not None else [])
+            )
+            raise TargetNotStarted(
+                f"{server.what} was not ready within {when.timeout:g} s (waiting for "
+                f"{waiting or 'it to run'}); last lines of its {server.log_name}:\n"
+                f"{log_tail(server.read_log())}"
+            )
         time.sleep(poll_interval)
 
 
@@ -120,8 +132,10 @@ def read_outputs(text: str, wanted: Mapping[str, str], what: str, log_name: str)
     values: dict[str, str] = {}
     for param, key in wanted.items():
         if key not in found:
-            raise TargetError(f"{what}: its {log_name} has no {key}=... (needed for {param}); last lines of its "
-                              f"{log_name}:\n{log_tail(text)}")
+            raise TargetError(
+                f"{what}: its {log_name} has no {key}=... (needed for {param}); last lines of its "
+                f"{log_name}:\n{log_tail(text)}"
+            )
         values[param] = found[key]
     return values
 
@@ -147,9 +161,14 @@ class LaunchedClient(Protocol):
     def tail(self, lines: int = 20) -> str: ...
 
 
-async def accept_launched_client(accept: Callable[[float], Awaitable[Accepted]], client: LaunchedClient,
-                                 wait: float, what: str, where: str,
-                                 connected: Callable[[], bool] = lambda: False) -> Accepted:
+async def accept_launched_client(
+    accept: Callable[[float], Awaitable[Accepted]],
+    client: LaunchedClient,
+    wait: float,
+    what: str,
+    where: str,
+    connected: Callable[[], bool] = lambda: False,
+) -> Accepted:
     """The first connection of a client the harness launched, taken by
     ``accept(seconds)`` (``TcpServer.accept``, ``WebSocketServer.accept``)
     within ``wait`` seconds.
@@ -179,7 +198,8 @@ async def accept_launched_client(accept: Callable[[float], Awaitable[Accepted]],
                 return await task
             raise TargetNotStarted(
                 f"{what} exited with code {client.returncode} before it connected to the harness at {where}; "
-                f"last lines of its output:\n{log_tail(client.tail(LOG_TAIL_LINES))}")
+                f"last lines of its output:\n{log_tail(client.tail(LOG_TAIL_LINES))}"
+            )
     finally:
         if not task.done():
             task.cancel()

@@ -82,27 +82,41 @@ class Requirement:
         if not CASE_ID_PATTERN.match(self.case_id):
             raise ValueError(
                 f"case id {self.case_id!r} must look like protocol.component.role.rule "
-                "(lower case, digits and dashes)")
+                "(lower case, digits and dashes)"
+            )
         if self.role not in ROLES:
             raise ValueError(f"case {self.case_id}: role must be one of {ROLES}, got {self.role!r}")
         if not self.citation.strip():
             raise ValueError(f"case {self.case_id}: a citation of the spec section is required")
         for dep in self.depends:
             if not CASE_ID_PATTERN.match(dep) or dep == self.case_id:
-                raise ValueError(f"case {self.case_id}: prerequisite {dep!r} is not another case id")
+                raise ValueError(
+                    f"case {self.case_id}: prerequisite {dep!r} is not another case id"
+                )
         for erratum in self.errata:
             if not ERRATUM_ID_PATTERN.match(erratum):
-                raise ValueError(f"case {self.case_id}: erratum id {erratum!r} must look like SSB-E1")
+                raise ValueError(
+                    f"case {self.case_id}: erratum id {erratum!r} must look like SSB-E1"
+                )
         for state in self.shares:
             if not SHARED_STATE_PATTERN.match(state):
-                raise ValueError(f"case {self.case_id}: shared state {state!r} must be a lower-case name "
-                                 "like balance or peer-state")
+                raise ValueError(
+                    f"case {self.case_id}: shared state {state!r} must be a lower-case name "
+                    "like balance or peer-state"
+                )
 
 
-def requirement(case_id: str, level: str | Level, citation: str, *, role: str = "server",
-                needs: tuple[str, ...] | list[str] = (), depends: tuple[str, ...] | list[str] = (),
-                errata: tuple[str, ...] | list[str] = (),
-                shares: tuple[str, ...] | list[str] = ()) -> pytest.MarkDecorator:
+def requirement(
+    case_id: str,
+    level: str | Level,
+    citation: str,
+    *,
+    role: str = "server",
+    needs: tuple[str, ...] | list[str] = (),
+    depends: tuple[str, ...] | list[str] = (),
+    errata: tuple[str, ...] | list[str] = (),
+    shares: tuple[str, ...] | list[str] = (),
+) -> pytest.MarkDecorator:
     """The marker for a case: ``@requirement("ssb.shs.server.rejects-wrong-network-key",
     "MUST", "guide §Secret handshake, step 1", role="server",
     depends=["ssb.shs.server.completes-valid-handshake"])``; a case that
@@ -110,11 +124,26 @@ def requirement(case_id: str, level: str | Level, citation: str, *, role: str = 
 
     Validates the arguments at import time so that a typo in a suite is an
     error when the suite loads, not a silently mislabelled result."""
-    spec = Requirement(case_id, Level(level), citation, role, tuple(needs), tuple(depends), tuple(errata),
-                       tuple(shares))
-    return pytest.mark.requirement(spec.case_id, spec.level.value, spec.citation,
-                                   role=spec.role, needs=spec.needs, depends=spec.depends,
-                                   errata=spec.errata, shares=spec.shares)
+    spec = Requirement(
+        case_id,
+        Level(level),
+        citation,
+        role,
+        tuple(needs),
+        tuple(depends),
+        tuple(errata),
+        tuple(shares),
+    )
+    return pytest.mark.requirement(
+        spec.case_id,
+        spec.level.value,
+        spec.citation,
+        role=spec.role,
+        needs=spec.needs,
+        depends=spec.depends,
+        errata=spec.errata,
+        shares=spec.shares,
+    )
 
 
 def requirement_of(item: pytest.Item) -> Requirement | None:
@@ -123,9 +152,16 @@ def requirement_of(item: pytest.Item) -> Requirement | None:
     if marker is None:
         return None
     case_id, level, citation = marker.args
-    return Requirement(case_id, Level(level), citation, marker.kwargs.get("role", "server"),
-                       tuple(marker.kwargs.get("needs", ())), tuple(marker.kwargs.get("depends", ())),
-                       tuple(marker.kwargs.get("errata", ())), tuple(marker.kwargs.get("shares", ())))
+    return Requirement(
+        case_id,
+        Level(level),
+        citation,
+        marker.kwargs.get("role", "server"),
+        tuple(marker.kwargs.get("needs", ())),
+        tuple(marker.kwargs.get("depends", ())),
+        tuple(marker.kwargs.get("errata", ())),
+        tuple(marker.kwargs.get("shares", ())),
+    )
 
 
 NOT_APPLICABLE_PREFIX = "not applicable: "

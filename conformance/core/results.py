@@ -146,7 +146,7 @@ def blocked_by(record: dict[str, Any]) -> str | None:
         return str(record["blocked_by"])
     message = record.get("message") or ""
     if message.startswith("blocked by "):
-        return message[len("blocked by "):].split(" ", 1)[0] or None
+        return message[len("blocked by ") :].split(" ", 1)[0] or None
     return None
 
 
@@ -158,17 +158,19 @@ ROOT_CAUSE_WIDTH = 1000
 """Characters of a root cause's message kept in summary.json."""
 
 
-def own_text(message: str, case_id: str = "", level: str | None = None, citation: str | None = None) -> str:
+def own_text(
+    message: str, case_id: str = "", level: str | None = None, citation: str | None = None
+) -> str:
     """A case's message without the ``<case id> [<level>, <citation>]: ``
     prefix every failure message starts with: what the node did."""
     if case_id and level and citation is not None:
         prefix = f"{case_id} [{level}, {citation}]: "
         if message.startswith(prefix):
-            return message[len(prefix):]
+            return message[len(prefix) :]
     if case_id and message.startswith(case_id + " ["):
         end = message.find("]: ")
         if end != -1:
-            return message[end + 3:]
+            return message[end + 3 :]
     return message
 
 
@@ -180,34 +182,42 @@ def _join(lines: list[str]) -> str:
     return out
 
 
-def console_text(message: str, case_id: str = "", width: int = CONSOLE_WIDTH, level: str | None = None,
-                 citation: str | None = None) -> str:
+def console_text(
+    message: str,
+    case_id: str = "",
+    width: int = CONSOLE_WIDTH,
+    level: str | None = None,
+    citation: str | None = None,
+) -> str:
     """One line for the console: the message after its prefix, its lines
     joined (`` | `` between them, a space after a line ending in a colon),
     at most ``width`` characters. When that is too long and the message
     quotes a program's output (a line ending in ``output:``), the output's
     last lines are kept, since they say how it ended (``error: ...``), and
     the ones before them are left out (``...``)."""
-    lines = [line.strip() for line in own_text(message or "", case_id, level, citation).splitlines()
-             if line.strip()]
+    lines = [
+        line.strip()
+        for line in own_text(message or "", case_id, level, citation).splitlines()
+        if line.strip()
+    ]
     joined = _join(lines)
     if len(joined) <= width:
         return joined
     cut = next((n for n, line in enumerate(lines) if line.lower().endswith("output:")), None)
     if cut is not None and cut + 1 < len(lines):
-        head = _join(lines[:cut + 1])
+        head = _join(lines[: cut + 1])
         room = width - len(head) - len(" ... | ")
         if room > 40:
             kept: list[str] = []
-            for line in reversed(lines[cut + 1:]):
+            for line in reversed(lines[cut + 1 :]):
                 if len(" | ".join([line, *kept])) > room:
                     break
                 kept.insert(0, line)
             if not kept:
-                return f"{head} ...{lines[-1][-(room - 3):]}"
+                return f"{head} ...{lines[-1][-(room - 3) :]}"
             skipped = len(lines) - cut - 1 - len(kept)
             return head + (" ... | " if skipped else " ") + " | ".join(kept)
-    return joined[:width - 3] + "..."
+    return joined[: width - 3] + "..."
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -228,18 +238,21 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for rec in records:
         key = (rec["target"], rec["protocol"])
-        group = groups.setdefault(key, {
-            "target": rec["target"],
-            "implementation": rec["implementation"],
-            "implementation_version": rec["implementation_version"],
-            "protocol": rec["protocol"],
-            "levels": {lvl: {o: 0 for o in OUTCOMES} for lvl in ("MUST", "SHOULD", "MAY")},
-            "failed_must": [],
-            "root_causes": [],
-            "blocked_must": [],
-            "start_failures": [],
-            "start_failure": None,
-        })
+        group = groups.setdefault(
+            key,
+            {
+                "target": rec["target"],
+                "implementation": rec["implementation"],
+                "implementation_version": rec["implementation_version"],
+                "protocol": rec["protocol"],
+                "levels": {lvl: {o: 0 for o in OUTCOMES} for lvl in ("MUST", "SHOULD", "MAY")},
+                "failed_must": [],
+                "root_causes": [],
+                "blocked_must": [],
+                "start_failures": [],
+                "start_failure": None,
+            },
+        )
         group["levels"][rec["level"]][rec["outcome"]] += 1
         if rec["level"] == "MUST" and rec["outcome"] in (FAILED, ERROR):
             group["failed_must"].append(rec["case_id"])
@@ -252,12 +265,24 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 group["start_failure"] = rec.get("message") or ""
         if rec["outcome"] in (FAILED, ERROR):
             # What the node did, not the case id and citation again.
-            text = console_text(rec.get("message") or "", rec["case_id"], ROOT_CAUSE_WIDTH, rec["level"],
-                                rec.get("citation"))
-            group["root_causes"].append({"case_id": rec["case_id"], "level": rec["level"],
-                                         "outcome": rec["outcome"], "message": text,
-                                         "trace_file": rec.get("trace_file"), "blocked": [],
-                                         "start_failure": did_not_start})
+            text = console_text(
+                rec.get("message") or "",
+                rec["case_id"],
+                ROOT_CAUSE_WIDTH,
+                rec["level"],
+                rec.get("citation"),
+            )
+            group["root_causes"].append(
+                {
+                    "case_id": rec["case_id"],
+                    "level": rec["level"],
+                    "outcome": rec["outcome"],
+                    "message": text,
+                    "trace_file": rec.get("trace_file"),
+                    "blocked": [],
+                    "start_failure": did_not_start,
+                }
+            )
     out = []
     for key, group in groups.items():
         causes = {cause["case_id"]: cause for cause in group["root_causes"]}
@@ -274,36 +299,56 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 # blocked case goes unseen.
                 known = recorded.get(root) if root else None
                 causes[root] = {
-                    "case_id": root, "level": known["level"] if known else None,
+                    "case_id": root,
+                    "level": known["level"] if known else None,
                     "outcome": known["outcome"] if known else None,
-                    "message": ("its valid step failed within the blocked case(s)" if known
-                                else "root cause not recorded in this run"),
-                    "trace_file": None, "blocked": []}
+                    "message": (
+                        "its valid step failed within the blocked case(s)"
+                        if known
+                        else "root cause not recorded in this run"
+                    ),
+                    "trace_file": None,
+                    "blocked": [],
+                }
                 group["root_causes"].append(causes[root])
             causes[root]["blocked"].append(rec["case_id"])
         # MUST root causes first: they decide the verdict.
         rank = {"MUST": 0, "SHOULD": 1, "MAY": 2, None: 3}
         group["root_causes"].sort(key=lambda cause: rank.get(cause["level"], 3))
         must = group["levels"]["MUST"]
-        group["conformant"] = (must[FAILED] == 0 and must[ERROR] == 0 and must[BLOCKED] == 0
-                               and must[PASSED] > 0)
-        group["verdict"] = (CONFORMANT if group["conformant"]
-                            else NOT_STARTED if group["start_failures"] and must[FAILED] == 0
-                            else NOT_CONFORMANT)
+        group["conformant"] = (
+            must[FAILED] == 0 and must[ERROR] == 0 and must[BLOCKED] == 0 and must[PASSED] > 0
+        )
+        group["verdict"] = (
+            CONFORMANT
+            if group["conformant"]
+            else NOT_STARTED
+            if group["start_failures"] and must[FAILED] == 0
+            else NOT_CONFORMANT
+        )
         out.append(group)
     verdicts = {g["verdict"] for g in out}
     return {
         "targets": sorted(out, key=lambda g: (g["target"], g["protocol"])),
         "conformant": bool(out) and all(g["conformant"] for g in out),
-        "verdict": (CONFORMANT if out and verdicts == {CONFORMANT}
-                    else NOT_CONFORMANT if not out or NOT_CONFORMANT in verdicts else NOT_STARTED),
+        "verdict": (
+            CONFORMANT
+            if out and verdicts == {CONFORMANT}
+            else NOT_CONFORMANT
+            if not out or NOT_CONFORMANT in verdicts
+            else NOT_STARTED
+        ),
         "not_started": sorted({g["target"] for g in out if g["verdict"] == NOT_STARTED}),
         "cases": len(records),
     }
 
 
-def mark_partial(summary: dict[str, Any], records: list[dict[str, Any]], selection: dict[str, Any] | None,
-                 suite_cases: dict[str, list[str]]) -> None:
+def mark_partial(
+    summary: dict[str, Any],
+    records: list[dict[str, Any]],
+    selection: dict[str, Any] | None,
+    suite_cases: dict[str, list[str]],
+) -> None:
     """Say per target whether its run covered its whole suite: a selection
     (``--case``, ``-k``) that left cases out makes a *partial* run, whose
     verdict holds for the selected cases only and which certifies nothing
@@ -314,7 +359,11 @@ def mark_partial(summary: dict[str, Any], records: list[dict[str, Any]], selecti
     of selected ones); at the top, ``partial`` (any target's) and the
     ``selection``."""
     for group in summary["targets"]:
-        mine = [r for r in records if (r["target"], r["protocol"]) == (group["target"], group["protocol"])]
+        mine = [
+            r
+            for r in records
+            if (r["target"], r["protocol"]) == (group["target"], group["protocol"])
+        ]
         ran = {r["case_id"] for r in mine}
         prerequisites = {r["case_id"] for r in mine if r.get("prerequisite_only")}
         suite = set(suite_cases.get(group["protocol"], ()))
@@ -333,14 +382,21 @@ def partial_scope(group: dict[str, Any]) -> str:
     if not group.get("partial"):
         return ""
     prerequisites = group.get("prerequisite_cases") or 0
-    return (f" on the {group.get('selected_cases', 0)} selected case(s)"
-            + (f" (and {prerequisites} prerequisite(s))" if prerequisites else "")
-            + f" of {group.get('suite_cases', '?')} (partial run)")
+    return (
+        f" on the {group.get('selected_cases', 0)} selected case(s)"
+        + (f" (and {prerequisites} prerequisite(s))" if prerequisites else "")
+        + f" of {group.get('suite_cases', '?')} (partial run)"
+    )
 
 
-def write_summary(run_dir: Path, run_id: str, started: float, extra: dict[str, Any],
-                  selection: dict[str, Any] | None = None,
-                  suite_cases: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def write_summary(
+    run_dir: Path,
+    run_id: str,
+    started: float,
+    extra: dict[str, Any],
+    selection: dict[str, Any] | None = None,
+    suite_cases: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     """summary.json: :func:`summarize` of the run's records, ``extra``, and
     with ``suite_cases`` (protocol -> the suite's case ids) whether each
     target's run was partial (:func:`mark_partial`)."""
@@ -348,8 +404,13 @@ def write_summary(run_dir: Path, run_id: str, started: float, extra: dict[str, A
     summary = summarize(records)
     if suite_cases is not None:
         mark_partial(summary, records, selection, suite_cases)
-    summary.update(run_id=run_id, harness_version=HARNESS_VERSION,
-                   duration_s=round(time.monotonic() - started, 3), finished=utc_now(), **extra)
+    summary.update(
+        run_id=run_id,
+        harness_version=HARNESS_VERSION,
+        duration_s=round(time.monotonic() - started, 3),
+        finished=utc_now(),
+        **extra,
+    )
     tmp = Path(run_dir) / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(Path(run_dir) / SUMMARY_FILE)

@@ -42,8 +42,10 @@ def hint(protocols: Iterable[str], interop: bool = False) -> str:
     flag = " --interop" if interop else ""
     if len(protocols) == 1:
         return f"the case ids: `{CASES_HINT.format(protocol=protocols[0])}{flag}`"
-    return f"the case ids: `conformance cases{flag}`, or `{CASES_HINT.format(protocol='P')}{flag}` for one of " \
-           + ", ".join(protocols)
+    return (
+        f"the case ids: `conformance cases{flag}`, or `{CASES_HINT.format(protocol='P')}{flag}` for one of "
+        + ", ".join(protocols)
+    )
 
 
 def suggest(pattern: str, case_ids: Iterable[str], limit: int = 3) -> list[str]:
@@ -60,5 +62,9 @@ def no_match_message(patterns: list[str], case_ids: list[str]) -> tuple[str, str
     """``--case X`` matches no case; with suggestions when some id holds X."""
     text = f"--case {' '.join(patterns)} matches no case"
     near = [case for pattern in patterns for case in suggest(pattern, case_ids)]
-    return text, (f"did you mean {', '.join(near)}? (a pattern matches whole case ids: a glob such as "
-                  f"'*{patterns[0].strip('*')}*' matches part of one)" if near else "")
+    return text, (
+        f"did you mean {', '.join(near)}? (a pattern matches whole case ids: a glob such as "
+        f"'*{patterns[0].strip('*')}*' matches part of one)"
+        if near
+        else ""
+    )

@@ -60,7 +60,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .containers import ContainerClient, ContainerServer, ContainerSpec, parse_container
-from .readiness import Exited, ReadyWhen, StartingServer, port_accepts, read_outputs, wait_until_ready
+from .readiness import (
+    Exited,
+    ReadyWhen,
+    StartingServer,
+    port_accepts,
+    read_outputs,
+    wait_until_ready,
+)
 from .requirements import ROLES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +79,13 @@ KNOWN_PROTOCOLS = ("ssb", "btp", "stomp", "ripp", "ripplehost")
 frames over TCP); "ripp" the RIPP binary envelopes of the Ripple workers."""
 _PLACEHOLDER = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
 
-RUN_PKI_FILES = ("ca_file", "server_cert_file", "server_key_file", "client_cert_file", "client_key_file")
+RUN_PKI_FILES = (
+    "ca_file",
+    "server_cert_file",
+    "server_key_file",
+    "client_cert_file",
+    "client_key_file",
+)
 """The run's test CA and certificates (conformance/core/pki.py, ``params()``):
 put into the params of STOMP and TLS Ripple host targets, unless the target
 gives its own of the same name."""
@@ -80,8 +93,20 @@ gives its own of the same name."""
 KNOWN_PARAMS: dict[str, frozenset[str]] = {
     "ssb": frozenset({"public_key"}),
     "btp": frozenset({"auth_timeout", "accepts_any_token"}),
-    "stomp": frozenset({"stomp_host", "destination", "login", "node_id", "manifest_file", "idle_seconds",
-                        "heart_beat_ms", "adapter_timeout", "accepted_body", *RUN_PKI_FILES}),
+    "stomp": frozenset(
+        {
+            "stomp_host",
+            "destination",
+            "login",
+            "node_id",
+            "manifest_file",
+            "idle_seconds",
+            "heart_beat_ms",
+            "adapter_timeout",
+            "accepted_body",
+            *RUN_PKI_FILES,
+        }
+    ),
     "ripp": frozenset({"registry_file"}),
     "ripplehost": frozenset({"tls", *RUN_PKI_FILES}),
 }
@@ -94,7 +119,9 @@ suites and interop cases read."""
 KNOWN_CREDENTIALS: dict[str, frozenset[str]] = {
     "ssb": frozenset({"network_key", "secret_key"}),
     "btp": frozenset({"auth_token"}),
-    "stomp": frozenset({"passcode", "client_cert", "client_key", "server_cert", "server_key", "ca"}),
+    "stomp": frozenset(
+        {"passcode", "client_cert", "client_key", "server_cert", "server_key", "ca"}
+    ),
     "ripp": frozenset(),
     "ripplehost": frozenset(),
 }
@@ -112,7 +139,11 @@ token of a reference node): written to a 0600 file in the run's work dir."""
 
 
 PLACEHOLDER_TYPES: dict[str, type] = {
-    "port": int, "peer_port": int, "container_port": int, "count": int, "client_timeout": int,
+    "port": int,
+    "peer_port": int,
+    "container_port": int,
+    "count": int,
+    "client_timeout": int,
     "client_stay": float,
 }
 """The placeholders that stand for numbers, and the type the harness passes
@@ -160,9 +191,11 @@ def placeholder_text(name: str, value: Any, where: str) -> str:
     if kind is not None:
         allowed = (int,) if kind is int else (int, float)
         if isinstance(value, bool) or not isinstance(value, allowed):
-            raise TargetError(f"{where}: placeholder {{{name}}} takes "
-                              f"{'a whole number' if kind is int else 'a number'}, but the harness passed "
-                              f"{value!r} (a harness bug; see PLACEHOLDER_TYPES in conformance/core/targets.py)")
+            raise TargetError(
+                f"{where}: placeholder {{{name}}} takes "
+                f"{'a whole number' if kind is int else 'a number'}, but the harness passed "
+                f"{value!r} (a harness bug; see PLACEHOLDER_TYPES in conformance/core/targets.py)"
+            )
     return str(value)
 
 
@@ -226,19 +259,27 @@ class Target:
     def harness_starts_server(self) -> bool:
         """Whether the harness starts the server role (a launch.server command
         or a container), so that it gets the run's files (e.g. its TLS CA)."""
-        return ((self.container is not None and self.container.serves)
-                or (self.launch is not None and bool(self.launch.server)))
+        return (self.container is not None and self.container.serves) or (
+            self.launch is not None and bool(self.launch.server)
+        )
 
     def describe(self) -> dict[str, Any]:
         """Everything about the target that may be shown: no credential values."""
         return {
-            "name": self.name, "implementation": self.implementation, "version": self.version,
-            "protocol": self.protocol, "roles": list(self.roles), "capabilities": list(self.capabilities),
-            "address": (f"container {self.container.image}, port {self.container.ports[0]} published on "
-                        "127.0.0.1" if self.container and self.container.serves else
-                        f"(client only, in containers of {self.container.client.image})"
-                        if self.container and self.container.client else
-                        self.url or f"{self.host}:{self.port or '(chosen at launch)'}"),
+            "name": self.name,
+            "implementation": self.implementation,
+            "version": self.version,
+            "protocol": self.protocol,
+            "roles": list(self.roles),
+            "capabilities": list(self.capabilities),
+            "address": (
+                f"container {self.container.image}, port {self.container.ports[0]} published on "
+                "127.0.0.1"
+                if self.container and self.container.serves
+                else f"(client only, in containers of {self.container.client.image})"
+                if self.container and self.container.client
+                else self.url or f"{self.host}:{self.port or '(chosen at launch)'}"
+            ),
             "launched_by_harness": self.launchable or self.container is not None,
             "credentials": sorted(f"{name} ({ref.kind})" for name, ref in self.credentials.items()),
             "source": self.source,
@@ -267,8 +308,11 @@ def _argv(value: Any, where: str) -> tuple[str, ...]:
 def did_you_mean(unknown: list[str], known: set[str] | frozenset[str]) -> str:
     """`` (did you mean 'public_key'?)`` for the unknown keys that are close
     to a known one, else ""."""
-    hints = [f"{key!r} -> {match[0]!r}" if len(unknown) > 1 else repr(match[0])
-             for key in unknown if (match := difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6))]
+    hints = [
+        f"{key!r} -> {match[0]!r}" if len(unknown) > 1 else repr(match[0])
+        for key in unknown
+        if (match := difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6))
+    ]
     return f" (did you mean {', '.join(hints)}?)" if hints else ""
 
 
@@ -307,8 +351,10 @@ def unknown_keys_problem(table: Mapping[str, Any], protocol: str, where: str) ->
     known = KNOWN_PARAMS.get(protocol, frozenset())
     unknown = sorted(key for key in params if key not in known and key not in named)
     if unknown:
-        problems.append(f"[params]: unknown param(s) {unknown}{did_you_mean(unknown, known)}; the {protocol} "
-                        f"cases read: {', '.join(sorted(known)) or 'none'}")
+        problems.append(
+            f"[params]: unknown param(s) {unknown}{did_you_mean(unknown, known)}; the {protocol} "
+            f"cases read: {', '.join(sorted(known)) or 'none'}"
+        )
     credentials = table.get("credentials", {})
     if not isinstance(credentials, Mapping):
         return f"{where}: credentials must be a table of name = path or variable name"
@@ -319,30 +365,52 @@ def unknown_keys_problem(table: Mapping[str, Any], protocol: str, where: str) ->
         suffix = next((s for s in ("_file", "_env", "_generate") if key.endswith(s)), None)
         if suffix is None:
             continue  # refused with its own message (a secret is never written into a file)
-        base = key[:-len(suffix)]
+        base = key[: -len(suffix)]
         if base not in known_credentials and f"{base}_file" not in named:
             unknown.append(key)
             candidates.update(f"{known_name}{suffix}" for known_name in known_credentials)
     if unknown:
-        problems.append(f"[credentials]: unknown credential(s) {sorted(unknown)}"
-                        f"{did_you_mean(sorted(unknown), candidates)}; the {protocol} cases read: "
-                        f"{', '.join(sorted(known_credentials)) or 'none'} (each as NAME_file, NAME_env or "
-                        "NAME_generate)")
+        problems.append(
+            f"[credentials]: unknown credential(s) {sorted(unknown)}"
+            f"{did_you_mean(sorted(unknown), candidates)}; the {protocol} cases read: "
+            f"{', '.join(sorted(known_credentials)) or 'none'} (each as NAME_file, NAME_env or "
+            "NAME_generate)"
+        )
     if not problems:
         return None
-    return (f"{where} " + "; ".join(problems) + ". A key of your own is known when a launch, adapter or "
-            "container command of the target names it ({NAME}, or {NAME_file} for a credential); see "
-            "docs/targets.md")
+    return (
+        f"{where} "
+        + "; ".join(problems)
+        + ". A key of your own is known when a launch, adapter or "
+        "container command of the target names it ({NAME}, or {NAME_file} for a credential); see "
+        "docs/targets.md"
+    )
 
 
 def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str) -> Target:
     where = f"{source}: target {name!r}"
-    known = {"implementation", "version", "protocol", "roles", "capabilities", "host", "port", "url",
-             "params", "credentials", "launch", "container", "adapters", "description"}
+    known = {
+        "implementation",
+        "version",
+        "protocol",
+        "roles",
+        "capabilities",
+        "host",
+        "port",
+        "url",
+        "params",
+        "credentials",
+        "launch",
+        "container",
+        "adapters",
+        "description",
+    }
     unknown = set(table) - known
     if unknown:
-        raise TargetError(f"{where}: unknown field(s) {sorted(unknown)}{did_you_mean(sorted(unknown), known)}; "
-                          f"known: {sorted(known)}")
+        raise TargetError(
+            f"{where}: unknown field(s) {sorted(unknown)}{did_you_mean(sorted(unknown), known)}; "
+            f"known: {sorted(known)}"
+        )
     protocol = _require(table, "protocol", str, where)
     if protocol not in KNOWN_PROTOCOLS:
         raise TargetError(f"{where}: protocol {protocol!r} is not one of {KNOWN_PROTOCOLS}")
@@ -359,20 +427,25 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
     credentials: dict[str, CredentialRef] = {}
     for key, value in dict(table.get("credentials", {})).items():
         if not isinstance(value, str):
-            raise TargetError(f"{where}: credential {key!r} must be a string (a path or a variable name)")
+            raise TargetError(
+                f"{where}: credential {key!r} must be a string (a path or a variable name)"
+            )
         if key.endswith("_file"):
             credentials[key[:-5]] = CredentialRef("file", value)
         elif key.endswith("_env"):
             credentials[key[:-4]] = CredentialRef("env", value)
         elif key.endswith("_generate"):
             if value not in GENERATORS:
-                raise TargetError(f"{where}: credential {key!r}: generator must be one of {sorted(GENERATORS)}")
+                raise TargetError(
+                    f"{where}: credential {key!r}: generator must be one of {sorted(GENERATORS)}"
+                )
             credentials[key[:-9]] = CredentialRef("generate", value)
         else:
             raise TargetError(
                 f"{where}: credential {key!r} must end in _file (a path), _env (an environment "
                 "variable name) or _generate (a fresh secret per run, for launched targets); "
-                "secrets are never written into a targets file")
+                "secrets are never written into a targets file"
+            )
     launch = None
     if "launch" in table:
         lt = dict(table["launch"])
@@ -381,9 +454,14 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
         if unknown:
             raise TargetError(f"{lwhere}: unknown field(s) {sorted(unknown)}")
         launch = LaunchSpec(
-            server=_argv(lt.get("server"), lwhere), client=_argv(lt.get("client"), lwhere),
-            ready=str(lt.get("ready", "")), ready_timeout=float(lt.get("ready_timeout", 30.0)),
-            outputs=dict(lt.get("outputs", {})), env=dict(lt.get("env", {})), cwd=str(lt.get("cwd", "")))
+            server=_argv(lt.get("server"), lwhere),
+            client=_argv(lt.get("client"), lwhere),
+            ready=str(lt.get("ready", "")),
+            ready_timeout=float(lt.get("ready_timeout", 30.0)),
+            outputs=dict(lt.get("outputs", {})),
+            env=dict(lt.get("env", {})),
+            cwd=str(lt.get("cwd", "")),
+        )
         if launch.ready:
             try:
                 re.compile(launch.ready)
@@ -391,26 +469,49 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
                 raise TargetError(f"{lwhere}: ready is not a valid regex: {exc}") from None
         for role in ("server", "client"):
             if getattr(launch, role) and role not in roles:
-                raise TargetError(f"{lwhere}: has a {role} command but roles does not list {role!r}")
+                raise TargetError(
+                    f"{lwhere}: has a {role} command but roles does not list {role!r}"
+                )
     container = None
     if "container" in table:
         if launch is not None:
-            raise TargetError(f"{where}: has both [launch] and [container]; a target's node is started one way")
+            raise TargetError(
+                f"{where}: has both [launch] and [container]; a target's node is started one way"
+            )
         container = parse_container(table["container"], where, roles, credentials, _argv)
     adapters_table = table.get("adapters", {})
     if not isinstance(adapters_table, dict):
         raise TargetError(f"{where}: adapters must be a table of name = command")
-    adapters = {name: _argv(command, f"{where} [adapters] {name}") for name, command in adapters_table.items()}
-    if "server" in roles and not (table.get("host") or table.get("url") or (launch and launch.server) or container):
-        raise TargetError(f"{where}: a server-role target needs host/port, url, a launch.server command or "
-                          "a [container]")
+    adapters = {
+        name: _argv(command, f"{where} [adapters] {name}")
+        for name, command in adapters_table.items()
+    }
+    if "server" in roles and not (
+        table.get("host") or table.get("url") or (launch and launch.server) or container
+    ):
+        raise TargetError(
+            f"{where}: a server-role target needs host/port, url, a launch.server command or "
+            "a [container]"
+        )
     return Target(
-        name=name, implementation=_require(table, "implementation", str, where),
-        version=str(table.get("version", "unknown")), protocol=protocol, roles=roles,
-        capabilities=tuple(table.get("capabilities", ())), host=str(table.get("host", "127.0.0.1")),
-        port=port, url=str(table.get("url", "")), params=dict(table.get("params", {})),
-        credentials=credentials, launch=launch, container=container, adapters=adapters, description=str(table.get("description", "")),
-        source=source, base_dir=base_dir)
+        name=name,
+        implementation=_require(table, "implementation", str, where),
+        version=str(table.get("version", "unknown")),
+        protocol=protocol,
+        roles=roles,
+        capabilities=tuple(table.get("capabilities", ())),
+        host=str(table.get("host", "127.0.0.1")),
+        port=port,
+        url=str(table.get("url", "")),
+        params=dict(table.get("params", {})),
+        credentials=credentials,
+        launch=launch,
+        container=container,
+        adapters=adapters,
+        description=str(table.get("description", "")),
+        source=source,
+        base_dir=base_dir,
+    )
 
 
 def load_targets_file(path: Path | str, text: str | None = None) -> dict[str, Target]:
@@ -429,7 +530,9 @@ def load_targets_file(path: Path | str, text: str | None = None) -> dict[str, Ta
 
 
 def builtin_targets() -> dict[str, Target]:
-    text = resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    text = (
+        resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    )
     return load_targets_file("<built-in targets>", text)
 
 
@@ -458,10 +561,14 @@ def definition_problems(target: Target, serving: bool = True) -> list[str]:
         except ValueError:
             problems.append(f"url {target.url!r} has an invalid port")
         if not parts.scheme or not parts.hostname:
-            problems.append(f"url {target.url!r} needs a scheme and a host, e.g. ws://127.0.0.1:7768/")
+            problems.append(
+                f"url {target.url!r} needs a scheme and a host, e.g. ws://127.0.0.1:7768/"
+            )
     if serving and not launches_server and not target.url and target.port == 0:
-        problems.append("port is 0 (chosen at launch) but there is no launch.server command to start it: "
-                        "give the port the node listens on")
+        problems.append(
+            "port is 0 (chosen at launch) but there is no launch.server command to start it: "
+            "give the port the node listens on"
+        )
     if target.launch is not None and target.launch.ready_timeout <= 0:
         problems.append(f"launch.ready_timeout must be positive, got {target.launch.ready_timeout}")
     return problems
@@ -513,10 +620,16 @@ class ProcessHandle:
         self.log_path = log_path
         self._log = open(log_path, "ab")
         try:
-            self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=env, cwd=cwd or None,
-                                            start_new_session=True,
-                                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+            self.process = subprocess.Popen(
+                argv,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd or None,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
         except OSError as exc:
             self._log.close()
             raise TargetNotStarted(f"could not start {argv[0]!r}: {exc}") from None
@@ -605,15 +718,18 @@ class TargetRuntime:
         if ref.kind == "env":
             value = os.environ.get(ref.ref)
             if value is None:
-                raise TargetError(f"target {self.target.name!r}: credential {name!r} expects "
-                                  f"environment variable {ref.ref} to be set")
+                raise TargetError(
+                    f"target {self.target.name!r}: credential {name!r} expects "
+                    f"environment variable {ref.ref} to be set"
+                )
             return value.encode()
         path = Path(self._expand_text(ref.ref))
         try:
             return path.read_bytes()
         except OSError as exc:
-            raise TargetError(f"target {self.target.name!r}: credential {name!r} file {path}: "
-                              f"{exc.strerror}") from None
+            raise TargetError(
+                f"target {self.target.name!r}: credential {name!r} file {path}: {exc.strerror}"
+            ) from None
 
     def secret_values(self) -> list[bytes]:
         """Every credential's value that can be read now (generated ones
@@ -647,27 +763,37 @@ class TargetRuntime:
     # -- placeholders
     def _context(self, extra: Mapping[str, Any]) -> dict[str, str]:
         ctx: dict[str, str] = {
-            "python": sys.executable, "repo": str(REPO_ROOT), "workdir": str(self.work_dir),
+            "python": sys.executable,
+            "repo": str(REPO_ROOT),
+            "workdir": str(self.work_dir),
             "target_dir": self.target.base_dir or str(REPO_ROOT),
-            "host": self.host, "port": str(self.port), "url": self.url,
+            "host": self.host,
+            "port": str(self.port),
+            "url": self.url,
         }
         if self.container is not None and self.container.container is not None:
             # For adapters that ask the node in its container: docker exec {container_id} ...
             ctx["container_id"] = self.container.id
         ctx.update({k: str(v) for k, v in self.params.items()})
-        ctx.update({k: placeholder_text(k, v, f"target {self.target.name!r}") for k, v in extra.items()})
+        ctx.update(
+            {k: placeholder_text(k, v, f"target {self.target.name!r}") for k, v in extra.items()}
+        )
         return ctx
 
     def _expand_text(self, text: str, extra: Mapping[str, Any] = {}) -> str:
         ctx = self._context(extra)
+
         def repl(match: re.Match[str]) -> str:
             key = match.group(1)
             if key in ctx:
                 return ctx[key]
             if key.endswith("_file") and key[:-5] in self.target.credentials:
                 return self.credential_file(key[:-5])
-            raise TargetError(f"target {self.target.name!r}: unknown placeholder {{{key}}}; "
-                              f"known: {sorted(ctx)} and <credential>_file")
+            raise TargetError(
+                f"target {self.target.name!r}: unknown placeholder {{{key}}}; "
+                f"known: {sorted(ctx)} and <credential>_file"
+            )
+
         return _PLACEHOLDER.sub(repl, text)
 
     def _start(self, role: str, extra: Mapping[str, Any]) -> ProcessHandle:
@@ -679,8 +805,15 @@ class TargetRuntime:
         self._launches += 1
         # The work dir's random suffix keeps two runtimes of one target
         # (an implementation against itself) from sharing a log.
-        log = self.log_dir / f"{self.target.name}.{self.work_dir.name.rsplit('.', 1)[-1]}.{role}.{self._launches}.log"
-        cwd = self._expand_text(launch.cwd, extra) if launch.cwd else (self.target.base_dir or str(REPO_ROOT))
+        log = (
+            self.log_dir
+            / f"{self.target.name}.{self.work_dir.name.rsplit('.', 1)[-1]}.{role}.{self._launches}.log"
+        )
+        cwd = (
+            self._expand_text(launch.cwd, extra)
+            if launch.cwd
+            else (self.target.base_dir or str(REPO_ROOT))
+        )
         return ProcessHandle(argv, log, env, cwd)
 
     # -- server role
@@ -714,8 +847,13 @@ class TargetRuntime:
                 # is no fault of the target: start it again, on fresh ports.
                 if attempt == ADDRESS_IN_USE_ATTEMPTS or not _ADDRESS_IN_USE.search(str(exc)):
                     raise
-                _LOG.warning("target %r: start %d failed on an address already in use (log %s); starting it "
-                             "again on fresh ports", self.target.name, attempt, self.log_dir)
+                _LOG.warning(
+                    "target %r: start %d failed on an address already in use (log %s); starting it "
+                    "again on fresh ports",
+                    self.target.name,
+                    attempt,
+                    self.log_dir,
+                )
 
     def _start_launched_server(self, launch: LaunchSpec) -> None:
         if self.target.port == 0 and "{port}" in " ".join(launch.server):
@@ -723,9 +861,13 @@ class TargetRuntime:
         handle = self._start("server", {})
         self.server = handle
         what = f"target {self.target.name!r}"
-        starting = StartingServer(what, "output", handle.output,
-                                  lambda: handle.running() or Exited(handle.process.returncode),
-                                  lambda port: bool(port) and port_accepts(self.host, port, timeout=0.2))
+        starting = StartingServer(
+            what,
+            "output",
+            handle.output,
+            lambda: handle.running() or Exited(handle.process.returncode),
+            lambda port: bool(port) and port_accepts(self.host, port, timeout=0.2),
+        )
         # Without a ready line, the port answering is what ready means (a
         # port of 0, learnt from the outputs later, never answers).
         when = ReadyWhen(launch.ready, None if launch.ready else self.port, launch.ready_timeout)
@@ -753,7 +895,9 @@ class TargetRuntime:
             try:
                 self.container.restart(kill=False)
             except TargetNotStarted as exc:
-                raise TargetError(f"target container had exited (code {code}) and did not start again: {exc}") from None
+                raise TargetError(
+                    f"target container had exited (code {code}) and did not start again: {exc}"
+                ) from None
             return f"target container had exited (code {code}) and was started again; its last output:\n{tail}"
         if self.server is not None and not self.server.running():
             code = self.server.process.returncode
@@ -764,8 +908,10 @@ class TargetRuntime:
                 self.start_server()
             except TargetNotStarted as exc:
                 # It started for this run and then died: the cases judge it.
-                raise TargetError(f"target process had exited (code {code}) and did not start again: {exc}; "
-                                  f"its last output before it exited:\n{tail}") from None
+                raise TargetError(
+                    f"target process had exited (code {code}) and did not start again: {exc}; "
+                    f"its last output before it exited:\n{tail}"
+                ) from None
             return f"target process had exited (code {code}) and was restarted; its last output:\n{tail}"
         return None
 
@@ -792,22 +938,36 @@ class TargetRuntime:
         ``timeout`` is a TargetError naming the command and its stderr."""
         argv_template = self.target.adapters.get(name)
         if not argv_template:
-            raise TargetError(f"target {self.target.name!r} has no adapter {name!r} "
-                              f"(adapters: {', '.join(sorted(self.target.adapters)) or 'none'})")
+            raise TargetError(
+                f"target {self.target.name!r} has no adapter {name!r} "
+                f"(adapters: {', '.join(sorted(self.target.adapters)) or 'none'})"
+            )
         argv = [self._expand_text(part, extra) for part in argv_template]
         env = dict(os.environ)
         if self.target.launch is not None:
             env.update({k: self._expand_text(v, extra) for k, v in self.target.launch.env.items()})
-        cwd = (self._expand_text(self.target.launch.cwd, extra) if self.target.launch and self.target.launch.cwd
-               else (self.target.base_dir or str(REPO_ROOT)))
+        cwd = (
+            self._expand_text(self.target.launch.cwd, extra)
+            if self.target.launch and self.target.launch.cwd
+            else (self.target.base_dir or str(REPO_ROOT))
+        )
         # Output goes to files, so a chatty adapter cannot fill memory
         # through a pipe; at most MAX_ADAPTER_OUTPUT bytes are read back.
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             try:
-                process = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
+                process = subprocess.Popen(
+                    argv,
+                    stdout=out,
+                    stderr=err,
+                    env=env,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             except OSError as exc:
-                raise TargetNotStarted(f"target {self.target.name!r}: adapter {name!r} could not start: {exc}") from None
+                raise TargetNotStarted(
+                    f"target {self.target.name!r}: adapter {name!r} could not start: {exc}"
+                ) from None
             try:
                 code = process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -817,7 +977,9 @@ class TargetRuntime:
                 except ProcessLookupError:
                     pass
                 process.wait()
-                raise TargetError(f"target {self.target.name!r}: adapter {name!r} ran past {timeout} s") from None
+                raise TargetError(
+                    f"target {self.target.name!r}: adapter {name!r} ran past {timeout} s"
+                ) from None
             out.seek(0)
             stdout = out.read(MAX_ADAPTER_OUTPUT + 1)
             if code != 0:
@@ -827,12 +989,16 @@ class TargetRuntime:
                 # not start (a missing tool, a crash on start-up), which no
                 # rule is about; with output it ran and broke its contract.
                 kind = TargetNotStarted if not stdout.strip() else TargetError
-                raise kind(f"target {self.target.name!r}: adapter {name!r} exited with code {code}"
-                           f"{' printing nothing on stdout' if kind is TargetNotStarted else ''}; its stderr:\n"
-                           f"{tail or '(none)'}")
+                raise kind(
+                    f"target {self.target.name!r}: adapter {name!r} exited with code {code}"
+                    f"{' printing nothing on stdout' if kind is TargetNotStarted else ''}; its stderr:\n"
+                    f"{tail or '(none)'}"
+                )
         if len(stdout) > MAX_ADAPTER_OUTPUT:
-            raise TargetError(f"target {self.target.name!r}: adapter {name!r} printed more than "
-                              f"{MAX_ADAPTER_OUTPUT} bytes")
+            raise TargetError(
+                f"target {self.target.name!r}: adapter {name!r} printed more than "
+                f"{MAX_ADAPTER_OUTPUT} bytes"
+            )
         return stdout.decode("utf-8", "replace")
 
     def restart_server(self, kill: bool = True) -> None:
@@ -846,7 +1012,9 @@ class TargetRuntime:
         except TargetNotStarted as exc:
             # It started for this run: not coming back is an error of the
             # case that restarted it, not a target that did not start.
-            raise TargetError(f"target {self.target.name!r} did not start again after a restart: {exc}") from None
+            raise TargetError(
+                f"target {self.target.name!r} did not start again after a restart: {exc}"
+            ) from None
 
     def _restart_server(self, kill: bool) -> None:
         if self.container is not None:
@@ -854,8 +1022,10 @@ class TargetRuntime:
             self.container.restart(kill)
             return
         if self.server is None:
-            raise TargetError(f"target {self.target.name!r}: the harness did not launch its server, so it "
-                              "cannot restart it")
+            raise TargetError(
+                f"target {self.target.name!r}: the harness did not launch its server, so it "
+                "cannot restart it"
+            )
         if kill:
             try:
                 os.killpg(self.server.process.pid, signal.SIGKILL)
@@ -979,6 +1149,7 @@ def _die_with_parent() -> None:
     event-loop thread (conformance/suites/stomp/adapter.py does)."""
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGTERM)

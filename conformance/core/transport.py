@@ -67,7 +67,9 @@ class ProtocolViolation(AssertionError):
     keeps only a bounded prefix of the offending bytes.
     """
 
-    def __init__(self, what: str, data: bytes | bytearray | memoryview = b"", size: int | None = None) -> None:
+    def __init__(
+        self, what: str, data: bytes | bytearray | memoryview = b"", size: int | None = None
+    ) -> None:
         self.what = what
         self.data = bytes(data[:SHOWN_BYTES])
         self.size = len(data) if size is None else size
@@ -88,7 +90,9 @@ class ProtocolViolation(AssertionError):
 _VIOLATION_CLASSES: dict[type[BaseException], type[ProtocolViolation]] = {}
 
 
-def violation_from(error: BaseException, what: str, data: bytes | bytearray | memoryview) -> ProtocolViolation:
+def violation_from(
+    error: BaseException, what: str, data: bytes | bytearray | memoryview
+) -> ProtocolViolation:
     """A :class:`ProtocolViolation` that is also an instance of ``error``'s
     class (with its attributes, e.g. ``reason``), so that code catching the
     decoder's own error type goes on working, and code that does not fails
@@ -96,7 +100,9 @@ def violation_from(error: BaseException, what: str, data: bytes | bytearray | me
     error_class = type(error)
     violation_class = _VIOLATION_CLASSES.get(error_class)
     if violation_class is None:
-        violation_class = type(f"{error_class.__name__}Violation", (ProtocolViolation, error_class), {})
+        violation_class = type(
+            f"{error_class.__name__}Violation", (ProtocolViolation, error_class), {}
+        )
         _VIOLATION_CLASSES[error_class] = violation_class
     violation = violation_class.__new__(violation_class)
     violation.__dict__.update(getattr(error, "__dict__", {}))
@@ -105,8 +111,9 @@ def violation_from(error: BaseException, what: str, data: bytes | bytearray | me
 
 
 @contextmanager
-def target_bytes(what: str, data: bytes | bytearray | memoryview,
-                 *decode_errors: type[BaseException]) -> Iterator[None]:
+def target_bytes(
+    what: str, data: bytes | bytearray | memoryview, *decode_errors: type[BaseException]
+) -> Iterator[None]:
     """Decode bytes the target sent: a decoder error (one of
     ``decode_errors``) is the target's fault, so it becomes a
     :class:`ProtocolViolation` naming ``what`` was being read and showing
@@ -151,11 +158,14 @@ class TraceEntry:
     (a secret across the cut would not be recognised in the kept prefix)."""
 
 
-_ARROWS = {"sent": "harness -> target", "received": "target -> harness",
-           "sent-plain": "harness -> target (plaintext)",
-           "received-plain": "target -> harness (plaintext)",
-           "client->server": "client -> server (relayed)",
-           "server->client": "server -> client (relayed)"}
+_ARROWS = {
+    "sent": "harness -> target",
+    "received": "target -> harness",
+    "sent-plain": "harness -> target (plaintext)",
+    "received-plain": "target -> harness (plaintext)",
+    "client->server": "client -> server (relayed)",
+    "server->client": "server -> client (relayed)",
+}
 
 
 @dataclass
@@ -204,7 +214,9 @@ class WireTrace:
             note = (note + "; " if note else "") + f"first {room} of {size} bytes kept"
             data = data[:room]
         self.kept_bytes[direction] = kept + len(data)
-        self.entries.append(TraceEntry(direction, time.monotonic() - self.started, bytes(data), note, masked))
+        self.entries.append(
+            TraceEntry(direction, time.monotonic() - self.started, bytes(data), note, masked)
+        )
 
     def event(self, note: str) -> None:
         if len(self.entries) >= self.max_entries:
@@ -227,32 +239,45 @@ class WireTrace:
                 lines.append(f"[{entry.at:8.3f}s] -- {self.redactor.text(entry.note)}")
                 continue
             note = f"  {self.redactor.text(entry.note)}" if entry.note else ""
-            lines.append(f"[{entry.at:8.3f}s] {_ARROWS.get(entry.direction, entry.direction)}  "
-                         f"{len(entry.data)} bytes{note}")
+            lines.append(
+                f"[{entry.at:8.3f}s] {_ARROWS.get(entry.direction, entry.direction)}  "
+                f"{len(entry.data)} bytes{note}"
+            )
             masked = self.redactor.masked_positions(entry.data) | entry.masked
             lines.append(hexdump(entry.data, indent="    ", masked=masked))
         for direction, count in self.dropped_bytes.items():
             if count:
-                lines.append(f"({count} further bytes not kept, {_ARROWS.get(direction, direction)}: the trace "
-                             f"keeps the first {self.limit} bytes per direction; "
-                             f"{self.total(direction)} bytes in all)")
+                lines.append(
+                    f"({count} further bytes not kept, {_ARROWS.get(direction, direction)}: the trace "
+                    f"keeps the first {self.limit} bytes per direction; "
+                    f"{self.total(direction)} bytes in all)"
+                )
         if self.dropped_entries:
-            lines.append(f"({self.dropped_entries} further entries not kept: the trace keeps "
-                         f"{self.max_entries} entries)")
+            lines.append(
+                f"({self.dropped_entries} further entries not kept: the trace keeps "
+                f"{self.max_entries} entries)"
+            )
         return "\n".join(lines) + "\n"
 
 
-def hexdump(data: bytes, indent: str = "", limit: int = 4096, masked: set[int] | frozenset[int] | None = None) -> str:
+def hexdump(
+    data: bytes,
+    indent: str = "",
+    limit: int = 4096,
+    masked: set[int] | frozenset[int] | None = None,
+) -> str:
     """Offset, 16 hex bytes, and the printable ASCII, like ``hexdump -C``;
     bytes at ``masked`` offsets (secrets) print as ``**`` and ``*``."""
     shown = data[:limit]
     masked = masked or set()
     rows = []
     for offset in range(0, len(shown), 16):
-        chunk = shown[offset:offset + 16]
+        chunk = shown[offset : offset + 16]
         hexes = " ".join("**" if offset + i in masked else f"{b:02x}" for i, b in enumerate(chunk))
-        text = "".join("*" if offset + i in masked else chr(b) if 32 <= b < 127 else "."
-                       for i, b in enumerate(chunk))
+        text = "".join(
+            "*" if offset + i in masked else chr(b) if 32 <= b < 127 else "."
+            for i, b in enumerate(chunk)
+        )
         rows.append(f"{indent}{offset:08x}  {hexes:<47}  |{text}|")
     if len(data) > limit:
         rows.append(f"{indent}... {len(data) - limit} more bytes")
@@ -270,8 +295,14 @@ def short_hex(data: bytes, limit: int = SHOWN_BYTES) -> str:
 class TcpConnection:
     """One TCP connection to the target; reads never wait past a deadline."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 trace: WireTrace, deadline: float, label: str) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        trace: WireTrace,
+        deadline: float,
+        label: str,
+    ) -> None:
         self._reader = reader
         self._writer = writer
         self.trace = trace
@@ -283,37 +314,57 @@ class TcpConnection:
         """The TLS alert that ended the connection, if one did."""
 
     @classmethod
-    async def open(cls, host: str, port: int, trace: WireTrace,
-                   deadline: float = DEFAULT_READ_DEADLINE, label: str = "",
-                   ssl: ssl_module.SSLContext | None = None, server_hostname: str | None = None) -> TcpConnection:
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        trace: WireTrace,
+        deadline: float = DEFAULT_READ_DEADLINE,
+        label: str = "",
+        ssl: ssl_module.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> TcpConnection:
         """Connect; with ``ssl``, also complete a TLS handshake within the
         same deadline. The trace then holds the plaintext: TLS records are
         the TLS library's business, the frames inside are the target's."""
         try:
             # Through the impairment relay when the run has one (core/impair.py).
             reader, writer = await asyncio.wait_for(
-                impair.open_connection(host, port, ssl=ssl,
-                                       server_hostname=(server_hostname or host) if ssl is not None else None,
-                                       ssl_handshake_timeout=deadline if ssl is not None else None),
-                deadline)
+                impair.open_connection(
+                    host,
+                    port,
+                    ssl=ssl,
+                    server_hostname=(server_hostname or host) if ssl is not None else None,
+                    ssl_handshake_timeout=deadline if ssl is not None else None,
+                ),
+                deadline,
+            )
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"could not connect{' with TLS' if ssl else ''} to {host}:{port} "
-                                   f"within {deadline} s") from None
+            raise DeadlineExceeded(
+                f"could not connect{' with TLS' if ssl else ''} to {host}:{port} "
+                f"within {deadline} s"
+            ) from None
         except ssl_module.SSLError as exc:
             trace.event(f"TLS handshake with {host}:{port} failed: {tls_reason(exc)}")
-            raise TlsRefused(f"TLS handshake with {host}:{port} failed: {tls_reason(exc)}") from None
+            raise TlsRefused(
+                f"TLS handshake with {host}:{port} failed: {tls_reason(exc)}"
+            ) from None
         except ConnectionResetError as exc:
             if ssl is not None:
                 trace.event(f"connection reset during the TLS handshake with {host}:{port}")
-                raise TlsRefused(f"TLS handshake with {host}:{port} failed: the target reset the connection "
-                                 f"({exc})") from None
+                raise TlsRefused(
+                    f"TLS handshake with {host}:{port} failed: the target reset the connection "
+                    f"({exc})"
+                ) from None
             raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
         except OSError as exc:
             raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
         through = impair.through()
         if ssl is not None:
-            trace.event(f"connected to {host}:{port}{through} with {describe_tls(writer)}"
-                        f"{' (' + label + ')' if label else ''}; the trace shows the plaintext")
+            trace.event(
+                f"connected to {host}:{port}{through} with {describe_tls(writer)}"
+                f"{' (' + label + ')' if label else ''}; the trace shows the plaintext"
+            )
         else:
             trace.event(f"connected to {host}:{port}{through}{' (' + label + ')' if label else ''}")
         return cls(reader, writer, trace, deadline, label)
@@ -329,13 +380,17 @@ class TcpConnection:
         try:
             await asyncio.wait_for(self._writer.drain(), self.deadline)
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"target did not read {len(data)} bytes within {self.deadline} s") from None
+            raise DeadlineExceeded(
+                f"target did not read {len(data)} bytes within {self.deadline} s"
+            ) from None
         except (ConnectionError, OSError) as exc:
             # The target hung up or reset: a verdict about the target (a
             # failure of the case), not a crash of the harness.
             self.trace.event(f"send failed: {exc}")
-            raise PeerClosed(f"target closed or reset the connection while the harness sent "
-                             f"{note or f'{len(data)} bytes'} ({exc})") from None
+            raise PeerClosed(
+                f"target closed or reset the connection while the harness sent "
+                f"{note or f'{len(data)} bytes'} ({exc})"
+            ) from None
 
     async def send_quietly(self, data: bytes, note: str = "") -> bool:
         """Send when the peer may already have hung up (negative cases): a
@@ -376,14 +431,18 @@ class TcpConnection:
         limit = self.deadline if deadline is None else deadline
         return limit, time.monotonic() + limit
 
-    async def receive_exactly(self, count: int, what: str, deadline: float | Deadline | None = None) -> bytes:
+    async def receive_exactly(
+        self, count: int, what: str, deadline: float | Deadline | None = None
+    ) -> bytes:
         """Exactly ``count`` bytes, or a failure naming ``what`` was awaited.
         The deadline is for all ``count`` bytes together, not per read."""
         limit, end = self._window(deadline)
         while len(self._buffer) < count:
             if self.eof:
-                raise PeerClosed(f"target closed the connection after {len(self._buffer)} of the "
-                                 f"{count} bytes of {what}; got {short_hex(bytes(self._buffer))}")
+                raise PeerClosed(
+                    f"target closed the connection after {len(self._buffer)} of the "
+                    f"{count} bytes of {what}; got {short_hex(bytes(self._buffer))}"
+                )
             remaining = end - time.monotonic()
             try:
                 if remaining <= 0:
@@ -392,7 +451,8 @@ class TcpConnection:
             except asyncio.TimeoutError:
                 raise DeadlineExceeded(
                     f"no {what} within {limit} s: received {len(self._buffer)} of {count} bytes "
-                    f"({short_hex(bytes(self._buffer))})") from None
+                    f"({short_hex(bytes(self._buffer))})"
+                ) from None
         data = bytes(self._buffer[:count])
         del self._buffer[:count]
         return data
@@ -414,8 +474,11 @@ class TcpConnection:
         except asyncio.TimeoutError:
             raise DeadlineExceeded(f"target sent nothing within {limit} s") from None
 
-    async def await_close(self, deadline: float | Deadline | None = None,
-                          max_bytes: int = MAX_BYTES_WHILE_AWAITING_CLOSE) -> tuple[bool, bytes]:
+    async def await_close(
+        self,
+        deadline: float | Deadline | None = None,
+        max_bytes: int = MAX_BYTES_WHILE_AWAITING_CLOSE,
+    ) -> tuple[bool, bytes]:
         """Wait for the target to hang up. Returns ``(closed, bytes_received_meanwhile)``:
         closed False means the connection was still open at the deadline, or
         that the target sent more than ``max_bytes`` meanwhile (it is not
@@ -428,8 +491,10 @@ class TcpConnection:
             if remaining <= 0:
                 return False, bytes(received)
             if len(received) > max_bytes:
-                self.trace.event(f"harness stops reading: the target sent over {max_bytes} bytes "
-                                 "instead of hanging up")
+                self.trace.event(
+                    f"harness stops reading: the target sent over {max_bytes} bytes "
+                    "instead of hanging up"
+                )
                 return False, bytes(received[:max_bytes])
             try:
                 received += await self._read_some(remaining)
@@ -463,8 +528,13 @@ class TcpServer:
     """A listening socket on loopback for client-role cases: the harness is
     the server, the target connects to it. ``accept`` has a deadline too."""
 
-    def __init__(self, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
-                 host: str = "127.0.0.1", ssl: ssl_module.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        trace: WireTrace,
+        deadline: float = DEFAULT_READ_DEADLINE,
+        host: str = "127.0.0.1",
+        ssl: ssl_module.SSLContext | None = None,
+    ) -> None:
         self.trace = trace
         self.deadline = deadline
         self.host = host
@@ -491,30 +561,47 @@ class TcpServer:
                 try:
                     await writer.start_tls(self.ssl, ssl_handshake_timeout=self.deadline)
                 except (ssl_module.SSLError, ConnectionError, OSError, asyncio.TimeoutError) as exc:
-                    reason = (tls_reason(exc) if isinstance(exc, ssl_module.SSLError)
-                              else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+                    reason = (
+                        tls_reason(exc)
+                        if isinstance(exc, ssl_module.SSLError)
+                        else f"{type(exc).__name__}: {exc}"
+                        if str(exc)
+                        else type(exc).__name__
+                    )
                     self.tls_failures.append(reason)
                     self.trace.event(f"TLS handshake with the target failed: {reason}")
                     writer.transport.abort()
                     return
-                self.trace.event(f"TLS handshake with the target done: {describe_tls(writer)}; "
-                                 "the trace shows the plaintext")
-            await self._accepted.put(TcpConnection(reader, writer, self.trace, self.deadline, "client"))
+                self.trace.event(
+                    f"TLS handshake with the target done: {describe_tls(writer)}; "
+                    "the trace shows the plaintext"
+                )
+            await self._accepted.put(
+                TcpConnection(reader, writer, self.trace, self.deadline, "client")
+            )
 
         self._server = await asyncio.start_server(on_connect, self.host, 0)
         self.port = self.listen_port = self._server.sockets[0].getsockname()[1]
         self._front = await impair.front(self.host, self.listen_port)
         if self._front is not None:
             self.port = self._front.port
-        self.trace.event(f"harness listening on {self.host}:{self.listen_port}{' with TLS' if self.ssl else ''}"
-                         + (f"; the target is given {self.host}:{self.port}{impair.through()}" if self._front else ""))
+        self.trace.event(
+            f"harness listening on {self.host}:{self.listen_port}{' with TLS' if self.ssl else ''}"
+            + (
+                f"; the target is given {self.host}:{self.port}{impair.through()}"
+                if self._front
+                else ""
+            )
+        )
         return self
 
     async def accept(self, deadline: float) -> TcpConnection:
         try:
             return await asyncio.wait_for(self._accepted.get(), deadline)
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"target did not connect to {self.host}:{self.port} within {deadline} s") from None
+            raise DeadlineExceeded(
+                f"target did not connect to {self.host}:{self.port} within {deadline} s"
+            ) from None
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
@@ -551,7 +638,9 @@ class TcpRelay:
     either way goes into the trace, so an interop failure shows the bytes
     too. Bounded by the trace's memory limit."""
 
-    def __init__(self, server_host: str, server_port: int, trace: WireTrace, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, server_host: str, server_port: int, trace: WireTrace, host: str = "127.0.0.1"
+    ) -> None:
         self.server_host = server_host
         self.server_port = server_port
         self.trace = trace
@@ -566,7 +655,9 @@ class TcpRelay:
         whether the client reconnected, and so had reason to resend."""
 
     async def __aenter__(self) -> TcpRelay:
-        async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str) -> None:
+        async def pump(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str
+        ) -> None:
             try:
                 while data := await reader.read(MAX_READ_CHUNK):
                     self.trace.record(direction, data)
@@ -584,15 +675,21 @@ class TcpRelay:
 
         async def on_client(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
             self.connections += 1
-            self.trace.event(f"client connected to the relay; relaying to {self.server_host}:{self.server_port}")
+            self.trace.event(
+                f"client connected to the relay; relaying to {self.server_host}:{self.server_port}"
+            )
             try:
-                s_reader, s_writer = await impair.open_connection(self.server_host, self.server_port)
+                s_reader, s_writer = await impair.open_connection(
+                    self.server_host, self.server_port
+                )
             except OSError as exc:
                 self.trace.event(f"relay could not reach the server: {exc}")
                 c_writer.close()
                 return
-            await asyncio.gather(pump(c_reader, s_writer, "client->server"),
-                                 pump(s_reader, c_writer, "server->client"))
+            await asyncio.gather(
+                pump(c_reader, s_writer, "client->server"),
+                pump(s_reader, c_writer, "server->client"),
+            )
             for writer in (c_writer, s_writer):
                 writer.close()
 

@@ -16,12 +16,25 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
-from websockets.exceptions import (ConnectionClosed, InvalidHandshake, InvalidMessage, InvalidURI, PayloadTooBig,
-                                   ProtocolError)
+from websockets.exceptions import (
+    ConnectionClosed,
+    InvalidHandshake,
+    InvalidMessage,
+    InvalidURI,
+    PayloadTooBig,
+    ProtocolError,
+)
 
 from . import impair
-from .transport import (DEFAULT_READ_DEADLINE, SHOWN_BYTES, Deadline, DeadlineExceeded, PeerClosed,
-                        ProtocolViolation, WireTrace)
+from .transport import (
+    DEFAULT_READ_DEADLINE,
+    SHOWN_BYTES,
+    Deadline,
+    DeadlineExceeded,
+    PeerClosed,
+    ProtocolViolation,
+    WireTrace,
+)
 
 MAX_MESSAGE_SIZE = 1 << 20
 """Largest message accepted from a target unless the protocol sets a
@@ -61,7 +74,7 @@ def _frame_header(data: bytes, length: int) -> bytes | None:
         for masked in (encoding, bytes([encoding[0] | 0x80]) + encoding[1:]):
             at = data.find(masked, 1)
             if at > 0:
-                found.append((at, data[at - 1:at + len(masked)]))
+                found.append((at, data[at - 1 : at + len(masked)]))
     return min(found)[1] if found else None
 
 
@@ -99,7 +112,10 @@ class _RawTap:
             self.refused_raw_total = self.raw_total
             if isinstance(refused, PayloadTooBig) and refused.size is not None:
                 self.refused_header = _frame_header(self._tail + bytes(data), refused.size)
-            if isinstance(refused, (PayloadTooBig, ProtocolError, UnicodeDecodeError)) and self.transport is not None:
+            if (
+                isinstance(refused, (PayloadTooBig, ProtocolError, UnicodeDecodeError))
+                and self.transport is not None
+            ):
                 # The close frame is written (handed to the socket); read no
                 # more of what the target sends, the case fails now.
                 self.transport.abort()
@@ -119,7 +135,9 @@ class _TappedServerConnection(_RawTap, ServerConnection):
 
 
 _CONNECTION_OPTIONS: dict[str, Any] = {
-    "max_size": MAX_MESSAGE_SIZE, "max_queue": MAX_QUEUED_MESSAGES, "ping_interval": None,
+    "max_size": MAX_MESSAGE_SIZE,
+    "max_queue": MAX_QUEUED_MESSAGES,
+    "ping_interval": None,
     "close_timeout": 1.0,
     # No permessage-deflate: a compressed message could inflate far beyond
     # what crossed the wire, and no protocol the harness tests needs it.
@@ -136,31 +154,47 @@ def _refused_bytes(ws: Any) -> ProtocolViolation | None:
         return None
     sent = getattr(ws.protocol, "close_sent", None)
     closing = f"with close code {sent.code}" if sent is not None else f"({_describe_close(ws)})"
-    stopped = (f" and stopped reading ({getattr(ws, 'refused_raw_total', 0)} raw byte(s) read on this "
-               "connection in all)")
+    stopped = (
+        f" and stopped reading ({getattr(ws, 'refused_raw_total', 0)} raw byte(s) read on this "
+        "connection in all)"
+    )
     header = getattr(ws, "refused_header", None)
     if isinstance(cause, PayloadTooBig):
         bound = getattr(ws.protocol, "max_message_size", None)
         of = getattr(ws, "size_bound_of", DEFAULT_BOUND_OF)
         announced = f"a {cause.size}-byte message" if cause.size is not None else "a message"
-        what = (f"a WebSocket frame header announcing {announced} ({cause}), over the harness's bound of {bound} "
-                f"bytes on {of}")
+        what = (
+            f"a WebSocket frame header announcing {announced} ({cause}), over the harness's bound of {bound} "
+            f"bytes on {of}"
+        )
         if header is not None:
-            return ProtocolViolation(f"target sent {what}; the harness refused the message from that header, closed "
-                                     f"the connection {closing} (message too big){stopped}. The frame header", header)
+            return ProtocolViolation(
+                f"target sent {what}; the harness refused the message from that header, closed "
+                f"the connection {closing} (message too big){stopped}. The frame header",
+                header,
+            )
     elif isinstance(cause, UnicodeDecodeError):
-        what = f"a text WebSocket message that is not UTF-8 ({cause.reason} at position {cause.start})"
+        what = (
+            f"a text WebSocket message that is not UTF-8 ({cause.reason} at position {cause.start})"
+        )
     else:
         what = f"a malformed WebSocket frame ({cause})"
-    return ProtocolViolation(f"target sent {what}; the harness closed the connection {closing}{stopped}. "
-                             "The chunk of raw bytes holding that frame", getattr(ws, "refused_head", b""),
-                             size=getattr(ws, "refused_size", None) or None)
+    return ProtocolViolation(
+        f"target sent {what}; the harness closed the connection {closing}{stopped}. "
+        "The chunk of raw bytes holding that frame",
+        getattr(ws, "refused_head", b""),
+        size=getattr(ws, "refused_size", None) or None,
+    )
 
 
 def _describe_close(ws: Any) -> str:
     code = getattr(ws, "close_code", None)
     reason = getattr(ws, "close_reason", "") or ""
-    return f"close code {code}" + (f" ({reason})" if reason else "") if code is not None else "connection lost"
+    return (
+        f"close code {code}" + (f" ({reason})" if reason else "")
+        if code is not None
+        else "connection lost"
+    )
 
 
 async def _through_relay(url: str) -> dict[str, Any]:
@@ -188,8 +222,9 @@ class WebSocketConnection:
         """Raw bytes received up to the last message recorded in the trace."""
 
     @classmethod
-    async def open(cls, url: str, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
-                   label: str = "") -> WebSocketConnection:
+    async def open(
+        cls, url: str, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE, label: str = ""
+    ) -> WebSocketConnection:
         tapped: list[_RawTap] = []
 
         class _Connection(_TappedClientConnection):
@@ -201,26 +236,44 @@ class WebSocketConnection:
         try:
             relayed = await asyncio.wait_for(_through_relay(url), deadline)
             ws = await asyncio.wait_for(
-                ws_connect(url, open_timeout=deadline, create_connection=_Connection, **relayed,
-                           **_CONNECTION_OPTIONS),
-                deadline)
+                ws_connect(
+                    url,
+                    open_timeout=deadline,
+                    create_connection=_Connection,
+                    **relayed,
+                    **_CONNECTION_OPTIONS,
+                ),
+                deadline,
+            )
         except asyncio.TimeoutError:
             refused = getattr(tapped[0].protocol, "handshake_exc", None) if tapped else None
             if refused is not None:
-                raise ProtocolViolation(f"target's answer to the WebSocket upgrade of {url} was refused ({refused})",
-                                        tapped[0].first_head, size=tapped[0].first_size or None) from None
-            raise DeadlineExceeded(f"WebSocket handshake with {url} did not complete within {deadline} s") from None
+                raise ProtocolViolation(
+                    f"target's answer to the WebSocket upgrade of {url} was refused ({refused})",
+                    tapped[0].first_head,
+                    size=tapped[0].first_size or None,
+                ) from None
+            raise DeadlineExceeded(
+                f"WebSocket handshake with {url} did not complete within {deadline} s"
+            ) from None
         except InvalidMessage as exc:
             head = tapped[0].first_head if tapped else b""
             if isinstance(exc.__cause__, EOFError):
-                raise PeerClosed(f"target closed the connection during the WebSocket handshake with {url}; "
-                                 f"it had sent {head.hex() or 'nothing'}") from None
-            raise ProtocolViolation(f"target's answer to the WebSocket upgrade of {url} is not a valid HTTP "
-                                    f"response ({exc}: {exc.__cause__})", head,
-                                    size=(tapped[0].first_size or None) if tapped else None) from None
+                raise PeerClosed(
+                    f"target closed the connection during the WebSocket handshake with {url}; "
+                    f"it had sent {head.hex() or 'nothing'}"
+                ) from None
+            raise ProtocolViolation(
+                f"target's answer to the WebSocket upgrade of {url} is not a valid HTTP "
+                f"response ({exc}: {exc.__cause__})",
+                head,
+                size=(tapped[0].first_size or None) if tapped else None,
+            ) from None
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise ConnectionError(f"could not open WebSocket {url}: {exc}") from None
-        trace.event(f"WebSocket opened to {url}{impair.through()}{' (' + label + ')' if label else ''}")
+        trace.event(
+            f"WebSocket opened to {url}{impair.through()}{' (' + label + ')' if label else ''}"
+        )
         return cls(ws, trace, deadline, label)
 
     async def send(self, payload: bytes | str, note: str = "") -> None:
@@ -230,15 +283,19 @@ class WebSocketConnection:
         try:
             await asyncio.wait_for(self._ws.send(payload), self.deadline)
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"target did not take a {len(data)}-byte message within {self.deadline} s") from None
+            raise DeadlineExceeded(
+                f"target did not take a {len(data)}-byte message within {self.deadline} s"
+            ) from None
         except ConnectionClosed:
             # A target that hung up is a verdict about the target, not a
             # crash of the case: say so, with the close code it gave.
             self._note_closed()
             if (violation := _refused_bytes(self._ws)) is not None:
                 raise violation from None
-            raise PeerClosed(f"target had closed the WebSocket ({_describe_close(self._ws)}) when the harness "
-                             f"sent {note or f'a {len(data)}-byte {kind} message'}") from None
+            raise PeerClosed(
+                f"target had closed the WebSocket ({_describe_close(self._ws)}) when the harness "
+                f"sent {note or f'a {len(data)}-byte {kind} message'}"
+            ) from None
 
     async def send_quietly(self, payload: bytes | str, note: str = "") -> bool:
         try:
@@ -267,13 +324,17 @@ class WebSocketConnection:
         try:
             message = await asyncio.wait_for(self._ws.recv(), timeout)
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"no {what} within {limit} s" + self._unfinished_frame()) from None
+            raise DeadlineExceeded(
+                f"no {what} within {limit} s" + self._unfinished_frame()
+            ) from None
         except ConnectionClosed:
             self._note_closed()
             if (violation := _refused_bytes(self._ws)) is not None:
                 raise violation from None
-            raise PeerClosed(f"target closed the WebSocket ({_describe_close(self._ws)}) while the case "
-                             f"awaited {what}") from None
+            raise PeerClosed(
+                f"target closed the WebSocket ({_describe_close(self._ws)}) while the case "
+                f"awaited {what}"
+            ) from None
         self._record_received(message)
         return message
 
@@ -287,8 +348,12 @@ class WebSocketConnection:
             return ""
         self._raw_accounted = raw_total
         head = getattr(self._ws, "last_head", b"")
-        self.trace.record("received", head, f"raw bytes of an unfinished WebSocket frame ({pending} bytes "
-                                            "arrived without completing a message; the last chunk began so)")
+        self.trace.record(
+            "received",
+            head,
+            f"raw bytes of an unfinished WebSocket frame ({pending} bytes "
+            "arrived without completing a message; the last chunk began so)",
+        )
         return f"; {pending} raw byte(s) arrived without completing a WebSocket message, the last chunk: {head.hex()}"
 
     def _record_received(self, message: bytes | str) -> None:
@@ -304,17 +369,24 @@ class WebSocketConnection:
             violation = _refused_bytes(self._ws)
             header = getattr(self._ws, "refused_header", None)
             if violation is not None and header is not None:
-                self.trace.record("received", header, "header of a WebSocket frame over the size bound (its payload "
-                                                      "was not read)")
-            self.trace.event(f"WebSocket closed by the harness: {violation}" if violation else
-                             f"WebSocket closed by target: {_describe_close(self._ws)}")
+                self.trace.record(
+                    "received",
+                    header,
+                    "header of a WebSocket frame over the size bound (its payload was not read)",
+                )
+            self.trace.event(
+                f"WebSocket closed by the harness: {violation}"
+                if violation
+                else f"WebSocket closed by target: {_describe_close(self._ws)}"
+            )
 
     def close_description(self) -> str:
         """How the connection ended, e.g. ``close code 1000``."""
         return _describe_close(self._ws)
 
-    async def messages_within(self, seconds: float, limit: int = 100,
-                              max_bytes: int = MAX_COLLECTED_BYTES) -> list[bytes | str]:
+    async def messages_within(
+        self, seconds: float, limit: int = 100, max_bytes: int = MAX_COLLECTED_BYTES
+    ) -> list[bytes | str]:
         """Every message that arrives within ``seconds`` (for silence checks),
         at most ``limit`` messages and about ``max_bytes`` bytes: a target
         sending more is not silent. Stops early when the target closes; a
@@ -362,7 +434,9 @@ class WebSocketServer:
     """The harness listening on loopback, for cases where the target is the
     client. ``accept`` has a deadline; connections stay open until the case ends."""
 
-    def __init__(self, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE, host: str = "127.0.0.1"
+    ) -> None:
         self.trace = trace
         self.deadline = deadline
         self.host = host
@@ -378,26 +452,33 @@ class WebSocketServer:
 
     async def __aenter__(self) -> WebSocketServer:
         async def handler(ws: Any) -> None:
-            self.trace.event(f"target opened a WebSocket from {ws.remote_address[0]}:{ws.remote_address[1]}")
+            self.trace.event(
+                f"target opened a WebSocket from {ws.remote_address[0]}:{ws.remote_address[1]}"
+            )
             await self._accepted.put(WebSocketConnection(ws, self.trace, self.deadline, "client"))
             await self._done.wait()  # the case owns the connection until it ends
 
-        self._server = await ws_serve(handler, self.host, 0, create_connection=_TappedServerConnection,
-                                      **_CONNECTION_OPTIONS)
+        self._server = await ws_serve(
+            handler, self.host, 0, create_connection=_TappedServerConnection, **_CONNECTION_OPTIONS
+        )
         self.port = next(iter(self._server.sockets)).getsockname()[1]
         listening = self.url
         self._front = await impair.front(self.host, self.port)
         if self._front is not None:
             self.port = self._front.port
-        self.trace.event(f"harness listening on {listening}"
-                         + (f"; the target is given {self.url}{impair.through()}" if self._front else ""))
+        self.trace.event(
+            f"harness listening on {listening}"
+            + (f"; the target is given {self.url}{impair.through()}" if self._front else "")
+        )
         return self
 
     async def accept(self, deadline: float) -> WebSocketConnection:
         try:
             return await asyncio.wait_for(self._accepted.get(), deadline)
         except asyncio.TimeoutError:
-            raise DeadlineExceeded(f"target did not connect to {self.url} within {deadline} s") from None
+            raise DeadlineExceeded(
+                f"target did not connect to {self.url} within {deadline} s"
+            ) from None
 
     async def __aexit__(self, *exc: object) -> None:
         self._done.set()
@@ -410,7 +491,6 @@ class WebSocketServer:
             pass
 
 
-
 class WebSocketRelay:
     """A recording relay between two nodes under test that speak over
     WebSocket (interop runs): the client connects to the relay, the relay
@@ -421,8 +501,13 @@ class WebSocketRelay:
     wire) and lets the trace mask secrets such as BTP auth tokens; HTTP
     headers of the upgrade are not forwarded (credentials travel in-band)."""
 
-    def __init__(self, server_url: str, trace: WireTrace, deadline: float = DEFAULT_READ_DEADLINE,
-                 host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        server_url: str,
+        trace: WireTrace,
+        deadline: float = DEFAULT_READ_DEADLINE,
+        host: str = "127.0.0.1",
+    ) -> None:
         self.server_url = server_url
         self.trace = trace
         self.deadline = deadline
@@ -439,7 +524,11 @@ class WebSocketRelay:
         try:
             async for message in source:
                 data = message.encode("utf-8") if isinstance(message, str) else message
-                self.trace.record(direction, data, "text message" if isinstance(message, str) else "binary message")
+                self.trace.record(
+                    direction,
+                    data,
+                    "text message" if isinstance(message, str) else "binary message",
+                )
                 await asyncio.wait_for(sink.send(message), self.deadline)
         except (ConnectionClosed, asyncio.TimeoutError, OSError):
             pass
@@ -448,28 +537,40 @@ class WebSocketRelay:
 
     async def __aenter__(self) -> WebSocketRelay:
         async def handler(client: Any) -> None:
-            self.trace.event(f"client opened a WebSocket to the relay from {client.remote_address[0]}:"
-                             f"{client.remote_address[1]}")
+            self.trace.event(
+                f"client opened a WebSocket to the relay from {client.remote_address[0]}:"
+                f"{client.remote_address[1]}"
+            )
             try:
                 upstream = await asyncio.wait_for(
-                    ws_connect(self.server_url, max_size=MAX_MESSAGE_SIZE, open_timeout=self.deadline,
-                               ping_interval=None, close_timeout=1.0, **await _through_relay(self.server_url)),
-                    self.deadline)
+                    ws_connect(
+                        self.server_url,
+                        max_size=MAX_MESSAGE_SIZE,
+                        open_timeout=self.deadline,
+                        ping_interval=None,
+                        close_timeout=1.0,
+                        **await _through_relay(self.server_url),
+                    ),
+                    self.deadline,
+                )
             except (asyncio.TimeoutError, OSError, InvalidHandshake, InvalidURI) as exc:
                 self.trace.event(f"relay could not reach the server {self.server_url}: {exc!r}")
                 await client.close(1011, "relay: server unreachable")
                 return
             async with upstream:
-                tasks = [asyncio.create_task(self._pump(client, upstream, "client->server")),
-                         asyncio.create_task(self._pump(upstream, client, "server->client"))]
+                tasks = [
+                    asyncio.create_task(self._pump(client, upstream, "client->server")),
+                    asyncio.create_task(self._pump(upstream, client, "server->client")),
+                ]
                 # When one side ends, end the other: a close is relayed as a close.
                 done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
                 for task in pending:
                     task.cancel()
                 await client.close()
 
-        self._server = await ws_serve(handler, self.host, 0, max_size=MAX_MESSAGE_SIZE, ping_interval=None,
-                                      close_timeout=1.0)
+        self._server = await ws_serve(
+            handler, self.host, 0, max_size=MAX_MESSAGE_SIZE, ping_interval=None, close_timeout=1.0
+        )
         self.port = next(iter(self._server.sockets)).getsockname()[1]
         listening = self.url
         # Both connections are the harness's with a target: through the
@@ -477,8 +578,10 @@ class WebSocketRelay:
         self._front = await impair.front(self.host, self.port)
         if self._front is not None:
             self.port = self._front.port
-        self.trace.event(f"relay listening on {listening}, forwarding to {self.server_url}"
-                         + (f"; the client is given {self.url}{impair.through()}" if self._front else ""))
+        self.trace.event(
+            f"relay listening on {listening}, forwarding to {self.server_url}"
+            + (f"; the client is given {self.url}{impair.through()}" if self._front else "")
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -60,12 +60,19 @@ def _is_requirement_call(node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False
     func = node.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    name = (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
     return name == "requirement"
 
 
-def module_constants(path: Path, tree: ast.Module | None = None, _seen: frozenset[Path] = frozenset()) \
-        -> dict[str, object]:
+def module_constants(
+    path: Path, tree: ast.Module | None = None, _seen: frozenset[Path] = frozenset()
+) -> dict[str, object]:
     """The module-level constants of a suite module, with those it imports
     from sibling modules (``from .x import NAME``, one package level)."""
     if tree is None:
@@ -82,8 +89,11 @@ def module_constants(path: Path, tree: ast.Module | None = None, _seen: frozense
                 for alias in statement.names:
                     if alias.name in theirs:
                         constants[alias.asname or alias.name] = theirs[alias.name]
-        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name):
+        elif (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+        ):
             try:
                 constants[statement.targets[0].id] = _evaluate(statement.value, constants)
             except (NotConstant, TypeError):
@@ -110,12 +120,25 @@ def cases_in_file(path: Path, repo: Path) -> tuple[list[SuiteCase], list[str]]:
                 case_id, level, citation = (_evaluate(arg, constants) for arg in decorator.args[:3])
                 # Only the role matters here; depends/needs/errata may name
                 # constants imported from other modules.
-                keywords = {k.arg: _evaluate(k.value, constants) for k in decorator.keywords if k.arg == "role"}
+                keywords = {
+                    k.arg: _evaluate(k.value, constants)
+                    for k in decorator.keywords
+                    if k.arg == "role"
+                }
             except (NotConstant, ValueError, TypeError) as exc:
-                problems.append(f"{where}: @requirement arguments are not constant expressions ({exc})")
+                problems.append(
+                    f"{where}: @requirement arguments are not constant expressions ({exc})"
+                )
                 continue
-            cases.append(SuiteCase(str(case_id), str(level), str(citation),
-                                   str(keywords.get("role", "server")), where))
+            cases.append(
+                SuiteCase(
+                    str(case_id),
+                    str(level),
+                    str(citation),
+                    str(keywords.get("role", "server")),
+                    where,
+                )
+            )
     return cases, problems
 
 
@@ -135,8 +158,10 @@ def collect_cases(repo: Path) -> tuple[dict[str, SuiteCase], list[str]]:
         problems.extend(file_problems)
         for case in cases:
             if case.case_id in found:
-                problems.append(f"{case.source}: case id {case.case_id} is also defined at "
-                                f"{found[case.case_id].source}")
+                problems.append(
+                    f"{case.source}: case id {case.case_id} is also defined at "
+                    f"{found[case.case_id].source}"
+                )
                 continue
             found[case.case_id] = case
     return found, problems

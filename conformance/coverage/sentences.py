@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 KEYWORD_PATTERN = re.compile(
     r"\b(MUST\s+NOT|MUST|SHALL\s+NOT|SHALL|REQUIRED|SHOULD\s+NOT|SHOULD|RECOMMENDED"
-    r"|MAY|OPTIONAL|NEVER|ALWAYS)\b", re.IGNORECASE)
+    r"|MAY|OPTIONAL|NEVER|ALWAYS)\b",
+    re.IGNORECASE,
+)
 
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)\s*(\S*)")
@@ -32,7 +34,9 @@ SENTENCE_END = re.compile(r"(?<=[^.][.?!])\s+")
 # subprotos ...)" is one sentence).
 ABBREVIATIONS = ("e.g.", "i.e.", "cf.", "vs.", "approx.", "etc.)")
 MARKDOWN_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-TYPOGRAPHIC = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
+TYPOGRAPHIC = str.maketrans(
+    {"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "}
+)
 
 
 def normalize_space(text: str) -> str:
@@ -310,8 +314,13 @@ def rst_as_markdown(text: str) -> str:
         title, under = lines[number], lines[number + 1]
         over = lines[number - 1] if number > 0 else ""
         adorned = RST_ADORNMENT.match(under)
-        if title.strip() and not title.startswith((" ", "\t")) and not RST_ADORNMENT.match(title) \
-                and adorned and len(under.rstrip()) >= len(title.rstrip()):
+        if (
+            title.strip()
+            and not title.startswith((" ", "\t"))
+            and not RST_ADORNMENT.match(title)
+            and adorned
+            and len(under.rstrip()) >= len(title.rstrip())
+        ):
             overlined = bool(RST_ADORNMENT.match(over)) and over.strip() == under.strip()
             style = (adorned.group(1), overlined)
             if style not in styles:
@@ -364,7 +373,9 @@ def plain_text_as_markdown(text: str) -> str:
         if BOX_DRAWING.search(line):
             words = BOX_DRAWING.sub(" ", line).replace(">", " ").replace("<", " ").strip()
             # An arrow's head ("──>") is drawing too; what is left is the label.
-            out.append(f"| {normalize_space(words).replace('|', '/')} |" if words.strip(" -") else "")
+            out.append(
+                f"| {normalize_space(words).replace('|', '/')} |" if words.strip(" -") else ""
+            )
         elif _is_plain_title(lines, number):
             out.append(("# " if titles == 0 else "## ") + stripped)
             titles += 1

@@ -90,7 +90,12 @@ class Problem:
         return f"{text}: {self.sentence}" if self.sentence else text
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "section": self.section, "sentence": self.sentence, "message": self.message}
+        return {
+            "file": self.file,
+            "section": self.section,
+            "sentence": self.sentence,
+            "message": self.message,
+        }
 
 
 @dataclass
@@ -111,9 +116,17 @@ class Row:
         return ", ".join(self.keywords) if self.keywords else "(fact)"
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "section": self.section, "line": self.line, "sentence": self.sentence,
-                "level": self.level, "server_cases": self.server_cases, "client_cases": self.client_cases,
-                "reason": "; ".join(self.reasons), "status": self.status}
+        return {
+            "file": self.file,
+            "section": self.section,
+            "line": self.line,
+            "sentence": self.sentence,
+            "level": self.level,
+            "server_cases": self.server_cases,
+            "client_cases": self.client_cases,
+            "reason": "; ".join(self.reasons),
+            "status": self.status,
+        }
 
 
 @dataclass
@@ -138,16 +151,27 @@ class Coverage:
     @property
     def counts(self) -> dict[str, int]:
         status = [r.status for r in self.rows]
-        return {"normative": len(self.rows), "covered_by_cases": status.count("cases"),
-                "covered_by_reason": status.count("reason"), "out_of_scope": status.count("out of scope"),
-                "uncovered": status.count("uncovered"), "cases_defined": self.cases_defined,
-                "cases_traced": self.cases_traced, "problems": len(self.problems)}
+        return {
+            "normative": len(self.rows),
+            "covered_by_cases": status.count("cases"),
+            "covered_by_reason": status.count("reason"),
+            "out_of_scope": status.count("out of scope"),
+            "uncovered": status.count("uncovered"),
+            "cases_defined": self.cases_defined,
+            "cases_traced": self.cases_traced,
+            "problems": len(self.problems),
+        }
 
     def as_dict(self) -> dict:
-        return {"protocol": self.protocol, "title": self.title, "table": self.table, "counts": self.counts,
-                "rows": [r.as_dict() for r in self.rows],
-                "out_of_scope": [vars(o) for o in self.out_of_scope],
-                "problems": [p.as_dict() for p in self.problems]}
+        return {
+            "protocol": self.protocol,
+            "title": self.title,
+            "table": self.table,
+            "counts": self.counts,
+            "rows": [r.as_dict() for r in self.rows],
+            "out_of_scope": [vars(o) for o in self.out_of_scope],
+            "problems": [p.as_dict() for p in self.problems],
+        }
 
 
 DEFAULT_SOURCE = "the default, <repo>/../shared/specs"
@@ -164,10 +188,12 @@ def specs_source(given: str | None = None) -> tuple[Path, str]:
 
 
 def missing_specs_message(path: Path, source: str, needed_by: str = "") -> str:
-    return (f"the spec texts are not at {path} ({source}){f'; {needed_by} needs them' if needed_by else ''}: "
-            f"pass --specs-dir DIR or set {SPECS_ENV}=DIR to the folder holding them (btp/, ssb/, stomp/, "
-            f"ripp/, ripplehost/: the project's shared/specs). Without any (no --specs-dir, no ${SPECS_ENV}), "
-            f"`conformance coverage --protocol P` shows the stored table, {_shown(DOCS_DIR)}/P.md")
+    return (
+        f"the spec texts are not at {path} ({source}){f'; {needed_by} needs them' if needed_by else ''}: "
+        f"pass --specs-dir DIR or set {SPECS_ENV}=DIR to the folder holding them (btp/, ssb/, stomp/, "
+        f"ripp/, ripplehost/: the project's shared/specs). Without any (no --specs-dir, no ${SPECS_ENV}), "
+        f"`conformance coverage --protocol P` shows the stored table, {_shown(DOCS_DIR)}/P.md"
+    )
 
 
 def specs_dir(given: str | None = None) -> Path:
@@ -195,8 +221,16 @@ def protocols_with_suites() -> list[str]:
 
 def _check_keys(entry: dict, allowed: set[str], what: str, table: str) -> list[Problem]:
     unknown = sorted(set(entry) - allowed)
-    return [Problem(f"{what} has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})",
-                    table)] if unknown else []
+    return (
+        [
+            Problem(
+                f"{what} has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})",
+                table,
+            )
+        ]
+        if unknown
+        else []
+    )
 
 
 # --- citations --------------------------------------------------------------------------------
@@ -237,7 +271,9 @@ def _names_parts_of(spec: SpecFile, segment: str) -> bool:
     return len(parts) > 1 and all(part and spec.sections_named(part) for part in parts)
 
 
-def check_citation(case: SuiteCase, specs: dict[str, SpecFile], cite_as: dict[str, str]) -> list[Problem]:
+def check_citation(
+    case: SuiteCase, specs: dict[str, SpecFile], cite_as: dict[str, str]
+) -> list[Problem]:
     problems = []
     parts, quotes = parse_citation(case.citation)
     prefix = f"case {case.case_id} ({case.source}): citation {case.citation!r}"
@@ -251,23 +287,34 @@ def check_citation(case: SuiteCase, specs: dict[str, SpecFile], cite_as: dict[st
         if segments[0] in labels:
             document, segments = labels[segments[0]], segments[1:]
         elif number == 0:
-            problems.append(Problem(f"{prefix} starts with {segments[0]!r}, not a known document label "
-                                    f"({', '.join(sorted(labels))})"))
+            problems.append(
+                Problem(
+                    f"{prefix} starts with {segments[0]!r}, not a known document label "
+                    f"({', '.join(sorted(labels))})"
+                )
+            )
             return problems
         spec = specs[document]
         for heading in segments:
             if not spec.sections_named(heading) and not _names_parts_of(spec, heading):
-                problems.append(Problem(f"{prefix} names section {heading!r}, which is not a heading of "
-                                        f"{document}", document))
+                problems.append(
+                    Problem(
+                        f"{prefix} names section {heading!r}, which is not a heading of {document}",
+                        document,
+                    )
+                )
     for quote in quotes:
         for fragment in ELLIPSIS.split(quote):
             fragment = plain(fragment).strip(" .,;:").casefold()
             if fragment and not any(fragment in spec.searchable for spec in specs.values()):
-                problems.append(Problem(f"{prefix} quotes {fragment!r}, which is not in the spec texts"))
+                problems.append(
+                    Problem(f"{prefix} quotes {fragment!r}, which is not in the spec texts")
+                )
     return problems
 
 
 # --- the analysis -----------------------------------------------------------------------------
+
 
 def _shown(path: Path) -> str:
     """A table's path as shown: relative to the repository when inside it."""
@@ -285,8 +332,13 @@ def load_table(path: Path) -> dict:
         raise CoverageError(f"{path}: not valid TOML: {exc}") from exc
 
 
-def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None = None,
-            case_problems: list[str] | None = None, tables_dir: Path = PACKAGE_DIR) -> Coverage:
+def analyse(
+    protocol: str,
+    specs_root: Path,
+    cases: dict[str, SuiteCase] | None = None,
+    case_problems: list[str] | None = None,
+    tables_dir: Path = PACKAGE_DIR,
+) -> Coverage:
     """The traceability table of one protocol, with every problem found."""
     coverage = Coverage(protocol)
     if cases is None:
@@ -298,10 +350,16 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
     path = table_path(protocol, tables_dir)
     if not path.exists():
         if protocol in protocols_with_suites():
-            problems.append(Problem(f"protocol {protocol} has a suite but no coverage table "
-                                    f"({_shown(path)}): new protocols start with their table"))
+            problems.append(
+                Problem(
+                    f"protocol {protocol} has a suite but no coverage table "
+                    f"({_shown(path)}): new protocols start with their table"
+                )
+            )
         else:
-            problems.append(Problem(f"protocol {protocol} has no coverage table yet ({_shown(path)})"))
+            problems.append(
+                Problem(f"protocol {protocol} has no coverage table yet ({_shown(path)})")
+            )
         return coverage
     table_name = _shown(path)
     coverage.table = table_name
@@ -323,7 +381,11 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
     cite_as = dict(spec_entry.get("cite_as", {}))
     for label, name in cite_as.items():
         if name not in files:
-            problems.append(Problem(f"cite_as label {label!r} names {name!r}, not one of [spec] files", table_name))
+            problems.append(
+                Problem(
+                    f"cite_as label {label!r} names {name!r}, not one of [spec] files", table_name
+                )
+            )
     if not specs:
         return coverage
 
@@ -334,25 +396,42 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
         name, title = entry.get("file", ""), entry.get("section", "")
         reason = str(entry.get("reason", "")).strip()
         if name not in specs:
-            problems.append(Problem(f"[[out_of_scope]] names file {name!r}, not one of [spec] files",
-                                    name, title))
+            problems.append(
+                Problem(
+                    f"[[out_of_scope]] names file {name!r}, not one of [spec] files", name, title
+                )
+            )
             continue
         if not reason:
             problems.append(Problem("[[out_of_scope]] needs a reason", name, title))
         found = specs[name].sections_named(title)
         occurrence = entry.get("occurrence")
         if not found:
-            problems.append(Problem("[[out_of_scope]] section is not a heading of the file", name, title))
+            problems.append(
+                Problem("[[out_of_scope]] section is not a heading of the file", name, title)
+            )
             continue
         if occurrence is not None:
             if not 1 <= int(occurrence) <= len(found):
-                problems.append(Problem(f"[[out_of_scope]] occurrence {occurrence} but the heading occurs "
-                                        f"{len(found)} time(s)", name, title))
+                problems.append(
+                    Problem(
+                        f"[[out_of_scope]] occurrence {occurrence} but the heading occurs "
+                        f"{len(found)} time(s)",
+                        name,
+                        title,
+                    )
+                )
                 continue
             found = [found[int(occurrence) - 1]]
         elif len(found) > 1:
-            problems.append(Problem(f"[[out_of_scope]] heading occurs {len(found)} times in the file: "
-                                    "add occurrence = 1.." + str(len(found)), name, title))
+            problems.append(
+                Problem(
+                    f"[[out_of_scope]] heading occurs {len(found)} times in the file: "
+                    "add occurrence = 1.." + str(len(found)),
+                    name,
+                    title,
+                )
+            )
             continue
         record = OutOfScope(name, title, reason)
         coverage.out_of_scope.append(record)
@@ -372,28 +451,53 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
             problems.append(Problem("[[rule]] without a quote", table_name))
             continue
         if name is not None and name not in specs:
-            problems.append(Problem(f"[[rule]] names file {name!r}, not one of [spec] files", name or "",
-                                    sentence=quote))
+            problems.append(
+                Problem(
+                    f"[[rule]] names file {name!r}, not one of [spec] files",
+                    name or "",
+                    sentence=quote,
+                )
+            )
             continue
         if not rule_cases and not reason:
-            problems.append(Problem("[[rule]] has neither cases nor a reason", name or "", sentence=quote))
+            problems.append(
+                Problem("[[rule]] has neither cases nor a reason", name or "", sentence=quote)
+            )
         for case_id in rule_cases:
             if case_id not in cases:
-                problems.append(Problem(f"[[rule]] names case {case_id}, which no suite defines",
-                                        name or "", sentence=quote))
+                problems.append(
+                    Problem(
+                        f"[[rule]] names case {case_id}, which no suite defines",
+                        name or "",
+                        sentence=quote,
+                    )
+                )
             else:
                 traced.add(case_id)
         # A short quote ("Required.") can stand in several sections: `section`
         # limits the rule to the sentences under that heading.
         section = entry.get("section")
-        hits = [i for i, s in enumerate(sentence_list) if (name is None or s.file == name)
-                and (section is None or s.section.title == section) and s.contains(quote)]
+        hits = [
+            i
+            for i, s in enumerate(sentence_list)
+            if (name is None or s.file == name)
+            and (section is None or s.section.title == section)
+            and s.contains(quote)
+        ]
         if not hits:
-            inside = [n for n, spec in specs.items() if (name is None or n == name)
-                      and plain(quote).casefold() in spec.searchable]
-            hint = " (it is in the text but spans two sentences: quote within one)" if inside else ""
-            problems.append(Problem(f"[[rule]] quote not found in any sentence{hint}", name or "",
-                                    sentence=quote))
+            inside = [
+                n
+                for n, spec in specs.items()
+                if (name is None or n == name) and plain(quote).casefold() in spec.searchable
+            ]
+            hint = (
+                " (it is in the text but spans two sentences: quote within one)" if inside else ""
+            )
+            problems.append(
+                Problem(
+                    f"[[rule]] quote not found in any sentence{hint}", name or "", sentence=quote
+                )
+            )
             continue
         occurrence = entry.get("occurrence")
         if occurrence is not None:
@@ -401,14 +505,25 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
             # MUST substitute all occurrences ..." under host, login and
             # destination) is told apart by its position.
             if not isinstance(occurrence, int) or not 1 <= occurrence <= len(hits):
-                problems.append(Problem(f"[[rule]] occurrence {occurrence!r} but the quote matches "
-                                        f"{len(hits)} sentence(s)", name or "", sentence=quote))
+                problems.append(
+                    Problem(
+                        f"[[rule]] occurrence {occurrence!r} but the quote matches "
+                        f"{len(hits)} sentence(s)",
+                        name or "",
+                        sentence=quote,
+                    )
+                )
                 continue
             hits = [hits[occurrence - 1]]
         hit_files = {sentence_list[i].file for i in hits}
         if name is None and len(hit_files) > 1:
-            problems.append(Problem(f"[[rule]] quote is in several files ({', '.join(sorted(hit_files))}): "
-                                    "add file = ...", sentence=quote))
+            problems.append(
+                Problem(
+                    f"[[rule]] quote is in several files ({', '.join(sorted(hit_files))}): "
+                    "add file = ...",
+                    sentence=quote,
+                )
+            )
         for i in hits:
             matches.setdefault(i, []).append({"cases": rule_cases, "reason": reason})
 
@@ -421,13 +536,23 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
         for rule in rules:
             for case_id in rule["cases"]:
                 case = cases.get(case_id)
-                column = row.client_cases if case is not None and case.role == "client" else row.server_cases
+                column = (
+                    row.client_cases
+                    if case is not None and case.role == "client"
+                    else row.server_cases
+                )
                 if case_id not in column:
                     column.append(case_id)
             if rule["reason"] and rule["reason"] not in row.reasons:
                 row.reasons.append(rule["reason"])
-        scope = next((excluded[(sentence.file, index)] for index in sentence.section.lineage
-                      if (sentence.file, index) in excluded), None)
+        scope = next(
+            (
+                excluded[(sentence.file, index)]
+                for index in sentence.section.lineage
+                if (sentence.file, index) in excluded
+            ),
+            None,
+        )
         if row.server_cases or row.client_cases:
             row.status = "cases"
         elif row.reasons:
@@ -436,16 +561,26 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
             row.status = "out of scope"
             row.reasons.append(f"out of scope: {scope.reason}")
         else:
-            problems.append(Problem(f"normative sentence ({', '.join(keywords)}) has neither a case nor a "
-                                    "reason", sentence.file, sentence.section.title, sentence.text))
+            problems.append(
+                Problem(
+                    f"normative sentence ({', '.join(keywords)}) has neither a case nor a reason",
+                    sentence.file,
+                    sentence.section.title,
+                    sentence.text,
+                )
+            )
         if scope is not None:
             scope.normative += 1
         coverage.rows.append(row)
 
     for case_id, case in sorted(protocol_cases.items()):
         if case_id not in traced:
-            problems.append(Problem(f"case {case_id} ({case.source}) is mapped by no rule: "
-                                    "every case must trace to a sentence of the spec"))
+            problems.append(
+                Problem(
+                    f"case {case_id} ({case.source}) is mapped by no rule: "
+                    "every case must trace to a sentence of the spec"
+                )
+            )
         problems.extend(check_citation(case, specs, cite_as))
     coverage.cases_traced = len(traced & set(protocol_cases))
     return coverage
@@ -453,9 +588,13 @@ def analyse(protocol: str, specs_root: Path, cases: dict[str, SuiteCase] | None 
 
 # --- output -----------------------------------------------------------------------------------
 
-COUNT_LABELS = (("normative", "normative sentences"), ("covered_by_cases", "covered by cases"),
-                ("covered_by_reason", "covered by a reason"), ("out_of_scope", "out of scope"),
-                ("uncovered", "uncovered"))
+COUNT_LABELS = (
+    ("normative", "normative sentences"),
+    ("covered_by_cases", "covered by cases"),
+    ("covered_by_reason", "covered by a reason"),
+    ("out_of_scope", "out of scope"),
+    ("uncovered", "uncovered"),
+)
 
 
 def render_text(coverage: Coverage) -> str:
@@ -477,10 +616,15 @@ def render_text(coverage: Coverage) -> str:
     if coverage.out_of_scope:
         lines.append("\nout of scope:")
         for scope in coverage.out_of_scope:
-            lines.append(f"  {scope.file}, {scope.section} ({scope.normative} normative): {scope.reason}")
+            lines.append(
+                f"  {scope.file}, {scope.section} ({scope.normative} normative): {scope.reason}"
+            )
     counts = coverage.counts
-    lines.append("\n" + "; ".join(f"{label}: {counts[key]}" for key, label in COUNT_LABELS)
-                 + f"; cases traced: {counts['cases_traced']}/{counts['cases_defined']}")
+    lines.append(
+        "\n"
+        + "; ".join(f"{label}: {counts[key]}" for key, label in COUNT_LABELS)
+        + f"; cases traced: {counts['cases_traced']}/{counts['cases_defined']}"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -490,33 +634,53 @@ def _cell(text: str) -> str:
 
 def render_markdown(coverage: Coverage) -> str:
     counts = coverage.counts
-    lines = [f"# Coverage: {coverage.title}", "",
-             f"Generated from `{coverage.table}` and the spec texts by "
-             f"`conformance coverage --protocol {coverage.protocol} --format markdown --write docs/coverage/`; "
-             "do not edit by hand. Every sentence of the texts that states a requirement (a requirement "
-             "keyword in any case, or a rule stated as fact, level `(fact)`) is mapped to the cases that "
-             "check it, per role of the target, or to the reason it has none.", "",
-             "| " + " | ".join(label for _, label in COUNT_LABELS) + " | cases traced |",
-             "|" + "---|" * (len(COUNT_LABELS) + 1),
-             "| " + " | ".join(str(counts[key]) for key, _ in COUNT_LABELS)
-             + f" | {counts['cases_traced']}/{counts['cases_defined']} |", ""]
+    lines = [
+        f"# Coverage: {coverage.title}",
+        "",
+        f"Generated from `{coverage.table}` and the spec texts by "
+        f"`conformance coverage --protocol {coverage.protocol} --format markdown --write docs/coverage/`; "
+        "do not edit by hand. Every sentence of the texts that states a requirement (a requirement "
+        "keyword in any case, or a rule stated as fact, level `(fact)`) is mapped to the cases that "
+        "check it, per role of the target, or to the reason it has none.",
+        "",
+        "| " + " | ".join(label for _, label in COUNT_LABELS) + " | cases traced |",
+        "|" + "---|" * (len(COUNT_LABELS) + 1),
+        "| "
+        + " | ".join(str(counts[key]) for key, _ in COUNT_LABELS)
+        + f" | {counts['cases_traced']}/{counts['cases_defined']} |",
+        "",
+    ]
     files = list(dict.fromkeys(row.file for row in coverage.rows))
     for name in files:
-        lines += [f"## {name}", "", "| section | sentence | level | server cases | client cases | reason |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            f"## {name}",
+            "",
+            "| section | sentence | level | server cases | client cases | reason |",
+            "|---|---|---|---|---|---|",
+        ]
         for row in coverage.rows:
             if row.file != name or row.status == "out of scope":
                 continue
-            reason = "; ".join(row.reasons) + (" **UNCOVERED**" if row.status == "uncovered" else "")
-            lines.append(f"| {_cell(row.section)} | {_cell(row.sentence)} | {row.level} | "
-                         f"{_cell('<br>'.join(row.server_cases))} | {_cell('<br>'.join(row.client_cases))} | "
-                         f"{_cell(reason.strip())} |")
+            reason = "; ".join(row.reasons) + (
+                " **UNCOVERED**" if row.status == "uncovered" else ""
+            )
+            lines.append(
+                f"| {_cell(row.section)} | {_cell(row.sentence)} | {row.level} | "
+                f"{_cell('<br>'.join(row.server_cases))} | {_cell('<br>'.join(row.client_cases))} | "
+                f"{_cell(reason.strip())} |"
+            )
         lines.append("")
     if coverage.out_of_scope:
-        lines += ["## Out of scope", "", "| file | section (with its subsections) | normative sentences | reason |",
-                  "|---|---|---|---|"]
+        lines += [
+            "## Out of scope",
+            "",
+            "| file | section (with its subsections) | normative sentences | reason |",
+            "|---|---|---|---|",
+        ]
         for scope in coverage.out_of_scope:
-            lines.append(f"| {scope.file} | {_cell(scope.section)} | {scope.normative} | {_cell(scope.reason)} |")
+            lines.append(
+                f"| {scope.file} | {_cell(scope.section)} | {scope.normative} | {_cell(scope.reason)} |"
+            )
         lines.append("")
     if coverage.problems:
         lines += ["## Problems", ""] + [f"- {_cell(str(p))}" for p in coverage.problems] + [""]
@@ -533,14 +697,22 @@ def show_stored_tables(wanted: list[str], path: Path) -> int:
     shown = [stored_table(protocol) for protocol in wanted]
     missing = [table for table in shown if not table.is_file()]
     if len(missing) < len(shown):
-        print(f"conformance coverage: the spec texts are not at {path} ({DEFAULT_SOURCE}), so no table "
-              f"is generated: showing {', '.join(_shown(t) for t in shown if t.is_file())}, as last generated "
-              f"from them (markdown). --check, --write and --format json need the texts: --specs-dir DIR or "
-              f"{SPECS_ENV}=DIR.", file=sys.stderr)
-    print("\n".join(table.read_text(encoding="utf-8") for table in shown if table.is_file()), end="")
+        print(
+            f"conformance coverage: the spec texts are not at {path} ({DEFAULT_SOURCE}), so no table "
+            f"is generated: showing {', '.join(_shown(t) for t in shown if t.is_file())}, as last generated "
+            f"from them (markdown). --check, --write and --format json need the texts: --specs-dir DIR or "
+            f"{SPECS_ENV}=DIR.",
+            file=sys.stderr,
+        )
+    print(
+        "\n".join(table.read_text(encoding="utf-8") for table in shown if table.is_file()), end=""
+    )
     if missing:
-        print(f"conformance coverage: no stored table {', '.join(_shown(t) for t in missing)} (protocols with "
-              f"one: {', '.join(p.stem for p in sorted(DOCS_DIR.glob('*.md'))) or 'none'})", file=sys.stderr)
+        print(
+            f"conformance coverage: no stored table {', '.join(_shown(t) for t in missing)} (protocols with "
+            f"one: {', '.join(p.stem for p in sorted(DOCS_DIR.glob('*.md'))) or 'none'})",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     return EXIT_OK
 
@@ -549,11 +721,21 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     wanted = args.protocol or sorted(set(protocols_with_tables()) | set(protocols_with_suites()))
     path, source = specs_source(args.specs_dir)
     if not path.is_dir():
-        needed_by = ("--check" if args.check else "--write" if args.write
-                     else "--format json" if args.format == "json" else "")
+        needed_by = (
+            "--check"
+            if args.check
+            else "--write"
+            if args.write
+            else "--format json"
+            if args.format == "json"
+            else ""
+        )
         if needed_by or source != DEFAULT_SOURCE:
             # Named texts that are not there, or an option that needs them: say so, exit 2.
-            print(f"conformance coverage: {missing_specs_message(path, source, needed_by)}", file=sys.stderr)
+            print(
+                f"conformance coverage: {missing_specs_message(path, source, needed_by)}",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         return show_stored_tables(wanted, path)
     try:
@@ -568,7 +750,9 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for coverage in results:
             if coverage.table:
-                (out / markdown_file_name(coverage.protocol)).write_text(render_markdown(coverage), encoding="utf-8")
+                (out / markdown_file_name(coverage.protocol)).write_text(
+                    render_markdown(coverage), encoding="utf-8"
+                )
                 print(f"wrote {out / markdown_file_name(coverage.protocol)}")
     elif args.format == "json":
         print(json.dumps([c.as_dict() for c in results], indent=2))
@@ -580,25 +764,46 @@ def cmd_coverage(args: argparse.Namespace) -> int:
         print(f"coverage error [{protocol}] {problem}", file=sys.stderr)
     for coverage in results:
         counts = coverage.counts
-        print(f"{coverage.protocol}: " + "; ".join(f"{label} {counts[key]}" for key, label in COUNT_LABELS)
-              + f"; cases traced {counts['cases_traced']}/{counts['cases_defined']}; "
-              f"errors {counts['problems']}", file=sys.stderr)
+        print(
+            f"{coverage.protocol}: "
+            + "; ".join(f"{label} {counts[key]}" for key, label in COUNT_LABELS)
+            + f"; cases traced {counts['cases_traced']}/{counts['cases_defined']}; "
+            f"errors {counts['problems']}",
+            file=sys.stderr,
+        )
     return EXIT_PROBLEMS if args.check and problems else EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("coverage", help="traceability table: each normative sentence of the spec texts "
-                                             "-> the cases that check it, or the reason it has none")
-    parser.add_argument("--protocol", action="append", default=[],
-                        help="only this protocol (repeatable); default: every protocol with a table or a suite")
+    parser = sub.add_parser(
+        "coverage",
+        help="traceability table: each normative sentence of the spec texts "
+        "-> the cases that check it, or the reason it has none",
+    )
+    parser.add_argument(
+        "--protocol",
+        action="append",
+        default=[],
+        help="only this protocol (repeatable); default: every protocol with a table or a suite",
+    )
     parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 on any error (uncovered sentence, unknown quote, case or heading, "
-                             "case mapped by no rule, suite without table)")
-    parser.add_argument("--specs-dir", default=None,
-                        help=f"folder of the spec texts (default ${SPECS_ENV} or <repo>/../shared/specs); "
-                             "without any, the stored tables of docs/coverage/ are shown, and --check, --write "
-                             "and --format json exit 2 saying so")
-    parser.add_argument("--write", metavar="DIR", default=None,
-                        help="write <DIR>/<protocol>.md (markdown) for every protocol with a table")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 on any error (uncovered sentence, unknown quote, case or heading, "
+        "case mapped by no rule, suite without table)",
+    )
+    parser.add_argument(
+        "--specs-dir",
+        default=None,
+        help=f"folder of the spec texts (default ${SPECS_ENV} or <repo>/../shared/specs); "
+        "without any, the stored tables of docs/coverage/ are shown, and --check, --write "
+        "and --format json exit 2 saying so",
+    )
+    parser.add_argument(
+        "--write",
+        metavar="DIR",
+        default=None,
+        help="write <DIR>/<protocol>.md (markdown) for every protocol with a table",
+    )
     parser.set_defaults(func=cmd_coverage)

@@ -59,14 +59,16 @@ def _role_of(case_id: str) -> str:
 
 def suite_cases_by_role(protocol: str) -> dict[str, set[str]]:
     from ..mutation import suite_case_ids
+
     by_role: dict[str, set[str]] = {}
     for case in suite_case_ids(protocol):
         by_role.setdefault(_role_of(case), set()).add(case)
     return by_role
 
 
-def latest_certifications(dirs: list[Path], wanted: dict[str, tuple[str, tuple[str, ...]]]
-                          ) -> dict[str, Certification]:
+def latest_certifications(
+    dirs: list[Path], wanted: dict[str, tuple[str, tuple[str, ...]]]
+) -> dict[str, Certification]:
     """For each target in ``wanted`` (name -> (protocol, roles)), its newest
     complete certification under ``dirs`` (run dirs, or directories of run
     dirs). A run's records for a target count when they cover every suite
@@ -83,7 +85,7 @@ def latest_certifications(dirs: list[Path], wanted: dict[str, tuple[str, tuple[s
     runs.sort(key=lambda run: (run / "results.jsonl").stat().st_mtime, reverse=True)
     suites: dict[str, dict[str, set[str]]] = {}
     found: dict[str, Certification] = {}
-    for run in runs[:LOOKBACK * max(1, len(dirs))]:
+    for run in runs[: LOOKBACK * max(1, len(dirs))]:
         if len(found) == len(wanted):
             break
         partial = partial_targets(run)
@@ -101,12 +103,16 @@ def latest_certifications(dirs: list[Path], wanted: dict[str, tuple[str, tuple[s
             suite = suites.setdefault(protocol, suite_cases_by_role(protocol))
             needed = set().union(*(suite.get(role, set()) for role in roles))
             if not needed or not needed <= set(records):
-                continue   # a partial run certifies nothing
-            must_failed = sorted(case for case, rec in records.items()
-                                 if rec["outcome"] == FAILED and rec.get("level") == "MUST")
+                continue  # a partial run certifies nothing
+            must_failed = sorted(
+                case
+                for case, rec in records.items()
+                if rec["outcome"] == FAILED and rec.get("level") == "MUST"
+            )
             # The harness's verdict: no MUST failed, and no case left in error or unjudged.
-            conformant = not must_failed and all(rec["outcome"] in (PASSED, FAILED, "not_applicable")
-                                                 for rec in records.values())
+            conformant = not must_failed and all(
+                rec["outcome"] in (PASSED, FAILED, "not_applicable") for rec in records.values()
+            )
             found[name] = Certification(name, str(run), conformant, len(records), must_failed)
     return found
 
@@ -121,13 +127,20 @@ def partial_targets(run: Path) -> set[str]:
         return set()
     if not isinstance(summary, dict):
         return set()
-    marked = {str(group.get("target")) for group in summary.get("targets") or []
-              if isinstance(group, dict) and group.get("partial")}
+    marked = {
+        str(group.get("target"))
+        for group in summary.get("targets") or []
+        if isinstance(group, dict) and group.get("partial")
+    }
     return marked or ({"*"} if summary.get("partial") else set())
 
 
-def coverage_gaps(pairs: list[Any], interop_records: list[dict[str, Any]],
-                  certifications: dict[str, Certification], implementations: dict[str, str]) -> list[CoverageGap]:
+def coverage_gaps(
+    pairs: list[Any],
+    interop_records: list[dict[str, Any]],
+    certifications: dict[str, Certification],
+    implementations: dict[str, str],
+) -> list[CoverageGap]:
     """The pairs that are not interoperable although both targets are
     certified CONFORMANT. ``pairs`` have ``client``, ``server``,
     ``protocol`` and ``verdict``; ``implementations``: target name -> its
@@ -139,30 +152,47 @@ def coverage_gaps(pairs: list[Any], interop_records: list[dict[str, Any]],
         client, server = certifications.get(pair.client), certifications.get(pair.server)
         if client is None or server is None or not (client.conformant and server.conformant):
             continue
-        failing = [{"case_id": rec["case_id"], "outcome": rec["outcome"], "level": rec.get("level"),
-                    "message": rec.get("message", ""), "trace_file": rec.get("trace_file")}
-                   for rec in interop_records
-                   if rec["target"] == pair.client and rec.get("peer_implementation") == implementations.get(pair.server)
-                   and rec["outcome"] not in (PASSED, "not_applicable")]
+        failing = [
+            {
+                "case_id": rec["case_id"],
+                "outcome": rec["outcome"],
+                "level": rec.get("level"),
+                "message": rec.get("message", ""),
+                "trace_file": rec.get("trace_file"),
+            }
+            for rec in interop_records
+            if rec["target"] == pair.client
+            and rec.get("peer_implementation") == implementations.get(pair.server)
+            and rec["outcome"] not in (PASSED, "not_applicable")
+        ]
         gaps.append(CoverageGap(pair.client, pair.server, pair.protocol, client, server, failing))
     return gaps
 
 
 def write_gaps(run_dir: Path, gaps: list[CoverageGap], searched: list[Path]) -> Path:
     path = run_dir / GAPS_FILE
-    path.write_text(json.dumps({"searched": [str(d) for d in searched], "gaps": [asdict(g) for g in gaps]},
-                               indent=2) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {"searched": [str(d) for d in searched], "gaps": [asdict(g) for g in gaps]}, indent=2
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     return path
 
 
 def render(gaps: list[CoverageGap]) -> str:
     if not gaps:
         return ""
-    lines = [f"coverage gaps: {len(gaps)} pair(s) of CONFORMANT targets that do not interoperate "
-             "(a rule no case checks, or a gap in the texts):"]
+    lines = [
+        f"coverage gaps: {len(gaps)} pair(s) of CONFORMANT targets that do not interoperate "
+        "(a rule no case checks, or a gap in the texts):"
+    ]
     for gap in gaps:
-        lines.append(f"  {gap.client} (client, CONFORMANT in {gap.client_certification.run_dir}) -> "
-                     f"{gap.server} (server, CONFORMANT in {gap.server_certification.run_dir})")
+        lines.append(
+            f"  {gap.client} (client, CONFORMANT in {gap.client_certification.run_dir}) -> "
+            f"{gap.server} (server, CONFORMANT in {gap.server_certification.run_dir})"
+        )
         for failing in gap.failing:
             # Past the record's "<case id> [<level>, <citation>]: " prefix: what happened.
             first = console_text(failing["message"] or "", failing["case_id"])
@@ -172,7 +202,9 @@ def render(gaps: list[CoverageGap]) -> str:
     return "\n".join(lines)
 
 
-def cross_check(run_dir: Path, pairs: list[Any], targets: dict[str, Any], certified_in: list[str]) -> str:
+def cross_check(
+    run_dir: Path, pairs: list[Any], targets: dict[str, Any], certified_in: list[str]
+) -> str:
     """Find, write and render the coverage gaps of an interop run."""
     searched = [Path(d).resolve() for d in certified_in] or [run_dir.parent]
     wanted = {}
@@ -182,6 +214,8 @@ def cross_check(run_dir: Path, pairs: list[Any], targets: dict[str, Any], certif
             wanted[name] = (target.protocol, tuple(target.roles))
     certifications = latest_certifications([d for d in searched if d != run_dir], wanted)
     records = list(read_results(run_dir / "results.jsonl"))
-    gaps = coverage_gaps(pairs, records, certifications, {name: targets[name].implementation for name in wanted})
+    gaps = coverage_gaps(
+        pairs, records, certifications, {name: targets[name].implementation for name in wanted}
+    )
     write_gaps(run_dir, gaps, searched)
     return render(gaps)

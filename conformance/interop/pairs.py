@@ -31,7 +31,10 @@ SUMMARY_FILE = "interop-summary.json"
 REQUIREMENTS: dict[str, list[str]] = {
     "scripts/rabbitmq.sh": ["/usr/lib/rabbitmq/bin/rabbitmq-server", "py:pika"],
     "scripts/ssb-server.sh": ["cmd:node", "interop/node/node_modules/ssb-server/bin.js"],
-    "scripts/ilp-plugin-btp.sh": ["cmd:node", "interop/node/node_modules/ilp-plugin-btp/package.json"],
+    "scripts/ilp-plugin-btp.sh": [
+        "cmd:node",
+        "interop/node/node_modules/ilp-plugin-btp/package.json",
+    ],
     "interop/node/shs-replicate.js": ["cmd:node", "interop/node/node_modules/secret-handshake"],
     "interop/stomp/stomppy_client.py": ["py:stomp"],
     "interop/stomp/stompman_client.py": ["py:stompman"],
@@ -87,7 +90,7 @@ def missing_tools(target: Target, role: str) -> str | None:
     for word in argv[:2]:
         if not word.startswith("{repo}/"):
             continue
-        relative = word[len("{repo}/"):]
+        relative = word[len("{repo}/") :]
         if not (REPO_ROOT / relative).exists():
             return f"{relative} is missing"
         missing = [_describe(c) for c in REQUIREMENTS.get(relative, []) if not _present(c)]
@@ -136,14 +139,20 @@ def plan_pairs(targets: dict[str, Target], protocols: list[str]) -> list[Pair]:
     """Every (client, server) of each protocol, skipped ones with the reason."""
     pairs = []
     for protocol in protocols:
-        of_protocol = sorted((t for t in targets.values() if t.protocol == protocol), key=lambda t: t.name)
+        of_protocol = sorted(
+            (t for t in targets.values() if t.protocol == protocol), key=lambda t: t.name
+        )
         clients = [t for t in of_protocol if "client" in t.roles and t.can_launch("client")]
         servers = [t for t in of_protocol if "server" in t.roles]
         for client in clients:
             for server in servers:
-                pair = Pair(client.name, server.name, protocol, client.implementation, server.implementation)
+                pair = Pair(
+                    client.name, server.name, protocol, client.implementation, server.implementation
+                )
                 why = [f"client {client.name}: {r}" for r in [missing_tools(client, "client")] if r]
-                why += [f"server {server.name}: {r}" for r in [missing_tools(server, "server")] if r]
+                why += [
+                    f"server {server.name}: {r}" for r in [missing_tools(server, "server")] if r
+                ]
                 pair.skipped = "; ".join(why) or None
                 pairs.append(pair)
     return pairs
@@ -164,27 +173,47 @@ def table(pairs: list[Pair]) -> str:
     """The client x server summary, one line per pair."""
     width_c = max([len("client")] + [len(p.client) for p in pairs])
     width_s = max([len("server")] + [len(p.server) for p in pairs])
-    lines = [f"{'client':<{width_c}}  {'server':<{width_s}}  {'protocol':<10} {'passed':>6} {'failed':>6} "
-             f"{'error':>5} {'blocked':>7} {'n/a':>4}  verdict"]
+    lines = [
+        f"{'client':<{width_c}}  {'server':<{width_s}}  {'protocol':<10} {'passed':>6} {'failed':>6} "
+        f"{'error':>5} {'blocked':>7} {'n/a':>4}  verdict"
+    ]
     for p in pairs:
         c = p.counts
         if p.skipped or p.error:
             numbers = f"{'-':>6} {'-':>6} {'-':>5} {'-':>7} {'-':>4}"
         else:
-            numbers = (f"{c.get('passed', 0):>6} {c.get('failed', 0):>6} {c.get('error', 0):>5} "
-                       f"{c.get('blocked', 0):>7} {c.get('not_applicable', 0):>4}")
-        reason = f": {p.skipped}" if p.skipped else f": {p.error}" if p.error else " (partial run)" if p.partial else ""
-        lines.append(f"{p.client:<{width_c}}  {p.server:<{width_s}}  {p.protocol:<10} {numbers}  {p.verdict}{reason}")
+            numbers = (
+                f"{c.get('passed', 0):>6} {c.get('failed', 0):>6} {c.get('error', 0):>5} "
+                f"{c.get('blocked', 0):>7} {c.get('not_applicable', 0):>4}"
+            )
+        reason = (
+            f": {p.skipped}"
+            if p.skipped
+            else f": {p.error}"
+            if p.error
+            else " (partial run)"
+            if p.partial
+            else ""
+        )
+        lines.append(
+            f"{p.client:<{width_c}}  {p.server:<{width_s}}  {p.protocol:<10} {numbers}  {p.verdict}{reason}"
+        )
     return "\n".join(lines)
 
 
 def write_summary(run_dir: Path, run_id: str, pairs: list[Pair], duration_s: float) -> Path:
     path = run_dir / SUMMARY_FILE
-    data = {"run_id": run_id, "kind": "interop-all", "duration_s": round(duration_s, 3),
-            "pairs": [dict(asdict(p), verdict=p.verdict) for p in pairs],
-            "interoperable": sum(p.verdict == "interoperable" for p in pairs),
-            "not_interoperable": sum(p.verdict in ("NOT interoperable", "not run", "no result") for p in pairs),
-            "skipped": sum(p.verdict == "skipped" for p in pairs)}
+    data = {
+        "run_id": run_id,
+        "kind": "interop-all",
+        "duration_s": round(duration_s, 3),
+        "pairs": [dict(asdict(p), verdict=p.verdict) for p in pairs],
+        "interoperable": sum(p.verdict == "interoperable" for p in pairs),
+        "not_interoperable": sum(
+            p.verdict in ("NOT interoperable", "not run", "no result") for p in pairs
+        ),
+        "skipped": sum(p.verdict == "skipped" for p in pairs),
+    }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(path)

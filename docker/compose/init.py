@@ -81,7 +81,9 @@ def make_secrets(secrets_dir: Path, template: Path, uid: int, gid: int) -> str:
     make_pki(secrets_dir / "stomp")
     # The template names paths and service host names only; the one value
     # known only now is the SSB node's public id.
-    targets = string.Template(template.read_text(encoding="utf-8")).substitute(SSB_PUBLIC_KEY=keypair.feed_id)
+    targets = string.Template(template.read_text(encoding="utf-8")).substitute(
+        SSB_PUBLIC_KEY=keypair.feed_id
+    )
     (secrets_dir / "targets.toml").write_text(targets, encoding="utf-8")
     _chown_tree(secrets_dir, uid, gid)
     return keypair.feed_id
@@ -111,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     _chown_tree(args.state_dir, args.uid, args.gid)
     prepare_reports(args.reports_dir, args.uid, args.gid)
     (args.secrets_dir / COMPLETE_MARKER).touch()
-    print(f"COMPOSE_INIT_READY secrets={args.secrets_dir} ssb_id={feed_id} uid={args.uid} gid={args.gid}",
-          flush=True)
+    print(
+        f"COMPOSE_INIT_READY secrets={args.secrets_dir} ssb_id={feed_id} uid={args.uid} gid={args.gid}",
+        flush=True,
+    )
 
     # Stay up (see the module docstring); tini forwards compose's SIGTERM.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))

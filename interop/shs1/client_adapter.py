@@ -15,8 +15,10 @@ import stdio_handshake
 
 def main(argv: list[str]) -> None:
     if len(argv) != 3:
-        stdio_handshake.fail(stdio_handshake.EXIT_BAD_ARGUMENTS,
-                             "usage: client_adapter.py NETWORK_KEY_HEX SERVER_PUBLIC_HEX")
+        stdio_handshake.fail(
+            stdio_handshake.EXIT_BAD_ARGUMENTS,
+            "usage: client_adapter.py NETWORK_KEY_HEX SERVER_PUBLIC_HEX",
+        )
     network_key = stdio_handshake.hex_argument(argv[1], 32, "network key")
     server_public = stdio_handshake.hex_argument(argv[2], 32, "server public key")
 

@@ -14,8 +14,10 @@ import stdio_handshake
 
 def main(argv: list[str]) -> None:
     if len(argv) != 4:
-        stdio_handshake.fail(stdio_handshake.EXIT_BAD_ARGUMENTS,
-                             "usage: server_adapter.py NETWORK_KEY_HEX SERVER_SECRET_HEX SERVER_PUBLIC_HEX")
+        stdio_handshake.fail(
+            stdio_handshake.EXIT_BAD_ARGUMENTS,
+            "usage: server_adapter.py NETWORK_KEY_HEX SERVER_SECRET_HEX SERVER_PUBLIC_HEX",
+        )
     network_key = stdio_handshake.hex_argument(argv[1], 32, "network key")
     server_secret = stdio_handshake.hex_argument(argv[2], 64, "server secret key")
     server_public = stdio_handshake.hex_argument(argv[3], 32, "server public key")
@@ -28,8 +30,10 @@ def main(argv: list[str]) -> None:
     except ValueError as error:
         stdio_handshake.fail(stdio_handshake.EXIT_BAD_ARGUMENTS, f"server secret key: {error}")
     if keypair.public != server_public:
-        stdio_handshake.fail(stdio_handshake.EXIT_BAD_ARGUMENTS,
-                             "server public key does not belong to the secret key")
+        stdio_handshake.fail(
+            stdio_handshake.EXIT_BAD_ARGUMENTS,
+            "server public key does not belong to the secret key",
+        )
     stdio_handshake.run(ServerHandshake(network_key, keypair))
 
 

@@ -47,7 +47,10 @@ def read_exactly(count: int) -> bytes:
     while remaining:
         chunk = os.read(0, remaining)
         if not chunk:
-            fail(EXIT_PEER_MISBEHAVED, f"peer hung up {remaining} bytes short of a {count}-byte message")
+            fail(
+                EXIT_PEER_MISBEHAVED,
+                f"peer hung up {remaining} bytes short of a {count}-byte message",
+            )
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)

@@ -52,7 +52,9 @@ class Session:
         try:
             self.sock = socket.create_connection((host, port), timeout=self._left())
         except OSError as exc:
-            raise AdapterError(f"cannot connect to the adapter connector {host}:{port}: {exc}") from None
+            raise AdapterError(
+                f"cannot connect to the adapter connector {host}:{port}: {exc}"
+            ) from None
         self.parser = FrameParser(max_frame_bytes=MAX_FRAME_BYTES)
         self.frames: list[Frame] = []
 
@@ -80,7 +82,9 @@ class Session:
                 raise AdapterError(f"unreadable frame from the broker: {exc}") from None
         frame = self.frames.pop(0)
         if frame.command == "ERROR":
-            raise AdapterError(f"ERROR from the broker: {frame.get('message')!r} {frame.body[:500]!r}")
+            raise AdapterError(
+                f"ERROR from the broker: {frame.get('message')!r} {frame.body[:500]!r}"
+            )
         return frame
 
     def close(self) -> None:
@@ -90,12 +94,23 @@ class Session:
 def browse(host: str, port: int, queue: str, timeout: float) -> list[dict]:
     session = Session(host, port, time.monotonic() + timeout)
     try:
-        session.send(Frame("CONNECT", (("accept-version", "1.2"), ("host", "/"), ("heart-beat", "0,0"))))
+        session.send(
+            Frame("CONNECT", (("accept-version", "1.2"), ("host", "/"), ("heart-beat", "0,0")))
+        )
         connected = session.read()
         if connected.command != "CONNECTED":
             raise AdapterError(f"expected CONNECTED, got {connected.command}")
-        session.send(Frame("SUBSCRIBE", (("id", "accepted"), ("destination", f"/queue/{queue}"), ("ack", "auto"),
-                                         ("browser", "true"))))
+        session.send(
+            Frame(
+                "SUBSCRIBE",
+                (
+                    ("id", "accepted"),
+                    ("destination", f"/queue/{queue}"),
+                    ("ack", "auto"),
+                    ("browser", "true"),
+                ),
+            )
+        )
         records = []
         while True:
             frame = session.read()
@@ -103,10 +118,17 @@ def browse(host: str, port: int, queue: str, timeout: float) -> list[dict]:
                 continue
             if frame.get("browser") == "end":
                 break
-            records.append({"destination": frame.get("destination", ""), "type": frame.get("type", ""),
-                            "content-type": frame.get("content-type", ""), "receipt": None,
-                            "body": frame.body.decode("utf-8", errors="replace"),
-                            "message-id": frame.get("message-id"), "persistent": frame.get("persistent") == "true"})
+            records.append(
+                {
+                    "destination": frame.get("destination", ""),
+                    "type": frame.get("type", ""),
+                    "content-type": frame.get("content-type", ""),
+                    "receipt": None,
+                    "body": frame.body.decode("utf-8", errors="replace"),
+                    "message-id": frame.get("message-id"),
+                    "persistent": frame.get("persistent") == "true",
+                }
+            )
         session.send(Frame("DISCONNECT", (("receipt", "accepted-bye"),)))
         try:
             session.read()
@@ -118,10 +140,14 @@ def browse(host: str, port: int, queue: str, timeout: float) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="activemq_accepted.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="activemq_accepted.py", description=__doc__.splitlines()[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     read = sub.add_parser("read", help="print the messages held in the queue, one JSON line each")
-    read.add_argument("--port", type=int, required=True, help="the broker's plain STOMP adapter port")
+    read.add_argument(
+        "--port", type=int, required=True, help="the broker's plain STOMP adapter port"
+    )
     read.add_argument("--host", default="127.0.0.1")
     read.add_argument("--queue", required=True)
     read.add_argument("--timeout", type=float, default=20.0)

@@ -35,9 +35,15 @@ _DEFAULT_EXCHANGE_PREFIX = "/amq/queue/"
 
 def _connect(port: int, timeout: float) -> pika.BlockingConnection:
     params = pika.ConnectionParameters(
-        host="127.0.0.1", port=port, credentials=pika.PlainCredentials("guest", "guest"),
-        socket_timeout=timeout, stack_timeout=timeout, blocked_connection_timeout=timeout,
-        connection_attempts=1, heartbeat=0)
+        host="127.0.0.1",
+        port=port,
+        credentials=pika.PlainCredentials("guest", "guest"),
+        socket_timeout=timeout,
+        stack_timeout=timeout,
+        blocked_connection_timeout=timeout,
+        connection_attempts=1,
+        heartbeat=0,
+    )
     return pika.BlockingConnection(params)
 
 
@@ -54,7 +60,9 @@ def describe(method: pika.spec.Basic.GetOk, props: pika.BasicProperties, body: b
     headers = props.headers or {}
     if method.exchange:
         # /exchange/X (no key) publishes with the empty routing key.
-        destination = f"/exchange/{method.exchange}" + (f"/{method.routing_key}" if method.routing_key else "")
+        destination = f"/exchange/{method.exchange}" + (
+            f"/{method.routing_key}" if method.routing_key else ""
+        )
     else:
         destination = _DEFAULT_EXCHANGE_PREFIX + method.routing_key
     return {
@@ -93,7 +101,9 @@ def read(port: int, queue: str, limit: int, timeout: float) -> int:
     return 0
 
 
-def declare(port: int, exchange: str, queue: str, timeout: float, exchange_type: str = "topic") -> int:
+def declare(
+    port: int, exchange: str, queue: str, timeout: float, exchange_type: str = "topic"
+) -> int:
     connection = _connect(port, timeout)
     try:
         channel = connection.channel()
@@ -118,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("declare", help="declare the exchange and the queue that keeps its messages")
     d.add_argument("--port", type=int, required=True)
     d.add_argument("--exchange", required=True)
-    d.add_argument("--exchange-type", default="topic", choices=("topic", "direct", "fanout", "headers"))
+    d.add_argument(
+        "--exchange-type", default="topic", choices=("topic", "direct", "fanout", "headers")
+    )
     d.add_argument("--queue", required=True)
     d.add_argument("--timeout", type=float, default=20.0)
     args = parser.parse_args(argv)
@@ -127,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             return read(args.port, args.queue, args.limit, args.timeout)
         return declare(args.port, args.exchange, args.queue, args.timeout, args.exchange_type)
     except (pika.exceptions.AMQPError, OSError) as exc:
-        print(f"amqp_accepted.py: {args.command} on 127.0.0.1:{args.port} failed: {exc!r}", file=sys.stderr)
+        print(
+            f"amqp_accepted.py: {args.command} on 127.0.0.1:{args.port} failed: {exc!r}",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -81,11 +81,11 @@ def _read(path: str, what: str) -> bytes:
 
 def _address(entry: object) -> tuple[str, int]:
     if not isinstance(entry, str) or ":" not in entry:
-        raise UsageError(f"--manifest: servers entry {entry!r} is not \"host:port\"")
+        raise UsageError(f'--manifest: servers entry {entry!r} is not "host:port"')
     host, _, port = entry.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not port.isdigit() or not 0 < int(port) < 65536 or not host:
-        raise UsageError(f"--manifest: servers entry {entry!r} is not \"host:port\"")
+        raise UsageError(f'--manifest: servers entry {entry!r} is not "host:port"')
     return host, int(port)
 
 
@@ -97,7 +97,9 @@ def parse_args(argv: list[str] | None, prog: str, description: str) -> Plan:
     parser.add_argument("--key", required=True, help="our private key (PEM)")
     parser.add_argument("--ca", required=True, help="the CA server chains must lead to (PEM)")
     parser.add_argument("--messages", required=True, help='JSON lines {"type": ..., "body": {...}}')
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to get everything receipted")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to get everything receipted"
+    )
     args = parser.parse_args(argv)
     try:
         manifest = tomllib.loads(_read(args.manifest, "--manifest").decode("utf-8"))
@@ -116,19 +118,32 @@ def parse_args(argv: list[str] | None, prog: str, description: str) -> Plan:
     if not isinstance(servers, list) or not servers:
         raise UsageError("--manifest: servers must be a non-empty list")
     messages = []
-    for number, line in enumerate(_read(args.messages, "--messages").decode("utf-8").splitlines(), 1):
+    for number, line in enumerate(
+        _read(args.messages, "--messages").decode("utf-8").splitlines(), 1
+    ):
         if not line.strip():
             continue
         item = json.loads(line)
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str) or not isinstance(item.get("body"),
-                                                                                                    dict):
-            raise UsageError(f"--messages line {number}: expected {{\"type\": str, \"body\": object}}")
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("type"), str)
+            or not isinstance(item.get("body"), dict)
+        ):
+            raise UsageError(f'--messages line {number}: expected {{"type": str, "body": object}}')
         body = json.dumps(item["body"], ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         messages.append(Message(item["type"], body))
-    return Plan(servers=[_address(entry) for entry in servers], host=value("host", True),
-                login=value("login", False), passcode=value("passcode", False),
-                destination=value("destination", True), messages=messages, cert=args.cert, key=args.key,
-                ca=args.ca, timeout=args.timeout)
+    return Plan(
+        servers=[_address(entry) for entry in servers],
+        host=value("host", True),
+        login=value("login", False),
+        passcode=value("passcode", False),
+        destination=value("destination", True),
+        messages=messages,
+        cert=args.cert,
+        key=args.key,
+        ca=args.ca,
+        timeout=args.timeout,
+    )
 
 
 def delivered(index: int) -> None:
@@ -146,8 +161,17 @@ ERROR_BODY_LIMIT = 2000
 def error_frame(headers: dict[str, str], body: bytes | str) -> None:
     """Report an ERROR frame the server sent: ``ERROR_FRAME <JSON>``."""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else str(body)
-    print("ERROR_FRAME " + json.dumps({"headers": {str(k): str(v) for k, v in dict(headers).items()},
-                                       "body": text[:ERROR_BODY_LIMIT]}, sort_keys=True), flush=True)
+    print(
+        "ERROR_FRAME "
+        + json.dumps(
+            {
+                "headers": {str(k): str(v) for k, v in dict(headers).items()},
+                "body": text[:ERROR_BODY_LIMIT],
+            },
+            sort_keys=True,
+        ),
+        flush=True,
+    )
 
 
 def log(text: str) -> None:

@@ -37,11 +37,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stompman  # noqa: E402
 from stompman.connection import Connection  # noqa: E402
-from stompman.errors import FailedAllConnectAttemptsError, FailedAllWriteAttemptsError, SendReceiptError  # noqa: E402
+from stompman.errors import (
+    FailedAllConnectAttemptsError,
+    FailedAllWriteAttemptsError,
+    SendReceiptError,
+)  # noqa: E402
 from stompman.frames import ErrorFrame  # noqa: E402
 
-from client_contract import (EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, Plan, UsageError,  # noqa: E402
-                             delivered, done, error_frame, log, parse_args)
+from client_contract import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    Plan,
+    UsageError,  # noqa: E402
+    delivered,
+    done,
+    error_frame,
+    log,
+    parse_args,
+)
 
 RECEIPT_TIMEOUT = 10.0
 """Seconds stompman waits for one RECEIPT before the adapter sends again."""
@@ -65,6 +80,7 @@ def dialing(address: tuple[str, int]) -> type[Connection]:
     reports every ERROR frame it reads (ERROR_FRAME): stompman keeps an
     ERROR answering CONNECT among the issues of a connect attempt, which a
     --timeout that runs out first never shows."""
+
     class Dialing(Connection):
         @classmethod
         async def connect(cls, *, host: str, port: int, **kwargs):  # type: ignore[override]
@@ -75,6 +91,7 @@ def dialing(address: tuple[str, int]) -> type[Connection]:
                 if isinstance(frame, ErrorFrame):
                     error_frame(frame.headers, frame.body)
                 yield frame
+
     return Dialing
 
 
@@ -82,11 +99,22 @@ async def run(plan: Plan) -> int:
     end = time.monotonic() + plan.timeout
     address = plan.choose_server()
     client = stompman.Client(
-        [stompman.ConnectionParameters(host=plan.host, port=address[1], login=plan.login or "",
-                                       passcode=plan.passcode or "")],
-        ssl=tls_context(plan), heartbeat=stompman.Heartbeat(0, 0), connection_class=dialing(address),
+        [
+            stompman.ConnectionParameters(
+                host=plan.host,
+                port=address[1],
+                login=plan.login or "",
+                passcode=plan.passcode or "",
+            )
+        ],
+        ssl=tls_context(plan),
+        heartbeat=stompman.Heartbeat(0, 0),
+        connection_class=dialing(address),
         # ERROR frames are reported as they are read (dialing()).
-        connect_retry_attempts=MAX_TRIES, connect_retry_interval=1, on_error_frame=lambda frame: None)
+        connect_retry_attempts=MAX_TRIES,
+        connect_retry_interval=1,
+        on_error_frame=lambda frame: None,
+    )
     count = 0
     try:
         async with asyncio.timeout(plan.timeout):
@@ -94,9 +122,15 @@ async def run(plan: Plan) -> int:
                 for index, message in enumerate(plan.messages):
                     for attempt in range(1, MAX_TRIES + 1):
                         try:
-                            await client.send(message.body, plan.destination, content_type="application/json",
-                                              headers={"type": message.type, "persistent": "true"},
-                                              receipt_timeout=min(RECEIPT_TIMEOUT, max(end - time.monotonic(), 0.1)))
+                            await client.send(
+                                message.body,
+                                plan.destination,
+                                content_type="application/json",
+                                headers={"type": message.type, "persistent": "true"},
+                                receipt_timeout=min(
+                                    RECEIPT_TIMEOUT, max(end - time.monotonic(), 0.1)
+                                ),
+                            )
                         except SendReceiptError as exc:
                             log(f"message {index}: no RECEIPT ({exc.reason}), attempt {attempt}")
                             continue
@@ -107,7 +141,9 @@ async def run(plan: Plan) -> int:
                         log(f"error: message {index} not receipted after {MAX_TRIES} sends")
                         return EXIT_FAILED
     except TimeoutError:
-        log(f"error: {len(plan.messages) - count} message(s) not receipted after {plan.timeout:g} s")
+        log(
+            f"error: {len(plan.messages) - count} message(s) not receipted after {plan.timeout:g} s"
+        )
         return EXIT_TIMEOUT
     except (FailedAllConnectAttemptsError, FailedAllWriteAttemptsError) as exc:
         log(f"error: {exc!r}")
@@ -120,7 +156,9 @@ async def run(plan: Plan) -> int:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
-        plan = parse_args(argv, "stompman_client.py", "stompman as a Swaptacular STOMP client target")
+        plan = parse_args(
+            argv, "stompman_client.py", "stompman as a Swaptacular STOMP client target"
+        )
     except UsageError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE

@@ -35,8 +35,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stomp  # noqa: E402
 import stomp.exception  # noqa: E402
 
-from client_contract import (EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, Plan, UsageError,  # noqa: E402
-                             delivered, done, error_frame, log, parse_args)
+from client_contract import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    Plan,
+    UsageError,  # noqa: E402
+    delivered,
+    done,
+    error_frame,
+    log,
+    parse_args,
+)
 
 MAX_FRUITLESS_ATTEMPTS = 6
 BACKOFF_FIRST = 0.1
@@ -80,12 +91,24 @@ def one_connection(plan: Plan, done_set: set[int], prefix: str, end: float) -> s
     the connection ended."""
     host, port = plan.choose_server()
     remaining = max(end - time.monotonic(), 0.1)
-    conn = stomp.Connection12([(host, port)], vhost=plan.host, heartbeats=(0, 0), reconnect_attempts_max=1,
-                              timeout=min(remaining, 10.0), try_loopback_connect=False)
+    conn = stomp.Connection12(
+        [(host, port)],
+        vhost=plan.host,
+        heartbeats=(0, 0),
+        reconnect_attempts_max=1,
+        timeout=min(remaining, 10.0),
+        try_loopback_connect=False,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        conn.set_ssl(for_hosts=[(host, port)], cert_file=plan.cert, key_file=plan.key, ca_certs=plan.ca,
-                     ssl_version=ssl.PROTOCOL_TLS, verify=True)
+        conn.set_ssl(
+            for_hosts=[(host, port)],
+            cert_file=plan.cert,
+            key_file=plan.key,
+            ca_certs=plan.ca,
+            ssl_version=ssl.PROTOCOL_TLS,
+            verify=True,
+        )
     lock = threading.Lock()
     in_flight: dict[str, int] = {}
     listener = Listener(in_flight, done_set, lock)
@@ -103,8 +126,16 @@ def one_connection(plan: Plan, done_set: set[int], prefix: str, end: float) -> s
                 in_flight[f"{prefix}-{index}"] = index
         for index in todo:
             message = plan.messages[index]
-            conn.send(plan.destination, message.body, content_type="application/json",
-                      headers={"type": message.type, "persistent": "true", "receipt": f"{prefix}-{index}"})
+            conn.send(
+                plan.destination,
+                message.body,
+                content_type="application/json",
+                headers={
+                    "type": message.type,
+                    "persistent": "true",
+                    "receipt": f"{prefix}-{index}",
+                },
+            )
         with lock:
             while len(done_set) < len(plan.messages) and not listener.lost:
                 left = end - time.monotonic()
@@ -127,7 +158,9 @@ def one_connection(plan: Plan, done_set: set[int], prefix: str, end: float) -> s
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        plan = parse_args(argv, "stomppy_client.py", "stomp.py as a Swaptacular STOMP client target")
+        plan = parse_args(
+            argv, "stomppy_client.py", "stomp.py as a Swaptacular STOMP client target"
+        )
     except UsageError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE
@@ -138,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     status = EXIT_OK
     while len(done_set) < len(plan.messages):
         if time.monotonic() >= end:
-            log(f"error: {len(plan.messages) - len(done_set)} message(s) not receipted after {plan.timeout:g} s")
+            log(
+                f"error: {len(plan.messages) - len(done_set)} message(s) not receipted after {plan.timeout:g} s"
+            )
             status = EXIT_TIMEOUT
             break
         before = len(done_set)

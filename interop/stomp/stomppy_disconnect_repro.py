@@ -43,8 +43,12 @@ def client(port: int, events: list, pki, send_after: float | None) -> None:
             events.append(("on_disconnected", time.monotonic()))
 
     conn = stomp.Connection12([("127.0.0.1", port)], heartbeats=(0, 0), reconnect_attempts_max=1)
-    conn.set_ssl(for_hosts=[("127.0.0.1", port)], cert_file=str(pki.client_cert_file),
-                 key_file=str(pki.client_key_file), ca_certs=str(pki.ca_file))
+    conn.set_ssl(
+        for_hosts=[("127.0.0.1", port)],
+        cert_file=str(pki.client_cert_file),
+        key_file=str(pki.client_key_file),
+        ca_certs=str(pki.ca_file),
+    )
     conn.set_listener("repro", Listener())
     conn.connect(wait=True)
     if send_after is not None:
@@ -68,8 +72,9 @@ async def main(mode: str) -> None:
             writer.close()
         closed.set()
 
-    server = await asyncio.start_server(on_client, "127.0.0.1", 0,
-                                        ssl=harness_server_context(pki, cert="loopback-server"))
+    server = await asyncio.start_server(
+        on_client, "127.0.0.1", 0, ssl=harness_server_context(pki, cert="loopback-server")
+    )
     port = server.sockets[0].getsockname()[1]
     events: list = []
     send_after = 1.0 if mode.endswith("-then-send") else None
@@ -77,8 +82,10 @@ async def main(mode: str) -> None:
     await asyncio.wait_for(closed.wait(), 10)
     at, cpu = time.monotonic(), time.process_time()
     await asyncio.sleep(4)
-    print(f"{mode}: callbacks {[(name, round(t - at, 2)) for name, t in events]} (seconds after the close); "
-          f"CPU used in the 4 s after the close: {time.process_time() - cpu:.2f} s")
+    print(
+        f"{mode}: callbacks {[(name, round(t - at, 2)) for name, t in events]} (seconds after the close); "
+        f"CPU used in the 4 s after the close: {time.process_time() - cpu:.2f} s"
+    )
     server.close()
 
 

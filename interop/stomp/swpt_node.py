@@ -94,8 +94,10 @@ def _write(path: Path, data: str | bytes) -> None:
 
 
 def _stomp_toml(servers: list[str], host: str, destination: str) -> str:
-    return (f"servers = {json.dumps(servers)}\nhost = {json.dumps(host)}\n"
-            f"destination = {json.dumps(destination)}\n")
+    return (
+        f"servers = {json.dumps(servers)}\nhost = {json.dumps(host)}\n"
+        f"destination = {json.dumps(destination)}\n"
+    )
 
 
 def make_server_nodedata(root: Path, ca: Path, port: int, peer_id: str) -> None:
@@ -106,8 +108,10 @@ def make_server_nodedata(root: Path, ca: Path, port: int, peer_id: str) -> None:
     _write(root / "db" / "nodeid", SERVER_NODE_ID + "\n")
     _write(root / "db" / "nodetype", AA + "\n")
     # Rewritten at every start: the port is the harness's pick for this start.
-    _write(root / "nodeinfo" / "stomp.toml",
-           _stomp_toml([f"127.0.0.1:{port}"], "/", f"/exchange/{SERVER_EXCHANGE}"))
+    _write(
+        root / "nodeinfo" / "stomp.toml",
+        _stomp_toml([f"127.0.0.1:{port}"], "/", f"/exchange/{SERVER_EXCHANGE}"),
+    )
     peer = root / "peers" / peer_id
     for name in ("root-ca.crt", "sub-ca.crt", "peercert.crt"):
         _write(peer / name, ca_pem)
@@ -116,8 +120,10 @@ def make_server_nodedata(root: Path, ca: Path, port: int, peer_id: str) -> None:
     # (docs/stomp-adapter.md); swpt_stomp's Subnet.parse("") is the
     # universal subnet (peer_data.py 52-65), as it is for the AA itself.
     _write(peer / "subnet.txt", "\n")
-    _write(peer / "nodeinfo" / "stomp.toml",
-           _stomp_toml(["stomp-client.invalid:1234"], "/", "/exchange/creditors_in"))
+    _write(
+        peer / "nodeinfo" / "stomp.toml",
+        _stomp_toml(["stomp-client.invalid:1234"], "/", "/exchange/creditors_in"),
+    )
     _write(peer / "ACTIVE", b"")
 
 
@@ -131,7 +137,10 @@ def make_client_nodedata(root: Path, ca: Path, node_id: str, manifest: Path) -> 
     _write(root / "db" / "nodeid", node_id + "\n")
     _write(root / "db" / "nodetype", CA + "\n")
     _write(root / "creditors-subnet.txt", "\n")
-    _write(root / "nodeinfo" / "stomp.toml", _stomp_toml(["127.0.0.1:1"], "/", "/exchange/creditors_in"))
+    _write(
+        root / "nodeinfo" / "stomp.toml",
+        _stomp_toml(["127.0.0.1:1"], "/", "/exchange/creditors_in"),
+    )
     peer = root / "peers" / HARNESS_AA_NODE_ID
     for name in ("root-ca.crt", "sub-ca.crt", "peercert.crt"):
         _write(peer / name, ca_pem)
@@ -143,16 +152,34 @@ def make_client_nodedata(root: Path, ca: Path, node_id: str, manifest: Path) -> 
 
 # -- processes -------------------------------------------------------------------------------
 
+
 class Broker:
     """A private RabbitMQ (scripts/rabbitmq.sh --amqp-only)."""
 
-    def __init__(self, data_dir: Path, exchange: str, queue: str, timeout: int, amqp_port: int = 0) -> None:
-        argv = [str(REPO / "scripts" / "rabbitmq.sh"), "--amqp-only", "--plugin", "rabbitmq_random_exchange",
-                "--data-dir", str(data_dir), "--exchange", exchange, "--queue", queue,
-                "--python", sys.executable, "--timeout", str(timeout)]
+    def __init__(
+        self, data_dir: Path, exchange: str, queue: str, timeout: int, amqp_port: int = 0
+    ) -> None:
+        argv = [
+            str(REPO / "scripts" / "rabbitmq.sh"),
+            "--amqp-only",
+            "--plugin",
+            "rabbitmq_random_exchange",
+            "--data-dir",
+            str(data_dir),
+            "--exchange",
+            exchange,
+            "--queue",
+            queue,
+            "--python",
+            sys.executable,
+            "--timeout",
+            str(timeout),
+        ]
         if amqp_port:
             argv += ["--amqp-port", str(amqp_port)]
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL
+        )
         self.amqp_port = 0
         assert self.process.stdout is not None
         for raw in self.process.stdout:
@@ -164,7 +191,9 @@ class Broker:
             log("rabbitmq.sh:", line)
         if not self.amqp_port:
             self.process.wait()
-            raise SystemExit(f"swpt_node.py: RabbitMQ did not start (rabbitmq.sh exited {self.process.returncode})")
+            raise SystemExit(
+                f"swpt_node.py: RabbitMQ did not start (rabbitmq.sh exited {self.process.returncode})"
+            )
         # Nothing more is read; a thread keeps the pipe from filling.
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -194,8 +223,15 @@ def _stop(process: subprocess.Popen | None, grace: float) -> None:
 
 def _swpt_env(args: argparse.Namespace, nodedata: Path, broker_url: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"SWPT_NODEDATA_URL": f"file://{nodedata}", "PROTOCOL_BROKER_URL": broker_url,
-                "APP_LOG_LEVEL": "info", "APP_LOG_FORMAT": "text", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "SWPT_NODEDATA_URL": f"file://{nodedata}",
+            "PROTOCOL_BROKER_URL": broker_url,
+            "APP_LOG_LEVEL": "info",
+            "APP_LOG_FORMAT": "text",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -209,6 +245,7 @@ def _swpt_bin(args: argparse.Namespace, name: str) -> str:
 def _terminate_on_sigterm() -> None:
     def handler(signum, frame):
         raise SystemExit(128 + signum)
+
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
 
@@ -223,31 +260,51 @@ def _port_accepts(port: int) -> bool:
 
 # -- server role -----------------------------------------------------------------------------
 
+
 def cmd_server(args: argparse.Namespace) -> int:
     _terminate_on_sigterm()
     work = Path(args.workdir) / "swpt-server"
     nodedata = work / "nodedata"
     peer_id = certificate_node_id(args.client_cert)
     if not peer_id:
-        raise SystemExit(f"swpt_node.py: {args.client_cert} has no serialNumber in its subject (the Swaptacular "
-                         "node id swpt-server identifies its peers by)")
+        raise SystemExit(
+            f"swpt_node.py: {args.client_cert} has no serialNumber in its subject (the Swaptacular "
+            "node id swpt-server identifies its peers by)"
+        )
     make_server_nodedata(nodedata, Path(args.ca), args.port, peer_id)
     broker = server = None
     try:
-        broker = Broker(work / "rabbitmq", SERVER_EXCHANGE, SERVER_QUEUE, args.timeout, args.amqp_port)
+        broker = Broker(
+            work / "rabbitmq", SERVER_EXCHANGE, SERVER_QUEUE, args.timeout, args.amqp_port
+        )
         env = _swpt_env(args, nodedata, broker.url)
-        env.update({"SWPT_SERVER_PORT": str(args.port), "SWPT_SERVER_CERT": str(Path(args.cert).resolve()),
-                    "SWPT_SERVER_KEY": str(Path(args.key).resolve()), "SWPT_SERVER_BUFFER": "100"})
-        server = subprocess.Popen([_swpt_bin(args, "swpt-server")], env=env, stdin=subprocess.DEVNULL)
+        env.update(
+            {
+                "SWPT_SERVER_PORT": str(args.port),
+                "SWPT_SERVER_CERT": str(Path(args.cert).resolve()),
+                "SWPT_SERVER_KEY": str(Path(args.key).resolve()),
+                "SWPT_SERVER_BUFFER": "100",
+            }
+        )
+        server = subprocess.Popen(
+            [_swpt_bin(args, "swpt-server")], env=env, stdin=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + args.timeout
         while not _port_accepts(args.port):
             if server.poll() is not None:
-                raise SystemExit(f"swpt_node.py: swpt-server exited with code {server.returncode} before it listened")
+                raise SystemExit(
+                    f"swpt_node.py: swpt-server exited with code {server.returncode} before it listened"
+                )
             if time.monotonic() > deadline:
-                raise SystemExit(f"swpt_node.py: swpt-server not listening on {args.port} within {args.timeout} s")
+                raise SystemExit(
+                    f"swpt_node.py: swpt-server not listening on {args.port} within {args.timeout} s"
+                )
             time.sleep(0.1)
-        print(f"SWPT_SERVER_READY port={args.port} amqp_port={broker.amqp_port} "
-              f"manifest={nodedata / 'nodeinfo' / 'stomp.toml'} peer={peer_id}", flush=True)
+        print(
+            f"SWPT_SERVER_READY port={args.port} amqp_port={broker.amqp_port} "
+            f"manifest={nodedata / 'nodeinfo' / 'stomp.toml'} peer={peer_id}",
+            flush=True,
+        )
         while True:
             if server.poll() is not None:
                 log(f"swpt-server exited on its own with code {server.returncode}")
@@ -282,6 +339,7 @@ def cmd_accepted(args: argparse.Namespace) -> int:
 
 # -- client role -----------------------------------------------------------------------------
 
+
 class AmqpFrames:
     """An incremental reader of AMQP 0-9-1 frames in one direction."""
 
@@ -301,14 +359,14 @@ class AmqpFrames:
             kind, channel, size = struct.unpack(">BHI", self.buffer[:7])
             if len(self.buffer) < 8 + size:
                 break
-            frames.append((kind, channel, bytes(self.buffer[7:7 + size])))
-            del self.buffer[:8 + size]
+            frames.append((kind, channel, bytes(self.buffer[7 : 7 + size])))
+            del self.buffer[: 8 + size]
         return frames
 
 
 def _shortstr(payload: bytes, at: int) -> tuple[bytes, int]:
     n = payload[at]
-    return payload[at + 1:at + 1 + n], at + 1 + n
+    return payload[at + 1 : at + 1 + n], at + 1 + n
 
 
 class AckWatch:
@@ -325,25 +383,29 @@ class AckWatch:
             self.done.set()
 
     def connection(self):
-        tags: dict[tuple[int, int], int | None] = {}   # (channel, tag) -> message index
-        pending: dict[int, list] = {}                   # channel -> [tag, size, body]
+        tags: dict[tuple[int, int], int | None] = {}  # (channel, tag) -> message index
+        pending: dict[int, list] = {}  # channel -> [tag, size, body]
 
         def from_broker(kind: int, channel: int, payload: bytes) -> None:
-            if kind == 1 and payload[:4] == struct.pack(">HH", 60, 60):      # basic.deliver
+            if kind == 1 and payload[:4] == struct.pack(">HH", 60, 60):  # basic.deliver
                 _, at = _shortstr(payload, 4)
-                (tag,) = struct.unpack(">Q", payload[at:at + 8])
+                (tag,) = struct.unpack(">Q", payload[at : at + 8])
                 pending[channel] = [tag, None, b""]
-            elif kind == 2 and channel in pending:                         # content header
+            elif kind == 2 and channel in pending:  # content header
                 pending[channel][1] = struct.unpack(">Q", payload[4:12])[0]
                 self._complete(pending, channel, tags)
-            elif kind == 3 and channel in pending:                         # body
+            elif kind == 3 and channel in pending:  # body
                 pending[channel][2] += payload
                 self._complete(pending, channel, tags)
 
         def from_client(kind: int, channel: int, payload: bytes) -> None:
-            if kind == 1 and payload[:4] == struct.pack(">HH", 60, 80):      # basic.ack
+            if kind == 1 and payload[:4] == struct.pack(">HH", 60, 80):  # basic.ack
                 tag, bits = struct.unpack(">QB", payload[4:13])
-                covered = [key for key in tags if key[0] == channel and (key[1] <= tag if bits & 1 else key[1] == tag)]
+                covered = [
+                    key
+                    for key in tags
+                    if key[0] == channel and (key[1] <= tag if bits & 1 else key[1] == tag)
+                ]
                 for key in sorted(covered, key=lambda k: k[1]):
                     index = tags.pop(key)
                     if index is not None and index not in self.delivered:
@@ -382,8 +444,10 @@ async def amqp_relay(upstream_port: int, watch: AckWatch) -> asyncio.AbstractSer
             finally:
                 dst.close()
 
-        await asyncio.gather(pump(reader, up_writer, AmqpFrames(True), from_client),
-                             pump(up_reader, writer, AmqpFrames(False), from_broker))
+        await asyncio.gather(
+            pump(reader, up_writer, AmqpFrames(True), from_client),
+            pump(up_reader, writer, AmqpFrames(False), from_broker),
+        )
 
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
@@ -393,15 +457,32 @@ def publish_messages(amqp_port: int, queue: str, messages: list[dict]) -> list[b
     producers would (swpt_stomp's client reads the AMQP type and content
     type, rmq.py ``consume_queue``)."""
     import pika
-    bodies = [json.dumps(m["body"], separators=(",", ":"), ensure_ascii=False).encode("utf-8") for m in messages]
-    connection = pika.BlockingConnection(pika.ConnectionParameters(
-        host="127.0.0.1", port=amqp_port, credentials=pika.PlainCredentials("guest", "guest"), heartbeat=0))
+
+    bodies = [
+        json.dumps(m["body"], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        for m in messages
+    ]
+    connection = pika.BlockingConnection(
+        pika.ConnectionParameters(
+            host="127.0.0.1",
+            port=amqp_port,
+            credentials=pika.PlainCredentials("guest", "guest"),
+            heartbeat=0,
+        )
+    )
     try:
         channel = connection.channel()
         channel.confirm_delivery()
         for message, body in zip(messages, bodies):
-            channel.basic_publish("", queue, body, pika.BasicProperties(
-                type=message["type"], content_type="application/json", delivery_mode=2), mandatory=True)
+            channel.basic_publish(
+                "",
+                queue,
+                body,
+                pika.BasicProperties(
+                    type=message["type"], content_type="application/json", delivery_mode=2
+                ),
+                mandatory=True,
+            )
     finally:
         connection.close()
     return bodies
@@ -414,19 +495,28 @@ def cmd_client(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="swpt-client.", dir=args.workdir))
     nodedata = work / "nodedata"
     make_client_nodedata(nodedata, Path(args.ca), args.node_id, Path(args.manifest))
-    messages = [json.loads(line) for line in Path(args.messages).read_text("utf-8").splitlines() if line.strip()]
+    messages = [
+        json.loads(line)
+        for line in Path(args.messages).read_text("utf-8").splitlines()
+        if line.strip()
+    ]
     broker = None
     try:
         broker = Broker(work / "rabbitmq", "creditors_in", "creditors_in.unused", 120)
         env = _swpt_env(args, nodedata, broker.url)
-        configure = subprocess.run([_swpt_bin(args, "configure-queue"), HARNESS_AA_NODE_ID, CLIENT_QUEUE],
-                                   env=env, stdin=subprocess.DEVNULL)
+        configure = subprocess.run(
+            [_swpt_bin(args, "configure-queue"), HARNESS_AA_NODE_ID, CLIENT_QUEUE],
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
         if configure.returncode != 0:
             log(f"configure-queue exited with code {configure.returncode}")
             return 1
         bodies = publish_messages(broker.amqp_port, CLIENT_QUEUE, messages)
-        log(f"{len(bodies)} message(s) in queue {CLIENT_QUEUE} after {time.monotonic() - started:.1f} s; "
-            "starting swpt-client")
+        log(
+            f"{len(bodies)} message(s) in queue {CLIENT_QUEUE} after {time.monotonic() - started:.1f} s; "
+            "starting swpt-client"
+        )
         return asyncio.run(_run_client(args, env, bodies, broker.amqp_port, started))
     finally:
         if broker is not None:
@@ -434,14 +524,23 @@ def cmd_client(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def _run_client(args: argparse.Namespace, env: dict[str, str], bodies: list[bytes], amqp_port: int,
-                      started: float) -> int:
+async def _run_client(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    bodies: list[bytes],
+    amqp_port: int,
+    started: float,
+) -> int:
     watch = AckWatch(bodies)
     relay = await amqp_relay(amqp_port, watch)
     relay_port = relay.sockets[0].getsockname()[1]
-    env = dict(env, PROTOCOL_BROKER_URL=f"amqp://guest:guest@127.0.0.1:{relay_port}/",
-               SWPT_SERVER_CERT=str(Path(args.cert).resolve()), SWPT_SERVER_KEY=str(Path(args.key).resolve()),
-               SWPT_CLIENT_BUFFER="100")
+    env = dict(
+        env,
+        PROTOCOL_BROKER_URL=f"amqp://guest:guest@127.0.0.1:{relay_port}/",
+        SWPT_SERVER_CERT=str(Path(args.cert).resolve()),
+        SWPT_SERVER_KEY=str(Path(args.key).resolve()),
+        SWPT_CLIENT_BUFFER="100",
+    )
     argv = [_swpt_bin(args, "swpt-client"), HARNESS_AA_NODE_ID, CLIENT_QUEUE]
     # --timeout counts from here: the broker's start is not the client's time.
     deadline = time.monotonic() + args.timeout
@@ -452,8 +551,11 @@ async def _run_client(args: argparse.Namespace, env: dict[str, str], bodies: lis
             process = await asyncio.create_subprocess_exec(*argv, env=env, stdin=subprocess.DEVNULL)
             done = asyncio.create_task(watch.done.wait())
             exited = asyncio.create_task(process.wait())
-            await asyncio.wait({done, exited}, timeout=max(0.0, deadline - time.monotonic()),
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {done, exited},
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             if process.returncode is None:
                 process.terminate()
                 try:
@@ -465,20 +567,25 @@ async def _run_client(args: argparse.Namespace, env: dict[str, str], bodies: lis
                 log(f"swpt-client exited with code {process.returncode} (run {runs})")
             done.cancel()
             if not watch.done.is_set():
-                await asyncio.sleep(1.0)   # a supervisor's restart delay
+                await asyncio.sleep(1.0)  # a supervisor's restart delay
     finally:
         relay.close()
     if watch.done.is_set():
         print(f"DONE delivered={len(watch.delivered)}", flush=True)
         return 0
-    log(f"gave up after {args.timeout} s: {len(watch.delivered)} of {len(bodies)} message(s) delivered")
+    log(
+        f"gave up after {args.timeout} s: {len(watch.delivered)} of {len(bodies)} message(s) delivered"
+    )
     return 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--swpt-bin", default=str(DEFAULT_SWPT_BIN),
-                        help="swpt_stomp's venv bin directory (scripts/install-swpt-stomp.sh)")
+    parser.add_argument(
+        "--swpt-bin",
+        default=str(DEFAULT_SWPT_BIN),
+        help="swpt_stomp's venv bin directory (scripts/install-swpt-stomp.sh)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("server")
     s.add_argument("--workdir", required=True)
@@ -486,9 +593,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--cert", required=True)
     s.add_argument("--key", required=True)
     s.add_argument("--ca", required=True)
-    s.add_argument("--client-cert", required=True, help="the harness's client certificate (names its node id)")
+    s.add_argument(
+        "--client-cert", required=True, help="the harness's client certificate (names its node id)"
+    )
     s.add_argument("--timeout", type=int, default=120)
-    s.add_argument("--amqp-port", type=int, default=0, help="the broker's AMQP port (default: a free one)")
+    s.add_argument(
+        "--amqp-port", type=int, default=0, help="the broker's AMQP port (default: a free one)"
+    )
     a = sub.add_parser("accepted")
     a.add_argument("--port", type=int, required=True)
     a.add_argument("--queue", default=SERVER_QUEUE)
@@ -502,7 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--messages", required=True)
     c.add_argument("--timeout", type=float, default=30.0)
     args = parser.parse_args(argv)
-    return {"server": cmd_server, "accepted": cmd_accepted, "client": cmd_client}[args.command](args)
+    return {"server": cmd_server, "accepted": cmd_accepted, "client": cmd_client}[args.command](
+        args
+    )
 
 
 if __name__ == "__main__":

@@ -66,8 +66,14 @@ from .session import (
     parse_balance,
     token_checker,
 )
-from .variants import (FRAGMENTED_MESSAGES, REORDER_WINDOW, REORDERED_ANSWERS, UNPROMPTED_INTERVAL, UNPROMPTED_NAME,
-                       UNPROMPTED_OUTSTANDING)
+from .variants import (
+    FRAGMENTED_MESSAGES,
+    REORDER_WINDOW,
+    REORDERED_ANSWERS,
+    UNPROMPTED_INTERVAL,
+    UNPROMPTED_NAME,
+    UNPROMPTED_OUTSTANDING,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +96,7 @@ CLOSE_NORMAL = 1000
 _WS_OPTIONS: dict[str, Any] = {
     "max_size": MAX_MESSAGE_SIZE,
     "max_queue": 16,
-    "compression": None,   # the bytes on the wire are the BTP packets, nothing else
+    "compression": None,  # the bytes on the wire are the BTP packets, nothing else
     "open_timeout": 10,
     "close_timeout": 2,
     "ping_interval": 20,
@@ -110,7 +116,7 @@ def _shaped(base: type[ServerConnection | ClientConnection], shape: Shape) -> An
             super().connection_made(ShapedTransport(transport, shape))  # type: ignore[arg-type]
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self.transport.abort()   # drop what the shaper still holds: the socket is gone
+            self.transport.abort()  # drop what the shaper still holds: the socket is gone
             super().connection_lost(exc)
 
     Shaped.__name__ = Shaped.__qualname__ = f"Shaped{base.__name__}"
@@ -124,14 +130,16 @@ def _shaped(base: type[ServerConnection | ClientConnection], shape: Shape) -> An
 class RequestSpec:
     """One request to send: a Message (one primary entry), a Transfer, or the balance query."""
 
-    kind: str                       # "message", "transfer" or "balance"
+    kind: str  # "message", "transfer" or "balance"
     name: str = ""
     content_type: int = ContentType.TEXT_PLAIN_UTF8
     data: bytes = b""
     amount: int = 0
 
     @classmethod
-    def message(cls, name: str, data: bytes | str, content_type: int = ContentType.TEXT_PLAIN_UTF8) -> RequestSpec:
+    def message(
+        cls, name: str, data: bytes | str, content_type: int = ContentType.TEXT_PLAIN_UTF8
+    ) -> RequestSpec:
         if isinstance(data, str):
             data = data.encode("utf-8")
         return cls("message", name, int(content_type), data)
@@ -178,8 +186,11 @@ class RequestResult:
 def _entry_json(entry: ProtocolDataEntry) -> dict:
     if entry.name == AUTH_TOKEN:
         return {"name": entry.name, "content_type": int(entry.content_type), "data": "<redacted>"}
-    out: dict[str, Any] = {"name": entry.name, "content_type": int(entry.content_type),
-                           "data_hex": entry.data.hex()}
+    out: dict[str, Any] = {
+        "name": entry.name,
+        "content_type": int(entry.content_type),
+        "data_hex": entry.data.hex(),
+    }
     if entry.content_type in (ContentType.TEXT_PLAIN_UTF8, ContentType.APPLICATION_JSON):
         out["data_text"] = entry.data.decode("utf-8", "replace")
     return out
@@ -222,7 +233,9 @@ def format_event(event: SessionEvent, peer: str = "") -> str | None:
     if isinstance(event, RequestReceived):
         return _line("BTP_RECEIVED", {**where, **packet_summary(event.packet)})
     if isinstance(event, BalanceChanged):
-        return _line("BTP_BALANCE", {**where, "balance": str(event.balance), "amount": str(event.amount)})
+        return _line(
+            "BTP_BALANCE", {**where, "balance": str(event.balance), "amount": str(event.amount)}
+        )
     if isinstance(event, UnexpectedPacket):
         return _line("BTP_UNEXPECTED", {**where, "reason": event.reason})
     if isinstance(event, UnreadablePacket):
@@ -294,10 +307,14 @@ class BtpConnection:
             if REORDERED_ANSWERS in self.variants:
                 if not self.session.closed:
                     answers = [payload for payload in payloads if payload[:1] in (b"\x01", b"\x02")]
-                    payloads = [payload for payload in payloads if payload[:1] not in (b"\x01", b"\x02")]
+                    payloads = [
+                        payload for payload in payloads if payload[:1] not in (b"\x01", b"\x02")
+                    ]
                     self._held += answers
                     if self._held and self._release_task is None:
-                        self._release_task = asyncio.get_running_loop().create_task(self._release_held())
+                        self._release_task = asyncio.get_running_loop().create_task(
+                            self._release_held()
+                        )
                 else:
                     payloads = self._held[::-1] + payloads
                     self._held = []
@@ -331,7 +348,7 @@ class BtpConnection:
         ends it with an empty final frame), a ping between the first two."""
         middle = 1 + (len(payload) - 1) // 2
         yield payload[:1]
-        await self.ws.ping()   # a control frame inside the fragmented message
+        await self.ws.ping()  # a control frame inside the fragmented message
         yield payload[1:middle]
         yield payload[middle:]
 
@@ -351,8 +368,11 @@ class BtpConnection:
             return
         kind = kinds[self._unprompted_sent % len(kinds)]
         self._unprompted_sent += 1
-        note = ProtocolDataEntry(UNPROMPTED_NAME, ContentType.TEXT_PLAIN_UTF8,
-                                 f"unprompted {kind} {self._unprompted_sent} of the reference node".encode())
+        note = ProtocolDataEntry(
+            UNPROMPTED_NAME,
+            ContentType.TEXT_PLAIN_UTF8,
+            f"unprompted {kind} {self._unprompted_sent} of the reference node".encode(),
+        )
         if kind == "message":
             request_id = self.session.send_message((note,))
         else:
@@ -370,14 +390,18 @@ class BtpConnection:
         loop = asyncio.get_running_loop()
         auth_deadline = loop.time() + self.auth_timeout
         try:
-            await self.flush()   # a client's auth Message
+            await self.flush()  # a client's auth Message
             while not self.session.closed:
                 # The faults: no auth deadline at all, or none left once an
                 # auth Error went out (the connection then simply stays open).
-                if (self.session.state is SessionState.AUTHENTICATING
-                        and Fault.NO_AUTH_TIMEOUT not in self.session.faults
-                        and not (Fault.STAY_OPEN_AFTER_AUTH_ERROR in self.session.faults
-                                 and self.auth_failure is not None)):
+                if (
+                    self.session.state is SessionState.AUTHENTICATING
+                    and Fault.NO_AUTH_TIMEOUT not in self.session.faults
+                    and not (
+                        Fault.STAY_OPEN_AFTER_AUTH_ERROR in self.session.faults
+                        and self.auth_failure is not None
+                    )
+                ):
                     timeout: float | None = auth_deadline - loop.time()
                     if timeout <= 0:
                         self._handle(self.session.auth_timed_out())
@@ -388,7 +412,7 @@ class BtpConnection:
                     message = await asyncio.wait_for(self.ws.recv(), timeout)
                 except TimeoutError:
                     if self.session.state is SessionState.AUTHENTICATING:
-                        continue   # the loop head decides
+                        continue  # the loop head decides
                     self._handle(self.session.close(f"idle for {self.idle_timeout:g} s"))
                     break
                 except ConnectionClosed as exc:
@@ -409,7 +433,7 @@ class BtpConnection:
                 if task is not None:
                     task.cancel()
             self._release_task = None
-            await self.flush()   # the session is closed: held answers leave now
+            await self.flush()  # the session is closed: held answers leave now
             self._finish()
             code = CLOSE_NORMAL if self.authenticated.result() else CLOSE_POLICY
             try:
@@ -424,7 +448,9 @@ class BtpConnection:
             self.authenticated.set_result(False)
         for future in self._waiters.values():
             if not future.done():
-                future.set_exception(BtpError("closed", f"connection closed: {self.session.close_reason}"))
+                future.set_exception(
+                    BtpError("closed", f"connection closed: {self.session.close_reason}")
+                )
         self._waiters.clear()
         self.closed.set()
 
@@ -433,12 +459,14 @@ class BtpConnection:
             if isinstance(event, Authenticated) and not self.authenticated.done():
                 self.authenticated.set_result(True)
                 if UNPROMPTED_TRAFFIC in self.variants and self._unprompted_task is None:
-                    self._send_unprompted()   # queued right after the auth Response (server)
-                    self._unprompted_task = asyncio.get_running_loop().create_task(self._keep_sending_unprompted())
+                    self._send_unprompted()  # queued right after the auth Response (server)
+                    self._unprompted_task = asyncio.get_running_loop().create_task(
+                        self._keep_sending_unprompted()
+                    )
             elif isinstance(event, ResponseReceived) and event.request_id in self._own:
                 kind = self._own.pop(event.request_id)
                 if isinstance(event.packet, Error):
-                    self._stopped_kinds.add(kind)   # refused: not sent again (an F error is final)
+                    self._stopped_kinds.add(kind)  # refused: not sent again (an F error is final)
             elif isinstance(event, AuthFailed) and not self.authenticated.done():
                 self.auth_failure = event
                 self.authenticated.set_result(False)
@@ -450,7 +478,9 @@ class BtpConnection:
                 self.closed.set()
                 for future in self._waiters.values():
                     if not future.done():
-                        future.set_exception(BtpError("closed", f"connection closed: {event.reason}"))
+                        future.set_exception(
+                            BtpError("closed", f"connection closed: {event.reason}")
+                        )
                 self._waiters.clear()
                 if not self.authenticated.done():
                     self.authenticated.set_result(False)
@@ -460,7 +490,9 @@ class BtpConnection:
                 except Exception:
                     log.exception("event callback failed")
 
-    async def request(self, spec: RequestSpec, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> RequestResult:
+    async def request(
+        self, spec: RequestSpec, timeout: float = DEFAULT_REQUEST_TIMEOUT
+    ) -> RequestResult:
         """Send ``spec`` and wait for its Response or Error (``packet`` None after ``timeout``)."""
         if self.session.closed:
             raise BtpError("closed", f"connection closed: {self.session.close_reason}")
@@ -538,8 +570,11 @@ class BtpNode:
             options["create_connection"] = _shaped(ServerConnection, self.shape)
         self._server = await serve(self._on_connection, host, port, **options)
         self.host, self.port = list(self._server.sockets)[0].getsockname()[:2]
-        log.info("BTP node listening on %s (faults: %s)", self.url,
-                 ", ".join(sorted(fault.value for fault in self.faults)) or "none")
+        log.info(
+            "BTP node listening on %s (faults: %s)",
+            self.url,
+            ", ".join(sorted(fault.value for fault in self.faults)) or "none",
+        )
         return self.host, self.port
 
     async def close(self) -> None:
@@ -566,16 +601,23 @@ class BtpNode:
             log.warning("refusing %s: %d connections already open", peer, MAX_CONNECTIONS)
             await ws.close(1013, "too many connections")
             return
-        session = BtpSession.server(self._check_token, ledger=self.ledger, faults=self.faults,
-                                    variants=self.variants)
+        session = BtpSession.server(
+            self._check_token, ledger=self.ledger, faults=self.faults, variants=self.variants
+        )
 
         def on_event(event: SessionEvent) -> None:
             log.info("%s: %s", peer, _describe(event))
             if self._on_event is not None:
                 self._on_event(peer, event)
 
-        conn = BtpConnection(ws, session, auth_timeout=self.auth_timeout, idle_timeout=self.idle_timeout,
-                             on_event=on_event, variants=self.variants)
+        conn = BtpConnection(
+            ws,
+            session,
+            auth_timeout=self.auth_timeout,
+            idle_timeout=self.idle_timeout,
+            on_event=on_event,
+            variants=self.variants,
+        )
         self._connections.add(conn)
         sender = asyncio.create_task(self._send_requests(conn)) if self.requests else None
         try:
@@ -656,30 +698,45 @@ async def run_client(
         ws = await asyncio.wait_for(connect(url, proxy=None, **options), timeout)
     except (OSError, InvalidHandshake, InvalidURI, TimeoutError, ValueError) as exc:
         raise BtpError("connect", f"cannot connect to {url}: {exc or type(exc).__name__}") from None
-    session = BtpSession.client(auth_token, initial_balance=initial_balance, max_balance=max_balance,
-                                faults=faults, variants=variants)
-    conn = BtpConnection(ws, session, auth_timeout=timeout, idle_timeout=None, on_event=on_event,
-                         variants=variants)
+    session = BtpSession.client(
+        auth_token,
+        initial_balance=initial_balance,
+        max_balance=max_balance,
+        faults=faults,
+        variants=variants,
+    )
+    conn = BtpConnection(
+        ws, session, auth_timeout=timeout, idle_timeout=None, on_event=on_event, variants=variants
+    )
     reader = asyncio.create_task(conn.run())
     try:
         if not await conn.authenticated:
             failure = conn.auth_failure
             if failure is not None and failure.code is None:
-                raise BtpError("timeout", f"authentication failed: {failure.reason} ({timeout:g} s)")
+                raise BtpError(
+                    "timeout", f"authentication failed: {failure.reason} ({timeout:g} s)"
+                )
             if failure is not None:
                 raise BtpError("auth", f"authentication failed: {failure.reason}")
-            raise BtpError("closed", f"connection closed before authentication: {session.close_reason}")
+            raise BtpError(
+                "closed", f"connection closed before authentication: {session.close_reason}"
+            )
         for spec in requests:
             result = await conn.request(spec, timeout)
-            if (Fault.CLIENT_RETRY_AFTER_FINAL_ERROR in session.faults and isinstance(result.packet, Error)
-                    and result.packet.code.startswith("F")):
+            if (
+                Fault.CLIENT_RETRY_AFTER_FINAL_ERROR in session.faults
+                and isinstance(result.packet, Error)
+                and result.packet.code.startswith("F")
+            ):
                 result = await conn.request(spec, timeout)  # the fault: the same request again
             run.results.append(result)
             if on_result is not None:
                 on_result(result)
             if result.packet is None:
-                raise BtpError("timeout", f"no answer to {spec.label} (request {result.request_id}) "
-                               f"within {timeout:g} s")
+                raise BtpError(
+                    "timeout",
+                    f"no answer to {spec.label} (request {result.request_id}) within {timeout:g} s",
+                )
         if stay > 0:
             try:
                 await asyncio.wait_for(conn.closed.wait(), stay)
@@ -700,7 +757,20 @@ async def run_client(
 
 
 __all__ = [
-    "BtpConnection", "BtpError", "BtpNode", "ClientRun", "DEFAULT_AUTH_TIMEOUT", "DEFAULT_IDLE_TIMEOUT",
-    "DEFAULT_REQUEST_TIMEOUT", "Fault", "MAX_MESSAGE_SIZE", "RequestResult", "RequestSpec",
-    "balance_request_entry", "format_event", "format_result", "packet_summary", "run_client",
+    "BtpConnection",
+    "BtpError",
+    "BtpNode",
+    "ClientRun",
+    "DEFAULT_AUTH_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "Fault",
+    "MAX_MESSAGE_SIZE",
+    "RequestResult",
+    "RequestSpec",
+    "balance_request_entry",
+    "format_event",
+    "format_result",
+    "packet_summary",
+    "run_client",
 ]

@@ -38,13 +38,25 @@ import struct
 from datetime import datetime, timedelta, timezone
 
 __all__ = [
-    "BtpDecodeError", "DECODE_REASONS", "Reader",
-    "encode_length", "decode_length", "read_long_length",
-    "encode_var_uint", "decode_var_uint",
-    "encode_uint", "decode_uint",
-    "encode_var_octets", "decode_var_octets",
-    "encode_ia5", "decode_ia5", "check_ia5",
-    "check_generalized_time", "is_generalized_time", "generalized_time", "parse_generalized_time",
+    "BtpDecodeError",
+    "DECODE_REASONS",
+    "Reader",
+    "encode_length",
+    "decode_length",
+    "read_long_length",
+    "encode_var_uint",
+    "decode_var_uint",
+    "encode_uint",
+    "decode_uint",
+    "encode_var_octets",
+    "decode_var_octets",
+    "encode_ia5",
+    "decode_ia5",
+    "check_ia5",
+    "check_generalized_time",
+    "is_generalized_time",
+    "generalized_time",
+    "parse_generalized_time",
     "MAX_LENGTH_OF_LENGTH",
 ]
 
@@ -52,20 +64,22 @@ MAX_LENGTH_OF_LENGTH = 8
 """RFC 30: "Implementations MAY limit the length determinants they support to
 a length-of-length of no more than eight bytes"; BTP packets never need more."""
 
-DECODE_REASONS = frozenset({
-    "truncated",                 # a fixed-size field (or the header) runs past the end of its container
-    "length prefix beyond end",  # a length determinant claims more bytes than its container has left
-    "non-canonical length",      # long form for a length < 128, leading zero length bytes, or 0x80
-    "empty integer",             # a variable-length unsigned integer of zero bytes
-    "non-canonical integer",     # a variable-length unsigned integer with a leading zero byte
-    "trailing bytes",            # bytes after the BTP envelope (see packet.py)
-    "unknown packet type",       # type byte not in 1..7
-    "non-IA5 character",         # a byte >= 0x80 in an IA5String
-    "bad error code length",     # the Error's data ends inside its fixed 3-byte code
-    "bad GeneralizedTime",       # triggeredAt / expiresAt not a UTC GeneralizedTime
-    "error data too long",       # Error data longer than 8192 bytes
-    "bad content type",          # a UTF-8 text or JSON entry whose data is not UTF-8
-})
+DECODE_REASONS = frozenset(
+    {
+        "truncated",  # a fixed-size field (or the header) runs past the end of its container
+        "length prefix beyond end",  # a length determinant claims more bytes than its container has left
+        "non-canonical length",  # long form for a length < 128, leading zero length bytes, or 0x80
+        "empty integer",  # a variable-length unsigned integer of zero bytes
+        "non-canonical integer",  # a variable-length unsigned integer with a leading zero byte
+        "trailing bytes",  # bytes after the BTP envelope (see packet.py)
+        "unknown packet type",  # type byte not in 1..7
+        "non-IA5 character",  # a byte >= 0x80 in an IA5String
+        "bad error code length",  # the Error's data ends inside its fixed 3-byte code
+        "bad GeneralizedTime",  # triggeredAt / expiresAt not a UTC GeneralizedTime
+        "error data too long",  # Error data longer than 8192 bytes
+        "bad content type",  # a UTF-8 text or JSON entry whose data is not UTF-8
+    }
+)
 
 
 class BtpDecodeError(ValueError):
@@ -106,21 +120,34 @@ def read_long_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
     length with what follows -- callers do."""
     size = data[pos] & 0x7F
     if size == 0:
-        raise BtpDecodeError("non-canonical length", "0x80 is not a length determinant (length-of-length 0)", pos)
+        raise BtpDecodeError(
+            "non-canonical length", "0x80 is not a length determinant (length-of-length 0)", pos
+        )
     start = pos + 1
     stop = start + size
     if stop > end:
-        raise BtpDecodeError("truncated", f"long-form length needs {size} more byte(s), {end - start} left", pos)
+        raise BtpDecodeError(
+            "truncated", f"long-form length needs {size} more byte(s), {end - start} left", pos
+        )
     if data[start] == 0:
-        raise BtpDecodeError("non-canonical length", f"long-form length with a leading zero byte "
-                             f"({data[pos:stop].hex()})", pos)
+        raise BtpDecodeError(
+            "non-canonical length",
+            f"long-form length with a leading zero byte ({data[pos:stop].hex()})",
+            pos,
+        )
     if size > MAX_LENGTH_OF_LENGTH:
         # At least 2**64: more than any buffer; beyond the end by definition.
-        raise BtpDecodeError("length prefix beyond end", f"length-of-length {size} (more than 8 bytes)", pos)
+        raise BtpDecodeError(
+            "length prefix beyond end", f"length-of-length {size} (more than 8 bytes)", pos
+        )
     length = int.from_bytes(data[start:stop], "big")
     if length < 128:
-        raise BtpDecodeError("non-canonical length", f"length {length} in long form ({data[pos:stop].hex()}); "
-                             "lengths below 128 must use the short form", pos)
+        raise BtpDecodeError(
+            "non-canonical length",
+            f"length {length} in long form ({data[pos:stop].hex()}); "
+            "lengths below 128 must use the short form",
+            pos,
+        )
     return length, stop
 
 
@@ -152,7 +179,9 @@ def encode_uint(value: int, size: int) -> bytes:
 def decode_uint(data: bytes, pos: int, end: int, size: int) -> tuple[int, int]:
     stop = pos + size
     if stop > end:
-        raise BtpDecodeError("truncated", f"UInt{8 * size} needs {size} bytes, {max(end - pos, 0)} left", pos)
+        raise BtpDecodeError(
+            "truncated", f"UInt{8 * size} needs {size} bytes, {max(end - pos, 0)} left", pos
+        )
     packer = _FIXED.get(size)
     if packer is not None:
         return packer.unpack_from(data, pos)[0], stop
@@ -179,10 +208,13 @@ def decode_var_uint(data: bytes, pos: int, end: int) -> tuple[int, int]:
         raise BtpDecodeError("empty integer", "variable-length unsigned integer of zero bytes", pos)
     stop = start + size
     if stop > end:
-        raise BtpDecodeError("length prefix beyond end",
-                             f"integer of {size} bytes, {end - start} left", pos)
+        raise BtpDecodeError(
+            "length prefix beyond end", f"integer of {size} bytes, {end - start} left", pos
+        )
     if size > 1 and data[start] == 0:
-        raise BtpDecodeError("non-canonical integer", f"leading zero byte in {data[pos:stop].hex()}", pos)
+        raise BtpDecodeError(
+            "non-canonical integer", f"leading zero byte in {data[pos:stop].hex()}", pos
+        )
     return int.from_bytes(data[start:stop], "big"), stop
 
 
@@ -203,7 +235,9 @@ def decode_var_octets(data: bytes, pos: int, end: int) -> tuple[bytes, int]:
         length, start = read_long_length(data, pos, end)
     stop = start + length
     if stop > end:
-        raise BtpDecodeError("length prefix beyond end", f"length {length}, {end - start} byte(s) left", pos)
+        raise BtpDecodeError(
+            "length prefix beyond end", f"length {length}, {end - start} byte(s) left", pos
+        )
     return data[start:stop], stop
 
 
@@ -223,7 +257,9 @@ def ia5_text(raw: bytes, offset: int, what: str = "IA5String") -> str:
     if raw.isascii():
         return raw.decode("ascii")
     bad = next(i for i, byte in enumerate(raw) if byte >= 0x80)
-    raise BtpDecodeError("non-IA5 character", f"{what} has byte 0x{raw[bad]:02x} (IA5 is 0..127)", offset + bad)
+    raise BtpDecodeError(
+        "non-IA5 character", f"{what} has byte 0x{raw[bad]:02x} (IA5 is 0..127)", offset + bad
+    )
 
 
 def decode_ia5(data: bytes, pos: int, end: int, what: str = "IA5String") -> tuple[str, int]:
@@ -292,8 +328,10 @@ def generalized_time(dt: datetime | None = None) -> str:
         dt = dt.astimezone(timezone.utc)
     millis = (dt.microsecond + 500) // 1000
     dt = dt.replace(microsecond=0) + timedelta(milliseconds=millis)
-    return f"{dt.year:04d}{dt.month:02d}{dt.day:02d}{dt.hour:02d}{dt.minute:02d}{dt.second:02d}." \
-           f"{dt.microsecond // 1000:03d}Z"
+    return (
+        f"{dt.year:04d}{dt.month:02d}{dt.day:02d}{dt.hour:02d}{dt.minute:02d}{dt.second:02d}."
+        f"{dt.microsecond // 1000:03d}Z"
+    )
 
 
 def parse_generalized_time(text: str) -> datetime:
@@ -305,8 +343,14 @@ def parse_generalized_time(text: str) -> datetime:
         raise ValueError(problem)
     fraction = text[15:-1] if len(text) > 15 else ""
     micro = int(fraction.ljust(3, "0")) * 1000 if fraction else 0
-    base = datetime(int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[8:10]), int(text[10:12]),
-                    tzinfo=timezone.utc)
+    base = datetime(
+        int(text[0:4]),
+        int(text[4:6]),
+        int(text[6:8]),
+        int(text[8:10]),
+        int(text[10:12]),
+        tzinfo=timezone.utc,
+    )
     return base + timedelta(seconds=int(text[12:14]), microseconds=micro)
 
 
@@ -349,8 +393,10 @@ class Reader:
     def read_fixed(self, size: int, what: str = "field") -> bytes:
         stop = self.pos + size
         if stop > self.end:
-            raise BtpDecodeError("truncated", f"{what} needs {size} bytes, {self.end - self.pos} left", self.pos)
-        value = self.data[self.pos:stop]
+            raise BtpDecodeError(
+                "truncated", f"{what} needs {size} bytes, {self.end - self.pos} left", self.pos
+            )
+        value = self.data[self.pos : stop]
         self.pos = stop
         return value
 
@@ -386,7 +432,9 @@ class Reader:
         """A reader over the next ``length`` bytes (which this one skips)."""
         stop = self.pos + length
         if stop > self.end:
-            raise BtpDecodeError("length prefix beyond end", f"length {length}, {self.end - self.pos} left", self.pos)
+            raise BtpDecodeError(
+                "length prefix beyond end", f"length {length}, {self.end - self.pos} left", self.pos
+            )
         sub = Reader(self.data, self.pos, stop)
         self.pos = stop
         return sub

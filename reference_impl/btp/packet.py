@@ -83,14 +83,42 @@ from .oer import (
 )
 
 __all__ = [
-    "ContentType", "PacketType", "ProtocolDataEntry", "ProtocolData",
-    "Response", "Error", "Message", "Transfer", "Prepare", "Fulfill", "Reject", "Packet",
-    "LEGACY_TYPES", "REQUEST_TYPES", "RESPONSE_TYPES", "ERROR_CODES", "MAX_ERROR_DATA", "MAX_REQUEST_ID",
-    "MAX_AMOUNT", "BtpDecodeError", "DECODE_REASONS",
-    "decode_packet", "encode_packet", "decode_packet_python", "encode_packet_python", "CODEC",
-    "packet_type", "primary", "find_entry", "is_request", "is_response",
-    "generalized_time", "parse_generalized_time", "is_generalized_time",
-    "packet_to_json", "packet_from_json",
+    "ContentType",
+    "PacketType",
+    "ProtocolDataEntry",
+    "ProtocolData",
+    "Response",
+    "Error",
+    "Message",
+    "Transfer",
+    "Prepare",
+    "Fulfill",
+    "Reject",
+    "Packet",
+    "LEGACY_TYPES",
+    "REQUEST_TYPES",
+    "RESPONSE_TYPES",
+    "ERROR_CODES",
+    "MAX_ERROR_DATA",
+    "MAX_REQUEST_ID",
+    "MAX_AMOUNT",
+    "BtpDecodeError",
+    "DECODE_REASONS",
+    "decode_packet",
+    "encode_packet",
+    "decode_packet_python",
+    "encode_packet_python",
+    "CODEC",
+    "packet_type",
+    "primary",
+    "find_entry",
+    "is_request",
+    "is_response",
+    "generalized_time",
+    "parse_generalized_time",
+    "is_generalized_time",
+    "packet_to_json",
+    "packet_from_json",
 ]
 
 
@@ -211,8 +239,12 @@ class Reject:
 Packet = Union[Response, Error, Message, Transfer, Prepare, Fulfill, Reject]
 
 _TYPE_OF: dict[type, PacketType] = {
-    Response: PacketType.RESPONSE, Error: PacketType.ERROR, Prepare: PacketType.PREPARE,
-    Fulfill: PacketType.FULFILL, Reject: PacketType.REJECT, Message: PacketType.MESSAGE,
+    Response: PacketType.RESPONSE,
+    Error: PacketType.ERROR,
+    Prepare: PacketType.PREPARE,
+    Fulfill: PacketType.FULFILL,
+    Reject: PacketType.REJECT,
+    Message: PacketType.MESSAGE,
     Transfer: PacketType.TRANSFER,
 }
 _CLASS_OF: dict[int, type] = {int(value): cls for cls, value in _TYPE_OF.items()}
@@ -249,19 +281,19 @@ def find_entry(packet: Packet, name: str) -> ProtocolDataEntry | None:
 
 # =========================================================================== decoding
 
-_HEADER = struct.Struct(">BIB")    # type, requestId, first byte of the envelope's length
+_HEADER = struct.Struct(">BIB")  # type, requestId, first byte of the envelope's length
 _U64 = struct.Struct(">Q")
 _new = object.__new__
-_set_entry_name = ProtocolDataEntry.name.__set__              # type: ignore[attr-defined]
-_set_entry_type = ProtocolDataEntry.content_type.__set__      # type: ignore[attr-defined]
-_set_entry_data = ProtocolDataEntry.data.__set__              # type: ignore[attr-defined]
-_set_message_id = Message.request_id.__set__                  # type: ignore[attr-defined]
-_set_message_pd = Message.protocol_data.__set__               # type: ignore[attr-defined]
-_set_response_id = Response.request_id.__set__                # type: ignore[attr-defined]
-_set_response_pd = Response.protocol_data.__set__             # type: ignore[attr-defined]
-_set_transfer_id = Transfer.request_id.__set__                # type: ignore[attr-defined]
-_set_transfer_amount = Transfer.amount.__set__                # type: ignore[attr-defined]
-_set_transfer_pd = Transfer.protocol_data.__set__             # type: ignore[attr-defined]
+_set_entry_name = ProtocolDataEntry.name.__set__  # type: ignore[attr-defined]
+_set_entry_type = ProtocolDataEntry.content_type.__set__  # type: ignore[attr-defined]
+_set_entry_data = ProtocolDataEntry.data.__set__  # type: ignore[attr-defined]
+_set_message_id = Message.request_id.__set__  # type: ignore[attr-defined]
+_set_message_pd = Message.protocol_data.__set__  # type: ignore[attr-defined]
+_set_response_id = Response.request_id.__set__  # type: ignore[attr-defined]
+_set_response_pd = Response.protocol_data.__set__  # type: ignore[attr-defined]
+_set_transfer_id = Transfer.request_id.__set__  # type: ignore[attr-defined]
+_set_transfer_amount = Transfer.amount.__set__  # type: ignore[attr-defined]
+_set_transfer_pd = Transfer.protocol_data.__set__  # type: ignore[attr-defined]
 
 # Sub-protocol names are a small vocabulary ("auth", "auth_token", "ilp",
 # ...); caching their decoded text saves the IA5 check and the decode.  Only
@@ -270,7 +302,15 @@ _NAME_CACHE: dict[bytes, str] = {}
 _NAME_CACHE_LIMIT = 512
 _NAME_CACHE_MAX_LENGTH = 64
 
-_TYPE_NAMES = {1: "Response", 2: "Error", 3: "Prepare", 4: "Fulfill", 5: "Reject", 6: "Message", 7: "Transfer"}
+_TYPE_NAMES = {
+    1: "Response",
+    2: "Error",
+    3: "Prepare",
+    4: "Fulfill",
+    5: "Reject",
+    6: "Message",
+    7: "Transfer",
+}
 
 
 def _bad_text(data: bytes, start: int, content_type: int, name: str) -> BtpDecodeError:
@@ -278,14 +318,18 @@ def _bad_text(data: bytes, start: int, content_type: int, name: str) -> BtpDecod
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         label = "text/plain;charset=utf-8" if content_type == 1 else "application/json"
-        return BtpDecodeError("bad content type", f"entry {name!r} is {label} (content type {content_type}) but its "
-                              f"data is not UTF-8: {exc.reason} at data byte {exc.start}", start + exc.start)
+        return BtpDecodeError(
+            "bad content type",
+            f"entry {name!r} is {label} (content type {content_type}) but its "
+            f"data is not UTF-8: {exc.reason} at data byte {exc.start}",
+            start + exc.start,
+        )
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _read_protocol_data(data: bytes, pos: int, end: int) -> tuple[ProtocolData, int]:
     """``protocolData`` at ``pos`` of the envelope ending at ``end``."""
-    if pos + 1 < end and data[pos] == 1:       # the canonical count of 0..255 entries: 01 nn
+    if pos + 1 < end and data[pos] == 1:  # the canonical count of 0..255 entries: 01 nn
         count = data[pos + 1]
         pos += 2
     else:
@@ -298,15 +342,20 @@ def _read_protocol_data(data: bytes, pos: int, end: int) -> tuple[ProtocolData, 
     for _ in range(count):
         # protocolName IA5String
         if pos >= end:
-            raise BtpDecodeError("truncated", f"protocol data entry {len(entries)} of {count} missing", pos)
+            raise BtpDecodeError(
+                "truncated", f"protocol data entry {len(entries)} of {count} missing", pos
+            )
         length = data[pos]
         start = pos + 1
         if length >= 128:
             length, start = read_long_length(data, pos, end)
         stop = start + length
         if stop > end:
-            raise BtpDecodeError("length prefix beyond end", f"protocol name of {length} bytes, "
-                                 f"{end - start} left in the envelope", pos)
+            raise BtpDecodeError(
+                "length prefix beyond end",
+                f"protocol name of {length} bytes, {end - start} left in the envelope",
+                pos,
+            )
         raw = data[start:stop]
         name = cache.get(raw)
         if name is None:
@@ -327,8 +376,11 @@ def _read_protocol_data(data: bytes, pos: int, end: int) -> tuple[ProtocolData, 
             length, start = read_long_length(data, pos, end)
         stop = start + length
         if stop > end:
-            raise BtpDecodeError("length prefix beyond end", f"data of entry {name!r}: {length} bytes, "
-                                 f"{end - start} left in the envelope", pos)
+            raise BtpDecodeError(
+                "length prefix beyond end",
+                f"data of entry {name!r}: {length} bytes, {end - start} left in the envelope",
+                pos,
+            )
         value = data[start:stop]
         if 0 < content_type < 3 and not value.isascii():
             try:
@@ -353,7 +405,9 @@ def _read_var_ia5(data: bytes, pos: int, end: int, what: str) -> tuple[str, int]
         length, start = read_long_length(data, pos, end)
     stop = start + length
     if stop > end:
-        raise BtpDecodeError("length prefix beyond end", f"{what} of {length} bytes, {end - start} left", pos)
+        raise BtpDecodeError(
+            "length prefix beyond end", f"{what} of {length} bytes, {end - start} left", pos
+        )
     return ia5_text(data[start:stop], start, what), stop
 
 
@@ -378,11 +432,17 @@ def _read_amount(data: bytes, pos: int, end: int) -> int:
     return _U64.unpack_from(data, pos)[0]
 
 
-def _decode_error(request_id: int, data: bytes, pos: int, end: int, lenient_form: bool = False) -> Error:
+def _decode_error(
+    request_id: int, data: bytes, pos: int, end: int, lenient_form: bool = False
+) -> Error:
     if pos + 3 > end:
-        raise BtpDecodeError("bad error code length", f"the Error's data ends {end - pos} byte(s) into the "
-                             "fixed 3-character code (IA5String (SIZE (3)))", pos)
-    code = ia5_text(data[pos:pos + 3], pos, "error code")
+        raise BtpDecodeError(
+            "bad error code length",
+            f"the Error's data ends {end - pos} byte(s) into the "
+            "fixed 3-character code (IA5String (SIZE (3)))",
+            pos,
+        )
+    code = ia5_text(data[pos : pos + 3], pos, "error code")
     name, pos = _read_var_ia5(data, pos + 3, end, "error name")
     if lenient_form:
         triggered_at, pos = _read_var_ia5(data, pos, end, "triggeredAt")
@@ -396,10 +456,15 @@ def _decode_error(request_id: int, data: bytes, pos: int, end: int, lenient_form
         length, start = read_long_length(data, pos, end)
     stop = start + length
     if stop > end:
-        raise BtpDecodeError("length prefix beyond end", f"error data of {length} bytes, {end - start} left", pos)
+        raise BtpDecodeError(
+            "length prefix beyond end", f"error data of {length} bytes, {end - start} left", pos
+        )
     if length > MAX_ERROR_DATA and not lenient_form:
-        raise BtpDecodeError("error data too long", f"{length} bytes; Error data is OCTET STRING (SIZE (0..8192))",
-                             pos)
+        raise BtpDecodeError(
+            "error data too long",
+            f"{length} bytes; Error data is OCTET STRING (SIZE (0..8192))",
+            pos,
+        )
     protocol_data, _ = _read_protocol_data(data, stop, end)
     return Error(request_id, code, name, triggered_at, data[start:stop], protocol_data)
 
@@ -420,7 +485,9 @@ def _decode_legacy(kind: int, request_id: int, data: bytes, pos: int, end: int) 
     return Reject(request_id, transfer_id, protocol_data)
 
 
-def decode_packet(data: bytes, *, allow_trailing: bool = False, lenient_error_form: bool = False) -> Packet:
+def decode_packet(
+    data: bytes, *, allow_trailing: bool = False, lenient_error_form: bool = False
+) -> Packet:
     """The packet in ``data`` (one whole WebSocket message), fully validated.
 
     Raises :class:`BtpDecodeError` -- and nothing else -- when ``data`` is
@@ -439,10 +506,14 @@ def decode_packet(data: bytes, *, allow_trailing: bool = False, lenient_error_fo
     if size < 6:
         if size and not 0 < data[0] < 8:
             raise BtpDecodeError("unknown packet type", f"type {data[0]}", 0)
-        raise BtpDecodeError("truncated", f"{size} byte(s); the header (type, requestId, length) needs at least 6", 0)
+        raise BtpDecodeError(
+            "truncated", f"{size} byte(s); the header (type, requestId, length) needs at least 6", 0
+        )
     kind, request_id, length = _HEADER.unpack_from(data)
     if not 0 < kind < 8:
-        raise BtpDecodeError("unknown packet type", f"type {kind} (BTP 2.0 uses 1, 2, 6, 7; 3-5 are BTP 1)", 0)
+        raise BtpDecodeError(
+            "unknown packet type", f"type {kind} (BTP 2.0 uses 1, 2, 6, 7; 3-5 are BTP 1)", 0
+        )
     pos = 6
     if length >= 128:
         if length == 0x81 and size > 6 and data[6] >= 128:
@@ -456,13 +527,19 @@ def decode_packet(data: bytes, *, allow_trailing: bool = False, lenient_error_fo
     end = pos + length
     if end != size:
         if end > size:
-            raise BtpDecodeError("length prefix beyond end", f"envelope of {length} bytes, {size - pos} follow", 5)
+            raise BtpDecodeError(
+                "length prefix beyond end", f"envelope of {length} bytes, {size - pos} follow", 5
+            )
         if not allow_trailing:
-            raise BtpDecodeError("trailing bytes", f"{size - end} byte(s) after the {length}-byte envelope", end)
+            raise BtpDecodeError(
+                "trailing bytes", f"{size - end} byte(s) after the {length}-byte envelope", end
+            )
         data = data[:end]
     if kind == 7:
         if pos + 8 > end:
-            raise BtpDecodeError("truncated", f"amount (UInt64) needs 8 bytes, {end - pos} left", pos)
+            raise BtpDecodeError(
+                "truncated", f"amount (UInt64) needs 8 bytes, {end - pos} left", pos
+            )
         amount = _U64.unpack_from(data, pos)[0]
         pos += 8
     elif kind == 2:
@@ -488,7 +565,7 @@ def decode_packet(data: bytes, *, allow_trailing: bool = False, lenient_error_fo
             if count == 1:
                 length = data[pos]
                 stop = pos + 1 + length
-                name = cache.get(data[pos + 1:stop])
+                name = cache.get(data[pos + 1 : stop])
                 if name is None or length >= 128:
                     raise IndexError
                 content_type = data[stop]
@@ -527,7 +604,7 @@ def decode_packet(data: bytes, *, allow_trailing: bool = False, lenient_error_fo
             for _ in range(count):
                 length = data[pos]
                 stop = pos + 1 + length
-                name = cache.get(data[pos + 1:stop])
+                name = cache.get(data[pos + 1 : stop])
                 if name is None or length >= 128:
                     break
                 content_type = data[stop]
@@ -614,7 +691,9 @@ def _text_bytes(text: Any, what: str, validate: bool) -> bytes:
 
 def _encode_protocol_data(entries: Any, out: list, validate: bool) -> None:
     if not isinstance(entries, (tuple, list)):
-        raise ValueError(f"protocol_data must be a tuple of ProtocolDataEntry, got {type(entries).__name__}")
+        raise ValueError(
+            f"protocol_data must be a tuple of ProtocolDataEntry, got {type(entries).__name__}"
+        )
     count = len(entries)
     out.append(_SHORT_COUNTS[count] if count < 256 else encode_var_uint(count))
     for entry in entries:
@@ -624,7 +703,11 @@ def _encode_protocol_data(entries: Any, out: list, validate: bool) -> None:
         raw = _NAME_BYTES.get(name) if validate else None
         if raw is None:
             raw = _text_bytes(name, "protocol name", validate)
-            if validate and len(_NAME_BYTES) < _NAME_CACHE_LIMIT and len(raw) <= _NAME_CACHE_MAX_LENGTH:
+            if (
+                validate
+                and len(_NAME_BYTES) < _NAME_CACHE_LIMIT
+                and len(raw) <= _NAME_CACHE_MAX_LENGTH
+            ):
                 _NAME_BYTES[name] = raw
         content_type = entry.content_type
         if type(content_type) is not int and type(content_type) is not ContentType:
@@ -638,8 +721,10 @@ def _encode_protocol_data(entries: Any, out: list, validate: bool) -> None:
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise ValueError(f"bad content type: entry {name!r} declares content type {content_type} "
-                                 f"(UTF-8 text) but its data is not UTF-8 ({exc.reason})") from None
+                raise ValueError(
+                    f"bad content type: entry {name!r} declares content type {content_type} "
+                    f"(UTF-8 text) but its data is not UTF-8 ({exc.reason})"
+                ) from None
         length = len(raw)
         out.append(_SHORT[length] if length < 128 else encode_length(length))
         out.append(raw)
@@ -683,7 +768,9 @@ def encode_packet(packet: Packet, *, validate: bool = True) -> bytes:
     elif kind == 2:
         code = _text_bytes(packet.code, "error code", validate)
         if validate and len(code) != 3:
-            raise ValueError(f"error code must be 3 characters (IA5String (SIZE (3))), got {packet.code!r}")
+            raise ValueError(
+                f"error code must be 3 characters (IA5String (SIZE (3))), got {packet.code!r}"
+            )
         out.append(code)
         out.append(_var(_text_bytes(packet.name, "error name", validate)))
         out.append(_var(_time_bytes(packet.triggered_at, "triggered_at", validate)))
@@ -702,8 +789,14 @@ def encode_packet(packet: Packet, *, validate: bool = True) -> bytes:
     _encode_protocol_data(packet.protocol_data, out, validate)
     body = b"".join(out)
     length = len(body)
-    return b"".join((_HEADER_PREFIX[kind], request_id.to_bytes(4, "big"),
-                     _SHORT[length] if length < 128 else encode_length(length), body))
+    return b"".join(
+        (
+            _HEADER_PREFIX[kind],
+            request_id.to_bytes(4, "big"),
+            _SHORT[length] if length < 128 else encode_length(length),
+            body,
+        )
+    )
 
 
 _HEADER_PREFIX = {int(kind): bytes((kind,)) for kind in PacketType}
@@ -746,18 +839,32 @@ if os.environ.get("BTP_PURE_PYTHON", "") in ("", "0"):
         pass
     else:
         decode_packet, encode_packet = _fastcodec.make_codec(  # noqa: F811
-            decode_packet_python, encode_packet_python, ProtocolDataEntry, Message, Response, Transfer, ContentType)
+            decode_packet_python,
+            encode_packet_python,
+            ProtocolDataEntry,
+            Message,
+            Response,
+            Transfer,
+            ContentType,
+        )
         CODEC = "C accelerator (reference_impl/btp/_fastcodec.c)"
 
 
 # =========================================================================== JSON form
 
+
 def _entries_to_json(entries: ProtocolData) -> list[dict]:
-    return [{"name": e.name, "content_type": int(e.content_type), "data_hex": e.data.hex()} for e in entries]
+    return [
+        {"name": e.name, "content_type": int(e.content_type), "data_hex": e.data.hex()}
+        for e in entries
+    ]
 
 
 def _entries_from_json(entries: list[dict]) -> ProtocolData:
-    return tuple(ProtocolDataEntry(e["name"], e["content_type"], bytes.fromhex(e["data_hex"])) for e in entries)
+    return tuple(
+        ProtocolDataEntry(e["name"], e["content_type"], bytes.fromhex(e["data_hex"]))
+        for e in entries
+    )
 
 
 def packet_to_json(packet: Packet) -> dict:
@@ -766,16 +873,31 @@ def packet_to_json(packet: Packet) -> dict:
     as lowercase hex (``*_hex``) and amounts as decimal strings (a UInt64
     does not survive a JavaScript number), and ``protocol_data``."""
     kind = packet_type(packet)
-    out: dict[str, Any] = {"type": _TYPE_NAMES[kind], "type_id": int(kind), "request_id": packet.request_id}
+    out: dict[str, Any] = {
+        "type": _TYPE_NAMES[kind],
+        "type_id": int(kind),
+        "request_id": packet.request_id,
+    }
     if kind == PacketType.TRANSFER:
         out["amount"] = str(packet.amount)
     elif kind == PacketType.ERROR:
-        out.update(code=packet.code, name=packet.name, triggered_at=packet.triggered_at, data_hex=packet.data.hex())
+        out.update(
+            code=packet.code,
+            name=packet.name,
+            triggered_at=packet.triggered_at,
+            data_hex=packet.data.hex(),
+        )
     elif kind == PacketType.PREPARE:
-        out.update(transfer_id_hex=packet.transfer_id.hex(), amount=str(packet.amount),
-                   execution_condition_hex=packet.execution_condition.hex(), expires_at=packet.expires_at)
+        out.update(
+            transfer_id_hex=packet.transfer_id.hex(),
+            amount=str(packet.amount),
+            execution_condition_hex=packet.execution_condition.hex(),
+            expires_at=packet.expires_at,
+        )
     elif kind == PacketType.FULFILL:
-        out.update(transfer_id_hex=packet.transfer_id.hex(), fulfillment_hex=packet.fulfillment.hex())
+        out.update(
+            transfer_id_hex=packet.transfer_id.hex(), fulfillment_hex=packet.fulfillment.hex()
+        )
     elif kind == PacketType.REJECT:
         out["transfer_id_hex"] = packet.transfer_id.hex()
     out["protocol_data"] = _entries_to_json(packet.protocol_data)
@@ -792,14 +914,30 @@ def packet_from_json(fields: dict) -> Packet:
     if kind == 7:
         return Transfer(request_id, int(fields["amount"]), protocol_data)
     if kind == 2:
-        return Error(request_id, fields["code"], fields["name"], fields["triggered_at"],
-                     bytes.fromhex(fields["data_hex"]), protocol_data)
+        return Error(
+            request_id,
+            fields["code"],
+            fields["name"],
+            fields["triggered_at"],
+            bytes.fromhex(fields["data_hex"]),
+            protocol_data,
+        )
     if kind == 3:
-        return Prepare(request_id, bytes.fromhex(fields["transfer_id_hex"]), int(fields["amount"]),
-                       bytes.fromhex(fields["execution_condition_hex"]), fields["expires_at"], protocol_data)
+        return Prepare(
+            request_id,
+            bytes.fromhex(fields["transfer_id_hex"]),
+            int(fields["amount"]),
+            bytes.fromhex(fields["execution_condition_hex"]),
+            fields["expires_at"],
+            protocol_data,
+        )
     if kind == 4:
-        return Fulfill(request_id, bytes.fromhex(fields["transfer_id_hex"]), bytes.fromhex(fields["fulfillment_hex"]),
-                       protocol_data)
+        return Fulfill(
+            request_id,
+            bytes.fromhex(fields["transfer_id_hex"]),
+            bytes.fromhex(fields["fulfillment_hex"]),
+            protocol_data,
+        )
     if kind == 5:
         return Reject(request_id, bytes.fromhex(fields["transfer_id_hex"]), protocol_data)
     raise ValueError(f"unknown type_id {kind!r}")

@@ -119,8 +119,16 @@ from enum import Enum
 from typing import Union
 
 from .faults import Fault
-from .variants import (AUTH_TIMEOUT_MESSAGE, EXTRA_PROTOCOL_DATA, FIRST_SEQUENTIAL_ID, INFO_NAME, NOTICE_NAME,
-                       REFUSE_UNKNOWN_SUBPROTOCOLS, RFC30_TIMESTAMPS, SEQUENTIAL_REQUEST_IDS)
+from .variants import (
+    AUTH_TIMEOUT_MESSAGE,
+    EXTRA_PROTOCOL_DATA,
+    FIRST_SEQUENTIAL_ID,
+    INFO_NAME,
+    NOTICE_NAME,
+    REFUSE_UNKNOWN_SUBPROTOCOLS,
+    RFC30_TIMESTAMPS,
+    SEQUENTIAL_REQUEST_IDS,
+)
 from .packet import (
     ERROR_CODES,
     MAX_AMOUNT,
@@ -143,11 +151,29 @@ from .packet import (
 )
 
 __all__ = [
-    "AUTH", "AUTH_TOKEN", "BALANCE", "ECHO",
-    "Authenticated", "AuthFailed", "BalanceChanged", "BtpSession", "Close", "Fault", "Ledger",
-    "RequestReceived", "ResponseReceived", "Role", "SessionEvent", "SessionState", "UnexpectedPacket",
-    "UnreadablePacket", "balance_request_entry", "balance_response_entry", "parse_balance",
-    "duplicate_names", "token_checker",
+    "AUTH",
+    "AUTH_TOKEN",
+    "BALANCE",
+    "ECHO",
+    "Authenticated",
+    "AuthFailed",
+    "BalanceChanged",
+    "BtpSession",
+    "Close",
+    "Fault",
+    "Ledger",
+    "RequestReceived",
+    "ResponseReceived",
+    "Role",
+    "SessionEvent",
+    "SessionState",
+    "UnexpectedPacket",
+    "UnreadablePacket",
+    "balance_request_entry",
+    "balance_response_entry",
+    "parse_balance",
+    "duplicate_names",
+    "token_checker",
 ]
 
 AUTH = "auth"
@@ -159,9 +185,16 @@ ECHO = "echo"
 
 
 _WRONG_ID_FAULTS = frozenset({Fault.WRONG_REQUEST_ID, Fault.CLIENT_WRONG_REQUEST_ID})
-_ERROR_FAULTS = frozenset({Fault.NONSTANDARD_ERROR_CODE, Fault.ERROR_NAME_MISMATCH, Fault.TRIGGERED_AT_LOCAL_TIME,
-                           Fault.TRIGGERED_AT_TRAILING_ZERO, Fault.OVERSIZED_ERROR_DATA,
-                           Fault.ERROR_CODE_FOUR_CHARACTERS})
+_ERROR_FAULTS = frozenset(
+    {
+        Fault.NONSTANDARD_ERROR_CODE,
+        Fault.ERROR_NAME_MISMATCH,
+        Fault.TRIGGERED_AT_LOCAL_TIME,
+        Fault.TRIGGERED_AT_TRAILING_ZERO,
+        Fault.OVERSIZED_ERROR_DATA,
+        Fault.ERROR_CODE_FOUR_CHARACTERS,
+    }
+)
 
 
 class Role(str, Enum):
@@ -248,8 +281,16 @@ class Close:
     reason: str
 
 
-SessionEvent = Union[Authenticated, AuthFailed, RequestReceived, ResponseReceived, UnexpectedPacket,
-                     UnreadablePacket, BalanceChanged, Close]
+SessionEvent = Union[
+    Authenticated,
+    AuthFailed,
+    RequestReceived,
+    ResponseReceived,
+    UnexpectedPacket,
+    UnreadablePacket,
+    BalanceChanged,
+    Close,
+]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -273,8 +314,10 @@ class Ledger:
 
 def token_checker(expected: bytes) -> Callable[[bytes], bool]:
     """A ``check_token`` comparing in constant time with ``expected``."""
+
     def check(token: bytes) -> bool:
         return hmac.compare_digest(token, expected)
+
     return check
 
 
@@ -320,8 +363,12 @@ def parse_balance(packet: Packet) -> int:
     if not isinstance(body, dict) or "balance" not in body:
         raise ValueError(f"data {entry.data[:100]!r} is not an object with a balance field")
     value = body["balance"]
-    if not isinstance(value, str) or not value.isascii() or not value.isdigit() \
-            or (len(value) > 1 and value[0] == "0"):
+    if (
+        not isinstance(value, str)
+        or not value.isascii()
+        or not value.isdigit()
+        or (len(value) > 1 and value[0] == "0")
+    ):
         raise ValueError(f"balance {value!r} is not a decimal integer string")
     return int(value)
 
@@ -363,8 +410,9 @@ class BtpSession:
         if random_id is None and SEQUENTIAL_REQUEST_IDS in self._variants:
             counter = iter(range(FIRST_SEQUENTIAL_ID, 1 << 62))
 
-            def random_id() -> int:   # masked to 32 bits by _new_id: ..., 2^32-1, 0, 1, ...
+            def random_id() -> int:  # masked to 32 bits by _new_id: ..., 2^32-1, 0, 1, ...
                 return next(counter)
+
         self._ledger = ledger if ledger is not None else Ledger()
         self._auto_respond = auto_respond
         self._faults = frozenset(Fault(fault) for fault in faults)
@@ -385,32 +433,64 @@ class BtpSession:
                 auth_token.decode("utf-8")
             except UnicodeDecodeError:
                 raise ValueError("auth_token must be UTF-8") from None
-            entries = (ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
-                       *self._extra_entries(),   # variant: "among the secondary entries", not right after auth
-                       ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, bytes(auth_token)),
-                       *extra_auth_data)
+            entries = (
+                ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
+                *self._extra_entries(),  # variant: "among the secondary entries", not right after auth
+                ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, bytes(auth_token)),
+                *extra_auth_data,
+            )
             if Fault.CLIENT_OMITS_AUTH_TOKEN in self._faults:
                 entries = tuple(entry for entry in entries if entry.name != AUTH_TOKEN)
             if Fault.CLIENT_MESSAGE_BEFORE_AUTH in self._faults:
-                self._send_request(Message(self._new_id(), (ProtocolDataEntry(
-                    "fault_probe", ContentType.TEXT_PLAIN_UTF8, b"before auth"),)))
+                self._send_request(
+                    Message(
+                        self._new_id(),
+                        (
+                            ProtocolDataEntry(
+                                "fault_probe", ContentType.TEXT_PLAIN_UTF8, b"before auth"
+                            ),
+                        ),
+                    )
+                )
             self._auth_request_id = self._send_request(Message(self._new_id(), entries))
         elif check_token is None:
             raise ValueError("a server needs check_token")
 
     @classmethod
-    def client(cls, auth_token: bytes, *, initial_balance: int = 0, max_balance: int = MAX_AMOUNT,
-               ledger: Ledger | None = None, **options) -> BtpSession:
+    def client(
+        cls,
+        auth_token: bytes,
+        *,
+        initial_balance: int = 0,
+        max_balance: int = MAX_AMOUNT,
+        ledger: Ledger | None = None,
+        **options,
+    ) -> BtpSession:
         """The connecting side; its first payload out is the auth Message."""
-        return cls(Role.CLIENT, auth_token=auth_token,
-                   ledger=ledger or Ledger(initial_balance, max_balance), **options)
+        return cls(
+            Role.CLIENT,
+            auth_token=auth_token,
+            ledger=ledger or Ledger(initial_balance, max_balance),
+            **options,
+        )
 
     @classmethod
-    def server(cls, check_token: Callable[[bytes], bool], initial_balance: int = 0,
-               max_balance: int = MAX_AMOUNT, *, ledger: Ledger | None = None, **options) -> BtpSession:
+    def server(
+        cls,
+        check_token: Callable[[bytes], bool],
+        initial_balance: int = 0,
+        max_balance: int = MAX_AMOUNT,
+        *,
+        ledger: Ledger | None = None,
+        **options,
+    ) -> BtpSession:
         """The accepting side; ``check_token`` gets the auth_token's bytes."""
-        return cls(Role.SERVER, check_token=check_token,
-                   ledger=ledger or Ledger(initial_balance, max_balance), **options)
+        return cls(
+            Role.SERVER,
+            check_token=check_token,
+            ledger=ledger or Ledger(initial_balance, max_balance),
+            **options,
+        )
 
     # --- variants
 
@@ -422,7 +502,9 @@ class BtpSession:
         """Variant extra-protocol-data: an entry no peer knows, beside the known ones."""
         if EXTRA_PROTOCOL_DATA not in self._variants:
             return ()
-        return (ProtocolDataEntry(INFO_NAME, ContentType.TEXT_PLAIN_UTF8, b"additional information"),)
+        return (
+            ProtocolDataEntry(INFO_NAME, ContentType.TEXT_PLAIN_UTF8, b"additional information"),
+        )
 
     def _triggered_at(self) -> str:
         """The triggeredAt of the next Error: the fixed ``.mmmZ`` form, or
@@ -508,8 +590,12 @@ class BtpSession:
             raise RuntimeError("the client has not authenticated yet")
 
     def _request_id(self, request_id: int | None) -> int:
-        if (request_id is None and Fault.CLIENT_REUSE_REQUEST_ID in self._faults
-                and self._auth_request_id is not None and self._auth_request_id not in self._in_flight):
+        if (
+            request_id is None
+            and Fault.CLIENT_REUSE_REQUEST_ID in self._faults
+            and self._auth_request_id is not None
+            and self._auth_request_id not in self._in_flight
+        ):
             return self._auth_request_id  # the fault: the auth Message's id again
         if request_id is None:
             return self._new_id()
@@ -523,18 +609,29 @@ class BtpSession:
         self._outbox.append(payload)
         return packet.request_id
 
-    def send_message(self, protocol_data: Sequence[ProtocolDataEntry], *, request_id: int | None = None) -> int:
+    def send_message(
+        self, protocol_data: Sequence[ProtocolDataEntry], *, request_id: int | None = None
+    ) -> int:
         """Send a Message request; returns its request id (unique in flight)."""
         self._check_can_request()
-        return self._send_request(Message(self._request_id(request_id),
-                                          tuple(protocol_data) + self._extra_entries()))
+        return self._send_request(
+            Message(self._request_id(request_id), tuple(protocol_data) + self._extra_entries())
+        )
 
-    def send_transfer(self, amount: int, protocol_data: Sequence[ProtocolDataEntry] = (), *,
-                      request_id: int | None = None) -> int:
+    def send_transfer(
+        self,
+        amount: int,
+        protocol_data: Sequence[ProtocolDataEntry] = (),
+        *,
+        request_id: int | None = None,
+    ) -> int:
         """Send a Transfer request; returns its request id."""
         self._check_can_request()
-        return self._send_request(Transfer(self._request_id(request_id), amount,
-                                           tuple(protocol_data) + self._extra_entries()))
+        return self._send_request(
+            Transfer(
+                self._request_id(request_id), amount, tuple(protocol_data) + self._extra_entries()
+            )
+        )
 
     def request_balance(self, *, request_id: int | None = None) -> int:
         """Ask the peer for its balance (docs/btp-adapter.md); returns the request id."""
@@ -543,8 +640,11 @@ class BtpSession:
     # --- answering
 
     def _answer_id(self, request_id: int) -> int:
-        if (self._faults & _WRONG_ID_FAULTS and self._state is SessionState.OPEN
-                and request_id != self._auth_request_id):
+        if (
+            self._faults & _WRONG_ID_FAULTS
+            and self._state is SessionState.OPEN
+            and request_id != self._auth_request_id
+        ):
             return (request_id + 1) & MAX_REQUEST_ID
         return request_id
 
@@ -568,11 +668,18 @@ class BtpSession:
                 data = data.ljust(9000, b".")
             if Fault.ERROR_CODE_FOUR_CHARACTERS in self._faults:
                 code += "0"  # written as 4 bytes where the fixed-size code has 3
-        return Error(self._answer_id(request_id), code, name, triggered_at, data, self._extra_entries())
+        return Error(
+            self._answer_id(request_id), code, name, triggered_at, data, self._extra_entries()
+        )
 
-    def _queue_response(self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()) -> None:
-        self._outbox.append(encode_packet(Response(self._answer_id(request_id),
-                                                   tuple(protocol_data) + self._extra_entries())))
+    def _queue_response(
+        self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()
+    ) -> None:
+        self._outbox.append(
+            encode_packet(
+                Response(self._answer_id(request_id), tuple(protocol_data) + self._extra_entries())
+            )
+        )
 
     def _encode_error(self, error: Error) -> bytes:
         # The Error faults make packets the codec's checks refuse to encode.
@@ -623,11 +730,25 @@ class BtpSession:
         if self._role is Role.SERVER:
             if AUTH_TIMEOUT_MESSAGE in self._variants:
                 # The variant: the Message the text makes optional, then the close.
-                self._outbox.append(encode_packet(Message(self._new_id(), (ProtocolDataEntry(
-                    NOTICE_NAME, ContentType.TEXT_PLAIN_UTF8, b"authentication timed out"),))))
+                self._outbox.append(
+                    encode_packet(
+                        Message(
+                            self._new_id(),
+                            (
+                                ProtocolDataEntry(
+                                    NOTICE_NAME,
+                                    ContentType.TEXT_PLAIN_UTF8,
+                                    b"authentication timed out",
+                                ),
+                            ),
+                        )
+                    )
+                )
             return [self._close("the client did not authenticate in time")]
-        return [AuthFailed("no answer to the auth Message in time", None),
-                self._close("the server did not answer the auth Message in time")]
+        return [
+            AuthFailed("no answer to the auth Message in time", None),
+            self._close("the server did not answer the auth Message in time"),
+        ]
 
     # --- receiving
 
@@ -635,8 +756,11 @@ class BtpSession:
         """A text WebSocket message: BTP packets are binary messages, so it is unreadable."""
         if self._state is SessionState.CLOSED:
             return []
-        return self._unreadable("text message", f"{len(text)} characters in a text WebSocket message",
-                                text.encode("utf-8", "replace"))
+        return self._unreadable(
+            "text message",
+            f"{len(text)} characters in a text WebSocket message",
+            text.encode("utf-8", "replace"),
+        )
 
     def receive_message(self, payload: bytes) -> list[SessionEvent]:
         """One binary WebSocket message from the peer; returns what happened.
@@ -648,22 +772,31 @@ class BtpSession:
             packet = decode_packet(bytes(payload))
         except BtpDecodeError as exc:
             packet = None
-            if Fault.SERVE_UNKNOWN_TYPE_AS_MESSAGE in self._faults and exc.reason == "unknown packet type":
+            if (
+                Fault.SERVE_UNKNOWN_TYPE_AS_MESSAGE in self._faults
+                and exc.reason == "unknown packet type"
+            ):
                 try:  # the fault: an undefined type read as a Message
                     packet = decode_packet(b"\x06" + bytes(payload[1:]))
                 except BtpDecodeError:
                     pass
             if packet is None:
                 return self._unreadable(exc.reason, str(exc), payload)
-        if (Fault.REJECT_EXTRA_BYTES_IN_ENVELOPE in self._faults
-                and len(encode_packet(packet, validate=False)) != len(payload)):
+        if Fault.REJECT_EXTRA_BYTES_IN_ENVELOPE in self._faults and len(
+            encode_packet(packet, validate=False)
+        ) != len(payload):
             # The fault: what the decoder ignored (bytes after protocolData
             # inside the envelope) makes the packet unreadable.
-            return self._unreadable("extra bytes in the envelope", "bytes after protocolData", payload)
+            return self._unreadable(
+                "extra bytes in the envelope", "bytes after protocolData", payload
+            )
         if isinstance(packet, (Prepare, Fulfill, Reject)):
             kind = payload[0]
-            return self._unreadable(f"legacy BTP 1 type {kind}",
-                                    f"{type(packet).__name__} (type {kind}) is not used in BTP 2.0", payload)
+            return self._unreadable(
+                f"legacy BTP 1 type {kind}",
+                f"{type(packet).__name__} (type {kind}) is not used in BTP 2.0",
+                payload,
+            )
         if self._state is SessionState.AUTHENTICATING:
             if self._role is Role.SERVER:
                 return self._server_auth(packet)
@@ -683,10 +816,15 @@ class BtpSession:
             if packet.request_id in self._in_flight:
                 self._in_flight.discard(packet.request_id)
                 return [ResponseReceived(packet.request_id, packet)]
-            events: list[SessionEvent] = [UnexpectedPacket(
-                f"{type(packet).__name__} to request {packet.request_id}, which is not in flight", packet)]
-            if (self._faults & {Fault.REPLY_TO_UNEXPECTED, Fault.CLIENT_REPLY_TO_UNEXPECTED}
-                    or (Fault.CLIENT_REPLY_TO_UNEXPECTED_ERROR in self._faults and isinstance(packet, Error))):
+            events: list[SessionEvent] = [
+                UnexpectedPacket(
+                    f"{type(packet).__name__} to request {packet.request_id}, which is not in flight",
+                    packet,
+                )
+            ]
+            if self._faults & {Fault.REPLY_TO_UNEXPECTED, Fault.CLIENT_REPLY_TO_UNEXPECTED} or (
+                Fault.CLIENT_REPLY_TO_UNEXPECTED_ERROR in self._faults and isinstance(packet, Error)
+            ):
                 self._queue_error(packet.request_id, "F00", "unexpected response")
             return events
         return self._serve_request(packet)
@@ -695,12 +833,17 @@ class BtpSession:
 
     def _server_auth(self, packet: Packet) -> list[SessionEvent]:
         if Fault.NO_AUTH_REQUIRED in self._faults and not (
-                isinstance(packet, Message) and (entry := primary(packet)) is not None and entry.name == AUTH):
+            isinstance(packet, Message)
+            and (entry := primary(packet)) is not None
+            and entry.name == AUTH
+        ):
             # The fault: serve it as if the client had authenticated.
             return self._dispatch(packet)
-        if ((Fault.SERVE_TRANSFER_BEFORE_AUTH in self._faults and isinstance(packet, Transfer))
-                or (Fault.SERVE_MESSAGE_BEFORE_AUTH in self._faults and isinstance(packet, Message)
-                    and getattr(primary(packet), "name", None) != AUTH)):
+        if (Fault.SERVE_TRANSFER_BEFORE_AUTH in self._faults and isinstance(packet, Transfer)) or (
+            Fault.SERVE_MESSAGE_BEFORE_AUTH in self._faults
+            and isinstance(packet, Message)
+            and getattr(primary(packet), "name", None) != AUTH
+        ):
             return self._dispatch(packet)
         problem = self._auth_problem(packet)
         if problem is not None:
@@ -723,10 +866,15 @@ class BtpSession:
         entry = primary(packet)
         if entry is None or entry.name != AUTH:
             name = entry.name if entry is not None else None
-            return "F00", f"the primary protocol data entry of the first Message must be 'auth', got {name!r}"
+            return (
+                "F00",
+                f"the primary protocol data entry of the first Message must be 'auth', got {name!r}",
+            )
         if entry.content_type != ContentType.APPLICATION_OCTET_STREAM or entry.data:
-            return "F01", ("the auth entry must have content type 0 (application/octet-stream) and empty "
-                           f"data, got content type {entry.content_type} and {len(entry.data)} byte(s)")
+            return "F01", (
+                "the auth entry must have content type 0 (application/octet-stream) and empty "
+                f"data, got content type {entry.content_type} and {len(entry.data)} byte(s)"
+            )
         dups = duplicate_names(packet)
         if dups and Fault.ACCEPT_DUPLICATE_NAMES_IN_AUTH not in self._faults:
             return "F01", f"protocol data entries with the same name: {', '.join(dups)}"
@@ -758,8 +906,11 @@ class BtpSession:
 
     def _client_auth_answer(self, packet: Response | Error) -> list[SessionEvent]:
         self._in_flight.discard(packet.request_id)
-        if (isinstance(packet, Response) and packet.protocol_data
-                and Fault.CLIENT_REFUSE_AUTH_RESPONSE_WITH_DATA in self._faults):
+        if (
+            isinstance(packet, Response)
+            and packet.protocol_data
+            and Fault.CLIENT_REFUSE_AUTH_RESPONSE_WITH_DATA in self._faults
+        ):
             reason = "the server's auth Response carries protocol data (fault client-refuse-auth-response-with-data)"
             return [AuthFailed(reason, None), self._close(reason)]
         if isinstance(packet, Response):
@@ -776,10 +927,16 @@ class BtpSession:
         if dups and Fault.ACCEPT_DUPLICATE_NAMES not in self._faults:
             # RFC 23, Authentication: "any of the other protocol rules are
             # violated (e.g. having two subprotos with the same name)".
-            self._queue_error(packet.request_id, "F01",
-                              f"protocol data entries with the same name: {', '.join(dups)}")
-            if (Fault.BALANCE_ON_ERROR in self._faults and isinstance(packet, Transfer)
-                    and self._ledger.balance + packet.amount <= MAX_AMOUNT):
+            self._queue_error(
+                packet.request_id,
+                "F01",
+                f"protocol data entries with the same name: {', '.join(dups)}",
+            )
+            if (
+                Fault.BALANCE_ON_ERROR in self._faults
+                and isinstance(packet, Transfer)
+                and self._ledger.balance + packet.amount <= MAX_AMOUNT
+            ):
                 self._ledger.balance += packet.amount
                 events.append(BalanceChanged(self._ledger.balance, packet.amount))
             return events
@@ -799,7 +956,9 @@ class BtpSession:
             self._queue_response(packet.request_id, (entry,))
         elif REFUSE_UNKNOWN_SUBPROTOCOLS in self._variants:
             # The variant: "Error is returned if the peer is not able to process the Message".
-            self._queue_error(packet.request_id, "F00", f"sub-protocol {name!r} is not processed by this node")
+            self._queue_error(
+                packet.request_id, "F00", f"sub-protocol {name!r} is not processed by this node"
+            )
         else:
             self._queue_response(packet.request_id)
             if Fault.ANSWER_TWICE in self._faults:
@@ -819,16 +978,22 @@ class BtpSession:
         ledger = self._ledger
         new_balance = ledger.balance + packet.amount
         if new_balance <= ledger.max_balance:
-            payload = encode_packet(Response(self._answer_id(packet.request_id), self._extra_entries()))
+            payload = encode_packet(
+                Response(self._answer_id(packet.request_id), self._extra_entries())
+            )
             if Fault.RESPONSE_WITHOUT_BALANCE_UPDATE in self._faults:
                 self._outbox.append(payload)
                 return []
             ledger.balance = new_balance
             self._outbox.append(payload)
             return [BalanceChanged(new_balance, packet.amount)]
-        payload = self._encode_error(self._error_packet(
-            packet.request_id, "F08",
-            f"the transfer of {packet.amount} would take the balance over its maximum of {ledger.max_balance}"))
+        payload = self._encode_error(
+            self._error_packet(
+                packet.request_id,
+                "F08",
+                f"the transfer of {packet.amount} would take the balance over its maximum of {ledger.max_balance}",
+            )
+        )
         self._outbox.append(payload)
         if Fault.BALANCE_ON_ERROR in self._faults:
             ledger.balance = new_balance

@@ -79,7 +79,9 @@ class Reader:
 
     def take(self, n: int) -> bytes:
         if n > self.end - self.pos:
-            raise BinProtError("Buffer_short", self.pos, f"need {n} bytes, {self.end - self.pos} left")
+            raise BinProtError(
+                "Buffer_short", self.pos, f"need {n} bytes, {self.end - self.pos} left"
+            )
         p = self.pos
         self.pos = p + n
         return self.data[p : p + n]
@@ -143,7 +145,9 @@ class Reader:
             raise BinProtError("String_too_long", start, f"length {n}")
         if n > self.end - self.pos:
             raise BinProtError(
-                "Buffer_short", start, f"string length {n} beyond the {self.end - self.pos} bytes left"
+                "Buffer_short",
+                start,
+                f"string length {n} beyond the {self.end - self.pos} bytes left",
             )
         return self.take(n)
 
@@ -427,7 +431,9 @@ class List(BinType):
         # Every element takes at least one byte: a count above the bytes left
         # is refused before the loop, so a claimed 2^62 costs nothing.
         if n > r.end - r.pos:
-            raise BinProtError("Buffer_short", start, f"list of {n} elements in {r.end - r.pos} bytes")
+            raise BinProtError(
+                "Buffer_short", start, f"list of {n} elements in {r.end - r.pos} bytes"
+            )
         read = self.inner.read
         return [read(r) for _ in range(n)]
 
@@ -469,7 +475,9 @@ class Tuple(BinType):
 class Record(BinType):
     """An OCaml record; the Python value is ``cls(**fields)`` (a dataclass)."""
 
-    def __init__(self, name: str, cls: Callable[..., Any], fields: Sequence[tuple[str, BinType]]) -> None:
+    def __init__(
+        self, name: str, cls: Callable[..., Any], fields: Sequence[tuple[str, BinType]]
+    ) -> None:
         self.name = name
         self.cls = cls
         self.fields = list(fields)
@@ -486,7 +494,9 @@ class Record(BinType):
 
     def from_json(self, j):
         if set(j) != {f for f, _ in self.fields}:
-            raise ValueError(f"{self.name} wants fields {[f for f, _ in self.fields]}, got {sorted(j)}")
+            raise ValueError(
+                f"{self.name} wants fields {[f for f, _ in self.fields]}, got {sorted(j)}"
+            )
         return self.cls(**{f: t.from_json(j[f]) for f, t in self.fields})
 
 
@@ -499,7 +509,9 @@ class Variant(BinType):
     constructors in later, for recursive types.
     """
 
-    def __init__(self, name: str, build: Callable[[int, Any], Any], split: Callable[[Any], tuple[int, Any]]) -> None:
+    def __init__(
+        self, name: str, build: Callable[[int, Any], Any], split: Callable[[Any], tuple[int, Any]]
+    ) -> None:
         self.name = name
         self.build = build
         self.split = split

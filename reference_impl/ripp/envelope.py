@@ -106,7 +106,9 @@ def make_envelope(
     version: int = VERSION,
     flags: int = 0,
 ) -> Envelope:
-    return Envelope(version, int(msg_type), flags, sequence, timestamp_ns, fingerprint, bytes(payload))
+    return Envelope(
+        version, int(msg_type), flags, sequence, timestamp_ns, fingerprint, bytes(payload)
+    )
 
 
 def encode_envelope(env: Envelope) -> bytes:
@@ -131,8 +133,14 @@ def encode_envelope(env: Envelope) -> bytes:
     if len(payload) > 0x7FFFFFFF:
         raise ValueError("payload does not fit the int32 length field")
     head = _HEADER.pack(
-        MAGIC, env.version, env.msg_type, env.flags, env.sequence, env.timestamp_ns,
-        fp.ljust(FINGERPRINT_SIZE, b"\0"), len(payload),
+        MAGIC,
+        env.version,
+        env.msg_type,
+        env.flags,
+        env.sequence,
+        env.timestamp_ns,
+        fp.ljust(FINGERPRINT_SIZE, b"\0"),
+        len(payload),
     )
     body = head + payload
     return body + _CRC.pack(_crc32c_value(body))
@@ -143,7 +151,8 @@ def _check_length_field(length: int, max_payload: int) -> None:
         raise EnvelopeError(f"payload length field is negative ({length})", "length")
     if length > max_payload:
         raise EnvelopeError(
-            f"payload length field claims {length} bytes, above the bound of {max_payload}", "length"
+            f"payload length field claims {length} bytes, above the bound of {max_payload}",
+            "length",
         )
 
 
@@ -174,7 +183,10 @@ def decode_envelope_python(data: bytes, max_payload: int = MAX_PAYLOAD) -> Envel
             and msg_type in _KNOWN_TYPES
             and not flags
         ):
-            return _new_tuple(Envelope, (version, msg_type, flags, sequence, ts, fp, data[HEADER_SIZE : n - CRC_SIZE]))
+            return _new_tuple(
+                Envelope,
+                (version, msg_type, flags, sequence, ts, fp, data[HEADER_SIZE : n - CRC_SIZE]),
+            )
     _refuse(data, max_payload)
     raise AssertionError("unreachable: _refuse always raises")  # pragma: no cover
 
@@ -189,7 +201,8 @@ def _refuse(data: bytes, max_payload: int) -> None:
     _check_length_field(length, max_payload)
     if n != OVERHEAD + length:
         raise EnvelopeError(
-            f"{n} bytes, but the length field ({length}) makes the envelope {OVERHEAD + length}", "length"
+            f"{n} bytes, but the length field ({length}) makes the envelope {OVERHEAD + length}",
+            "length",
         )
     if magic != MAGIC:
         raise EnvelopeError(f"magic {magic.hex()} is not 52495050 (RIPP)", "magic")
@@ -263,11 +276,15 @@ class EnvelopeReader:
                 length = _LENGTH.unpack_from(buf, pos + 55)[0]
                 _check_length_field(length, self.max_payload)
                 if buf[pos : pos + 4] != MAGIC:
-                    raise EnvelopeError(f"magic {bytes(buf[pos:pos + 4]).hex()} is not 52495050 (RIPP)", "magic")
+                    raise EnvelopeError(
+                        f"magic {bytes(buf[pos : pos + 4]).hex()} is not 52495050 (RIPP)", "magic"
+                    )
                 total = OVERHEAD + length
                 if len(buf) - pos < total:
                     break
-                out.append(decode_envelope(bytes(buf[pos : pos + total]), max_payload=self.max_payload))
+                out.append(
+                    decode_envelope(bytes(buf[pos : pos + total]), max_payload=self.max_payload)
+                )
                 pos += total
         except EnvelopeError as exc:
             # The envelopes before the bad one were sound: hand them over on

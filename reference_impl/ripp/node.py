@@ -151,20 +151,37 @@ def load_deltas_file(path: str) -> list[DeltaSpec]:
     specs = []
     for item in json.loads(raw):
         op = item.get("op", "set")
-        fields = [FieldValue(name, bytes.fromhex(value)) for name, value in item.get("fields", {}).items()]
-        delta: DeltaT = {"set": lambda: SetDelta(fields), "patch": lambda: PatchDelta(fields),
-                         "remove": RemoveDelta}[op]()
-        specs.append(DeltaSpec(str(item["output"]), _key_bytes(str(item["key"])), delta, item.get("sequence_no")))
+        fields = [
+            FieldValue(name, bytes.fromhex(value)) for name, value in item.get("fields", {}).items()
+        ]
+        delta: DeltaT = {
+            "set": lambda: SetDelta(fields),
+            "patch": lambda: PatchDelta(fields),
+            "remove": RemoveDelta,
+        }[op]()
+        specs.append(
+            DeltaSpec(
+                str(item["output"]), _key_bytes(str(item["key"])), delta, item.get("sequence_no")
+            )
+        )
     return specs
 
 
 def sample_value(field_type: FieldType, i: int) -> bytes:
     """A deterministic value of ``field_type`` for generated delta number ``i``
     (a peer that knows ``i`` can compute the state the deltas build)."""
+
     def value(t: FieldType) -> Any:
-        return {"Int": lambda: i, "Int64": lambda: i * 1000, "Float": lambda: i / 4,
-                "Bool": lambda: i % 2 == 1, "String": lambda: f"v{i}".encode(),
-                "Option": lambda: value(t.inner), "List": lambda: [value(t.inner)]}[t.kind]()
+        return {
+            "Int": lambda: i,
+            "Int64": lambda: i * 1000,
+            "Float": lambda: i / 4,
+            "Bool": lambda: i % 2 == 1,
+            "String": lambda: f"v{i}".encode(),
+            "Option": lambda: value(t.inner),
+            "List": lambda: [value(t.inner)],
+        }[t.kind]()
+
     return bp.encode(field_type.bintype(), value(field_type))
 
 
@@ -181,7 +198,9 @@ def generated_deltas(outputs: list[tuple[str, Schema]], count: int) -> list[Delt
             first = schema.fields[0]
             delta = PatchDelta([FieldValue(first.field_name, sample_value(first.field_type, i))])
         else:
-            delta = SetDelta([FieldValue(f.field_name, sample_value(f.field_type, i)) for f in schema.fields])
+            delta = SetDelta(
+                [FieldValue(f.field_name, sample_value(f.field_type, i)) for f in schema.fields]
+            )
         specs.append(DeltaSpec(name, key, delta))
     return specs
 
@@ -196,24 +215,56 @@ def format_event(event: Any, peer: str = "") -> Optional[str]:
         return "RIPP_NEGOTIATED " + json.dumps({**where, "ok": event.ok, "errors": event.errors})
     if isinstance(event, Negotiated):
         n = event.negotiation
-        return "RIPP_NEGOTIATED " + json.dumps({**where, "ok": n.ok, "errors": n.errors,
-                                                "heartbeat_interval_ms": n.heartbeat_interval_ms})
+        return "RIPP_NEGOTIATED " + json.dumps(
+            {
+                **where,
+                "ok": n.ok,
+                "errors": n.errors,
+                "heartbeat_interval_ms": n.heartbeat_interval_ms,
+            }
+        )
     if isinstance(event, DeltaApplied):
-        return "RIPP_APPLIED " + json.dumps({**where, "output": event.source_output, "sequence_no": event.sequence_no})
+        return "RIPP_APPLIED " + json.dumps(
+            {**where, "output": event.source_output, "sequence_no": event.sequence_no}
+        )
     if isinstance(event, DuplicateDiscarded):
-        return "RIPP_DUPLICATE " + json.dumps({**where, "output": event.source_output,
-                                               "sequence_no": event.sequence_no, "last": event.last})
+        return "RIPP_DUPLICATE " + json.dumps(
+            {
+                **where,
+                "output": event.source_output,
+                "sequence_no": event.sequence_no,
+                "last": event.last,
+            }
+        )
     if isinstance(event, GapDetected):
-        return "RIPP_GAP " + json.dumps({**where, "output": event.source_output,
-                                         "missing": [event.first_missing, event.last_missing]})
+        return "RIPP_GAP " + json.dumps(
+            {
+                **where,
+                "output": event.source_output,
+                "missing": [event.first_missing, event.last_missing],
+            }
+        )
     if isinstance(event, (CheckpointAnswered, CheckpointAckReceived)):
         ack = event.ack
-        return "RIPP_CHECKPOINT " + json.dumps({**where, "checkpoint_id": ack.checkpoint_id, "sources": [
-            {"output": s.source_output, "last_sequence_no": s.last_sequence_no, "applied_count": s.applied_count,
-             "state_digest": s.state_digest.hex()} for s in ack.sources]})
+        return "RIPP_CHECKPOINT " + json.dumps(
+            {
+                **where,
+                "checkpoint_id": ack.checkpoint_id,
+                "sources": [
+                    {
+                        "output": s.source_output,
+                        "last_sequence_no": s.last_sequence_no,
+                        "applied_count": s.applied_count,
+                        "state_digest": s.state_digest.hex(),
+                    }
+                    for s in ack.sources
+                ],
+            }
+        )
     if isinstance(event, Closed):
-        return "RIPP_CLOSED " + json.dumps({**where, "kind": event.kind, "reason": event.reason,
-                                            "check": event.check})
+        return "RIPP_CLOSED " + json.dumps(
+            {**where, "kind": event.kind, "reason": event.reason, "check": event.check}
+        )
     return None
 
 
@@ -249,13 +300,18 @@ class FaultyEnvelopeReader(EnvelopeReader):
                 # Each fault switches off its own check only: the others run
                 # in the profile's order on the bytes as received.
                 if raw[0:4] != MAGIC and Fault.SKIP_MAGIC_CHECK not in self.faults:
-                    raise EnvelopeError(f"magic {bytes(raw[0:4]).hex()} is not 52495050 (RIPP)", "magic")
+                    raise EnvelopeError(
+                        f"magic {bytes(raw[0:4]).hex()} is not 52495050 (RIPP)", "magic"
+                    )
                 crc_ok = raw[-CRC_SIZE:] == struct.pack("<I", crc32c(bytes(raw[:-CRC_SIZE])))
                 if not crc_ok and Fault.ACCEPT_BAD_CRC not in self.faults:
                     raise EnvelopeError("CRC-32C mismatch", "crc")
                 if Fault.SKIP_MAGIC_CHECK in self.faults:
                     raw[0:4] = MAGIC
-                if self.faults & {Fault.IGNORE_ENVELOPE_VERSION, Fault.CLIENT_IGNORE_ENVELOPE_VERSION}:
+                if self.faults & {
+                    Fault.IGNORE_ENVELOPE_VERSION,
+                    Fault.CLIENT_IGNORE_ENVELOPE_VERSION,
+                }:
                     raw[4] = VERSION
                 if Fault.ACCEPT_NONZERO_FLAGS in self.faults:
                     raw[6] = 0
@@ -276,17 +332,30 @@ class _OutgoingFaults:
 
     faults: frozenset = frozenset()
 
-    def _send(self, msg: Any, now_ns: int, *, fingerprint: bytes = ZERO_FINGERPRINT,
-              timestamp_ns: Optional[int] = None) -> Envelope:
+    def _send(
+        self,
+        msg: Any,
+        now_ns: int,
+        *,
+        fingerprint: bytes = ZERO_FINGERPRINT,
+        timestamp_ns: Optional[int] = None,
+    ) -> Envelope:
         nonzero = self.faults & {Fault.NONZERO_FLAGS, Fault.CLIENT_NONZERO_FLAGS}
         bad_crc = self.faults & {Fault.BAD_OUTGOING_CRC, Fault.CLIENT_BAD_CRC}
-        repeat = bool(self.faults & {Fault.REPEAT_ENVELOPE_SEQUENCE, Fault.CONSUMER_REPEAT_ENVELOPE_SEQUENCE})
+        repeat = bool(
+            self.faults & {Fault.REPEAT_ENVELOPE_SEQUENCE, Fault.CONSUMER_REPEAT_ENVELOPE_SEQUENCE}
+        )
         if not (nonzero or bad_crc or repeat):
             return super()._send(msg, now_ns, fingerprint=fingerprint, timestamp_ns=timestamp_ns)  # type: ignore[misc]
         self._sequence += 1  # type: ignore[attr-defined]
-        env = make_envelope(msg_type_of(msg), encode_payload(msg), sequence=1 if repeat else self._sequence,
-                            timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns,
-                            fingerprint=fingerprint, flags=1 if nonzero else 0)
+        env = make_envelope(
+            msg_type_of(msg),
+            encode_payload(msg),
+            sequence=1 if repeat else self._sequence,
+            timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns,
+            fingerprint=fingerprint,
+            flags=1 if nonzero else 0,
+        )
         data = bytearray(encode_envelope(env))
         if bad_crc:
             data[-1] ^= 1
@@ -306,16 +375,23 @@ class FaultyConsumerSession(_OutgoingFaults, ConsumerSession):
         """With apply-duplicates, apply-late-gap-fill: the sequence_no of every Delta that arrived, per source."""
 
     def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
-        if Fault.IGNORE_CHECKPOINT_REQUEST in self.faults and self.state == "open" \
-                and env.msg_type == MsgType.CHECKPOINT_REQUEST:
+        if (
+            Fault.IGNORE_CHECKPOINT_REQUEST in self.faults
+            and self.state == "open"
+            and env.msg_type == MsgType.CHECKPOINT_REQUEST
+        ):
             return []
         return super()._handle(env, now_ns)
 
     def _on_handshake(self, hs: Any, now_ns: int) -> list[Any]:
         if Fault.REFUSE_ALL_SCHEMAS in self.faults:
             self.handshake = hs
-            self._send(SchemaNegotiation(False, ["refused"], PROTOCOL_VERSION, self.heartbeat_interval_ms,
-                                         self.worker_id), now_ns)
+            self._send(
+                SchemaNegotiation(
+                    False, ["refused"], PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id
+                ),
+                now_ns,
+            )
             return [NegotiationSent(False, ["refused"]), self._close("rejected", "refused")]
         if Fault.IGNORE_HANDSHAKE_VERSION in self.faults:
             hs = dataclasses.replace(hs, protocol_version=PROTOCOL_VERSION)
@@ -337,7 +413,9 @@ class FaultyConsumerSession(_OutgoingFaults, ConsumerSession):
 
     def _on_delta(self, env: Envelope) -> list[Any]:
         msg = self._peek(env)
-        track: Optional[SourceTrack] = self.sources.get(msg.source_output) if msg is not None else None
+        track: Optional[SourceTrack] = (
+            self.sources.get(msg.source_output) if msg is not None else None
+        )
         if track is None or msg is None:
             return super()._on_delta(env)
         if Fault.SKIP_FINGERPRINT_CHECK in self.faults:
@@ -373,7 +451,9 @@ class FaultyConsumerSession(_OutgoingFaults, ConsumerSession):
         ack = super().checkpoint_ack(checkpoint_id)
         if Fault.WRONG_ACK_DIGEST in self.faults:
             for state in ack.sources:
-                state.state_digest = self._digest_before_last.get(state.source_output, state.state_digest)
+                state.state_digest = self._digest_before_last.get(
+                    state.source_output, state.state_digest
+                )
         return ack
 
 
@@ -385,16 +465,22 @@ class FaultyProducerSession(_OutgoingFaults, ProducerSession):
             self._reader = FaultyEnvelopeReader(faults, self._reader.max_payload)
 
     def _require_open(self) -> None:
-        if Fault.CLIENT_NO_WAIT_FOR_NEGOTIATION in self.faults and self.state == "await_negotiation":
-            return   # the fault: Deltas before the Schema_negotiation
+        if (
+            Fault.CLIENT_NO_WAIT_FOR_NEGOTIATION in self.faults
+            and self.state == "await_negotiation"
+        ):
+            return  # the fault: Deltas before the Schema_negotiation
         super()._require_open()
 
     def start(self, now_ns: int) -> None:
         if Fault.DELTA_BEFORE_HANDSHAKE in self.faults and self.outputs:
             name, schema = self.outputs[0]
             first = [FieldValue(f.field_name, sample_value(f.field_type, 1)) for f in schema.fields]
-            self._send(DeltaMsg(name, _key_bytes("K1"), encode_delta(SetDelta(first)), 1, None), now_ns,
-                       fingerprint=self.fingerprints[name])
+            self._send(
+                DeltaMsg(name, _key_bytes("K1"), encode_delta(SetDelta(first)), 1, None),
+                now_ns,
+                fingerprint=self.fingerprints[name],
+            )
             self.next_sequence_no[name] = 2
         super().start(now_ns)
 
@@ -414,7 +500,11 @@ class FaultyProducerSession(_OutgoingFaults, ProducerSession):
 
     def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
         events = super()._handle(env, now_ns)
-        if Fault.IGNORE_REJECTION in self.faults and self.closed is not None and self.closed.kind == "rejected":
+        if (
+            Fault.IGNORE_REJECTION in self.faults
+            and self.closed is not None
+            and self.closed.kind == "rejected"
+        ):
             # Carry on as if the consumer had said ok.
             self.closed = None
             self.state = "open"
@@ -426,12 +516,18 @@ class FaultyProducerSession(_OutgoingFaults, ProducerSession):
 # --- connection pump ------------------------------------------------------------------------
 
 
-async def pump(session: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-               on_event: Callable[[Any], None], until: Optional[Callable[[], bool]] = None,
-               deadline: Optional[float] = None) -> None:
+async def pump(
+    session: Any,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    on_event: Callable[[Any], None],
+    until: Optional[Callable[[], bool]] = None,
+    deadline: Optional[float] = None,
+) -> None:
     """Move bytes between the socket and ``session`` until it closes, the
     peer hangs up, ``until()`` holds or the monotonic ``deadline`` passes.
     Reads never wait past the session's next deadline."""
+
     async def flush() -> None:
         data = session.data_to_send()
         if data:
@@ -479,10 +575,17 @@ async def pump(session: Any, reader: asyncio.StreamReader, writer: asyncio.Strea
 class ConsumerNode:
     """Accepts producers; one ConsumerSession per connection."""
 
-    def __init__(self, worker_id: str, registry: dict[str, Schema], *,
-                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_MS, max_payload: int = MAX_PAYLOAD,
-                 faults: Iterable[Fault] = (), on_event: Callable[[str, Any], None] = lambda peer, e: None,
-                 shape: Shape = Shape()) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        registry: dict[str, Schema],
+        *,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_MS,
+        max_payload: int = MAX_PAYLOAD,
+        faults: Iterable[Fault] = (),
+        on_event: Callable[[str, Any], None] = lambda peer, e: None,
+        shape: Shape = Shape(),
+    ) -> None:
         self.worker_id = worker_id
         self.shape = shape
         self.registry = registry
@@ -542,11 +645,21 @@ class ProducerRun:
     closed: Optional[Closed] = None
 
 
-async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple[str, Schema]],
-                       deltas: list[DeltaSpec], *, timeout: float, stay: float = DEFAULT_STAY,
-                       checkpoint: bool = False, faults: Iterable[Fault] = (),
-                       on_event: Callable[[Any], None] = lambda e: None,
-                       variants: Iterable[str] = (), shape: Shape = Shape()) -> ProducerRun:
+async def run_producer(
+    host: str,
+    port: int,
+    worker_id: str,
+    outputs: list[tuple[str, Schema]],
+    deltas: list[DeltaSpec],
+    *,
+    timeout: float,
+    stay: float = DEFAULT_STAY,
+    checkpoint: bool = False,
+    faults: Iterable[Fault] = (),
+    on_event: Callable[[Any], None] = lambda e: None,
+    variants: Iterable[str] = (),
+    shape: Shape = Shape(),
+) -> ProducerRun:
     """Connect, handshake, send ``deltas``, optionally ask for a checkpoint,
     keep heartbeating for ``stay`` seconds, close."""
     faults = frozenset(faults)
@@ -567,16 +680,23 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     except asyncio.TimeoutError:
-        raise RippError("timeout", f"could not connect to {host}:{port} within {timeout} s") from None
+        raise RippError(
+            "timeout", f"could not connect to {host}:{port} within {timeout} s"
+        ) from None
     except OSError as exc:
-        raise RippError("connect", f"could not connect to {host}:{port}: {exc.strerror or exc}") from None
+        raise RippError(
+            "connect", f"could not connect to {host}:{port}: {exc.strerror or exc}"
+        ) from None
     writer = shape_writer(writer, shape)
     variants = frozenset(variants)
     kw: dict[str, Any] = dict(handshake_timeout_ns=int(timeout * 1e9))
     if FREQUENT_HEARTBEATS in variants:
         kw["heartbeat_gap"] = HEARTBEAT_GAP
-    session: ProducerSession = (FaultyProducerSession(worker_id, outputs, faults=faults, **kw) if faults
-                                else ProducerSession(worker_id, outputs, **kw))
+    session: ProducerSession = (
+        FaultyProducerSession(worker_id, outputs, faults=faults, **kw)
+        if faults
+        else ProducerSession(worker_id, outputs, **kw)
+    )
     own_checkpoints = iter(range(UNPROMPTED_CHECKPOINT_IDS, UNPROMPTED_CHECKPOINT_IDS + 1000))
 
     def ask_unprompted() -> None:
@@ -590,28 +710,46 @@ async def run_producer(host: str, port: int, worker_id: str, outputs: list[tuple
             delta = spec.delta
             if Fault.DELTA_UNDECLARED_FIELD in faults and isinstance(delta, (SetDelta, PatchDelta)):
                 delta = type(delta)([*delta.fields, FieldValue("undeclared_field", b"\x00")])
-            session.send_delta(spec.output, spec.key, delta, monotonic_ns(), sequence_no=sequence_no,
-                               timestamp_ns=wall_ns(),
-                               watermark_ns=wall_ns() if WATERMARKS in variants else None)
+            session.send_delta(
+                spec.output,
+                spec.key,
+                delta,
+                monotonic_ns(),
+                sequence_no=sequence_no,
+                timestamp_ns=wall_ns(),
+                watermark_ns=wall_ns() if WATERMARKS in variants else None,
+            )
             run.sent += 1
+
     early = Fault.CLIENT_NO_WAIT_FOR_NEGOTIATION in faults
     try:
         session.start(monotonic_ns())
         if early:
-            send_deltas()   # the fault: no waiting for the Schema_negotiation
+            send_deltas()  # the fault: no waiting for the Schema_negotiation
         await pump(session, reader, writer, record, until=lambda: session.state == "open")
         if session.state != "open":
             closed = session.closed
-            kind = {"rejected": "rejected", "timeout": "timeout"}.get(closed.kind if closed else "", "protocol")
-            raise RippError(kind, f"no usable Schema_negotiation: {closed.reason if closed else 'connection ended'}")
+            kind = {"rejected": "rejected", "timeout": "timeout"}.get(
+                closed.kind if closed else "", "protocol"
+            )
+            raise RippError(
+                kind,
+                f"no usable Schema_negotiation: {closed.reason if closed else 'connection ended'}",
+            )
         ask_unprompted()
         if not early:
             send_deltas()
         ask_unprompted()
         if checkpoint:
             session.request_checkpoint(1, monotonic_ns())
-            await pump(session, reader, writer, record, until=lambda: bool(run.acks),
-                       deadline=time.monotonic() + timeout)
+            await pump(
+                session,
+                reader,
+                writer,
+                record,
+                until=lambda: bool(run.acks),
+                deadline=time.monotonic() + timeout,
+            )
             if not run.acks and session.closed is None:
                 raise RippError("timeout", f"no Checkpoint_ack within {timeout} s")
         await pump(session, reader, writer, record, deadline=time.monotonic() + stay)

@@ -21,7 +21,20 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from . import binprot as bp
-from .binprot import BOOL, BYTES, FLOAT, INT, INT64, TEXT, BinProtError, List, Option, Record, Tuple, Variant
+from .binprot import (
+    BOOL,
+    BYTES,
+    FLOAT,
+    INT,
+    INT64,
+    TEXT,
+    BinProtError,
+    List,
+    Option,
+    Record,
+    Tuple,
+    Variant,
+)
 from .envelope import MsgType
 
 PROTOCOL_VERSION = 1
@@ -53,7 +66,9 @@ class FieldType:
         if self.kind not in _KINDS:
             raise ValueError(f"unknown field type {self.kind}")
         if (self.kind in ("Option", "List")) != (self.inner is not None):
-            raise ValueError(f"{self.kind} {'needs' if self.inner is None else 'takes no'} inner type")
+            raise ValueError(
+                f"{self.kind} {'needs' if self.inner is None else 'takes no'} inner type"
+            )
 
     def __str__(self) -> str:
         # OCaml syntax, as check_backward's "type mismatch" error prints it.
@@ -80,7 +95,9 @@ class FieldType:
             return bp.Option(self.inner.bintype())
         if self.kind == "List":
             return bp.List(self.inner.bintype())
-        return {"Int": INT, "Int64": INT64, "Float": FLOAT, "Bool": BOOL, "String": BYTES}[self.kind]
+        return {"Int": INT, "Int64": INT64, "Float": FLOAT, "Bool": BOOL, "String": BYTES}[
+            self.kind
+        ]
 
 
 @dataclass
@@ -102,9 +119,17 @@ FIELD_TYPE_T = Variant(
     build=lambda tag, arg: FieldType(_KINDS[tag], arg),
     split=lambda v: (_KINDS.index(v.kind), v.inner),
 )
-FIELD_TYPE_T.define([(k, None) for k in _KINDS[:5]] + [("Option", FIELD_TYPE_T), ("List", FIELD_TYPE_T)])
-FIELD_T = Record("Schema.field", Field, [("field_name", TEXT), ("field_type", FIELD_TYPE_T), ("default", Option(BYTES))])
-SCHEMA_T = Record("Schema.t", Schema, [("schema_name", TEXT), ("version", INT), ("fields", List(FIELD_T))])
+FIELD_TYPE_T.define(
+    [(k, None) for k in _KINDS[:5]] + [("Option", FIELD_TYPE_T), ("List", FIELD_TYPE_T)]
+)
+FIELD_T = Record(
+    "Schema.field",
+    Field,
+    [("field_name", TEXT), ("field_type", FIELD_TYPE_T), ("default", Option(BYTES))],
+)
+SCHEMA_T = Record(
+    "Schema.t", Schema, [("schema_name", TEXT), ("version", INT), ("fields", List(FIELD_T))]
+)
 
 
 def fingerprint(schema: Schema) -> bytes:
@@ -142,7 +167,10 @@ _DELTA_CLASSES = (SetDelta, PatchDelta, RemoveDelta)
 DELTA_T = Variant(
     "Delta.t",
     build=lambda tag, arg: RemoveDelta() if tag == 2 else _DELTA_CLASSES[tag](arg),
-    split=lambda v: (_DELTA_CLASSES.index(type(v)), None if isinstance(v, RemoveDelta) else v.fields),
+    split=lambda v: (
+        _DELTA_CLASSES.index(type(v)),
+        None if isinstance(v, RemoveDelta) else v.fields,
+    ),
 ).define([("Set", List(FIELD_VALUE_T)), ("Patch", List(FIELD_VALUE_T)), ("Remove", None)])
 
 
@@ -204,27 +232,52 @@ class SchemaNegotiation:
 HANDSHAKE_T = Record(
     "Handshake.t",
     Handshake,
-    [("source_worker_id", TEXT), ("output_schemas", List(Tuple(TEXT, SCHEMA_T))), ("protocol_version", INT)],
+    [
+        ("source_worker_id", TEXT),
+        ("output_schemas", List(Tuple(TEXT, SCHEMA_T))),
+        ("protocol_version", INT),
+    ],
 )
 DELTA_MSG_T = Record(
     "Delta_msg.t",
     DeltaMsg,
-    [("source_output", TEXT), ("key", BYTES), ("delta_bytes", BYTES), ("sequence_no", INT), ("watermark_ns", Option(INT64))],
+    [
+        ("source_output", TEXT),
+        ("key", BYTES),
+        ("delta_bytes", BYTES),
+        ("sequence_no", INT),
+        ("watermark_ns", Option(INT64)),
+    ],
 )
 CHECKPOINT_REQUEST_T = Record("Checkpoint_request.t", CheckpointRequest, [("checkpoint_id", INT)])
 SOURCE_STATE_T = Record(
     "Checkpoint_ack.source_state",
     SourceState,
-    [("source_output", TEXT), ("last_sequence_no", INT), ("applied_count", INT), ("state_digest", BYTES)],
+    [
+        ("source_output", TEXT),
+        ("last_sequence_no", INT),
+        ("applied_count", INT),
+        ("state_digest", BYTES),
+    ],
 )
 CHECKPOINT_ACK_T = Record(
-    "Checkpoint_ack.t", CheckpointAck, [("checkpoint_id", INT), ("worker_id", TEXT), ("sources", List(SOURCE_STATE_T))]
+    "Checkpoint_ack.t",
+    CheckpointAck,
+    [("checkpoint_id", INT), ("worker_id", TEXT), ("sources", List(SOURCE_STATE_T))],
 )
-HEARTBEAT_T = Record("Heartbeat.t", Heartbeat, [("worker_id", TEXT), ("timestamp_ns", INT64), ("load", FLOAT)])
+HEARTBEAT_T = Record(
+    "Heartbeat.t", Heartbeat, [("worker_id", TEXT), ("timestamp_ns", INT64), ("load", FLOAT)]
+)
 SCHEMA_NEGOTIATION_T = Record(
     "Schema_negotiation.t",
     SchemaNegotiation,
-    [("ok", BOOL), ("errors", List(TEXT)), ("protocol_version", INT), ("heartbeat_interval_ms", INT), ("worker_id", TEXT)],
+    [
+        ("ok", BOOL),
+        ("errors", List(TEXT)),
+        ("protocol_version", INT),
+        ("heartbeat_interval_ms", INT),
+        ("worker_id", TEXT),
+    ],
 )
 
 PAYLOAD_TYPES: dict[MsgType, bp.Record] = {
@@ -240,7 +293,15 @@ _TYPE_OF_CLASS = {t.cls: mt for mt, t in PAYLOAD_TYPES.items()}
 # Every descriptor by the name vectors/ripp/*.json use for it.
 NAMED_TYPES: dict[str, bp.BinType] = {
     t.name: t
-    for t in (FIELD_TYPE_T, FIELD_T, SCHEMA_T, FIELD_VALUE_T, DELTA_T, SOURCE_STATE_T, *PAYLOAD_TYPES.values())
+    for t in (
+        FIELD_TYPE_T,
+        FIELD_T,
+        SCHEMA_T,
+        FIELD_VALUE_T,
+        DELTA_T,
+        SOURCE_STATE_T,
+        *PAYLOAD_TYPES.values(),
+    )
 }
 
 
@@ -310,7 +371,9 @@ def schema_from_json(j: dict) -> Schema:
     fields = []
     for f in j["fields"]:
         d = f.get("default")
-        fields.append(Field(f["name"], FieldType.parse(f["type"]), None if d is None else bytes.fromhex(d)))
+        fields.append(
+            Field(f["name"], FieldType.parse(f["type"]), None if d is None else bytes.fromhex(d))
+        )
     return Schema(j["schema_name"], int(j["version"]), fields)
 
 
@@ -319,13 +382,24 @@ def schema_to_json(s: Schema) -> dict:
         "schema_name": s.schema_name,
         "version": s.version,
         "fields": [
-            {"name": f.field_name, "type": str(f.field_type), "default": None if f.default is None else f.default.hex()}
+            {
+                "name": f.field_name,
+                "type": str(f.field_type),
+                "default": None if f.default is None else f.default.hex(),
+            }
             for f in s.fields
         ],
     }
 
 
-_BASE_TYPES = {"nat0": bp.NAT0, "int": INT, "int64": INT64, "string": BYTES, "float": FLOAT, "bool": BOOL}
+_BASE_TYPES = {
+    "nat0": bp.NAT0,
+    "int": INT,
+    "int64": INT64,
+    "string": BYTES,
+    "float": FLOAT,
+    "bool": BOOL,
+}
 
 
 def type_by_name(name: str) -> bp.BinType:

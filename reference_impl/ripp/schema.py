@@ -34,8 +34,12 @@ def check_backward(reader: Schema, writer: Schema) -> list[str]:
     """
     errors: list[str] = []
     if reader.schema_name != writer.schema_name:
-        errors.append(f"schema name mismatch: reader {reader.schema_name} writer {writer.schema_name}")
-    for name in _duplicates(writer) + [n for n in _duplicates(reader) if n not in _duplicates(writer)]:
+        errors.append(
+            f"schema name mismatch: reader {reader.schema_name} writer {writer.schema_name}"
+        )
+    for name in _duplicates(writer) + [
+        n for n in _duplicates(reader) if n not in _duplicates(writer)
+    ]:
         errors.append(f"duplicate field {name}")
     for f in reader.fields:
         if f.default is not None:
@@ -56,7 +60,9 @@ def check_backward(reader: Schema, writer: Schema) -> list[str]:
             if f.default is None:
                 errors.append(f"missing field {f.field_name}")
         elif w.field_type != f.field_type:
-            errors.append(f"type mismatch for field {f.field_name}: reader {f.field_type} writer {w.field_type}")
+            errors.append(
+                f"type mismatch for field {f.field_name}: reader {f.field_type} writer {w.field_type}"
+            )
     return errors
 
 

@@ -187,11 +187,15 @@ class SourceTrack:
             try:
                 bp.decode(t, fv.value)
             except bp.BinProtError as exc:
-                raise PayloadError(f"value of field {fv.field!r} is not a {t.name}: {exc}") from None
+                raise PayloadError(
+                    f"value of field {fv.field!r} is not a {t.name}: {exc}"
+                ) from None
 
     def apply(self, key: bytes, delta: DeltaT) -> None:
         if isinstance(delta, SetDelta):
-            self.entries[key] = {fv.field.encode("utf-8", "surrogateescape"): fv.value for fv in delta.fields}
+            self.entries[key] = {
+                fv.field.encode("utf-8", "surrogateescape"): fv.value for fv in delta.fields
+            }
         elif isinstance(delta, PatchDelta):
             entry = self.entries.setdefault(key, {})
             for fv in delta.fields:
@@ -210,8 +214,13 @@ class SourceTrack:
 class _Session:
     role = "?"
 
-    def __init__(self, worker_id: str, *, max_payload: int = MAX_PAYLOAD,
-                 handshake_timeout_ns: int = HANDSHAKE_TIMEOUT_NS) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        *,
+        max_payload: int = MAX_PAYLOAD,
+        handshake_timeout_ns: int = HANDSHAKE_TIMEOUT_NS,
+    ) -> None:
         self.worker_id = worker_id
         self.handshake_timeout_ns = handshake_timeout_ns
         self._reader = EnvelopeReader(max_payload)
@@ -262,7 +271,9 @@ class _Session:
             return []
         if self.state == self._awaiting:
             if now_ns - self.started_ns >= self.handshake_timeout_ns:
-                return [self._close("timeout", f"no {self._awaited_name} within the handshake timeout")]
+                return [
+                    self._close("timeout", f"no {self._awaited_name} within the handshake timeout")
+                ]
             return []
         return self._open_poll(now_ns)
 
@@ -281,12 +292,21 @@ class _Session:
         self.state = "closed"
         return self.closed
 
-    def _send(self, msg: Any, now_ns: int, *, fingerprint: bytes = ZERO_FINGERPRINT,
-              timestamp_ns: Optional[int] = None) -> Envelope:
+    def _send(
+        self,
+        msg: Any,
+        now_ns: int,
+        *,
+        fingerprint: bytes = ZERO_FINGERPRINT,
+        timestamp_ns: Optional[int] = None,
+    ) -> Envelope:
         self._sequence += 1
         env = make_envelope(
-            msg_type_of(msg), encode_payload(msg), sequence=self._sequence,
-            timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns, fingerprint=fingerprint,
+            msg_type_of(msg),
+            encode_payload(msg),
+            sequence=self._sequence,
+            timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns,
+            fingerprint=fingerprint,
         )
         self._out += encode_envelope(env)
         self.sent_log.append(env)
@@ -302,7 +322,8 @@ class _Session:
 
     def _unexpected(self, env: Envelope) -> Closed:
         return self._close(
-            "protocol", f"{MsgType(env.msg_type).name} is not expected by a {self.role} in state {self.state}"
+            "protocol",
+            f"{MsgType(env.msg_type).name} is not expected by a {self.role} in state {self.state}",
         )
 
     def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
@@ -323,11 +344,19 @@ class ConsumerSession(_Session):
     _awaiting = "await_handshake"
     _awaited_name = "Handshake"
 
-    def __init__(self, worker_id: str, registry: dict[str, Schema], *,
-                 heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_MS, **kw: Any) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        registry: dict[str, Schema],
+        *,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_MS,
+        **kw: Any,
+    ) -> None:
         super().__init__(worker_id, **kw)
         if not HEARTBEAT_MIN_MS <= heartbeat_interval_ms <= HEARTBEAT_MAX_MS:
-            raise ValueError(f"heartbeat interval must be within {HEARTBEAT_MIN_MS}..{HEARTBEAT_MAX_MS} ms")
+            raise ValueError(
+                f"heartbeat interval must be within {HEARTBEAT_MIN_MS}..{HEARTBEAT_MAX_MS} ms"
+            )
         self.registry = dict(registry)
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.handshake: Optional[Handshake] = None
@@ -346,7 +375,9 @@ class ConsumerSession(_Session):
             self.worker_id,
             [
                 SourceState(name, t.last, t.applied, t.digest())
-                for name, t in sorted(self.sources.items(), key=lambda kv: kv[0].encode("utf-8", "surrogateescape"))
+                for name, t in sorted(
+                    self.sources.items(), key=lambda kv: kv[0].encode("utf-8", "surrogateescape")
+                )
             ],
         )
 
@@ -358,8 +389,13 @@ class ConsumerSession(_Session):
     def _open_poll(self, now_ns: int) -> list[Any]:
         deadline = self._open_deadline()
         if deadline is not None and now_ns >= deadline:
-            return [self._close("liveness", f"no Heartbeat for {LIVENESS_INTERVALS} intervals "
-                                            f"of {self.heartbeat_interval_ms} ms")]
+            return [
+                self._close(
+                    "liveness",
+                    f"no Heartbeat for {LIVENESS_INTERVALS} intervals "
+                    f"of {self.heartbeat_interval_ms} ms",
+                )
+            ]
         return []
 
     def _handle(self, env: Envelope, now_ns: int) -> list[Any]:
@@ -387,8 +423,13 @@ class ConsumerSession(_Session):
             if hb is None:
                 return [self.closed]
             if hb.worker_id != self.handshake.source_worker_id:
-                return [self._close("protocol", f"Heartbeat worker_id {hb.worker_id!r} is not the Handshake's "
-                                                f"{self.handshake.source_worker_id!r}")]
+                return [
+                    self._close(
+                        "protocol",
+                        f"Heartbeat worker_id {hb.worker_id!r} is not the Handshake's "
+                        f"{self.handshake.source_worker_id!r}",
+                    )
+                ]
             self.last_heartbeat_ns = now_ns
             return [HeartbeatReceived(hb, now_ns)]
         return [self._unexpected(env)]
@@ -397,7 +438,12 @@ class ConsumerSession(_Session):
         self.handshake = hs
         errors = negotiate(self.registry, hs)
         ok = not errors
-        self._send(SchemaNegotiation(ok, errors, PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id), now_ns)
+        self._send(
+            SchemaNegotiation(
+                ok, errors, PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id
+            ),
+            now_ns,
+        )
         events: list[Any] = [HandshakeReceived(hs), NegotiationSent(ok, errors)]
         if not ok:
             events.append(self._close("rejected", "; ".join(errors)))
@@ -414,16 +460,31 @@ class ConsumerSession(_Session):
     def _on_delta(self, env: Envelope) -> list[Any]:
         # P4: the fingerprint is checked before the payload is decoded
         if env.fingerprint not in self._by_fingerprint:
-            return [self._close("protocol", f"Delta fingerprint {env.fingerprint!r} is not a negotiated writer schema")]
+            return [
+                self._close(
+                    "protocol",
+                    f"Delta fingerprint {env.fingerprint!r} is not a negotiated writer schema",
+                )
+            ]
         msg: DeltaMsg = self._decode(env)
         if msg is None:
             return [self.closed]
         track = self.sources.get(msg.source_output)
         if track is None:
-            return [self._close("protocol", f"Delta for output {msg.source_output!r}, not declared in the Handshake")]
+            return [
+                self._close(
+                    "protocol",
+                    f"Delta for output {msg.source_output!r}, not declared in the Handshake",
+                )
+            ]
         if track.fingerprint != env.fingerprint:
-            return [self._close("protocol", f"Delta for {msg.source_output!r} carries the fingerprint "
-                                            f"{env.fingerprint!r}, its schema's is {track.fingerprint!r}")]
+            return [
+                self._close(
+                    "protocol",
+                    f"Delta for {msg.source_output!r} carries the fingerprint "
+                    f"{env.fingerprint!r}, its schema's is {track.fingerprint!r}",
+                )
+            ]
         seq = msg.sequence_no
         if seq <= track.last:
             # the text's set_remote: "Already seen -- idempotent discard"
@@ -456,8 +517,15 @@ class ProducerSession(_Session):
     _awaiting = "await_negotiation"
     _awaited_name = "Schema_negotiation"
 
-    def __init__(self, worker_id: str, outputs: Sequence[tuple[str, Schema]], *,
-                 protocol_version: int = PROTOCOL_VERSION, heartbeat_gap: float = 1.0, **kw: Any) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        outputs: Sequence[tuple[str, Schema]],
+        *,
+        protocol_version: int = PROTOCOL_VERSION,
+        heartbeat_gap: float = 1.0,
+        **kw: Any,
+    ) -> None:
         super().__init__(worker_id, **kw)
         self.outputs = list(outputs)
         self.heartbeat_gap = heartbeat_gap
@@ -482,15 +550,25 @@ class ProducerSession(_Session):
 
     @property
     def heartbeat_interval_ns(self) -> Optional[int]:
-        return None if self.negotiation is None else self.negotiation.heartbeat_interval_ms * NS_PER_MS
+        return (
+            None if self.negotiation is None else self.negotiation.heartbeat_interval_ms * NS_PER_MS
+        )
 
     def _require_open(self) -> None:
         if self.state != "open":
             raise RuntimeError(f"cannot send in state {self.state}")
 
-    def send_delta(self, output: str, key: bytes, delta: DeltaT, now_ns: int, *,
-                   sequence_no: Optional[int] = None, watermark_ns: Optional[int] = None,
-                   timestamp_ns: Optional[int] = None) -> int:
+    def send_delta(
+        self,
+        output: str,
+        key: bytes,
+        delta: DeltaT,
+        now_ns: int,
+        *,
+        sequence_no: Optional[int] = None,
+        watermark_ns: Optional[int] = None,
+        timestamp_ns: Optional[int] = None,
+    ) -> int:
         """Send one Delta; ``sequence_no`` overrides the per-output counter
         (tests resend old numbers).  Returns the sequence number used."""
         self._require_open()
@@ -511,7 +589,11 @@ class ProducerSession(_Session):
         return self._next_heartbeat_ns if self.state == "open" else None
 
     def _open_poll(self, now_ns: int) -> list[Any]:
-        if self.state != "open" or self._next_heartbeat_ns is None or now_ns < self._next_heartbeat_ns:
+        if (
+            self.state != "open"
+            or self._next_heartbeat_ns is None
+            or now_ns < self._next_heartbeat_ns
+        ):
             return []
         hb = Heartbeat(self.worker_id, now_ns, self.load)
         self._send(hb, now_ns)
@@ -534,9 +616,15 @@ class ProducerSession(_Session):
             self.negotiation = neg
             events: list[Any] = [Negotiated(neg)]
             if neg.protocol_version != PROTOCOL_VERSION:
-                events.append(self._close("protocol", f"consumer speaks protocol version {neg.protocol_version}"))
+                events.append(
+                    self._close(
+                        "protocol", f"consumer speaks protocol version {neg.protocol_version}"
+                    )
+                )
             elif not neg.ok:
-                events.append(self._close("rejected", "; ".join(neg.errors) or "negotiation failed"))
+                events.append(
+                    self._close("rejected", "; ".join(neg.errors) or "negotiation failed")
+                )
             else:
                 self.state = "open"
                 self._next_heartbeat_ns = now_ns + self.heartbeat_interval_ns
@@ -546,7 +634,12 @@ class ProducerSession(_Session):
             if ack is None:
                 return [self.closed]
             if ack.checkpoint_id not in self._requested:
-                return [self._close("protocol", f"Checkpoint_ack for checkpoint {ack.checkpoint_id}, never requested")]
+                return [
+                    self._close(
+                        "protocol",
+                        f"Checkpoint_ack for checkpoint {ack.checkpoint_id}, never requested",
+                    )
+                ]
             self._requested.discard(ack.checkpoint_id)
             return [CheckpointAckReceived(ack)]
         return [self._unexpected(env)]

@@ -31,20 +31,32 @@ node writing more than about one interval late cuts off every producer.
 ``conformance mutation`` gives ``late-answers`` at most this."""
 
 SPECS: tuple[VariantSpec, ...] = (
-    *wire_variants("envelope", "the text sets no time within which a Schema_negotiation or Checkpoint_ack is due "
-                   "(the profile's only timeouts are 10 s for the handshake)"),
-    VariantSpec(UNPROMPTED_TRAFFIC, ("client",),
-                "the producer asks for checkpoints of its own: right after the ok negotiation, before any Delta, "
-                "and again after its Deltas (checkpoint_id from 1000000 on)",
-                "profile P5: \"After an ok negotiation the producer may send Deltas, Heartbeats and "
-                "Checkpoint_requests\"; text, Message Types: Checkpoint_request coordinator -> worker"),
-    VariantSpec(WATERMARKS, ("client",),
-                "every Delta carries the optional watermark_ns (the producer's clock)",
-                "text, delta_msg: \"An optional watermark update piggy-backed on the data message\" "
-                "(profile P3: watermark_ns : int64 option)"),
-    VariantSpec(FREQUENT_HEARTBEATS, ("client",),
-                f"after the first Heartbeat (one interval after the ok negotiation), one every {HEARTBEAT_GAP:g} "
-                "negotiated intervals",
-                "profile P8: \"a conformant producer's gaps between consecutive Heartbeats lie in [0.5, 1.5] "
-                "intervals\""),
+    *wire_variants(
+        "envelope",
+        "the text sets no time within which a Schema_negotiation or Checkpoint_ack is due "
+        "(the profile's only timeouts are 10 s for the handshake)",
+    ),
+    VariantSpec(
+        UNPROMPTED_TRAFFIC,
+        ("client",),
+        "the producer asks for checkpoints of its own: right after the ok negotiation, before any Delta, "
+        "and again after its Deltas (checkpoint_id from 1000000 on)",
+        'profile P5: "After an ok negotiation the producer may send Deltas, Heartbeats and '
+        'Checkpoint_requests"; text, Message Types: Checkpoint_request coordinator -> worker',
+    ),
+    VariantSpec(
+        WATERMARKS,
+        ("client",),
+        "every Delta carries the optional watermark_ns (the producer's clock)",
+        'text, delta_msg: "An optional watermark update piggy-backed on the data message" '
+        "(profile P3: watermark_ns : int64 option)",
+    ),
+    VariantSpec(
+        FREQUENT_HEARTBEATS,
+        ("client",),
+        f"after the first Heartbeat (one interval after the ok negotiation), one every {HEARTBEAT_GAP:g} "
+        "negotiated intervals",
+        "profile P8: \"a conformant producer's gaps between consecutive Heartbeats lie in [0.5, 1.5] "
+        'intervals"',
+    ),
 )

@@ -66,8 +66,18 @@ MAX_TYPE_LEN = 64
 _VISIBLE = rb"[\x21-\x7e]"
 _NUMBER = rb"(0|[1-9][0-9]{0,9})"
 _HEADER = re.compile(
-    rb"(MSG|RPY|ERR) (" + _VISIBLE + rb"{1,16}) " + _NUMBER + rb" ([.*]) " + _NUMBER
-    + rb"(?: (" + _VISIBLE + rb"{1,128}) (" + _VISIBLE + rb"{1,128}))?")
+    rb"(MSG|RPY|ERR) ("
+    + _VISIBLE
+    + rb"{1,16}) "
+    + _NUMBER
+    + rb" ([.*]) "
+    + _NUMBER
+    + rb"(?: ("
+    + _VISIBLE
+    + rb"{1,128}) ("
+    + _VISIBLE
+    + rb"{1,128}))?"
+)
 _HEADER_CRLF = re.compile(_HEADER.pattern + rb"\r\n")
 _DIGITS = re.compile(rb"[0-9]+")
 _TYPES = {b"MSG": "MSG", b"RPY": "RPY", b"ERR": "ERR"}
@@ -139,7 +149,11 @@ class Message(NamedTuple):
 def encode_header(frame: Frame) -> bytes:
     more = "*" if frame.more else "."
     users = "" if frame.to_user is None else f" {frame.to_user} {frame.from_user}"
-    return f"{frame.type} {frame.version} {frame.msgno} {more} {len(frame.payload)}{users}\r\n".encode("ascii")
+    return (
+        f"{frame.type} {frame.version} {frame.msgno} {more} {len(frame.payload)}{users}\r\n".encode(
+            "ascii"
+        )
+    )
 
 
 def encode_frame(frame: Frame) -> bytes:
@@ -151,9 +165,14 @@ def encode_frame(frame: Frame) -> bytes:
         raise ValueError(f"msgno must be in 0..{MAX_MSGNO}")
     if (frame.to_user is None) != (frame.from_user is None):
         raise ValueError("a node frame has both to-user and from-user, a host frame neither")
-    for name, value, limit in (("version", frame.version, MAX_VERSION_LEN), ("to-user", frame.to_user, MAX_USER_LEN),
-                               ("from-user", frame.from_user, MAX_USER_LEN)):
-        if value is not None and not (0 < len(value) <= limit and all(0x21 <= ord(c) <= 0x7E for c in value)):
+    for name, value, limit in (
+        ("version", frame.version, MAX_VERSION_LEN),
+        ("to-user", frame.to_user, MAX_USER_LEN),
+        ("from-user", frame.from_user, MAX_USER_LEN),
+    ):
+        if value is not None and not (
+            0 < len(value) <= limit and all(0x21 <= ord(c) <= 0x7E for c in value)
+        ):
             raise ValueError(f"{name} must be 1..{limit} visible ASCII characters, got {value!r}")
     return encode_header(frame) + frame.payload + TRAILER
 
@@ -163,9 +182,16 @@ def encode_body(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def message_frames(type_: str, msgno: int, body: dict[str, Any] | bytes, *, version: str = VERSION,
-                   to_user: str | None = None, from_user: str | None = None,
-                   chunk_size: int | None = None) -> list[Frame]:
+def message_frames(
+    type_: str,
+    msgno: int,
+    body: dict[str, Any] | bytes,
+    *,
+    version: str = VERSION,
+    to_user: str | None = None,
+    from_user: str | None = None,
+    chunk_size: int | None = None,
+) -> list[Frame]:
     """The frames of one message: a single frame, or chunks of at most
     ``chunk_size`` content bytes (the last with more ``.``). ``body`` is a
     JSON object, or bytes sent as they are (for tests of bad content)."""
@@ -174,9 +200,11 @@ def message_frames(type_: str, msgno: int, body: dict[str, Any] | bytes, *, vers
         return [Frame(type_, version, msgno, False, content, to_user, from_user)]
     if chunk_size < 1:
         raise ValueError("chunk_size must be >= 1")
-    pieces = [content[at:at + chunk_size] for at in range(0, len(content), chunk_size)]
-    return [Frame(type_, version, msgno, index < len(pieces) - 1, piece, to_user, from_user)
-            for index, piece in enumerate(pieces)]
+    pieces = [content[at : at + chunk_size] for at in range(0, len(content), chunk_size)]
+    return [
+        Frame(type_, version, msgno, index < len(pieces) - 1, piece, to_user, from_user)
+        for index, piece in enumerate(pieces)
+    ]
 
 
 def encode_message(type_: str, msgno: int, body: dict[str, Any] | bytes, **options: Any) -> bytes:
@@ -261,8 +289,14 @@ class FrameParser:
     ``END`` CRLF whatever ``size`` says.
     """
 
-    def __init__(self, *, max_header_line: int = DEFAULT_MAX_HEADER_LINE, max_size: int = DEFAULT_MAX_SIZE,
-                 lenient_trailer: bool = False, size_by_search: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        max_header_line: int = DEFAULT_MAX_HEADER_LINE,
+        max_size: int = DEFAULT_MAX_SIZE,
+        lenient_trailer: bool = False,
+        size_by_search: bool = False,
+    ) -> None:
         if max_size > MAX_MSGNO:
             raise ValueError("max_size above the protocol's 2147483647")
         self.max_header_line = max_header_line
@@ -312,14 +346,14 @@ class FrameParser:
                 if match is None or match.end() - pos > max_line:
                     match = self._slow_header(buf, pos, end)
                     if match is None:
-                        break   # the header line is not complete yet
+                        break  # the header line is not complete yet
                 kind, version, msgno_text, more, size_text, to_user, from_user = match.groups()
                 msgno = int(msgno_text)
                 if msgno > MAX_MSGNO:
-                    raise self._fail("msgno above 2147483647", buf[pos:match.end()])
+                    raise self._fail("msgno above 2147483647", buf[pos : match.end()])
                 size = int(size_text)
                 if size > max_size:
-                    raise self._fail("size above bound", buf[pos:match.end()])
+                    raise self._fail("size above bound", buf[pos : match.end()])
                 start = match.end()
                 if self.size_by_search:
                     found = buf.find(TRAILER, start, start + max_size + 5)
@@ -332,10 +366,18 @@ class FrameParser:
                 if end < stop + 5:
                     break
                 if check_trailer and not buf.startswith(TRAILER, stop):
-                    raise self._fail("missing END trailer", buf[pos:stop + 5])
-                append(Frame(_TYPES[kind], _text(version), msgno, more == b"*", buf[start:stop],
-                             None if to_user is None else _text(to_user),
-                             None if from_user is None else _text(from_user)))
+                    raise self._fail("missing END trailer", buf[pos : stop + 5])
+                append(
+                    Frame(
+                        _TYPES[kind],
+                        _text(version),
+                        msgno,
+                        more == b"*",
+                        buf[start:stop],
+                        None if to_user is None else _text(to_user),
+                        None if from_user is None else _text(from_user),
+                    )
+                )
                 pos = stop + 5
         except FrameError as exc:
             exc.frames = frames
@@ -353,7 +395,7 @@ class FrameParser:
         newline = buf.find(b"\n", pos, pos + max_line)
         if newline < 0:
             # An incomplete line may already be beyond repair: say so now, not at its end.
-            partial = buf[pos:min(end, pos + max_line)]
+            partial = buf[pos : min(end, pos + max_line)]
             problem = _partial_problem(partial)
             if problem:
                 raise self._fail(problem, partial)
@@ -362,13 +404,15 @@ class FrameParser:
             return None
         problem = _partial_problem(buf[pos:newline])
         if problem:
-            raise self._fail(problem, buf[pos:newline + 1])
+            raise self._fail(problem, buf[pos : newline + 1])
         if buf[newline - 1] != 0x0D:
-            raise self._fail("header line not ended by CRLF", buf[pos:newline + 1])
-        line = buf[pos:newline - 1]
+            raise self._fail("header line not ended by CRLF", buf[pos : newline + 1])
+        line = buf[pos : newline - 1]
         match = _HEADER_CRLF.match(buf, pos)
         if match is None:
-            raise self._fail(header_problem(line, self.max_size) or "malformed header", line + b"\r\n")
+            raise self._fail(
+                header_problem(line, self.max_size) or "malformed header", line + b"\r\n"
+            )
         return match
 
 
@@ -409,8 +453,12 @@ class Reassembler:
     messages may interleave. ``add(frame)`` gives the Message a frame
     completes, or None while more frames are due."""
 
-    def __init__(self, *, max_message: int = DEFAULT_MAX_MESSAGE,
-                 max_in_progress: int = DEFAULT_MAX_IN_PROGRESS) -> None:
+    def __init__(
+        self,
+        *,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+        max_in_progress: int = DEFAULT_MAX_IN_PROGRESS,
+    ) -> None:
         self.max_message = max_message
         self.max_in_progress = max_in_progress
         self._parts: dict[tuple[str, int], tuple[Frame, list[bytes], int]] = {}
@@ -450,8 +498,16 @@ class Reassembler:
     def _complete(self, first: Frame, content: bytes, frames: int) -> Message:
         if len(content) > self.max_message:
             raise FrameError("message above bound", content[:64])
-        return Message(first.type, first.version, first.msgno, decode_body(content), content,
-                       first.to_user, first.from_user, frames)
+        return Message(
+            first.type,
+            first.version,
+            first.msgno,
+            decode_body(content),
+            content,
+            first.to_user,
+            first.from_user,
+            frames,
+        )
 
 
 class MessageReader:
@@ -478,7 +534,7 @@ def parse_frames(data: bytes, **bounds: int) -> list[Frame]:
     parser = FrameParser(**bounds)
     frames = parser.receive_data(data)
     if parser.buffered:
-        raise FrameError("stream ends inside a frame", data[len(data) - parser.buffered:])
+        raise FrameError("stream ends inside a frame", data[len(data) - parser.buffered :])
     return frames
 
 

@@ -119,8 +119,14 @@ def answer_for(body: dict[str, Any], faults: frozenset = frozenset()) -> Answer:
         return Answer(False, {"type": "ok", "count": count}, pings=count)
     if Fault.RPY_TO_UNKNOWN_TYPE in faults:
         return Answer(False, {"type": "ok"})
-    return Answer(True, error_body("unknown-type", f"this host does not know messages of type {kind!r}",
-                                   **{"message-type": kind}))
+    return Answer(
+        True,
+        error_body(
+            "unknown-type",
+            f"this host does not know messages of type {kind!r}",
+            **{"message-type": kind},
+        ),
+    )
 
 
 # ------------------------------------------------------------------ messages to send
@@ -161,14 +167,21 @@ def parse_outgoing(items: Any) -> list[Outgoing]:
             raise ValueError(f"item {index}: a node frame needs both to_user and from_user")
         chunk = item.get("chunk_size")
         if chunk is not None and (type(chunk) is not int or not 1 <= chunk <= DEFAULT_MAX_SIZE):
-            raise ValueError(f"item {index}: chunk_size must be an integer in 1..{DEFAULT_MAX_SIZE}")
+            raise ValueError(
+                f"item {index}: chunk_size must be an integer in 1..{DEFAULT_MAX_SIZE}"
+            )
         result.append(Outgoing(body, to_user, from_user, chunk))
     return result
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    shown: dict[str, Any] = {"kind": message.type, "msgno": message.msgno, "version": message.version,
-                             "frames": message.frames, "body": message.body}
+    shown: dict[str, Any] = {
+        "kind": message.type,
+        "msgno": message.msgno,
+        "version": message.version,
+        "frames": message.frames,
+        "body": message.body,
+    }
     if message.is_node:
         shown["to_user"], shown["from_user"] = message.to_user, message.from_user
     return shown
@@ -176,7 +189,9 @@ def message_json(message: Message) -> dict[str, Any]:
 
 def print_emit(kind: str, payload: dict[str, Any]) -> None:
     """The default ``emit``: ``RIPPLE_<KIND> {json}`` on stdout."""
-    print(f"RIPPLE_{kind} {json.dumps(payload, separators=(',', ':'), ensure_ascii=True)}", flush=True)
+    print(
+        f"RIPPLE_{kind} {json.dumps(payload, separators=(',', ':'), ensure_ascii=True)}", flush=True
+    )
 
 
 # ------------------------------------------------------------------ one association over streams
@@ -200,12 +215,23 @@ class Association:
     once every one of them is answered; ``deadline`` (loop time) bounds the
     whole association for an initiator."""
 
-    def __init__(self, session: RippleSession, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                 emit: Emit, peer: str, messages: Sequence[Outgoing] = (), until_answered: bool = False,
-                 stay: float = 0.0, deadline: float | None = None,
-                 host_id_timeout: float = DEFAULT_HOST_ID_TIMEOUT,
-                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT, variants: frozenset[str] = frozenset(),
-                 shape: Shape = Shape()) -> None:
+    def __init__(
+        self,
+        session: RippleSession,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        emit: Emit,
+        peer: str,
+        messages: Sequence[Outgoing] = (),
+        until_answered: bool = False,
+        stay: float = 0.0,
+        deadline: float | None = None,
+        host_id_timeout: float = DEFAULT_HOST_ID_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        variants: frozenset[str] = frozenset(),
+        shape: Shape = Shape(),
+    ) -> None:
         self.session = session
         self.reader = reader
         self.writer = shape_writer(writer, shape)
@@ -250,7 +276,7 @@ class Association:
         try:
             session.start()
             if session.identified or Fault.CLIENT_NO_WAIT_FOR_HOST_ID in session.faults:
-                self._send_messages()   # the faults client-no-host-id, client-no-wait-for-host-id: no waiting
+                self._send_messages()  # the faults client-no-host-id, client-no-wait-for-host-id: no waiting
             await self._flush()
             while not session.closed:
                 timeout, why = self._read_timeout(loop.time())
@@ -302,19 +328,29 @@ class Association:
                 self.emit("ANSWER", {"peer": self.peer, **message_json(event.message)})
                 self._check_done()
             elif isinstance(event, Closed):
-                self.emit("CLOSED", {"peer": self.peer, "reason": event.reason, "by_peer": event.by_peer})
+                self.emit(
+                    "CLOSED", {"peer": self.peer, "reason": event.reason, "by_peer": event.by_peer}
+                )
 
     def _send_messages(self) -> None:
         for outgoing in self.messages:
-            self.session.send_message(outgoing.body, to_user=outgoing.to_user, from_user=outgoing.from_user,
-                                      chunk_size=outgoing.chunk_size)
+            self.session.send_message(
+                outgoing.body,
+                to_user=outgoing.to_user,
+                from_user=outgoing.from_user,
+                chunk_size=outgoing.chunk_size,
+            )
             self._expected += 1
         self.messages = []
         self._check_done()
 
     def _check_done(self) -> None:
-        if self.until_answered and self.session.identified and len(self.result.answers) >= self._expected \
-                and self._done_at is None:
+        if (
+            self.until_answered
+            and self.session.identified
+            and len(self.result.answers) >= self._expected
+            and self._done_at is None
+        ):
             self._done_at = asyncio.get_running_loop().time() + self.stay
 
     def _start_timer(self, coroutine: Any) -> None:
@@ -329,7 +365,7 @@ class Association:
         try:
             self._own_pings.add(self.session.send_message({"type": "ping"}))
         except SessionError:
-            pass   # the session's bound on outstanding MSGs: the peer answers none; stop adding
+            pass  # the session's bound on outstanding MSGs: the peer answers none; stop adding
 
     async def _keep_pinging(self) -> None:
         while not self.session.closed:
@@ -398,13 +434,22 @@ class RippleNode:
     :class:`Association`; ``messages`` are sent to each initiator once its
     host-id is exchanged."""
 
-    def __init__(self, hostname: str, *, ssl_context: ssl.SSLContext | None = None,
-                 faults: frozenset = frozenset(), messages: Sequence[Outgoing] = (),
-                 host_id_timeout: float = DEFAULT_HOST_ID_TIMEOUT, idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, emit: Emit = print_emit,
-                 session_options: dict[str, int] | None = None, variants: frozenset[str] = frozenset(),
-                 shape: Shape = Shape()) -> None:
-        RippleSession(Role.ACCEPTOR, hostname)   # validates the hostname now, not per connection
+    def __init__(
+        self,
+        hostname: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        faults: frozenset = frozenset(),
+        messages: Sequence[Outgoing] = (),
+        host_id_timeout: float = DEFAULT_HOST_ID_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        emit: Emit = print_emit,
+        session_options: dict[str, int] | None = None,
+        variants: frozenset[str] = frozenset(),
+        shape: Shape = Shape(),
+    ) -> None:
+        RippleSession(Role.ACCEPTOR, hostname)  # validates the hostname now, not per connection
         self.hostname = hostname
         self.ssl_context = ssl_context
         self.faults = frozenset(faults)
@@ -421,8 +466,13 @@ class RippleNode:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self._server = await asyncio.start_server(
-            self._accept, host, port, ssl=self.ssl_context,
-            ssl_handshake_timeout=HANDSHAKE_TIMEOUT if self.ssl_context else None, limit=READ_SIZE)
+            self._accept,
+            host,
+            port,
+            ssl=self.ssl_context,
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT if self.ssl_context else None,
+            limit=READ_SIZE,
+        )
         bound = self._server.sockets[0].getsockname()
         return bound[0], bound[1]
 
@@ -443,13 +493,24 @@ class RippleNode:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         try:
-            session = RippleSession(Role.ACCEPTOR, self.hostname, faults=self.faults, **self.session_options)
-            await Association(session, reader, writer, emit=self.emit, peer=peer, messages=self.messages,
-                              host_id_timeout=self.host_id_timeout, idle_timeout=self.idle_timeout,
-                              variants=self.variants, shape=self.shape).run()
+            session = RippleSession(
+                Role.ACCEPTOR, self.hostname, faults=self.faults, **self.session_options
+            )
+            await Association(
+                session,
+                reader,
+                writer,
+                emit=self.emit,
+                peer=peer,
+                messages=self.messages,
+                host_id_timeout=self.host_id_timeout,
+                idle_timeout=self.idle_timeout,
+                variants=self.variants,
+                shape=self.shape,
+            ).run()
         except asyncio.CancelledError:
-            return   # only close() cancels handlers
-        except Exception:   # a bug, not the peer's doing: log it, never take the node down
+            return  # only close() cancels handlers
+        except Exception:  # a bug, not the peer's doing: log it, never take the node down
             log.exception("association handler failed")
             writer.transport.abort()
         finally:
@@ -463,10 +524,20 @@ class ConnectError(Exception):
     """The initiator could not reach the peer (or not in time)."""
 
 
-async def run_initiator(peer_host: str, peer_port: int, hostname: str, messages: Sequence[Outgoing], *,
-                        timeout: float, stay: float = 0.0, ssl_context: ssl.SSLContext | None = None,
-                        faults: frozenset = frozenset(), emit: Emit = print_emit,
-                        variants: frozenset[str] = frozenset(), shape: Shape = Shape()) -> AssociationResult:
+async def run_initiator(
+    peer_host: str,
+    peer_port: int,
+    hostname: str,
+    messages: Sequence[Outgoing],
+    *,
+    timeout: float,
+    stay: float = 0.0,
+    ssl_context: ssl.SSLContext | None = None,
+    faults: frozenset = frozenset(),
+    emit: Emit = print_emit,
+    variants: frozenset[str] = frozenset(),
+    shape: Shape = Shape(),
+) -> AssociationResult:
     """Connect, send the host-id, then ``messages`` (pipelined), serve the
     acceptor's MSGs, and close ``stay`` seconds after the last answer (or at
     ``timeout`` seconds from the start, ``result.timed_out``)."""
@@ -474,15 +545,33 @@ async def run_initiator(peer_host: str, peer_port: int, hostname: str, messages:
     deadline = loop.time() + timeout
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(peer_host, peer_port, ssl=ssl_context, limit=READ_SIZE,
-                                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT if ssl_context else None),
-            timeout)
+            asyncio.open_connection(
+                peer_host,
+                peer_port,
+                ssl=ssl_context,
+                limit=READ_SIZE,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT if ssl_context else None,
+            ),
+            timeout,
+        )
     except TimeoutError:
-        raise ConnectError(f"cannot connect to {peer_host}:{peer_port} within {timeout:g}s") from None
+        raise ConnectError(
+            f"cannot connect to {peer_host}:{peer_port} within {timeout:g}s"
+        ) from None
     except (OSError, ssl.SSLError) as exc:
         raise ConnectError(f"cannot connect to {peer_host}:{peer_port}: {exc}") from None
     session = RippleSession(Role.INITIATOR, hostname, faults=faults)
-    association = Association(session, reader, writer, emit=emit, peer=f"{peer_host}:{peer_port}",
-                              messages=messages, until_answered=True, stay=stay, deadline=deadline,
-                              variants=variants, shape=shape)
+    association = Association(
+        session,
+        reader,
+        writer,
+        emit=emit,
+        peer=f"{peer_host}:{peer_port}",
+        messages=messages,
+        until_answered=True,
+        stay=stay,
+        deadline=deadline,
+        variants=variants,
+        shape=shape,
+    )
     return await association.run()

@@ -140,10 +140,19 @@ class RippleSession:
     have to answer).
     """
 
-    def __init__(self, role: Role, hostname: str, *, version: str = VERSION, faults: frozenset = frozenset(),
-                 max_header_line: int = DEFAULT_MAX_HEADER_LINE, max_size: int = DEFAULT_MAX_SIZE,
-                 max_message: int = DEFAULT_MAX_MESSAGE, max_in_progress: int = DEFAULT_MAX_IN_PROGRESS,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        role: Role,
+        hostname: str,
+        *,
+        version: str = VERSION,
+        faults: frozenset = frozenset(),
+        max_header_line: int = DEFAULT_MAX_HEADER_LINE,
+        max_size: int = DEFAULT_MAX_SIZE,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+        max_in_progress: int = DEFAULT_MAX_IN_PROGRESS,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> None:
         if not valid_hostname(hostname):
             raise ValueError(f"hostname must be 1..{MAX_HOSTNAME_LEN} characters")
         self.role = Role(role)
@@ -151,10 +160,14 @@ class RippleSession:
         self.version = version
         self.faults = frozenset(faults)
         self.chunk_size = min(chunk_size, max_size)
-        self._parser_options = {"max_header_line": max_header_line, "max_size": max_size,
-                                "lenient_trailer": bool({Fault.ACCEPT_MISSING_END, Fault.CLIENT_ACCEPT_MISSING_END}
-                                                        & self.faults),
-                                "size_by_search": bool({Fault.IGNORE_SIZE, Fault.CLIENT_IGNORE_SIZE} & self.faults)}
+        self._parser_options = {
+            "max_header_line": max_header_line,
+            "max_size": max_size,
+            "lenient_trailer": bool(
+                {Fault.ACCEPT_MISSING_END, Fault.CLIENT_ACCEPT_MISSING_END} & self.faults
+            ),
+            "size_by_search": bool({Fault.IGNORE_SIZE, Fault.CLIENT_IGNORE_SIZE} & self.faults),
+        }
         self.parser = FrameParser(**self._parser_options)
         self.reassembler = Reassembler(max_message=max_message, max_in_progress=max_in_progress)
         self.peer_hostname: str | None = None
@@ -167,7 +180,9 @@ class RippleSession:
         self._host_id_msgno: int | None = None
         self._started = False
         initiator = self.role is Role.INITIATOR
-        own_even = initiator != (Fault.EVEN_MSGNOS in self.faults or Fault.CLIENT_ODD_MSGNOS in self.faults)
+        own_even = initiator != (
+            Fault.EVEN_MSGNOS in self.faults or Fault.CLIENT_ODD_MSGNOS in self.faults
+        )
         self._own_parity = 0 if own_even else 1
         self._peer_parity = 1 if initiator else 0
         self._next_msgno = self._own_parity
@@ -199,7 +214,7 @@ class RippleSession:
             self._next_msgno = msgno + 2 if msgno + 2 <= MAX_MSGNO else self._own_parity
             if msgno not in self.outstanding:
                 return msgno
-        raise SessionError("no free msgno")   # unreachable: at most len(outstanding) are taken
+        raise SessionError("no free msgno")  # unreachable: at most len(outstanding) are taken
 
     # ------------------------------------------------------------ the application's calls
 
@@ -216,23 +231,47 @@ class RippleSession:
             self.outstanding[msgno] = body
             self._queue(message_frames("MSG", msgno, body, version=self.version))
         elif self.role is Role.INITIATOR:
-            self.identified = True    # the fault: behave as if the exchange were done
+            self.identified = True  # the fault: behave as if the exchange were done
 
-    def send_message(self, body: dict[str, Any] | bytes, *, to_user: str | None = None,
-                     from_user: str | None = None, chunk_size: int | None = None) -> int:
+    def send_message(
+        self,
+        body: dict[str, Any] | bytes,
+        *,
+        to_user: str | None = None,
+        from_user: str | None = None,
+        chunk_size: int | None = None,
+    ) -> int:
         """Queue a MSG (a node frame when ``to_user``/``from_user`` are given);
         returns its msgno. Needs the host-id exchange done."""
         if self.closed:
             raise SessionError("the association is closed")
-        if not self.identified and not (Fault.CLIENT_NO_WAIT_FOR_HOST_ID in self.faults and self._started):
+        if not self.identified and not (
+            Fault.CLIENT_NO_WAIT_FOR_HOST_ID in self.faults and self._started
+        ):
             raise SessionError("the host-id exchange is not complete")
         msgno = self._allocate_msgno()
         self.outstanding[msgno] = body if isinstance(body, dict) else {}
-        self._queue(message_frames("MSG", msgno, body, version=self.version, to_user=to_user,
-                                   from_user=from_user, chunk_size=chunk_size or self.chunk_size))
+        self._queue(
+            message_frames(
+                "MSG",
+                msgno,
+                body,
+                version=self.version,
+                to_user=to_user,
+                from_user=from_user,
+                chunk_size=chunk_size or self.chunk_size,
+            )
+        )
         return msgno
 
-    def reply(self, msgno: int, body: dict[str, Any], *, error: bool = False, chunk_size: int | None = None) -> None:
+    def reply(
+        self,
+        msgno: int,
+        body: dict[str, Any],
+        *,
+        error: bool = False,
+        chunk_size: int | None = None,
+    ) -> None:
         """Answer the peer's MSG ``msgno`` with an RPY (or ERR). A MSG in a node
         frame is answered in a node frame with the users swapped. Does nothing
         once closed (a late answer to a dead association is dropped)."""
@@ -242,15 +281,25 @@ class RippleSession:
         if request is None:
             raise SessionError(f"no MSG {msgno} awaits an answer")
         wire_msgno = msgno
-        wrong = Fault.REPLY_WRONG_MSGNO in self.faults or Fault.CLIENT_REPLY_WRONG_MSGNO in self.faults
+        wrong = (
+            Fault.REPLY_WRONG_MSGNO in self.faults or Fault.CLIENT_REPLY_WRONG_MSGNO in self.faults
+        )
         if wrong and body.get("type") != HOST_ID:
             wire_msgno = (msgno + 2) % (MAX_MSGNO + 1)
         to_user, from_user = request.from_user, request.to_user
         if Fault.NODE_ANSWER_AS_HOST in self.faults:
             to_user = from_user = None
-        self._queue(message_frames("ERR" if error else "RPY", wire_msgno, body, version=self.version,
-                                   to_user=to_user, from_user=from_user,
-                                   chunk_size=chunk_size or self.chunk_size))
+        self._queue(
+            message_frames(
+                "ERR" if error else "RPY",
+                wire_msgno,
+                body,
+                version=self.version,
+                to_user=to_user,
+                from_user=from_user,
+                chunk_size=chunk_size or self.chunk_size,
+            )
+        )
 
     def close(self, reason: str) -> list[Event]:
         """Close for ``reason`` (idempotent); the node then flushes and closes."""
@@ -291,11 +340,18 @@ class RippleSession:
         return events
 
     def _on_grammar_error(self, error: FrameError) -> list[Event]:
-        if Fault.STAY_OPEN_ON_MALFORMED in self.faults or Fault.CLIENT_STAY_OPEN_ON_MALFORMED in self.faults:
-            self.parser = FrameParser(**self._parser_options)   # drop what was buffered, carry on
+        if (
+            Fault.STAY_OPEN_ON_MALFORMED in self.faults
+            or Fault.CLIENT_STAY_OPEN_ON_MALFORMED in self.faults
+        ):
+            self.parser = FrameParser(**self._parser_options)  # drop what was buffered, carry on
             return []
         if Fault.ANSWER_MALFORMED in self.faults or Fault.CLIENT_ANSWER_MALFORMED in self.faults:
-            self._queue(message_frames("ERR", 0, error_body("malformed-frame", error.reason), version=self.version))
+            self._queue(
+                message_frames(
+                    "ERR", 0, error_body("malformed-frame", error.reason), version=self.version
+                )
+            )
         return self.close(f"frame breaks the grammar: {error.reason}")
 
     def _on_frame(self, frame: Frame) -> list[Event]:
@@ -303,26 +359,46 @@ class RippleSession:
         if refused:
             return self.close(f"fault: refusing {refused}")
         if frame.type == "MSG":
-            if frame.msgno % 2 != self._peer_parity and Fault.ACCEPT_WRONG_PARITY not in self.faults:
-                return self.close(f"MSG msgno {frame.msgno} has the wrong parity for the "
-                                  f"{'initiator' if self.role is Role.ACCEPTOR else 'acceptor'}")
-            if frame.msgno in self.unanswered and not self.reassembler.in_progress("MSG", frame.msgno) \
-                    and Fault.ACCEPT_REUSED_MSGNO not in self.faults:
-                return self.close(f"MSG reuses msgno {frame.msgno}, whose MSG still awaits its answer")
-            if Fault.CLOSE_ON_ANSWERED_MSGNO in self.faults and frame.msgno in self._peer_msgnos \
-                    and not self.reassembler.in_progress("MSG", frame.msgno):
+            if (
+                frame.msgno % 2 != self._peer_parity
+                and Fault.ACCEPT_WRONG_PARITY not in self.faults
+            ):
+                return self.close(
+                    f"MSG msgno {frame.msgno} has the wrong parity for the "
+                    f"{'initiator' if self.role is Role.ACCEPTOR else 'acceptor'}"
+                )
+            if (
+                frame.msgno in self.unanswered
+                and not self.reassembler.in_progress("MSG", frame.msgno)
+                and Fault.ACCEPT_REUSED_MSGNO not in self.faults
+            ):
+                return self.close(
+                    f"MSG reuses msgno {frame.msgno}, whose MSG still awaits its answer"
+                )
+            if (
+                Fault.CLOSE_ON_ANSWERED_MSGNO in self.faults
+                and frame.msgno in self._peer_msgnos
+                and not self.reassembler.in_progress("MSG", frame.msgno)
+            ):
                 return self.close(f"fault: MSG reuses msgno {frame.msgno}, used before")
         else:
             if frame.msgno not in self.outstanding:
                 if Fault.ACCEPT_UNKNOWN_REPLY in self.faults:
                     return []
-                return self.close(f"{frame.type} for msgno {frame.msgno}, which is not an outstanding MSG")
+                return self.close(
+                    f"{frame.type} for msgno {frame.msgno}, which is not an outstanding MSG"
+                )
             other = "ERR" if frame.type == "RPY" else "RPY"
             if self.reassembler.in_progress(other, frame.msgno):
                 return self.close(f"RPY and ERR both in progress for msgno {frame.msgno}")
-        if Fault.NO_INTERLEAVE in self.faults and self.reassembler.pending \
-                and not self.reassembler.in_progress(frame.type, frame.msgno):
-            return self.close("a frame of another message arrived while a chunked message was incomplete")
+        if (
+            Fault.NO_INTERLEAVE in self.faults
+            and self.reassembler.pending
+            and not self.reassembler.in_progress(frame.type, frame.msgno)
+        ):
+            return self.close(
+                "a frame of another message arrived while a chunked message was incomplete"
+            )
         try:
             message = self.reassembler.add(frame)
         except FrameError as exc:
@@ -335,7 +411,9 @@ class RippleSession:
 
     def _refused_by_fault(self, frame: Frame) -> str | None:
         """What a fault makes this session refuse in an otherwise valid frame (None without those faults)."""
-        if (Fault.REFUSE_CHUNKED in self.faults or Fault.CLIENT_REFUSE_CHUNKED in self.faults) and frame.more:
+        if (
+            Fault.REFUSE_CHUNKED in self.faults or Fault.CLIENT_REFUSE_CHUNKED in self.faults
+        ) and frame.more:
             return "a chunked frame"
         if Fault.REFUSE_CRLF_BEFORE_END in self.faults and frame.payload.endswith(b"\r\n"):
             return "content ending in CRLF"
@@ -350,13 +428,23 @@ class RippleSession:
         if not self.identified:
             if self.role is Role.INITIATOR:
                 return self.close("the acceptor sent a MSG before answering the host-id")
-            if body["type"] != HOST_ID or message.is_node or not valid_hostname(body.get("hostname")):
+            if (
+                body["type"] != HOST_ID
+                or message.is_node
+                or not valid_hostname(body.get("hostname"))
+            ):
                 self.unanswered[message.msgno] = message
                 if Fault.SERVE_BEFORE_HOST_ID in self.faults and body["type"] != HOST_ID:
                     return [MessageReceived(message)]
-                self.reply(message.msgno, error_body(
-                    "host-id-required", "the initiator's first message must be a host-id MSG in a host frame "
-                    "with a hostname"), error=True)
+                self.reply(
+                    message.msgno,
+                    error_body(
+                        "host-id-required",
+                        "the initiator's first message must be a host-id MSG in a host frame "
+                        "with a hostname",
+                    ),
+                    error=True,
+                )
                 return self.close("the initiator's first message is not a valid host-id")
             self.peer_hostname = body["hostname"]
             self.identified = True
@@ -368,18 +456,28 @@ class RippleSession:
             return [HostIdentified(self.peer_hostname)]
         self.unanswered[message.msgno] = message
         if body["type"] == HOST_ID:
-            self.reply(message.msgno, error_body("host-id-repeated", "the host-id exchange is already done"),
-                       error=True)
+            self.reply(
+                message.msgno,
+                error_body("host-id-repeated", "the host-id exchange is already done"),
+                error=True,
+            )
             return []
         if message.version != self.version and Fault.SERVE_ANY_VERSION not in self.faults:
-            self.reply(message.msgno, error_body("unsupported-version", f"this host speaks version {self.version}",
-                                                 supported=[self.version]), error=True)
+            self.reply(
+                message.msgno,
+                error_body(
+                    "unsupported-version",
+                    f"this host speaks version {self.version}",
+                    supported=[self.version],
+                ),
+                error=True,
+            )
             return []
         return [MessageReceived(message)]
 
     def _on_answer(self, message: Message) -> list[Event]:
         if self._reused > 1 and message.msgno == self._own_parity:
-            self._reused -= 1   # the fault reuse-msgno: another of our MSGs with this msgno still awaits its answer
+            self._reused -= 1  # the fault reuse-msgno: another of our MSGs with this msgno still awaits its answer
             request = self.outstanding[message.msgno]
         else:
             self._reused = 0 if message.msgno == self._own_parity else self._reused

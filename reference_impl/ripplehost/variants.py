@@ -15,11 +15,14 @@ UNPROMPTED_INTERVAL = 0.5
 
 SPECS: tuple[VariantSpec, ...] = (
     *wire_variants("frame", "the text sets no time within which a MSG must be answered"),
-    VariantSpec(UNPROMPTED_TRAFFIC, ("server", "client"),
-                f"a MSG {{\"type\":\"ping\"}} of the node's own right after the host-id exchange, then every "
-                f"{UNPROMPTED_INTERVAL:g} s (the acceptor with odd msgnos, the initiator with even ones)",
-                "Ripple SCTP binding, Host Messages: \"The host that initiated the association must use only "
-                "even-numbered msgnos and the host that received the association must use only odd-numbered "
-                "msgnos\" (both hosts send MSGs); profile section 4: only MSGs before the host-id RPY are "
-                "forbidden"),
+    VariantSpec(
+        UNPROMPTED_TRAFFIC,
+        ("server", "client"),
+        f'a MSG {{"type":"ping"}} of the node\'s own right after the host-id exchange, then every '
+        f"{UNPROMPTED_INTERVAL:g} s (the acceptor with odd msgnos, the initiator with even ones)",
+        'Ripple SCTP binding, Host Messages: "The host that initiated the association must use only '
+        "even-numbered msgnos and the host that received the association must use only odd-numbered "
+        'msgnos" (both hosts send MSGs); profile section 4: only MSGs before the host-id RPY are '
+        "forbidden",
+    ),
 )

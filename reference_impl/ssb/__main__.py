@@ -58,26 +58,33 @@ class CliError(Exception):
 def _add_identity_options(parser: argparse.ArgumentParser, *, key_file_required: bool) -> None:
     group = parser.add_argument_group("identity and network")
     group.add_argument(
-        "--key-file", metavar="PATH", required=key_file_required,
+        "--key-file",
+        metavar="PATH",
+        required=key_file_required,
         help="secret key file in ssb-keys format (like ~/.ssb/secret)"
         + ("" if key_file_required else "; default: a fresh throwaway identity"),
     )
     group.add_argument(
-        "--create-key", action="store_true",
+        "--create-key",
+        action="store_true",
         help="if --key-file does not exist, generate a new identity and save it there (mode 0600)",
     )
     network = group.add_mutually_exclusive_group()
     network.add_argument(
-        "--network-key", metavar="HEX",
+        "--network-key",
+        metavar="HEX",
         help="network identifier (caps.shs), 32 bytes as hex or base64; "
         "default: the main SSB network",
     )
     network.add_argument(
-        "--network-key-file", metavar="PATH",
+        "--network-key-file",
+        metavar="PATH",
         help="file holding the network identifier as hex or base64",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging threshold; logs go to stderr (default: %(default)s)",
     )
 
@@ -167,10 +174,16 @@ async def _serve(args: argparse.Namespace) -> int:
         log.warning("fault injection active: %s", ", ".join(sorted(node.faults)))
 
     await serve_until_stopped(
-        node, args.host, args.port, args.ready_file,
-        lambda host, port: (f"SSB_READY host={host} port={port} id={node.feed_id}",
-                            {"host": host, "port": port, "id": node.feed_id}),
-        CliError)
+        node,
+        args.host,
+        args.port,
+        args.ready_file,
+        lambda host, port: (
+            f"SSB_READY host={host} port={port} id={node.feed_id}",
+            {"host": host, "port": port, "id": node.feed_id},
+        ),
+        CliError,
+    )
     return EXIT_OK
 
 
@@ -197,18 +210,19 @@ async def _replicate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return _EXIT_BY_KIND.get(exc.kind, EXIT_ERROR)
     if args.out:
-        Path(args.out).write_text(json.dumps(messages, indent=2, ensure_ascii=False) + "\n",
-                                  encoding="utf-8")
+        Path(args.out).write_text(
+            json.dumps(messages, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     latest = messages[-1]["sequence"] if messages else 0
-    print(f"SSB_REPLICATED feed={feed_id} count={len(messages)} latest_sequence={latest}", flush=True)
+    print(
+        f"SSB_REPLICATED feed={feed_id} count={len(messages)} latest_sequence={latest}", flush=True
+    )
     if Fault.CLIENT_FAIL_AFTER_REPLICATION.value in args.fault:
         return EXIT_ERROR  # the fault: a verified replication reported as failed
     return EXIT_OK
 
 
 # --- parser ---------------------------------------------------------------------------
-
-
 
 
 def _non_negative_int(text: str) -> int:
@@ -233,29 +247,60 @@ def build_parser() -> argparse.ArgumentParser:
         "the protocol guide), whoami and publish (publish only to a client using the node's "
         "own key). When listening, prints one line to stdout: "
         "'SSB_READY host=H port=P id=@...ed25519'. SIGTERM or SIGINT stops it (exit 0).",
-        epilog=(fault_help(FAULT_SPECS, {"server": "serve", "client": "replicate"}) + "\n\n"
-                + variant_help(VARIANT_SPECS)),
+        epilog=(
+            fault_help(FAULT_SPECS, {"server": "serve", "client": "replicate"})
+            + "\n\n"
+            + variant_help(VARIANT_SPECS)
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_identity_options(serve, key_file_required=True)
     listen = serve.add_argument_group("listening")
-    listen.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    listen.add_argument("--port", type=_non_negative_int, default=8008,
-                        help="TCP port; 0 picks a free one (default: %(default)s)")
-    listen.add_argument("--ready-file", metavar="PATH",
-                        help='also write {"host", "port", "id"} as JSON to PATH once listening')
-    listen.add_argument("--handshake-timeout", type=positive_float, default=DEFAULT_HANDSHAKE_TIMEOUT,
-                        metavar="S", help="seconds a client gets to finish the handshake "
-                        "(default: %(default)g)")
-    listen.add_argument("--idle-timeout", type=positive_float, default=DEFAULT_IDLE_TIMEOUT,
-                        metavar="S", help="close a connection (with goodbyes) after this many seconds "
-                        "with nothing received and no message sent (default: %(default)g)")
+    listen.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    listen.add_argument(
+        "--port",
+        type=_non_negative_int,
+        default=8008,
+        help="TCP port; 0 picks a free one (default: %(default)s)",
+    )
+    listen.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help='also write {"host", "port", "id"} as JSON to PATH once listening',
+    )
+    listen.add_argument(
+        "--handshake-timeout",
+        type=positive_float,
+        default=DEFAULT_HANDSHAKE_TIMEOUT,
+        metavar="S",
+        help="seconds a client gets to finish the handshake (default: %(default)g)",
+    )
+    listen.add_argument(
+        "--idle-timeout",
+        type=positive_float,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="S",
+        help="close a connection (with goodbyes) after this many seconds "
+        "with nothing received and no message sent (default: %(default)g)",
+    )
     content = serve.add_argument_group("feeds")
-    content.add_argument("--seed-messages", type=_non_negative_int, default=0, metavar="N",
-                         help="publish N 'post' messages to the node's own feed at start")
-    content.add_argument("--seed-feed", action="append", default=[], metavar="FILE.json",
-                         help="load a feed (a JSON list of message values, e.g. the --out of "
-                         "replicate), verified message by message; repeatable")
+    content.add_argument(
+        "--seed-messages",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="publish N 'post' messages to the node's own feed at start",
+    )
+    content.add_argument(
+        "--seed-feed",
+        action="append",
+        default=[],
+        metavar="FILE.json",
+        help="load a feed (a JSON list of message values, e.g. the --out of "
+        "replicate), verified message by message; repeatable",
+    )
     add_fault_option(serve, FAULT_SPECS, "server")
     add_variant_option(serve, VARIANT_SPECS, "server")
     serve.set_defaults(run=_serve)
@@ -273,17 +318,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_identity_options(client, key_file_required=False)
     peer = client.add_argument_group("peer")
-    peer.add_argument("--peer-host", default="127.0.0.1", metavar="HOST",
-                      help="the peer's address (default: %(default)s)")
-    peer.add_argument("--peer-port", type=int, required=True, metavar="PORT", help="the peer's TCP port")
-    peer.add_argument("--peer-public-key", required=True, metavar="@...ed25519",
-                      help="the peer's identity; the handshake fails unless it is really the peer's")
-    client.add_argument("--feed", metavar="@...ed25519",
-                        help="feed to replicate (default: the peer's own feed)")
-    client.add_argument("--out", metavar="FILE.json",
-                        help="write the verified messages there, as a JSON list of message values")
-    client.add_argument("--timeout", type=positive_float, default=DEFAULT_REPLICATE_TIMEOUT,
-                        metavar="S", help="give up after this many seconds (default: %(default)g)")
+    peer.add_argument(
+        "--peer-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the peer's address (default: %(default)s)",
+    )
+    peer.add_argument(
+        "--peer-port", type=int, required=True, metavar="PORT", help="the peer's TCP port"
+    )
+    peer.add_argument(
+        "--peer-public-key",
+        required=True,
+        metavar="@...ed25519",
+        help="the peer's identity; the handshake fails unless it is really the peer's",
+    )
+    client.add_argument(
+        "--feed", metavar="@...ed25519", help="feed to replicate (default: the peer's own feed)"
+    )
+    client.add_argument(
+        "--out",
+        metavar="FILE.json",
+        help="write the verified messages there, as a JSON list of message values",
+    )
+    client.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_REPLICATE_TIMEOUT,
+        metavar="S",
+        help="give up after this many seconds (default: %(default)g)",
+    )
     add_fault_option(client, FAULT_SPECS, "client")
     add_variant_option(client, VARIANT_SPECS, "client")
     client.set_defaults(run=_replicate)

@@ -133,7 +133,9 @@ class BoxStreamEncoder:
         counter = self._counter
         key = self._key
         self._counter = (counter + 2) & _NONCE_MASK
-        sealed_body = _secretbox(body, ((counter + 1) & _NONCE_MASK).to_bytes(NONCE_SIZE, "big"), key)
+        sealed_body = _secretbox(
+            body, ((counter + 1) & _NONCE_MASK).to_bytes(NONCE_SIZE, "big"), key
+        )
         header = _secretbox(
             len(body).to_bytes(_LENGTH_SIZE, "big") + sealed_body[:_TAG_SIZE],
             counter.to_bytes(NONCE_SIZE, "big"),
@@ -154,7 +156,9 @@ class BoxStreamEncoder:
         if size <= box_size:
             return self._seal(data)
         seal = self._seal
-        return b"".join([seal(data[start : start + box_size]) for start in range(0, size, box_size)])
+        return b"".join(
+            [seal(data[start : start + box_size]) for start in range(0, size, box_size)]
+        )
 
     def goodbye(self) -> bytes:
         """The goodbye header; the encoder accepts nothing afterwards."""
@@ -173,8 +177,14 @@ class BoxStreamDecoder:
     header may declare; larger ones are rejected before the body is read.
     """
 
-    def __init__(self, key: bytes, nonce: bytes, max_body: int = MAX_BODY, *,
-                 faults: frozenset[Fault] = frozenset()) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        nonce: bytes,
+        max_body: int = MAX_BODY,
+        *,
+        faults: frozenset[Fault] = frozenset(),
+    ) -> None:
         _check_key_and_nonce(key, nonce)
         # Rules broken on purpose (faults.py); looked at only when a tag fails.
         self._faults = frozenset(faults)
@@ -267,11 +277,15 @@ class BoxStreamDecoder:
                         break
                     header_box = source[position : position + HEADER_SIZE]
                     try:
-                        plaintext = _secretbox_open(header_box, counter.to_bytes(NONCE_SIZE, "big"), key)
+                        plaintext = _secretbox_open(
+                            header_box, counter.to_bytes(NONCE_SIZE, "big"), key
+                        )
                     except CryptoError:
                         if Fault.SKIP_HEADER_AUTH not in self._faults:
                             raise BoxStreamError("header authentication failed") from None
-                        plaintext = _open_unchecked(header_box, counter.to_bytes(NONCE_SIZE, "big"), key)
+                        plaintext = _open_unchecked(
+                            header_box, counter.to_bytes(NONCE_SIZE, "big"), key
+                        )
                     position += HEADER_SIZE
                     if plaintext == _GOODBYE_PLAINTEXT:
                         self._ended = True

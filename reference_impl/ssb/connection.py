@@ -260,8 +260,13 @@ class SsbConnection:
             # The RPC goodbye came through the box stream, so it is just as
             # authentic; JS peers hang up right after it.
             self._state = ConnectionState.CLOSED
-            return [Closed("peer closed the connection after its RPC goodbye",
-                           failed=False, stage="transport")]
+            return [
+                Closed(
+                    "peer closed the connection after its RPC goodbye",
+                    failed=False,
+                    stage="transport",
+                )
+            ]
         return [self._fail("transport", "connection closed without a box stream goodbye")]
 
     def _receive_handshake(self, data: bytes, events: list[ConnectionEvent]) -> bytes:
@@ -276,8 +281,12 @@ class SsbConnection:
         if not self._handshake.complete:
             return b""
         params = self._handshake.result
-        self._encoder = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce, faults=self._faults)
-        self._decoder = BoxStreamDecoder(params.decrypt_key, params.decrypt_nonce, faults=self._faults)
+        self._encoder = BoxStreamEncoder(
+            params.encrypt_key, params.encrypt_nonce, faults=self._faults
+        )
+        self._decoder = BoxStreamDecoder(
+            params.decrypt_key, params.decrypt_nonce, faults=self._faults
+        )
         self._rpc = RpcEndpoint(self._max_rpc_body, faults=self._faults)
         self._peer_public = params.peer_public
         self._state = ConnectionState.OPEN

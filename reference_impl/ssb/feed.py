@@ -45,10 +45,21 @@ MAX_SAFE_INTEGER = 2**53 - 1
 SIGNATURE_SIZE = 64
 
 # Reasons a message is rejected, the values of FeedError.reason.
-FEED_ERROR_REASONS = frozenset({
-    "fields", "author", "sequence", "previous", "timestamp", "hash",
-    "content", "signature", "format", "size", "json",
-})
+FEED_ERROR_REASONS = frozenset(
+    {
+        "fields",
+        "author",
+        "sequence",
+        "previous",
+        "timestamp",
+        "hash",
+        "content",
+        "signature",
+        "format",
+        "size",
+        "json",
+    }
+)
 
 # Canonical (padding bits zero) base64 as ssb-ref's is-canonical-base64
 # defines it: the only spelling of given bytes that JS peers accept.
@@ -74,8 +85,13 @@ class FeedError(ValueError):
 # --- JSON.stringify ------------------------------------------------------------
 
 _SHORT_ESCAPES = {
-    '"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f",
-    "\n": "\\n", "\r": "\\r", "\t": "\\t",
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
 }
 
 
@@ -97,7 +113,11 @@ def _quote_json_string(text: str) -> str:
             out.append(_SHORT_ESCAPES[char])
         elif code < 0x20:
             out.append(f"\\u{code:04x}")
-        elif 0xD800 <= code <= 0xDBFF and index + 1 < length and 0xDC00 <= ord(text[index + 1]) <= 0xDFFF:
+        elif (
+            0xD800 <= code <= 0xDBFF
+            and index + 1 < length
+            and 0xDC00 <= ord(text[index + 1]) <= 0xDFFF
+        ):
             low = ord(text[index + 1])
             out.append(chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)))
             index += 1
@@ -214,11 +234,20 @@ def _stringify(value: Any, gap: str, current_indent: str) -> str:
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
-def _wrap(open_: str, close: str, parts: list[str], gap: str, current_indent: str, inner_indent: str) -> str:
+def _wrap(
+    open_: str, close: str, parts: list[str], gap: str, current_indent: str, inner_indent: str
+) -> str:
     if not gap:
         return open_ + ",".join(parts) + close
-    return (open_ + "\n" + inner_indent + (",\n" + inner_indent).join(parts)
-            + "\n" + current_indent + close)
+    return (
+        open_
+        + "\n"
+        + inner_indent
+        + (",\n" + inner_indent).join(parts)
+        + "\n"
+        + current_indent
+        + close
+    )
 
 
 def canonical_json(value: Any) -> str:
@@ -342,14 +371,23 @@ def _check_content(content: Any, faults: frozenset[Fault] = frozenset()) -> None
             raise FeedError("content", "string content must be <base64>.box (encrypted)")
         return
     if not isinstance(content, dict):
-        raise FeedError("content", f"content must be an object or encrypted string, got {type(content).__name__}")
+        raise FeedError(
+            "content",
+            f"content must be an object or encrypted string, got {type(content).__name__}",
+        )
     content_type = content.get("type")
     if not isinstance(content_type, str):
         raise FeedError("content", "content.type must be a string")
     # The guide counts "code units": JS string length, i.e. UTF-16.
     length = _utf16_length(content_type)
-    if not CONTENT_TYPE_MIN <= length <= CONTENT_TYPE_MAX and Fault.CLIENT_SKIP_CONTENT_TYPE_LENGTH_CHECK not in faults:
-        raise FeedError("content", f"content.type must be {CONTENT_TYPE_MIN}..{CONTENT_TYPE_MAX} UTF-16 code units, got {length}")
+    if (
+        not CONTENT_TYPE_MIN <= length <= CONTENT_TYPE_MAX
+        and Fault.CLIENT_SKIP_CONTENT_TYPE_LENGTH_CHECK not in faults
+    ):
+        raise FeedError(
+            "content",
+            f"content.type must be {CONTENT_TYPE_MIN}..{CONTENT_TYPE_MAX} UTF-16 code units, got {length}",
+        )
 
 
 def _decode_signature(signature: Any) -> bytes:
@@ -385,7 +423,9 @@ def _as_integer(value: Any) -> int | None:
     return None
 
 
-def verify_message(msg: dict, previous: dict | None, *, faults: frozenset[Fault] = frozenset()) -> str:
+def verify_message(
+    msg: dict, previous: dict | None, *, faults: frozenset[Fault] = frozenset()
+) -> str:
     """Check ``msg`` as the successor of ``previous`` (None: first message).
 
     Returns the message id. Raises FeedError whose ``reason`` names the first
@@ -406,27 +446,43 @@ def verify_message(msg: dict, previous: dict | None, *, faults: frozenset[Fault]
     keys = tuple(msg)
     if Fault.CLIENT_ACCEPT_EXTRA_FIELDS in faults:
         keys = tuple(key for key in keys if key in FIELD_ORDER)
-    if Fault.CLIENT_ACCEPT_ANY_FIELD_ORDER in faults and sorted(map(str, keys)) == sorted(FIELD_ORDER):
+    if Fault.CLIENT_ACCEPT_ANY_FIELD_ORDER in faults and sorted(map(str, keys)) == sorted(
+        FIELD_ORDER
+    ):
         keys = FIELD_ORDER
     if keys not in (FIELD_ORDER, LEGACY_FIELD_ORDER):
-        raise FeedError("fields", f"fields must be {', '.join(FIELD_ORDER)} in this order, got {', '.join(map(str, keys))}")
+        raise FeedError(
+            "fields",
+            f"fields must be {', '.join(FIELD_ORDER)} in this order, got {', '.join(map(str, keys))}",
+        )
 
     author = msg["author"]
     try:
         public = feed_id_to_public(author)
     except ValueError as exc:
         raise FeedError("author", str(exc)) from None
-    if previous is not None and previous.get("author") != author and Fault.CLIENT_ACCEPT_FOREIGN_AUTHOR not in faults:
-        raise FeedError("author", f"author {author} differs from the previous message's {previous.get('author')}")
+    if (
+        previous is not None
+        and previous.get("author") != author
+        and Fault.CLIENT_ACCEPT_FOREIGN_AUTHOR not in faults
+    ):
+        raise FeedError(
+            "author",
+            f"author {author} differs from the previous message's {previous.get('author')}",
+        )
 
     sequence = _as_integer(msg["sequence"])
     expected_sequence = 1 if previous is None else (_as_integer(previous.get("sequence")) or 0) + 1
     if sequence != expected_sequence and Fault.CLIENT_SKIP_SEQUENCE_CHECK not in faults:
-        raise FeedError("sequence", f"sequence must be {expected_sequence}, got {msg['sequence']!r}")
+        raise FeedError(
+            "sequence", f"sequence must be {expected_sequence}, got {msg['sequence']!r}"
+        )
 
     expected_previous = None if previous is None else message_id(previous)
     if msg["previous"] != expected_previous and Fault.CLIENT_SKIP_PREVIOUS_CHECK not in faults:
-        raise FeedError("previous", f"previous must be {expected_previous!r}, got {msg['previous']!r}")
+        raise FeedError(
+            "previous", f"previous must be {expected_previous!r}, got {msg['previous']!r}"
+        )
 
     if not _is_number(msg["timestamp"]):
         raise FeedError("timestamp", f"timestamp must be a number, got {msg['timestamp']!r}")
@@ -440,19 +496,26 @@ def verify_message(msg: dict, previous: dict | None, *, faults: frozenset[Fault]
 
     signed_text = canonical_json(msg)
     if _utf16_length(signed_text) > MAX_MESSAGE_LENGTH:
-        raise FeedError("size", f"canonical JSON is {_utf16_length(signed_text)} UTF-16 code units, over {MAX_MESSAGE_LENGTH}")
+        raise FeedError(
+            "size",
+            f"canonical JSON is {_utf16_length(signed_text)} UTF-16 code units, over {MAX_MESSAGE_LENGTH}",
+        )
 
     signature = _decode_signature(msg["signature"])
     if Fault.CLIENT_SKIP_SIGNATURE_CHECK in faults:
         return message_id(msg)
     if not verify_signature(public, signing_input(msg), signature):
         unsigned = _unsigned(msg)
-        if (Fault.CLIENT_ACCEPT_COMPACT_JSON_SIGNATURE in faults
-                and verify_signature(public, json_stringify(unsigned).encode("utf-8"), signature)):
+        if Fault.CLIENT_ACCEPT_COMPACT_JSON_SIGNATURE in faults and verify_signature(
+            public, json_stringify(unsigned).encode("utf-8"), signature
+        ):
             return message_id(msg)
         for misformatted in _common_misformattings(unsigned):
             if verify_signature(public, misformatted, signature):
-                raise FeedError("format", "signed over a non-canonical serialisation, not JSON.stringify(msg, null, 2)")
+                raise FeedError(
+                    "format",
+                    "signed over a non-canonical serialisation, not JSON.stringify(msg, null, 2)",
+                )
         raise FeedError("signature", "signature does not verify over the canonical JSON")
     return message_id(msg)
 

@@ -21,9 +21,7 @@ import nacl.bindings
 import nacl.exceptions
 import nacl.signing
 
-MAIN_NETWORK_KEY = bytes.fromhex(
-    "d4a1cb88a66f02f8db635ce26441cc5dac1b08420ceaac230839b755845a9ffb"
-)
+MAIN_NETWORK_KEY = bytes.fromhex("d4a1cb88a66f02f8db635ce26441cc5dac1b08420ceaac230839b755845a9ffb")
 """The network identifier (``caps.shs``) of the main Scuttlebutt network."""
 
 PUBLIC_KEY_SIZE = 32

@@ -147,8 +147,12 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
         raise ValueError(f"createHistoryStream: invalid id: {exc}") from None
     sequence = _sequence_option(options, "sequence")
     seq = None if Fault.IGNORE_SEQ_ALIAS in faults else _sequence_option(options, "seq")
-    if (sequence is not None and seq is not None and sequence != seq
-            and Fault.ACCEPT_CONFLICTING_SEQ not in faults):
+    if (
+        sequence is not None
+        and seq is not None
+        and sequence != seq
+        and Fault.ACCEPT_CONFLICTING_SEQ not in faults
+    ):
         raise ValueError(f"createHistoryStream: sequence ({sequence}) and seq ({seq}) conflict")
     limit = options.get("limit")
     if limit is not None:
@@ -169,8 +173,10 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
         limit=limit,
         live=live,
         old=_bool_option(options, "old", old_default) or Fault.IGNORE_OLD_FALSE in faults,
-        keys=(_bool_option(options, "keys", Fault.KEYS_DEFAULT_FALSE not in faults)
-              or Fault.IGNORE_KEYS_FALSE in faults),
+        keys=(
+            _bool_option(options, "keys", Fault.KEYS_DEFAULT_FALSE not in faults)
+            or Fault.IGNORE_KEYS_FALSE in faults
+        ),
     )
 
 
@@ -311,7 +317,9 @@ class SsbNode:
         index = sequence - 1
         key = stored.ids[index]
         if Fault.BROKEN_CHAIN in self.faults and feed_id == self.feed_id and sequence > 1:
-            value = create_message(self.keypair, None, sequence, value["timestamp"], value["content"])
+            value = create_message(
+                self.keypair, None, sequence, value["timestamp"], value["content"]
+            )
             key = message_id(value)
         if Fault.BAD_SIGNATURE in self.faults:
             value = flip_signature_byte(value)
@@ -375,7 +383,9 @@ class SsbNode:
             await self._server.wait_closed()
             self._server = None
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         peer = writer.get_extra_info("peername")
         if len(self._sessions) >= MAX_CONNECTIONS:
             log.warning("refusing %s: %d connections already open", peer, MAX_CONNECTIONS)
@@ -397,8 +407,13 @@ class SsbNode:
 class _Link:
     """An SsbConnection bound to asyncio streams: flush, drain, read."""
 
-    def __init__(self, conn: SsbConnection, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, write_timeout: float) -> None:
+    def __init__(
+        self,
+        conn: SsbConnection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        write_timeout: float,
+    ) -> None:
         self.conn = conn
         self.reader = reader
         self.writer = writer
@@ -432,15 +447,18 @@ class _Link:
 class _ServerSession:
     """One accepted connection: handshake, then answer requests until goodbye."""
 
-    def __init__(self, node: SsbNode, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, node: SsbNode, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.node = node
         self.conn = SsbConnection.server(
             node.network_key,
             node.keypair,
             max_rpc_body=MAX_RPC_BODY,
             insecure_skip_hello_check=Fault.ACCEPT_ANY_NETWORK_KEY in node.faults,
-            ephemeral_secret=(node._fixed_ephemeral_secret if Fault.REUSE_EPHEMERAL_KEY in node.faults
-                              else None),
+            ephemeral_secret=(
+                node._fixed_ephemeral_secret if Fault.REUSE_EPHEMERAL_KEY in node.faults else None
+            ),
             faults=node.faults,
         )
         self.link = _Link(self.conn, reader, shape_writer(writer, node.shape), node.idle_timeout)
@@ -485,7 +503,11 @@ class _ServerSession:
                 try:
                     await self.link.drain()
                 except (OSError, TimeoutError) as exc:
-                    log.info("%s: peer stopped reading (%r); dropping the connection", self.peer_address, exc)
+                    log.info(
+                        "%s: peer stopped reading (%r); dropping the connection",
+                        self.peer_address,
+                        exc,
+                    )
                     break
                 if not data:
                     break
@@ -509,8 +531,12 @@ class _ServerSession:
         if self.conn.state is ConnectionState.HANDSHAKE:
             log.info("%s: handshake timed out", self.peer_address)
         elif self._closing_since is None:
-            log.info("%s (%s): idle for %.0f s, closing", self.peer_address, self.peer_id,
-                     self.node.idle_timeout)
+            log.info(
+                "%s (%s): idle for %.0f s, closing",
+                self.peer_address,
+                self.peer_id,
+                self.node.idle_timeout,
+            )
 
     def _begin_close(self) -> None:
         """Send our RPC and box stream goodbyes; then wait a little for the peer's."""
@@ -526,7 +552,7 @@ class _ServerSession:
             log.info("%s: handshake complete with %s", self.peer_address, self.peer_id)
             self._own_feed_request_due = self.conn.peer_public != self.node.keypair.public
             if UNPROMPTED_TRAFFIC in self.node.variants:
-                if self._own_feed_request_due:   # at once, not when the peer's first request comes
+                if self._own_feed_request_due:  # at once, not when the peer's first request comes
                     self._own_feed_request_due = False
                     self._ask_peer_for_own_feed()
                 self._ask_whoami()
@@ -553,8 +579,11 @@ class _ServerSession:
             self._on_goodbye("RPC goodbye received")
         elif isinstance(event, Closed):
             self._on_closed(event)
-        elif (isinstance(event, (StreamData, StreamEnd)) and self._own_feed_request is not None
-              and event.req == -self._own_feed_request):
+        elif (
+            isinstance(event, (StreamData, StreamEnd))
+            and self._own_feed_request is not None
+            and event.req == -self._own_feed_request
+        ):
             self._on_own_feed_reply(event)
         elif isinstance(event, (Response, AsyncError, StreamData, StreamEnd)):
             # This node makes no requests on accepted connections.
@@ -612,8 +641,12 @@ class _ServerSession:
         ssb-server before its connection handlers listen for it and is
         missed. ``sequence`` is the first message wanted, as the network
         reads it (erratum SSB-E1). Not live, so the stream ends."""
-        options = {"id": self.node.feed_id, "sequence": self.node._feed_length(self.node.feed_id) + 1,
-                   "live": False, "keys": False}
+        options = {
+            "id": self.node.feed_id,
+            "sequence": self.node._feed_length(self.node.feed_id) + 1,
+            "live": False,
+            "keys": False,
+        }
         try:
             self._own_feed_request = self.conn.request(["createHistoryStream"], [options], "source")
         except (RpcError, RuntimeError) as exc:
@@ -624,13 +657,17 @@ class _ServerSession:
             # The endpoint closes our side of the stream by itself.
             self._own_feed_request = None
             if event.error is not None:
-                log.info("%s: our createHistoryStream request ended with an error: %s",
-                         self.peer_id, _error_text(event.error))
+                log.info(
+                    "%s: our createHistoryStream request ended with an error: %s",
+                    self.peer_id,
+                    _error_text(event.error),
+                )
             return
         # This node never loses messages, so anything offered beyond its
         # latest is not ours to take (a fork, or someone else's key use).
-        log.info("%s: offered a message of our own feed beyond the latest we hold; ignored",
-                 self.peer_id)
+        log.info(
+            "%s: offered a message of our own feed beyond the latest we hold; ignored", self.peer_id
+        )
 
     # --- procedures
 
@@ -654,7 +691,8 @@ class _ServerSession:
         if actual == expected:
             return True
         self.conn.respond_error(
-            request.req, _ERROR_NAME,
+            request.req,
+            _ERROR_NAME,
             f"{'.'.join(request.name)} is a {expected} procedure, not {request.type}",
         )
         return False
@@ -678,7 +716,8 @@ class _ServerSession:
     def _publish(self, request: Request) -> None:
         if self.conn.peer_public != self.node.keypair.public:
             self.conn.respond_error(
-                request.req, _ERROR_NAME, "publish is only allowed to the node's own key")
+                request.req, _ERROR_NAME, "publish is only allowed to the node's own key"
+            )
             return
         if len(request.args) != 1:
             self.conn.respond_error(request.req, _ERROR_NAME, "publish takes one argument: content")
@@ -691,10 +730,18 @@ class _ServerSession:
         self.conn.respond(request.req, published)
 
     def _create_history_stream(self, request: Request) -> None:
-        log.debug("%s: createHistoryStream request %d, args %s", self.peer_id, request.req,
-                  json.dumps(request.args)[:300])
-        if (Fault.MISSING_ID_ENDS_NORMALLY in self.node.faults and request.args
-                and isinstance(request.args[0], dict) and "id" not in request.args[0]):
+        log.debug(
+            "%s: createHistoryStream request %d, args %s",
+            self.peer_id,
+            request.req,
+            json.dumps(request.args)[:300],
+        )
+        if (
+            Fault.MISSING_ID_ENDS_NORMALLY in self.node.faults
+            and request.args
+            and isinstance(request.args[0], dict)
+            and "id" not in request.args[0]
+        ):
             self.conn.stream_end(request.req)
             return
         try:
@@ -729,8 +776,10 @@ class _ServerSession:
                     # A connection carrying live messages is not idle.
                     self._last_activity = asyncio.get_running_loop().time()
                     await self.link.drain()
-                elif options.live or (Fault.NO_END_FOR_UNKNOWN_FEED in node.faults
-                                      and options.feed_id not in node._feeds):
+                elif options.live or (
+                    Fault.NO_END_FOR_UNKNOWN_FEED in node.faults
+                    and options.feed_id not in node._feeds
+                ):
                     await node._wait_for_append(options.feed_id)
                 else:
                     break
@@ -790,21 +839,40 @@ async def replicate(
     broken = frozenset(Fault(name) for name in faults)
     try:
         async with asyncio.timeout(timeout):
-            return await _replicate(host, port, network_key, keypair, peer_public, feed_id, latest, broken, shape)
+            return await _replicate(
+                host, port, network_key, keypair, peer_public, feed_id, latest, broken, shape
+            )
     except TimeoutError:
-        raise ReplicationError("timeout", f"replication did not finish within {timeout:g} s") from None
+        raise ReplicationError(
+            "timeout", f"replication did not finish within {timeout:g} s"
+        ) from None
 
 
-async def _replicate(host: str, port: int, network_key: bytes, keypair: Keypair,
-                     peer_public: bytes, feed_id: str, latest: dict | None,
-                     faults: frozenset[Fault] = frozenset(), shape: Shape = Shape()) -> list[dict]:
+async def _replicate(
+    host: str,
+    port: int,
+    network_key: bytes,
+    keypair: Keypair,
+    peer_public: bytes,
+    feed_id: str,
+    latest: dict | None,
+    faults: frozenset[Fault] = frozenset(),
+    shape: Shape = Shape(),
+) -> list[dict]:
     try:
         reader, writer = await asyncio.open_connection(host, port, limit=READ_SIZE)
     except OSError as exc:
         raise ReplicationError("connect", f"cannot connect to {host}:{port}: {exc}") from None
-    conn = SsbConnection.client(network_key, keypair, peer_public, max_rpc_body=MAX_RPC_BODY, faults=faults,
-                                ephemeral_secret=(CLIENT_FIXED_EPHEMERAL_SECRET
-                                                  if Fault.CLIENT_REUSE_EPHEMERAL_KEY in faults else None))
+    conn = SsbConnection.client(
+        network_key,
+        keypair,
+        peer_public,
+        max_rpc_body=MAX_RPC_BODY,
+        faults=faults,
+        ephemeral_secret=(
+            CLIENT_FIXED_EPHEMERAL_SECRET if Fault.CLIENT_REUSE_EPHEMERAL_KEY in faults else None
+        ),
+    )
     # The overall timeout bounds every read and write here.
     link = _Link(conn, reader, shape_writer(writer, shape), write_timeout=DEFAULT_IDLE_TIMEOUT)
     try:
@@ -838,8 +906,9 @@ async def _read_events(link: _Link) -> list[ConnectionEvent]:
     return link.conn.receive_data(data) if data else link.conn.receive_eof()
 
 
-async def _client_handshake(link: _Link, host: str, port: int,
-                            faults: frozenset[Fault] = frozenset()) -> list[ConnectionEvent]:
+async def _client_handshake(
+    link: _Link, host: str, port: int, faults: frozenset[Fault] = frozenset()
+) -> list[ConnectionEvent]:
     """Run the handshake; return the events that came in with its last
     message (the peer may start RPC right after msg4)."""
     while True:
@@ -848,7 +917,10 @@ async def _client_handshake(link: _Link, host: str, port: int,
             if isinstance(event, Closed):
                 if event.stage == "handshake":
                     raise ReplicationError("handshake", f"handshake failed: {event.reason}")
-                if Fault.CLIENT_WRITE_ON_EOF_IN_HANDSHAKE in faults and not link.writer.is_closing():
+                if (
+                    Fault.CLIENT_WRITE_ON_EOF_IN_HANDSHAKE in faults
+                    and not link.writer.is_closing()
+                ):
                     link.writer.write(os.urandom(16))
                 raise ReplicationError(
                     "handshake",
@@ -861,8 +933,14 @@ async def _client_handshake(link: _Link, host: str, port: int,
             return [event for event in events if not isinstance(event, HandshakeComplete)]
 
 
-async def _receive_history(link: _Link, req: int, feed_id: str, latest: dict | None,
-                           events: list[ConnectionEvent], faults: frozenset[Fault] = frozenset()) -> list[dict]:
+async def _receive_history(
+    link: _Link,
+    req: int,
+    feed_id: str,
+    latest: dict | None,
+    events: list[ConnectionEvent],
+    faults: frozenset[Fault] = frozenset(),
+) -> list[dict]:
     """Collect and verify the replies to our createHistoryStream ``req``,
     starting with ``events`` already received."""
     conn = link.conn
@@ -875,8 +953,10 @@ async def _receive_history(link: _Link, req: int, feed_id: str, latest: dict | N
                 received.append(previous)
             elif isinstance(event, StreamEnd) and event.req == -req:
                 if event.error is not None:
-                    raise ReplicationError("protocol", f"createHistoryStream ended with an error: "
-                                           f"{_error_text(event.error)}")
+                    raise ReplicationError(
+                        "protocol",
+                        f"createHistoryStream ended with an error: {_error_text(event.error)}",
+                    )
                 link.flush()
                 return received
             elif isinstance(event, Request) and not conn.closing:
@@ -886,7 +966,9 @@ async def _receive_history(link: _Link, req: int, feed_id: str, latest: dict | N
             elif isinstance(event, Goodbye):
                 raise ReplicationError("protocol", "peer said goodbye before ending the stream")
             elif isinstance(event, Closed):
-                raise ReplicationError("protocol", f"connection ended before the stream did: {event.reason}")
+                raise ReplicationError(
+                    "protocol", f"connection ended before the stream did: {event.reason}"
+                )
             elif isinstance(event, ProtocolViolation):
                 log.warning("peer broke the RPC protocol: %s", event.reason)
         link.flush()
@@ -894,8 +976,9 @@ async def _receive_history(link: _Link, req: int, feed_id: str, latest: dict | N
         events = await _read_events(link)
 
 
-def _accept_history_item(event: StreamData, feed_id: str, previous: dict | None,
-                         faults: frozenset[Fault] = frozenset()) -> dict:
+def _accept_history_item(
+    event: StreamData, feed_id: str, previous: dict | None, faults: frozenset[Fault] = frozenset()
+) -> dict:
     """Verify one createHistoryStream reply (keys=true form); return the message.
     ``faults``: the feed rules broken on purpose (faults.py)."""
     position = (previous["sequence"] + 1) if previous else 1
@@ -904,22 +987,30 @@ def _accept_history_item(event: StreamData, feed_id: str, previous: dict | None,
     except RpcError as exc:
         raise ReplicationError("invalid-message", f"message {position}: {exc}") from None
     if not isinstance(item, dict) or not {"key", "value"} <= item.keys():
-        raise ReplicationError("invalid-message",
-                               f"message {position}: expected {{key, value, timestamp}}, got {item!r:.200}")
+        raise ReplicationError(
+            "invalid-message",
+            f"message {position}: expected {{key, value, timestamp}}, got {item!r:.200}",
+        )
     value = item["value"]
     foreign = isinstance(value, dict) and Fault.CLIENT_ACCEPT_FOREIGN_AUTHOR in faults
     if not isinstance(value, dict) or (value.get("author") != feed_id and not foreign):
         raise ReplicationError("invalid-message", f"message {position}: not a message of {feed_id}")
     if Fault.CLIENT_SORT_CONTENT_KEYS in faults and isinstance(value.get("content"), dict):
         content = value["content"]
-        value = {**value, "content": {key: content[key] for key in sorted(content, key=lambda k: (k != "type", k))}}
+        value = {
+            **value,
+            "content": {
+                key: content[key] for key in sorted(content, key=lambda k: (k != "type", k))
+            },
+        }
     try:
         msg_id = verify_message(value, previous, faults=faults)
     except FeedError as exc:
         raise ReplicationError("invalid-message", f"message {position}: {exc}") from None
     if item["key"] != msg_id:
-        raise ReplicationError("invalid-message",
-                               f"message {position}: key {item['key']!r} is not its id {msg_id}")
+        raise ReplicationError(
+            "invalid-message", f"message {position}: key {item['key']!r} is not its id {msg_id}"
+        )
     return value
 
 

@@ -124,20 +124,28 @@ class RpcMessage:
         return self.json()
 
     @classmethod
-    def from_json(cls, req: int, value: Any, *, stream: bool = False, end: bool = False) -> RpcMessage:
+    def from_json(
+        cls, req: int, value: Any, *, stream: bool = False, end: bool = False
+    ) -> RpcMessage:
         """A JSON packet; the body is compact, as JS's JSON.stringify(value) prints it."""
         return cls(req, stream, end, BodyType.JSON, json_stringify(value).encode("utf-8"))
 
     @classmethod
-    def from_text(cls, req: int, text: str, *, stream: bool = False, end: bool = False) -> RpcMessage:
+    def from_text(
+        cls, req: int, text: str, *, stream: bool = False, end: bool = False
+    ) -> RpcMessage:
         return cls(req, stream, end, BodyType.STRING, text.encode("utf-8"))
 
     @classmethod
-    def from_bytes(cls, req: int, data: bytes, *, stream: bool = False, end: bool = False) -> RpcMessage:
+    def from_bytes(
+        cls, req: int, data: bytes, *, stream: bool = False, end: bool = False
+    ) -> RpcMessage:
         return cls(req, stream, end, BodyType.BINARY, data)
 
     @classmethod
-    def from_value(cls, req: int, value: Any, *, stream: bool = False, end: bool = False) -> RpcMessage:
+    def from_value(
+        cls, req: int, value: Any, *, stream: bool = False, end: bool = False
+    ) -> RpcMessage:
         """Body type chosen the way packet-stream-codec does: bytes are binary,
         str is a STRING body, anything else is JSON."""
         if isinstance(value, (bytes, bytearray, memoryview)):
@@ -162,12 +170,16 @@ class RpcDecoder:
     a JS peer can neither send nor receive an empty body.)
     """
 
-    def __init__(self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()) -> None:
+    def __init__(
+        self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()
+    ) -> None:
         self.max_body = max_body
         # Fault.DROP_RPC_SPLIT_ACROSS_BOXES / FIRST_RPC_PER_BOX (faults.py):
         # misreadings of "RPC messages need not align with boxes", one call
         # being one box body.
-        self._drop_partial = bool({Fault.DROP_RPC_SPLIT_ACROSS_BOXES, Fault.CLIENT_DROP_RPC_SPLIT_ACROSS_BOXES} & faults)
+        self._drop_partial = bool(
+            {Fault.DROP_RPC_SPLIT_ACROSS_BOXES, Fault.CLIENT_DROP_RPC_SPLIT_ACROSS_BOXES} & faults
+        )
         self._first_only = Fault.FIRST_RPC_PER_BOX in faults
         self.ended = False
         self._buffer = bytearray()
@@ -199,15 +211,17 @@ class RpcDecoder:
                 self._fail("body length exceeds limit", f"{length} > {self.max_body}")
             if len(self._buffer) < HEADER_SIZE + length:
                 break
-            body = bytes(self._buffer[HEADER_SIZE:HEADER_SIZE + length])
-            del self._buffer[:HEADER_SIZE + length]
-            messages.append(RpcMessage(
-                req=req,
-                stream=bool(flags & FLAG_STREAM),
-                end=bool(flags & FLAG_END),
-                body_type=BodyType(flags & BODY_TYPE_MASK),
-                body=body,
-            ))
+            body = bytes(self._buffer[HEADER_SIZE : HEADER_SIZE + length])
+            del self._buffer[: HEADER_SIZE + length]
+            messages.append(
+                RpcMessage(
+                    req=req,
+                    stream=bool(flags & FLAG_STREAM),
+                    end=bool(flags & FLAG_END),
+                    body_type=BodyType(flags & BODY_TYPE_MASK),
+                    body=body,
+                )
+            )
             if self._first_only:
                 self._buffer.clear()
         if self._drop_partial:
@@ -240,6 +254,7 @@ class RpcDecoder:
 @dataclass(frozen=True)
 class Request:
     """The peer calls a procedure; ``type`` is async, source, sink or duplex."""
+
     req: int
     name: list[str]
     type: str
@@ -249,6 +264,7 @@ class Request:
 @dataclass(frozen=True)
 class Response:
     """The single successful reply to our async request ``-req``."""
+
     req: int
     body: RpcMessage
 
@@ -257,6 +273,7 @@ class Response:
 class AsyncError:
     """Our async request ``-req`` failed; ``error`` is the body's value (usually
     {"name", "message", "stack"})."""
+
     req: int
     error: Any
 
@@ -271,6 +288,7 @@ class StreamData:
 class StreamEnd:
     """The peer ended its side of stream ``req``; ``error`` is None for a normal
     end (body ``true``), else the error body's value."""
+
     req: int
     error: Any
 
@@ -284,6 +302,7 @@ class Goodbye:
 class ProtocolViolation:
     """The peer sent ``msg`` against the rules; the packet is dropped and the
     connection can go on."""
+
     reason: str
     msg: RpcMessage
 
@@ -303,6 +322,7 @@ _RESPONDER_SENDS = frozenset({"source", "duplex"})
 class _Call:
     """One request in progress. ``we_ended``/``peer_ended``: who has sent the
     end packet of a stream; a stream is closed when both have."""
+
     type: str
     we_ended: bool = False
     peer_ended: bool = False
@@ -332,11 +352,17 @@ class RpcEndpoint:
     :meth:`data_to_send`.
     """
 
-    def __init__(self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()) -> None:
+    def __init__(
+        self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()
+    ) -> None:
         self._decoder = RpcDecoder(max_body, faults=faults)
         # Rules broken on purpose (faults.py); never set otherwise.
         self._faults = frozenset(faults)
-        self._next_req = 2 if {Fault.CLIENT_FIRST_REQUEST_NUMBER_2, Fault.FIRST_REQUEST_NUMBER_2} & self._faults else 1
+        self._next_req = (
+            2
+            if {Fault.CLIENT_FIRST_REQUEST_NUMBER_2, Fault.FIRST_REQUEST_NUMBER_2} & self._faults
+            else 1
+        )
         self._outgoing: dict[int, _Call] = {}  # our requests, by our number
         self._incoming: dict[int, _Call] = {}  # the peer's, by its number
         self._highest_incoming = 0
@@ -378,8 +404,15 @@ class RpcEndpoint:
         call = _Call(type)
         body = {"name": list(name), "type": type, "args": list(args)}
         if Fault.CLIENT_INDENTED_JSON in self._faults:
-            data = self._send(RpcMessage(req, stream=call.is_stream, end=False, body_type=BodyType.JSON,
-                                         body=json_stringify(body, 2).encode("utf-8")))
+            data = self._send(
+                RpcMessage(
+                    req,
+                    stream=call.is_stream,
+                    end=False,
+                    body_type=BodyType.JSON,
+                    body=json_stringify(body, 2).encode("utf-8"),
+                )
+            )
         else:
             data = self._send(RpcMessage.from_json(req, body, stream=call.is_stream))
         self._next_req += 1
@@ -428,11 +461,24 @@ class RpcEndpoint:
         call = self._open_stream(self._incoming, req, "the peer's request")
         if call.type not in _RESPONDER_SENDS:
             raise RpcError(f"the responder sends no data on a {call.type} stream")
-        wire_req = self._highest_incoming if Fault.NUMBER_REPLIES_BY_LATEST_REQUEST in self._faults else req
+        wire_req = (
+            self._highest_incoming
+            if Fault.NUMBER_REPLIES_BY_LATEST_REQUEST in self._faults
+            else req
+        )
         stream = Fault.NO_STREAM_FLAG not in self._faults
-        if Fault.INDENTED_JSON in self._faults and not isinstance(value, (bytes, bytearray, memoryview, str)):
-            return self._send(RpcMessage(-wire_req, stream=stream, end=False, body_type=BodyType.JSON,
-                                         body=json.dumps(value, indent=2).encode("utf-8")))
+        if Fault.INDENTED_JSON in self._faults and not isinstance(
+            value, (bytes, bytearray, memoryview, str)
+        ):
+            return self._send(
+                RpcMessage(
+                    -wire_req,
+                    stream=stream,
+                    end=False,
+                    body_type=BodyType.JSON,
+                    body=json.dumps(value, indent=2).encode("utf-8"),
+                )
+            )
         return self._send(RpcMessage.from_value(-wire_req, value, stream=stream))
 
     def stream_end(self, req: int, error: Any = None) -> bytes:
@@ -481,22 +527,36 @@ class RpcEndpoint:
         call = self._incoming.get(req)
         if call is None:
             if req <= self._highest_incoming:
-                events.append(ProtocolViolation(f"packet on the peer's request {req}, which is closed", msg))
+                events.append(
+                    ProtocolViolation(f"packet on the peer's request {req}, which is closed", msg)
+                )
             elif msg.end:
-                events.append(ProtocolViolation(f"end on the peer's request {req}, which was never opened", msg))
+                events.append(
+                    ProtocolViolation(
+                        f"end on the peer's request {req}, which was never opened", msg
+                    )
+                )
             else:
                 self._new_request(msg, events)
             return
         if not call.is_stream:
-            events.append(ProtocolViolation(f"second packet on the peer's async request {req}", msg))
+            events.append(
+                ProtocolViolation(f"second packet on the peer's async request {req}", msg)
+            )
             return
         if not msg.stream:
-            events.append(ProtocolViolation(f"packet without stream flag on the peer's {call.type} request {req}", msg))
+            events.append(
+                ProtocolViolation(
+                    f"packet without stream flag on the peer's {call.type} request {req}", msg
+                )
+            )
             return
         if msg.end:
             self._peer_ended(self._incoming, req, call, -req, msg, events)
         elif call.type not in _REQUESTER_SENDS:
-            events.append(ProtocolViolation(f"data from the requester on its {call.type} request {req}", msg))
+            events.append(
+                ProtocolViolation(f"data from the requester on its {call.type} request {req}", msg)
+            )
         else:
             events.append(StreamData(req, msg))
 
@@ -526,7 +586,9 @@ class RpcEndpoint:
             return
         if not call.is_stream:
             if msg.stream:
-                events.append(ProtocolViolation(f"stream flag on the reply to our async request {req}", msg))
+                events.append(
+                    ProtocolViolation(f"stream flag on the reply to our async request {req}", msg)
+                )
                 return
             del self._outgoing[req]
             if msg.end:
@@ -535,26 +597,40 @@ class RpcEndpoint:
                 events.append(Response(msg.req, msg))
             return
         if not msg.stream:
-            events.append(ProtocolViolation(f"reply without stream flag on our {call.type} request {req}", msg))
+            events.append(
+                ProtocolViolation(
+                    f"reply without stream flag on our {call.type} request {req}", msg
+                )
+            )
         elif msg.end:
             self._peer_ended(self._outgoing, req, call, req, msg, events)
         elif call.type not in _RESPONDER_SENDS:
-            events.append(ProtocolViolation(f"data from the responder on our {call.type} request {req}", msg))
+            events.append(
+                ProtocolViolation(f"data from the responder on our {call.type} request {req}", msg)
+            )
         else:
             # Also after our own end: the peer may have sent it before
             # seeing our end, and the guide has it close its side then.
             events.append(StreamData(msg.req, msg))
 
-    def _peer_ended(self, table: dict[int, _Call], req: int, call: _Call, our_wire_req: int,
-                    msg: RpcMessage, events: list[Event]) -> None:
+    def _peer_ended(
+        self,
+        table: dict[int, _Call],
+        req: int,
+        call: _Call,
+        our_wire_req: int,
+        msg: RpcMessage,
+        events: list[Event],
+    ) -> None:
         body = self._value_or_violation(msg, events)
         call.peer_ended = True
         events.append(StreamEnd(msg.req, None if body is True else body))
         if call.we_ended or self.goodbye_sent:
             # Closed now; after our goodbye nothing more may be sent anyway.
             del table[req]
-        elif ((Fault.KEEP_STREAM_OPEN_AFTER_ABORT in self._faults and table is self._incoming)
-              or (Fault.CLIENT_KEEP_STREAM_OPEN_AFTER_END in self._faults and table is self._outgoing)):
+        elif (Fault.KEEP_STREAM_OPEN_AFTER_ABORT in self._faults and table is self._incoming) or (
+            Fault.CLIENT_KEEP_STREAM_OPEN_AFTER_END in self._faults and table is self._outgoing
+        ):
             pass  # the fault: our side stays open
         else:
             # "source type requests must always be closed by both ends": the
@@ -579,7 +655,9 @@ class RpcEndpoint:
             raise RpcError(f"we already ended our side of {whose} {req}")
         return call
 
-    def _end(self, table: dict[int, _Call], req: int, call: _Call, wire_req: int, body: Any) -> bytes:
+    def _end(
+        self, table: dict[int, _Call], req: int, call: _Call, wire_req: int, body: Any
+    ) -> bytes:
         data = self._send(RpcMessage.from_json(wire_req, body, stream=True, end=True))
         call.we_ended = True
         if call.peer_ended:
@@ -612,6 +690,7 @@ def _request_body_problem(body: Any, stream: bool) -> str | None:
     if not isinstance(type_, str) or type_ not in REQUEST_TYPES:
         return f"unknown procedure type {type_!r}"
     if stream != (type_ in STREAM_TYPES):
-        return f"a {type_} request must {'' if type_ in STREAM_TYPES else 'not '}have the stream flag"
+        return (
+            f"a {type_} request must {'' if type_ in STREAM_TYPES else 'not '}have the stream flag"
+        )
     return None
-

@@ -237,7 +237,9 @@ def open_client_auth(
     detached_signature_A = plaintext[:_SIGNATURE_SIZE]
     client_public = plaintext[_SIGNATURE_SIZE:]
     signed = _client_auth_signed_message(network_key, server_public, shared_secret_ab)
-    if not insecure_skip_signature_check and not verify_signature(client_public, signed, detached_signature_A):
+    if not insecure_skip_signature_check and not verify_signature(
+        client_public, signed, detached_signature_A
+    ):
         raise HandshakeError("msg3", "bad signature")
     return detached_signature_A, client_public
 
@@ -345,7 +347,9 @@ def open_server_accept(
     signed = _server_accept_signed_message(
         network_key, detached_signature_A, client_public, shared_secret_ab
     )
-    if not insecure_skip_signature_check and not verify_signature(server_public, signed, detached_signature_B):
+    if not insecure_skip_signature_check and not verify_signature(
+        server_public, signed, detached_signature_B
+    ):
         raise HandshakeError("msg4", "bad signature")
     return detached_signature_B
 
@@ -573,8 +577,11 @@ class ClientHandshake(_Handshake):
             network_key=self._network_key,
             client_keypair=self._keypair,
             server_public=self._server_public,
-            shared_secret_ab=(bytes(32) if Fault.CLIENT_BAD_AUTH_SIGNATURE in self._faults
-                              else self._shared_secret_ab),
+            shared_secret_ab=(
+                bytes(32)
+                if Fault.CLIENT_BAD_AUTH_SIGNATURE in self._faults
+                else self._shared_secret_ab
+            ),
         )
         msg3 = box_client_auth(
             network_key=self._network_key,
@@ -610,7 +617,8 @@ class ClientHandshake(_Handshake):
             shared_secret_aB=self._shared_secret_aB,
             shared_secret_Ab=self._shared_secret_Ab,
             msg4=msg4,
-            insecure_skip_signature_check=Fault.CLIENT_SKIP_SERVER_ACCEPT_SIGNATURE_CHECK in self._faults,
+            insecure_skip_signature_check=Fault.CLIENT_SKIP_SERVER_ACCEPT_SIGNATURE_CHECK
+            in self._faults,
         )
 
 
@@ -699,8 +707,11 @@ class ServerHandshake(_Handshake):
             network_key=self._network_key,
             server_keypair=self._keypair,
             # Fault.BAD_SERVER_ACCEPT: sign something else than the guide's data.
-            detached_signature_A=(bytes(len(detached_signature_A)) if Fault.BAD_SERVER_ACCEPT in self._faults
-                                  else detached_signature_A),
+            detached_signature_A=(
+                bytes(len(detached_signature_A))
+                if Fault.BAD_SERVER_ACCEPT in self._faults
+                else detached_signature_A
+            ),
             client_public=client_public,
             shared_secret_ab=self._shared_secret_ab,
             shared_secret_aB=self._shared_secret_aB,

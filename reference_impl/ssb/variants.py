@@ -17,12 +17,18 @@ UNPROMPTED_INTERVAL = 0.5
 """Seconds between the server's own ``whoami`` requests with ``unprompted-traffic``."""
 
 SPECS: tuple[VariantSpec, ...] = (
-    *wire_variants("handshake message or box", "the guide sets no time within which a request must be answered",
-                   "handshake messages or boxes"),
-    VariantSpec(UNPROMPTED_TRAFFIC, ("server",),
-                "right after the handshake, before the peer asks anything, the server makes requests of its own "
-                "(createHistoryStream for its own feed, as ssb-server's legacy replication does, and whoami), "
-                f"then a whoami every {UNPROMPTED_INTERVAL:g} s",
-                "Scuttlebutt protocol guide, RPC protocol: \"Both peers make requests to each other at the same "
-                "time using the pair of box streams that have been established\""),
+    *wire_variants(
+        "handshake message or box",
+        "the guide sets no time within which a request must be answered",
+        "handshake messages or boxes",
+    ),
+    VariantSpec(
+        UNPROMPTED_TRAFFIC,
+        ("server",),
+        "right after the handshake, before the peer asks anything, the server makes requests of its own "
+        "(createHistoryStream for its own feed, as ssb-server's legacy replication does, and whoami), "
+        f"then a whoami every {UNPROMPTED_INTERVAL:g} s",
+        'Scuttlebutt protocol guide, RPC protocol: "Both peers make requests to each other at the same '
+        'time using the pair of box streams that have been established"',
+    ),
 )

@@ -74,11 +74,30 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
-from .frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame, heart_beat_interval, parse_heart_beat
+from .frame import (
+    HEARTBEAT,
+    Frame,
+    FrameError,
+    FrameParser,
+    encode_frame,
+    heart_beat_interval,
+    parse_heart_beat,
+)
 from .tls import client_context
-from .variants import (CLIENT_HEART_BEAT, CLOSE_WITHOUT_DISCONNECT, CONNECTION_PER_MESSAGE, EXTRA_HEADERS, JSON_CHARSET,
-                       LINGER, LINGER_SECONDS, ONE_SEND_AT_A_TIME, OTHER_HEART_BEATS, UNPROMPTED_INTERVAL, VARIANT_HEADER,
-                       FrameStyle)
+from .variants import (
+    CLIENT_HEART_BEAT,
+    CLOSE_WITHOUT_DISCONNECT,
+    CONNECTION_PER_MESSAGE,
+    EXTRA_HEADERS,
+    JSON_CHARSET,
+    LINGER,
+    LINGER_SECONDS,
+    ONE_SEND_AT_A_TIME,
+    OTHER_HEART_BEATS,
+    UNPROMPTED_INTERVAL,
+    VARIANT_HEADER,
+    FrameStyle,
+)
 
 log = logging.getLogger("reference_impl.stomp.client")
 
@@ -149,7 +168,9 @@ class OutgoingMessage:
         """The JSON text of ``body``, compact, UTF-8 (``not_json``: the fault
         body-not-json, the same text cut one byte short so no JSON parser
         accepts it)."""
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+            "utf-8"
+        )
         return cls(type_name, text[:-1] if not_json else text)
 
 
@@ -158,8 +179,10 @@ def _connect_safe(name: str, value: str | None) -> None:
     # such a value cannot be sent as given (and silently dropping characters
     # would send a different host than the manifest names).
     if value is not None and any(char in value for char in "\r\n\0"):
-        raise ValueError(f"{name}: CR, LF and NUL cannot appear in a CONNECT header (STOMP 1.2 does not "
-                         f"escape CONNECT headers)")
+        raise ValueError(
+            f"{name}: CR, LF and NUL cannot appear in a CONNECT header (STOMP 1.2 does not "
+            f"escape CONNECT headers)"
+        )
 
 
 @dataclass(frozen=True)
@@ -232,11 +255,11 @@ Event = Connected | Delivered | ServerError | ProtocolViolation | Disconnected
 
 
 class State(enum.Enum):
-    IDLE = "idle"                    # no connection
-    CONNECTING = "connecting"        # CONNECT sent, waiting for CONNECTED
+    IDLE = "idle"  # no connection
+    CONNECTING = "connecting"  # CONNECT sent, waiting for CONNECTED
     OPEN = "open"
     DISCONNECTING = "disconnecting"  # DISCONNECT sent
-    CLOSING = "closing"              # this connection is over: the I/O layer closes it
+    CLOSING = "closing"  # this connection is over: the I/O layer closes it
 
 
 @dataclass
@@ -248,8 +271,14 @@ class _InFlight:
 class ClientSession:
     """Delivers ``messages`` (in order) over successive connections."""
 
-    def __init__(self, settings: ClientSettings, messages: Sequence[OutgoingMessage], *,
-                 faults: Iterable[ClientFault] = (), variants: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        settings: ClientSettings,
+        messages: Sequence[OutgoingMessage],
+        *,
+        faults: Iterable[ClientFault] = (),
+        variants: Iterable[str] = (),
+    ) -> None:
         self.settings = settings
         self.messages = tuple(messages)
         self.faults = frozenset(faults)
@@ -274,7 +303,7 @@ class ClientSession:
         if ClientFault.SKIP_FIRST_MESSAGE in self.faults and self._pending:
             # The fault skip-first-message: the first message is never sent.
             self.abandoned.append(self._pending.popleft())
-        self._in_flight: deque[_InFlight] = deque()                  # sent on this connection, not receipted
+        self._in_flight: deque[_InFlight] = deque()  # sent on this connection, not receipted
         self._counted_early: set[int] = set()
         self._outgoing = bytearray()
         self._parser: FrameParser | None = None
@@ -317,8 +346,11 @@ class ClientSession:
         if self.state is not State.IDLE:
             raise RuntimeError(f"start_connection in state {self.state.value}")
         self.connections += 1
-        self._parser = FrameParser(max_frame_bytes=MAX_SERVER_FRAME_BYTES, max_headers=MAX_SERVER_HEADERS,
-                                   max_header_line=MAX_SERVER_HEADER_LINE)
+        self._parser = FrameParser(
+            max_frame_bytes=MAX_SERVER_FRAME_BYTES,
+            max_headers=MAX_SERVER_HEADERS,
+            max_header_line=MAX_SERVER_HEADER_LINE,
+        )
         self._outgoing.clear()
         headers = [("accept-version", "1.2"), ("host", self.settings.host)]
         if ClientFault.OMIT_ACCEPT_VERSION in self.faults:
@@ -328,7 +360,7 @@ class ClientSession:
         if self.settings.passcode is not None:
             headers.append(("passcode", self.settings.passcode))
         headers.append(("heart-beat", "%d,%d" % self.settings.heart_beat))
-        if EXTRA_HEADERS in self.variants:   # heart-beat, ..., accept-version
+        if EXTRA_HEADERS in self.variants:  # heart-beat, ..., accept-version
             headers.reverse()
         if ClientFault.SEND_BEFORE_CONNECT in self.faults and self._pending:
             # The fault send-before-connect: the first SEND goes out ahead
@@ -346,8 +378,11 @@ class ClientSession:
         """A heart-beat is due: one EOL, unless a frame is waiting to go anyway.
         (``unprompted``, variant unprompted-traffic: also before CONNECTED,
         once CONNECT is out: the grammar lets EOLs follow any frame's NULL.)"""
-        states = (State.CONNECTING, State.OPEN, State.DISCONNECTING) if unprompted else (State.OPEN,
-                                                                                        State.DISCONNECTING)
+        states = (
+            (State.CONNECTING, State.OPEN, State.DISCONNECTING)
+            if unprompted
+            else (State.OPEN, State.DISCONNECTING)
+        )
         if self.state in states and not self._outgoing:
             self._outgoing += self.style.eol
 
@@ -401,26 +436,46 @@ class ClientSession:
             if self.state is State.CONNECTING:
                 return [self._violation("RECEIPT before CONNECTED", encode_frame(frame))]
             return self._receipt(frame)
-        return [self._violation(f"unexpected {frame.command} frame from the server", encode_frame(frame))]
+        return [
+            self._violation(
+                f"unexpected {frame.command} frame from the server", encode_frame(frame)
+            )
+        ]
 
     def _connected(self, frame: Frame) -> list[Event]:
         version = frame.get("version")
         if version != "1.2":
-            return [self._violation(f"CONNECTED says version {version!r}; we asked for 1.2 only",
-                                    encode_frame(frame))]
+            return [
+                self._violation(
+                    f"CONNECTED says version {version!r}; we asked for 1.2 only",
+                    encode_frame(frame),
+                )
+            ]
         try:
             server_cx, server_cy = parse_heart_beat(frame.get("heart-beat", "0,0"))
         except ValueError as exc:
-            return [self._violation(f"CONNECTED heart-beat header unreadable: {exc}", encode_frame(frame))]
+            return [
+                self._violation(
+                    f"CONNECTED heart-beat header unreadable: {exc}", encode_frame(frame)
+                )
+            ]
         our_cx, our_cy = self.settings.heart_beat
         self.state = State.OPEN
-        events: list[Event] = [Connected(frame.get("server"), heart_beat_interval(our_cx, server_cy),
-                                         heart_beat_interval(server_cx, our_cy))]
+        events: list[Event] = [
+            Connected(
+                frame.get("server"),
+                heart_beat_interval(our_cx, server_cy),
+                heart_beat_interval(server_cx, our_cy),
+            )
+        ]
         if ClientFault.SEND_SUBSCRIBE in self.faults:
             # The fault send-subscribe: a command outside the profile's subset.
-            self._outgoing += self.style.encode(Frame("SUBSCRIBE", (("id", "0"),
-                                                               ("destination", self.settings.destination),
-                                                               ("ack", "auto"))))
+            self._outgoing += self.style.encode(
+                Frame(
+                    "SUBSCRIBE",
+                    (("id", "0"), ("destination", self.settings.destination), ("ack", "auto")),
+                )
+            )
         events += self._pump()
         return events
 
@@ -437,8 +492,12 @@ class ClientSession:
             if JSON_CHARSET in self.variants and content_type == JSON_CONTENT_TYPE:
                 content_type += ";charset=utf-8"
             headers.append(("content-type", content_type))
-        headers.append(("persistent", "false" if ClientFault.PERSISTENT_FALSE in self.faults else "true"))
-        if EXTRA_HEADERS in self.variants:   # a user-defined header, then persistent, ..., destination
+        headers.append(
+            ("persistent", "false" if ClientFault.PERSISTENT_FALSE in self.faults else "true")
+        )
+        if (
+            EXTRA_HEADERS in self.variants
+        ):  # a user-defined header, then persistent, ..., destination
             headers = [VARIANT_HEADER, *reversed(headers)]
         return Frame("SEND", tuple(headers), message.body)
 
@@ -467,7 +526,7 @@ class ClientSession:
             if LINGER in self.variants:
                 self.lingering = True
             elif CLOSE_WITHOUT_DISCONNECT in self.variants:
-                self.state = State.CLOSING   # every message receipted: just close
+                self.state = State.CLOSING  # every message receipted: just close
             else:
                 self._send_disconnect()
         return events
@@ -480,10 +539,16 @@ class ClientSession:
 
     def _send_disconnect(self) -> None:
         self._disconnect_count += 1
-        self._disconnect_receipt = f"{self.settings.receipt_prefix}-disconnect-{self._disconnect_count}"
-        self._outgoing += self.style.encode(Frame("DISCONNECT", (("receipt", self._disconnect_receipt),)))
+        self._disconnect_receipt = (
+            f"{self.settings.receipt_prefix}-disconnect-{self._disconnect_count}"
+        )
+        self._outgoing += self.style.encode(
+            Frame("DISCONNECT", (("receipt", self._disconnect_receipt),))
+        )
         if ClientFault.SEND_AFTER_DISCONNECT in self.faults and self.messages:
-            self._outgoing += self.style.encode(self._send_frame(0))   # the fault: a frame after DISCONNECT
+            self._outgoing += self.style.encode(
+                self._send_frame(0)
+            )  # the fault: a frame after DISCONNECT
         self.state = State.DISCONNECTING
 
     def _confirm(self, upto: int) -> list[Event]:
@@ -521,14 +586,22 @@ class ClientSession:
                     self._in_flight.rotate(position)
                 else:
                     events = self._confirm(position + 1)
-                if self.state is State.OPEN and CONNECTION_PER_MESSAGE in self.variants and self._pending \
-                        and not self._in_flight:
-                    self._send_disconnect()   # the next message goes on a connection of its own
+                if (
+                    self.state is State.OPEN
+                    and CONNECTION_PER_MESSAGE in self.variants
+                    and self._pending
+                    and not self._in_flight
+                ):
+                    self._send_disconnect()  # the next message goes on a connection of its own
                 elif self.state is State.OPEN:
                     events += self._pump()
                 return events
-        return [self._violation(f"RECEIPT for {receipt_id!r}, which names no SEND in flight on this connection",
-                                encode_frame(frame))]
+        return [
+            self._violation(
+                f"RECEIPT for {receipt_id!r}, which names no SEND in flight on this connection",
+                encode_frame(frame),
+            )
+        ]
 
 
 # --- asyncio layer -----------------------------------------------------------------------
@@ -563,8 +636,9 @@ DISCONNECT_WAIT = 5.0
 READ_CHUNK = 65536
 
 
-def tls_context(cert_file: str, key_file: str, ca_file: str,
-                faults: frozenset[ClientFault] = frozenset()) -> ssl.SSLContext:
+def tls_context(
+    cert_file: str, key_file: str, ca_file: str, faults: frozenset[ClientFault] = frozenset()
+) -> ssl.SSLContext:
     """The profile's client context (tls.client_context), or one that breaks
     one TLS rule on purpose."""
     if ClientFault.NO_CLIENT_CERTIFICATE in faults:
@@ -589,8 +663,15 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         pass
 
 
-async def _one_connection(session: ClientSession, host: str, port: int, context: ssl.SSLContext,
-                          deadline: float, on_event: Callable[[Event], None], shape: Shape = Shape()) -> str:
+async def _one_connection(
+    session: ClientSession,
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+    deadline: float,
+    on_event: Callable[[Event], None],
+    shape: Shape = Shape(),
+) -> str:
     """One connection, until it ends; returns why it ended (for the log)."""
     loop = asyncio.get_running_loop()
 
@@ -603,8 +684,11 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
         # server_hostname defaults to host: sent as SNI (a DNS name only), and
         # checked against the certificate only if the context checks hostnames
         # (the fault check-hostname; the profile's client does not).
-        asyncio.open_connection(host, port, ssl=context, ssl_handshake_timeout=max(remaining(), 0.01)),
-        remaining())
+        asyncio.open_connection(
+            host, port, ssl=context, ssl_handshake_timeout=max(remaining(), 0.01)
+        ),
+        remaining(),
+    )
     writer = shape_writer(writer, shape)
     heartbeat_task: asyncio.Task | None = None
     unprompted_task: asyncio.Task | None = None
@@ -612,8 +696,10 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
     try:
         session.start_connection()
         writer.write(session.data_to_send())
-        if UNPROMPTED_TRAFFIC in session.variants:   # EOLs of its own from CONNECT on
-            unprompted_task = asyncio.create_task(_send_heartbeats(session, writer, UNPROMPTED_INTERVAL, True))
+        if UNPROMPTED_TRAFFIC in session.variants:  # EOLs of its own from CONNECT on
+            unprompted_task = asyncio.create_task(
+                _send_heartbeats(session, writer, UNPROMPTED_INTERVAL, True)
+            )
         await asyncio.wait_for(writer.drain(), max(remaining(), 0.01))
         expect_every = 0.0
         last_data = loop.time()
@@ -626,7 +712,7 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
             if disconnecting_since is not None:
                 wait = min(wait, disconnecting_since + DISCONNECT_WAIT - now)
             if linger_until is not None:
-                if now >= linger_until:   # variant linger: long enough; DISCONNECT now
+                if now >= linger_until:  # variant linger: long enough; DISCONNECT now
                     linger_until = None
                     session.end_linger()
                     out = session.data_to_send()
@@ -656,8 +742,9 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
                     if event.expect_every:
                         expect_every = 2 * event.expect_every / 1000 + HEARTBEAT_GRACE
                     if event.send_every and heartbeat_task is None:
-                        heartbeat_task = asyncio.create_task(_send_heartbeats(session, writer,
-                                                                              event.send_every / 1000))
+                        heartbeat_task = asyncio.create_task(
+                            _send_heartbeats(session, writer, event.send_every / 1000)
+                        )
             out = session.data_to_send()
             if out:
                 writer.write(out)
@@ -675,8 +762,9 @@ async def _one_connection(session: ClientSession, host: str, port: int, context:
         await _close(writer)
 
 
-async def _send_heartbeats(session: ClientSession, writer: asyncio.StreamWriter, every: float,
-                           unprompted: bool = False) -> None:
+async def _send_heartbeats(
+    session: ClientSession, writer: asyncio.StreamWriter, every: float, unprompted: bool = False
+) -> None:
     try:
         while True:
             await asyncio.sleep(every)
@@ -688,9 +776,15 @@ async def _send_heartbeats(session: ClientSession, writer: asyncio.StreamWriter,
         return  # the connection is going; the reader notices
 
 
-async def run_client(session: ClientSession, servers: Callable[[], tuple[str, int]], context: ssl.SSLContext, *,
-                     timeout: float, on_event: Callable[[Event], None] = lambda event: None,
-                     shape: Shape = Shape()) -> ClientRun:
+async def run_client(
+    session: ClientSession,
+    servers: Callable[[], tuple[str, int]],
+    context: ssl.SSLContext,
+    *,
+    timeout: float,
+    on_event: Callable[[Event], None] = lambda event: None,
+    shape: Shape = Shape(),
+) -> ClientRun:
     """Deliver everything the session holds within ``timeout`` seconds.
 
     ``servers()`` picks the server for each new connection (the profile:
@@ -703,8 +797,11 @@ async def run_client(session: ClientSession, servers: Callable[[], tuple[str, in
     last_problem = "no connection made"
     while not session.finished:
         if loop.time() >= deadline:
-            raise ClientFailure("timeout", f"{session.unconfirmed} message(s) not receipted after {timeout:g} s; "
-                                f"last problem: {last_problem}")
+            raise ClientFailure(
+                "timeout",
+                f"{session.unconfirmed} message(s) not receipted after {timeout:g} s; "
+                f"last problem: {last_problem}",
+            )
         before = len(session.delivered)
         host, port = servers()
         try:
@@ -722,12 +819,17 @@ async def run_client(session: ClientSession, servers: Callable[[], tuple[str, in
         else:
             fruitless += 1
             if fruitless >= MAX_FRUITLESS_ATTEMPTS:
-                raise ClientFailure("gave-up", f"{fruitless} connection attempts in a row delivered nothing; "
-                                    f"{session.unconfirmed} message(s) not receipted; last problem: {last_problem}")
+                raise ClientFailure(
+                    "gave-up",
+                    f"{fruitless} connection attempts in a row delivered nothing; "
+                    f"{session.unconfirmed} message(s) not receipted; last problem: {last_problem}",
+                )
         await asyncio.sleep(max(0.0, min(backoff, deadline - loop.time())))
         backoff = min(backoff * 2, BACKOFF_MAX)
     if session.abandoned:
-        raise ClientFailure("abandoned", f"{len(session.abandoned)} message(s) given up without a RECEIPT")
+        raise ClientFailure(
+            "abandoned", f"{len(session.abandoned)} message(s) given up without a RECEIPT"
+        )
     return ClientRun(list(session.delivered), session.connections)
 
 
@@ -766,24 +868,38 @@ def parse_messages(text: str, *, not_json: bool = False) -> list[OutgoingMessage
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ClientUsageError(f"--messages line {number}: not JSON ({exc.msg})") from None
-        if not isinstance(item, dict) or set(item) - {"type", "body"} or "type" not in item or "body" not in item:
-            raise ClientUsageError(f"--messages line {number}: expected an object with exactly the keys "
-                                   f"\"type\" and \"body\"")
+        if (
+            not isinstance(item, dict)
+            or set(item) - {"type", "body"}
+            or "type" not in item
+            or "body" not in item
+        ):
+            raise ClientUsageError(
+                f"--messages line {number}: expected an object with exactly the keys "
+                f'"type" and "body"'
+            )
         type_name, body = item["type"], item["body"]
         if not isinstance(type_name, str) or not type_name or "\0" in type_name:
-            raise ClientUsageError(f"--messages line {number}: \"type\" must be a non-empty string without NUL")
+            raise ClientUsageError(
+                f'--messages line {number}: "type" must be a non-empty string without NUL'
+            )
         if not isinstance(body, dict):
-            raise ClientUsageError(f"--messages line {number}: \"body\" must be a JSON object (an SMP message)")
+            raise ClientUsageError(
+                f'--messages line {number}: "body" must be a JSON object (an SMP message)'
+            )
         message = OutgoingMessage.from_json(type_name, body, not_json=not_json)
         if len(message.body) > MAX_MESSAGE_BODY_BYTES:
-            raise ClientUsageError(f"--messages line {number}: body of {len(message.body)} bytes is larger than "
-                                   f"{MAX_MESSAGE_BODY_BYTES}")
+            raise ClientUsageError(
+                f"--messages line {number}: body of {len(message.body)} bytes is larger than "
+                f"{MAX_MESSAGE_BODY_BYTES}"
+            )
         messages.append(message)
     return messages
 
 
-def settings_from_manifest(manifest, node_id: str, faults: frozenset[ClientFault],
-                           receipt_prefix: str) -> ClientSettings:
+def settings_from_manifest(
+    manifest, node_id: str, faults: frozenset[ClientFault], receipt_prefix: str
+) -> ClientSettings:
     """CONNECT and SEND values from ``manifest`` with ``${NODE_ID}`` replaced
     (profile, manifest keys host, login, destination); a literal-node-id-*
     fault keeps the manifest's text for its one header."""
@@ -792,10 +908,13 @@ def settings_from_manifest(manifest, node_id: str, faults: frozenset[ClientFault
     def pick(name: str, fault: ClientFault):
         return getattr(manifest if fault in faults else substituted, name)
 
-    return ClientSettings(host=pick("host", ClientFault.LITERAL_NODE_ID_HOST),
-                          destination=pick("destination", ClientFault.LITERAL_NODE_ID_DESTINATION),
-                          login=pick("login", ClientFault.LITERAL_NODE_ID_LOGIN),
-                          passcode=substituted.passcode, receipt_prefix=receipt_prefix)
+    return ClientSettings(
+        host=pick("host", ClientFault.LITERAL_NODE_ID_HOST),
+        destination=pick("destination", ClientFault.LITERAL_NODE_ID_DESTINATION),
+        login=pick("login", ClientFault.LITERAL_NODE_ID_LOGIN),
+        passcode=substituted.passcode,
+        receipt_prefix=receipt_prefix,
+    )
 
 
 def variant_settings(settings: ClientSettings, variants: frozenset[str]) -> ClientSettings:
@@ -832,14 +951,22 @@ async def client_command(args) -> int:
 
     faults = client_faults(args.fault)
     if faults:
-        log.warning("fault injection active: %s", ", ".join(sorted(fault.value for fault in faults)))
+        log.warning(
+            "fault injection active: %s", ", ".join(sorted(fault.value for fault in faults))
+        )
     try:
-        manifest = parse_manifest(_read_text(args.manifest, "--manifest", MAX_MANIFEST_BYTES).encode("utf-8"))
+        manifest = parse_manifest(
+            _read_text(args.manifest, "--manifest", MAX_MANIFEST_BYTES).encode("utf-8")
+        )
         receipt_prefix = new_receipt_prefix()
-        settings = variant_settings(settings_from_manifest(manifest, args.node_id, faults, receipt_prefix),
-                                    frozenset(args.variant))
-        messages = parse_messages(_read_text(args.messages, "--messages", MAX_MESSAGES_FILE_BYTES),
-                                  not_json=ClientFault.BODY_NOT_JSON in faults)
+        settings = variant_settings(
+            settings_from_manifest(manifest, args.node_id, faults, receipt_prefix),
+            frozenset(args.variant),
+        )
+        messages = parse_messages(
+            _read_text(args.messages, "--messages", MAX_MESSAGES_FILE_BYTES),
+            not_json=ClientFault.BODY_NOT_JSON in faults,
+        )
         context = tls_context(args.cert, args.key, args.ca, faults)
     except ManifestError as exc:
         raise ClientUsageError(f"--manifest: {exc}") from None
@@ -859,13 +986,23 @@ async def client_command(args) -> int:
         elif isinstance(event, ProtocolViolation):
             log.warning("protocol violation by the server: %s %r", event.reason, event.data[:200])
         elif isinstance(event, Connected):
-            log.info("connected (server %s; heart-beats out every %d ms, in every %d ms)",
-                     event.server, event.send_every, event.expect_every)
+            log.info(
+                "connected (server %s; heart-beats out every %d ms, in every %d ms)",
+                event.server,
+                event.send_every,
+                event.expect_every,
+            )
 
     status = EXIT_OK
     try:
-        await run_client(session, lambda: choose_server(manifest, rng), context, timeout=args.timeout,
-                         on_event=on_event, shape=Shape.from_variants(set(args.variant), args.late_seconds))
+        await run_client(
+            session,
+            lambda: choose_server(manifest, rng),
+            context,
+            timeout=args.timeout,
+            on_event=on_event,
+            shape=Shape.from_variants(set(args.variant), args.late_seconds),
+        )
     except ClientFailure as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         status = EXIT_TIMEOUT if exc.kind == "timeout" else EXIT_FAILED
@@ -882,7 +1019,9 @@ def add_client_parser(commands, parents=()) -> None:
     from .variants import SPECS as VARIANT_SPECS
 
     parser = commands.add_parser(
-        "client", parents=list(parents), help="deliver SMP messages to a STOMP server named by a manifest",
+        "client",
+        parents=list(parents),
+        help="deliver SMP messages to a STOMP server named by a manifest",
         description="Read a stomp.toml manifest, connect over TLS 1.3 (client certificate, server chain "
         "verified against --ca, hostname not checked) to one of its servers chosen at random, send each "
         "message of --messages as a SEND (destination from the manifest, receipt, type, content-type "
@@ -893,18 +1032,35 @@ def add_client_parser(commands, parents=()) -> None:
         "'DONE delivered=<count>'.",
         epilog=f"exit status: {EXIT_OK} every message receipted, {EXIT_FAILED} gave up (connection, TLS or "
         f"protocol errors), {EXIT_USAGE} bad arguments or files, {EXIT_TIMEOUT} --timeout ran out\n\n"
-        + fault_help(tuple(spec for spec in SPECS if spec.role == "client"), {"client": "client"}) + "\n\n"
+        + fault_help(tuple(spec for spec in SPECS if spec.role == "client"), {"client": "client"})
+        + "\n\n"
         + variant_help(tuple(spec for spec in VARIANT_SPECS if "client" in spec.roles)),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, metavar="FILE", help="the server node's stomp.toml")
-    parser.add_argument("--node-id", required=True, metavar="ID", help="our node id, for ${NODE_ID}")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--manifest", required=True, metavar="FILE", help="the server node's stomp.toml"
+    )
+    parser.add_argument(
+        "--node-id", required=True, metavar="ID", help="our node id, for ${NODE_ID}"
+    )
     parser.add_argument("--cert", required=True, metavar="PEM", help="our certificate chain")
     parser.add_argument("--key", required=True, metavar="PEM", help="our private key")
-    parser.add_argument("--ca", required=True, metavar="PEM", help="the CA that server chains must lead to")
-    parser.add_argument("--messages", required=True, metavar="FILE",
-                        help='JSON lines, one {"type": ..., "body": {...}} per message')
-    parser.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
-                        help="seconds to get everything receipted, reconnects included (default: %(default)g)")
+    parser.add_argument(
+        "--ca", required=True, metavar="PEM", help="the CA that server chains must lead to"
+    )
+    parser.add_argument(
+        "--messages",
+        required=True,
+        metavar="FILE",
+        help='JSON lines, one {"type": ..., "body": {...}} per message',
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=30.0,
+        metavar="S",
+        help="seconds to get everything receipted, reconnects included (default: %(default)g)",
+    )
     add_fault_option(parser, SPECS, "client")
     add_variant_option(parser, VARIANT_SPECS, "client")
     parser.set_defaults(run=client_command)

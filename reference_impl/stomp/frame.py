@@ -31,9 +31,21 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
-CLIENT_COMMANDS = frozenset({
-    "SEND", "SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK", "NACK", "DISCONNECT",
-    "CONNECT", "STOMP"})
+CLIENT_COMMANDS = frozenset(
+    {
+        "SEND",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "BEGIN",
+        "COMMIT",
+        "ABORT",
+        "ACK",
+        "NACK",
+        "DISCONNECT",
+        "CONNECT",
+        "STOMP",
+    }
+)
 SERVER_COMMANDS = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
 ALL_COMMANDS = CLIENT_COMMANDS | SERVER_COMMANDS
 UNESCAPED_COMMANDS = frozenset({"CONNECT", "CONNECTED"})
@@ -149,7 +161,9 @@ def encode_frame(frame: Frame, *, content_length: bool | None = None, eol: bytes
         raise ValueError("eol must be LF or CRLF")
     escape = frame.command not in UNESCAPED_COMMANDS
     headers = list(frame.headers)
-    if content_length is True or (content_length is None and frame.body and not frame.has("content-length")):
+    if content_length is True or (
+        content_length is None and frame.body and not frame.has("content-length")
+    ):
         headers.append(("content-length", str(len(frame.body))))
     if content_length is False and b"\x00" in frame.body:
         raise ValueError("a body holding NUL needs a content-length header")
@@ -160,7 +174,9 @@ def encode_frame(frame: Frame, *, content_length: bool | None = None, eol: bytes
         else:
             for part in (name, value):
                 if "\r" in part or "\n" in part or (part is name and ":" in part):
-                    raise ValueError(f"{frame.command} headers are not escaped: {part!r} cannot be sent")
+                    raise ValueError(
+                        f"{frame.command} headers are not escaped: {part!r} cannot be sent"
+                    )
             lines.append(f"{name}:{value}")
     head = eol.join(line.encode("utf-8") for line in lines)
     return head + eol + eol + frame.body + b"\x00"
@@ -193,9 +209,14 @@ class FrameParser:
     ``max_headers`` their number.
     """
 
-    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_headers: int = DEFAULT_MAX_HEADERS,
-                 max_header_line: int = DEFAULT_MAX_HEADER_LINE,
-                 commands: Iterable[str] | None = ALL_COMMANDS) -> None:
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_headers: int = DEFAULT_MAX_HEADERS,
+        max_header_line: int = DEFAULT_MAX_HEADER_LINE,
+        commands: Iterable[str] | None = ALL_COMMANDS,
+    ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.max_headers = max_headers
         self.max_header_line = max_header_line
@@ -238,7 +259,7 @@ class FrameParser:
         return out
 
     def _fail(self, reason: str, view: bytes, start: int, end: int | None = None) -> FrameError:
-        return FrameError(reason, view[start:end if end is not None else start + 512])
+        return FrameError(reason, view[start : end if end is not None else start + 512])
 
     def _next(self, view: bytes, pos: int) -> tuple[Frame | _Heartbeat | None, int]:
         first = view[pos]
@@ -270,50 +291,84 @@ class FrameParser:
                 break
         if length_text is not None:
             if not length_text.isascii() or not length_text.isdigit():
-                raise self._fail(f"content-length {length_text!r} is not a non-negative integer",
-                                 view, pos, body_start)
+                raise self._fail(
+                    f"content-length {length_text!r} is not a non-negative integer",
+                    view,
+                    pos,
+                    body_start,
+                )
             length = int(length_text)
             if body_start - pos + length > self.max_frame_bytes:
-                raise self._fail(f"frame of {body_start - pos + length} bytes (content-length {length}) exceeds "
-                                 f"the limit of {self.max_frame_bytes} bytes", view, pos, body_start)
+                raise self._fail(
+                    f"frame of {body_start - pos + length} bytes (content-length {length}) exceeds "
+                    f"the limit of {self.max_frame_bytes} bytes",
+                    view,
+                    pos,
+                    body_start,
+                )
             if len(view) < body_start + length + 1:
                 return None, pos
             if view[body_start + length] != 0:
-                raise self._fail(f"the octet after the {length}-byte body (content-length) is "
-                                 f"0x{view[body_start + length]:02x}, not the NUL that ends a frame",
-                                 view, pos, body_start + length + 1)
-            return Frame(command, headers, view[body_start:body_start + length]), body_start + length + 1
+                raise self._fail(
+                    f"the octet after the {length}-byte body (content-length) is "
+                    f"0x{view[body_start + length]:02x}, not the NUL that ends a frame",
+                    view,
+                    pos,
+                    body_start + length + 1,
+                )
+            return Frame(
+                command, headers, view[body_start : body_start + length]
+            ), body_start + length + 1
         nul = view.find(b"\x00", body_start, pos + self.max_frame_bytes + 1)
         if nul == -1:
             if len(view) - pos > self.max_frame_bytes:
-                raise self._fail(f"no NUL within the limit of {self.max_frame_bytes} bytes a frame may have",
-                                 view, pos)
+                raise self._fail(
+                    f"no NUL within the limit of {self.max_frame_bytes} bytes a frame may have",
+                    view,
+                    pos,
+                )
             return None, pos
         return Frame(command, headers, view[body_start:nul]), nul + 1
 
     def _check_partial_header(self, view: bytes, pos: int) -> None:
         """Bounds on a header block still arriving."""
         if len(view) - pos > self.max_frame_bytes:
-            raise self._fail(f"no end of headers within the limit of {self.max_frame_bytes} bytes a frame may have",
-                             view, pos)
+            raise self._fail(
+                f"no end of headers within the limit of {self.max_frame_bytes} bytes a frame may have",
+                view,
+                pos,
+            )
         last_newline = view.rfind(b"\n", pos)
         if len(view) - max(last_newline + 1, pos) > self.max_header_line + 1:
-            raise self._fail(f"a header line longer than the limit of {self.max_header_line} bytes", view, pos)
+            raise self._fail(
+                f"a header line longer than the limit of {self.max_header_line} bytes", view, pos
+            )
         if view.count(b"\n", pos) > self.max_headers + 1:
             raise self._fail(f"more than the limit of {self.max_headers} headers", view, pos)
 
-    def _headers(self, view: bytes, pos: int, end: int, body_start: int) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def _headers(
+        self, view: bytes, pos: int, end: int, body_start: int
+    ) -> tuple[str, tuple[tuple[str, str], ...]]:
         try:
             block = view[pos:end].decode("utf-8")
         except UnicodeDecodeError:
-            raise self._fail("the command or a header is not UTF-8", view, pos, body_start) from None
+            raise self._fail(
+                "the command or a header is not UTF-8", view, pos, body_start
+            ) from None
         lines = block.split("\n")
         if len(lines) - 1 > self.max_headers:
-            raise self._fail(f"{len(lines) - 1} headers exceed the limit of {self.max_headers}", view, pos, body_start)
+            raise self._fail(
+                f"{len(lines) - 1} headers exceed the limit of {self.max_headers}",
+                view,
+                pos,
+                body_start,
+            )
         if "\r" in block:
             lines = [line[:-1] if line.endswith("\r") else line for line in lines]
             if any("\r" in line for line in lines):
-                raise self._fail("a CR inside a line (not part of a CRLF end of line)", view, pos, body_start)
+                raise self._fail(
+                    "a CR inside a line (not part of a CRLF end of line)", view, pos, body_start
+                )
         command = lines[0]
         if not command:
             raise self._fail("the frame starts with an empty command line", view, pos, body_start)
@@ -323,8 +378,13 @@ class FrameParser:
         if len(block) > self.max_header_line:
             for line in rest:
                 if len(line) > self.max_header_line:
-                    raise self._fail(f"a header line of {len(line)} characters exceeds the limit of "
-                                     f"{self.max_header_line}", view, pos, body_start)
+                    raise self._fail(
+                        f"a header line of {len(line)} characters exceeds the limit of "
+                        f"{self.max_header_line}",
+                        view,
+                        pos,
+                        body_start,
+                    )
         parts = [line.partition(":") for line in rest]
         # One pass builds the pairs and drops the malformed lines; a length
         # mismatch sends the rare bad frame to the slow path naming the line.
@@ -337,8 +397,12 @@ class FrameParser:
                     raise self._fail(f"header line {line[:60]!r} {problem}", view, pos, body_start)
         if "\\" in block and command not in UNESCAPED_COMMANDS:
             try:
-                headers = tuple([(unescape_header_value(name), unescape_header_value(value))
-                                 for name, value in pairs])
+                headers = tuple(
+                    [
+                        (unescape_header_value(name), unescape_header_value(value))
+                        for name, value in pairs
+                    ]
+                )
             except ValueError as exc:
                 raise self._fail(f"a header: {exc}", view, pos, body_start) from None
         else:

@@ -107,10 +107,12 @@ class Manifest:
         # Written out so that the passcode and the values of undescribed
         # keys (which may be anything) stay out of logs.
         passcode = "None" if self.passcode is None else "'<redacted>'"
-        return (f"Manifest(servers={[s.entry for s in self.servers]!r}, host={self.host!r}, "
-                f"destination={self.destination!r}, login={self.login!r}, passcode={passcode}, "
-                f"accepted_content_types={list(self.accepted_content_types)!r}, "
-                f"extra_keys={sorted(self.extra)!r})")
+        return (
+            f"Manifest(servers={[s.entry for s in self.servers]!r}, host={self.host!r}, "
+            f"destination={self.destination!r}, login={self.login!r}, passcode={passcode}, "
+            f"accepted_content_types={list(self.accepted_content_types)!r}, "
+            f"extra_keys={sorted(self.extra)!r})"
+        )
 
     __str__ = __repr__
 
@@ -135,12 +137,16 @@ class Manifest:
         if not isinstance(node_id, str) or not node_id:
             raise ValueError("node_id must be a non-empty string")
         if any(c in node_id for c in _FORBIDDEN_CONNECT):
-            raise ValueError("node_id must not contain CR, LF or NUL (it goes into CONNECT headers)")
+            raise ValueError(
+                "node_id must not contain CR, LF or NUL (it goes into CONNECT headers)"
+            )
 
         def sub(value: str | None) -> str | None:
             return None if value is None else value.replace(NODE_ID_PLACEHOLDER, node_id)
 
-        return replace(self, host=sub(self.host), login=sub(self.login), destination=sub(self.destination))
+        return replace(
+            self, host=sub(self.host), login=sub(self.login), destination=sub(self.destination)
+        )
 
     def connect_headers(self) -> tuple[tuple[str, str], ...]:
         """host, then login and passcode when given, for a CONNECT/STOMP frame
@@ -170,6 +176,7 @@ def _media_type(content_type: str) -> str:
 
 # --- parsing ----------------------------------------------------------------------------------
 
+
 def parse_server_address(entry: Any, index: int | None = None) -> ServerAddress:
     """``"hostname:port"`` -> ServerAddress, or ManifestError for key ``servers``."""
 
@@ -177,14 +184,14 @@ def parse_server_address(entry: Any, index: int | None = None) -> ServerAddress:
         return ManifestError("servers", reason, index)
 
     if not isinstance(entry, str):
-        raise fail(f"must be a string \"hostname:port\", not a TOML {_toml_type(entry)}")
+        raise fail(f'must be a string "hostname:port", not a TOML {_toml_type(entry)}')
     if len(entry) > MAX_VALUE_CHARS:
         raise fail(f"longer than {MAX_VALUE_CHARS} characters")
     if entry.startswith("["):
         close = entry.find("]")
-        if close < 0 or entry[close + 1:close + 2] != ":":
-            raise fail(f"{entry!r}: an IPv6 address must be written \"[address]:port\"")
-        host, port_text = entry[1:close], entry[close + 2:]
+        if close < 0 or entry[close + 1 : close + 2] != ":":
+            raise fail(f'{entry!r}: an IPv6 address must be written "[address]:port"')
+        host, port_text = entry[1:close], entry[close + 2 :]
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
@@ -192,13 +199,13 @@ def parse_server_address(entry: Any, index: int | None = None) -> ServerAddress:
     else:
         host, colon, port_text = entry.rpartition(":")
         if not colon:
-            raise fail(f"{entry!r} has no \":port\"")
+            raise fail(f'{entry!r} has no ":port"')
         if ":" in host:
             try:
                 ipaddress.IPv6Address(host)
             except ValueError:
-                raise fail(f"{entry!r} is not \"hostname:port\": {host!r} holds a colon") from None
-            raise fail(f"{entry!r}: an IPv6 address must be in brackets, \"[address]:port\"")
+                raise fail(f'{entry!r} is not "hostname:port": {host!r} holds a colon') from None
+            raise fail(f'{entry!r}: an IPv6 address must be in brackets, "[address]:port"')
         if not host:
             raise fail(f"{entry!r} has no hostname")
         _check_hostname(host, entry, fail)
@@ -224,17 +231,31 @@ def _check_hostname(host: str, entry: str, fail: Any) -> None:
         raise fail(f"{entry!r}: hostname longer than 253 characters")
     for label in labels:
         if not _LABEL.match(label):
-            raise fail(f"{entry!r}: {host!r} is neither a domain name (labels of letters, digits and "
-                       "inner hyphens, 1..63 characters) nor an IP address")
+            raise fail(
+                f"{entry!r}: {host!r} is neither a domain name (labels of letters, digits and "
+                "inner hyphens, 1..63 characters) nor an IP address"
+            )
 
 
 def _toml_type(value: Any) -> str:
-    return {str: "string", bool: "boolean", int: "integer", float: "float", list: "array",
-            dict: "table"}.get(type(value), type(value).__name__)
+    return {
+        str: "string",
+        bool: "boolean",
+        int: "integer",
+        float: "float",
+        list: "array",
+        dict: "table",
+    }.get(type(value), type(value).__name__)
 
 
-def _string(document: Mapping[str, Any], key: str, *, required: bool, secret: bool = False,
-            forbid_nul_only: bool = False) -> str | None:
+def _string(
+    document: Mapping[str, Any],
+    key: str,
+    *,
+    required: bool,
+    secret: bool = False,
+    forbid_nul_only: bool = False,
+) -> str | None:
     if key not in document:
         if required:
             raise ManifestError(key, "required key is missing")
@@ -248,7 +269,11 @@ def _string(document: Mapping[str, Any], key: str, *, required: bool, secret: bo
     for char in forbidden:
         if char in value:
             what = {"\r": "CR", "\n": "LF", "\x00": "NUL"}[char]
-            frame = "a SEND header" if forbid_nul_only else "a CONNECT header (CONNECT frames are not escaped)"
+            frame = (
+                "a SEND header"
+                if forbid_nul_only
+                else "a CONNECT header (CONNECT frames are not escaped)"
+            )
             shown = "" if secret else f" {value!r}"
             raise ManifestError(key, f"value{shown} contains {what}, which {frame} cannot carry")
     return value
@@ -260,8 +285,10 @@ def parse_manifest_document(document: Mapping[str, Any]) -> Manifest:
         raise ManifestError("servers", "required key is missing")
     servers_value = document["servers"]
     if not isinstance(servers_value, list):
-        raise ManifestError("servers", f"must be an array of \"hostname:port\" strings, not a TOML "
-                                       f"{_toml_type(servers_value)}")
+        raise ManifestError(
+            "servers",
+            f'must be an array of "hostname:port" strings, not a TOML {_toml_type(servers_value)}',
+        )
     if not servers_value:
         raise ManifestError("servers", "the list is empty: a client could connect to no server")
     if len(servers_value) > MAX_SERVERS:
@@ -276,19 +303,28 @@ def parse_manifest_document(document: Mapping[str, Any]) -> Manifest:
     if key in document:
         value = document[key]
         if not isinstance(value, list):
-            raise ManifestError(key, f"must be an array of MIME type strings, not a TOML {_toml_type(value)}")
+            raise ManifestError(
+                key, f"must be an array of MIME type strings, not a TOML {_toml_type(value)}"
+            )
         if len(value) > MAX_CONTENT_TYPES:
             raise ManifestError(key, f"more than {MAX_CONTENT_TYPES} entries")
         for index, item in enumerate(value):
             if not isinstance(item, str):
                 raise ManifestError(key, f"must be a string, not a TOML {_toml_type(item)}", index)
             if len(item) > MAX_VALUE_CHARS or not _MIME_TYPE.match(item):
-                raise ManifestError(key, f"{item[:200]!r} is not a MIME type \"type/subtype\"", index)
+                raise ManifestError(key, f'{item[:200]!r} is not a MIME type "type/subtype"', index)
         types = tuple(value)
     extra = {k: v for k, v in document.items() if k not in DESCRIBED_KEYS}
     assert host is not None and destination is not None
-    return Manifest(servers=servers, host=host, destination=destination, login=login, passcode=passcode,
-                    accepted_content_types=types, extra=MappingProxyType(extra))
+    return Manifest(
+        servers=servers,
+        host=host,
+        destination=destination,
+        login=login,
+        passcode=passcode,
+        accepted_content_types=types,
+        extra=MappingProxyType(extra),
+    )
 
 
 def parse_manifest(text: str | bytes) -> Manifest:
@@ -300,7 +336,9 @@ def parse_manifest(text: str | bytes) -> Manifest:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ManifestError(None, f"not UTF-8 (TOML files are UTF-8): byte {exc.start}") from None
+            raise ManifestError(
+                None, f"not UTF-8 (TOML files are UTF-8): byte {exc.start}"
+            ) from None
     elif len(text.encode("utf-8", "surrogatepass")) > MAX_MANIFEST_BYTES:
         raise ManifestError(None, f"larger than {MAX_MANIFEST_BYTES} bytes")
     try:
@@ -319,6 +357,7 @@ def load_manifest(path: Any) -> Manifest:
 
 # --- writing (for tests and the harness, which hand manifests to client targets) -------------
 
+
 def _toml_string(value: str) -> str:
     out = ['"']
     for char in value:
@@ -336,18 +375,30 @@ def _toml_string(value: str) -> str:
     return "".join(out)
 
 
-def render_manifest(servers: Sequence[str], host: str, destination: str, *, login: str | None = None,
-                    passcode: str | None = None, accepted_content_types: Sequence[str] | None = None) -> str:
+def render_manifest(
+    servers: Sequence[str],
+    host: str,
+    destination: str,
+    *,
+    login: str | None = None,
+    passcode: str | None = None,
+    accepted_content_types: Sequence[str] | None = None,
+) -> str:
     """The TOML text of a manifest with these values (not validated here:
     tests write invalid ones on purpose)."""
-    lines = ["servers = [" + ", ".join(_toml_string(s) for s in servers) + "]",
-             f"host = {_toml_string(host)}"]
+    lines = [
+        "servers = [" + ", ".join(_toml_string(s) for s in servers) + "]",
+        f"host = {_toml_string(host)}",
+    ]
     if login is not None:
         lines.append(f"login = {_toml_string(login)}")
     if passcode is not None:
         lines.append(f"passcode = {_toml_string(passcode)}")
     lines.append(f"destination = {_toml_string(destination)}")
     if accepted_content_types is not None:
-        lines.append("accepted-content-types = [" + ", ".join(_toml_string(t) for t in accepted_content_types)
-                     + "]")
+        lines.append(
+            "accepted-content-types = ["
+            + ", ".join(_toml_string(t) for t in accepted_content_types)
+            + "]"
+        )
     return "\n".join(lines) + "\n"

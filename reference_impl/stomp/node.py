@@ -63,11 +63,14 @@ def grace_seconds(expect_ms: int, margin: float = DEFAULT_GRACE_MARGIN) -> float
     return min(max(2 * interval, interval + margin), MAX_TIMER_SECONDS)
 
 
-def server_ssl_context(cert_file: str, key_file: str, ca_file: str, faults: frozenset = frozenset()) -> ssl.SSLContext:
+def server_ssl_context(
+    cert_file: str, key_file: str, ca_file: str, faults: frozenset = frozenset()
+) -> ssl.SSLContext:
     """tls.server_context, bent by the TLS faults when asked."""
     context = server_context(cert_file, key_file, ca_file)
     if Fault.UNTRUSTED_SERVER_CERTIFICATE in faults:
-        import trustme   # only this fault needs it: a CA nobody was given
+        import trustme  # only this fault needs it: a CA nobody was given
+
         trustme.CA().issue_cert("stomp-server.invalid").configure_cert(context)
     if Fault.ACCEPT_TLS_1_2 in faults:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -100,7 +103,9 @@ class Committer:
             batch, self._pending = self._pending, []
             try:
                 await asyncio.to_thread(self.store.append, [message for message, _ in batch])
-            except Exception as exc:   # a disk error must reach the connections, not kill the committer
+            except (
+                Exception
+            ) as exc:  # a disk error must reach the connections, not kill the committer
                 error = exc if isinstance(exc, StoreError) else StoreError(str(exc))
                 for _, future in batch:
                     if not future.done():
@@ -128,12 +133,21 @@ class _Link:
 class StompServerNode:
     """The server: ``await start(host, port)``, then ``await close()``."""
 
-    def __init__(self, *, cert_file: str, key_file: str, ca_file: str, store_dir: str | Path,
-                 faults: frozenset = frozenset(), heart_beat: tuple[int, int] = DEFAULT_HEART_BEAT,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 grace_margin: float = DEFAULT_GRACE_MARGIN, variants: frozenset[str] = frozenset(),
-                 shape: Shape = Shape()) -> None:
+    def __init__(
+        self,
+        *,
+        cert_file: str,
+        key_file: str,
+        ca_file: str,
+        store_dir: str | Path,
+        faults: frozenset = frozenset(),
+        heart_beat: tuple[int, int] = DEFAULT_HEART_BEAT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        grace_margin: float = DEFAULT_GRACE_MARGIN,
+        variants: frozenset[str] = frozenset(),
+        shape: Shape = Shape(),
+    ) -> None:
         self.faults = frozenset(faults)
         self.variants = frozenset(variants)
         """Conformant variants (reference_impl/stomp/variants.py): the frame
@@ -158,8 +172,13 @@ class StompServerNode:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self._server = await asyncio.start_server(
-            self._accept, host, port, ssl=self.ssl_context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
-            limit=READ_SIZE)
+            self._accept,
+            host,
+            port,
+            ssl=self.ssl_context,
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT,
+            limit=READ_SIZE,
+        )
         bound = self._server.sockets[0].getsockname()
         return bound[0], bound[1]
 
@@ -188,7 +207,7 @@ class StompServerNode:
             # Only close() cancels handlers. Ending normally keeps asyncio's
             # stream callback from logging the cancellation as an error.
             return
-        except Exception:    # a bug, not the peer's doing: log it, never take the server down
+        except Exception:  # a bug, not the peer's doing: log it, never take the server down
             log.exception("connection handler failed")
         finally:
             self._handlers.discard(task)
@@ -203,21 +222,28 @@ class StompServerNode:
     def _read_timeout(self, conn: ServerConnection, link: _Link) -> float | None:
         if Fault.DROP_IDLE_CONNECTIONS in self.faults:
             return FAULT_IDLE_DROP
-        if Fault.MISSING_HEART_BEAT_EXPECTS_BEATS in self.faults and conn.connected \
-                and conn.heart_beat_header_missing:
-            return FAULT_IDLE_DROP   # the fault: as if a CONNECT without heart-beat promised the client's beats
+        if (
+            Fault.MISSING_HEART_BEAT_EXPECTS_BEATS in self.faults
+            and conn.connected
+            and conn.heart_beat_header_missing
+        ):
+            return FAULT_IDLE_DROP  # the fault: as if a CONNECT without heart-beat promised the client's beats
         if not conn.connected:
             return max(0.0, link.connect_deadline - asyncio.get_running_loop().time())
         expect_ms = conn.heart_beats[1]
         return grace_seconds(expect_ms, self.grace_margin) if expect_ms else None
 
-    async def _heart_beats(self, writer: asyncio.StreamWriter, link: _Link, interval_ms: int) -> None:
+    async def _heart_beats(
+        self, writer: asyncio.StreamWriter, link: _Link, interval_ms: int
+    ) -> None:
         """An EOL whenever nothing was sent for half the interval: the other
         half is the margin for a loaded machine, so the client sees data
         well within the interval it asked for. (Variant other-heart-beats:
         for the whole interval, the latest the text allows.)"""
         loop = asyncio.get_running_loop()
-        tick = min(interval_ms / (1000 if OTHER_HEART_BEATS in self.variants else 2000), MAX_TIMER_SECONDS)
+        tick = min(
+            interval_ms / (1000 if OTHER_HEART_BEATS in self.variants else 2000), MAX_TIMER_SECONDS
+        )
         while not writer.is_closing():
             await asyncio.sleep(max(0.0, link.last_write + tick - loop.time()))
             if loop.time() - link.last_write >= tick and not writer.is_closing():
@@ -235,9 +261,11 @@ class StompServerNode:
 
     def _store_late(self, message: StoredMessage) -> None:
         """Fault receipt-before-store: the write happens well after the RECEIPT."""
+
         async def later() -> None:
             await asyncio.sleep(FAULT_STORE_DELAY)
             await self.committer.submit(message)
+
         task = asyncio.create_task(later())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -246,8 +274,12 @@ class StompServerNode:
         loop = asyncio.get_running_loop()
         self._sessions += 1
         peer = writer.get_extra_info("peername")
-        conn = ServerConnection(heart_beat=self.heart_beat, faults=self.faults, session_id=f"s{self._sessions}",
-                                variants=self.variants)
+        conn = ServerConnection(
+            heart_beat=self.heart_beat,
+            faults=self.faults,
+            session_id=f"s{self._sessions}",
+            variants=self.variants,
+        )
         link = _Link(last_write=loop.time(), connect_deadline=loop.time() + self.connect_timeout)
         beats: asyncio.Task | None = None
         unprompted: asyncio.Task | None = None
@@ -255,7 +287,9 @@ class StompServerNode:
         try:
             while not conn.finished:
                 try:
-                    data = await asyncio.wait_for(reader.read(READ_SIZE), self._read_timeout(conn, link))
+                    data = await asyncio.wait_for(
+                        reader.read(READ_SIZE), self._read_timeout(conn, link)
+                    )
                 except TimeoutError:
                     if not conn.connected:
                         log.info("%s: no CONNECT in time", conn.session_id)
@@ -267,9 +301,15 @@ class StompServerNode:
                     conn.receive_eof()
                     break
                 requests = conn.receive_data(data)
-                if beats is None and conn.connected and conn.heart_beats[0] and \
-                        Fault.NO_HEART_BEATS not in self.faults:
-                    beats = asyncio.create_task(self._heart_beats(writer, link, conn.heart_beats[0]))
+                if (
+                    beats is None
+                    and conn.connected
+                    and conn.heart_beats[0]
+                    and Fault.NO_HEART_BEATS not in self.faults
+                ):
+                    beats = asyncio.create_task(
+                        self._heart_beats(writer, link, conn.heart_beats[0])
+                    )
                 if unprompted is None and conn.connected and UNPROMPTED_TRAFFIC in self.variants:
                     unprompted = asyncio.create_task(self._unprompted(writer, link))
                 if Fault.RECEIPT_BEFORE_STORE in self.faults:
@@ -282,7 +322,9 @@ class StompServerNode:
                         self._store_late(request.message)
                         conn.stored(request.request_id)
                     requests = requests[-1:]
-                futures = [(request, self.committer.submit(request.message)) for request in requests]
+                futures = [
+                    (request, self.committer.submit(request.message)) for request in requests
+                ]
                 # What needs no store (CONNECTED, an ERROR for the first frame) goes out now.
                 await self._write(writer, link, conn.data_to_send())
                 for request, future in futures:
@@ -292,7 +334,9 @@ class StompServerNode:
                         log.error("%s: store failed: %s", conn.session_id, exc)
                         conn.store_failed(request.request_id, str(exc))
                         break
-                    if Fault.FORGET_ON_CONNECTION_CUT in self.faults:   # only that fault needs the list
+                    if (
+                        Fault.FORGET_ON_CONNECTION_CUT in self.faults
+                    ):  # only that fault needs the list
                         link.stored.append(request.message)
                     conn.stored(request.request_id)
                 await self._write(writer, link, conn.data_to_send())
@@ -302,7 +346,11 @@ class StompServerNode:
             for task in (beats, unprompted):
                 if task is not None:
                     task.cancel()
-            if Fault.FORGET_ON_CONNECTION_CUT in self.faults and not conn.disconnected and link.stored:
+            if (
+                Fault.FORGET_ON_CONNECTION_CUT in self.faults
+                and not conn.disconnected
+                and link.stored
+            ):
                 await asyncio.to_thread(self.store.remove, link.stored)
             log.info("%s: closed (%s)", conn.session_id, conn.error or "no error")
             await self._close(writer)

@@ -79,8 +79,15 @@ from .frame import (
 )
 from . import smp
 from .store import StoredMessage
-from .variants import (BARE_ERRORS, CUMULATIVE_RECEIPTS, EXTRA_HEADERS, LENIENT_SENDS, MINIMAL_CONNECTED,
-                       VARIANT_HEADER, FrameStyle)
+from .variants import (
+    BARE_ERRORS,
+    CUMULATIVE_RECEIPTS,
+    EXTRA_HEADERS,
+    LENIENT_SENDS,
+    MINIMAL_CONNECTED,
+    VARIANT_HEADER,
+    FrameStyle,
+)
 
 SERVER_NAME = "reference-stomp/1.0"
 DEFAULT_HEART_BEAT = (1000, 10000)
@@ -88,7 +95,9 @@ DEFAULT_HEART_BEAT = (1000, 10000)
 like one from the client every 10 seconds (so a vanished client is noticed
 within about half a minute, never sooner than the grace allows)."""
 MAX_ERROR_EXCERPT = 300
-UNSUPPORTED_COMMANDS = frozenset({"SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK", "NACK"})
+UNSUPPORTED_COMMANDS = frozenset(
+    {"SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK", "NACK"}
+)
 
 BodyValidator = Callable[[str, bytes], list[str]]
 """(type header, body) -> problems, each naming the field at fault."""
@@ -112,8 +121,15 @@ class StoreRequest:
 class ProtocolRefusal(Exception):
     """Internal: a frame the server refuses; becomes an ERROR frame."""
 
-    def __init__(self, message: str, detail: str, frame: Frame | None = None, *,
-                 extra_headers: tuple[tuple[str, str], ...] = (), profile: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        detail: str,
+        frame: Frame | None = None,
+        *,
+        extra_headers: tuple[tuple[str, str], ...] = (),
+        profile: bool = False,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail
@@ -125,7 +141,9 @@ class ProtocolRefusal(Exception):
 
 def _excerpt(data: bytes) -> str:
     shown = data[:MAX_ERROR_EXCERPT]
-    more = f"... ({len(data) - MAX_ERROR_EXCERPT} more bytes)" if len(data) > MAX_ERROR_EXCERPT else ""
+    more = (
+        f"... ({len(data) - MAX_ERROR_EXCERPT} more bytes)" if len(data) > MAX_ERROR_EXCERPT else ""
+    )
     return repr(shown) + more
 
 
@@ -135,11 +153,16 @@ def _json_content_type(value: str) -> str | None:
     why not."""
     media, *params = value.split(";")
     if media.strip().lower() != "application/json":
-        return f"content-type {value!r}: this server supports only application/json (profile: JSON MUST be " \
-               "supported, other formats MAY)"
+        return (
+            f"content-type {value!r}: this server supports only application/json (profile: JSON MUST be "
+            "supported, other formats MAY)"
+        )
     for param in params:
         name, _, param_value = param.partition("=")
-        if name.strip().lower() == "charset" and param_value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+        if name.strip().lower() == "charset" and param_value.strip().strip('"').lower() not in (
+            "utf-8",
+            "utf8",
+        ):
             return f"content-type {value!r}: JSON bodies are UTF-8 (RFC 8259)"
     return None
 
@@ -155,10 +178,18 @@ class ServerConnection:
     the client may stay silent.
     """
 
-    def __init__(self, *, heart_beat: tuple[int, int] = DEFAULT_HEART_BEAT, faults: Iterable[Fault] = (),
-                 max_frame_bytes: int = 1 << 20, max_headers: int = 64, max_header_line: int = 8192,
-                 session_id: str | None = None, validate_body: BodyValidator = smp_problems,
-                 variants: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        heart_beat: tuple[int, int] = DEFAULT_HEART_BEAT,
+        faults: Iterable[Fault] = (),
+        max_frame_bytes: int = 1 << 20,
+        max_headers: int = 64,
+        max_header_line: int = 8192,
+        session_id: str | None = None,
+        validate_body: BodyValidator = smp_problems,
+        variants: Iterable[str] = (),
+    ) -> None:
         self.faults = frozenset(faults)
         self.variants = frozenset(variants)
         """Conformant variants (reference_impl/stomp/variants.py) that change
@@ -167,8 +198,12 @@ class ServerConnection:
         self.heart_beat = heart_beat
         self.session_id = session_id
         self.validate_body = validate_body
-        self.parser = FrameParser(max_frame_bytes=max_frame_bytes, max_headers=max_headers,
-                                  max_header_line=max_header_line, commands=ALL_COMMANDS)
+        self.parser = FrameParser(
+            max_frame_bytes=max_frame_bytes,
+            max_headers=max_headers,
+            max_header_line=max_header_line,
+            commands=ALL_COMMANDS,
+        )
         self.connected = False
         self.closing = False
         """No more input is processed; close once :attr:`finished`."""
@@ -184,14 +219,20 @@ class ServerConnection:
         self.error: str | None = None
         """The ``message`` of the ERROR the server sent, if any."""
         self.accepted = 0
-        self._requested = 0          # store requests issued
-        self._confirmed = 0          # stores confirmed, a prefix 1.._confirmed
+        self._requested = 0  # store requests issued
+        self._confirmed = 0  # stores confirmed, a prefix 1.._confirmed
         self._done: set[int] = set()
         self._failed_from: int | None = None
-        self._queue: deque[tuple[int, bytes, bool]] = deque()   # (stores needed, bytes, is a SEND receipt)
-        self._receipts: dict[int, str | None] = {}   # receipt of each pending store, for an ERROR if it fails
+        self._queue: deque[tuple[int, bytes, bool]] = (
+            deque()
+        )  # (stores needed, bytes, is a SEND receipt)
+        self._receipts: dict[
+            int, str | None
+        ] = {}  # receipt of each pending store, for an ERROR if it fails
         self._out = bytearray()
-        self._held_receipt: bytes | None = None   # variant cumulative-receipts: the last SEND RECEIPT released
+        self._held_receipt: bytes | None = (
+            None  # variant cumulative-receipts: the last SEND RECEIPT released
+        )
 
     # ------------------------------------------------------------------ input
 
@@ -200,7 +241,10 @@ class ServerConnection:
         if self.closing or self.ignore_input:
             return []
         if Fault.REFUSE_CRLF in self.faults and b"\r\n" in data:
-            self._refuse(ProtocolRefusal("malformed frame", "CRLF line ends are not accepted"), malformed=True)
+            self._refuse(
+                ProtocolRefusal("malformed frame", "CRLF line ends are not accepted"),
+                malformed=True,
+            )
             return []
         requests: list[StoreRequest] = []
         try:
@@ -212,10 +256,16 @@ class ServerConnection:
             item = items.popleft()
             if self.closing or self.ignore_input:
                 break
-            if Fault.BODY_ENDS_AT_NUL in self.faults and isinstance(item, Frame) and b"\x00" in item.body:
+            if (
+                Fault.BODY_ENDS_AT_NUL in self.faults
+                and isinstance(item, Frame)
+                and b"\x00" in item.body
+            ):
                 # The fault reads the body only up to its first NUL and the rest as more frames.
                 body, _, rest = item.body.partition(b"\x00")
-                item = Frame(item.command, tuple(h for h in item.headers if h[0] != "content-length"), body)
+                item = Frame(
+                    item.command, tuple(h for h in item.headers if h[0] != "content-length"), body
+                )
                 try:
                     items.extendleft(reversed(FrameParser().receive_data(rest + b"\x00")))
                 except FrameError:
@@ -241,9 +291,12 @@ class ServerConnection:
         """The caller's clock says the client has been silent past the
         agreed heart-beat interval and its grace: the connection is dead."""
         if not self.closing:
-            self._refuse(ProtocolRefusal(
-                "heart-beat timeout",
-                f"nothing received within the grace of the agreed {self.heart_beats[1]} ms heart-beat interval"))
+            self._refuse(
+                ProtocolRefusal(
+                    "heart-beat timeout",
+                    f"nothing received within the grace of the agreed {self.heart_beats[1]} ms heart-beat interval",
+                )
+            )
 
     # ------------------------------------------------------------------ store confirmations
 
@@ -268,8 +321,12 @@ class ServerConnection:
         self._queue = deque(entry for entry in self._queue if entry[0] < request_id)
         receipt = self._receipts.get(request_id)
         headers = (("receipt-id", receipt),) if receipt is not None else ()
-        self._queue_error(ProtocolRefusal("cannot store the message", f"the store failed: {reason}",
-                                          extra_headers=headers), needs=request_id - 1)
+        self._queue_error(
+            ProtocolRefusal(
+                "cannot store the message", f"the store failed: {reason}", extra_headers=headers
+            ),
+            needs=request_id - 1,
+        )
         self.closing = True
         self._release()
 
@@ -289,18 +346,28 @@ class ServerConnection:
     def finished(self) -> bool:
         """Closing, and everything that will ever be sent has been handed
         out: close the transport (after writing what data_to_send gave)."""
-        return self.closing and not self._queue and not self._out and self._held_receipt is None and (
-            self._failed_from is not None or self.pending_stores == 0)
+        return (
+            self.closing
+            and not self._queue
+            and not self._out
+            and self._held_receipt is None
+            and (self._failed_from is not None or self.pending_stores == 0)
+        )
 
     def _emit(self, frame: Frame, *, needs: int | None = None, receipt: bool = False) -> None:
         if Fault.BODY_ON_RECEIPT in self.faults and frame.command == "RECEIPT":
             frame = Frame(frame.command, frame.headers, b"receipted\n")
-        self._queue.append((self._requested if needs is None else needs, self.style.encode(frame), receipt))
+        self._queue.append(
+            (self._requested if needs is None else needs, self.style.encode(frame), receipt)
+        )
         self._release()
 
     def _release(self) -> None:
-        if (Fault.RECEIPTS_OUT_OF_ORDER in self.faults and self._failed_from is None
-                and self._confirmed < self._requested):
+        if (
+            Fault.RECEIPTS_OUT_OF_ORDER in self.faults
+            and self._failed_from is None
+            and self._confirmed < self._requested
+        ):
             # The node confirms stores one at a time; hold the frames until the
             # whole pending batch is durable, so its RECEIPTs are released
             # together and the fault can reverse them.
@@ -311,7 +378,9 @@ class ServerConnection:
             released.append((data, receipt))
         if Fault.RECEIPTS_OUT_OF_ORDER in self.faults:
             receipts = [data for data, receipt in released if receipt][::-1]
-            released = [(receipts.pop(0), True) if receipt else (data, False) for data, receipt in released]
+            released = [
+                (receipts.pop(0), True) if receipt else (data, False) for data, receipt in released
+            ]
         for data, receipt in released:
             if receipt and CUMULATIVE_RECEIPTS in self.variants:
                 # Variant cumulative-receipts: of the SEND RECEIPTs released
@@ -330,8 +399,10 @@ class ServerConnection:
     # ------------------------------------------------------------------ errors
 
     def _malformed(self, exc: FrameError) -> None:
-        self._refuse(ProtocolRefusal("malformed frame", f"{exc.reason}\nframe: {_excerpt(exc.data)}"),
-                     malformed=True)
+        self._refuse(
+            ProtocolRefusal("malformed frame", f"{exc.reason}\nframe: {_excerpt(exc.data)}"),
+            malformed=True,
+        )
 
     def _refuse(self, refusal: ProtocolRefusal, *, malformed: bool = False) -> None:
         if malformed and Fault.NO_ERROR_ON_MALFORMED in self.faults:
@@ -342,13 +413,14 @@ class ServerConnection:
             self.ignore_input = True
             return
         if malformed and Fault.OPEN_AFTER_ERROR in self.faults:
-            self.ignore_input = True     # the parser is dead; we just never close
+            self.ignore_input = True  # the parser is dead; we just never close
             return
         self.closing = True
 
     def _queue_error(self, refusal: ProtocolRefusal, needs: int | None = None) -> None:
-        headers: list[tuple[str, str]] = ([] if Fault.ERROR_WITHOUT_MESSAGE in self.faults
-                                          else [("message", refusal.message)])
+        headers: list[tuple[str, str]] = (
+            [] if Fault.ERROR_WITHOUT_MESSAGE in self.faults else [("message", refusal.message)]
+        )
         frame = refusal.frame
         if frame is not None and frame.command != "CONNECT" and frame.command != "STOMP":
             receipt = frame.get("receipt")
@@ -356,7 +428,7 @@ class ServerConnection:
                 headers.append(("receipt-id", receipt))
         headers += refusal.extra_headers
         self.error = refusal.message
-        if BARE_ERRORS in self.variants:   # the headers only: the body MAY be empty
+        if BARE_ERRORS in self.variants:  # the headers only: the body MAY be empty
             self._emit(Frame("ERROR", self._arrange(headers)), needs=needs)
             return
         headers.append(("content-type", "text/plain"))
@@ -364,7 +436,9 @@ class ServerConnection:
         if frame is not None and frame.command not in ("CONNECT", "STOMP"):
             shown = encode_frame(frame, content_length=False if b"\x00" not in frame.body else True)
             body += f"\nthe frame: {_excerpt(shown)}"
-        self._emit(Frame("ERROR", self._arrange(headers), (body + "\n").encode("utf-8")), needs=needs)
+        self._emit(
+            Frame("ERROR", self._arrange(headers), (body + "\n").encode("utf-8")), needs=needs
+        )
 
     def _arrange(self, headers: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         """The headers of a RECEIPT or ERROR as written: as given, or (variant
@@ -383,14 +457,20 @@ class ServerConnection:
         frame: Frame = item  # type: ignore[assignment]
         command = frame.command
         if command not in CLIENT_COMMANDS:
-            raise ProtocolRefusal("server frame from a client",
-                                  f"{command} is a server frame; a client may not send it", frame)
+            raise ProtocolRefusal(
+                "server frame from a client",
+                f"{command} is a server frame; a client may not send it",
+                frame,
+            )
         if not self.connected:
             if command in ("CONNECT", "STOMP"):
                 self._connect(frame)
                 return None
-            raise ProtocolRefusal("not connected", f"{command} before CONNECT: the session starts with CONNECT "
-                                  "or STOMP", frame)
+            raise ProtocolRefusal(
+                "not connected",
+                f"{command} before CONNECT: the session starts with CONNECT or STOMP",
+                frame,
+            )
         if command in ("CONNECT", "STOMP"):
             raise ProtocolRefusal("already connected", f"{command} on a connected session", frame)
         if command == "SEND":
@@ -398,9 +478,12 @@ class ServerConnection:
         if command == "DISCONNECT":
             self._disconnect(frame)
             return None
-        raise ProtocolRefusal("unsupported command",
-                              f"{command} is not supported by this server (subscriptions and transactions are "
-                              "OPTIONAL in the Swaptacular STOMP profile)", frame)
+        raise ProtocolRefusal(
+            "unsupported command",
+            f"{command} is not supported by this server (subscriptions and transactions are "
+            "OPTIONAL in the Swaptacular STOMP profile)",
+            frame,
+        )
 
     def _connect(self, frame: Frame) -> None:
         if frame.command == "STOMP" and Fault.REFUSE_STOMP_COMMAND in self.faults:
@@ -409,16 +492,25 @@ class ServerConnection:
             raise ProtocolRefusal("CONNECT not supported", "use STOMP")
         accept = frame.get("accept-version")
         if accept is None:
-            raise ProtocolRefusal("unsupported protocol version",
-                                  "no accept-version header: the client speaks only STOMP 1.0; "
-                                  "supported protocol versions are 1.2", extra_headers=(("version", "1.2"),))
-        if "1.2" not in (part.strip() for part in accept.split(",")) and \
-                Fault.IGNORE_ACCEPT_VERSION not in self.faults:
-            raise ProtocolRefusal("unsupported protocol version",
-                                  f"accept-version {accept[:80]!r}: supported protocol versions are 1.2",
-                                  extra_headers=(("version", "1.2"),))
+            raise ProtocolRefusal(
+                "unsupported protocol version",
+                "no accept-version header: the client speaks only STOMP 1.0; "
+                "supported protocol versions are 1.2",
+                extra_headers=(("version", "1.2"),),
+            )
+        if (
+            "1.2" not in (part.strip() for part in accept.split(","))
+            and Fault.IGNORE_ACCEPT_VERSION not in self.faults
+        ):
+            raise ProtocolRefusal(
+                "unsupported protocol version",
+                f"accept-version {accept[:80]!r}: supported protocol versions are 1.2",
+                extra_headers=(("version", "1.2"),),
+            )
         if frame.get("host") is None:
-            raise ProtocolRefusal("missing host header", "STOMP 1.2 clients MUST set the host header")
+            raise ProtocolRefusal(
+                "missing host header", "STOMP 1.2 clients MUST set the host header"
+            )
         if Fault.REQUIRE_LOGIN in self.faults and frame.get("login") is None:
             raise ProtocolRefusal("login required", "no login header")
         if Fault.REQUIRE_PASSCODE in self.faults and frame.get("passcode") is None:
@@ -443,14 +535,16 @@ class ServerConnection:
             headers.append(("server", SERVER_NAME))
             if self.session_id is not None:
                 headers.append(("session", self.session_id))
-        if EXTRA_HEADERS in self.variants:   # session, server, heart-beat, version
+        if EXTRA_HEADERS in self.variants:  # session, server, heart-beat, version
             headers.reverse()
         self.connected = True
         self._emit(Frame("CONNECTED", tuple(headers)))
 
     def _disconnect(self, frame: Frame) -> None:
         if frame.body:
-            raise ProtocolRefusal("body on DISCONNECT", "DISCONNECT frames MUST NOT have a body", frame)
+            raise ProtocolRefusal(
+                "body on DISCONNECT", "DISCONNECT frames MUST NOT have a body", frame
+            )
         receipt = frame.get("receipt")
         self.disconnected = True
         if receipt is not None and Fault.NO_DISCONNECT_RECEIPT not in self.faults:
@@ -472,53 +566,89 @@ class ServerConnection:
         destination = self._header(frame, "destination")
         if not destination and Fault.ACCEPT_MISSING_DESTINATION not in self.faults:
             what = "no destination header" if destination is None else "an empty destination header"
-            raise ProtocolRefusal("missing destination", f"SEND with {what}: destination is REQUIRED", frame)
+            raise ProtocolRefusal(
+                "missing destination", f"SEND with {what}: destination is REQUIRED", frame
+            )
         if frame.has("transaction"):
-            raise ProtocolRefusal("transactions not supported",
-                                  "SEND with a transaction header: this server has no transactions", frame)
+            raise ProtocolRefusal(
+                "transactions not supported",
+                "SEND with a transaction header: this server has no transactions",
+                frame,
+            )
         receipt = self._header(frame, "receipt")
-        if LENIENT_SENDS in self.variants:   # the profile's sender rules are not the server's to enforce
-            return self._accept(frame, destination or "", self._header(frame, "type") or "",
-                                self._header(frame, "content-type") or "", receipt)
+        if (
+            LENIENT_SENDS in self.variants
+        ):  # the profile's sender rules are not the server's to enforce
+            return self._accept(
+                frame,
+                destination or "",
+                self._header(frame, "type") or "",
+                self._header(frame, "content-type") or "",
+                receipt,
+            )
         for name in ("receipt", "type", "content-type"):
             if not frame.has(name):
-                raise ProtocolRefusal(f"missing {name} header",
-                                      f"the Swaptacular STOMP profile requires every SEND to include {name}", frame,
-                                      profile=True)
+                raise ProtocolRefusal(
+                    f"missing {name} header",
+                    f"the Swaptacular STOMP profile requires every SEND to include {name}",
+                    frame,
+                    profile=True,
+                )
         persistent = self._header(frame, "persistent")
         if persistent != "true":
             shown = "missing" if persistent is None else repr(persistent)
-            raise ProtocolRefusal("persistent must be true",
-                                  f"persistent header {shown}: the profile says it MUST have the value true", frame,
-                                  profile=True)
+            raise ProtocolRefusal(
+                "persistent must be true",
+                f"persistent header {shown}: the profile says it MUST have the value true",
+                frame,
+                profile=True,
+            )
         content_type = self._header(frame, "content-type") or ""
         problem = _json_content_type(content_type)
         if problem is not None:
             raise ProtocolRefusal("unsupported content-type", problem, frame)
         type_name = self._header(frame, "type") or ""
         if type_name not in smp.MESSAGE_TYPES:
-            raise ProtocolRefusal("unknown message type",
-                                  f"type {type_name[:80]!r} is not an SMP 2.1 message type", frame)
+            raise ProtocolRefusal(
+                "unknown message type",
+                f"type {type_name[:80]!r} is not an SMP 2.1 message type",
+                frame,
+            )
         problems = self.validate_body(type_name, frame.body)
         if problems and Fault.SILENT_ON_INVALID_BODY in self.faults:
             return None
         if problems:
-            raise ProtocolRefusal("invalid SMP message",
-                                  f"the body is not a valid SMP 2.1 {type_name} message: " + "; ".join(problems[:10]),
-                                  frame)
+            raise ProtocolRefusal(
+                "invalid SMP message",
+                f"the body is not a valid SMP 2.1 {type_name} message: " + "; ".join(problems[:10]),
+                frame,
+            )
         return self._accept(frame, destination or "", type_name, content_type, receipt)
 
-    def _accept(self, frame: Frame, destination: str, type_name: str, content_type: str,
-                receipt: str | None) -> StoreRequest:
+    def _accept(
+        self, frame: Frame, destination: str, type_name: str, content_type: str, receipt: str | None
+    ) -> StoreRequest:
         """A SEND the server processes: a store request, its RECEIPT queued behind it."""
         self._requested += 1
-        request = StoreRequest(self._requested, StoredMessage(
-            destination=destination, type=type_name, content_type=content_type, receipt=receipt,
-            body=frame.body, headers=frame.headers))
+        request = StoreRequest(
+            self._requested,
+            StoredMessage(
+                destination=destination,
+                type=type_name,
+                content_type=content_type,
+                receipt=receipt,
+                body=frame.body,
+                headers=frame.headers,
+            ),
+        )
         self._receipts[request.request_id] = receipt
         self.accepted += 1
         if receipt is not None:
             receipt_id = receipt + "-x" if Fault.WRONG_RECEIPT_ID in self.faults else receipt
             needs = 0 if Fault.RECEIPT_BEFORE_STORE in self.faults else None
-            self._emit(Frame("RECEIPT", self._arrange([("receipt-id", receipt_id)])), needs=needs, receipt=True)
+            self._emit(
+                Frame("RECEIPT", self._arrange([("receipt-id", receipt_id)])),
+                needs=needs,
+                receipt=True,
+            )
         return request

@@ -34,32 +34,45 @@ DELETE = object()
 """A mutation value meaning: remove the field."""
 
 SPECIAL_COORDINATOR_TYPES = ("direct", "agent", "issuing", "interest", "delete")  # SMP:311-343
-STATUS_CODES = ("SENDER_IS_UNREACHABLE", "RECIPIENT_IS_UNREACHABLE", "TIMEOUT", "NEWER_INTEREST_RATE",
-                "TRANSFER_NOTE_IS_TOO_LONG", "INSUFFICIENT_AVAILABLE_AMOUNT")      # SMP:681-701
+STATUS_CODES = (
+    "SENDER_IS_UNREACHABLE",
+    "RECIPIENT_IS_UNREACHABLE",
+    "TIMEOUT",
+    "NEWER_INTEREST_RATE",
+    "TRANSFER_NOTE_IS_TOO_LONG",
+    "INSUFFICIENT_AVAILABLE_AMOUNT",
+)  # SMP:681-701
 
-_EARLIEST = datetime(1970, 1, 2)      # the text's own sentinels are 1970-01-01 and 9999-12-31
+_EARLIEST = datetime(1970, 1, 2)  # the text's own sentinels are 1970-01-01 and 9999-12-31
 _LATEST = datetime(9999, 12, 30)
 
 
 # ----------------------------------------------------------------------------- valid values
 
+
 def _truncate_utf8(limit: int) -> Callable[[str], str]:
     def cut(text: str) -> str:
         return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
     return cut
 
 
 def _date_time_text(moment: datetime, offset_minutes: int, zulu: bool) -> str:
     local = (moment + timedelta(minutes=offset_minutes)).replace(
-        tzinfo=timezone(timedelta(minutes=offset_minutes)))
+        tzinfo=timezone(timedelta(minutes=offset_minutes))
+    )
     text = local.isoformat()
     return text[:-6] + "Z" if zulu and offset_minutes == 0 else text
 
 
 def date_times() -> st.SearchStrategy[str]:
     """RFC 3339 date-times with an offset, as Swaptacular nodes write and read them."""
-    return st.builds(_date_time_text, st.datetimes(_EARLIEST, _LATEST),
-                     st.integers(-14 * 60, 14 * 60) | st.just(0), st.booleans())
+    return st.builds(
+        _date_time_text,
+        st.datetimes(_EARLIEST, _LATEST),
+        st.integers(-14 * 60, 14 * 60) | st.just(0),
+        st.booleans(),
+    )
 
 
 def value_strategy(spec: Field) -> st.SearchStrategy[Any]:
@@ -74,9 +87,11 @@ def value_strategy(spec: Field) -> st.SearchStrategy[Any]:
     if spec.kind == "date":
         return st.dates(date(1970, 1, 1), date(9999, 12, 31)).map(date.isoformat)
     if spec.kind == "bytes":
-        return st.sampled_from(spec.byte_lengths).flatmap(
-            lambda n: st.binary(min_size=n, max_size=n)).flatmap(
-            lambda raw: st.sampled_from([raw.hex(), raw.hex().upper()]))
+        return (
+            st.sampled_from(spec.byte_lengths)
+            .flatmap(lambda n: st.binary(min_size=n, max_size=n))
+            .flatmap(lambda raw: st.sampled_from([raw.hex(), raw.hex().upper()]))
+        )
     if spec.pattern is not None:
         return st.from_regex(f"^{spec.pattern}$", fullmatch=True)
     if spec.ascii:
@@ -84,7 +99,9 @@ def value_strategy(spec: Field) -> st.SearchStrategy[Any]:
     else:
         alphabet = st.characters(exclude_categories=("Cs",), exclude_characters="\x00")
     if spec.unit == "utf8-bytes":
-        text = st.text(alphabet, min_size=spec.min_len, max_size=spec.max_len).map(_truncate_utf8(spec.max_len))
+        text = st.text(alphabet, min_size=spec.min_len, max_size=spec.max_len).map(
+            _truncate_utf8(spec.max_len)
+        )
     else:
         text = st.text(alphabet, min_size=spec.min_len, max_size=spec.max_len)
     return text.filter(lambda v: v not in spec.forbidden) if spec.forbidden else text
@@ -96,16 +113,22 @@ def _field_strategy(type_name: str, spec: Field) -> st.SearchStrategy[Any]:
         return st.sampled_from(SPECIAL_COORDINATOR_TYPES) | value_strategy(spec)
     if spec.name == "status_code":
         codes = st.sampled_from(STATUS_CODES) | value_strategy(spec)
-        return codes.filter(lambda v: v != "OK") if "OK" in spec.forbidden else st.just("OK") | codes
+        return (
+            codes.filter(lambda v: v != "OK") if "OK" in spec.forbidden else st.just("OK") | codes
+        )
     return value_strategy(spec)
 
 
 # ----------------------------------------------------------------------------- cross rules
 
+
 def _repair_min_max(m: dict) -> None:
     if m["max_locked_amount"] < m["min_locked_amount"]:
-        m["min_locked_amount"], m["max_locked_amount"] = m["max_locked_amount"], m["min_locked_amount"]
-        if m["min_locked_amount"] < 0:       # the old max was negative: no valid pair with it
+        m["min_locked_amount"], m["max_locked_amount"] = (
+            m["max_locked_amount"],
+            m["min_locked_amount"],
+        )
+        if m["min_locked_amount"] < 0:  # the old max was negative: no valid pair with it
             m["min_locked_amount"] = 0
 
 
@@ -216,8 +239,8 @@ def valid_messages(type_name: str | None = None) -> st.SearchStrategy[dict]:
 class Mutation:
     """Replace one field's value (or remove it, ``DELETE``) to break one rule."""
 
-    label: str          # short name for vector ids
-    value: Any          # the new value, DELETE, or a function of the current value
+    label: str  # short name for vector ids
+    value: Any  # the new value, DELETE, or a function of the current value
     reason: str
 
 
@@ -228,11 +251,11 @@ def _as_string(current: Any) -> str:
 
 
 def _with_fraction(current: Any) -> float:
-    return current + 0.5 if abs(current) < 2 ** 52 else 1.5
+    return current + 0.5 if abs(current) < 2**52 else 1.5
 
 
 def _as_float(current: Any) -> float:
-    return float(current) if abs(current) < 2 ** 53 else 1.0
+    return float(current) if abs(current) < 2**53 else 1.0
 
 
 def field_mutations(spec: Field) -> list[Mutation]:
@@ -240,60 +263,84 @@ def field_mutations(spec: Field) -> list[Mutation]:
     r = smp
     out = [Mutation("missing", DELETE, r.MISSING)]
     if spec.kind == "int":
-        out += [Mutation("string", _as_string, r.WRONG_TYPE), Mutation("fraction", _with_fraction, r.WRONG_TYPE),
-                Mutation("integral-float", _as_float, r.WRONG_TYPE), Mutation("boolean", True, r.WRONG_TYPE),
-                Mutation("null", None, r.WRONG_TYPE),
-                Mutation("below-range", spec.lo - 1, r.OUT_OF_RANGE),
-                Mutation("above-range", spec.hi + 1, r.OUT_OF_RANGE)]
+        out += [
+            Mutation("string", _as_string, r.WRONG_TYPE),
+            Mutation("fraction", _with_fraction, r.WRONG_TYPE),
+            Mutation("integral-float", _as_float, r.WRONG_TYPE),
+            Mutation("boolean", True, r.WRONG_TYPE),
+            Mutation("null", None, r.WRONG_TYPE),
+            Mutation("below-range", spec.lo - 1, r.OUT_OF_RANGE),
+            Mutation("above-range", spec.hi + 1, r.OUT_OF_RANGE),
+        ]
         out += [Mutation(f"forbidden-{v}", v, r.FORBIDDEN_VALUE) for v in spec.forbidden]
     elif spec.kind == "float":
-        out += [Mutation("string", _as_string, r.WRONG_TYPE), Mutation("boolean", False, r.WRONG_TYPE),
-                Mutation("null", None, r.WRONG_TYPE),
-                Mutation("infinite", math.inf, r.NOT_FINITE), Mutation("minus-infinite", -math.inf, r.NOT_FINITE),
-                Mutation("nan", math.nan, r.NOT_FINITE)]
+        out += [
+            Mutation("string", _as_string, r.WRONG_TYPE),
+            Mutation("boolean", False, r.WRONG_TYPE),
+            Mutation("null", None, r.WRONG_TYPE),
+            Mutation("infinite", math.inf, r.NOT_FINITE),
+            Mutation("minus-infinite", -math.inf, r.NOT_FINITE),
+            Mutation("nan", math.nan, r.NOT_FINITE),
+        ]
         if spec.lo is not None:
-            out += [Mutation("just-below-range", math.nextafter(spec.lo, -math.inf), r.OUT_OF_RANGE),
-                    Mutation("below-range", spec.lo - 1, r.OUT_OF_RANGE)]
+            out += [
+                Mutation("just-below-range", math.nextafter(spec.lo, -math.inf), r.OUT_OF_RANGE),
+                Mutation("below-range", spec.lo - 1, r.OUT_OF_RANGE),
+            ]
         if spec.hi is not None:
             out += [Mutation("just-above-range", math.nextafter(spec.hi, math.inf), r.OUT_OF_RANGE)]
     elif spec.kind == "date-time":
-        out += [Mutation("number", 1716199200, r.WRONG_TYPE), Mutation("null", None, r.WRONG_TYPE),
-                Mutation("no-offset", "2024-05-20T10:00:00", r.NO_UTC_OFFSET),
-                Mutation("date-only", "2024-05-20", r.BAD_TIMESTAMP),
-                Mutation("words", "yesterday", r.BAD_TIMESTAMP),
-                Mutation("empty", "", r.BAD_TIMESTAMP),
-                Mutation("month-13", "2024-13-01T00:00:00+00:00", r.BAD_TIMESTAMP),
-                Mutation("february-30", "2024-02-30T00:00:00Z", r.BAD_TIMESTAMP),
-                Mutation("hour-24", "2024-05-20T24:00:00Z", r.BAD_TIMESTAMP),
-                Mutation("leap-second", "2016-12-31T23:59:60Z", r.BAD_TIMESTAMP),
-                Mutation("offset-24h", "2024-05-20T10:00:00+24:00", r.BAD_TIMESTAMP),
-                Mutation("basic-format", "20240520T100000Z", r.BAD_TIMESTAMP),
-                Mutation("lone-surrogate", "2024-05-20T10:00:00Z\ud800", r.LONE_SURROGATE)]
+        out += [
+            Mutation("number", 1716199200, r.WRONG_TYPE),
+            Mutation("null", None, r.WRONG_TYPE),
+            Mutation("no-offset", "2024-05-20T10:00:00", r.NO_UTC_OFFSET),
+            Mutation("date-only", "2024-05-20", r.BAD_TIMESTAMP),
+            Mutation("words", "yesterday", r.BAD_TIMESTAMP),
+            Mutation("empty", "", r.BAD_TIMESTAMP),
+            Mutation("month-13", "2024-13-01T00:00:00+00:00", r.BAD_TIMESTAMP),
+            Mutation("february-30", "2024-02-30T00:00:00Z", r.BAD_TIMESTAMP),
+            Mutation("hour-24", "2024-05-20T24:00:00Z", r.BAD_TIMESTAMP),
+            Mutation("leap-second", "2016-12-31T23:59:60Z", r.BAD_TIMESTAMP),
+            Mutation("offset-24h", "2024-05-20T10:00:00+24:00", r.BAD_TIMESTAMP),
+            Mutation("basic-format", "20240520T100000Z", r.BAD_TIMESTAMP),
+            Mutation("lone-surrogate", "2024-05-20T10:00:00Z\ud800", r.LONE_SURROGATE),
+        ]
     elif spec.kind == "date":
-        out += [Mutation("number", 20240520, r.WRONG_TYPE), Mutation("null", None, r.WRONG_TYPE),
-                Mutation("february-30", "2024-02-30", r.BAD_DATE),
-                Mutation("basic-format", "20240520", r.BAD_DATE),
-                Mutation("date-time", "2024-05-20T00:00:00+00:00", r.BAD_DATE),
-                Mutation("year-0", "0000-01-01", r.BAD_DATE)]
+        out += [
+            Mutation("number", 20240520, r.WRONG_TYPE),
+            Mutation("null", None, r.WRONG_TYPE),
+            Mutation("february-30", "2024-02-30", r.BAD_DATE),
+            Mutation("basic-format", "20240520", r.BAD_DATE),
+            Mutation("date-time", "2024-05-20T00:00:00+00:00", r.BAD_DATE),
+            Mutation("year-0", "0000-01-01", r.BAD_DATE),
+        ]
     elif spec.kind == "bytes":
         lower = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        out += [Mutation("number", 0, r.WRONG_TYPE), Mutation("null", None, r.WRONG_TYPE),
-                Mutation("not-hex", "zz" * 32, r.BAD_HEX),
-                Mutation("odd-digits", lower[:63], r.BAD_HEX),
-                Mutation("mixed-case", lower[:32].upper() + lower[32:], r.BAD_HEX),
-                Mutation("31-bytes", lower[:62], r.WRONG_BYTE_LENGTH),
-                Mutation("33-bytes", lower + "00", r.WRONG_BYTE_LENGTH),
-                Mutation("1-byte", "00", r.WRONG_BYTE_LENGTH)]
+        out += [
+            Mutation("number", 0, r.WRONG_TYPE),
+            Mutation("null", None, r.WRONG_TYPE),
+            Mutation("not-hex", "zz" * 32, r.BAD_HEX),
+            Mutation("odd-digits", lower[:63], r.BAD_HEX),
+            Mutation("mixed-case", lower[:32].upper() + lower[32:], r.BAD_HEX),
+            Mutation("31-bytes", lower[:62], r.WRONG_BYTE_LENGTH),
+            Mutation("33-bytes", lower + "00", r.WRONG_BYTE_LENGTH),
+            Mutation("1-byte", "00", r.WRONG_BYTE_LENGTH),
+        ]
     else:  # string
-        out += [Mutation("number", 1, r.WRONG_TYPE), Mutation("null", None, r.WRONG_TYPE),
-                Mutation("array", ["x"], r.WRONG_TYPE),
-                Mutation("lone-surrogate", "x\udc00", r.LONE_SURROGATE)]
+        out += [
+            Mutation("number", 1, r.WRONG_TYPE),
+            Mutation("null", None, r.WRONG_TYPE),
+            Mutation("array", ["x"], r.WRONG_TYPE),
+            Mutation("lone-surrogate", "x\udc00", r.LONE_SURROGATE),
+        ]
         if spec.ascii:
             out.append(Mutation("non-ascii", "Zahlung-\u00fc", r.NOT_ASCII))
         if spec.max_len is not None:
             if spec.unit == "utf8-bytes":
                 # Few characters, too many bytes: counting characters would let it through.
-                out.append(Mutation("too-many-bytes", "\u00e9" * (spec.max_len // 2 + 1), r.TOO_LONG))
+                out.append(
+                    Mutation("too-many-bytes", "\u00e9" * (spec.max_len // 2 + 1), r.TOO_LONG)
+                )
                 out.append(Mutation("one-byte-too-long", "a" * (spec.max_len + 1), r.TOO_LONG))
             elif spec.ascii:
                 out.append(Mutation("one-too-long", "A" * (spec.max_len + 1), r.TOO_LONG))
@@ -302,9 +349,11 @@ def field_mutations(spec: Field) -> list[Mutation]:
         if spec.min_len > 0:
             out.append(Mutation("empty", "", r.TOO_SHORT))
         if spec.pattern is not None:
-            out += [Mutation("nine-chars", "text.1234", r.PATTERN_MISMATCH),
-                    Mutation("space", "a b", r.PATTERN_MISMATCH),
-                    Mutation("non-ascii", "\u00fc", r.PATTERN_MISMATCH)]
+            out += [
+                Mutation("nine-chars", "text.1234", r.PATTERN_MISMATCH),
+                Mutation("space", "a b", r.PATTERN_MISMATCH),
+                Mutation("non-ascii", "\u00fc", r.PATTERN_MISMATCH),
+            ]
         out += [Mutation(f"forbidden-{v}", v, r.FORBIDDEN_VALUE) for v in spec.forbidden]
     return out
 
@@ -312,8 +361,11 @@ def field_mutations(spec: Field) -> list[Mutation]:
 def type_mutations(type_name: str) -> list[Mutation]:
     """Breaks of the body's own ``type`` member."""
     other = "AccountPurge" if type_name != "AccountPurge" else "ConfigureAccount"
-    return [Mutation("missing", DELETE, smp.MISSING), Mutation("number", 1, smp.WRONG_TYPE),
-            Mutation("other-type", other, smp.TYPE_MISMATCH)]
+    return [
+        Mutation("missing", DELETE, smp.MISSING),
+        Mutation("number", 1, smp.WRONG_TYPE),
+        Mutation("other-type", other, smp.TYPE_MISMATCH),
+    ]
 
 
 def apply_mutation(message: dict, field_name: str, mutation: Mutation) -> dict:
@@ -360,7 +412,9 @@ def invalid_messages(type_name: str | None = None) -> st.SearchStrategy[tuple[di
         base = _invalid_of(type_name)
     # The filter states the contract; by construction it never rejects (the tests check the
     # deterministic catalog without it).
-    return base.filter(lambda q: exactly(smp.validate_message(q[0], q[1]), q[2], q[3])).map(lambda q: q[1:])
+    return base.filter(lambda q: exactly(smp.validate_message(q[0], q[1]), q[2], q[3])).map(
+        lambda q: q[1:]
+    )
 
 
 # ----------------------------------------------------------------------------- bodies
@@ -390,5 +444,4 @@ def body_text(message: Any) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         text = json.dumps(encoded, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return (text.replace(f'"{_INF[math.inf]}"', "1e400")
-                .replace(f'"{_INF[-math.inf]}"', "-1e400"))
+    return text.replace(f'"{_INF[math.inf]}"', "1e400").replace(f'"{_INF[-math.inf]}"', "-1e400")

@@ -46,7 +46,7 @@ from pathlib import Path
 MAGIC = b"SMP-STOMP-STORE 1\n"
 LOG_NAME = "messages.log"
 LOCK_NAME = "lock"
-_RECORD_HEAD = struct.Struct(">cII")   # "R", length, crc
+_RECORD_HEAD = struct.Struct(">cII")  # "R", length, crc
 _META_LEN = struct.Struct(">I")
 MAX_RECORD_BYTES = 64 << 20
 """Bound on one record's payload when reading: a length above it can only be
@@ -71,15 +71,27 @@ class StoredMessage:
 
     def adapter_record(self) -> dict:
         """The line the ``accepted`` adapter prints (docs/stomp-adapter.md)."""
-        return {"destination": self.destination, "type": self.type, "content-type": self.content_type,
-                "receipt": self.receipt, "body": self.body.decode("utf-8", "replace")}
+        return {
+            "destination": self.destination,
+            "type": self.type,
+            "content-type": self.content_type,
+            "receipt": self.receipt,
+            "body": self.body.decode("utf-8", "replace"),
+        }
 
 
 def encode_record(message: StoredMessage) -> bytes:
-    meta = json.dumps({"destination": message.destination, "type": message.type,
-                       "content-type": message.content_type, "receipt": message.receipt,
-                       "headers": [list(pair) for pair in message.headers]},
-                      ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    meta = json.dumps(
+        {
+            "destination": message.destination,
+            "type": message.type,
+            "content-type": message.content_type,
+            "receipt": message.receipt,
+            "headers": [list(pair) for pair in message.headers],
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8")
     payload = _META_LEN.pack(len(meta)) + meta + message.body
     length = struct.pack(">I", len(payload))
     crc = zlib.crc32(payload, zlib.crc32(length))
@@ -88,11 +100,15 @@ def encode_record(message: StoredMessage) -> bytes:
 
 def _decode_payload(payload: bytes) -> StoredMessage:
     (meta_length,) = _META_LEN.unpack_from(payload)
-    meta = json.loads(payload[_META_LEN.size:_META_LEN.size + meta_length].decode("utf-8"))
+    meta = json.loads(payload[_META_LEN.size : _META_LEN.size + meta_length].decode("utf-8"))
     return StoredMessage(
-        destination=meta["destination"], type=meta["type"], content_type=meta["content-type"],
-        receipt=meta["receipt"], body=payload[_META_LEN.size + meta_length:],
-        headers=tuple((str(name), str(value)) for name, value in meta["headers"]))
+        destination=meta["destination"],
+        type=meta["type"],
+        content_type=meta["content-type"],
+        receipt=meta["receipt"],
+        body=payload[_META_LEN.size + meta_length :],
+        headers=tuple((str(name), str(value)) for name, value in meta["headers"]),
+    )
 
 
 def scan(data: bytes) -> tuple[list[StoredMessage], int]:
@@ -100,7 +116,7 @@ def scan(data: bytes) -> tuple[list[StoredMessage], int]:
     records end (a torn or damaged record, or the end of the data)."""
     if not data.startswith(MAGIC):
         if MAGIC.startswith(data):
-            return [], 0     # a file cut inside its magic: nothing was ever stored in it
+            return [], 0  # a file cut inside its magic: nothing was ever stored in it
         raise StoreError("not a message store (bad magic); refusing to touch it")
     messages: list[StoredMessage] = []
     pos = len(MAGIC)
@@ -111,13 +127,13 @@ def scan(data: bytes) -> tuple[list[StoredMessage], int]:
         start = pos + _RECORD_HEAD.size
         if marker != b"R" or length > MAX_RECORD_BYTES or len(data) - start < length:
             break
-        payload = data[start:start + length]
+        payload = data[start : start + length]
         if zlib.crc32(payload, zlib.crc32(struct.pack(">I", length))) != crc:
             break
         try:
             message = _decode_payload(payload)
         except (ValueError, KeyError, TypeError, struct.error):
-            break          # CRC-valid but unreadable: only a bug could write it; stop like at damage
+            break  # CRC-valid but unreadable: only a bug could write it; stop like at damage
         messages.append(message)
         pos = start + length
     return messages, pos
@@ -153,13 +169,15 @@ class Store:
         self.directory = Path(directory)
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True, exist_ok=True)
-            _fsync_directory(self.directory.parent)    # the new directory's entry is durable too
+            _fsync_directory(self.directory.parent)  # the new directory's entry is durable too
         self._lock_fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
-            raise StoreError(f"{self.directory}: another process has the store open for writing") from None
+            raise StoreError(
+                f"{self.directory}: another process has the store open for writing"
+            ) from None
         self._mutex = threading.Lock()
         path = self.directory / LOG_NAME
         created = not path.exists()
@@ -168,7 +186,7 @@ class Store:
             data = b"" if wipe else os.pread(self._fd, os.fstat(self._fd).st_size, 0)
             self.count = 0
             if not data.startswith(MAGIC):
-                scan(data)        # raises unless empty or a cut magic
+                scan(data)  # raises unless empty or a cut magic
                 os.ftruncate(self._fd, 0)
                 os.pwrite(self._fd, MAGIC, 0)
                 end = len(MAGIC)
@@ -193,7 +211,7 @@ class Store:
             os.close(self._fd)
             self._fd = None
         if self._lock_fd is not None:
-            os.close(self._lock_fd)      # releases the flock
+            os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
 
     def append(self, messages: Iterable[StoredMessage]) -> None:

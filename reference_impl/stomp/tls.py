@@ -27,9 +27,12 @@ StrPath = str | PathLike[str]
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_3
 
 
-def _base_context(purpose: ssl.Purpose, cert_file: StrPath | None, key_file: StrPath | None,
-                  ca_file: StrPath) -> ssl.SSLContext:
-    protocol = ssl.PROTOCOL_TLS_SERVER if purpose is ssl.Purpose.CLIENT_AUTH else ssl.PROTOCOL_TLS_CLIENT
+def _base_context(
+    purpose: ssl.Purpose, cert_file: StrPath | None, key_file: StrPath | None, ca_file: StrPath
+) -> ssl.SSLContext:
+    protocol = (
+        ssl.PROTOCOL_TLS_SERVER if purpose is ssl.Purpose.CLIENT_AUTH else ssl.PROTOCOL_TLS_CLIENT
+    )
     context = ssl.SSLContext(protocol)
     context.minimum_version = MINIMUM_VERSION
     # Only the node's CA: the system store would let any public CA vouch for peers.
@@ -39,7 +42,9 @@ def _base_context(purpose: ssl.Purpose, cert_file: StrPath | None, key_file: Str
     return context
 
 
-def server_context(cert_file: StrPath, key_file: StrPath | None, ca_file: StrPath) -> ssl.SSLContext:
+def server_context(
+    cert_file: StrPath, key_file: StrPath | None, ca_file: StrPath
+) -> ssl.SSLContext:
     """A server context: TLS 1.3 minimum, presents ``cert_file``, requires a
     client certificate chaining to ``ca_file``."""
     context = _base_context(ssl.Purpose.CLIENT_AUTH, cert_file, key_file, ca_file)
@@ -47,7 +52,9 @@ def server_context(cert_file: StrPath, key_file: StrPath | None, ca_file: StrPat
     return context
 
 
-def client_context(cert_file: StrPath | None, key_file: StrPath | None, ca_file: StrPath) -> ssl.SSLContext:
+def client_context(
+    cert_file: StrPath | None, key_file: StrPath | None, ca_file: StrPath
+) -> ssl.SSLContext:
     """A client context: TLS 1.3 minimum, presents ``cert_file`` (the profile
     requires it; None only for tests that show a server refusing such a
     client), verifies the server chain against ``ca_file`` and not the

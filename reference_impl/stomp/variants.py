@@ -92,97 +92,145 @@ VARIANT_HEADER = ("x-reference-variant", "extra-headers")
 """The header ``extra-headers`` adds to RECEIPT, ERROR and SEND frames."""
 
 SPECS: tuple[VariantSpec, ...] = (
-    *wire_variants("frame", "STOMP 1.2 and the profile set no time within which a CONNECTED or RECEIPT is due (a "
-                   "server replies \"once a server has successfully processed\" the frame)"),
-    VariantSpec(UNPROMPTED_TRAFFIC, ("server", "client"),
-                f"an EOL every {UNPROMPTED_INTERVAL:g} s from the node's first frame on, whatever heart-beats were "
-                "agreed (the server from its CONNECTED, the client from its CONNECT, before CONNECTED arrives)",
-                "STOMP 1.2, STOMP Frames: \"The NULL octet can be optionally followed by multiple EOLs\" and "
-                "Augmented BNF (frame = ... NULL *( EOL )); Heart-beating: the sender \"MUST send new data ... at "
-                "least every <n> milliseconds\" (more often is within it)"),
-    VariantSpec(OTHER_HEART_BEATS, ("server", "client"),
-                f"CONNECTED heart-beat:{SERVER_HEART_BEAT[0]},{SERVER_HEART_BEAT[1]} (plain 1000,10000) and an EOL "
-                "only when nothing was sent for the whole agreed interval (plain: half of it); the client's CONNECT "
-                f"heart-beat:{CLIENT_HEART_BEAT[0]},{CLIENT_HEART_BEAT[1]} (plain 10000,10000)",
-                "STOMP 1.2, Heart-beating: the first number is \"the smallest number of milliseconds between "
-                "heart-beats that it can guarantee\", the second \"the desired number of milliseconds between "
-                "heart-beats\" (any values); \"the sender MUST send new data over the network connection at least "
-                "every <n> milliseconds\""),
-    VariantSpec(EXTRA_HEADERS, ("server", "client"),
-                "headers in another order (CONNECTED: session, server, heart-beat, version; RECEIPT: receipt-id "
-                f"last; CONNECT reversed; SEND: persistent first) and a header {VARIANT_HEADER[0]} on RECEIPT, ERROR "
-                "and SEND",
-                "STOMP 1.2, Frames and Headers: CONNECTED \"OPTIONAL: session, server, heart-beat\"; \"the SEND and "
-                "MESSAGE frames MAY include arbitrary user defined headers\"; \"the ERROR frame SHOULD include "
-                "additional headers\"; \"STOMP servers MAY use additional headers to give access to features like "
-                "persistency\" (no sentence orders headers, except that a repeated one's first entry counts)"),
-    VariantSpec(CONTENT_LENGTH_ALWAYS, ("server", "client"),
-                "content-length on every frame, content-length:0 on those without a body (CONNECTED, RECEIPT; "
-                "CONNECT, DISCONNECT)",
-                "STOMP 1.2, Header content-length: \"All frames MAY include a content-length header\""),
-    VariantSpec(CRLF_LINE_ENDS, ("server", "client"),
-                "every EOL written CR LF: the lines of every frame and every heart-beat",
-                "STOMP 1.2, STOMP Frames: \"an end-of-line (EOL), which consists of an OPTIONAL carriage return "
-                "(octet 13) followed by a REQUIRED line feed\"; Augmented BNF (EOL = [CR] LF)"),
-    VariantSpec(EXTRA_EOLS, ("server", "client"),
-                "every frame followed by three EOLs after its NULL (LF, CR LF, LF; with crlf-line-ends three "
-                "CR LF)",
-                "STOMP 1.2, STOMP Frames: \"The NULL octet can be optionally followed by multiple EOLs\"; Augmented "
-                "BNF (frame = ... NULL *( EOL ))"),
-    VariantSpec(MINIMAL_CONNECTED, ("server",),
-                "CONNECTED with version and heart-beat only (plain: server and session too)",
-                "STOMP 1.2, CONNECTED Frame: \"STOMP 1.2 servers MAY set the following headers: heart-beat, "
-                "session, server\" (only version MUST be set; heart-beat is kept, so that heart-beats are "
-                "still agreed)"),
-    VariantSpec(BARE_ERRORS, ("server",),
-                "ERROR frames with the message header (and receipt-id) only: no body, so no content-type and no "
-                "content-length",
-                "STOMP 1.2, ERROR: \"the body MAY contain more detailed information (or MAY be empty)\"; Header "
-                "content-length and content-type: SHOULD \"if a frame body is present\""),
-    VariantSpec(LENIENT_SENDS, ("server",),
-                "SENDs that break the profile's rules for senders are processed (stored and receipted) instead of "
-                "refused: no type, no content-type, persistent not true, a body that is not JSON or not a valid "
-                "SMP message (a SEND without destination or with a transaction is still refused)",
-                "Swaptacular STOMP profile, A Subset of the STOMP Protocol: \"every SEND command MUST include the "
-                "following headers\" binds the node that sends, and no sentence of the profile, STOMP 1.2 or SMP "
-                "2.1 tells a server to refuse such a SEND; STOMP 1.2, SEND: only a SEND the server \"cannot "
-                "successfully process\" gets an ERROR"),
-    VariantSpec(CUMULATIVE_RECEIPTS, ("server",),
-                "a RECEIPT only for the last of the SENDs stored together (those whose stores complete before the "
-                "node next writes: a burst in one read, one group commit); the RECEIPTs of the SENDs before it are "
-                "left out (plain: one RECEIPT per SEND)",
-                "Swaptacular STOMP profile, STOMP Connections, footnote 2: \"Every STOMP RECEIPT command confirms "
-                "the delivery of all preceding messages\", as the network reads it: Swaptacular's own server, "
-                "swpt_stomp, sends one RECEIPT for the SENDs confirmed together (rmq.py, send_receipts), which "
-                "every client MUST accept (erratum STOMP-E8)"),
-    VariantSpec(ONE_SEND_AT_A_TIME, ("client",),
-                "one SEND in flight: the next SEND only once the previous one is receipted (plain: up to 128 "
-                "pipelined)",
-                "Swaptacular STOMP profile, STOMP Connections: the client \"issues a SEND command for each of the "
-                "messages\" (no sentence asks for pipelining)"),
-    VariantSpec(LINGER, ("client",),
-                f"the connection kept open {LINGER_SECONDS:g} s after the last RECEIPT (heart-beats as agreed), "
-                "then DISCONNECT",
-                "Swaptacular STOMP profile, STOMP Connections: \"The client MAY decide to keep the STOMP "
-                "connection open for any length of time\""),
-    VariantSpec(CONNECTION_PER_MESSAGE, ("client",),
-                "a connection of its own for each message: CONNECT, one SEND, its RECEIPT, DISCONNECT, then the "
-                "next message on a new connection",
-                "Swaptacular STOMP profile, STOMP Connections: \"the sending node opens a client STOMP connection "
-                "to one (or more) of the receiving node's servers, and issues a SEND command for each of the "
-                "messages\"; \"The client MAY decide to keep the STOMP connection open for any length of time\"; "
-                "STOMP 1.2, Connection Lingering: \"STOMP servers must be able to support clients which rapidly "
-                "connect and disconnect\""),
-    VariantSpec(CLOSE_WITHOUT_DISCONNECT, ("client",),
-                "once every message is receipted, the connection is closed (TLS close) without a DISCONNECT",
-                "STOMP 1.2, DISCONNECT: \"A client can disconnect from the server at anytime by closing the "
-                "socket\"; the graceful DISCONNECT is a SHOULD for a client that wants to be \"assured that all "
-                "previous frames have been received\", which the RECEIPT of its last SEND already assures"),
-    VariantSpec(JSON_CHARSET, ("client",),
-                "SEND content-type application/json;charset=utf-8 (plain: application/json)",
-                "STOMP 1.2, Header content-type: \"The ;charset=<encoding> SHOULD also get appended to any non "
-                "text/ MIME types which can be interpreted as text\"; the profile: content-type \"Specifies the "
-                "MIME type of the message body\" (the parameter leaves it application/json)"),
+    *wire_variants(
+        "frame",
+        "STOMP 1.2 and the profile set no time within which a CONNECTED or RECEIPT is due (a "
+        'server replies "once a server has successfully processed" the frame)',
+    ),
+    VariantSpec(
+        UNPROMPTED_TRAFFIC,
+        ("server", "client"),
+        f"an EOL every {UNPROMPTED_INTERVAL:g} s from the node's first frame on, whatever heart-beats were "
+        "agreed (the server from its CONNECTED, the client from its CONNECT, before CONNECTED arrives)",
+        'STOMP 1.2, STOMP Frames: "The NULL octet can be optionally followed by multiple EOLs" and '
+        'Augmented BNF (frame = ... NULL *( EOL )); Heart-beating: the sender "MUST send new data ... at '
+        'least every <n> milliseconds" (more often is within it)',
+    ),
+    VariantSpec(
+        OTHER_HEART_BEATS,
+        ("server", "client"),
+        f"CONNECTED heart-beat:{SERVER_HEART_BEAT[0]},{SERVER_HEART_BEAT[1]} (plain 1000,10000) and an EOL "
+        "only when nothing was sent for the whole agreed interval (plain: half of it); the client's CONNECT "
+        f"heart-beat:{CLIENT_HEART_BEAT[0]},{CLIENT_HEART_BEAT[1]} (plain 10000,10000)",
+        'STOMP 1.2, Heart-beating: the first number is "the smallest number of milliseconds between '
+        'heart-beats that it can guarantee", the second "the desired number of milliseconds between '
+        'heart-beats" (any values); "the sender MUST send new data over the network connection at least '
+        'every <n> milliseconds"',
+    ),
+    VariantSpec(
+        EXTRA_HEADERS,
+        ("server", "client"),
+        "headers in another order (CONNECTED: session, server, heart-beat, version; RECEIPT: receipt-id "
+        f"last; CONNECT reversed; SEND: persistent first) and a header {VARIANT_HEADER[0]} on RECEIPT, ERROR "
+        "and SEND",
+        'STOMP 1.2, Frames and Headers: CONNECTED "OPTIONAL: session, server, heart-beat"; "the SEND and '
+        'MESSAGE frames MAY include arbitrary user defined headers"; "the ERROR frame SHOULD include '
+        'additional headers"; "STOMP servers MAY use additional headers to give access to features like '
+        "persistency\" (no sentence orders headers, except that a repeated one's first entry counts)",
+    ),
+    VariantSpec(
+        CONTENT_LENGTH_ALWAYS,
+        ("server", "client"),
+        "content-length on every frame, content-length:0 on those without a body (CONNECTED, RECEIPT; "
+        "CONNECT, DISCONNECT)",
+        'STOMP 1.2, Header content-length: "All frames MAY include a content-length header"',
+    ),
+    VariantSpec(
+        CRLF_LINE_ENDS,
+        ("server", "client"),
+        "every EOL written CR LF: the lines of every frame and every heart-beat",
+        'STOMP 1.2, STOMP Frames: "an end-of-line (EOL), which consists of an OPTIONAL carriage return '
+        '(octet 13) followed by a REQUIRED line feed"; Augmented BNF (EOL = [CR] LF)',
+    ),
+    VariantSpec(
+        EXTRA_EOLS,
+        ("server", "client"),
+        "every frame followed by three EOLs after its NULL (LF, CR LF, LF; with crlf-line-ends three "
+        "CR LF)",
+        'STOMP 1.2, STOMP Frames: "The NULL octet can be optionally followed by multiple EOLs"; Augmented '
+        "BNF (frame = ... NULL *( EOL ))",
+    ),
+    VariantSpec(
+        MINIMAL_CONNECTED,
+        ("server",),
+        "CONNECTED with version and heart-beat only (plain: server and session too)",
+        'STOMP 1.2, CONNECTED Frame: "STOMP 1.2 servers MAY set the following headers: heart-beat, '
+        'session, server" (only version MUST be set; heart-beat is kept, so that heart-beats are '
+        "still agreed)",
+    ),
+    VariantSpec(
+        BARE_ERRORS,
+        ("server",),
+        "ERROR frames with the message header (and receipt-id) only: no body, so no content-type and no "
+        "content-length",
+        'STOMP 1.2, ERROR: "the body MAY contain more detailed information (or MAY be empty)"; Header '
+        'content-length and content-type: SHOULD "if a frame body is present"',
+    ),
+    VariantSpec(
+        LENIENT_SENDS,
+        ("server",),
+        "SENDs that break the profile's rules for senders are processed (stored and receipted) instead of "
+        "refused: no type, no content-type, persistent not true, a body that is not JSON or not a valid "
+        "SMP message (a SEND without destination or with a transaction is still refused)",
+        'Swaptacular STOMP profile, A Subset of the STOMP Protocol: "every SEND command MUST include the '
+        'following headers" binds the node that sends, and no sentence of the profile, STOMP 1.2 or SMP '
+        '2.1 tells a server to refuse such a SEND; STOMP 1.2, SEND: only a SEND the server "cannot '
+        'successfully process" gets an ERROR',
+    ),
+    VariantSpec(
+        CUMULATIVE_RECEIPTS,
+        ("server",),
+        "a RECEIPT only for the last of the SENDs stored together (those whose stores complete before the "
+        "node next writes: a burst in one read, one group commit); the RECEIPTs of the SENDs before it are "
+        "left out (plain: one RECEIPT per SEND)",
+        'Swaptacular STOMP profile, STOMP Connections, footnote 2: "Every STOMP RECEIPT command confirms '
+        "the delivery of all preceding messages\", as the network reads it: Swaptacular's own server, "
+        "swpt_stomp, sends one RECEIPT for the SENDs confirmed together (rmq.py, send_receipts), which "
+        "every client MUST accept (erratum STOMP-E8)",
+    ),
+    VariantSpec(
+        ONE_SEND_AT_A_TIME,
+        ("client",),
+        "one SEND in flight: the next SEND only once the previous one is receipted (plain: up to 128 "
+        "pipelined)",
+        'Swaptacular STOMP profile, STOMP Connections: the client "issues a SEND command for each of the '
+        'messages" (no sentence asks for pipelining)',
+    ),
+    VariantSpec(
+        LINGER,
+        ("client",),
+        f"the connection kept open {LINGER_SECONDS:g} s after the last RECEIPT (heart-beats as agreed), "
+        "then DISCONNECT",
+        'Swaptacular STOMP profile, STOMP Connections: "The client MAY decide to keep the STOMP '
+        'connection open for any length of time"',
+    ),
+    VariantSpec(
+        CONNECTION_PER_MESSAGE,
+        ("client",),
+        "a connection of its own for each message: CONNECT, one SEND, its RECEIPT, DISCONNECT, then the "
+        "next message on a new connection",
+        'Swaptacular STOMP profile, STOMP Connections: "the sending node opens a client STOMP connection '
+        "to one (or more) of the receiving node's servers, and issues a SEND command for each of the "
+        'messages"; "The client MAY decide to keep the STOMP connection open for any length of time"; '
+        'STOMP 1.2, Connection Lingering: "STOMP servers must be able to support clients which rapidly '
+        'connect and disconnect"',
+    ),
+    VariantSpec(
+        CLOSE_WITHOUT_DISCONNECT,
+        ("client",),
+        "once every message is receipted, the connection is closed (TLS close) without a DISCONNECT",
+        'STOMP 1.2, DISCONNECT: "A client can disconnect from the server at anytime by closing the '
+        'socket"; the graceful DISCONNECT is a SHOULD for a client that wants to be "assured that all '
+        'previous frames have been received", which the RECEIPT of its last SEND already assures',
+    ),
+    VariantSpec(
+        JSON_CHARSET,
+        ("client",),
+        "SEND content-type application/json;charset=utf-8 (plain: application/json)",
+        'STOMP 1.2, Header content-type: "The ;charset=<encoding> SHOULD also get appended to any non '
+        'text/ MIME types which can be interpreted as text"; the profile: content-type "Specifies the '
+        'MIME type of the message body" (the parameter leaves it application/json)',
+    ),
 )
 
 
@@ -196,8 +244,11 @@ class FrameStyle:
 
     @classmethod
     def from_variants(cls, variants: frozenset[str] | set[str]) -> FrameStyle:
-        return cls(crlf=CRLF_LINE_ENDS in variants, extra_eols=EXTRA_EOLS in variants,
-                   content_length=CONTENT_LENGTH_ALWAYS in variants)
+        return cls(
+            crlf=CRLF_LINE_ENDS in variants,
+            extra_eols=EXTRA_EOLS in variants,
+            content_length=CONTENT_LENGTH_ALWAYS in variants,
+        )
 
     @property
     def eol(self) -> bytes:
@@ -207,7 +258,9 @@ class FrameStyle:
     def encode(self, frame: Frame) -> bytes:
         """``frame``'s bytes: encode_frame with this style (the plain style
         gives encode_frame's own bytes)."""
-        data = encode_frame(frame, content_length=True if self.content_length else None, eol=self.eol)
+        data = encode_frame(
+            frame, content_length=True if self.content_length else None, eol=self.eol
+        )
         if self.extra_eols:
             data += self.eol * 3 if self.crlf else EXTRA_EOLS_AFTER
         return data

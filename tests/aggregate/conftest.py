@@ -24,6 +24,7 @@ SPARK_STANDALONE = REPO_ROOT / "scripts" / "spark-standalone.sh"
 @pytest.fixture(scope="session")
 def spark():
     from conformance.aggregate.spark import get_session
+
     session = get_session(master="local[2]")
     yield session
     session.stop()
@@ -39,12 +40,18 @@ def free_port() -> int:
 class StandaloneCluster:
     """A master and a worker that scripts/spark-standalone.sh started, with
     their own state directory and port (so tests never meet a user's cluster)."""
+
     env: dict[str, str]
     master: str = ""
 
     def script(self, command: str, timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run([str(SPARK_STANDALONE), command], capture_output=True, text=True, timeout=timeout,
-                              env=self.env)
+        return subprocess.run(
+            [str(SPARK_STANDALONE), command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+        )
 
     def status(self) -> int:
         """The script's status exit code: 0 both run, 1 not."""
@@ -59,29 +66,65 @@ def standalone_cluster(tmp_path):
     """A running cluster (its master URL in ``.master``). Tests stop it
     themselves to check that it stops; stopping again here is a no-op then,
     and cleans up after a test that failed first."""
-    cluster = StandaloneCluster(dict(os.environ, SPARK_STANDALONE_DIR=str(tmp_path / "cluster"),
-                                     SPARK_MASTER_PORT=str(free_port())))
+    cluster = StandaloneCluster(
+        dict(
+            os.environ,
+            SPARK_STANDALONE_DIR=str(tmp_path / "cluster"),
+            SPARK_MASTER_PORT=str(free_port()),
+        )
+    )
     try:
         started = cluster.script("start", 180)
         assert started.returncode == 0, started.stdout + started.stderr
-        cluster.master = [line.split("=", 1)[1] for line in started.stdout.splitlines()
-                          if line.startswith("SPARK_MASTER=")][0]
+        cluster.master = [
+            line.split("=", 1)[1]
+            for line in started.stdout.splitlines()
+            if line.startswith("SPARK_MASTER=")
+        ][0]
         yield cluster
     finally:
         cluster.stop()
 
 
-def record(run_id: str, time_: str, implementation: str, version: str, case_id: str, outcome: str,
-           level: str = "MUST", protocol: str = "btp", role: str = "server", peer: str | None = None) -> ResultRecord:
+def record(
+    run_id: str,
+    time_: str,
+    implementation: str,
+    version: str,
+    case_id: str,
+    outcome: str,
+    level: str = "MUST",
+    protocol: str = "btp",
+    role: str = "server",
+    peer: str | None = None,
+) -> ResultRecord:
     return ResultRecord(
-        run_id=run_id, time=time_, harness_version="0.1.0", target=implementation, implementation=implementation,
-        implementation_version=version, protocol=protocol, role=role, case_id=case_id, level=level,
-        citation="BTP 2.0, Flow", outcome=outcome, duration_s=0.01,
-        message="" if outcome == "passed" else f"{case_id}: it broke", peer_implementation=peer)
+        run_id=run_id,
+        time=time_,
+        harness_version="0.1.0",
+        target=implementation,
+        implementation=implementation,
+        implementation_version=version,
+        protocol=protocol,
+        role=role,
+        case_id=case_id,
+        level=level,
+        citation="BTP 2.0, Flow",
+        outcome=outcome,
+        duration_s=0.01,
+        message="" if outcome == "passed" else f"{case_id}: it broke",
+        peer_implementation=peer,
+    )
 
 
-def write_run(root: Path, run_id: str, records: list[ResultRecord], finished: bool = True,
-              extra_lines: list[str] = (), torn: str = "") -> Path:
+def write_run(
+    root: Path,
+    run_id: str,
+    records: list[ResultRecord],
+    finished: bool = True,
+    extra_lines: list[str] = (),
+    torn: str = "",
+) -> Path:
     """A run directory as `conformance certify` leaves it; ``finished=False``
     is a killed run (no summary.json), ``torn`` a half-written last line."""
     run_dir = root / run_id
@@ -98,16 +141,39 @@ def write_run(root: Path, run_id: str, records: list[ResultRecord], finished: bo
     return run_dir
 
 
-def generate_runs(root: Path, *, cases: int, nights: int, interop_cases: int, malformed: float,
-                  seed: int) -> Path:
+def generate_runs(
+    root: Path, *, cases: int, nights: int, interop_cases: int, malformed: float, seed: int
+) -> Path:
     """Synthetic nightly runs of 6 implementations, 15% of them killed
     part-way, written by bench/gen_results.py under ROOT/gen; returns the
     directory of the run directories (ROOT/gen/runs)."""
-    gen = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "gen_results.py"), "--out", str(root / "gen"),
-                          "--implementations", "6", "--cases", str(cases), "--nights", str(nights),
-                          "--interop-cases", str(interop_cases), "--unfinished", "0.15", "--malformed", str(malformed),
-                          "--jobs", "1", "--seed", str(seed)],
-                         capture_output=True, text=True, timeout=120)
+    gen = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "bench" / "gen_results.py"),
+            "--out",
+            str(root / "gen"),
+            "--implementations",
+            "6",
+            "--cases",
+            str(cases),
+            "--nights",
+            str(nights),
+            "--interop-cases",
+            str(interop_cases),
+            "--unfinished",
+            "0.15",
+            "--malformed",
+            str(malformed),
+            "--jobs",
+            "1",
+            "--seed",
+            str(seed),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert gen.returncode == 0, f"bench/gen_results.py failed:\n{gen.stdout}{gen.stderr}"
     return root / "gen" / "runs"
 
@@ -129,12 +195,22 @@ def jsonl_records(run_dirs: list[Path]) -> list[dict]:
 
 def dataset_records(spark, dataset: Path) -> list[dict]:
     from conformance.aggregate.ingest import read_results
+
     return [r.asDict() for r in read_results(spark, dataset).collect()]
 
 
 def dataset_runs(spark, dataset: Path) -> dict[str, dict]:
     from conformance.aggregate.ingest import read_runs
+
     return {r["run_id"]: r.asDict() for r in read_runs(spark, dataset).collect()}
 
 
-__all__ = ["record", "write_run", "generate_runs", "jsonl_records", "dataset_records", "dataset_runs", "asdict"]
+__all__ = [
+    "record",
+    "write_run",
+    "generate_runs",
+    "jsonl_records",
+    "dataset_records",
+    "dataset_runs",
+    "asdict",
+]

@@ -28,15 +28,30 @@ LAST_NIGHT = "20260103"  # the third and last night of bench/gen_results.py (fir
 MATRICES = ("requirements", "certification", "interop", "flaky", "trends")
 # The ingest report's run counts; the other run entries name directories,
 # which differ between the two copies.
-RUN_COUNTS = ("given", "finished", "unfinished", "parsed", "new", "replaced", "pulled_in", "skipped_unchanged",
-              "completion_updated", "ingested_before", "with_records")
+RUN_COUNTS = (
+    "given",
+    "finished",
+    "unfinished",
+    "parsed",
+    "new",
+    "replaced",
+    "pulled_in",
+    "skipped_unchanged",
+    "completion_updated",
+    "ingested_before",
+    "with_records",
+)
 quiet = lambda line: None  # noqa: E731
 
 
 def relative_to_runs(value: str, runs: Path) -> str:
     """A path or file URI under RUNS, relative to it: the two sides' rows
     name their own copy of the runs, and must name the same file in it."""
-    path = urllib.parse.unquote(urllib.parse.urlparse(value).path) if value.startswith("file:") else value
+    path = (
+        urllib.parse.unquote(urllib.parse.urlparse(value).path)
+        if value.startswith("file:")
+        else value
+    )
     assert path.startswith(str(runs) + "/"), f"{value} is not under {runs}"
     return os.path.relpath(path, runs)
 
@@ -55,33 +70,47 @@ def rows(spark, dataset: Path, runs: Path) -> list[tuple]:
 
 def runs_table(spark, dataset: Path, runs: Path) -> dict[str, dict]:
     """The runs table, without the columns naming the ingest (its id and time)."""
-    return {r["run_id"]: dict({c: v for c, v in r.asDict().items() if c not in ("ingest_id", "ingested_at")},
-                              run_dir=relative_to_runs(r["run_dir"], runs))
-            for r in read_runs(spark, dataset).collect()}
+    return {
+        r["run_id"]: dict(
+            {c: v for c, v in r.asDict().items() if c not in ("ingest_id", "ingested_at")},
+            run_dir=relative_to_runs(r["run_dir"], runs),
+        )
+        for r in read_runs(spark, dataset).collect()
+    }
 
 
 def grow(results: Path) -> None:
     """A run that went on after its ingest: one more case at the end."""
     text = results.read_text(encoding="utf-8")
-    assert text.endswith("\n"), f"{results} ends with a torn line: the added record would not be whole"
+    assert text.endswith("\n"), (
+        f"{results} ends with a torn line: the added record would not be whole"
+    )
     first = json.loads(text.splitlines()[0])
     with open(results, "a", encoding="utf-8") as out:
-        out.write(json.dumps(dict(first, case_id=first["case_id"] + "-late", outcome="failed")) + "\n")
+        out.write(
+            json.dumps(dict(first, case_id=first["case_id"] + "-late", outcome="failed")) + "\n"
+        )
 
 
 def latest_report(dataset: Path) -> dict:
     """The report (DATASET/ingest-reports/) of the last ingest or compaction:
     the steps run one after the other, so it is the newest file."""
-    reports = sorted((dataset / "ingest-reports").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    reports = sorted(
+        (dataset / "ingest-reports").glob("*.json"), key=lambda p: p.stat().st_mtime_ns
+    )
     return json.loads(reports[-1].read_text(encoding="utf-8"))
 
 
 @pytest.mark.spark_cluster
 @pytest.mark.timeout(600)
-def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(spark, standalone_cluster, tmp_path):
+def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(
+    spark, standalone_cluster, tmp_path
+):
     master = standalone_cluster.master
     assert standalone_cluster.status() == 0
-    generated = generate_runs(tmp_path / "generated", cases=10, nights=3, interop_cases=3, malformed=0.002, seed=7)
+    generated = generate_runs(
+        tmp_path / "generated", cases=10, nights=3, interop_cases=3, malformed=0.002, seed=7
+    )
     # Each side gets its own copy of the runs: the first two nights in
     # runs/, the last night waiting in tonight/ until its ingest.
     sides = {}
@@ -92,8 +121,12 @@ def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(s
         tonight.mkdir()
         for run_dir in sorted(runs.glob(f"{LAST_NIGHT}T*")):
             os.replace(run_dir, tonight / run_dir.name)
-        sides[side] = {"runs": runs, "tonight": tonight, "dataset": tmp_path / side / "dataset",
-                       "matrix": tmp_path / side / "matrix"}
+        sides[side] = {
+            "runs": runs,
+            "tonight": tonight,
+            "dataset": tmp_path / side / "dataset",
+            "matrix": tmp_path / side / "matrix",
+        }
     cluster, local = sides["cluster"], sides["local"]
     first_nights = len(list(cluster["runs"].iterdir()))
     last_night = sorted(p.name for p in cluster["tonight"].iterdir())
@@ -110,8 +143,13 @@ def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(s
         output and what the local step returned."""
         log = tmp_path / f"cluster-step-{next(steps)}.log"
         with open(log, "w+", encoding="utf-8") as out:
-            job = subprocess.Popen(CONFORMANCE + [*cluster_args, "--master", master], stdout=out,
-                                   stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT)
+            job = subprocess.Popen(
+                CONFORMANCE + [*cluster_args, "--master", master],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                cwd=REPO_ROOT,
+            )
             try:
                 local_result = local_step()
                 returncode = job.wait(timeout=300)
@@ -131,10 +169,14 @@ def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(s
 
     def ingest_step() -> tuple[str, dict, dict]:
         """(CLI output, cluster report, local report) of `conformance ingest`."""
-        output, local_report = step(["ingest", str(cluster["runs"]), "--dataset", str(cluster["dataset"])],
-                                    lambda: ingest(spark, [local["runs"]], local["dataset"], progress=quiet))
+        output, local_report = step(
+            ["ingest", str(cluster["runs"]), "--dataset", str(cluster["dataset"])],
+            lambda: ingest(spark, [local["runs"]], local["dataset"], progress=quiet),
+        )
         report = latest_report(cluster["dataset"])
-        assert {k: report["runs"][k] for k in RUN_COUNTS} == {k: local_report["runs"][k] for k in RUN_COUNTS}
+        assert {k: report["runs"][k] for k in RUN_COUNTS} == {
+            k: local_report["runs"][k] for k in RUN_COUNTS
+        }
         return output, report, local_report
 
     # 1. The first nights into an empty dataset.
@@ -145,8 +187,10 @@ def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(s
     add_tonight(cluster)
     add_tonight(local)
     output, night, _ = ingest_step()
-    assert (f"{len(last_night)} new results file(s), 0 grown or changed since their ingest, "
-            f"{first_nights} unchanged (skipped, not read)") in output, output
+    assert (
+        f"{len(last_night)} new results file(s), 0 grown or changed since their ingest, "
+        f"{first_nights} unchanged (skipped, not read)"
+    ) in output, output
     assert night["runs"]["parsed"] == night["runs"]["new"] == len(last_night)
     assert night["runs"]["skipped_unchanged"] == first_nights and night["files"]["rewritten"] == 0
 
@@ -155,35 +199,47 @@ def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(s
     grow(local["runs"] / grown_run / "results.jsonl")
     every_run = first_nights + len(last_night)
     output, regrown, local_regrown = ingest_step()
-    assert (f"0 new results file(s), 1 grown or changed since their ingest, "
-            f"{every_run - 1} unchanged (skipped, not read)") in output, output
+    assert (
+        f"0 new results file(s), 1 grown or changed since their ingest, "
+        f"{every_run - 1} unchanged (skipped, not read)"
+    ) in output, output
     assert regrown["runs"]["replaced"] == regrown["runs"]["parsed"] == 1
     assert regrown["records"] == local_regrown["records"] > 0
 
     # 4. Compaction: one file per partition, the same rows.
     before = read_manifest(cluster["dataset"])
     partitions = {os.path.dirname(rel) for rel in before["files"]}
-    assert len(before["files"]) > len(partitions), "three ingests leave several files in a partition"
-    _, local_compacted = step(["compact", "--dataset", str(cluster["dataset"])],
-                              lambda: compact(spark, local["dataset"], progress=quiet))
+    assert len(before["files"]) > len(partitions), (
+        "three ingests leave several files in a partition"
+    )
+    _, local_compacted = step(
+        ["compact", "--dataset", str(cluster["dataset"])],
+        lambda: compact(spark, local["dataset"], progress=quiet),
+    )
     compacted = latest_report(cluster["dataset"])
     assert compacted["kind"] == "compaction" and compacted["published"] is True
     assert local_compacted["published"] is True
     assert compacted["files"]["after"] == len(partitions)
-    assert {os.path.dirname(rel) for rel in read_manifest(cluster["dataset"])["files"]} == partitions
+    assert {
+        os.path.dirname(rel) for rel in read_manifest(cluster["dataset"])["files"]
+    } == partitions
 
     # 5. The matrices.
-    step(["matrix", "--dataset", str(cluster["dataset"]), "--out", str(cluster["matrix"])],
-         lambda: run_matrix(spark, local["dataset"], local["matrix"], progress=quiet))
+    step(
+        ["matrix", "--dataset", str(cluster["dataset"]), "--out", str(cluster["matrix"])],
+        lambda: run_matrix(spark, local["dataset"], local["matrix"], progress=quiet),
+    )
 
     cluster_rows = rows(spark, cluster["dataset"], cluster["runs"])
     assert len(cluster_rows) == compacted["dataset_records"] == regrown["dataset_records"]
     from pyspark.sql import functions as F
+
     late = read_results(spark, cluster["dataset"]).where(F.col("case_id").endswith("-late"))
     assert [r.run_id for r in late.collect()] == [grown_run], "the grown run's added case is stored"
     assert cluster_rows == rows(spark, local["dataset"], local["runs"])
-    assert runs_table(spark, cluster["dataset"], cluster["runs"]) == runs_table(spark, local["dataset"],
-                                                                                  local["runs"])
+    assert runs_table(spark, cluster["dataset"], cluster["runs"]) == runs_table(
+        spark, local["dataset"], local["runs"]
+    )
     for name in MATRICES:
         cluster_csv = (cluster["matrix"] / f"{name}.csv").read_bytes()
         assert cluster_csv == (local["matrix"] / f"{name}.csv").read_bytes(), name

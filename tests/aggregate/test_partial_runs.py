@@ -31,23 +31,37 @@ def _partial_summary(run_dir: Path, run_id: str) -> None:
 
 def _certification(out: Path) -> dict[tuple[str, str], dict[str, str]]:
     with open(out / "certification.csv", newline="", encoding="utf-8") as handle:
-        return {(r["implementation"], r["implementation_version"]): r for r in csv.DictReader(handle)}
+        return {
+            (r["implementation"], r["implementation_version"]): r for r in csv.DictReader(handle)
+        }
 
 
 def test_a_partial_run_is_no_certification(spark, tmp_path):
     root = tmp_path / "runs"
     # A whole run: the flow case failed, so node-a 1.0 is not certified.
-    write_run(root, FULL, [
-        record(FULL, "2026-04-01T02:00:01.000Z", "node-a", "1.0", AUTH, "passed"),
-        record(FULL, "2026-04-01T02:00:02.000Z", "node-a", "1.0", FLOW, "failed"),
-    ])
+    write_run(
+        root,
+        FULL,
+        [
+            record(FULL, "2026-04-01T02:00:01.000Z", "node-a", "1.0", AUTH, "passed"),
+            record(FULL, "2026-04-01T02:00:02.000Z", "node-a", "1.0", FLOW, "failed"),
+        ],
+    )
     # Then only the auth case, which passes: a partial run, newer.
-    partial = write_run(root, PARTIAL, [record(PARTIAL, "2026-04-02T02:00:01.000Z", "node-a", "1.0", AUTH, "passed")],
-                        finished=False)
+    partial = write_run(
+        root,
+        PARTIAL,
+        [record(PARTIAL, "2026-04-02T02:00:01.000Z", "node-a", "1.0", AUTH, "passed")],
+        finished=False,
+    )
     _partial_summary(partial, PARTIAL)
     # node-b was only ever run in part: no certification at all.
-    only = write_run(root, LATER_PARTIAL, [record(LATER_PARTIAL, "2026-04-03T02:00:01.000Z", "node-b", "2.0", AUTH,
-                                                  "passed")], finished=False)
+    only = write_run(
+        root,
+        LATER_PARTIAL,
+        [record(LATER_PARTIAL, "2026-04-03T02:00:01.000Z", "node-b", "2.0", AUTH, "passed")],
+        finished=False,
+    )
     dataset, out = tmp_path / "dataset", tmp_path / "matrix"
     ingest(spark, [root], dataset, progress=lambda line: None)
     runs = dataset_runs(spark, dataset)
@@ -72,7 +86,9 @@ def test_a_partial_run_is_no_certification(spark, tmp_path):
 
 def test_runs_tables_written_before_the_partial_column_still_read(spark, tmp_path):
     root = tmp_path / "runs"
-    write_run(root, FULL, [record(FULL, "2026-04-01T02:00:01.000Z", "node-a", "1.0", AUTH, "passed")])
+    write_run(
+        root, FULL, [record(FULL, "2026-04-01T02:00:01.000Z", "node-a", "1.0", AUTH, "passed")]
+    )
     dataset, out = tmp_path / "dataset", tmp_path / "matrix"
     ingest(spark, [root], dataset, progress=lambda line: None)
     # Rewrite the current runs table as an older ingest wrote it: no partial column.

@@ -43,12 +43,17 @@ except ImportError:  # pragma: no cover - the test below says why
     _fastcodec = None
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VECTORS = json.loads((REPO_ROOT / "vectors" / "btp" / "packets.json").read_text(encoding="utf-8"))["vectors"]
-MALFORMED = json.loads((REPO_ROOT / "vectors" / "btp" / "malformed.json").read_text(encoding="utf-8"))["malformed"]
+VECTORS = json.loads((REPO_ROOT / "vectors" / "btp" / "packets.json").read_text(encoding="utf-8"))[
+    "vectors"
+]
+MALFORMED = json.loads(
+    (REPO_ROOT / "vectors" / "btp" / "malformed.json").read_text(encoding="utf-8")
+)["malformed"]
 PURE = os.environ.get("BTP_PURE_PYTHON", "") not in ("", "0")
 
-needs_accelerator = pytest.mark.skipif(_fastcodec is None and PURE,
-                                       reason="BTP_PURE_PYTHON is set and the accelerator is not built")
+needs_accelerator = pytest.mark.skipif(
+    _fastcodec is None and PURE, reason="BTP_PURE_PYTHON is set and the accelerator is not built"
+)
 
 
 def test_accelerator_is_built_and_in_use():
@@ -61,7 +66,8 @@ def test_accelerator_is_built_and_in_use():
         return
     assert _fastcodec is not None, (
         "reference_impl/btp/_fastcodec.c was not built: rerun `pip install -e .` (scripts/setup.sh) with a C "
-        "compiler, or set BTP_PURE_PYTHON=1 to use the pure-Python decoder knowingly")
+        "compiler, or set BTP_PURE_PYTHON=1 to use the pure-Python decoder knowingly"
+    )
     assert packet_module.decode_packet is not decode_packet_python
     assert packet_module.encode_packet is not encode_packet_python
     assert packet_module.CODEC.startswith("C accelerator")
@@ -80,8 +86,15 @@ class Recorder:
 
 
 def make_codec(decode_fallback=decode_packet_python, encode_fallback=encode_packet_python):
-    return _fastcodec.make_codec(decode_fallback, encode_fallback, ProtocolDataEntry, Message, Response, Transfer,
-                                 ContentType)
+    return _fastcodec.make_codec(
+        decode_fallback,
+        encode_fallback,
+        ProtocolDataEntry,
+        Message,
+        Response,
+        Transfer,
+        ContentType,
+    )
 
 
 def make(fallback=decode_packet_python):
@@ -132,12 +145,19 @@ def retained_bytes(function, inputs: list, expected_errors, rounds: int) -> int:
 
 
 TYPICAL = [
-    Message(0x12345678, (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
-                         ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"9b3c5e0f2a71d4e8"))),
+    Message(
+        0x12345678,
+        (
+            ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+            ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"9b3c5e0f2a71d4e8"),
+        ),
+    ),
     Message(1, (ProtocolDataEntry("ilp", 0, bytes(range(256)) * 2),)),
     Message(2**32 - 1, ()),
     Response(7, ()),
-    Response(8, (ProtocolDataEntry("ilp", 0, b"\x0d" * 40), ProtocolDataEntry("info", 2, b'{"a":1}'))),
+    Response(
+        8, (ProtocolDataEntry("ilp", 0, b"\x0d" * 40), ProtocolDataEntry("info", 2, b'{"a":1}'))
+    ),
     Transfer(3, 0, ()),
     Transfer(4, 2**64 - 1, (ProtocolDataEntry("claim", 2, b'{"amount":"1"}' * 20),)),
     Transfer(5, 10, (ProtocolDataEntry("x" * 127, 255, bytes(65000)),)),
@@ -164,11 +184,11 @@ def test_everything_else_reaches_the_fallback_with_the_callers_arguments():
     decode = make(recorder)
     utf8 = encode_packet(Message(1, (ProtocolDataEntry("t", 1, "é".encode()),)))
     for args, kwargs in [
-        ((b"\x02\x00\x00\x00\x01\x00",), {}),                    # an Error: never the C side's
-        ((utf8,), {}),                                          # non-ASCII text: Python validates it
-        ((bytearray(utf8),), {}),                               # not exactly bytes
+        ((b"\x02\x00\x00\x00\x01\x00",), {}),  # an Error: never the C side's
+        ((utf8,), {}),  # non-ASCII text: Python validates it
+        ((bytearray(utf8),), {}),  # not exactly bytes
         ((utf8,), {"allow_trailing": False}),
-        ((encode_packet(Message(1)) + b"\x00",), {}),           # trailing bytes, not allowed
+        ((encode_packet(Message(1)) + b"\x00",), {}),  # trailing bytes, not allowed
     ]:
         recorder.calls.clear()
         assert outcome(decode, *args, **kwargs) == outcome(decode_packet_python, *args, **kwargs)
@@ -177,8 +197,13 @@ def test_everything_else_reaches_the_fallback_with_the_callers_arguments():
 
 WRONG_CALLS = {
     "decode": [((), {}), ((b"", b""), {}), ((b"\x06",), {"allow_trailng": True}), (("text",), {})],
-    "encode": [((), {}), ((Message(1), Message(1)), {}), ((Message(1),), {"valdate": True}),
-               ((Message(1),), {"validate": True, "other": 1}), ((Message(1),), {"packet": Message(1)})],
+    "encode": [
+        ((), {}),
+        ((Message(1), Message(1)), {}),
+        ((Message(1),), {"valdate": True}),
+        ((Message(1),), {"validate": True, "other": 1}),
+        ((Message(1),), {"packet": Message(1)}),
+    ],
 }
 
 
@@ -232,27 +257,38 @@ def test_malformed_vectors_fail_the_same(vector):
 @given(st.binary(max_size=300), st.booleans())
 @settings(max_examples=examples(500), deadline=None)
 def test_random_bytes_agree(data, allow_trailing):
-    assert outcome(SHARED, data, allow_trailing=allow_trailing) == \
-        outcome(decode_packet_python, data, allow_trailing=allow_trailing)
+    assert outcome(SHARED, data, allow_trailing=allow_trailing) == outcome(
+        decode_packet_python, data, allow_trailing=allow_trailing
+    )
 
 
 @needs_accelerator
-@given(packets, st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**6), st.integers(0, 255)),
-                         max_size=3), st.booleans())
+@given(
+    packets,
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+    st.booleans(),
+)
 @settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_packets_and_their_mutations_agree(packet, mutations, allow_trailing):
     wire = encode_packet(packet)
     for how, where, value in mutations:
         wire = _mutate(wire, how, where, value)
-    assert outcome(SHARED, wire, allow_trailing=allow_trailing) == \
-        outcome(decode_packet_python, wire, allow_trailing=allow_trailing)
+    assert outcome(SHARED, wire, allow_trailing=allow_trailing) == outcome(
+        decode_packet_python, wire, allow_trailing=allow_trailing
+    )
 
 
 @needs_accelerator
 def test_more_names_than_the_cache_keeps():
     decode = make()
     for i in range(200):
-        packet = Message(i, (ProtocolDataEntry(f"name-{i}", 0, b""), ProtocolDataEntry("n" * (64 + i % 64), 1, b"")))
+        packet = Message(
+            i,
+            (
+                ProtocolDataEntry(f"name-{i}", 0, b""),
+                ProtocolDataEntry("n" * (64 + i % 64), 1, b""),
+            ),
+        )
         assert decode(encode_packet(packet)) == packet
 
 
@@ -262,8 +298,15 @@ def test_no_leak_on_success_fall_back_or_error():
     # the entries, rejected by the fallback -- releases what it allocated.
     decode = make()
     inputs = [encode_packet(p) for p in TYPICAL]
-    utf8_late = encode_packet(Message(1, (ProtocolDataEntry("a", 0, b"x"), ProtocolDataEntry("t", 1, "é".encode()))))
-    inputs += [utf8_late, utf8_late[:-1], encode_packet(Message(1)) + b"\x00", b"\x06\x00\x00\x00\x01\x7f"]
+    utf8_late = encode_packet(
+        Message(1, (ProtocolDataEntry("a", 0, b"x"), ProtocolDataEntry("t", 1, "é".encode())))
+    )
+    inputs += [
+        utf8_late,
+        utf8_late[:-1],
+        encode_packet(Message(1)) + b"\x00",
+        b"\x06\x00\x00\x00\x01\x7f",
+    ]
 
     # 5000 rounds of 12 decodes; a leak of even one small object per decode is > 1 MB.
     retained = retained_bytes(decode, inputs, BtpDecodeError, rounds=5000)
@@ -312,18 +355,18 @@ def _late_bad_entry(entry: ProtocolDataEntry) -> Message:
 # the fallback gets the caller's arguments and its result or exception is
 # what the caller sees.
 HANDED_OVER = [
-    ((Message(1, (ProtocolDataEntry("pr\u00f6be", 1, b"x"),)),), {"validate": False}),   # forging
-    ((Message(1),), {"validate": 1}),                           # a true value that is not True
+    ((Message(1, (ProtocolDataEntry("pr\u00f6be", 1, b"x"),)),), {"validate": False}),  # forging
+    ((Message(1),), {"validate": 1}),  # a true value that is not True
     ((Message(1),), {"validate": False}),
     ((Error(1, "F00", "NotAcceptedError", "20171224161432.279Z"),), {}),
-    ((Message(1, [ProtocolDataEntry("a", 0, b"")]),), {}),       # a list, not a tuple
+    ((Message(1, [ProtocolDataEntry("a", 0, b"")]),), {}),  # a list, not a tuple
     ((Message(1, None),), {}),
     ((Message(1, tuple(ProtocolDataEntry("p", 0, b"") for _ in range(256))),), {}),
     ((_late_bad_entry(ProtocolDataEntry("a", 0, bytearray(b"x"))),), {}),
     ((_late_bad_entry(ProtocolDataEntry("a", 0, memoryview(b"x"))),), {}),
     ((_late_bad_entry(ProtocolDataEntry("a", 0, "text")),), {}),
-    ((_late_bad_entry(ProtocolDataEntry("t", 1, "\u00e9".encode())),), {}),   # UTF-8 text, valid
-    ((_late_bad_entry(ProtocolDataEntry("t", 2, b"\xff")),), {}),            # not UTF-8
+    ((_late_bad_entry(ProtocolDataEntry("t", 1, "\u00e9".encode())),), {}),  # UTF-8 text, valid
+    ((_late_bad_entry(ProtocolDataEntry("t", 2, b"\xff")),), {}),  # not UTF-8
     ((_late_bad_entry(ProtocolDataEntry("caf\u00e9", 0, b"")),), {}),
     ((_late_bad_entry(ProtocolDataEntry(Name("sub"), 0, b"")),), {}),
     ((_late_bad_entry(ProtocolDataEntry(b"bytes", 0, b"")),), {}),
@@ -346,7 +389,7 @@ HANDED_OVER = [
     ((Transfer(1, RequestId(5)),), {}),
     ((_missing_slots(),), {}),
     (("not a packet",), {}),
-    ((), {"packet": Message(1)}),                               # by keyword: valid, and Python's
+    ((), {"packet": Message(1)}),  # by keyword: valid, and Python's
 ]
 
 
@@ -378,13 +421,22 @@ loose_entries = st.builds(
     ProtocolDataEntry,
     st.one_of(st.text(max_size=8), st.sampled_from(["auth", "x" * 127, "y" * 128, "z" * 300])),
     st.one_of(st.integers(-2, 258), st.sampled_from(list(ContentType)), st.booleans()),
-    st.one_of(st.binary(max_size=20), st.binary(min_size=126, max_size=260), st.text(max_size=8).map(str.encode),
-              st.binary(max_size=4).map(bytearray)),
+    st.one_of(
+        st.binary(max_size=20),
+        st.binary(min_size=126, max_size=260),
+        st.text(max_size=8).map(str.encode),
+        st.binary(max_size=4).map(bytearray),
+    ),
 )
 loose_packets = st.one_of(
     st.builds(Message, st.integers(-2, 2**33), st.lists(loose_entries, max_size=4).map(tuple)),
     st.builds(Response, st.integers(-2, 2**33), st.lists(loose_entries, max_size=4).map(tuple)),
-    st.builds(Transfer, st.integers(0, 2**32), st.integers(-2, 2**65), st.lists(loose_entries, max_size=4).map(tuple)),
+    st.builds(
+        Transfer,
+        st.integers(0, 2**32),
+        st.integers(-2, 2**65),
+        st.lists(loose_entries, max_size=4).map(tuple),
+    ),
 )
 
 
@@ -392,7 +444,9 @@ loose_packets = st.one_of(
 @given(loose_packets, st.sampled_from([{}, {"validate": True}, {"validate": False}]))
 @settings(max_examples=examples(800), deadline=None)
 def test_loose_values_encode_or_fail_the_same(packet, kwargs):
-    assert encoded(SHARED_ENCODER, packet, **kwargs) == encoded(encode_packet_python, packet, **kwargs)
+    assert encoded(SHARED_ENCODER, packet, **kwargs) == encoded(
+        encode_packet_python, packet, **kwargs
+    )
 
 
 @needs_accelerator
@@ -419,9 +473,16 @@ def _parts(packet) -> list:
     # str and bytes (CPython keeps one of each) are shared by all the
     # interpreter's code: their counts move for reasons of their own, at
     # once when another thread runs (a pytest-xdist worker's I/O thread).
-    return [part for part in parts
-            if not (part is None or isinstance(part, (bool, ContentType)) or (type(part) is int and -5 <= part <= 256)
-                    or (type(part) in (str, bytes) and len(part) <= 1))]
+    return [
+        part
+        for part in parts
+        if not (
+            part is None
+            or isinstance(part, (bool, ContentType))
+            or (type(part) is int and -5 <= part <= 256)
+            or (type(part) in (str, bytes) and len(part) <= 1)
+        )
+    ]
 
 
 @needs_accelerator

@@ -64,7 +64,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def auth_packet(request_id: int = 1, token: bytes = TOKEN) -> Message:
-    return Message(request_id, (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 1, token)))
+    return Message(
+        request_id, (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 1, token))
+    )
 
 
 class Raw:
@@ -118,8 +120,14 @@ async def running_node(**options) -> AsyncIterator[BtpNode]:
 
 @asynccontextmanager
 async def raw_client(node: BtpNode, **options) -> AsyncIterator[Raw]:
-    async with connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT,
-                       close_timeout=1, **options) as ws:
+    async with connect(
+        node.url,
+        proxy=None,
+        compression=None,
+        open_timeout=READ_TIMEOUT,
+        close_timeout=1,
+        **options,
+    ) as ws:
         yield Raw(ws)
 
 
@@ -134,7 +142,9 @@ async def test_node_serves_auth_messages_transfers_and_balance():
     async with running_node(initial_balance=5, max_balance=100) as node:
         async with raw_client(node) as peer:
             await peer.auth(request_id=77)
-            assert await peer.call(Message(2, (ProtocolDataEntry("ilp", 0, b"\x0c"),))) == Response(2)
+            assert await peer.call(Message(2, (ProtocolDataEntry("ilp", 0, b"\x0c"),))) == Response(
+                2
+            )
             echo = ProtocolDataEntry("echo", 1, b"hi")
             assert await peer.call(Message(3, (echo,))) == Response(3, (echo,))
             assert await peer.call(Transfer(4, 50)) == Response(4)
@@ -183,7 +193,13 @@ async def test_unreadable_binary_and_text_messages_are_ignored():
     async with running_node() as node:
         async with raw_client(node) as peer:
             await peer.auth()
-            for garbage in (b"", b"\x06\x00", b"\xff" * 20, bytes.fromhex("0600000001020100") + b"\x00", "text!"):
+            for garbage in (
+                b"",
+                b"\x06\x00",
+                b"\xff" * 20,
+                bytes.fromhex("0600000001020100") + b"\x00",
+                "text!",
+            ):
                 await peer.send(garbage)
                 await peer.silence()
             assert await peer.call(Message(4, (ProtocolDataEntry("ping", 0, b""),))) == Response(4)
@@ -209,6 +225,7 @@ async def test_unexpected_response_is_ignored():
 
 async def test_legacy_packet_is_ignored():
     from reference_impl.btp.packet import Fulfill
+
     async with running_node() as node:
         async with raw_client(node) as peer:
             await peer.auth()
@@ -220,7 +237,9 @@ async def test_duplicate_names_get_f01_and_connection_stays():
     async with running_node() as node:
         async with raw_client(node) as peer:
             await peer.auth()
-            error = await peer.call(Message(4, (ProtocolDataEntry("a", 0, b""), ProtocolDataEntry("a", 0, b""))))
+            error = await peer.call(
+                Message(4, (ProtocolDataEntry("a", 0, b""), ProtocolDataEntry("a", 0, b"")))
+            )
             assert isinstance(error, Error) and error.code == "F01"
             assert await peer.call(Message(5, ())) == Response(5)
 
@@ -256,12 +275,21 @@ async def test_node_close_ends_connections():
 
 async def test_run_client_against_node_both_directions():
     events: list = []
-    async with running_node(requests=[RequestSpec.transfer(4), RequestSpec.message("echo", "back"),
-                                      RequestSpec.balance()],
-                            on_event=lambda peer, event: events.append(event)) as node:
-        run = await run_client(node.url, TOKEN, [RequestSpec.transfer(7), RequestSpec.balance(),
-                                                 RequestSpec.message("echo", "x")],
-                               stay=0.5, timeout=READ_TIMEOUT)
+    async with running_node(
+        requests=[
+            RequestSpec.transfer(4),
+            RequestSpec.message("echo", "back"),
+            RequestSpec.balance(),
+        ],
+        on_event=lambda peer, event: events.append(event),
+    ) as node:
+        run = await run_client(
+            node.url,
+            TOKEN,
+            [RequestSpec.transfer(7), RequestSpec.balance(), RequestSpec.message("echo", "x")],
+            stay=0.5,
+            timeout=READ_TIMEOUT,
+        )
         assert [result.ok for result in run.results] == [True, True, True]
         assert parse_balance(run.results[1].packet) == 7
         assert run.results[2].packet.protocol_data == (ProtocolDataEntry("echo", 1, b"x"),)
@@ -306,6 +334,7 @@ async def test_run_client_silent_server_times_out():
                 pass
         except ConnectionClosed:
             pass
+
     async with serve(mute, "127.0.0.1", 0) as server:
         port = list(server.sockets)[0].getsockname()[1]
         with pytest.raises(BtpError) as info:
@@ -315,20 +344,27 @@ async def test_run_client_silent_server_times_out():
 
 async def test_run_client_ignores_garbage_from_server():
     """A server that sends unreadable data, then answers properly."""
+
     async def noisy(ws):
         auth = decode_packet(await ws.recv())
         await ws.send(b"\xde\xad")
         await ws.send("text")
-        await ws.send(encode_packet(Response(12345)))     # unexpected
+        await ws.send(encode_packet(Response(12345)))  # unexpected
         await ws.send(encode_packet(Response(auth.request_id)))
         request = decode_packet(await ws.recv())
         await ws.send(encode_packet(Response(request.request_id)))
         await asyncio.sleep(0.5)
+
     events: list = []
     async with serve(noisy, "127.0.0.1", 0) as server:
         port = list(server.sockets)[0].getsockname()[1]
-        run = await run_client(f"ws://127.0.0.1:{port}/", TOKEN, [RequestSpec.message("ping", "")],
-                               timeout=READ_TIMEOUT, on_event=events.append)
+        run = await run_client(
+            f"ws://127.0.0.1:{port}/",
+            TOKEN,
+            [RequestSpec.message("ping", "")],
+            timeout=READ_TIMEOUT,
+            on_event=events.append,
+        )
     assert [result.ok for result in run.results] == [True]
     assert sum(isinstance(event, UnreadablePacket) for event in events) == 2
 
@@ -341,7 +377,7 @@ async def _probe(fault: Fault | None) -> dict:
     returns what each probe observed."""
     seen: dict = {}
     async with running_node(max_balance=10, faults=[fault] if fault else []) as node:
-        async with raw_client(node) as peer:       # before auth
+        async with raw_client(node) as peer:  # before auth
             await peer.send(Transfer(3, 1))
             answer = await peer.recv()
             seen["no-auth-required"] = type(answer).__name__
@@ -399,16 +435,21 @@ async def test_each_fault_changes_exactly_its_behaviour(fault):
 
 
 def test_format_event_redacts_tokens():
-    packet = Message(1, (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 1, b"topsecret")))
+    packet = Message(
+        1, (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 1, b"topsecret"))
+    )
     line = format_event(RequestReceived(packet))
     assert line.startswith("BTP_RECEIVED ") and "topsecret" not in line
-    assert "746f70736563726574" not in line   # nor its hex
+    assert "746f70736563726574" not in line  # nor its hex
 
 
 def test_format_result_balance():
     from reference_impl.btp.node import RequestResult
     from reference_impl.btp.session import balance_response_entry
-    line = format_result(RequestResult(RequestSpec.balance(), 5, Response(5, (balance_response_entry(9),))))
+
+    line = format_result(
+        RequestResult(RequestSpec.balance(), 5, Response(5, (balance_response_entry(9),)))
+    )
     body = json.loads(line.split(" ", 1)[1])
     assert body["request"] == "balance" and body["balance"] == "9" and body["type"] == "Response"
 
@@ -418,21 +459,30 @@ def test_request_spec_validation():
         RequestSpec.transfer(-1)
     with pytest.raises(ValueError):
         RequestSpec.transfer(2**64)
-    assert RequestSpec.message("ilp", b"\x00", ContentType.APPLICATION_OCTET_STREAM).label == "message:ilp"
+    assert (
+        RequestSpec.message("ilp", b"\x00", ContentType.APPLICATION_OCTET_STREAM).label
+        == "message:ilp"
+    )
 
 
 # --------------------------------------------------------------------------- the CLI
 
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reference_impl.btp", *args], cwd=REPO_ROOT, text=True,
-                          capture_output=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "reference_impl.btp", *args],
+        cwd=REPO_ROOT,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture
 def token_file(tmp_path: Path) -> Path:
     path = tmp_path / "token"
-    path.write_bytes(TOKEN + b"\n")   # one trailing newline is dropped
+    path.write_bytes(TOKEN + b"\n")  # one trailing newline is dropped
     return path
 
 
@@ -453,9 +503,22 @@ def serve_cli(token_file: Path):
 
     def start(*extra: str) -> ServeProcess:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "reference_impl.btp", "serve", "--port", "0",
-             "--auth-token-file", str(token_file), *extra],
-            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "reference_impl.btp",
+                "serve",
+                "--port",
+                "0",
+                "--auth-token-file",
+                str(token_file),
+                *extra,
+            ],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = _readline(proc, READ_TIMEOUT * 2)
         fields = dict(part.split("=", 1) for part in line.split()[1:])
         server = ServeProcess(proc, fields["url"], int(fields["port"]), line)
@@ -472,6 +535,7 @@ def serve_cli(token_file: Path):
 def _readline(proc: subprocess.Popen, timeout: float) -> str:
     """One stdout line of ``proc``, with a deadline."""
     import selectors
+
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ)
     if not selector.select(timeout):
@@ -485,19 +549,40 @@ def test_cli_serve_and_client(serve_cli, token_file: Path, tmp_path: Path):
     server = serve_cli("--max-balance", "100", "--ready-file", str(ready))
     assert server.first_line == f"BTP_READY url=ws://127.0.0.1:{server.port}/ port={server.port}"
     assert json.loads(ready.read_text())["port"] == server.port
-    done = _cli("client", "--url", server.url, "--auth-token-env", "BTP_TEST_TOKEN",
-                "--send-transfer", "60", "--send-balance", "--send-message", "echo:hello",
-                "--send-data", "ilp:0c01", env={"BTP_TEST_TOKEN": TOKEN.decode()})
+    done = _cli(
+        "client",
+        "--url",
+        server.url,
+        "--auth-token-env",
+        "BTP_TEST_TOKEN",
+        "--send-transfer",
+        "60",
+        "--send-balance",
+        "--send-message",
+        "echo:hello",
+        "--send-data",
+        "ilp:0c01",
+        env={"BTP_TEST_TOKEN": TOKEN.decode()},
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("BTP_AUTHENTICATED ")
-    responses = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("BTP_RESPONSE ")]
-    assert [r["request"] for r in responses] == ["transfer:60", "balance", "message:echo", "message:ilp"]
+    responses = [
+        json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("BTP_RESPONSE ")
+    ]
+    assert [r["request"] for r in responses] == [
+        "transfer:60",
+        "balance",
+        "message:echo",
+        "message:ilp",
+    ]
     assert all(r["type"] == "Response" for r in responses)
     assert responses[1]["balance"] == "60"
     assert responses[2]["protocol_data"][0]["data_text"] == "hello"
     # refused transfer: exit 6, one error line
-    refused = _cli("client", "--url", server.url, "--auth-token-file", str(token_file), "--send-transfer", "41")
+    refused = _cli(
+        "client", "--url", server.url, "--auth-token-file", str(token_file), "--send-transfer", "41"
+    )
     assert refused.returncode == 6
     assert refused.stderr.strip().count("\n") == 0 and "F08" in refused.stderr
     # wrong token: exit 3
@@ -505,7 +590,7 @@ def test_cli_serve_and_client(serve_cli, token_file: Path, tmp_path: Path):
     assert wrong.returncode == 3 and wrong.stderr.startswith("error: ")
     out, err = server.stop()
     assert server.proc.returncode == 0
-    assert out.count("BTP_READY") == 0   # only the first line, already read
+    assert out.count("BTP_READY") == 0  # only the first line, already read
     assert "BTP_BALANCE" in out and "BTP_AUTH_FAILED" in out
     for text in (out, err, done.stdout, done.stderr, wrong.stdout, wrong.stderr):
         assert TOKEN.decode() not in text and "wr0ng-s3cret" not in text
@@ -515,31 +600,60 @@ def test_cli_serve_sends_requests_to_clients(serve_cli, token_file: Path):
     server = serve_cli("--send-transfer", "5", "--send-balance")
     done = _cli("client", "--url", server.url, "--auth-token-file", str(token_file), "--stay", "1")
     assert done.returncode == 0, done.stderr
-    assert any(line.startswith("BTP_BALANCE ") and '"balance":"5"' in line for line in done.stdout.splitlines())
+    assert any(
+        line.startswith("BTP_BALANCE ") and '"balance":"5"' in line
+        for line in done.stdout.splitlines()
+    )
     out, _ = server.stop()
-    responses = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if line.startswith("BTP_RESPONSE ")]
+    responses = [
+        json.loads(line.split(" ", 1)[1])
+        for line in out.splitlines()
+        if line.startswith("BTP_RESPONSE ")
+    ]
     assert [r["request"] for r in responses] == ["transfer:5", "balance"]
     assert responses[1]["balance"] == "5"
 
 
 def test_cli_serve_fault(serve_cli):
     server = serve_cli("--fault", "accept-wrong-token")
-    done = _cli("client", "--url", server.url, "--auth-token-env", "T", "--send-message", "x:y",
-                env={"T": "whatever"})
+    done = _cli(
+        "client",
+        "--url",
+        server.url,
+        "--auth-token-env",
+        "T",
+        "--send-message",
+        "x:y",
+        env={"T": "whatever"},
+    )
     assert done.returncode == 0, done.stderr
     server.stop()
 
 
 def test_cli_client_errors(tmp_path: Path):
-    missing_env = _cli("client", "--url", "ws://127.0.0.1:9/", "--auth-token-env", "NO_SUCH_VARIABLE_X")
+    missing_env = _cli(
+        "client", "--url", "ws://127.0.0.1:9/", "--auth-token-env", "NO_SUCH_VARIABLE_X"
+    )
     assert missing_env.returncode == 2 and missing_env.stderr.startswith("error: ")
-    missing_file = _cli("client", "--url", "ws://127.0.0.1:9/", "--auth-token-file", str(tmp_path / "nope"))
+    missing_file = _cli(
+        "client", "--url", "ws://127.0.0.1:9/", "--auth-token-file", str(tmp_path / "nope")
+    )
     assert missing_file.returncode == 2
     bad = tmp_path / "bad"
     bad.write_bytes(b"\xff\xfe")
-    assert _cli("client", "--url", "ws://127.0.0.1:9/", "--auth-token-file", str(bad)).returncode == 2
-    refused = _cli("client", "--url", "ws://127.0.0.1:9/", "--auth-token-env", "T", "--timeout", "2",
-                   env={"T": "x"})
+    assert (
+        _cli("client", "--url", "ws://127.0.0.1:9/", "--auth-token-file", str(bad)).returncode == 2
+    )
+    refused = _cli(
+        "client",
+        "--url",
+        "ws://127.0.0.1:9/",
+        "--auth-token-env",
+        "T",
+        "--timeout",
+        "2",
+        env={"T": "x"},
+    )
     assert refused.returncode == 1 and refused.stderr.startswith("error: cannot connect")
     assert len(refused.stderr.strip().splitlines()) == 1
     usage = _cli("client", "--url", "ws://x/", "--auth-token-env", "T", "--send-transfer", "-3")

@@ -35,8 +35,16 @@ from websockets.exceptions import ConnectionClosed
 from ..fuzz_budget import examples
 from websockets.sync.client import ClientConnection, connect
 
-from reference_impl.btp.packet import (BtpDecodeError, ContentType, Message, ProtocolDataEntry, Response, Transfer,
-                                       decode_packet, encode_packet)
+from reference_impl.btp.packet import (
+    BtpDecodeError,
+    ContentType,
+    Message,
+    ProtocolDataEntry,
+    Response,
+    Transfer,
+    decode_packet,
+    encode_packet,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN = b"fuzz-token"
@@ -65,9 +73,24 @@ def node(tmp_path_factory):
     log = work / "node.log"
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "reference_impl.btp", "serve", "--host", "127.0.0.1", "--port", "0",
-             "--auth-token-file", str(token_file), "--idle-timeout", "600"],
-            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "reference_impl.btp",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--auth-token-file",
+                str(token_file),
+                "--idle-timeout",
+                "600",
+            ],
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         url = None
         for _ in range(200):
@@ -93,21 +116,36 @@ class Session:
 
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
-        self.ws.send(encode_packet(Message(1, (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
-                                               ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, TOKEN)))))
+        self.ws.send(
+            encode_packet(
+                Message(
+                    1,
+                    (
+                        ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+                        ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, TOKEN),
+                    ),
+                )
+            )
+        )
         assert decode_packet(self.ws.recv(READ_TIMEOUT)) == Response(1)
 
     def answers_before_probe(self, frame: bytes | str) -> list[object]:
         """Send ``frame`` then a probe; everything received before the
         probe's Response, decoded."""
         self.ws.send(frame)
-        self.ws.send(encode_packet(Message(PROBE_ID, (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"?"),))))
+        self.ws.send(
+            encode_packet(
+                Message(PROBE_ID, (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"?"),))
+            )
+        )
         got = []
         for _ in range(10):
             try:
                 message = self.ws.recv(READ_TIMEOUT)
             except TimeoutError:
-                raise AssertionError(f"no answer to the probe within {READ_TIMEOUT} s after {frame!r}") from None
+                raise AssertionError(
+                    f"no answer to the probe within {READ_TIMEOUT} s after {frame!r}"
+                ) from None
             except ConnectionClosed as exc:
                 raise AssertionError(f"node closed the connection after {frame!r}: {exc}") from None
             assert isinstance(message, bytes), f"node sent a text message: {message!r}"
@@ -120,7 +158,9 @@ class Session:
 
 def _packet() -> st.SearchStrategy[bytes]:
     names = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
-    entries = st.lists(st.builds(ProtocolDataEntry, names, st.integers(0, 2), st.binary(max_size=200)), max_size=4)
+    entries = st.lists(
+        st.builds(ProtocolDataEntry, names, st.integers(0, 2), st.binary(max_size=200)), max_size=4
+    )
     request_ids = st.integers(0, PROBE_ID - 1)
     messages = st.builds(Message, request_ids, entries.map(tuple))
     transfers = st.builds(Transfer, request_ids, st.integers(0, 1000), entries.map(tuple))
@@ -130,17 +170,34 @@ def _packet() -> st.SearchStrategy[bytes]:
 
 @st.composite
 def malformed_frames(draw) -> bytes | str:
-    kind = draw(st.sampled_from(["garbage", "truncated", "flipped", "length", "trailing", "non-ia5",
-                                 "legacy", "text", "empty-ish"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "garbage",
+                "truncated",
+                "flipped",
+                "length",
+                "trailing",
+                "non-ia5",
+                "legacy",
+                "text",
+                "empty-ish",
+            ]
+        )
+    )
     if kind == "garbage":
         return draw(st.binary(min_size=1, max_size=300))
     if kind == "text":
         return draw(st.text(max_size=200))
     if kind == "empty-ish":
-        return draw(st.sampled_from([b"\x00", b"\x06", b"\x06\x00\x00\x00\x01", b"\x06\x00\x00\x00\x01\x80"]))
+        return draw(
+            st.sampled_from(
+                [b"\x00", b"\x06", b"\x06\x00\x00\x00\x01", b"\x06\x00\x00\x00\x01\x80"]
+            )
+        )
     whole = bytearray(draw(_packet()))
     if kind == "truncated":
-        return bytes(whole[:draw(st.integers(1, len(whole) - 1))])
+        return bytes(whole[: draw(st.integers(1, len(whole) - 1))])
     if kind == "flipped":
         for _ in range(draw(st.integers(1, 4))):
             at = draw(st.integers(0, len(whole) - 1))
@@ -178,7 +235,9 @@ def _no_probe_id(frame: bytes | str) -> bool:
 
 def test_node_ignores_malformed_frames_and_keeps_serving(node):
     process, url = node
-    with connect(url, open_timeout=READ_TIMEOUT, close_timeout=1, compression=None, ping_interval=None) as ws:
+    with connect(
+        url, open_timeout=READ_TIMEOUT, close_timeout=1, compression=None, ping_interval=None
+    ) as ws:
         _fuzz(process, Session(ws))
 
 
@@ -186,8 +245,17 @@ def _fuzz(process: subprocess.Popen, session: Session) -> None:
     rss_before = _rss_kib(process.pid)
     counts = {"silent": 0, "answered": 0}
 
-    @settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None, print_blob=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    @settings(
+        max_examples=FUZZ_EXAMPLES,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+        ],
+    )
     @given(malformed_frames().filter(_no_probe_id))
     def check(frame):
         answers = session.answers_before_probe(frame)
@@ -197,15 +265,20 @@ def _fuzz(process: subprocess.Popen, session: Session) -> None:
             counts["silent"] += 1
         else:
             assert [a.request_id for a in answers] == [expected], (
-                f"a readable request must get exactly one answer with its id: {frame!r} -> {answers}")
+                f"a readable request must get exactly one answer with its id: {frame!r} -> {answers}"
+            )
             counts["answered"] += 1
 
     started = time.monotonic()
     check()
     assert process.poll() is None, f"node exited with {process.returncode}"
     rss_after = _rss_kib(process.pid)
-    print(f"\nBTP fuzz: {sum(counts.values())} frames ({counts['silent']} to ignore, {counts['answered']} "
-          f"readable requests) in {time.monotonic() - started:.1f} s; node RSS {rss_before} -> {rss_after} KiB")
-    assert counts["silent"] >= FUZZ_EXAMPLES // 2, counts  # the strategy mostly makes unreadable frames
+    print(
+        f"\nBTP fuzz: {sum(counts.values())} frames ({counts['silent']} to ignore, {counts['answered']} "
+        f"readable requests) in {time.monotonic() - started:.1f} s; node RSS {rss_before} -> {rss_after} KiB"
+    )
+    assert counts["silent"] >= FUZZ_EXAMPLES // 2, (
+        counts
+    )  # the strategy mostly makes unreadable frames
     # Bounded memory: the node keeps no state per ignored frame.
     assert rss_after - rss_before < 20 * 1024, f"node RSS grew from {rss_before} to {rss_after} KiB"

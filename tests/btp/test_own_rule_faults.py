@@ -6,12 +6,25 @@ from __future__ import annotations
 
 from conformance.suites.btp.peer import error_code_problem
 from reference_impl.btp.faults import Fault
-from reference_impl.btp.packet import (ContentType, Error, Message, ProtocolDataEntry, Response, decode_packet,
-                                       encode_packet, generalized_time)
+from reference_impl.btp.packet import (
+    ContentType,
+    Error,
+    Message,
+    ProtocolDataEntry,
+    Response,
+    decode_packet,
+    encode_packet,
+    generalized_time,
+)
 from reference_impl.btp.session import Authenticated, BtpSession
 
-AUTH = Message(7, (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
-                   ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"t")))
+AUTH = Message(
+    7,
+    (
+        ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+        ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"t"),
+    ),
+)
 DUPLICATE_NAMES = Message(8, (ProtocolDataEntry("p", ContentType.TEXT_PLAIN_UTF8, b"x"),) * 2)
 
 
@@ -25,24 +38,35 @@ def _answers(faults, *packets) -> list[bytes]:
 
 
 def _error(code: str, data: bytes = b"why") -> bytes:
-    return encode_packet(Error(5, code, "NotAcceptedError", generalized_time(), data), validate=False)
+    return encode_packet(
+        Error(5, code, "NotAcceptedError", generalized_time(), data), validate=False
+    )
 
 
 def test_answer_auth_twice_answers_the_auth_message_twice_and_nothing_else():
     assert [decode_packet(m) for m in _answers((), AUTH)] == [Response(7)]
-    assert [decode_packet(m) for m in _answers((Fault.ANSWER_AUTH_TWICE,), AUTH)] == [Response(7), Response(7)]
+    assert [decode_packet(m) for m in _answers((Fault.ANSWER_AUTH_TWICE,), AUTH)] == [
+        Response(7),
+        Response(7),
+    ]
     probe = Message(9, (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"x"),))
-    assert [decode_packet(m) for m in _answers((Fault.ANSWER_AUTH_TWICE,), AUTH, probe)][2:] == [Response(9)]
+    assert [decode_packet(m) for m in _answers((Fault.ANSWER_AUTH_TWICE,), AUTH, probe)][2:] == [
+        Response(9)
+    ]
 
 
 def test_error_code_four_characters_writes_four_bytes_no_other_field_changed():
-    session = BtpSession.server(lambda token: token == b"t", faults=(Fault.ERROR_CODE_FOUR_CHARACTERS,))
+    session = BtpSession.server(
+        lambda token: token == b"t", faults=(Fault.ERROR_CODE_FOUR_CHARACTERS,)
+    )
     assert any(isinstance(e, Authenticated) for e in session.receive_message(encode_packet(AUTH)))
     session.messages_to_send()
     session.receive_message(encode_packet(DUPLICATE_NAMES))
     (raw,) = session.messages_to_send()
     envelope_start = 6
-    assert raw[0] == 2 and raw[envelope_start:envelope_start + 5] == b"F010\x12"  # then the name's length
+    assert (
+        raw[0] == 2 and raw[envelope_start : envelope_start + 5] == b"F010\x12"
+    )  # then the name's length
     assert "its code field is 4 bytes, 'F010'" in error_code_problem(raw)
 
 

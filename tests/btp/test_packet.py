@@ -42,8 +42,10 @@ from reference_impl.btp.packet import (
 )
 
 TIME = "20171115140000.000Z"
-AUTH = (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
-        ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"token"))
+AUTH = (
+    ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+    ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"token"),
+)
 
 
 def decode_reason(data: bytes, **kwargs) -> tuple[str, int | None]:
@@ -57,42 +59,80 @@ def decode_reason(data: bytes, **kwargs) -> tuple[str, int | None]:
 
 def test_message_layout_by_hand():
     wire = encode_packet(Message(0x01020304, AUTH))
-    assert wire == (b"\x06" + b"\x01\x02\x03\x04" + bytes((len(wire) - 6,)) + b"\x01\x02"
-                    + b"\x04auth" + b"\x00" + b"\x00"
-                    + b"\x0aauth_token" + b"\x01" + b"\x05token")
+    assert wire == (
+        b"\x06"
+        + b"\x01\x02\x03\x04"
+        + bytes((len(wire) - 6,))
+        + b"\x01\x02"
+        + b"\x04auth"
+        + b"\x00"
+        + b"\x00"
+        + b"\x0aauth_token"
+        + b"\x01"
+        + b"\x05token"
+    )
 
 
 def test_transfer_and_error_layout_by_hand():
     assert encode_packet(Transfer(7, 1000)) == bytes.fromhex("07 00000007 0a 00000000000003e8 0100")
     wire = encode_packet(Error(1, "F00", "NotAcceptedError", TIME, b"x"))
-    assert wire == (b"\x02\x00\x00\x00\x01" + bytes((len(wire) - 6,)) + b"F00" + b"\x10NotAcceptedError"
-                    + b"\x13" + TIME.encode() + b"\x01x" + b"\x01\x00")
+    assert wire == (
+        b"\x02\x00\x00\x00\x01"
+        + bytes((len(wire) - 6,))
+        + b"F00"
+        + b"\x10NotAcceptedError"
+        + b"\x13"
+        + TIME.encode()
+        + b"\x01x"
+        + b"\x01\x00"
+    )
 
 
 def test_legacy_layouts_by_hand():
     tid, cond, ful = bytes(range(16)), bytes(range(32)), bytes(range(32, 64))
     assert encode_packet(Reject(1, tid)) == b"\x05\x00\x00\x00\x01\x12" + tid + b"\x01\x00"
-    assert encode_packet(Fulfill(1, tid, ful)) == b"\x04\x00\x00\x00\x01\x32" + tid + ful + b"\x01\x00"
+    assert (
+        encode_packet(Fulfill(1, tid, ful)) == b"\x04\x00\x00\x00\x01\x32" + tid + ful + b"\x01\x00"
+    )
     wire = encode_packet(Prepare(1, tid, 5, cond, TIME))
     assert wire[6:] == tid + (5).to_bytes(8, "big") + cond + b"\x13" + TIME.encode() + b"\x01\x00"
 
 
 def test_matches_btp_packet_bytes_for_the_auth_message():
     # btp-packet 2.2.1 serialize() of the same packet (see interop/node).
-    packet = Message(12345, (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 1,
-                                                                                  b"secret-token-abcdef")))
-    assert encode_packet(packet).hex() == ("0600003039290102046175746800000a617574685f746f6b656e0113736563"
-                                           "7265742d746f6b656e2d616263646566")
+    packet = Message(
+        12345,
+        (
+            ProtocolDataEntry("auth", 0, b""),
+            ProtocolDataEntry("auth_token", 1, b"secret-token-abcdef"),
+        ),
+    )
+    assert encode_packet(packet).hex() == (
+        "0600003039290102046175746800000a617574685f746f6b656e0113736563"
+        "7265742d746f6b656e2d616263646566"
+    )
 
 
 def test_helpers():
     message = Message(1, AUTH)
     assert primary(message) == AUTH[0] and primary(Message(1)) is None
     assert find_entry(message, "auth_token") == AUTH[1] and find_entry(message, "nope") is None
-    assert [packet_type(p) for p in (Response(1), Error(1, "T00", "UnreachableError", TIME), Message(1),
-                                     Transfer(1, 0))] == [1, 2, 6, 7]
-    assert all(is_request(p) and not is_response(p) for p in (Message(1), Transfer(1, 1), Reject(1, bytes(16))))
-    assert all(is_response(p) and not is_request(p) for p in (Response(1), Error(1, "F00", "x", TIME)))
+    assert [
+        packet_type(p)
+        for p in (
+            Response(1),
+            Error(1, "T00", "UnreachableError", TIME),
+            Message(1),
+            Transfer(1, 0),
+        )
+    ] == [1, 2, 6, 7]
+    assert all(
+        is_request(p) and not is_response(p)
+        for p in (Message(1), Transfer(1, 1), Reject(1, bytes(16)))
+    )
+    assert all(
+        is_response(p) and not is_request(p) for p in (Response(1), Error(1, "F00", "x", TIME))
+    )
     assert LEGACY_TYPES == {PacketType.PREPARE, PacketType.FULFILL, PacketType.REJECT}
     with pytest.raises(TypeError):
         packet_type("not a packet")  # type: ignore[arg-type]
@@ -100,9 +140,15 @@ def test_helpers():
 
 def test_error_code_table_is_rfc23s():
     assert ERROR_CODES == {
-        "T00": "UnreachableError", "F00": "NotAcceptedError", "F01": "InvalidFieldsError",
-        "F03": "TransferNotFoundError", "F04": "InvalidFulfillmentError", "F05": "DuplicateIdError",
-        "F06": "AlreadyRolledBackError", "F07": "AlreadyFulfilledError", "F08": "InsufficientBalanceError",
+        "T00": "UnreachableError",
+        "F00": "NotAcceptedError",
+        "F01": "InvalidFieldsError",
+        "F03": "TransferNotFoundError",
+        "F04": "InvalidFulfillmentError",
+        "F05": "DuplicateIdError",
+        "F06": "AlreadyRolledBackError",
+        "F07": "AlreadyFulfilledError",
+        "F08": "InsufficientBalanceError",
     }
 
 
@@ -120,55 +166,77 @@ def test_packets_are_immutable_values():
 # =========================================================================== encoder validation
 
 
-@pytest.mark.parametrize("packet, message", [
-    (Message(-1), "request_id"),
-    (Message(2**32), "request_id"),
-    (Transfer(1, -1), "amount"),
-    (Transfer(1, 2**64), "amount"),
-    (Transfer(1, 1.5), "amount"),  # type: ignore[arg-type]
-    (Message(1, (ProtocolDataEntry("a", 256, b""),)), "content type"),
-    (Message(1, (ProtocolDataEntry("a", -1, b""),)), "content type"),
-    (Message(1, (ProtocolDataEntry("a", True, b""),)), "content type"),  # type: ignore[arg-type]
-    (Message(1, (ProtocolDataEntry("caf\u00e9", 0, b""),)), "IA5"),
-    (Message(1, (ProtocolDataEntry("a", 0, "text"),)), "bytes"),  # type: ignore[arg-type]
-    (Message(1, (ProtocolDataEntry("a", 1, b"\xff"),)), "not UTF-8"),
-    (Message(1, (ProtocolDataEntry("a", 2, b"\xc0\xaf"),)), "not UTF-8"),
-    (Message(1, ("not an entry",)), "ProtocolDataEntry"),  # type: ignore[arg-type]
-    (Message(1, None), "protocol_data"),  # type: ignore[arg-type]
-    (Error(1, "F0", "x", TIME), "3 characters"),
-    (Error(1, "F000", "x", TIME), "3 characters"),
-    (Error(1, "F\u00e90", "x", TIME), "IA5"),
-    (Error(1, "F00", "n\u00e4me", TIME), "IA5"),
-    (Error(1, "F00", "x", "20171224240000Z"), "GeneralizedTime"),
-    (Error(1, "F00", "x", "2017-11-15T14:00:00Z"), "GeneralizedTime"),
-    (Error(1, "F00", "x", TIME, bytes(8193)), "8192"),
-    (Reject(1, bytes(15)), "16 bytes"),
-    (Fulfill(1, bytes(16), bytes(31)), "32 bytes"),
-    (Prepare(1, bytes(16), 1, bytes(32), "soon"), "GeneralizedTime"),
-])
+@pytest.mark.parametrize(
+    "packet, message",
+    [
+        (Message(-1), "request_id"),
+        (Message(2**32), "request_id"),
+        (Transfer(1, -1), "amount"),
+        (Transfer(1, 2**64), "amount"),
+        (Transfer(1, 1.5), "amount"),  # type: ignore[arg-type]
+        (Message(1, (ProtocolDataEntry("a", 256, b""),)), "content type"),
+        (Message(1, (ProtocolDataEntry("a", -1, b""),)), "content type"),
+        (Message(1, (ProtocolDataEntry("a", True, b""),)), "content type"),  # type: ignore[arg-type]
+        (Message(1, (ProtocolDataEntry("caf\u00e9", 0, b""),)), "IA5"),
+        (Message(1, (ProtocolDataEntry("a", 0, "text"),)), "bytes"),  # type: ignore[arg-type]
+        (Message(1, (ProtocolDataEntry("a", 1, b"\xff"),)), "not UTF-8"),
+        (Message(1, (ProtocolDataEntry("a", 2, b"\xc0\xaf"),)), "not UTF-8"),
+        (Message(1, ("not an entry",)), "ProtocolDataEntry"),  # type: ignore[arg-type]
+        (Message(1, None), "protocol_data"),  # type: ignore[arg-type]
+        (Error(1, "F0", "x", TIME), "3 characters"),
+        (Error(1, "F000", "x", TIME), "3 characters"),
+        (Error(1, "F\u00e90", "x", TIME), "IA5"),
+        (Error(1, "F00", "n\u00e4me", TIME), "IA5"),
+        (Error(1, "F00", "x", "20171224240000Z"), "GeneralizedTime"),
+        (Error(1, "F00", "x", "2017-11-15T14:00:00Z"), "GeneralizedTime"),
+        (Error(1, "F00", "x", TIME, bytes(8193)), "8192"),
+        (Reject(1, bytes(15)), "16 bytes"),
+        (Fulfill(1, bytes(16), bytes(31)), "32 bytes"),
+        (Prepare(1, bytes(16), 1, bytes(32), "soon"), "GeneralizedTime"),
+    ],
+)
 def test_encoder_rejects(packet, message):
     with pytest.raises(ValueError, match=message):
         encode_packet(packet)
 
 
 def test_encoder_accepts_the_limits():
-    for packet in (Message(0), Message(2**32 - 1), Transfer(1, 0), Transfer(1, 2**64 - 1),
-                   Message(1, (ProtocolDataEntry("a", 255, b"\xff"), ProtocolDataEntry("b", 0, b"\xff"))),
-                   Message(1, (ProtocolDataEntry("a", ContentType.APPLICATION_JSON, bytearray(b"{}")),)),
-                   Error(1, "F00", "", TIME, bytes(8192))):
-        assert decode_packet(encode_packet(packet)) == packet   # bytearray data compares equal to bytes
+    for packet in (
+        Message(0),
+        Message(2**32 - 1),
+        Transfer(1, 0),
+        Transfer(1, 2**64 - 1),
+        Message(1, (ProtocolDataEntry("a", 255, b"\xff"), ProtocolDataEntry("b", 0, b"\xff"))),
+        Message(1, (ProtocolDataEntry("a", ContentType.APPLICATION_JSON, bytearray(b"{}")),)),
+        Error(1, "F00", "", TIME, bytes(8192)),
+    ):
+        assert (
+            decode_packet(encode_packet(packet)) == packet
+        )  # bytearray data compares equal to bytes
 
 
 def test_validate_false_forges_what_the_decoder_rejects():
     forged = encode_packet(Message(1, (ProtocolDataEntry("pr\u00f6be", 1, b"x"),)), validate=False)
     assert b"pr\xf6be" in forged and decode_reason(forged)[0] == "non-IA5 character"
     # A two-character code shifts every later field: the name length is read from "x".
-    assert decode_reason(encode_packet(Error(1, "F0", "x", TIME), validate=False))[0] == "length prefix beyond end"
-    assert decode_reason(encode_packet(Error(1, "F00", "x", "yesterday"), validate=False))[0] == "bad GeneralizedTime"
-    assert decode_reason(encode_packet(Error(1, "F00", "x", TIME, bytes(9000)), validate=False))[0] == \
-        "error data too long"
-    assert decode_reason(encode_packet(Message(1, (ProtocolDataEntry("t", 1, b"\xff"),)), validate=False))[0] == \
-        "bad content type"
+    assert (
+        decode_reason(encode_packet(Error(1, "F0", "x", TIME), validate=False))[0]
+        == "length prefix beyond end"
+    )
+    assert (
+        decode_reason(encode_packet(Error(1, "F00", "x", "yesterday"), validate=False))[0]
+        == "bad GeneralizedTime"
+    )
+    assert (
+        decode_reason(encode_packet(Error(1, "F00", "x", TIME, bytes(9000)), validate=False))[0]
+        == "error data too long"
+    )
+    assert (
+        decode_reason(
+            encode_packet(Message(1, (ProtocolDataEntry("t", 1, b"\xff"),)), validate=False)
+        )[0]
+        == "bad content type"
+    )
     with pytest.raises(ValueError):  # what cannot be represented at all is refused even then
         encode_packet(Message(2**32), validate=False)
 
@@ -200,7 +268,9 @@ def test_content_types():
     for content_type in (1, 2):
         good = Message(1, (ProtocolDataEntry("x", content_type, "zoë ✓".encode()),))
         assert decode_packet(encode_packet(good)) == good
-        bad = encode_packet(Message(1, (ProtocolDataEntry("x", content_type, b"ab\xffcd"),)), validate=False)
+        bad = encode_packet(
+            Message(1, (ProtocolDataEntry("x", content_type, b"ab\xffcd"),)), validate=False
+        )
         assert decode_reason(bad) == ("bad content type", bad.index(b"\xff"))
 
 
@@ -230,28 +300,41 @@ def test_unknown_type_is_reported_before_framing():
 
 
 def test_name_cache_does_not_change_results():
-    names = [f"name{i}" for i in range(700)]   # more than the cache keeps
+    names = [f"name{i}" for i in range(700)]  # more than the cache keeps
     for name in names:
         packet = Message(1, (ProtocolDataEntry(name, 0, b""),))
         assert decode_packet(encode_packet(packet)) == packet
     assert len(packet_module._NAME_CACHE) <= packet_module._NAME_CACHE_LIMIT
     long_name = "n" * 300
     packet = Message(1, (ProtocolDataEntry(long_name, 0, b""),))
-    assert decode_packet(encode_packet(packet)) == packet and long_name.encode() not in packet_module._NAME_CACHE
+    assert (
+        decode_packet(encode_packet(packet)) == packet
+        and long_name.encode() not in packet_module._NAME_CACHE
+    )
 
 
 def test_fast_path_long_forms():
     for size in (127, 128, 255, 256, 65535, 65536, 70000):
-        for packet in (Message(1, (ProtocolDataEntry("ilp", 0, bytes(size)),)),
-                       Transfer(2, 3, (ProtocolDataEntry("c", 1, b"a" * size),)),
-                       Response(4, (ProtocolDataEntry("ilp", 0, b"x"), ProtocolDataEntry("d", 2, b"1" * size)))):
+        for packet in (
+            Message(1, (ProtocolDataEntry("ilp", 0, bytes(size)),)),
+            Transfer(2, 3, (ProtocolDataEntry("c", 1, b"a" * size),)),
+            Response(
+                4, (ProtocolDataEntry("ilp", 0, b"x"), ProtocolDataEntry("d", 2, b"1" * size))
+            ),
+        ):
             assert decode_packet(encode_packet(packet)) == packet
 
 
 def test_json_form_round_trip():
-    for packet in (Response(1), Message(2, AUTH), Transfer(3, 2**64 - 1), Error(4, "F00", "x", TIME, b"\x00"),
-                   Prepare(5, bytes(16), 6, bytes(32), TIME), Fulfill(7, bytes(16), bytes(32)),
-                   Reject(8, bytes(16), AUTH)):
+    for packet in (
+        Response(1),
+        Message(2, AUTH),
+        Transfer(3, 2**64 - 1),
+        Error(4, "F00", "x", TIME, b"\x00"),
+        Prepare(5, bytes(16), 6, bytes(32), TIME),
+        Fulfill(7, bytes(16), bytes(32)),
+        Reject(8, bytes(16), AUTH),
+    ):
         fields = packet_to_json(packet)
         assert packet_from_json(fields) == packet
         assert fields["type_id"] == packet_type(packet)
@@ -293,7 +376,12 @@ def oracle_decode(data: bytes) -> object:
         elif kind == 7:
             fields = (r.read_uint64(),)
         elif kind == 3:
-            fields = (r.read_fixed(16), r.read_uint64(), r.read_fixed(32), r.read_generalized_time())
+            fields = (
+                r.read_fixed(16),
+                r.read_uint64(),
+                r.read_fixed(32),
+                r.read_generalized_time(),
+            )
         elif kind == 4:
             fields = (r.read_fixed(16), r.read_fixed(32))
         elif kind == 5:
@@ -311,7 +399,9 @@ def oracle_decode(data: bytes) -> object:
                 except UnicodeDecodeError:
                     return "bad content type"
             entries.append(ProtocolDataEntry(name, content_type, value))
-        cls = {1: Response, 2: Error, 3: Prepare, 4: Fulfill, 5: Reject, 6: Message, 7: Transfer}[kind]
+        cls = {1: Response, 2: Error, 3: Prepare, 4: Fulfill, 5: Reject, 6: Message, 7: Transfer}[
+            kind
+        ]
         return cls(request_id, *fields, tuple(entries))
     except BtpDecodeError as exc:
         return exc.reason
@@ -328,33 +418,64 @@ def decode_or_reason(data: bytes) -> object:
 
 # =========================================================================== properties
 
-names = st.one_of(st.sampled_from(["auth", "auth_token", "ilp", "claim", "", "x" * 130]),
-                  st.text(alphabet=st.characters(max_codepoint=127), max_size=12))
+names = st.one_of(
+    st.sampled_from(["auth", "auth_token", "ilp", "claim", "", "x" * 130]),
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=12),
+)
 entries = st.builds(
-    ProtocolDataEntry, names, st.one_of(st.integers(0, 2), st.integers(0, 255)),
-    st.one_of(st.binary(max_size=40), st.binary(min_size=120, max_size=300),
-              st.text(max_size=30).map(str.encode)),
+    ProtocolDataEntry,
+    names,
+    st.one_of(st.integers(0, 2), st.integers(0, 255)),
+    st.one_of(
+        st.binary(max_size=40),
+        st.binary(min_size=120, max_size=300),
+        st.text(max_size=30).map(str.encode),
+    ),
 ).filter(lambda e: e.content_type not in (1, 2) or _is_utf8(e.data))
 protocol_data = st.one_of(
     st.lists(entries, max_size=5).map(tuple),
     # counts around the one-/two-byte boundary, cheap to generate
-    st.integers(250, 260).map(lambda n: tuple(ProtocolDataEntry(f"p{i}", i % 3, b"1" * (i % 4)) for i in range(n))),
+    st.integers(250, 260).map(
+        lambda n: tuple(ProtocolDataEntry(f"p{i}", i % 3, b"1" * (i % 4)) for i in range(n))
+    ),
 )
 request_ids = st.integers(0, 2**32 - 1)
 amounts = st.integers(0, 2**64 - 1)
 ia5 = st.text(alphabet=st.characters(max_codepoint=127), max_size=20)
-times = st.one_of(st.just(TIME), st.datetimes().map(generalized_time),
-                  st.sampled_from(["20171224161432.27Z", "20171224161432Z", "20161231235960.852Z"]))
+times = st.one_of(
+    st.just(TIME),
+    st.datetimes().map(generalized_time),
+    st.sampled_from(["20171224161432.27Z", "20171224161432Z", "20161231235960.852Z"]),
+)
 packets = st.one_of(
     st.builds(Response, request_ids, protocol_data),
     st.builds(Message, request_ids, protocol_data),
     st.builds(Transfer, request_ids, amounts, protocol_data),
-    st.builds(Error, request_ids, st.text(alphabet=st.characters(max_codepoint=127), min_size=3, max_size=3),
-              ia5, times, st.binary(max_size=200) | st.just(bytes(8192)), protocol_data),
-    st.builds(Prepare, request_ids, st.binary(min_size=16, max_size=16), amounts,
-              st.binary(min_size=32, max_size=32), times, protocol_data),
-    st.builds(Fulfill, request_ids, st.binary(min_size=16, max_size=16), st.binary(min_size=32, max_size=32),
-              protocol_data),
+    st.builds(
+        Error,
+        request_ids,
+        st.text(alphabet=st.characters(max_codepoint=127), min_size=3, max_size=3),
+        ia5,
+        times,
+        st.binary(max_size=200) | st.just(bytes(8192)),
+        protocol_data,
+    ),
+    st.builds(
+        Prepare,
+        request_ids,
+        st.binary(min_size=16, max_size=16),
+        amounts,
+        st.binary(min_size=32, max_size=32),
+        times,
+        protocol_data,
+    ),
+    st.builds(
+        Fulfill,
+        request_ids,
+        st.binary(min_size=16, max_size=16),
+        st.binary(min_size=32, max_size=32),
+        protocol_data,
+    ),
     st.builds(Reject, request_ids, st.binary(min_size=16, max_size=16), protocol_data),
 )
 
@@ -385,21 +506,27 @@ def test_random_bytes_only_ever_raise_btp_decode_error(data):
 
 def _mutate(wire: bytes, how: int, where: int, value: int) -> bytes:
     where %= len(wire) + 1
-    if how == 0:      # change a byte
+    if how == 0:  # change a byte
         if where == len(wire):
             return wire
-        return wire[:where] + bytes((value,)) + wire[where + 1:]
-    if how == 1:      # insert a byte
+        return wire[:where] + bytes((value,)) + wire[where + 1 :]
+    if how == 1:  # insert a byte
         return wire[:where] + bytes((value,)) + wire[where:]
-    if how == 2:      # delete a byte
-        return wire[:where] + wire[where + 1:]
-    if how == 3:      # cut
+    if how == 2:  # delete a byte
+        return wire[:where] + wire[where + 1 :]
+    if how == 3:  # cut
         return wire[:where]
-    return wire + bytes((value,)) * (1 + where % 3)   # append
+    return wire + bytes((value,)) * (1 + where % 3)  # append
 
 
-@given(packets, st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**6), st.integers(0, 255)),
-                         min_size=1, max_size=3))
+@given(
+    packets,
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 10**6), st.integers(0, 255)),
+        min_size=1,
+        max_size=3,
+    ),
+)
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_mutated_packets_agree_with_the_oracle(packet, mutations):
     wire = encode_packet(packet)
@@ -416,9 +543,11 @@ def test_mutated_packets_agree_with_the_oracle(packet, mutations):
 @settings(max_examples=examples(100), deadline=None)
 def test_hostile_lengths_are_cheap(tail, length_of_length):
     # Enormous length claims fail at once instead of allocating or looping.
-    for head in (b"\x06\x00\x00\x00\x01" + bytes((0x80 | length_of_length,)) + b"\xff" * length_of_length,
-                 b"\x06\x00\x00\x00\x01\x7f\x08" + b"\xff" * 8,              # count 2^64-1 entries
-                 b"\x02\x00\x00\x00\x01\x7fF00\x88" + b"\xff" * 8):          # error name of 2^64-1 bytes
+    for head in (
+        b"\x06\x00\x00\x00\x01" + bytes((0x80 | length_of_length,)) + b"\xff" * length_of_length,
+        b"\x06\x00\x00\x00\x01\x7f\x08" + b"\xff" * 8,  # count 2^64-1 entries
+        b"\x02\x00\x00\x00\x01\x7fF00\x88" + b"\xff" * 8,
+    ):  # error name of 2^64-1 bytes
         start = time.perf_counter()
         assert isinstance(decode_or_reason(head + tail), str)
         assert time.perf_counter() - start < 0.5
@@ -435,4 +564,6 @@ def test_many_entries_claimed_but_absent_is_fast():
 def test_check_generalized_time_is_what_decoder_uses():
     for text in ("20171224240000Z", "20171224161432.20Z", TIME):
         wire = encode_packet(Error(1, "F00", "x", text), validate=False)
-        assert (decode_or_reason(wire) == "bad GeneralizedTime") == (check_generalized_time(text) is not None)
+        assert (decode_or_reason(wire) == "bad GeneralizedTime") == (
+            check_generalized_time(text) is not None
+        )

@@ -63,12 +63,16 @@ def counter(start: int = 1):
     return lambda: next(values)
 
 
-def entry(name: str, data: bytes = b"", content_type: int = ContentType.APPLICATION_OCTET_STREAM) -> ProtocolDataEntry:
+def entry(
+    name: str, data: bytes = b"", content_type: int = ContentType.APPLICATION_OCTET_STREAM
+) -> ProtocolDataEntry:
     return ProtocolDataEntry(name, content_type, data)
 
 
 def auth_message(request_id: int = 1, token: bytes = TOKEN, *extra: ProtocolDataEntry) -> Message:
-    return Message(request_id, (entry(AUTH), entry(AUTH_TOKEN, token, ContentType.TEXT_PLAIN_UTF8), *extra))
+    return Message(
+        request_id, (entry(AUTH), entry(AUTH_TOKEN, token, ContentType.TEXT_PLAIN_UTF8), *extra)
+    )
 
 
 def server(**options) -> BtpSession:
@@ -136,8 +140,9 @@ def test_client_sends_the_auth_message_first():
 def test_client_auth_message_bytes():
     c = client(b"tok", random_id=lambda: 0x01020304)
     # type 6, id 01020304, 25 bytes: count 01 02; "auth" ct 0 data ""; "auth_token" ct 1 "tok"
-    assert c.messages_to_send() == [bytes.fromhex("06" "01020304" "19" "0102" "0461757468" "00" "00"
-                                                  "0a617574685f746f6b656e" "01" "03746f6b")]
+    assert c.messages_to_send() == [
+        bytes.fromhex("0601020304190102046175746800000a617574685f746f6b656e0103746f6b")
+    ]
 
 
 def test_client_empty_token_is_sent_not_omitted():
@@ -251,26 +256,34 @@ def test_server_rejects_wrong_token():
     assert b"wrong" not in error.data and TOKEN not in error.data
 
 
-@pytest.mark.parametrize("packet", [
-    Transfer(4, 10),
-    Response(4),
-    Error(4, "F00", "NotAcceptedError", NOW_TEXT),
-    Message(4, (entry("ilp", b"\x0c"), entry(AUTH_TOKEN, TOKEN, 1))),
-    Message(4, ()),
-    Message(4, (entry(AUTH_TOKEN, TOKEN, 1), entry(AUTH))),
-], ids=["transfer", "response", "error", "primary-ilp", "no-entries", "auth-not-primary"])
+@pytest.mark.parametrize(
+    "packet",
+    [
+        Transfer(4, 10),
+        Response(4),
+        Error(4, "F00", "NotAcceptedError", NOW_TEXT),
+        Message(4, (entry("ilp", b"\x0c"), entry(AUTH_TOKEN, TOKEN, 1))),
+        Message(4, ()),
+        Message(4, (entry(AUTH_TOKEN, TOKEN, 1), entry(AUTH))),
+    ],
+    ids=["transfer", "response", "error", "primary-ilp", "no-entries", "auth-not-primary"],
+)
 def test_server_rejects_anything_but_auth_first_with_f00(packet):
     auth_failure(server(), packet, "F00")
 
 
-@pytest.mark.parametrize("packet", [
-    Message(4, (entry(AUTH),)),
-    Message(4, (entry(AUTH), entry("auth_username", b"x", 1))),
-    Message(4, (entry(AUTH, b"x"), entry(AUTH_TOKEN, TOKEN, 1))),
-    Message(4, (entry(AUTH, b"", 1), entry(AUTH_TOKEN, TOKEN, 1))),
-    Message(4, (entry(AUTH), entry(AUTH_TOKEN, TOKEN, 1), entry(AUTH_TOKEN, TOKEN, 1))),
-    Message(4, (entry(AUTH), entry(AUTH_TOKEN, TOKEN, 1), entry("x"), entry("x"))),
-], ids=["no-token", "no-token-other", "auth-data", "auth-content-type", "dup-token", "dup-other"])
+@pytest.mark.parametrize(
+    "packet",
+    [
+        Message(4, (entry(AUTH),)),
+        Message(4, (entry(AUTH), entry("auth_username", b"x", 1))),
+        Message(4, (entry(AUTH, b"x"), entry(AUTH_TOKEN, TOKEN, 1))),
+        Message(4, (entry(AUTH, b"", 1), entry(AUTH_TOKEN, TOKEN, 1))),
+        Message(4, (entry(AUTH), entry(AUTH_TOKEN, TOKEN, 1), entry(AUTH_TOKEN, TOKEN, 1))),
+        Message(4, (entry(AUTH), entry(AUTH_TOKEN, TOKEN, 1), entry("x"), entry("x"))),
+    ],
+    ids=["no-token", "no-token-other", "auth-data", "auth-content-type", "dup-token", "dup-other"],
+)
 def test_server_rejects_malformed_auth_with_f01(packet):
     auth_failure(server(), packet, "F01")
 
@@ -321,6 +334,7 @@ def test_second_auth_message_is_refused_but_connection_stays():
 def test_check_token_exception_rejects():
     def broken(token: bytes) -> bool:
         raise RuntimeError("boom")
+
     s = BtpSession.server(broken, now=fixed_now)
     events = feed(s, auth_message(1))
     assert isinstance(events[0], AuthFailed)
@@ -341,7 +355,7 @@ def test_request_ids_are_unique_in_flight():
     values = iter([5, 5, 5, 6])
     c2 = BtpSession.client(TOKEN, random_id=lambda: next(values))
     assert c2.auth_request_id == 5
-    assert c2.send_message([entry("x")]) == 6      # 5 is in flight: drawn again
+    assert c2.send_message([entry("x")]) == 6  # 5 is in flight: drawn again
     ids = {c.send_message([entry("x")]) for _ in range(50)}
     assert len(ids) == 50
 
@@ -424,15 +438,19 @@ def test_close_returns_close_once():
 # --------------------------------------------------------------------------- unreadable packets
 
 
-@pytest.mark.parametrize("payload,reason", [
-    (b"", "truncated"),
-    (b"\x09\x00\x00\x00\x01\x00", "unknown packet type"),
-    (bytes.fromhex("0600000001030101"), "length prefix beyond end"),
-    (bytes.fromhex("0600000001020100") + b"\x00", "trailing bytes"),
-    (bytes.fromhex("0600000001" "8102" "0100"), "non-canonical length"),
-    (bytes.fromhex("060000000107010101e1000100"), "non-IA5 character"),
-    (bytes.fromhex("0600000001070101016101 01ff".replace(" ", "")), "bad content type"),
-], ids=["empty", "type", "length", "trailing", "long-form", "ia5", "utf8"])
+@pytest.mark.parametrize(
+    "payload,reason",
+    [
+        (b"", "truncated"),
+        (b"\x09\x00\x00\x00\x01\x00", "unknown packet type"),
+        (bytes.fromhex("0600000001030101"), "length prefix beyond end"),
+        (bytes.fromhex("0600000001020100") + b"\x00", "trailing bytes"),
+        (bytes.fromhex("060000000181020100"), "non-canonical length"),
+        (bytes.fromhex("060000000107010101e1000100"), "non-IA5 character"),
+        (bytes.fromhex("0600000001070101016101 01ff".replace(" ", "")), "bad content type"),
+    ],
+    ids=["empty", "type", "length", "trailing", "long-form", "ia5", "utf8"],
+)
 def test_unreadable_packets_are_ignored(payload, reason):
     s = open_server()
     events = s.receive_message(payload)
@@ -453,11 +471,15 @@ def test_text_message_is_unreadable():
     assert s.messages_to_send() == []
 
 
-@pytest.mark.parametrize("packet", [
-    Prepare(3, b"\x01" * 16, 10, b"\x02" * 32, NOW_TEXT),
-    Fulfill(4, b"\x01" * 16, b"\x03" * 32),
-    Reject(5, b"\x01" * 16),
-], ids=["prepare", "fulfill", "reject"])
+@pytest.mark.parametrize(
+    "packet",
+    [
+        Prepare(3, b"\x01" * 16, 10, b"\x02" * 32, NOW_TEXT),
+        Fulfill(4, b"\x01" * 16, b"\x03" * 32),
+        Reject(5, b"\x01" * 16),
+    ],
+    ids=["prepare", "fulfill", "reject"],
+)
 def test_legacy_types_are_ignored(packet):
     s = open_server()
     [event] = feed(s, packet)
@@ -467,6 +489,7 @@ def test_legacy_types_are_ignored(packet):
 
 def test_receive_message_never_raises_on_random_bytes():
     import random
+
     rng = random.Random(1234)
     s = open_server()
     for _ in range(2000):
@@ -546,7 +569,11 @@ def test_transfer_over_max_balance_is_refused_with_f08():
     events = feed(s, Transfer(9, 11))
     assert events == [RequestReceived(Transfer(9, 11))]
     [error] = sent(s)
-    assert isinstance(error, Error) and error.code == "F08" and error.name == "InsufficientBalanceError"
+    assert (
+        isinstance(error, Error)
+        and error.code == "F08"
+        and error.name == "InsufficientBalanceError"
+    )
     assert error.triggered_at == NOW_TEXT
     assert s.balance == 90
 
@@ -608,26 +635,42 @@ def test_balance_request_entry_bytes():
     s.messages_to_send()
     s.receive_message(encode_packet(Response(2)))
     s.request_balance(request_id=0x10)
-    assert s.messages_to_send() == [bytes.fromhex("06" "00000010" "0e" "0101" "0762616c616e6365" "02" "027b7d")]
+    assert s.messages_to_send() == [bytes.fromhex("06000000100e01010762616c616e636502027b7d")]
 
 
 def test_balance_response_entry_bytes():
-    assert encode_packet(Response(0x10, (balance_response_entry(12),))) == \
-        bytes.fromhex("01" "00000010" "1c" "0101" "07" "62616c616e6365" "02" "10" "7b2262616c616e6365223a223132227d")
+    assert encode_packet(Response(0x10, (balance_response_entry(12),))) == bytes.fromhex(
+        "01000000101c01010762616c616e636502107b2262616c616e6365223a223132227d"
+    )
 
 
-@pytest.mark.parametrize("packet", [
-    Error(1, "F00", "NotAcceptedError", NOW_TEXT),
-    Response(1),
-    Response(1, (entry("other", b'{"balance":"1"}', 2),)),
-    Response(1, (entry("balance", b'{"balance":"1"}', 1),)),
-    Response(1, (entry("balance", b'{"balance":1}', 2),)),
-    Response(1, (entry("balance", b'{"balance":"-1"}', 2),)),
-    Response(1, (entry("balance", b'{"balance":"01"}', 2),)),
-    Response(1, (entry("balance", b'{"balance":"1.5"}', 2),)),
-    Response(1, (entry("balance", b'[]', 2),)),
-    Response(1, (entry("balance", b'nope', 2),)),
-], ids=["error", "empty", "name", "content-type", "number", "negative", "leading-zero", "fraction", "array", "json"])
+@pytest.mark.parametrize(
+    "packet",
+    [
+        Error(1, "F00", "NotAcceptedError", NOW_TEXT),
+        Response(1),
+        Response(1, (entry("other", b'{"balance":"1"}', 2),)),
+        Response(1, (entry("balance", b'{"balance":"1"}', 1),)),
+        Response(1, (entry("balance", b'{"balance":1}', 2),)),
+        Response(1, (entry("balance", b'{"balance":"-1"}', 2),)),
+        Response(1, (entry("balance", b'{"balance":"01"}', 2),)),
+        Response(1, (entry("balance", b'{"balance":"1.5"}', 2),)),
+        Response(1, (entry("balance", b"[]", 2),)),
+        Response(1, (entry("balance", b"nope", 2),)),
+    ],
+    ids=[
+        "error",
+        "empty",
+        "name",
+        "content-type",
+        "number",
+        "negative",
+        "leading-zero",
+        "fraction",
+        "array",
+        "json",
+    ],
+)
 def test_parse_balance_rejects(packet):
     with pytest.raises(ValueError):
         parse_balance(packet)

@@ -69,8 +69,9 @@ def test_every_variant_cites_its_sentence_and_the_command_line_takes_it():
         args = build_parser().parse_args(["serve", "--auth-token-env", "T", "--variant", name])
         assert args.variant == [name]
     for name in names("client"):
-        args = build_parser().parse_args(["client", "--url", "ws://127.0.0.1:1/", "--auth-token-env", "T",
-                                          "--variant", name])
+        args = build_parser().parse_args(
+            ["client", "--url", "ws://127.0.0.1:1/", "--auth-token-env", "T", "--variant", name]
+        )
         assert args.variant == [name]
 
 
@@ -78,7 +79,9 @@ def test_extra_protocol_data_in_answers_errors_and_the_clients_auth_message():
     session = server_session("extra-protocol-data")
     session.receive_message(encode_packet(auth_packet(7)))
     [auth_answer] = sent(session)
-    assert isinstance(auth_answer, Response) and [e.name for e in auth_answer.protocol_data] == [INFO_NAME]
+    assert isinstance(auth_answer, Response) and [e.name for e in auth_answer.protocol_data] == [
+        INFO_NAME
+    ]
     echo = ProtocolDataEntry("echo", ContentType.TEXT_PLAIN_UTF8, b"hi")
     session.receive_message(encode_packet(Message(8, (echo,))))
     [answer] = sent(session)
@@ -131,7 +134,9 @@ def test_auth_timeout_message_then_close():
 def test_refuse_unknown_subprotocols_answers_with_an_error_but_serves_balance_and_echo():
     session = authenticated("refuse-unknown-subprotocols")
     sent(session)
-    session.receive_message(encode_packet(Message(8, (ProtocolDataEntry("conformance_probe", 1, b"x"),))))
+    session.receive_message(
+        encode_packet(Message(8, (ProtocolDataEntry("conformance_probe", 1, b"x"),)))
+    )
     [error] = sent(session)
     assert isinstance(error, Error) and error.code == "F00" and error.request_id == 8
     session.receive_message(encode_packet(Message(9, (ProtocolDataEntry("balance", 2, b"{}"),))))
@@ -153,24 +158,33 @@ class FrameRecorder(ClientConnection):
     def process_event(self, event: Any) -> None:
         if not hasattr(self, "frames"):
             self.frames = []
-        if isinstance(event, Frame):   # not the HTTP answer to the upgrade
+        if isinstance(event, Frame):  # not the HTTP answer to the upgrade
             self.frames.append((event.opcode, event.fin, len(event.data)))
         super().process_event(event)
 
 
 async def test_fragmented_messages_carry_a_ping_and_end_with_an_empty_frame():
-    async with (running_node(variants={"fragmented-messages"}) as node,
-                connect(node.url, proxy=None, compression=None, create_connection=FrameRecorder) as ws):
+    async with (
+        running_node(variants={"fragmented-messages"}) as node,
+        connect(node.url, proxy=None, compression=None, create_connection=FrameRecorder) as ws,
+    ):
         peer = Raw(ws)
         await peer.auth()
         frames = ws.frames  # type: ignore[attr-defined]
-        assert [opcode for opcode, _, _ in frames] == [Opcode.BINARY, Opcode.PING, Opcode.CONT, Opcode.CONT,
-                                                      Opcode.CONT]
+        assert [opcode for opcode, _, _ in frames] == [
+            Opcode.BINARY,
+            Opcode.PING,
+            Opcode.CONT,
+            Opcode.CONT,
+            Opcode.CONT,
+        ]
         assert [fin for _, fin, _ in frames] == [False, True, False, False, True]
         assert frames[0][2] == 1 and frames[-1][2] == 0
 
 
-@pytest.mark.parametrize("variants", [{"split-writes"}, {"coalesce-writes"}, {"split-writes", "coalesce-writes"}])
+@pytest.mark.parametrize(
+    "variants", [{"split-writes"}, {"coalesce-writes"}, {"split-writes", "coalesce-writes"}]
+)
 async def test_shaped_writes_keep_the_node_working_and_closing(variants):
     node = BtpNode(TOKEN, variants=variants, shape=Shape.from_variants(variants))
     await node.start("127.0.0.1", 0)
@@ -181,7 +195,7 @@ async def test_shaped_writes_keep_the_node_working_and_closing(variants):
             echo = ProtocolDataEntry("echo", 1, b"x" * 40)
             assert await peer.call(Message(5, (echo,))) == Response(5, (echo,))
             started = time.monotonic()
-            await node.close()   # closes the connection through the shaped transport
+            await node.close()  # closes the connection through the shaped transport
             await peer.closed()
             assert time.monotonic() - started < 4
     finally:
@@ -190,7 +204,9 @@ async def test_shaped_writes_keep_the_node_working_and_closing(variants):
 
 async def test_late_answers_leave_late():
     late = 0.4
-    node = BtpNode(TOKEN, variants={"late-answers"}, shape=Shape.from_variants({"late-answers"}, late))
+    node = BtpNode(
+        TOKEN, variants={"late-answers"}, shape=Shape.from_variants({"late-answers"}, late)
+    )
     await node.start("127.0.0.1", 0)
     try:
         async with connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws:
@@ -204,10 +220,12 @@ async def test_late_answers_leave_late():
 
 
 async def test_unprompted_traffic_follows_the_auth_response_and_stops_a_refused_kind():
-    async with (running_node(variants={"unprompted-traffic"}) as node,
-                connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws):
+    async with (
+        running_node(variants={"unprompted-traffic"}) as node,
+        connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws,
+    ):
         peer = Raw(ws)
-        await peer.auth(request_id=3)   # the auth Response comes first
+        await peer.auth(request_id=3)  # the auth Response comes first
         first = await peer.recv()
         assert isinstance(first, Message) and first.protocol_data[0].name == UNPROMPTED_NAME
         await peer.send(Error(first.request_id, "F00", "NotAcceptedError", "20261126100000Z", b""))
@@ -216,7 +234,7 @@ async def test_unprompted_traffic_follows_the_auth_response_and_stops_a_refused_
             packet = await peer.recv()
             kinds.append(type(packet).__name__)
             await peer.send(Response(packet.request_id))
-        assert kinds == ["Transfer"] * 3, kinds   # Messages refused: only Transfers follow
+        assert kinds == ["Transfer"] * 3, kinds  # Messages refused: only Transfers follow
         probe = Message(4, (ProtocolDataEntry("conformance_probe", 1, b"x"),))
         await peer.send(probe)
         while isinstance(answer := await peer.recv(), Transfer):
@@ -225,34 +243,53 @@ async def test_unprompted_traffic_follows_the_auth_response_and_stops_a_refused_
 
 
 async def test_unprompted_traffic_stops_at_the_bound_when_nothing_is_answered():
-    async with (running_node(variants={"unprompted-traffic"}) as node,
-                connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws):
+    async with (
+        running_node(variants={"unprompted-traffic"}) as node,
+        connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws,
+    ):
         peer = Raw(ws)
         await peer.auth()
         got = [await peer.recv() for _ in range(4)]
         assert all(isinstance(packet, (Message, Transfer)) for packet in got)
-        await peer.silence(1.2)   # more than two intervals: the fifth unanswered request is not sent
+        await peer.silence(1.2)  # more than two intervals: the fifth unanswered request is not sent
         await peer.send(Message(9, (ProtocolDataEntry("conformance_probe", 1, b"x"),)))
         assert await peer.recv() == Response(9)
 
 
 async def test_client_variants_against_the_node():
-    variants = {"unprompted-traffic", "extra-protocol-data", "sequential-request-ids", "fragmented-messages"}
+    variants = {
+        "unprompted-traffic",
+        "extra-protocol-data",
+        "sequential-request-ids",
+        "fragmented-messages",
+    }
     async with running_node(variants=variants) as node:
-        run = await asyncio.wait_for(run_client(node.url, TOKEN, [RequestSpec.message("echo", "hi"),
-                                                                  RequestSpec.transfer(2)],
-                                                timeout=READ_TIMEOUT, variants=variants), 20)
+        run = await asyncio.wait_for(
+            run_client(
+                node.url,
+                TOKEN,
+                [RequestSpec.message("echo", "hi"), RequestSpec.transfer(2)],
+                timeout=READ_TIMEOUT,
+                variants=variants,
+            ),
+            20,
+        )
         assert [result.ok for result in run.results] == [True, True]
         assert run.results[0].packet.protocol_data[0].name == "echo"
 
 
 async def test_reordered_answers_leave_last_first():
-    async with (running_node(variants={"reordered-answers"}) as node,
-                connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws):
+    async with (
+        running_node(variants={"reordered-answers"}) as node,
+        connect(node.url, proxy=None, compression=None, open_timeout=READ_TIMEOUT) as ws,
+    ):
         peer = Raw(ws)
         await peer.auth()
-        probes = [Message(request_id, (ProtocolDataEntry("conformance_probe", 1, b"x"),)) for request_id in (5, 6, 7)]
-        for probe in probes:   # all three arrive within the node's window
+        probes = [
+            Message(request_id, (ProtocolDataEntry("conformance_probe", 1, b"x"),))
+            for request_id in (5, 6, 7)
+        ]
+        for probe in probes:  # all three arrive within the node's window
             await peer.send(probe)
         answers = [(await peer.recv()).request_id for _ in probes]
         assert sorted(answers) == [5, 6, 7] and answers != [5, 6, 7], answers

@@ -37,8 +37,13 @@ def test_generator_reproduces_the_committed_files():
     spec = importlib.util.spec_from_file_location("gen_btp_vectors", GENERATOR_PATH)
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
-    assert generator.render(generator.packets_document()) == (VECTORS_DIR / "packets.json").read_text()
-    assert generator.render(generator.malformed_document()) == (VECTORS_DIR / "malformed.json").read_text()
+    assert (
+        generator.render(generator.packets_document()) == (VECTORS_DIR / "packets.json").read_text()
+    )
+    assert (
+        generator.render(generator.malformed_document())
+        == (VECTORS_DIR / "malformed.json").read_text()
+    )
 
 
 # --------------------------------------------------------------------------- packets.json
@@ -64,7 +69,10 @@ def test_valid_vectors_cover_the_brief():
     packets = [v["packet"] for v in VALID]
     assert {p["type_id"] for p in packets} == set(PacketType)
     hexes = {v["id"]: bytes.fromhex(v["hex"]) for v in VALID}
-    envelope_prefixes = {wire[5:5 + (1 if wire[5] < 128 else 1 + (wire[5] & 0x7F))].hex() for wire in hexes.values()}
+    envelope_prefixes = {
+        wire[5 : 5 + (1 if wire[5] < 128 else 1 + (wire[5] & 0x7F))].hex()
+        for wire in hexes.values()
+    }
     assert {"7f", "8180", "81ff", "820100", "82ffff", "83010000"} <= envelope_prefixes
     assert {"0", str(2**64 - 1)} <= {p["amount"] for p in packets if p["type_id"] == 7}
     assert {0, 2**32 - 1} <= {p["request_id"] for p in packets}
@@ -108,4 +116,6 @@ def test_trailing_bytes_are_the_only_rejection_allow_trailing_lifts():
 def test_js_divergences_are_documented_in_words():
     for vector in VALID + INVALID:
         if "js_divergence" in vector:
-            assert isinstance(vector["js_divergence"], str) and "btp-packet" in vector["js_divergence"]
+            assert (
+                isinstance(vector["js_divergence"], str) and "btp-packet" in vector["js_divergence"]
+            )

@@ -49,8 +49,10 @@ def actionlint() -> str:
         return str(candidate)
     found = shutil.which("actionlint")
     if found is None:
-        pytest.fail("actionlint is not installed: scripts/setup.sh --test installs it with the test extra "
-                    "(pip install -e '.[test]')")
+        pytest.fail(
+            "actionlint is not installed: scripts/setup.sh --test installs it with the test extra "
+            "(pip install -e '.[test]')"
+        )
     return found
 
 
@@ -59,8 +61,14 @@ def workflow_files() -> list[Path]:
 
 
 def script_steps() -> list[tuple[str, str]]:
-    out = subprocess.run([str(NIGHTLY_SCRIPT), "--list"], capture_output=True, text=True, timeout=30,
-                         check=True, cwd=REPO_ROOT)
+    out = subprocess.run(
+        [str(NIGHTLY_SCRIPT), "--list"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        cwd=REPO_ROOT,
+    )
     return [tuple(line.split()) for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -70,23 +78,36 @@ def load_workflow() -> dict:
 
 # -- the workflow file --------------------------------------------------------------
 
+
 def test_actionlint_passes_on_every_workflow():
     files = workflow_files()
     assert NIGHTLY_WORKFLOW in files
-    result = subprocess.run([actionlint(), "-no-color", *[str(f.relative_to(REPO_ROOT)) for f in files]],
-                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    result = subprocess.run(
+        [actionlint(), "-no-color", *[str(f.relative_to(REPO_ROOT)) for f in files]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
     assert result.returncode == 0, f"actionlint found problems:\n{result.stdout}{result.stderr}"
 
 
 def test_actionlint_flags_a_broken_workflow(tmp_path):
     """The lint really checks: the same workflow with an impossible cron
     hour and a misspelt input of upload-artifact fails, naming both."""
-    broken = NIGHTLY_WORKFLOW.read_text(encoding="utf-8").replace('cron: "17 2 * * *"', 'cron: "17 25 * * *"')
+    broken = NIGHTLY_WORKFLOW.read_text(encoding="utf-8").replace(
+        'cron: "17 2 * * *"', 'cron: "17 25 * * *"'
+    )
     broken = broken.replace("if-no-files-found: warn", "if-no-file-found: warn", 1)
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     (tmp_path / ".github" / "workflows" / "nightly.yml").write_text(broken, encoding="utf-8")
-    result = subprocess.run([actionlint(), "-no-color", ".github/workflows/nightly.yml"],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(
+        [actionlint(), "-no-color", ".github/workflows/nightly.yml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "invalid CRON format" in result.stdout
     assert 'input "if-no-file-found" is not defined' in result.stdout
@@ -101,19 +122,29 @@ def test_workflow_steps_are_the_script_steps():
     names = []
     for step in run_steps:
         words = step["run"].split()
-        assert len(words) == 2 and words[0] == "scripts/nightly.sh", \
+        assert len(words) == 2 and words[0] == "scripts/nightly.sh", (
             f"a workflow step runs {step['run']!r}, not `scripts/nightly.sh STEP`"
+        )
         names.append(words[1])
-        assert step.get("name") == words[1], f"step {step.get('name')!r} runs {words[1]}: name it after the step"
+        assert step.get("name") == words[1], (
+            f"step {step.get('name')!r} runs {words[1]}: name it after the step"
+        )
     steps = script_steps()
-    assert names == [name for name, _ in steps], "the workflow's steps and scripts/nightly.sh --list differ"
+    assert names == [name for name, _ in steps], (
+        "the workflow's steps and scripts/nightly.sh --list differ"
+    )
     for step, (name, when) in zip(run_steps, steps):
-        assert (step.get("if") == ALWAYS_IF) == (when == "always"), \
+        assert (step.get("if") == ALWAYS_IF) == (when == "always"), (
             f"step {name}: the script runs it {when}, the workflow's if: is {step.get('if')!r}"
+        )
     # What the nightly keeps and publishes happens on a red night too.
-    uses = {s["uses"].split("@")[0]: s for s in job["steps"] if "uses" in s and s.get("if") == ALWAYS_IF}
+    uses = {
+        s["uses"].split("@")[0]: s for s in job["steps"] if "uses" in s and s.get("if") == ALWAYS_IF
+    }
     assert {"actions/cache/save", "actions/upload-artifact"} <= set(uses)
-    restore = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/cache/restore@"))
+    restore = next(
+        s for s in job["steps"] if s.get("uses", "").startswith("actions/cache/restore@")
+    )
     save = uses["actions/cache/save"]
     assert restore["with"]["path"] == save["with"]["path"] == job["env"]["NIGHTLY_STORE"]
     assert save["with"]["key"].startswith(restore["with"]["restore-keys"])
@@ -125,26 +156,53 @@ def test_config_names_known_targets():
     unknown = [name for name in config["targets"] if name not in targets]
     assert not unknown, f"{NIGHTLY_CONFIG.name} names unknown targets: {unknown}"
     protocols = {targets[name].protocol for name in config["targets"]}
-    references = {targets[name].protocol for name in config["targets"]
-                  if targets[name].implementation.startswith("reference-")}
-    assert references == protocols, "every protocol certified at night has its reference node among the targets"
+    references = {
+        targets[name].protocol
+        for name in config["targets"]
+        if targets[name].implementation.startswith("reference-")
+    }
+    assert references == protocols, (
+        "every protocol certified at night has its reference node among the targets"
+    )
 
 
 # -- the verdict step -----------------------------------------------------------------
 
+
 def group(target, implementation, conformant, failed_must=()):
-    return {"target": target, "implementation": implementation, "implementation_version": "1.0",
-            "protocol": "btp", "conformant": conformant, "failed_must": list(failed_must), "blocked_must": []}
+    return {
+        "target": target,
+        "implementation": implementation,
+        "implementation_version": "1.0",
+        "protocol": "btp",
+        "conformant": conformant,
+        "failed_must": list(failed_must),
+        "blocked_must": [],
+    }
 
 
 def pair(client, server, client_impl, server_impl, verdict, **extra):
-    return {"client": client, "server": server, "protocol": "btp", "client_implementation": client_impl,
-            "server_implementation": server_impl, "verdict": verdict, "skipped": None, "error": None,
-            "must_not_passed": [] if verdict == "interoperable" else ["btp.interop.transfer (failed)"]} | extra
+    return {
+        "client": client,
+        "server": server,
+        "protocol": "btp",
+        "client_implementation": client_impl,
+        "server_implementation": server_impl,
+        "verdict": verdict,
+        "skipped": None,
+        "error": None,
+        "must_not_passed": [] if verdict == "interoperable" else ["btp.interop.transfer (failed)"],
+    } | extra
 
 
-def run_verdict(night: Path, targets: list[str], groups: list[dict] | None, pairs: list[dict] | None,
-                steps: str = "", impaired: dict[str, list[dict]] | None = None) -> tuple[int, dict, str]:
+def run_verdict(
+    night: Path,
+    targets: list[str],
+    groups: list[dict] | None,
+    pairs: list[dict] | None,
+    steps: str = "",
+    impaired: dict[str, list[dict]] | None = None,
+) -> tuple[int, dict, str]:
     """The verdict step on summaries written for the purpose; ``impaired``:
     profile -> the groups of tonight's certification under it."""
     if groups is not None:
@@ -153,33 +211,72 @@ def run_verdict(night: Path, targets: list[str], groups: list[dict] | None, pair
     for profile, impaired_groups in (impaired or {}).items():
         (night / "runs" / f"certify-{profile}").mkdir(parents=True)
         (night / "runs" / f"certify-{profile}" / "summary.json").write_text(
-            json.dumps({"targets": impaired_groups, "impairment": f"{profile} seed=5"}))
+            json.dumps({"targets": impaired_groups, "impairment": f"{profile} seed=5"})
+        )
     if pairs is not None:
         (night / "runs" / "interop").mkdir(parents=True)
-        (night / "runs" / "interop" / "interop-summary.json").write_text(json.dumps({"pairs": pairs}))
+        (night / "runs" / "interop" / "interop-summary.json").write_text(
+            json.dumps({"pairs": pairs})
+        )
     if steps:
         (night / "steps.tsv").write_text(steps)
-    env = dict(os.environ, NIGHTLY_DIR=str(night), NIGHTLY_STORE=str(night / "store"),
-               NIGHTLY_TARGETS=" ".join(targets), NIGHTLY_IMPAIRMENTS=" ".join(impaired or ()) or "none")
+    env = dict(
+        os.environ,
+        NIGHTLY_DIR=str(night),
+        NIGHTLY_STORE=str(night / "store"),
+        NIGHTLY_TARGETS=" ".join(targets),
+        NIGHTLY_IMPAIRMENTS=" ".join(impaired or ()) or "none",
+    )
     env.pop("GITHUB_STEP_SUMMARY", None)
-    done = subprocess.run([str(NIGHTLY_SCRIPT), "verdict"], capture_output=True, text=True, timeout=60,
-                          env=env, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [str(NIGHTLY_SCRIPT), "verdict"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=REPO_ROOT,
+    )
     return done.returncode, json.loads((night / "verdict.json").read_text()), done.stdout
 
 
 def test_verdict_third_party_failures_are_findings(tmp_path):
     code, verdict, text = run_verdict(
-        tmp_path, ["reference-btp", "ilp-plugin-btp"],
-        [group("reference-btp", "reference-btp", True),
-         group("ilp-plugin-btp", "ilp-plugin-btp", False, ["btp.auth.server.rejects-bad-token"])],
-        [pair("reference-btp", "reference-btp", "reference-btp", "reference-btp", "interoperable"),
-         pair("reference-btp", "ilp-plugin-btp", "reference-btp", "ilp-plugin-btp", "NOT interoperable"),
-         pair("ilp-plugin-btp", "reference-btp", "ilp-plugin-btp", "reference-btp", "skipped",
-              skipped="client ilp-plugin-btp: needs program 'node' on PATH")])
+        tmp_path,
+        ["reference-btp", "ilp-plugin-btp"],
+        [
+            group("reference-btp", "reference-btp", True),
+            group("ilp-plugin-btp", "ilp-plugin-btp", False, ["btp.auth.server.rejects-bad-token"]),
+        ],
+        [
+            pair(
+                "reference-btp", "reference-btp", "reference-btp", "reference-btp", "interoperable"
+            ),
+            pair(
+                "reference-btp",
+                "ilp-plugin-btp",
+                "reference-btp",
+                "ilp-plugin-btp",
+                "NOT interoperable",
+            ),
+            pair(
+                "ilp-plugin-btp",
+                "reference-btp",
+                "ilp-plugin-btp",
+                "reference-btp",
+                "skipped",
+                skipped="client ilp-plugin-btp: needs program 'node' on PATH",
+            ),
+        ],
+    )
     assert code == 0, text
     assert verdict["red"] is False and verdict["why_red"] == []
-    assert any("ilp-plugin-btp" in f and "btp.auth.server.rejects-bad-token" in f for f in verdict["findings"])
-    assert any("reference-btp (client) -> ilp-plugin-btp (server)" in f for f in verdict["findings"])
+    assert any(
+        "ilp-plugin-btp" in f and "btp.auth.server.rejects-bad-token" in f
+        for f in verdict["findings"]
+    )
+    assert any(
+        "reference-btp (client) -> ilp-plugin-btp (server)" in f for f in verdict["findings"]
+    )
     assert any("skipped" in n and "node" in n for n in verdict["notes"])
     assert "green" in (tmp_path / "verdict.md").read_text()
 
@@ -188,40 +285,98 @@ def test_verdict_under_impairment_reference_failures_are_red_third_party_ones_fi
     """docs/impairment.md: the reference nodes' verdicts must not change
     under an impairment (a harness bug otherwise: red); a third-party node
     CONFORMANT on clean loopback and not under fragment is a finding."""
-    clean = [group("reference-btp", "reference-btp", True), group("ilp-plugin-btp", "ilp-plugin-btp", True)]
-    fragment = [group("reference-btp", "reference-btp", True),
-                group("ilp-plugin-btp", "ilp-plugin-btp", False, ["btp.flow.server.silent-on-garbage"])]
+    clean = [
+        group("reference-btp", "reference-btp", True),
+        group("ilp-plugin-btp", "ilp-plugin-btp", True),
+    ]
+    fragment = [
+        group("reference-btp", "reference-btp", True),
+        group("ilp-plugin-btp", "ilp-plugin-btp", False, ["btp.flow.server.silent-on-garbage"]),
+    ]
     targets = ["reference-btp", "ilp-plugin-btp"]
-    code, verdict, text = run_verdict(tmp_path / "green", targets, clean, [], impaired={"fragment": fragment})
+    code, verdict, text = run_verdict(
+        tmp_path / "green", targets, clean, [], impaired={"fragment": fragment}
+    )
     assert code == 0, text
     (finding,) = verdict["findings"]
-    assert ("ilp-plugin-btp" in finding and "under fragment seed=5: NOT CONFORMANT (CONFORMANT on clean loopback)"
-            in finding and "btp.flow.server.silent-on-garbage" in finding), finding
-    assert [c.get("impairment") for c in verdict["certified"]] == [None, None, "fragment seed=5", "fragment seed=5"]
-    broken = [group("reference-btp", "reference-btp", False, ["btp.auth.server.accepts-valid-auth"]), fragment[1]]
-    code, verdict, text = run_verdict(tmp_path / "red", targets, clean, [], impaired={"delay": broken})
-    assert code == 1 and any("reference-btp" in r and "under delay seed=5" in r for r in verdict["why_red"]), text
-    code, verdict, text = run_verdict(tmp_path / "missing", targets, clean, [], impaired={"fragment": []})
+    assert (
+        "ilp-plugin-btp" in finding
+        and "under fragment seed=5: NOT CONFORMANT (CONFORMANT on clean loopback)" in finding
+        and "btp.flow.server.silent-on-garbage" in finding
+    ), finding
+    assert [c.get("impairment") for c in verdict["certified"]] == [
+        None,
+        None,
+        "fragment seed=5",
+        "fragment seed=5",
+    ]
+    broken = [
+        group("reference-btp", "reference-btp", False, ["btp.auth.server.accepts-valid-auth"]),
+        fragment[1],
+    ]
+    code, verdict, text = run_verdict(
+        tmp_path / "red", targets, clean, [], impaired={"delay": broken}
+    )
+    assert code == 1 and any(
+        "reference-btp" in r and "under delay seed=5" in r for r in verdict["why_red"]
+    ), text
+    code, verdict, text = run_verdict(
+        tmp_path / "missing", targets, clean, [], impaired={"fragment": []}
+    )
     assert code == 1 and any("no case result" in r for r in verdict["why_red"]), text
 
 
-@pytest.mark.parametrize("case", ["reference not conformant", "reference pair", "pair not run", "missing target",
-                                  "no certify summary", "failed step"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "reference not conformant",
+        "reference pair",
+        "pair not run",
+        "missing target",
+        "no certify summary",
+        "failed step",
+    ],
+)
 def test_verdict_is_red(tmp_path, case):
-    groups = [group("reference-btp", "reference-btp", True),
-              group("container-reference-btp", "reference-btp", True)]
-    pairs = [pair("reference-btp", "container-reference-btp", "reference-btp", "reference-btp", "interoperable")]
+    groups = [
+        group("reference-btp", "reference-btp", True),
+        group("container-reference-btp", "reference-btp", True),
+    ]
+    pairs = [
+        pair(
+            "reference-btp",
+            "container-reference-btp",
+            "reference-btp",
+            "reference-btp",
+            "interoperable",
+        )
+    ]
     targets = ["reference-btp", "container-reference-btp"]
     steps = ""
     if case == "reference not conformant":
         # A reference node in a container is a reference node all the same.
-        groups[1] = group("container-reference-btp", "reference-btp", False, ["btp.auth.server.rejects-bad-token"])
+        groups[1] = group(
+            "container-reference-btp", "reference-btp", False, ["btp.auth.server.rejects-bad-token"]
+        )
     elif case == "reference pair":
-        pairs[0] = pair("reference-btp", "container-reference-btp", "reference-btp", "reference-btp",
-                        "NOT interoperable")
+        pairs[0] = pair(
+            "reference-btp",
+            "container-reference-btp",
+            "reference-btp",
+            "reference-btp",
+            "NOT interoperable",
+        )
     elif case == "pair not run":
-        pairs.append(pair("ilp-plugin-btp", "reference-btp", "ilp-plugin-btp", "reference-btp", "not run",
-                          error="client did not start"))
+        pairs.append(
+            pair(
+                "ilp-plugin-btp",
+                "reference-btp",
+                "ilp-plugin-btp",
+                "reference-btp",
+                "not run",
+                error="client did not start",
+            )
+        )
     elif case == "missing target":
         targets.append("ilp-plugin-btp")
     elif case == "no certify summary":
@@ -236,10 +391,13 @@ def test_verdict_is_red(tmp_path, case):
 
 # -- two nights, end to end ---------------------------------------------------------------
 
+
 def _require_tools() -> None:
     missing = []
     if not (report.BUNDLED_ALLURE.is_file() or shutil.which("allure")):
-        missing.append(f"the Allure command line ({report.BUNDLED_ALLURE}; scripts/install-report-deps.sh)")
+        missing.append(
+            f"the Allure command line ({report.BUNDLED_ALLURE}; scripts/install-report-deps.sh)"
+        )
     if not shutil.which("java"):
         missing.append("java")
     try:
@@ -249,19 +407,34 @@ def _require_tools() -> None:
     if missing:
         message = f"missing {', '.join(missing)}"
         if os.environ.get("CI"):
-            pytest.fail(f"{message}: CI installs these before the tests, so this is an install failure")
+            pytest.fail(
+                f"{message}: CI installs these before the tests, so this is an install failure"
+            )
         pytest.skip(message)
 
 
 def run_night(night: Path, store: Path, *steps: str) -> tuple[subprocess.CompletedProcess, float]:
-    env = dict(os.environ, NIGHTLY_DIR=str(night), NIGHTLY_STORE=str(store),
-               NIGHTLY_TARGETS="reference-ripp reference-ripplehost", NIGHTLY_TARGETS_FILES="none",
-               NIGHTLY_INTEROP_PROTOCOLS="ripplehost", NIGHTLY_SETUP_FLAGS="none", NIGHTLY_JOBS="2",
-               NIGHTLY_IMPAIRMENTS="fragment")
+    env = dict(
+        os.environ,
+        NIGHTLY_DIR=str(night),
+        NIGHTLY_STORE=str(store),
+        NIGHTLY_TARGETS="reference-ripp reference-ripplehost",
+        NIGHTLY_TARGETS_FILES="none",
+        NIGHTLY_INTEROP_PROTOCOLS="ripplehost",
+        NIGHTLY_SETUP_FLAGS="none",
+        NIGHTLY_JOBS="2",
+        NIGHTLY_IMPAIRMENTS="fragment",
+    )
     env.pop("GITHUB_STEP_SUMMARY", None)
     started = time.monotonic()
-    done = subprocess.run([str(NIGHTLY_SCRIPT), *steps], capture_output=True, text=True, timeout=540,
-                          env=env, cwd=REPO_ROOT)
+    done = subprocess.run(
+        [str(NIGHTLY_SCRIPT), *steps],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        env=env,
+        cwd=REPO_ROOT,
+    )
     return done, time.monotonic() - started
 
 
@@ -279,7 +452,9 @@ def test_two_nights_keep_results_and_carry_history(tmp_path, record_property):
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-5000:]
     record_property("night1_seconds", round(seconds1, 1))
     record_property("night2_seconds", round(seconds2, 1))
-    print(f"night 1 (certify, interop, store, report): {seconds1:.0f} s; night 2 (every step): {seconds2:.0f} s")
+    print(
+        f"night 1 (certify, interop, store, report): {seconds1:.0f} s; night 2 (every step): {seconds2:.0f} s"
+    )
 
     # Each step's name and seconds, printed and in steps.tsv.
     steps = [line.split("\t") for line in (night2 / "steps.tsv").read_text().splitlines()]
@@ -292,19 +467,26 @@ def test_two_nights_keep_results_and_carry_history(tmp_path, record_property):
     # interop); the dataset has all six.
     stored = sorted(p.name for p in (store / "runs").iterdir())
     assert len(stored) == 6, stored
-    run_ids = {json.loads((night / "runs" / kind / "summary.json").read_text())["run_id"]
-               for night in (night1, night2) for kind in ("certify", "certify-fragment", "interop")}
+    run_ids = {
+        json.loads((night / "runs" / kind / "summary.json").read_text())["run_id"]
+        for night in (night1, night2)
+        for kind in ("certify", "certify-fragment", "interop")
+    }
     assert set(stored) == run_ids
     impaired = json.loads((night2 / "runs" / "certify-fragment" / "summary.json").read_text())
-    assert impaired["impairment"].startswith("fragment seed=") and impaired["verdict"] == "CONFORMANT"
+    assert (
+        impaired["impairment"].startswith("fragment seed=") and impaired["verdict"] == "CONFORMANT"
+    )
     ingest_reports = sorted((store / "dataset" / "ingest-reports").glob("*.json"))
     assert ingest_reports, "conformance ingest wrote no report"
 
     # The matrices, over both nights.
     matrix = night2 / "matrix"
     assert (matrix / "index.html").is_file()
-    certified = {(r["implementation"], r["network"]): r
-                 for r in json.loads((matrix / "certification.json").read_text())["rows"]}
+    certified = {
+        (r["implementation"], r["network"]): r
+        for r in json.loads((matrix / "certification.json").read_text())["rows"]
+    }
     assert {network for _, network in certified} == {"clean", "fragment"}
     for implementation in ("reference-ripp", "reference-ripplehost"):
         for network in ("clean", "fragment"):
@@ -312,11 +494,17 @@ def test_two_nights_keep_results_and_carry_history(tmp_path, record_property):
             assert row["status"] == "certified", row
             assert row["runs"] == 2, "both nights' certify runs count, per network"
     interop = json.loads((matrix / "interop.json").read_text())["rows"]
-    (pair,) = [r for r in interop if r["client_implementation"] == r["server_implementation"] == "reference-ripplehost"]
+    (pair,) = [
+        r
+        for r in interop
+        if r["client_implementation"] == r["server_implementation"] == "reference-ripplehost"
+    ]
     assert pair["runs"] == 2 and pair["pass_rate"] == 1.0, pair
     requirements = json.loads((matrix / "requirements.json").read_text())["rows"]
     ripp = [r for r in requirements if r["implementation"] == "reference-ripp"]
-    assert ripp and all(r["records"] == 2 for r in ripp), "each reference-ripp case has one record per night"
+    assert ripp and all(r["records"] == 2 for r in ripp), (
+        "each reference-ripp case has one record per night"
+    )
     assert {r["network"] for r in ripp} == {"clean", "fragment"}, "and per network"
 
     # The Allure reports carry the first night in their history.
@@ -327,13 +515,24 @@ def test_two_nights_keep_results_and_carry_history(tmp_path, record_property):
         assert len(trend) == 2, f"{kind}: the trend should have night 1 and night 2: {trend}"
         assert sorted(e["buildOrder"] for e in trend) == [1, 2]
         history = json.loads((out / "history" / "history.json").read_text())
-        assert history and all(len(item["items"]) == 2 for item in history.values()), \
+        assert history and all(len(item["items"]) == 2 for item in history.values()), (
             f"{kind}: every case should have its night-1 and night-2 outcomes"
+        )
         # ... and the store now holds night 2's history for night 3.
-        assert json.loads((store / "allure-history" / kind / "history-trend.json").read_text()) == trend
+        assert (
+            json.loads((store / "allure-history" / kind / "history-trend.json").read_text())
+            == trend
+        )
 
     verdict = json.loads((night2 / "verdict.json").read_text())
     assert verdict["red"] is False and verdict["findings"] == [], verdict
-    assert [(c["target"], (c.get("impairment") or "clean").split(" ")[0]) for c in verdict["certified"]
-            if c["conformant"]] == [("reference-ripp", "clean"), ("reference-ripplehost", "clean"),
-                                    ("reference-ripp", "fragment"), ("reference-ripplehost", "fragment")]
+    assert [
+        (c["target"], (c.get("impairment") or "clean").split(" ")[0])
+        for c in verdict["certified"]
+        if c["conformant"]
+    ] == [
+        ("reference-ripp", "clean"),
+        ("reference-ripplehost", "clean"),
+        ("reference-ripp", "fragment"),
+        ("reference-ripplehost", "fragment"),
+    ]

@@ -37,8 +37,12 @@ def docker_problem() -> str | None:
     if docker is None:
         return f"no docker client on PATH (run {SETUP_SCRIPT})"
     try:
-        probe = subprocess.run([docker, "info", "--format", "{{.ServerVersion}}"],
-                               capture_output=True, text=True, timeout=20)
+        probe = subprocess.run(
+            [docker, "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except subprocess.TimeoutExpired:
         return "`docker info` did not answer within 20 s"
     if probe.returncode != 0:
@@ -47,8 +51,9 @@ def docker_problem() -> str | None:
     return None
 
 
-def container_tier(problem: str | None,
-                   *marks: pytest.MarkDecorator) -> tuple[list[pytest.MarkDecorator], Callable[..., Any]]:
+def container_tier(
+    problem: str | None, *marks: pytest.MarkDecorator
+) -> tuple[list[pytest.MarkDecorator], Callable[..., Any]]:
     """A container-tier module's ``pytestmark`` (the ``containers`` mark,
     then ``marks``) and an autouse fixture, to be bound in the module under
     any name. Where ``problem`` says containers cannot run, the tests are
@@ -64,12 +69,17 @@ def container_tier(problem: str | None,
 
     if required:
         return [pytest.mark.containers, *marks], require_docker
-    return [pytest.mark.containers, *marks, pytest.mark.skipif(problem is not None, reason=problem or "")], \
-        require_docker
+    return [
+        pytest.mark.containers,
+        *marks,
+        pytest.mark.skipif(problem is not None, reason=problem or ""),
+    ], require_docker
 
 
 def docker(*args: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=timeout, check=check
+    )
 
 
 def labelled(label: str) -> list[str]:
@@ -88,10 +98,13 @@ def build_images(*images: str) -> float:
     """Builds (or finds unchanged) the named images and the base image under
     them through the project's script; returns the seconds it took."""
     started = time.monotonic()
-    build = subprocess.run([str(BUILD_SCRIPT), *images], cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=540)
+    build = subprocess.run(
+        [str(BUILD_SCRIPT), *images], cwd=REPO_ROOT, capture_output=True, text=True, timeout=540
+    )
     seconds = time.monotonic() - started
-    assert build.returncode == 0, f"{BUILD_SCRIPT} {' '.join(images)} failed:\n{build.stderr[-3000:]}"
+    assert build.returncode == 0, (
+        f"{BUILD_SCRIPT} {' '.join(images)} failed:\n{build.stderr[-3000:]}"
+    )
     return seconds
 
 

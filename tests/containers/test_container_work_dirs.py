@@ -31,20 +31,41 @@ def reference_image() -> None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_a_stopped_container_run_removes_its_work_dir(reference_image: None, tmp_path: Path, how: str) -> None:
+def test_a_stopped_container_run_removes_its_work_dir(
+    reference_image: None, tmp_path: Path, how: str
+) -> None:
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "conformance.cli", "certify", "--run-dir", str(run_dir), "--targets-file",
-         str(CONTAINER_TARGETS), "--target", "container-reference-btp", "--run-timeout", "60"],
-        cwd=REPO_ROOT, env=dict(os.environ, TMPDIR=str(tmpdir)), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "certify",
+            "--run-dir",
+            str(run_dir),
+            "--targets-file",
+            str(CONTAINER_TARGETS),
+            "--target",
+            "container-reference-btp",
+            "--run-timeout",
+            "60",
+        ],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, TMPDIR=str(tmpdir)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     results = run_dir / "results.jsonl"
     try:
         deadline = time.monotonic() + 60
         while not (results.is_file() and len(results.read_text().splitlines()) >= 2):
-            assert process.poll() is None, f"certify ended before it was stopped:\n{process.communicate()[0]}"
+            assert process.poll() is None, (
+                f"certify ended before it was stopped:\n{process.communicate()[0]}"
+            )
             assert time.monotonic() < deadline, "no two results within 60 s"
             time.sleep(0.1)
         made = sorted(p.name for p in tmpdir.glob("conformance-container-reference-btp.*"))

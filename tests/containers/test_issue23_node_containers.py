@@ -22,9 +22,27 @@ CONTAINERS_TOML = REPO_ROOT / "conformance" / "targets" / "containers.toml"
 
 
 def _certify(run_dir: Path, *args: str) -> dict[str, dict[str, dict]]:
-    run = subprocess.run([sys.executable, "-m", "conformance.cli", "certify", "--targets-file", str(CONTAINERS_TOML),
-                          *args, "--jobs", "2", "--run-dir", str(run_dir), "--run-timeout", "400"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "certify",
+            "--targets-file",
+            str(CONTAINERS_TOML),
+            *args,
+            "--jobs",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            "--run-timeout",
+            "400",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode in (0, 1), run.stdout[-4000:] + run.stderr[-2000:]
     assert (run_dir / "results.jsonl").is_file(), run.stdout[-4000:] + run.stderr[-2000:]
     by_target: dict[str, dict[str, dict]] = {}
@@ -37,12 +55,25 @@ def _certify(run_dir: Path, *args: str) -> dict[str, dict[str, dict]]:
 @pytest.mark.timeout(600)
 def test_mini_accounts_in_its_container_gets_the_process_outcomes(tmp_path):
     build_images("ilp-plugin-mini-accounts")
-    results = _certify(tmp_path / "run", "--protocol", "btp", "--target", "container-ilp-plugin-mini-accounts",
-                       "--target", "ilp-plugin-mini-accounts")
-    container, process = results["container-ilp-plugin-mini-accounts"], results["ilp-plugin-mini-accounts"]
+    results = _certify(
+        tmp_path / "run",
+        "--protocol",
+        "btp",
+        "--target",
+        "container-ilp-plugin-mini-accounts",
+        "--target",
+        "ilp-plugin-mini-accounts",
+    )
+    container, process = (
+        results["container-ilp-plugin-mini-accounts"],
+        results["ilp-plugin-mini-accounts"],
+    )
     assert container.keys() == process.keys()
-    differ = {case: (container[case]["outcome"], process[case]["outcome"]) for case in container
-              if container[case]["outcome"] != process[case]["outcome"]}
+    differ = {
+        case: (container[case]["outcome"], process[case]["outcome"])
+        for case in container
+        if container[case]["outcome"] != process[case]["outcome"]
+    }
     assert not differ, f"outcomes (container, process) differ: {differ}"
     assert sum(r["outcome"] == "failed" for r in container.values()) == 8
 
@@ -50,22 +81,36 @@ def test_mini_accounts_in_its_container_gets_the_process_outcomes(tmp_path):
 @pytest.mark.timeout(600)
 def test_ssb_db2_in_its_container_fails_what_the_process_fails(tmp_path):
     build_images("ssb-db2")
-    results = _certify(tmp_path / "run", "--target", "container-ssb-db2", "--target", "ssb-db2",
-                       "--target", "container-ssb-db2-client")
-    failed = {target: {case for case, r in records.items() if r["outcome"] in ("failed", "error")}
-              for target, records in results.items()}
+    results = _certify(
+        tmp_path / "run",
+        "--target",
+        "container-ssb-db2",
+        "--target",
+        "ssb-db2",
+        "--target",
+        "container-ssb-db2-client",
+    )
+    failed = {
+        target: {case for case, r in records.items() if r["outcome"] in ("failed", "error")}
+        for target, records in results.items()
+    }
     # Whether the seed messages share a millisecond, and which query meets
     # their disorder, differs run by run (findings, "Server role": section 1
     # in 24 of 30 runs, section 4's limit case in the other 6); the case of
     # section 2 fails either way.
     for target in ("container-ssb-db2", "ssb-db2"):
         assert "ssb.history.server.rejects-conflicting-seq-and-sequence" in failed[target], failed
-        assert failed[target] <= {"ssb.history.server.rejects-conflicting-seq-and-sequence",
-                                  "ssb.history.server.serves-whole-feed-in-order",
-                                  "ssb.history.server.limit-caps-messages",
-                                  "ssb.history.server.live-old-false-skips-existing"}, failed
+        assert failed[target] <= {
+            "ssb.history.server.rejects-conflicting-seq-and-sequence",
+            "ssb.history.server.serves-whole-feed-in-order",
+            "ssb.history.server.limit-caps-messages",
+            "ssb.history.server.live-old-false-skips-existing",
+        }, failed
     client = results["container-ssb-db2-client"]
     assert not failed["container-ssb-db2-client"], failed
     assert client["ssb.history.client.sends-well-formed-request"]["outcome"] == "not_applicable"
-    assert "replicates by EBT only" in client["ssb.history.client.sends-well-formed-request"]["message"]
+    assert (
+        "replicates by EBT only"
+        in client["ssb.history.client.sends-well-formed-request"]["message"]
+    )
     assert client["ssb.shs.client.completes-valid-handshake"]["outcome"] == "passed"

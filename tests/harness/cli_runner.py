@@ -12,8 +12,10 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = [sys.executable, "-m", "conformance.cli"]
 
-RIPPLEHOST_SERVE = ("{python} -m reference_impl.ripplehost serve --host {host} --port 0 "
-                    "--hostname reference.ripple.test --host-id-timeout 5")
+RIPPLEHOST_SERVE = (
+    "{python} -m reference_impl.ripplehost serve --host {host} --port 0 "
+    "--hostname reference.ripple.test --host-id-timeout 5"
+)
 WRONG_MSGNO_TARGET = f"""
 [targets.wrong-msgno]
 implementation = "reference-ripplehost-wrong-msgno"
@@ -53,15 +55,21 @@ class CertifyRun:
 
 def run_cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """`conformance ARGS...` from the repository root, its output captured."""
-    return subprocess.run(CONFORMANCE + list(args), capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+    return subprocess.run(
+        CONFORMANCE + list(args), capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT
+    )
 
 
 def certify(tmp_path: Path, *args: str, timeout: float = 300) -> CertifyRun:
     run_dir = tmp_path / "run"
     started = time.monotonic()
     completed = run_cli("certify", "--run-dir", str(run_dir), *args, timeout=timeout)
-    return CertifyRun(completed.returncode, completed.stdout + completed.stderr, run_dir,
-                      time.monotonic() - started)
+    return CertifyRun(
+        completed.returncode,
+        completed.stdout + completed.stderr,
+        run_dir,
+        time.monotonic() - started,
+    )
 
 
 STUCK_TARGET = """

@@ -49,10 +49,16 @@ class Listener:
         self.close()
 
 
-def targets_file(tmp_path: Path, port: int, name: str = "fake", roles: str = '["server"]',
-                 protocol: str = "stomp") -> Path:
+def targets_file(
+    tmp_path: Path,
+    port: int,
+    name: str = "fake",
+    roles: str = '["server"]',
+    protocol: str = "stomp",
+) -> Path:
     path = tmp_path / "targets.toml"
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(
+        textwrap.dedent(f"""
         [targets.{name}]
         implementation = "fake-impl"
         version = "9.9"
@@ -60,7 +66,8 @@ def targets_file(tmp_path: Path, port: int, name: str = "fake", roles: str = '["
         roles = {roles}
         host = "127.0.0.1"
         port = {port}
-    """))
+    """)
+    )
     return path
 
 
@@ -70,7 +77,9 @@ def write_suite(tmp_path: Path, body: str) -> Path:
     suite = tmp_path / "fakesuite"
     suite.mkdir(exist_ok=True)
     (suite / "test_fake.py").write_text(
-        "import pytest\nfrom conformance.core.requirements import requirement\n\n" + textwrap.dedent(body))
+        "import pytest\nfrom conformance.core.requirements import requirement\n\n"
+        + textwrap.dedent(body)
+    )
     return suite
 
 
@@ -91,19 +100,59 @@ class SuiteRun:
         return {r["case_id"]: r for r in self.records}
 
 
-def run_suite(tmp_path: Path, suite: Path, targets: Path, *extra: str, target: str = "fake",
-              timeout: float = 120) -> SuiteRun:
+def run_suite(
+    tmp_path: Path,
+    suite: Path,
+    targets: Path,
+    *extra: str,
+    target: str = "fake",
+    timeout: float = 120,
+) -> SuiteRun:
     """pytest with the plugin, as `conformance certify` runs it."""
     run_dir = tmp_path / "run"
-    argv = [sys.executable, "-m", "pytest", str(suite), "-p", "pytest_asyncio.plugin",
-            "-p", "allure_pytest.plugin", "-p", "conformance.plugin",
-            "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function",
-            "-p", "no:cacheprovider", "--rootdir", str(suite.parent), "-c", os.devnull,
-            "--targets-file", str(targets), "--target", target, "--run-dir", str(run_dir),
-            "--run-id", "test-run", "--deadline", "1", "--progress", "-rA",
-            "--alluredir", str(run_dir / "allure-results"), "--junitxml", str(run_dir / "junit.xml"), *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(suite),
+        "-p",
+        "pytest_asyncio.plugin",
+        "-p",
+        "allure_pytest.plugin",
+        "-p",
+        "conformance.plugin",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(suite.parent),
+        "-c",
+        os.devnull,
+        "--targets-file",
+        str(targets),
+        "--target",
+        target,
+        "--run-dir",
+        str(run_dir),
+        "--run-id",
+        "test-run",
+        "--deadline",
+        "1",
+        "--progress",
+        "-rA",
+        "--alluredir",
+        str(run_dir / "allure-results"),
+        "--junitxml",
+        str(run_dir / "junit.xml"),
+        *extra,
+    ]
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     started = time.monotonic()
-    completed = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env)
+    completed = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env
+    )
     assert time.monotonic() - started < timeout
     return SuiteRun(completed.returncode, completed.stdout + completed.stderr, run_dir)

@@ -75,15 +75,24 @@ def test_failed_prerequisite_blocks_its_dependents_transitively(tmp_path, listen
     records = run.records
     order = [r["case_id"] for r in records]
     # Prerequisites first, file order otherwise.
-    assert order == ["stomp.fake.server.base", "stomp.fake.server.mid", "stomp.fake.server.top",
-                     "stomp.fake.server.alone", "stomp.fake.client.na", "stomp.fake.server.after-na",
-                     "stomp.fake.server.crashes", "stomp.fake.server.after-crash"]
+    assert order == [
+        "stomp.fake.server.base",
+        "stomp.fake.server.mid",
+        "stomp.fake.server.top",
+        "stomp.fake.server.alone",
+        "stomp.fake.client.na",
+        "stomp.fake.server.after-na",
+        "stomp.fake.server.crashes",
+        "stomp.fake.server.after-crash",
+    ]
     cases = run.by_case()
     base = cases["stomp.fake.server.base"]
     assert base["outcome"] == "failed"
     # The failure message and the record cite the erratum beside the section.
     assert base["message"].startswith(
-        "stomp.fake.server.base [MUST, Fake spec §1; as amended by erratum STOMP-E1]: " + BASE_MESSAGE)
+        "stomp.fake.server.base [MUST, Fake spec §1; as amended by erratum STOMP-E1]: "
+        + BASE_MESSAGE
+    )
     assert base["citation"] == "Fake spec §1; as amended by erratum STOMP-E1"
     assert base["errata"] == ["STOMP-E1"] and base["depends"] == []
 
@@ -95,20 +104,26 @@ def test_failed_prerequisite_blocks_its_dependents_transitively(tmp_path, listen
     # Transitive: top depends on mid (blocked), and names the root cause.
     top = cases["stomp.fake.server.top"]
     assert top["outcome"] == "blocked" and top["blocked_by"] == "stomp.fake.server.base"
-    assert top["message"].splitlines()[0] == f"blocked by stomp.fake.server.base (failed): {BASE_MESSAGE}"
+    assert (
+        top["message"].splitlines()[0]
+        == f"blocked by stomp.fake.server.base (failed): {BASE_MESSAGE}"
+    )
     assert "stomp.fake.server.mid" in top["message"]
     # An erroring prerequisite blocks too, and says it errored.
     after_crash = cases["stomp.fake.server.after-crash"]
     assert after_crash["outcome"] == "blocked"
-    assert after_crash["message"] == ("blocked by stomp.fake.server.crashes (error): "
-                                      "RuntimeError: harness could not decode")
+    assert after_crash["message"] == (
+        "blocked by stomp.fake.server.crashes (error): RuntimeError: harness could not decode"
+    )
     assert cases["stomp.fake.server.alone"]["outcome"] == "passed"
 
     # Terminal: blocked, not skipped; progress lines: "blk".
     assert "3 blocked, 2 not_applicable" in run.output and "skipped" not in run.output
     # Consecutive cases blocked by one root cause: one line, with the reason.
-    assert (f"[  2-3/8] blk  2 cases (1 MUST, 1 SHOULD) blocked by stomp.fake.server.base (failed): "
-            f"{BASE_MESSAGE}\n") in run.output
+    assert (
+        f"[  2-3/8] blk  2 cases (1 MUST, 1 SHOULD) blocked by stomp.fake.server.base (failed): "
+        f"{BASE_MESSAGE}\n"
+    ) in run.output
     assert "blk  MAY    stomp.fake.server.after-crash" in run.output
 
     # Summary: blocked counted apart, failed_must only own failures, root causes.
@@ -118,7 +133,10 @@ def test_failed_prerequisite_blocks_its_dependents_transitively(tmp_path, listen
     assert group["failed_must"] == ["stomp.fake.server.base"]
     assert group["blocked_must"] == ["stomp.fake.server.mid"]
     causes = {c["case_id"]: c for c in group["root_causes"]}
-    assert causes["stomp.fake.server.base"]["blocked"] == ["stomp.fake.server.mid", "stomp.fake.server.top"]
+    assert causes["stomp.fake.server.base"]["blocked"] == [
+        "stomp.fake.server.mid",
+        "stomp.fake.server.top",
+    ]
     assert causes["stomp.fake.server.crashes"]["blocked"] == ["stomp.fake.server.after-crash"]
     assert group["root_causes"][0]["case_id"] == "stomp.fake.server.base", "MUST root causes first"
     assert not group["conformant"]
@@ -128,11 +146,17 @@ def test_failed_prerequisite_blocks_its_dependents_transitively(tmp_path, listen
     by_name = {case.get("name"): case for case in junit.iter("testcase")}
     mid_xml = by_name["test_mid"]
     assert mid_xml.find("failure") is None and mid_xml.find("error") is None
-    assert mid_xml.find("skipped").get("message").startswith("blocked by stomp.fake.server.base (failed)")
+    assert (
+        mid_xml.find("skipped")
+        .get("message")
+        .startswith("blocked by stomp.fake.server.base (failed)")
+    )
     assert by_name["test_base"].find("failure") is not None
 
     # Allure: skipped, tagged blocked, the blocking case named.
-    results = [json.loads(p.read_text()) for p in (run.run_dir / "allure-results").glob("*-result.json")]
+    results = [
+        json.loads(p.read_text()) for p in (run.run_dir / "allure-results").glob("*-result.json")
+    ]
     allure_mid = next(r for r in results if r["name"] == "stomp.fake.server.mid")
     assert allure_mid["status"] == "skipped"
     labels = {(label["name"], label["value"]) for label in allure_mid["labels"]}
@@ -140,7 +164,9 @@ def test_failed_prerequisite_blocks_its_dependents_transitively(tmp_path, listen
     assert "blocked by stomp.fake.server.base (failed)" in allure_mid["statusDetails"]["message"]
     allure_base = next(r for r in results if r["name"] == "stomp.fake.server.base")
     assert allure_base["status"] == "failed"
-    assert ("erratum", "STOMP-E1") in {(label["name"], label["value"]) for label in allure_base["labels"]}
+    assert ("erratum", "STOMP-E1") in {
+        (label["name"], label["value"]) for label in allure_base["labels"]
+    }
 
 
 def test_not_applicable_prerequisite_makes_the_dependent_not_applicable(tmp_path, listener):
@@ -152,30 +178,57 @@ def test_not_applicable_prerequisite_makes_the_dependent_not_applicable(tmp_path
     assert "does not play the client role" in after["message"]
     assert "prerequisite stomp.fake.client.na" in after["message"]
     # With the prerequisite passing, the dependents run and pass.
-    assert [cases[c]["outcome"] for c in ("stomp.fake.server.base", "stomp.fake.server.mid",
-                                          "stomp.fake.server.top")] == ["passed"] * 3
+    assert [
+        cases[c]["outcome"]
+        for c in ("stomp.fake.server.base", "stomp.fake.server.mid", "stomp.fake.server.top")
+    ] == ["passed"] * 3
 
 
 def test_keyword_selection_puts_the_prerequisites_back(tmp_path, listener):
-    run = run_suite(tmp_path, chain_suite(tmp_path, False), targets_file(tmp_path, listener.port),
-                    "-k", "test_top or test_alone")
+    run = run_suite(
+        tmp_path,
+        chain_suite(tmp_path, False),
+        targets_file(tmp_path, listener.port),
+        "-k",
+        "test_top or test_alone",
+    )
     order = [r["case_id"] for r in run.records]
-    assert order == ["stomp.fake.server.base", "stomp.fake.server.mid", "stomp.fake.server.top",
-                     "stomp.fake.server.alone"], run.output
+    assert order == [
+        "stomp.fake.server.base",
+        "stomp.fake.server.mid",
+        "stomp.fake.server.top",
+        "stomp.fake.server.alone",
+    ], run.output
     assert run.by_case()["stomp.fake.server.top"]["outcome"] == "blocked"
 
-    deselected = run_suite(tmp_path, chain_suite(tmp_path, True), targets_file(tmp_path, listener.port),
-                           "--deselect", "fakesuite/test_fake.py::test_base", "-k", "mid")
-    assert [r["case_id"] for r in deselected.records][-2:] == ["stomp.fake.server.base", "stomp.fake.server.mid"]
+    deselected = run_suite(
+        tmp_path,
+        chain_suite(tmp_path, True),
+        targets_file(tmp_path, listener.port),
+        "--deselect",
+        "fakesuite/test_fake.py::test_base",
+        "-k",
+        "mid",
+    )
+    assert [r["case_id"] for r in deselected.records][-2:] == [
+        "stomp.fake.server.base",
+        "stomp.fake.server.mid",
+    ]
 
 
-@pytest.mark.parametrize("body, expected", [
-    ("""
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (
+            """
 @requirement("stomp.fake.server.a", "MUST", "Fake §1", depends=["stomp.fake.server.nowhere"])
 def test_a(target):
     pass
-""", "depends on stomp.fake.server.nowhere, which is no collected case"),
-    ("""
+""",
+            "depends on stomp.fake.server.nowhere, which is no collected case",
+        ),
+        (
+            """
 @requirement("stomp.fake.server.a", "MUST", "Fake §1", depends=["stomp.fake.server.b"])
 def test_a(target):
     pass
@@ -187,8 +240,11 @@ def test_b(target):
 @requirement("stomp.fake.server.c", "MUST", "Fake §3", depends=["stomp.fake.server.a"])
 def test_c(target):
     pass
-""", "prerequisite cycle: stomp.fake.server.a -> stomp.fake.server.b -> stomp.fake.server.c -> stomp.fake.server.a"),
-    ("""
+""",
+            "prerequisite cycle: stomp.fake.server.a -> stomp.fake.server.b -> stomp.fake.server.c -> stomp.fake.server.a",
+        ),
+        (
+            """
 @requirement("stomp.fake.server.a", "MUST", "Fake §1", depends=["stomp.fake.server.b"])
 def test_a(target):
     pass
@@ -196,8 +252,11 @@ def test_a(target):
 @requirement("stomp.fake.server.b", "SHOULD", "Fake §2")
 def test_b(target):
     pass
-""", "a prerequisite must be at least as strong as the case that depends on it"),
-])
+""",
+            "a prerequisite must be at least as strong as the case that depends on it",
+        ),
+    ],
+)
 def test_unknown_prerequisite_or_cycle_is_a_usage_error(tmp_path, listener, body, expected):
     run = run_suite(tmp_path, write_suite(tmp_path, body), targets_file(tmp_path, listener.port))
     assert run.code == 4, run.output
@@ -217,7 +276,9 @@ def test_printed_summary_lists_root_causes_first(tmp_path, listener):
     assert "2 case(s) blocked by it: stomp.fake.server.mid, stomp.fake.server.top" in text
     header = next(line for line in text.splitlines() if line.startswith("target"))
     assert "blocked" in header.split()
-    must_row = next(line for line in text.splitlines() if line.startswith("fake") and " MUST " in line)
+    must_row = next(
+        line for line in text.splitlines() if line.startswith("fake") and " MUST " in line
+    )
     # passed failed error blocked n/a
     assert must_row.split()[-5:] == ["1", "1", "0", "1", "2"]
     assert "1 MUST case(s) failed or errored, 1 MUST case(s) blocked by them" in text
@@ -245,15 +306,21 @@ def test_after_bad(target):
 
 
 def test_case_blocking_itself_names_the_root_and_passes_it_on(tmp_path, listener):
-    run = run_suite(tmp_path, write_suite(tmp_path, WITHIN_CASE), targets_file(tmp_path, listener.port))
+    run = run_suite(
+        tmp_path, write_suite(tmp_path, WITHIN_CASE), targets_file(tmp_path, listener.port)
+    )
     cases = run.by_case()
     own = cases["stomp.fake.server.rejects-bad"]
     assert own["outcome"] == "blocked" and own["blocked_by"] == "stomp.fake.server.valid"
-    assert own["message"] == ("blocked by stomp.fake.server.valid (failed within this case): "
-                              "no answer to the valid request")
+    assert own["message"] == (
+        "blocked by stomp.fake.server.valid (failed within this case): "
+        "no answer to the valid request"
+    )
     after = cases["stomp.fake.server.after-bad"]
     assert after["outcome"] == "blocked" and after["blocked_by"] == "stomp.fake.server.valid"
-    assert after["message"].startswith("blocked by stomp.fake.server.valid (failed within this case): ")
+    assert after["message"].startswith(
+        "blocked by stomp.fake.server.valid (failed within this case): "
+    )
     group = summarize(run.records)["targets"][0]
     assert not group["conformant"] and group["failed_must"] == []
     [cause] = group["root_causes"]

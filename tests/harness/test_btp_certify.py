@@ -12,13 +12,19 @@ from reference_impl.btp.faults import SPECS as BTP_FAULTS
 
 from .cli_runner import certify
 
-SERVER = ("{python} -m reference_impl.btp serve --host {host} --port 0 --auth-token-file {auth_token_file} "
-          "--auth-timeout 2 --initial-balance 0 --max-balance 1000000")
-CLIENT = ("{python} -m reference_impl.btp client --url {peer_url} --auth-token-file {auth_token_file} "
-          "--stay {client_stay} --send-message {send_message}")
+SERVER = (
+    "{python} -m reference_impl.btp serve --host {host} --port 0 --auth-token-file {auth_token_file} "
+    "--auth-timeout 2 --initial-balance 0 --max-balance 1000000"
+)
+CLIENT = (
+    "{python} -m reference_impl.btp client --url {peer_url} --auth-token-file {auth_token_file} "
+    "--stay {client_stay} --send-message {send_message}"
+)
 
 
-def btp_target(name: str, credentials: str, server: str = SERVER, client: str | None = CLIENT) -> str:
+def btp_target(
+    name: str, credentials: str, server: str = SERVER, client: str | None = CLIENT
+) -> str:
     roles = '["server", "client"]' if client else '["server"]'
     return f"""
 [targets.{name}]
@@ -70,14 +76,31 @@ def test_reference_btp_is_conformant_and_its_token_is_never_written(tmp_path, mo
 # A few faults of `python -m reference_impl.btp serve --fault`, with the cases
 # that must catch them as the fault catalogue (reference_impl/btp/faults.py)
 # lists them (server-role cases: the fault lives in the server).
-FAULTS = {spec.name: set(spec.cases) for spec in BTP_FAULTS
-          if spec.name in ("no-auth-required", "reply-to-unexpected", "reply-to-unreadable", "wrong-request-id",
-                           "balance-on-error", "accept-wrong-token")}
+FAULTS = {
+    spec.name: set(spec.cases)
+    for spec in BTP_FAULTS
+    if spec.name
+    in (
+        "no-auth-required",
+        "reply-to-unexpected",
+        "reply-to-unreadable",
+        "wrong-request-id",
+        "balance-on-error",
+        "accept-wrong-token",
+    )
+}
 
 
 def test_each_broken_btp_node_fails_the_rules_it_breaks(tmp_path):
-    text = "".join(btp_target(f"fault-{fault}", 'auth_token_generate = "hex16"',
-                              server=SERVER + f" --fault {fault}", client=None) for fault in FAULTS)
+    text = "".join(
+        btp_target(
+            f"fault-{fault}",
+            'auth_token_generate = "hex16"',
+            server=SERVER + f" --fault {fault}",
+            client=None,
+        )
+        for fault in FAULTS
+    )
     targets = tmp_path / "targets.toml"
     targets.write_text(text)
     args = ["--targets-file", str(targets)]
@@ -88,7 +111,9 @@ def test_each_broken_btp_node_fails_the_rules_it_breaks(tmp_path):
     for fault, expected in FAULTS.items():
         name = f"fault-{fault}"
         records = run.by_case(name)
-        not_passed = {case for case, r in records.items() if r["outcome"] not in ("passed", "not_applicable")}
+        not_passed = {
+            case for case, r in records.items() if r["outcome"] not in ("passed", "not_applicable")
+        }
         assert expected <= not_passed, f"{fault}: {sorted(not_passed)}\n{run.output[-3000:]}"
         for case in not_passed:
             record = records[case]
@@ -96,18 +121,30 @@ def test_each_broken_btp_node_fails_the_rules_it_breaks(tmp_path):
                 # Only the fault's own cases fail; a case relying on one of
                 # them is blocked by it, never failed for a rule not its own.
                 assert record["outcome"] == "blocked" and record["blocked_by"] in expected, record
-                assert record["message"].startswith(f"blocked by {record['blocked_by']} (failed): "), record
+                assert record["message"].startswith(
+                    f"blocked by {record['blocked_by']} (failed): "
+                ), record
                 continue
             assert record["outcome"] == "failed", record
             # The message names the requirement; the trace shows the bytes.
-            assert record["message"].startswith(f"{case} [{record['level']}, BTP 2.0"), record["message"]
+            assert record["message"].startswith(f"{case} [{record['level']}, BTP 2.0"), record[
+                "message"
+            ]
             trace = (run.run_dir / record["trace_file"]).read_text()
             assert "harness -> target" in trace and "00000000" in trace
         # Only a failed MUST costs the verdict; reply-to-unexpected breaks SHOULDs.
-        verdict = ("NOT CONFORMANT" if any(records[c]["level"] == "MUST" for c in expected) else "CONFORMANT")
+        verdict = (
+            "NOT CONFORMANT"
+            if any(records[c]["level"] == "MUST" for c in expected)
+            else "CONFORMANT"
+        )
         assert f"{name} [reference-btp-{name} test, btp]: {verdict}" in run.output, fault
-    assert {records["level"] for records in (run.by_case("fault-reply-to-unexpected")[c]
-                                             for c in FAULTS["reply-to-unexpected"])} == {"SHOULD"}
+    assert {
+        records["level"]
+        for records in (
+            run.by_case("fault-reply-to-unexpected")[c] for c in FAULTS["reply-to-unexpected"]
+        )
+    } == {"SHOULD"}
 
 
 @pytest.mark.parametrize("secret", [b"abcd-secret", b"\x00\x01\x02\x03\xff"])
@@ -122,15 +159,18 @@ def test_redactor_masks_every_form(secret):
     trace.record("sent", b"\x06head" + secret + b"tail", f"note with {secret.hex()}")
     rendered = trace.render()
     assert secret.hex() not in rendered and "** ** **" in rendered and "head" in rendered
-    assert not any(" ".join(f"{b:02x}" for b in secret[i:i + 3]) in rendered for i in range(len(secret) - 2))
+    assert not any(
+        " ".join(f"{b:02x}" for b in secret[i : i + 3]) in rendered for i in range(len(secret) - 2)
+    )
 
 
 def test_redactor_ignores_values_too_short_to_protect_anything():
     from conformance.core.redact import Redactor
+
     assert Redactor([b"ab", b""]).text("ab ab") == "ab ab"
 
 
-SILENT_SERVER = '''
+SILENT_SERVER = """
 import asyncio
 from websockets.asyncio.server import serve
 
@@ -145,15 +185,18 @@ async def main():
         await asyncio.Future()
 
 asyncio.run(main())
-'''
+"""
 
 
 def test_btp_server_that_never_answers_ends_quickly_with_a_clear_verdict(tmp_path):
     script = tmp_path / "silent_ws.py"
     script.write_text(SILENT_SERVER)
     targets = tmp_path / "targets.toml"
-    targets.write_text(btp_target("silent", 'auth_token_generate = "hex16"', server=f"{{python}} {script}",
-                                  client=None).replace('capabilities = ["balance"]', "capabilities = []"))
+    targets.write_text(
+        btp_target(
+            "silent", 'auth_token_generate = "hex16"', server=f"{{python}} {script}", client=None
+        ).replace('capabilities = ["balance"]', "capabilities = []")
+    )
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "silent", timeout=120)
     assert run.code == 1 and "silent [reference-btp-silent test, btp]: NOT CONFORMANT" in run.output
     assert run.seconds < 60, f"took {run.seconds:.0f} s"
@@ -165,7 +208,9 @@ def test_btp_server_that_never_answers_ends_quickly_with_a_clear_verdict(tmp_pat
     assert list(causes) == ["btp.auth.server.accepts-valid-auth"]
     assert len(causes["btp.auth.server.accepts-valid-auth"]["blocked"]) >= 10
     # Cases that would not apply stay not applicable, silence or not.
-    for case in ("btp.transfer.server.response-means-balance-updated",
-                 "btp.transfer.server.error-means-balance-unchanged"):
+    for case in (
+        "btp.transfer.server.response-means-balance-updated",
+        "btp.transfer.server.error-means-balance-unchanged",
+    ):
         assert records[case]["outcome"] == "not_applicable", records[case]
     assert all(r["outcome"] == "not_applicable" for c, r in records.items() if ".client." in c)

@@ -59,18 +59,24 @@ def test_needs_base_too(target):
 """
 LEDGER = [f"stomp.fake.server.ledger-{n}" for n in range(3)]
 FREE = [f"stomp.fake.server.free-{n}" for n in range(4)]
-PROBED += "".join(f"""
+PROBED += "".join(
+    f"""
 
 @requirement("{case}", "MUST", "Fake spec §4", shares=["ledger"])
 def test_ledger_{n}(target):
     probe("{case}")
-""" for n, case in enumerate(LEDGER))
-PROBED += "".join(f"""
+"""
+    for n, case in enumerate(LEDGER)
+)
+PROBED += "".join(
+    f"""
 
 @requirement("{case}", "MAY", "Fake spec §5")
 def test_free_{n}(target):
     probe("{case}")
-""" for n, case in enumerate(FREE))
+"""
+    for n, case in enumerate(FREE)
+)
 
 
 def outcomes(records: list[dict]) -> set[tuple[str, str, str | None]]:
@@ -109,23 +115,36 @@ def test_groups_stay_serial_and_the_rest_runs_at_once(tmp_path, monkeypatch):
         assert by_case[dependent]["blocked_by"] == "stomp.fake.server.base"
 
     ran = probes(parallel_probe)
-    assert set(ran) == {"stomp.fake.server.base", *LEDGER, *FREE}  # blocked cases never reach their body
+    assert set(ran) == {
+        "stomp.fake.server.base",
+        *LEDGER,
+        *FREE,
+    }  # blocked cases never reach their body
     for a, b in combinations(LEDGER, 2):
         assert not overlap(ran[a], ran[b]), f"{a} and {b} share 'ledger' but ran at the same time"
         assert ran[a]["pid"] == ran[b]["pid"], "one group, one worker"
-    assert [ran[c]["start"] for c in LEDGER] == sorted(ran[c]["start"] for c in LEDGER), "file order kept"
+    assert [ran[c]["start"] for c in LEDGER] == sorted(ran[c]["start"] for c in LEDGER), (
+        "file order kept"
+    )
     assert len({p["pid"] for p in ran.values()}) > 1, "all cases ran in one worker"
     # Workers start one after another (on a loaded machine, seconds apart):
     # some pair of cases in different workers overlaps.
     timeline = sorted((p["start"], p["end"], p["pid"], case) for case, p in ran.items())
     assert any(overlap(a, b) for a, b in combinations(ran.values(), 2) if a["pid"] != b["pid"]), (
-        f"no two cases ran at the same time: {timeline}")
+        f"no two cases ran at the same time: {timeline}"
+    )
 
     # Once each: the plan (written by one worker), progress lines (printed by
     # the controller), JUnit (written by the controller).
     plan = (parallel.run_dir / PLAN_FILE.format(session="fake")).read_text().splitlines()
-    assert sorted(json.loads(line)["case_id"] for line in plan) == sorted(r["case_id"] for r in serial.records)
-    progress = [line for line in parallel.output.splitlines() if re.match(r"\s+\[\s*\d+(-\d+)?/\d+\] ", line)]
+    assert sorted(json.loads(line)["case_id"] for line in plan) == sorted(
+        r["case_id"] for r in serial.records
+    )
+    progress = [
+        line
+        for line in parallel.output.splitlines()
+        if re.match(r"\s+\[\s*\d+(-\d+)?/\d+\] ", line)
+    ]
     total = len(serial.records)
     # A run of cases blocked by one root cause is one line: "[  4-5/10] blk  2 cases (...) blocked by ...".
     numbers = []
@@ -133,22 +152,35 @@ def test_groups_stay_serial_and_the_rest_runs_at_once(tmp_path, monkeypatch):
         first, _, last = line.split("]")[0].strip("[ ").split("/")[0].partition("-")
         numbers += range(int(first), int(last or first) + 1)
     assert sorted(numbers) == list(range(1, total + 1))
-    grouped = sum(int(m.group(1)) for line in progress if (m := re.search(r" blk  (\d+) cases ", line)))
+    grouped = sum(
+        int(m.group(1)) for line in progress if (m := re.search(r" blk  (\d+) cases ", line))
+    )
     for record in parallel.records:
-        shown = sum(bool(re.search(rf"(MUST|SHOULD|MAY) +{re.escape(record['case_id'])} \(", line)) for line in progress)
-        assert shown == 1 or (shown == 0 and record["outcome"] == "blocked" and grouped), record["case_id"]
+        shown = sum(
+            bool(re.search(rf"(MUST|SHOULD|MAY) +{re.escape(record['case_id'])} \(", line))
+            for line in progress
+        )
+        assert shown == 1 or (shown == 0 and record["outcome"] == "blocked" and grouped), record[
+            "case_id"
+        ]
     cases = ET.parse(parallel.run_dir / "junit.xml").getroot().iter("testcase")
     assert sorted(c.get("name") for c in cases) == sorted(
-        ["test_base", "test_needs_base", "test_needs_base_too"] + [f"test_ledger_{n}" for n in range(3)]
-        + [f"test_free_{n}" for n in range(4)])
-    assert not list(parallel.run_dir.glob(".case-groups.*")), "the controller's scratch file is left behind"
+        ["test_base", "test_needs_base", "test_needs_base_too"]
+        + [f"test_ledger_{n}" for n in range(3)]
+        + [f"test_free_{n}" for n in range(4)]
+    )
+    assert not list(parallel.run_dir.glob(".case-groups.*")), (
+        "the controller's scratch file is left behind"
+    )
 
 
 def test_preflight_stops_every_worker_with_its_exit_status(tmp_path):
     """An unreachable target: each worker's preflight fails, the session
     ends with the preflight's exit status (4) and no case record, as a
     serial session does."""
-    suite = write_suite(tmp_path, """
+    suite = write_suite(
+        tmp_path,
+        """
         @requirement("stomp.fake.server.one", "MUST", "Fake spec §1")
         def test_one(target):
             pass
@@ -157,7 +189,8 @@ def test_preflight_stops_every_worker_with_its_exit_status(tmp_path):
         @requirement("stomp.fake.server.two", "MUST", "Fake spec §2")
         def test_two(target):
             pass
-        """)
+        """,
+    )
     with Listener() as listener:
         port = listener.port
     targets = targets_file(tmp_path, port)
@@ -175,22 +208,42 @@ def test_run_deadline_counts_from_the_controllers_start(tmp_path):
     every case starts past the deadline and is recorded as error; counted
     from each worker's own start, the first case of each worker would start
     in time. The delay makes this independent of how fast workers start."""
-    suite = write_suite(tmp_path, "import time\n" + "".join(f"""
+    suite = write_suite(
+        tmp_path,
+        "import time\n"
+        + "".join(
+            f"""
 
 @requirement("stomp.fake.server.slow-{n}", "MUST", "Fake spec §{n + 1}")
 def test_slow_{n}(target):
     time.sleep(1.0)
-""" for n in range(4)))
-    (suite / "conftest.py").write_text(textwrap.dedent("""
+"""
+            for n in range(4)
+        ),
+    )
+    (suite / "conftest.py").write_text(
+        textwrap.dedent("""
         import time
 
         def pytest_xdist_setupnodes(config, specs):
             # Controller only, before any worker exists.
             time.sleep(2.0)
-    """))
+    """)
+    )
     with Listener() as listener:
-        run = run_suite(tmp_path, suite, targets_file(tmp_path, listener.port), "-p", "xdist.plugin", "-n", "2",
-                        "--dist", "loadgroup", "--run-timeout", "1.5")
+        run = run_suite(
+            tmp_path,
+            suite,
+            targets_file(tmp_path, listener.port),
+            "-p",
+            "xdist.plugin",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "--run-timeout",
+            "1.5",
+        )
     assert len(run.records) == 4, run.output
     assert [r["outcome"] for r in run.records] == ["error"] * 4, run.records
     assert all("run deadline of 1.5 s exceeded" in r["message"] for r in run.records), run.records
@@ -208,14 +261,23 @@ class _Case:
 
 
 def test_groups_follow_prerequisites_shared_state_and_node_restarts():
-    cases = [_Case("stomp.x.server.a"), _Case("stomp.x.server.b", depends=["stomp.x.server.a"]),
-             _Case("stomp.x.server.c", shares=["ledger"]), _Case("stomp.x.server.d"),
-             _Case("stomp.x.server.e", shares=["ledger"]), _Case("stomp.x.client.f", role="client"),
-             _Case("stomp.x.client.g", role="client", shares=["ledger"])]
+    cases = [
+        _Case("stomp.x.server.a"),
+        _Case("stomp.x.server.b", depends=["stomp.x.server.a"]),
+        _Case("stomp.x.server.c", shares=["ledger"]),
+        _Case("stomp.x.server.d"),
+        _Case("stomp.x.server.e", shares=["ledger"]),
+        _Case("stomp.x.client.f", role="client"),
+        _Case("stomp.x.client.g", role="client", shares=["ledger"]),
+    ]
     groups = {case.case_id: name for case in cases if (name := case_groups(cases).get(id(case)))}
-    assert groups == {"stomp.x.server.a": "stomp.x.server.a", "stomp.x.server.b": "stomp.x.server.a",
-                      "stomp.x.server.c": "stomp.x.server.c", "stomp.x.server.e": "stomp.x.server.c",
-                      "stomp.x.client.g": "stomp.x.server.c"}
+    assert groups == {
+        "stomp.x.server.a": "stomp.x.server.a",
+        "stomp.x.server.b": "stomp.x.server.a",
+        "stomp.x.server.c": "stomp.x.server.c",
+        "stomp.x.server.e": "stomp.x.server.c",
+        "stomp.x.client.g": "stomp.x.server.c",
+    }
     # A case that restarts the node joins every case talking to the node's
     # server, and no client-role case (those talk to the harness).
     restart = _Case("stomp.x.server.h", shares=["node"])
@@ -249,7 +311,12 @@ def test_one_case_job_runs_pytest_as_before(tmp_path, monkeypatch):
         args = parser.parse_args(["certify", "--case-jobs", jobs])
         cli.run_suite(target, tmp_path, "run-id", args)
     assert not any("xdist" in arg for arg in seen[0]) and "-n" not in seen[0]
-    assert seen[1][seen[1].index("-n"):seen[1].index("-n") + 4] == ["-n", "4", "--dist", "loadgroup"]
+    assert seen[1][seen[1].index("-n") : seen[1].index("-n") + 4] == [
+        "-n",
+        "4",
+        "--dist",
+        "loadgroup",
+    ]
     assert "xdist.plugin" in seen[1]
     with pytest.raises(SystemExit):
         parser.parse_args(["certify", "--case-jobs", "0"])
@@ -275,5 +342,7 @@ def test_reference_verdicts_do_not_depend_on_case_jobs(tmp_path):
     verdicts = {g["target"]: g["conformant"] for g in serial.summary["targets"]}
     assert verdicts == {g["target"]: g["conformant"] for g in parallel.summary["targets"]}
     assert set(verdicts) == set(CHEAP_TARGETS)
-    print(f"\nwall time, {', '.join(CHEAP_TARGETS)}: --case-jobs 1 {serial.seconds:.1f} s, "
-          f"--case-jobs 3 {parallel.seconds:.1f} s")
+    print(
+        f"\nwall time, {', '.join(CHEAP_TARGETS)}: --case-jobs 1 {serial.seconds:.1f} s, "
+        f"--case-jobs 3 {parallel.seconds:.1f} s"
+    )

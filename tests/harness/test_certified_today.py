@@ -14,7 +14,9 @@ from conformance.core.results import ResultRecord, ResultWriter
 from conformance.mutation import suite_case_ids
 
 REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("certified_today", REPO / "scripts" / "certified_today.py")
+spec = importlib.util.spec_from_file_location(
+    "certified_today", REPO / "scripts" / "certified_today.py"
+)
 certified_today = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(certified_today)
 
@@ -24,17 +26,34 @@ def test_readme_table_is_the_rendering_of_the_data_file():
     assert data["targets"], "docs/certified-today.json holds no target"
     readme = certified_today.README.read_text(encoding="utf-8")
     section = readme.split(certified_today.START, 1)[1].split(certified_today.END, 1)[0]
-    assert section == "\n" + certified_today.render(data), "run scripts/certified_today.py --from-data"
+    assert section == "\n" + certified_today.render(data), (
+        "run scripts/certified_today.py --from-data"
+    )
 
 
-def write_run(run_dir: Path, target: str, cases: list[str], failed: tuple[str, ...], mtime: float) -> None:
+def write_run(
+    run_dir: Path, target: str, cases: list[str], failed: tuple[str, ...], mtime: float
+) -> None:
     run_dir.mkdir(parents=True)
     writer = ResultWriter(run_dir)
     for case in cases:
-        writer.append(ResultRecord(run_id=run_dir.name, time="2026-11-26T00:00:00Z", harness_version="t",
-                                   target=target, implementation="impl", implementation_version="1.2",
-                                   protocol="ripp", role=case.split(".")[2], case_id=case, level="MUST",
-                                   citation="c", outcome="failed" if case in failed else "passed", duration_s=0.1))
+        writer.append(
+            ResultRecord(
+                run_id=run_dir.name,
+                time="2026-11-26T00:00:00Z",
+                harness_version="t",
+                target=target,
+                implementation="impl",
+                implementation_version="1.2",
+                protocol="ripp",
+                role=case.split(".")[2],
+                case_id=case,
+                level="MUST",
+                citation="c",
+                outcome="failed" if case in failed else "passed",
+                duration_s=0.1,
+            )
+        )
     os.utime(run_dir / "results.jsonl", (mtime, mtime))
 
 

@@ -19,12 +19,18 @@ from reference_impl.ssb.keys import Keypair
 
 from .cli_runner import CONFORMANCE, REPO_ROOT, certify
 
-REFERENCE_SERVER = ("{python} -m reference_impl.ssb serve --key-file {workdir}/server-secret --create-key "
-                    "--host {host} --port 0 --seed-messages 5")
+REFERENCE_SERVER = (
+    "{python} -m reference_impl.ssb serve --key-file {workdir}/server-secret --create-key "
+    "--host {host} --port 0 --seed-messages 5"
+)
 
 
-def reference_variant(name: str, server: str = REFERENCE_SERVER, roles: str = '["server"]',
-                      credentials: str = 'secret_key_file = "{workdir}/server-secret"') -> str:
+def reference_variant(
+    name: str,
+    server: str = REFERENCE_SERVER,
+    roles: str = '["server"]',
+    credentials: str = 'secret_key_file = "{workdir}/server-secret"',
+) -> str:
     return f"""
 [targets.{name}]
 implementation = "reference-ssb-{name}"
@@ -48,11 +54,18 @@ def test_reference_node_certifies_with_every_artifact(tmp_path):
     keypair.save(key_file)
     server = REFERENCE_SERVER.replace("{workdir}/server-secret", str(key_file))
     targets = tmp_path / "targets.toml"
-    targets.write_text(reference_variant("known-key", server, roles='["server", "client"]',
-                                         credentials=f'secret_key_file = "{key_file}"').replace(
-        '[targets.known-key.launch]\n',
-        '[targets.known-key.launch]\nclient = "{python} -m reference_impl.ssb replicate --peer-host {peer_host} '
-        '--peer-port {peer_port} --peer-public-key {peer_public_key} --feed {feed} --timeout {client_timeout}"\n'))
+    targets.write_text(
+        reference_variant(
+            "known-key",
+            server,
+            roles='["server", "client"]',
+            credentials=f'secret_key_file = "{key_file}"',
+        ).replace(
+            "[targets.known-key.launch]\n",
+            '[targets.known-key.launch]\nclient = "{python} -m reference_impl.ssb replicate --peer-host {peer_host} '
+            '--peer-port {peer_port} --peer-public-key {peer_public_key} --feed {feed} --timeout {client_timeout}"\n',
+        )
+    )
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "known-key")
     assert run.code == 0, run.output
     assert "known-key [reference-ssb-known-key test, ssb]: CONFORMANT" in run.output
@@ -61,20 +74,40 @@ def test_reference_node_certifies_with_every_artifact(tmp_path):
     records = run.records
     assert len(records) >= 40 and all(r["outcome"] == "passed" for r in records)
     assert {r["role"] for r in records} == {"server", "client"}
-    for field in ("run_id", "time", "harness_version", "implementation", "implementation_version",
-                  "protocol", "role", "case_id", "level", "outcome", "duration_s", "message"):
+    for field in (
+        "run_id",
+        "time",
+        "harness_version",
+        "implementation",
+        "implementation_version",
+        "protocol",
+        "role",
+        "case_id",
+        "level",
+        "outcome",
+        "duration_s",
+        "message",
+    ):
         assert field in records[0]
     assert (run.run_dir / "junit-known-key.xml").is_file()
-    results = [json.loads(p.read_text()) for p in (run.run_dir / "allure-results").glob("*-result.json")]
+    results = [
+        json.loads(p.read_text()) for p in (run.run_dir / "allure-results").glob("*-result.json")
+    ]
     assert len(results) == len(records)
     sample = next(r for r in results if r["name"] == "ssb.shs.server.rejects-tampered-msg3")
     labels = {(label["name"], label["value"]) for label in sample["labels"]}
-    assert {("protocol", "ssb"), ("component", "shs"), ("severity", "blocker"),
-            ("requirement", "ssb.shs.server.rejects-tampered-msg3")} <= labels
+    assert {
+        ("protocol", "ssb"),
+        ("component", "shs"),
+        ("severity", "blocker"),
+        ("requirement", "ssb.shs.server.rejects-tampered-msg3"),
+    } <= labels
     attachment = run.run_dir / "allure-results" / sample["attachments"][0]["source"]
     assert "harness -> target  64 bytes  msg1: client hello" in attachment.read_text()
     # The node's secret key never lands in anything the run wrote.
-    secret_text = json.loads("\n".join(l for l in key_file.read_text().splitlines() if not l.startswith("#")))["private"]
+    secret_text = json.loads(
+        "\n".join(l for l in key_file.read_text().splitlines() if not l.startswith("#"))
+    )["private"]
     secret_b64 = secret_text.split(".")[0]
     for path in run.run_dir.rglob("*"):
         if path.is_file():
@@ -84,16 +117,32 @@ def test_reference_node_certifies_with_every_artifact(tmp_path):
 # A few faults of `python -m reference_impl.ssb serve --fault`, with the cases
 # that must catch them as the fault catalogue (reference_impl/ssb/faults.py)
 # lists them; the mutation test runs every fault.
-FAULTS = {spec.name: list(spec.cases) for spec in SSB_FAULTS
-          if spec.name in ("accept-any-network-key", "write-after-bad-handshake", "exclusive-sequence",
-                           "bad-signature", "no-error-on-unknown", "ignore-goodbye")}
+FAULTS = {
+    spec.name: list(spec.cases)
+    for spec in SSB_FAULTS
+    if spec.name
+    in (
+        "accept-any-network-key",
+        "write-after-bad-handshake",
+        "exclusive-sequence",
+        "bad-signature",
+        "no-error-on-unknown",
+        "ignore-goodbye",
+    )
+}
 
 
 def test_each_broken_node_fails_the_rule_it_breaks(tmp_path):
     targets = tmp_path / "targets.toml"
-    targets.write_text("".join(reference_variant(f"fault-{fault}", REFERENCE_SERVER + f" --fault {fault}")
-                               for fault in FAULTS))
-    run = certify(tmp_path, "--targets-file", str(targets), *[f"--target=fault-{f}" for f in FAULTS])
+    targets.write_text(
+        "".join(
+            reference_variant(f"fault-{fault}", REFERENCE_SERVER + f" --fault {fault}")
+            for fault in FAULTS
+        )
+    )
+    run = certify(
+        tmp_path, "--targets-file", str(targets), *[f"--target=fault-{f}" for f in FAULTS]
+    )
     assert run.code == 1, run.output
     verdicts = {g["target"]: g for g in run.summary["targets"]}
     for fault, expected in FAULTS.items():
@@ -106,7 +155,11 @@ def test_each_broken_node_fails_the_rule_it_breaks(tmp_path):
         # not pass is blocked by one of the cases that caught it.
         for case_id, record in cases.items():
             if case_id not in expected and record["outcome"] not in ("passed", "not_applicable"):
-                assert record["outcome"] == "blocked" and record["blocked_by"] in expected, (fault, case_id, record)
+                assert record["outcome"] == "blocked" and record["blocked_by"] in expected, (
+                    fault,
+                    case_id,
+                    record,
+                )
     assert not verdicts["fault-exclusive-sequence"]["conformant"]
     # closes-after-goodbye is a SHOULD: a node breaking only it is still conformant.
     assert verdicts["fault-ignore-goodbye"]["conformant"]
@@ -114,8 +167,12 @@ def test_each_broken_node_fails_the_rule_it_breaks(tmp_path):
 
 def test_failure_message_names_requirement_and_shows_bytes(tmp_path):
     targets = tmp_path / "targets.toml"
-    targets.write_text(reference_variant("bad-hs", REFERENCE_SERVER + " --fault write-after-bad-handshake"))
-    run = certify(tmp_path, "--targets-file", str(targets), "--target", "bad-hs", "-k", "garbage_msg1")
+    targets.write_text(
+        reference_variant("bad-hs", REFERENCE_SERVER + " --fault write-after-bad-handshake")
+    )
+    run = certify(
+        tmp_path, "--targets-file", str(targets), "--target", "bad-hs", "-k", "garbage_msg1"
+    )
     record = run.by_case("bad-hs")["ssb.shs.server.rejects-garbage-msg1"]
     assert record["outcome"] == "failed"
     assert record["message"].startswith("ssb.shs.server.rejects-garbage-msg1 [MUST, SSB guide")
@@ -176,7 +233,11 @@ public_key = "{Keypair.generate().feed_id}"
     assert handshake["outcome"] == "failed"
     causes = {c["case_id"]: c for c in run.summary["targets"][0]["root_causes"]}
     assert len(causes["ssb.shs.server.completes-valid-handshake"]["blocked"]) >= 10
-    assert run.output.index("root causes") < run.output.index("passed failed") < run.output.index("NOT CONFORMANT")
+    assert (
+        run.output.index("root causes")
+        < run.output.index("passed failed")
+        < run.output.index("NOT CONFORMANT")
+    )
     assert run.seconds < 90, f"took {run.seconds:.0f} s"
 
 
@@ -201,9 +262,14 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
     # mistaken for another run's (another suite may run beside this one).
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    process = subprocess.Popen(CONFORMANCE + ["certify", "--run-dir", str(run_dir)], cwd=REPO_ROOT,
-                               env=dict(os.environ, TMPDIR=str(tmpdir)), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        CONFORMANCE + ["certify", "--run-dir", str(run_dir)],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, TMPDIR=str(tmpdir)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     results = run_dir / "results.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -220,12 +286,17 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
     # parent dies): gone within 1 s, as soon as it is.
     gone_by = time.monotonic() + 1
     while True:
-        leftover = subprocess.run(["pgrep", "-f", f"reference_impl.ssb serve.*{tmpdir}/conformance-reference-ssb"],
-                                  capture_output=True, text=True)
+        leftover = subprocess.run(
+            ["pgrep", "-f", f"reference_impl.ssb serve.*{tmpdir}/conformance-reference-ssb"],
+            capture_output=True,
+            text=True,
+        )
         if not leftover.stdout.strip() or time.monotonic() > gone_by:
             break
         time.sleep(0.05)
-    assert not leftover.stdout.strip(), f"node still running 1 s after the harness was killed: {leftover.stdout}"
+    assert not leftover.stdout.strip(), (
+        f"node still running 1 s after the harness was killed: {leftover.stdout}"
+    )
 
 
 @pytest.fixture(autouse=True)

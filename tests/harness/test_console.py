@@ -12,28 +12,42 @@ from conformance.core.results import CONSOLE_WIDTH, console_text, own_text
 from .cli_runner import WRONG_MSGNO_TARGET, certify
 
 CASE = "ssb.history.client.sends-well-formed-request"
-PREFIX = f"{CASE} [MUST, SSB guide, RPC protocol, Request format; createHistoryStream (\"Clients must use\")]: "
+PREFIX = f'{CASE} [MUST, SSB guide, RPC protocol, Request format; createHistoryStream ("Clients must use")]: '
 
 
 def test_console_text_leads_with_what_the_node_did():
-    assert own_text(PREFIX + "clients must use the name sequence", CASE) == "clients must use the name sequence"
-    assert console_text(PREFIX + "clients must use the name sequence, not seq: {\"seq\": 2}", CASE) == \
-        "clients must use the name sequence, not seq: {\"seq\": 2}"
+    assert (
+        own_text(PREFIX + "clients must use the name sequence", CASE)
+        == "clients must use the name sequence"
+    )
+    assert (
+        console_text(PREFIX + 'clients must use the name sequence, not seq: {"seq": 2}', CASE)
+        == 'clients must use the name sequence, not seq: {"seq": 2}'
+    )
     # The error is on the line after "its output:": joined, it shows.
-    assert console_text(PREFIX + "target client did not connect; its output:\n"
-                        "  TypeError: Cannot read properties of undefined (reading 'sequence')", CASE) == \
-        ("target client did not connect; its output: TypeError: Cannot read properties of undefined "
-         "(reading 'sequence')")
+    assert console_text(
+        PREFIX + "target client did not connect; its output:\n"
+        "  TypeError: Cannot read properties of undefined (reading 'sequence')",
+        CASE,
+    ) == (
+        "target client did not connect; its output: TypeError: Cannot read properties of undefined "
+        "(reading 'sequence')"
+    )
     assert console_text("first\n\n  second\nthird") == "first | second | third"
 
 
 def test_console_text_keeps_the_end_of_a_long_output():
-    message = (PREFIX + "ssb-db2-client did not replicate reference-ssb's feed (exit 5); client output:\n"
-               + "".join(f"  log line {n}: {'x' * 60}\n" for n in range(20))
-               + "  error: message 3: sequence must be 3, got 4")
+    message = (
+        PREFIX
+        + "ssb-db2-client did not replicate reference-ssb's feed (exit 5); client output:\n"
+        + "".join(f"  log line {n}: {'x' * 60}\n" for n in range(20))
+        + "  error: message 3: sequence must be 3, got 4"
+    )
     text = console_text(message, CASE)
     assert len(text) <= CONSOLE_WIDTH
-    assert text.startswith("ssb-db2-client did not replicate reference-ssb's feed (exit 5); client output: ... | ")
+    assert text.startswith(
+        "ssb-db2-client did not replicate reference-ssb's feed (exit 5); client output: ... | "
+    )
     assert text.endswith("| error: message 3: sequence must be 3, got 4")
     # Without a quoted output: cut at the width.
     long = console_text("y" * 1000)
@@ -50,16 +64,29 @@ def test_certify_console_shows_the_node_behaviour_and_groups_blocked_cases(tmp_p
     record = run.by_case("wrong-msgno")[root]
     # Progress: the line under the FAIL line is what came instead of what was expected, no prefix.
     at = next(n for n, line in enumerate(lines) if f"FAIL MUST   {root}" in line)
-    assert re.fullmatch(r"\s+the answer to the MSG with msgno 42 carries msgno 44: RPY msgno 44 .*'\{\"type\":"
-                        r"\"echo\",\"data\":\"msgno-42-[0-9a-f]+\"\}'", lines[at + 1]), lines[at + 1]
+    assert re.fullmatch(
+        r"\s+the answer to the MSG with msgno 42 carries msgno 44: RPY msgno 44 .*'\{\"type\":"
+        r"\"echo\",\"data\":\"msgno-42-[0-9a-f]+\"\}'",
+        lines[at + 1],
+    ), lines[at + 1]
     # Blocked cases: one line per run of them, none repeating the reason line by line.
-    grouped = [line for line in lines if re.search(r"\] blk  \d+ cases \(.*\) blocked by " + re.escape(root)
-                                                   + r" \(failed\): the answer to the MSG", line)]
+    grouped = [
+        line
+        for line in lines
+        if re.search(
+            r"\] blk  \d+ cases \(.*\) blocked by "
+            + re.escape(root)
+            + r" \(failed\): the answer to the MSG",
+            line,
+        )
+    ]
     assert grouped and "[ 13-23/30] blk  11 cases (8 MUST, 3 SHOULD)" in grouped[0], run.output
     assert sum(line.strip().startswith("blocked by") for line in lines) <= 2, run.output
     # Root causes: the node's behaviour first, and the blocked cases counted.
     at = lines.index(f"  failed MUST   wrong-msgno: {root}")
-    assert lines[at + 1].strip().startswith("the answer to the MSG with msgno 42 carries msgno 44"), lines[at + 1]
+    assert (
+        lines[at + 1].strip().startswith("the answer to the MSG with msgno 42 carries msgno 44")
+    ), lines[at + 1]
     assert lines[at + 2].strip().startswith("14 case(s) blocked by it: "), lines[at + 2]
     # The whole message is kept where it was: results.jsonl, the trace, summary.json without the prefix.
     assert record["message"].startswith(f"{root} [MUST, ")

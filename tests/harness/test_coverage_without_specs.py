@@ -49,11 +49,16 @@ def test_what_needs_the_texts_exits_2_with_the_fix(no_specs, capsys, option):
     out, err = capsys.readouterr()
     assert out == ""
     needed_by = "--format json" if option[0] == "--format" else option[0]
-    assert f"the spec texts are not at {no_specs} (the default, <repo>/../shared/specs); {needed_by} needs them" in err
+    assert (
+        f"the spec texts are not at {no_specs} (the default, <repo>/../shared/specs); {needed_by} needs them"
+        in err
+    )
     assert "pass --specs-dir DIR or set CONFORMANCE_SPECS_DIR=DIR" in err
 
 
-def test_texts_named_but_missing_exit_2_naming_who_named_them(no_specs, tmp_path, monkeypatch, capsys):
+def test_texts_named_but_missing_exit_2_naming_who_named_them(
+    no_specs, tmp_path, monkeypatch, capsys
+):
     assert main(["coverage", "--protocol", "btp", "--specs-dir", str(tmp_path / "absent")]) == 2
     assert f"not at {tmp_path / 'absent'} (--specs-dir)" in capsys.readouterr().err
     monkeypatch.setenv(tool.SPECS_ENV, str(tmp_path / "elsewhere"))

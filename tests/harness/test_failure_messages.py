@@ -12,7 +12,7 @@ from conformance.plugin import assertion_message
 
 from .fake_suite import Listener, run_suite, targets_file, write_suite
 
-SUITE = '''
+SUITE = """
 class Reply:
     msgno = 44
 
@@ -43,7 +43,7 @@ def test_message_starting_with_assert(target):
 @requirement("stomp.fake.server.raised", "MUST", "Fake §5")
 def test_raised(target):
     raise AssertionError("the target closed the connection\\nassert this line is the helper's own")
-'''
+"""
 
 
 @pytest.fixture
@@ -66,7 +66,9 @@ def test_stored_messages_carry_no_assertion_introspection(tmp_path, listener):
         "stomp.fake.server.raised": "the target closed the connection\nassert this line is the helper's own",
     }, messages
     for record in cases.values():
-        assert " at 0x" not in record["message"] and "where" not in record["message"], record["message"]
+        assert " at 0x" not in record["message"] and "where" not in record["message"], record[
+            "message"
+        ]
         # The trace file's header holds the same message.
         trace = (run.run_dir / record["trace_file"]).read_text() if record.get("trace_file") else ""
         assert " at 0x" not in trace

@@ -32,11 +32,13 @@ VERDICT_KEEPING = ("fragment", "coalesce", "delay", "throttle")
 def impaired():
     """``impaired("fragment", seed=1)`` activates an impairment for the
     test; it is cleared afterwards."""
+
     def activate(text: str, seed: int = 1) -> Impairment:
         impairment = Impairment(parse_profile(text), seed)
         impair.activate(impairment)
         impair.begin_case("test")
         return impairment
+
     yield activate
     impair.activate(None)
 
@@ -47,7 +49,11 @@ def impaired():
 def test_profiles_parse_with_their_defaults_and_given_parameters():
     assert parse_profile("fragment").resolved() == {"max": 16, "pauses": 4, "pause_ms": 2}
     delay = parse_profile("delay:ms=200,jitter=50")
-    assert delay.text() == "delay:ms=200,jitter=50" and delay.get("ms") == 200 and delay.get("jitter") == 50
+    assert (
+        delay.text() == "delay:ms=200,jitter=50"
+        and delay.get("ms") == 200
+        and delay.get("jitter") == 50
+    )
     assert parse_profile(" throttle:rate=65536 ").resolved()["rate"] == 65536
     described = Impairment(delay, 123).describe()
     assert described == "delay:ms=200,jitter=50 seed=123"
@@ -55,17 +61,23 @@ def test_profiles_parse_with_their_defaults_and_given_parameters():
     assert Impairment(parse_profile("fragment"), 7).describe() == "fragment seed=7"
 
 
-@pytest.mark.parametrize(("text", "complaint"), [
-    ("jam", "unknown impairment profile 'jam'; profiles: fragment, coalesce, delay, throttle, stall"),
-    ("delay:latency=3", "profile delay has no parameter 'latency'"),
-    ("delay:ms", "parameter ms needs a value"),
-    ("delay:ms=soon", "ms='soon' is not a number"),
-    ("delay:ms=-1", "ms must be at least 0"),
-    ("fragment:max=2.5", "max must be a whole number"),
-    ("fragment:max=0", "max must be at least 1"),
-    ("delay:ms=1,ms=2", "ms given twice"),
-    ("throttle:rate=10", "rate must be at least 1024"),
-])
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        (
+            "jam",
+            "unknown impairment profile 'jam'; profiles: fragment, coalesce, delay, throttle, stall",
+        ),
+        ("delay:latency=3", "profile delay has no parameter 'latency'"),
+        ("delay:ms", "parameter ms needs a value"),
+        ("delay:ms=soon", "ms='soon' is not a number"),
+        ("delay:ms=-1", "ms must be at least 0"),
+        ("fragment:max=2.5", "max must be a whole number"),
+        ("fragment:max=0", "max must be at least 1"),
+        ("delay:ms=1,ms=2", "ms given twice"),
+        ("throttle:rate=10", "rate must be at least 1024"),
+    ],
+)
 def test_a_bad_profile_is_refused_naming_what_is_wrong(text, complaint):
     with pytest.raises(ImpairmentError, match=complaint.replace("(", r"\(").replace(")", r"\)")):
         parse_profile(text)
@@ -79,8 +91,14 @@ def test_the_default_profiles_and_the_issues_example_are_accepted_for_every_prot
 
 def test_a_delay_past_the_read_deadline_is_refused_with_the_reason():
     reason = refusal(parse_profile("delay:ms=900"), "ssb", 3.0)
-    assert reason and "adds up to 1.85 s to a request and its answer" in reason and "read deadline (3 s" in reason
-    assert refusal(parse_profile("delay:ms=900"), "ssb", 6.0) is None   # a longer --deadline admits it
+    assert (
+        reason
+        and "adds up to 1.85 s to a request and its answer" in reason
+        and "read deadline (3 s" in reason
+    )
+    assert (
+        refusal(parse_profile("delay:ms=900"), "ssb", 6.0) is None
+    )  # a longer --deadline admits it
 
 
 def test_a_delay_past_ripps_liveness_window_is_refused_for_ripp_only():
@@ -130,8 +148,10 @@ def test_fragment_cut_points_are_byte_offsets_drawn_from_the_seed():
 
 def test_each_direction_and_connection_draws_on_its_own():
     impairment = Impairment(parse_profile("delay:ms=10,jitter=50"), 5)
-    late = [impairment.shape(key).lateness for key in ("a/1/harness->target", "a/1/target->harness",
-                                                          "a/2/harness->target")]
+    late = [
+        impairment.shape(key).lateness
+        for key in ("a/1/harness->target", "a/1/target->harness", "a/2/harness->target")
+    ]
     draws = [[round(f(), 6) for _ in range(5)] for f in late]
     assert len({tuple(d) for d in draws}) == 3
     assert all(0.010 <= x <= 0.060 for d in draws for x in d)
@@ -144,14 +164,16 @@ def test_each_direction_and_connection_draws_on_its_own():
 
 async def _echo_server():
     """A server echoing every byte, then closing when the client's EOF comes."""
+
     async def echo(reader, writer):
         try:
             while data := await reader.read(65536):
                 writer.write(data)
                 await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):   # the test is over
+        except (ConnectionError, asyncio.CancelledError):  # the test is over
             pass
         writer.close()
+
     server = await asyncio.start_server(echo, "127.0.0.1", 0)
     return server, server.sockets[0].getsockname()[1]
 
@@ -165,7 +187,7 @@ async def test_bytes_cross_the_relay_intact_both_ways_and_eof_follows_them(profi
         conn = await TcpConnection.open("127.0.0.1", port, trace, deadline=10)
         payload = bytes(i % 251 for i in range(20000))
         for at in range(0, len(payload), 5000):
-            await conn.send(payload[at:at + 5000])
+            await conn.send(payload[at : at + 5000])
         conn.finish_sending()
         assert await conn.receive_exactly(len(payload), "the echo", deadline=20) == payload
         closed, rest = await conn.await_close(10)
@@ -183,9 +205,12 @@ async def test_fragment_delivers_a_write_in_pieces(impaired):
         await writer.drain()
         await got
         writer.close()
+
     server = await asyncio.start_server(one_write, "127.0.0.1", 0)
     async with server:
-        conn = await TcpConnection.open("127.0.0.1", server.sockets[0].getsockname()[1], WireTrace(), deadline=5)
+        conn = await TcpConnection.open(
+            "127.0.0.1", server.sockets[0].getsockname()[1], WireTrace(), deadline=5
+        )
         reads = []
         while sum(map(len, reads)) < 16:
             reads.append(await conn.receive_some())
@@ -205,9 +230,12 @@ async def test_coalesce_delivers_writes_made_within_its_window_together(impaired
             await asyncio.sleep(0)
         await reader.read(1)
         writer.close()
+
     server = await asyncio.start_server(three_writes, "127.0.0.1", 0)
     async with server:
-        conn = await TcpConnection.open("127.0.0.1", server.sockets[0].getsockname()[1], WireTrace(), deadline=5)
+        conn = await TcpConnection.open(
+            "127.0.0.1", server.sockets[0].getsockname()[1], WireTrace(), deadline=5
+        )
         assert await conn.receive_some() == b"one;two;three;"
         conn.abort()
 
@@ -220,7 +248,7 @@ async def test_delay_and_throttle_take_their_time(impaired):
         started = time.monotonic()
         await conn.send(b"ping")
         assert await conn.receive_exactly(4, "the echo") == b"ping"
-        assert time.monotonic() - started >= 0.3   # 150 ms each way
+        assert time.monotonic() - started >= 0.3  # 150 ms each way
         conn.abort()
         impaired("throttle:rate=20000,slice=1000")
         conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline=5)
@@ -252,9 +280,12 @@ async def test_a_reset_reaches_the_harness_after_the_bytes_before_it(impaired):
         await writer.drain()
         await reader.read(1)
         writer.transport.abort()
+
     server = await asyncio.start_server(write_then_reset, "127.0.0.1", 0)
     async with server:
-        conn = await TcpConnection.open("127.0.0.1", server.sockets[0].getsockname()[1], WireTrace(), deadline=5)
+        conn = await TcpConnection.open(
+            "127.0.0.1", server.sockets[0].getsockname()[1], WireTrace(), deadline=5
+        )
         assert await conn.receive_exactly(10, "the words") == b"last words"
         await conn.send(b"!")
         closed, rest = await conn.await_close(5)
@@ -276,8 +307,10 @@ async def test_the_client_role_is_given_the_relays_address(impaired):
         await conn.send(b"hello target")
         assert await reader.readexactly(12) == b"hello target"
         writer.close()
-    assert f"the target is given 127.0.0.1:{server.port} through the impairment relay (fragment seed=1)" \
+    assert (
+        f"the target is given 127.0.0.1:{server.port} through the impairment relay (fragment seed=1)"
         in trace.render()
+    )
 
 
 async def test_websockets_go_through_the_relay_in_both_roles(impaired):
@@ -291,7 +324,10 @@ async def test_websockets_go_through_the_relay_in_both_roles(impaired):
         await accepted.send("back", "to the target")
         assert await client.receive("the answer") == "back"
         await client.close()
-    assert f"the target is given {server.url} through the impairment relay (fragment:max=3 seed=1)" in trace.render()
+    assert (
+        f"the target is given {server.url} through the impairment relay (fragment:max=3 seed=1)"
+        in trace.render()
+    )
 
 
 async def test_interop_relays_put_both_targets_behind_the_impairment(impaired):
@@ -308,19 +344,31 @@ async def test_interop_relays_put_both_targets_behind_the_impairment(impaired):
 
 
 def test_without_an_impairment_nothing_is_relayed():
-    assert impair.active() is None and impair.through() == "" and impair.slack() == 0 == impair.round_trip()
+    assert (
+        impair.active() is None
+        and impair.through() == ""
+        and impair.slack() == 0 == impair.round_trip()
+    )
 
 
 # --- the command line -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("args", "complaint"), [
-    (["--impair", "jam"], "unknown impairment profile 'jam'"),
-    (["--impair", "delay:ms=900"], "impairment delay:ms=900 refused for ripplehost: it adds up to 1.85 s"),
-    (["--impair-seed", "3"], "--impair-seed goes with --impair"),
-])
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--impair", "jam"], "unknown impairment profile 'jam'"),
+        (
+            ["--impair", "delay:ms=900"],
+            "impairment delay:ms=900 refused for ripplehost: it adds up to 1.85 s",
+        ),
+        (["--impair-seed", "3"], "--impair-seed goes with --impair"),
+    ],
+)
 def test_certify_refuses_a_bad_or_breaking_profile_before_any_case(args, complaint, tmp_path):
-    done = run_cli("certify", "--protocol", "ripplehost", "--run-dir", str(tmp_path / "run"), *args, timeout=60)
+    done = run_cli(
+        "certify", "--protocol", "ripplehost", "--run-dir", str(tmp_path / "run"), *args, timeout=60
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert complaint in done.stderr
     assert not (tmp_path / "run" / "results.jsonl").exists()
@@ -328,8 +376,18 @@ def test_certify_refuses_a_bad_or_breaking_profile_before_any_case(args, complai
 
 def test_a_certification_records_its_impairment_and_seed(tmp_path):
     run_dir = tmp_path / "run"
-    done = run_cli("certify", "--protocol", "ripplehost", "--run-dir", str(run_dir),
-                   "--impair", "fragment", "--impair-seed", "123", timeout=300)
+    done = run_cli(
+        "certify",
+        "--protocol",
+        "ripplehost",
+        "--run-dir",
+        str(run_dir),
+        "--impair",
+        "fragment",
+        "--impair-seed",
+        "123",
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "impairment: fragment seed=123" in done.stdout and "--impair-seed 123" in done.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -351,13 +409,24 @@ def test_reference_verdicts_hold_under_impairment(protocol, profile, tmp_path):
     from conformance.mutation import run_mutation, suite_case_ids
 
     from ..mutation.test_mutation import TEST_PARAMS
-    run = run_mutation([protocol], [], jobs=1, work_dir=tmp_path, progress=lambda line: None, faults=False,
-                       params=TEST_PARAMS.get(protocol),
-                       impairment=Impairment(parse_profile(profile), 20261126))
+
+    run = run_mutation(
+        [protocol],
+        [],
+        jobs=1,
+        work_dir=tmp_path,
+        progress=lambda line: None,
+        faults=False,
+        params=TEST_PARAMS.get(protocol),
+        impairment=Impairment(parse_profile(profile), 20261126),
+    )
     cert = run.conformant[protocol]
     assert set(cert.records) == set(suite_case_ids(protocol))
-    not_passed = {case: (r["outcome"], r["message"][:300]) for case, r in cert.records.items()
-                  if r["outcome"] != "passed"}
+    not_passed = {
+        case: (r["outcome"], r["message"][:300])
+        for case, r in cert.records.items()
+        if r["outcome"] != "passed"
+    }
     assert not not_passed, not_passed
     assert {r["impairment"] for r in cert.records.values()} == {f"{profile} seed=20261126"}
 
@@ -365,9 +434,15 @@ def test_reference_verdicts_hold_under_impairment(protocol, profile, tmp_path):
 def test_the_doc_lists_every_profile_with_its_parameters_and_defaults():
     """docs/impairment.md's table of profiles is PROFILES."""
     from pathlib import Path
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "impairment.md").read_text(encoding="utf-8")
-    rows = {line.split("|")[1].strip().strip("`"): line for line in doc.splitlines()
-            if line.startswith("| `") and line.count("|") == 4}
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "impairment.md").read_text(
+        encoding="utf-8"
+    )
+    rows = {
+        line.split("|")[1].strip().strip("`"): line
+        for line in doc.splitlines()
+        if line.startswith("| `") and line.count("|") == 4
+    }
     assert set(impair.PROFILES) <= set(rows), sorted(rows)
     for name, spec in impair.PROFILES.items():
         for param in spec.params:
@@ -376,9 +451,13 @@ def test_the_doc_lists_every_profile_with_its_parameters_and_defaults():
 
 
 NOT_OBSERVABLE_UNDER = {
-    (protocol, profile, "number-replies-by-latest-request"):
-        "two requests are in flight at the node only when both reach it before it answers the first"
-    for protocol in ("ssb",) for profile in ("fragment", "throttle")
+    (
+        protocol,
+        profile,
+        "number-replies-by-latest-request",
+    ): "two requests are in flight at the node only when both reach it before it answers the first"
+    for protocol in ("ssb",)
+    for profile in ("fragment", "throttle")
 }
 """Faults whose own case cannot see them under a profile, with the reason
 the table gives (docs/impairment-results.md, "Differences"): the fault
@@ -396,13 +475,16 @@ def test_the_results_table_covers_every_protocol_and_profile_and_every_cell_hold
     from pathlib import Path
 
     from conformance.mutation import registry, variant_specs
+
     docs = Path(__file__).resolve().parents[2] / "docs"
     rows = json.loads((docs / "impairment-results.json").read_text(encoding="utf-8"))
     table = (docs / "impairment-results.md").read_text(encoding="utf-8")
     by_cell = {(row["protocol"], row["profile"]): row for row in rows}
     for (protocol, profile, fault), why in NOT_OBSERVABLE_UNDER.items():
         assert why in table, (protocol, profile, fault)
-    assert set(by_cell) == {(protocol, profile) for protocol in PROTOCOLS for profile in VERDICT_KEEPING}
+    assert set(by_cell) == {
+        (protocol, profile) for protocol in PROTOCOLS for profile in VERDICT_KEEPING
+    }
     for (protocol, profile), row in by_cell.items():
         assert row["refused"] is None, row
         assert row["faults"] == len(registry(protocol).SPECS), (protocol, profile)
@@ -412,5 +494,7 @@ def test_the_results_table_covers_every_protocol_and_profile_and_every_cell_hold
         assert {missed["fault"] for missed in row["not_caught"]} <= excused, row
         assert row["caught"] >= row["faults"] - len(excused), row
         assert row["variants_conformant"] == row["variants"], row
-        assert (f"| {protocol} | {profile} | {row['seed']} | CONFORMANT | {row['caught']}/{row['faults']} "
-                f"| {row['variants_conformant']}/{row['variants']} |") in table, (protocol, profile)
+        assert (
+            f"| {protocol} | {profile} | {row['seed']} | CONFORMANT | {row['caught']}/{row['faults']} "
+            f"| {row['variants_conformant']}/{row['variants']} |"
+        ) in table, (protocol, profile)

@@ -44,8 +44,13 @@ for the node to drop a silent connection."""
 PREREQUISITE = "btp.auth.server.accepts-valid-auth"
 SLOW = "btp.auth.server.disconnects-client-that-never-authenticates"
 SLOW_FUNCTION = "test_disconnects_silent_client"
-STATUS = {"passed": "passed", "failed": "failed", "error": "broken", "not_applicable": "skipped",
-          "blocked": "skipped"}
+STATUS = {
+    "passed": "passed",
+    "failed": "failed",
+    "error": "broken",
+    "not_applicable": "skipped",
+    "blocked": "skipped",
+}
 
 
 def _slow_case_is_running(run_dir: Path) -> bool:
@@ -55,20 +60,27 @@ def _slow_case_is_running(run_dir: Path) -> bool:
 
 def _records(run_dir: Path) -> list[dict]:
     path = run_dir / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if path.is_file()
+        else []
+    )
 
 
 @pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
 def test_a_case_cut_short_by_an_interrupt_is_nowhere_passed(tmp_path: Path, how: str) -> None:
     targets = tmp_path / "targets.toml"
     targets.write_text(SLOW_AUTH_BTP)
-    process, run_dir, _ = _start(tmp_path, "--targets-file", str(targets), "--target", "slow-auth-btp",
-                                 "-k", SLOW_FUNCTION)
+    process, run_dir, _ = _start(
+        tmp_path, "--targets-file", str(targets), "--target", "slow-auth-btp", "-k", SLOW_FUNCTION
+    )
     # The event: the slow case's body is running (its prerequisite ended).
     deadline = time.monotonic() + 60
     while not (_records(run_dir) and _slow_case_is_running(run_dir)):
         if process.poll() is not None:
-            pytest.fail(f"certify ended before it could be stopped:\n{process.communicate()[0][-3000:]}")
+            pytest.fail(
+                f"certify ended before it could be stopped:\n{process.communicate()[0][-3000:]}"
+            )
         if time.monotonic() > deadline:
             pytest.fail(f"no case ended within 60 s:\n{_stop(process, 'sigterm')[-3000:]}")
         time.sleep(0.05)
@@ -84,7 +96,8 @@ def test_a_case_cut_short_by_an_interrupt_is_nowhere_passed(tmp_path: Path, how:
     assert said == [
         f"conformance: {word}: the run did not finish; the nodes it started were stopped and their work dirs removed",
         f"conformance: 1 finished case(s) kept in {run_dir} (results.jsonl, traces/, allure-results/; no "
-        "summary.json: the verdict needs a whole run)"], output
+        "summary.json: the verdict needs a whole run)",
+    ], output
     # Besides the progress lines: a heading, the two lines, blank lines; nothing else.
     progress = [line for line in output.splitlines() if line.startswith("  ")]
     assert len(output.splitlines()) <= len(progress) + 6, output
@@ -107,23 +120,33 @@ def test_a_case_cut_short_by_an_interrupt_is_nowhere_passed(tmp_path: Path, how:
     assert allure[SLOW]["status"] == "broken"
     assert "interrupted: no verdict" in allure[SLOW]["statusDetails"]["message"]
     assert "during the case's call" in allure[SLOW]["statusDetails"]["message"]
-    assert allure[SLOW]["historyId"] and allure[SLOW]["historyId"] != allure[PREREQUISITE]["historyId"]
+    assert (
+        allure[SLOW]["historyId"] and allure[SLOW]["historyId"] != allure[PREREQUISITE]["historyId"]
+    )
 
     # JUnit: no nameless testcase; the cut case is not a pass.
     junit = ET.parse(run_dir / "junit-slow-auth-btp.xml").getroot()
     testcases = {case.get("name"): case for case in junit.iter("testcase")}
-    assert None not in testcases and len(testcases) == len(list(junit.iter("testcase"))), \
+    assert None not in testcases and len(testcases) == len(list(junit.iter("testcase"))), (
         ET.tostring(junit, encoding="unicode")
-    outcome = [child for child in testcases[SLOW_FUNCTION] if child.tag in ("failure", "error", "skipped")]
-    assert outcome and "interrupted: no verdict" in (outcome[0].get("message") or ""), \
-        ET.tostring(testcases[SLOW_FUNCTION], encoding="unicode")
+    )
+    outcome = [
+        child for child in testcases[SLOW_FUNCTION] if child.tag in ("failure", "error", "skipped")
+    ]
+    assert outcome and "interrupted: no verdict" in (outcome[0].get("message") or ""), ET.tostring(
+        testcases[SLOW_FUNCTION], encoding="unicode"
+    )
     (finished,) = [name for name in testcases if name != SLOW_FUNCTION]
-    assert not [child.tag for child in testcases[finished] if child.tag in ("failure", "error", "skipped")]
+    assert not [
+        child.tag for child in testcases[finished] if child.tag in ("failure", "error", "skipped")
+    ]
 
     # The Allure report built from these files: one pass, one broken.
     if report.BUNDLED_ALLURE.is_file() and shutil.which("java"):
         assert report.build_report(run_dir, no_history=True) == 0
-        summary = json.loads((run_dir / "allure-report" / "widgets" / "summary.json").read_text())["statistic"]
+        summary = json.loads((run_dir / "allure-report" / "widgets" / "summary.json").read_text())[
+            "statistic"
+        ]
         assert (summary["passed"], summary["broken"], summary["total"]) == (1, 1, 2), summary
 
 
@@ -159,6 +182,8 @@ def test_sigterm_while_pytest_reports_the_interrupt_prints_no_traceback(tmp_path
     # Interrupted (pytest's 2), not a crash: a SessionTerminated raised while
     # pytest reported the interrupt escaped it as pages of chained tracebacks.
     assert run.code == 2, run.output[-3000:]
-    assert "SessionTerminated" not in run.output and "During handling of the above exception" not in run.output, \
-        run.output[-3000:]
+    assert (
+        "SessionTerminated" not in run.output
+        and "During handling of the above exception" not in run.output
+    ), run.output[-3000:]
     assert run.records == []

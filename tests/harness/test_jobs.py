@@ -44,8 +44,11 @@ def verdicts(run) -> dict[str, bool]:
 def final_summary(output: str) -> list[str]:
     """The count table and verdict lines printed at the end."""
     start = output.index("\ntarget ")
-    return [line for line in output[start:].splitlines()
-            if line.split(" ", 1)[0] in TARGETS + ["target"] and not line.startswith("[")]
+    return [
+        line
+        for line in output[start:].splitlines()
+        if line.split(" ", 1)[0] in TARGETS + ["target"] and not line.startswith("[")
+    ]
 
 
 def test_jobs_give_the_same_verdicts_and_outcomes_as_serial(tmp_path):
@@ -58,11 +61,24 @@ def test_jobs_give_the_same_verdicts_and_outcomes_as_serial(tmp_path):
     parallel = certify(tmp_path / "parallel", *args, "--jobs", "3", timeout=240)
     # wrong-msgno is not conformant: both runs exit 1, with the same verdicts.
     assert serial.code == parallel.code == 1, (serial.output, parallel.output)
-    assert verdicts(serial) == verdicts(parallel) == {"reference-btp": True, "reference-ripp": True,
-                                                      "reference-ripplehost": True, "wrong-msgno": False}
+    assert (
+        verdicts(serial)
+        == verdicts(parallel)
+        == {
+            "reference-btp": True,
+            "reference-ripp": True,
+            "reference-ripplehost": True,
+            "wrong-msgno": False,
+        }
+    )
     assert outcomes(serial) == outcomes(parallel)
     assert len(serial.records) == len(parallel.records) >= 60
-    assert {o for _, _, o in outcomes(parallel)} >= {"passed", "failed", "blocked", "not_applicable"}
+    assert {o for _, _, o in outcomes(parallel)} >= {
+        "passed",
+        "failed",
+        "blocked",
+        "not_applicable",
+    }
     assert final_summary(serial.output) == final_summary(parallel.output)
 
     lines = parallel.output.splitlines()
@@ -73,9 +89,12 @@ def test_jobs_give_the_same_verdicts_and_outcomes_as_serial(tmp_path):
     # -k left cases of every suite out: each verdict says it holds for the
     # selected cases only (docs/reports.md, "Selecting cases").
     for line in ends:
-        assert re.fullmatch(r"== end \S+: (NOT )?CONFORMANT on the \d+ selected case\(s\)"
-                            r"( \(and \d+ prerequisite\(s\)\))? of \d+ \(partial run\), \d+ case\(s\): "
-                            r"passed \d+, failed \d+, error \d+, blocked \d+, n/a \d+; \d+\.\d s", line), line
+        assert re.fullmatch(
+            r"== end \S+: (NOT )?CONFORMANT on the \d+ selected case\(s\)"
+            r"( \(and \d+ prerequisite\(s\)\))? of \d+ \(partial run\), \d+ case\(s\): "
+            r"passed \d+, failed \d+, error \d+, blocked \d+, n/a \d+; \d+\.\d s",
+            line,
+        ), line
     assert any("== end wrong-msgno: NOT CONFORMANT" in line for line in ends)
     # Never more than 3 sessions at once, and with 4 targets one had to wait.
     running = peak = 0
@@ -88,7 +107,9 @@ def test_jobs_give_the_same_verdicts_and_outcomes_as_serial(tmp_path):
     numbered = re.compile(r"\[ *(\d+)(?:-(\d+))?/\d+\] (pass|FAIL|n/a |ERR |blk ) ")
     progress = [line for line in lines if numbered.search(line)]
     spans = [numbered.search(line).groups()[:2] for line in progress]
-    assert sum(int(last or first) - int(first) + 1 for first, last in spans) == len(parallel.records)
+    assert sum(int(last or first) - int(first) + 1 for first, last in spans) == len(
+        parallel.records
+    )
     prefixed = re.compile(r"\[(%s)\]   \[ *\d+(-\d+)?/\d+\] " % "|".join(map(re.escape, TARGETS)))
     for line in progress:
         assert prefixed.match(line), line
@@ -101,10 +122,26 @@ def test_jobs_give_the_same_verdicts_and_outcomes_as_serial(tmp_path):
 def test_preflight_error_under_jobs_exits_2_and_starts_nothing_new(tmp_path):
     targets_file = tmp_path / "targets.toml"
     targets_file.write_text(ssb_target(closed_port(), Keypair.generate().feed_id))
-    run = certify(tmp_path, "--targets-file", str(targets_file), "--target", "node", "--target", "reference-ripp",
-                  "--target", "reference-btp", "--jobs", "2", timeout=180)
+    run = certify(
+        tmp_path,
+        "--targets-file",
+        str(targets_file),
+        "--target",
+        "node",
+        "--target",
+        "reference-ripp",
+        "--target",
+        "reference-btp",
+        "--jobs",
+        "2",
+        timeout=180,
+    )
     assert run.code == 2, run.output
-    errors = [line for line in run.output.splitlines() if line.startswith("conformance: error: preflight:")]
+    errors = [
+        line
+        for line in run.output.splitlines()
+        if line.startswith("conformance: error: preflight:")
+    ]
     assert len(errors) == 1 and "target node is unreachable" in errors[0], run.output
     summary = run.summary
     assert summary["preflight_target"] == "node"
@@ -120,17 +157,36 @@ def test_preflight_error_under_jobs_exits_2_and_starts_nothing_new(tmp_path):
     assert "== start reference-ripp:" not in run.output
 
 
-@pytest.mark.parametrize(("signum", "code", "word"), [
-    (signal.SIGINT, 130, "interrupted (Ctrl-C)"),
-    # SIGTERM: what a cancelled CI job, `kill` or `docker stop` sends.
-    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
-], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    ("signum", "code", "word"),
+    [
+        (signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+        # SIGTERM: what a cancelled CI job, `kill` or `docker stop` sends.
+        (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_ctrl_c_or_sigterm_stops_every_session_and_keeps_the_results(tmp_path, signum, code, word):
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        CONFORMANCE + ["certify", "--run-dir", str(run_dir), "--jobs", "2", "--target", "reference-btp",
-                       "--target", "reference-ripplehost"],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        CONFORMANCE
+        + [
+            "certify",
+            "--run-dir",
+            str(run_dir),
+            "--jobs",
+            "2",
+            "--target",
+            "reference-btp",
+            "--target",
+            "reference-ripplehost",
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     results = run_dir / "results.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -153,19 +209,34 @@ def test_ctrl_c_or_sigterm_stops_every_session_and_keeps_the_results(tmp_path, s
     said = [line for line in output.splitlines() if line.startswith("conformance: ")]
     assert said == [
         f"conformance: {word}: the run did not finish; the nodes it started were stopped and their work dirs removed",
-        (f"conformance: {len(records)} finished case(s) kept in {run_dir.resolve()} (results.jsonl, traces/, "
-         "allure-results/; no summary.json: the verdict needs a whole run)")], output
+        (
+            f"conformance: {len(records)} finished case(s) kept in {run_dir.resolve()} (results.jsonl, traces/, "
+            "allure-results/; no summary.json: the verdict needs a whole run)"
+        ),
+    ], output
     assert {r["target"] for r in records} == {"reference-btp", "reference-ripplehost"}
     assert len(records) < 40 + 27, "the run was stopped before it finished"
 
 
 def test_interop_all_jobs_tally_each_pair_from_its_own_records(tmp_path):
     from .test_interop_all import TARGETS as INTEROP_TARGETS
+
     targets_file = tmp_path / "targets.toml"
     targets_file.write_text(INTEROP_TARGETS)
     run_dir = tmp_path / "run"
-    completed = run_cli("interop", "--all", "--protocol", "ripplehost", "--jobs", "2",
-                        "--targets-file", str(targets_file), "--run-dir", str(run_dir), timeout=240)
+    completed = run_cli(
+        "interop",
+        "--all",
+        "--protocol",
+        "ripplehost",
+        "--jobs",
+        "2",
+        "--targets-file",
+        str(targets_file),
+        "--run-dir",
+        str(run_dir),
+        timeout=240,
+    )
     out = completed.stdout + completed.stderr
     assert completed.returncode == 1, out
     summary = json.loads((run_dir / "interop-summary.json").read_text())
@@ -173,7 +244,9 @@ def test_interop_all_jobs_tally_each_pair_from_its_own_records(tmp_path):
     assert {key: p["verdict"] for key, p in pairs.items()} == {
         ("reference-ripplehost", "reference-ripplehost"): "interoperable",
         ("reference-ripplehost", "wrong-msgno"): "NOT interoperable",
-        ("ghost", "reference-ripplehost"): "skipped", ("ghost", "wrong-msgno"): "skipped"}
+        ("ghost", "reference-ripplehost"): "skipped",
+        ("ghost", "wrong-msgno"): "skipped",
+    }
     # The pairs ran at once, yet each counts only its own records.
     assert pairs[("reference-ripplehost", "reference-ripplehost")]["counts"]["passed"] == 2
     assert pairs[("reference-ripplehost", "wrong-msgno")]["counts"]["failed"] == 1
@@ -184,12 +257,24 @@ def test_interop_all_jobs_tally_each_pair_from_its_own_records(tmp_path):
 
 
 def test_interop_jobs_needs_all(tmp_path):
-    completed = run_cli("interop", "--client", "reference-ripp", "--server", "reference-ripp",
-                        "--jobs", "2", "--run-dir", str(tmp_path / "r"), timeout=60)
+    completed = run_cli(
+        "interop",
+        "--client",
+        "reference-ripp",
+        "--server",
+        "reference-ripp",
+        "--jobs",
+        "2",
+        "--run-dir",
+        str(tmp_path / "r"),
+        timeout=60,
+    )
     assert completed.returncode == 2 and "--jobs goes with --all" in completed.stderr
 
 
-def scripted_session(label: str, seconds: float, log: list, lock: threading.Lock, resources=()) -> Session:
+def scripted_session(
+    label: str, seconds: float, log: list, lock: threading.Lock, resources=()
+) -> Session:
     def run() -> int:
         with lock:
             log.append(("start", label))
@@ -197,6 +282,7 @@ def scripted_session(label: str, seconds: float, log: list, lock: threading.Lock
         with lock:
             log.append(("end", label))
         return 0
+
     return Session(label, run, frozenset(resources))
 
 
@@ -212,12 +298,21 @@ def peak_overlap(log: list, labels=None) -> int:
 def test_scheduler_keeps_to_jobs_and_resources():
     log: list = []
     lock = threading.Lock()
-    sessions = [scripted_session("a", 0.3, log, lock, ["shared"]), scripted_session("b", 0.3, log, lock, ["shared"]),
-                scripted_session("c", 0.2, log, lock), scripted_session("d", 0.2, log, lock),
-                scripted_session("e", 0.2, log, lock)]
+    sessions = [
+        scripted_session("a", 0.3, log, lock, ["shared"]),
+        scripted_session("b", 0.3, log, lock, ["shared"]),
+        scripted_session("c", 0.2, log, lock),
+        scripted_session("d", 0.2, log, lock),
+        scripted_session("e", 0.2, log, lock),
+    ]
     ended = []
-    codes = run_sessions(sessions, 2, ChildOutput(Console()), lambda s: None,
-                         lambda s, code, seconds: ended.append(s.label) or True)
+    codes = run_sessions(
+        sessions,
+        2,
+        ChildOutput(Console()),
+        lambda s: None,
+        lambda s, code, seconds: ended.append(s.label) or True,
+    )
     assert codes == {label: 0 for label in "abcde"} and sorted(ended) == list("abcde")
     assert peak_overlap(log) == 2
     assert peak_overlap(log, {"a", "b"}) == 1, "sessions sharing a resource overlapped"
@@ -226,10 +321,18 @@ def test_scheduler_keeps_to_jobs_and_resources():
 def test_scheduler_starts_nothing_new_after_a_stop():
     log: list = []
     lock = threading.Lock()
-    sessions = [scripted_session("quick-bad", 0.05, log, lock), scripted_session("slow", 0.4, log, lock),
-                scripted_session("next", 0.05, log, lock)]
-    codes = run_sessions(sessions, 2, ChildOutput(Console()), lambda s: None,
-                         lambda s, code, seconds: s.label != "quick-bad")
+    sessions = [
+        scripted_session("quick-bad", 0.05, log, lock),
+        scripted_session("slow", 0.4, log, lock),
+        scripted_session("next", 0.05, log, lock),
+    ]
+    codes = run_sessions(
+        sessions,
+        2,
+        ChildOutput(Console()),
+        lambda s: None,
+        lambda s, code, seconds: s.label != "quick-bad",
+    )
     # The running one finished, the pending one never started.
     assert set(codes) == {"quick-bad", "slow"} and ("end", "slow") in log
     assert ("start", "next") not in log

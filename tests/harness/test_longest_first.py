@@ -41,13 +41,19 @@ def test_timed_targets_are_ordered_by_time_and_the_others_by_estimate():
     ssb, ripp, stomp = _targets("reference-ssb", "reference-ripp", "reference-stomp")
     counts = {"ssb": 73, "ripp": 23, "stomp": 55}
     # Nothing timed: case counts alone.
-    assert [t.name for t in longest_first([ripp, stomp, ssb], {}, counts)] == \
-        ["reference-ssb", "reference-stomp", "reference-ripp"]
+    assert [t.name for t in longest_first([ripp, stomp, ssb], {}, counts)] == [
+        "reference-ssb",
+        "reference-stomp",
+        "reference-ripp",
+    ]
     # stomp timed long, ripp short: ssb (never timed) is estimated at the
     # mean seconds per case of the timed ones: 73 * (40 + 2) / (55 + 23) = 39.3 s.
     durations = {"reference-stomp": 40.0, "reference-ripp": 2.0}
-    assert [t.name for t in longest_first([ripp, ssb, stomp], durations, counts)] == \
-        ["reference-stomp", "reference-ssb", "reference-ripp"]
+    assert [t.name for t in longest_first([ripp, ssb, stomp], durations, counts)] == [
+        "reference-stomp",
+        "reference-ssb",
+        "reference-ripp",
+    ]
 
 
 def test_case_counts_come_from_the_suites():
@@ -60,8 +66,16 @@ def test_certify_jobs_starts_the_target_that_took_longest_last_time(tmp_path):
     runs = tmp_path / "runs"
     # The given order is ripp then ripplehost; the last run says ripplehost is longer.
     _summary(runs, "earlier", {"reference-ripplehost": 90.0, "reference-ripp": 1.0}, mtime=1_000)
-    run = certify(runs, "--target", "reference-ripp", "--target", "reference-ripplehost", "--jobs", "2",
-                  timeout=120)  # its run dir is runs/run, beside runs/earlier
+    run = certify(
+        runs,
+        "--target",
+        "reference-ripp",
+        "--target",
+        "reference-ripplehost",
+        "--jobs",
+        "2",
+        timeout=120,
+    )  # its run dir is runs/run, beside runs/earlier
     assert run.code == 0, run.output
     starts = re.findall(r"^== start (\S+):", run.output, re.MULTILINE)
     assert starts == ["reference-ripplehost", "reference-ripp"], run.output

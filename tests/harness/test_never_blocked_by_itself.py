@@ -36,18 +36,24 @@ def listener():
 
 
 def test_a_case_blamed_by_its_prerequisite_or_itself_fails(tmp_path, listener):
-    run = run_suite(tmp_path, write_suite(tmp_path, SELF_BLAMING), targets_file(tmp_path, listener.port))
+    run = run_suite(
+        tmp_path, write_suite(tmp_path, SELF_BLAMING), targets_file(tmp_path, listener.port)
+    )
     cases = run.by_case()
     reader = cases["stomp.fake.server.reader"]
-    assert reader["outcome"] == "blocked" and reader["blocked_by"] == "stomp.fake.server.frame-size", reader
+    assert (
+        reader["outcome"] == "blocked" and reader["blocked_by"] == "stomp.fake.server.frame-size"
+    ), reader
     # Its prerequisite was blocked by it: the case still runs and judges its own rule.
     own = cases["stomp.fake.server.frame-size"]
     assert own["outcome"] == "failed", own
-    assert own["message"].startswith("stomp.fake.server.frame-size [MUST, Fake §2]: the target sent a frame "
-                                     "of 70000 bytes"), own["message"]
+    assert own["message"].startswith(
+        "stomp.fake.server.frame-size [MUST, Fake §2]: the target sent a frame of 70000 bytes"
+    ), own["message"]
     # blocked() naming the case itself, raised in its body, is its failure, with the same text.
     itself = cases["stomp.fake.server.blames-itself"]
     assert itself["outcome"] == "failed", itself
-    assert itself["message"] == ("stomp.fake.server.blames-itself [MUST, Fake §3]: "
-                                 "a frame of 70000 bytes; bytes: 0c0d"), itself["message"]
+    assert itself["message"] == (
+        "stomp.fake.server.blames-itself [MUST, Fake §3]: a frame of 70000 bytes; bytes: 0c0d"
+    ), itself["message"]
     assert not [r for r in run.records if r.get("blocked_by") == r["case_id"]]

@@ -23,8 +23,13 @@ import pytest
 from conformance.cli import EXIT_NOT_CONFORMANT, EXIT_NOT_STARTED
 from conformance.core.readiness import accept_launched_client
 from conformance.core.results import NOT_STARTED
-from conformance.core.targets import (ProcessHandle, TargetError, TargetNotStarted, TargetRuntime,
-                                      load_targets_file)
+from conformance.core.targets import (
+    ProcessHandle,
+    TargetError,
+    TargetNotStarted,
+    TargetRuntime,
+    load_targets_file,
+)
 from conformance.core.transport import DeadlineExceeded, TcpServer, WireTrace
 
 from .cli_runner import certify
@@ -46,7 +51,9 @@ def assert_not_certified(run, target: str) -> list[dict]:
     errored = [r for r in records.values() if r["outcome"] == "error"]
     assert errored and all(r["start_failure"] for r in errored), errored
     (group,) = summary["targets"]
-    assert group["verdict"] == VERDICT and sorted(group["start_failures"]) == sorted(r["case_id"] for r in errored)
+    assert group["verdict"] == VERDICT and sorted(group["start_failures"]) == sorted(
+        r["case_id"] for r in errored
+    )
     # Its dependents are blocked by a case that met the start failure.
     for record in records.values():
         if record["outcome"] == "blocked":
@@ -56,7 +63,8 @@ def assert_not_certified(run, target: str) -> list[dict]:
 
 def test_a_server_that_exits_at_once_is_an_error_naming_its_exit_code_and_output(tmp_path):
     targets = tmp_path / "targets.toml"
-    targets.write_text(textwrap.dedent("""
+    targets.write_text(
+        textwrap.dedent("""
         [targets.boom]
         implementation = "boom-ssb"
         protocol = "ssb"
@@ -64,10 +72,13 @@ def test_a_server_that_exits_at_once_is_an_error_naming_its_exit_code_and_output
         [targets.boom.launch]
         server = "sh -c 'echo boom >&2; exit 7'"
         ready = "SSB_READY"
-    """))
+    """)
+    )
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "boom", timeout=120)
     errored = assert_not_certified(run, "boom")
-    assert [r for r in run.records if r["outcome"] == "blocked"], "the SSB cases depending on a handshake"
+    assert [r for r in run.records if r["outcome"] == "blocked"], (
+        "the SSB cases depending on a handshake"
+    )
     for record in errored:
         assert "exited with code 7 before it was ready" in record["message"], record
         assert "boom" in record["message"].splitlines()[1:], record
@@ -78,7 +89,8 @@ def test_a_server_that_exits_at_once_is_an_error_naming_its_exit_code_and_output
 
 def test_a_server_that_is_never_ready_is_an_error_naming_the_readiness_deadline(tmp_path):
     targets = tmp_path / "targets.toml"
-    targets.write_text(textwrap.dedent("""
+    targets.write_text(
+        textwrap.dedent("""
         [targets.sleepy]
         implementation = "sleepy-ripp"
         protocol = "ripp"
@@ -87,28 +99,38 @@ def test_a_server_that_is_never_ready_is_an_error_naming_the_readiness_deadline(
         server = "{python} -c 'import time; print(\\"warming up\\", flush=True); time.sleep(120)'"
         ready = "RIPP_READY"
         ready_timeout = 2
-    """))
+    """)
+    )
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "sleepy", timeout=120)
     for record in assert_not_certified(run, "sleepy"):
-        assert ("was not ready within 2 s (waiting for 'RIPP_READY' in its output)" in record["message"]
-                and "warming up" in record["message"]), record
+        assert (
+            "was not ready within 2 s (waiting for 'RIPP_READY' in its output)" in record["message"]
+            and "warming up" in record["message"]
+        ), record
 
 
 def builtin_table(name: str) -> dict:
-    text = resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    text = (
+        resources.files("conformance.targets").joinpath("builtin.toml").read_text(encoding="utf-8")
+    )
     return tomllib.loads(text)["targets"][name]
 
 
 def toml_table(prefix: str, table: dict) -> str:
     """A TOML text of ``table`` (strings, numbers, lists and tables of them)."""
+
     def value(item: object) -> str:
         if isinstance(item, dict):
             return "{ " + ", ".join(f"{json.dumps(k)} = {value(v)}" for k, v in item.items()) + " }"
         if isinstance(item, list):
             return "[" + ", ".join(value(v) for v in item) + "]"
         return json.dumps(item)
-    plain = {k: v for k, v in table.items() if not (isinstance(v, dict) and k in ("launch", "params", "credentials",
-                                                                                   "adapters"))}
+
+    plain = {
+        k: v
+        for k, v in table.items()
+        if not (isinstance(v, dict) and k in ("launch", "params", "credentials", "adapters"))
+    }
     lines = [f"[{prefix}]"] + [f"{key} = {value(item)}" for key, item in plain.items()]
     for key, item in table.items():
         if key not in plain:
@@ -116,7 +138,9 @@ def toml_table(prefix: str, table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reference_with_client(tmp_path: Path, protocol: str, client: str, ready_timeout: int = 30) -> Path:
+def reference_with_client(
+    tmp_path: Path, protocol: str, client: str, ready_timeout: int = 30
+) -> Path:
     """The reference node of ``protocol`` (its server as built in) whose
     client command is ``client``."""
     table = builtin_table(f"reference-{protocol}")
@@ -132,7 +156,9 @@ def test_a_client_that_exits_at_once_is_an_error_not_a_failure(tmp_path, protoco
     is the start failure, seen as soon as the client exits (not after the
     30 s connection wait)."""
     targets = reference_with_client(tmp_path, protocol, "sh -c 'echo client-boom >&2; exit 9'")
-    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", "-k", "client", timeout=240)
+    run = certify(
+        tmp_path, "--targets-file", str(targets), "--target", "node", "-k", "client", timeout=240
+    )
     errored = assert_not_certified(run, "node")
     for record in errored:
         assert record["role"] == "client", record
@@ -142,8 +168,12 @@ def test_a_client_that_exits_at_once_is_an_error_not_a_failure(tmp_path, protoco
 
 
 def test_a_client_that_runs_and_never_connects_is_still_a_failure(tmp_path):
-    targets = reference_with_client(tmp_path, "ripp", "{python} -c 'import time; time.sleep(120)'", ready_timeout=2)
-    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", "-k", "client", timeout=240)
+    targets = reference_with_client(
+        tmp_path, "ripp", "{python} -c 'import time; time.sleep(120)'", ready_timeout=2
+    )
+    run = certify(
+        tmp_path, "--targets-file", str(targets), "--target", "node", "-k", "client", timeout=240
+    )
     assert run.code == EXIT_NOT_CONFORMANT, run.output
     summary = run.summary
     assert summary["verdict"] == "NOT CONFORMANT" and summary["not_started"] == []
@@ -157,7 +187,8 @@ def test_a_client_that_runs_and_never_connects_is_still_a_failure(tmp_path):
 
 def runtime(tmp_path: Path, launch: str = "", adapters: str = "", port: int = 9) -> TargetRuntime:
     path = tmp_path / "targets.toml"
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(
+        textwrap.dedent(f"""
         [targets.node]
         implementation = "x"
         protocol = "ripp"
@@ -168,20 +199,28 @@ def runtime(tmp_path: Path, launch: str = "", adapters: str = "", port: int = 9)
         {launch}
         [targets.node.adapters]
         {adapters}
-    """))
+    """)
+    )
     return TargetRuntime(load_targets_file(path)["node"], tmp_path, tmp_path)
 
 
 async def test_accepting_a_launched_client_tells_exit_from_silence(tmp_path):
-    node = runtime(tmp_path, f"""client = ["{sys.executable}", "-c", "{{code}}", "{{peer_port}}"]""")
-    connect = ("import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); "
-               "s.sendall(b'x'); s.close()")
+    node = runtime(
+        tmp_path, f"""client = ["{sys.executable}", "-c", "{{code}}", "{{peer_port}}"]"""
+    )
+    connect = (
+        "import socket, sys; s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); "
+        "s.sendall(b'x'); s.close()"
+    )
     async with TcpServer(WireTrace(), 5.0) as server:
         # Exits before connecting: TargetNotStarted with its code and output.
-        process = node.launch_client({"code": "import sys; print('no peer for me'); sys.exit(5)",
-                                      "peer_port": server.port})
+        process = node.launch_client(
+            {"code": "import sys; print('no peer for me'); sys.exit(5)", "peer_port": server.port}
+        )
         with pytest.raises(TargetNotStarted) as info:
-            await accept_launched_client(server.accept, process, 30, "the client", f"127.0.0.1:{server.port}")
+            await accept_launched_client(
+                server.accept, process, 30, "the client", f"127.0.0.1:{server.port}"
+            )
         assert "the client exited with code 5 before it connected to the harness" in str(info.value)
         assert str(info.value).endswith("no peer for me")
         # Connects, then exits at once: its connection is taken, not a start failure.
@@ -190,7 +229,9 @@ async def test_accepting_a_launched_client_tells_exit_from_silence(tmp_path):
         conn = await accept_launched_client(server.accept, process, 30, "the client", "here")
         assert await conn.receive_exactly(1, "the byte") == b"x"
         # Runs and never connects: the accept's own deadline, a failure.
-        process = node.launch_client({"code": "import time; time.sleep(60)", "peer_port": server.port})
+        process = node.launch_client(
+            {"code": "import time; time.sleep(60)", "peer_port": server.port}
+        )
         try:
             with pytest.raises(DeadlineExceeded):
                 await accept_launched_client(server.accept, process, 0.5, "the client", "here")
@@ -199,13 +240,19 @@ async def test_accepting_a_launched_client_tells_exit_from_silence(tmp_path):
 
 
 def test_an_adapter_that_fails_printing_nothing_did_not_start(tmp_path):
-    node = runtime(tmp_path, adapters="""
+    node = runtime(
+        tmp_path,
+        adapters="""
         silent = "sh -c 'echo cannot start >&2; exit 3'"
         talking = "sh -c 'echo half a line; exit 3'"
         missing = "/nonexistent/adapter"
-    """)
-    with pytest.raises(TargetNotStarted, match=r"adapter 'silent' exited with code 3 printing nothing on stdout; "
-                                               r"its stderr:\ncannot start"):
+    """,
+    )
+    with pytest.raises(
+        TargetNotStarted,
+        match=r"adapter 'silent' exited with code 3 printing nothing on stdout; "
+        r"its stderr:\ncannot start",
+    ):
         node.run_adapter("silent")
     with pytest.raises(TargetNotStarted, match="adapter 'missing' could not start"):
         node.run_adapter("missing")
@@ -224,9 +271,12 @@ def test_a_server_that_dies_and_does_not_come_back_is_an_ordinary_error(tmp_path
     """It started for this run: the cases after it judge a dead node, and
     the run's verdict is not "did not start"."""
     flag = tmp_path / "started-once"
-    node = runtime(tmp_path, f"""server = "sh -c 'test -e {flag} && exit 4; touch {flag}; echo UP; exec sleep 60'"
+    node = runtime(
+        tmp_path,
+        f"""server = "sh -c 'test -e {flag} && exit 4; touch {flag}; echo UP; exec sleep 60'"
         ready = "UP"
-    """)
+    """,
+    )
     node.start_server()
     try:
         node.server.stop()
@@ -240,9 +290,12 @@ def test_a_server_that_dies_and_does_not_come_back_is_an_ordinary_error(tmp_path
 
 def test_the_restart_of_a_started_server_is_an_ordinary_error_too(tmp_path):
     flag = tmp_path / "started-once"
-    node = runtime(tmp_path, f"""server = "sh -c 'test -e {flag} && exit 4; touch {flag}; echo UP; exec sleep 60'"
+    node = runtime(
+        tmp_path,
+        f"""server = "sh -c 'test -e {flag} && exit 4; touch {flag}; echo UP; exec sleep 60'"
         ready = "UP"
-    """)
+    """,
+    )
     node.start_server()
     try:
         with pytest.raises(TargetError) as info:
@@ -288,9 +341,14 @@ def _server_node(tmp_path: Path, code: str) -> TargetRuntime:
     script = tmp_path / "server.py"
     script.write_text(code)
     marker = tmp_path / "marker"
-    return runtime(tmp_path, port=0, launch=(
-        f'server = ["{sys.executable}", "{script}", "{{port}}", "{marker}"]\n'
-        'ready = "READY"\nready_timeout = 20'))
+    return runtime(
+        tmp_path,
+        port=0,
+        launch=(
+            f'server = ["{sys.executable}", "{script}", "{{port}}", "{marker}"]\n'
+            'ready = "READY"\nready_timeout = 20'
+        ),
+    )
 
 
 def test_a_server_whose_port_was_taken_is_started_again_on_a_fresh_one(tmp_path):

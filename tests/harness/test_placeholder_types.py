@@ -38,10 +38,21 @@ from typing import Any, Iterator
 
 import pytest
 
-from conformance.core.targets import (_PLACEHOLDER, PLACEHOLDER_TYPES, REPO_ROOT, Target, TargetError, TargetRuntime,
-                                      builtin_targets, client_timeout, load_targets_file)
+from conformance.core.targets import (
+    _PLACEHOLDER,
+    PLACEHOLDER_TYPES,
+    REPO_ROOT,
+    Target,
+    TargetError,
+    TargetRuntime,
+    builtin_targets,
+    client_timeout,
+    load_targets_file,
+)
 from conformance.interop.ripp.test_exchange import CLIENT_TIMEOUT as INTEROP_RIPP_TIMEOUT
-from conformance.interop.ssb.test_legacy_replication import CLIENT_TIMEOUT as INTEROP_SSB_LEGACY_TIMEOUT
+from conformance.interop.ssb.test_legacy_replication import (
+    CLIENT_TIMEOUT as INTEROP_SSB_LEGACY_TIMEOUT,
+)
 from conformance.suites.ripp.test_client import WATCH_SECONDS
 from conformance.suites.ripplehost.conftest import CLIENT_TIMEOUT as RIPPLEHOST_CLIENT_TIMEOUT
 from conformance.suites.ripplehost.conftest import DEFAULT_CLIENT_MESSAGES
@@ -56,8 +67,12 @@ SAMPLES: dict[str, list[Any]] = {
     # SSB and RIPP: client_timeout(--deadline), certify's default 3, the
     # tests' 1, and fractions; the other suites' and interop's constants.
     "client_timeout": [client_timeout(d) for d in (3.0, 1.0, 2.5, 0.5)]
-                      + [RIPPLEHOST_CLIENT_TIMEOUT, STOMP_CLIENT_TIMEOUT, INTEROP_RIPP_TIMEOUT,
-                         INTEROP_SSB_LEGACY_TIMEOUT],
+    + [
+        RIPPLEHOST_CLIENT_TIMEOUT,
+        STOMP_CLIENT_TIMEOUT,
+        INTEROP_RIPP_TIMEOUT,
+        INTEROP_SSB_LEGACY_TIMEOUT,
+    ],
     # BTP's launched_client (stay=10.0) and interop (0); RIPP's (0.0, 2.0,
     # WATCH_SECONDS + 2).
     "client_stay": [10.0, 0.0, 2.0, WATCH_SECONDS + 2, 0],
@@ -91,7 +106,9 @@ def commands(target: Target) -> list[tuple[str, tuple[str, ...], str | None, tup
         if spec.serves:
             out.append(("container", spec.command, spec.image, ()))
         if spec.client is not None:
-            out.append(("container.client", spec.client.command, spec.client.image, spec.client.entrypoint))
+            out.append(
+                ("container.client", spec.client.command, spec.client.image, spec.client.entrypoint)
+            )
     for name, argv in target.adapters.items():
         out.append((f"adapters.{name}", argv, None, ()))
     return out
@@ -127,11 +144,17 @@ def documented_types() -> dict[str, type | None]:
 
 def test_every_placeholder_is_documented_with_its_type():
     documented = documented_types()
-    assert {name: kind for name, kind in documented.items() if kind is not None} == PLACEHOLDER_TYPES
+    assert {
+        name: kind for name, kind in documented.items() if kind is not None
+    } == PLACEHOLDER_TYPES
     unknown = {}
     for target in TARGETS.values():
-        own = set(target.params) | set(target.launch.outputs if target.launch else {}) \
-            | set(target.container.outputs if target.container else {}) | {f"{c}_file" for c in target.credentials}
+        own = (
+            set(target.params)
+            | set(target.launch.outputs if target.launch else {})
+            | set(target.container.outputs if target.container else {})
+            | {f"{c}_file" for c in target.credentials}
+        )
         for text in texts(target):
             for name in _PLACEHOLDER.findall(text):
                 if name not in documented and name not in own:
@@ -141,15 +164,25 @@ def test_every_placeholder_is_documented_with_its_type():
 
 def test_a_value_of_another_type_is_refused_at_launch(tmp_path):
     runtime = TargetRuntime(TARGETS["reference-ssb"], tmp_path, tmp_path)
-    with pytest.raises(TargetError, match=r"placeholder \{client_timeout\} takes a whole number, but the harness "
-                                          r"passed 6\.0"):
+    with pytest.raises(
+        TargetError,
+        match=r"placeholder \{client_timeout\} takes a whole number, but the harness "
+        r"passed 6\.0",
+    ):
         runtime._expand_text("--timeout {client_timeout}", {"client_timeout": 6.0})
-    with pytest.raises(TargetError, match=r"\{client_stay\} takes a number, but the harness passed '2'"):
+    with pytest.raises(
+        TargetError, match=r"\{client_stay\} takes a number, but the harness passed '2'"
+    ):
         runtime._expand_text("--stay {client_stay}", {"client_stay": "2"})
     timeout = client_timeout(3.0)
     assert isinstance(timeout, int) and timeout >= 5
-    assert runtime._expand_text("{client_timeout} {client_stay} {count}",
-                                {"client_timeout": timeout, "client_stay": 0.5, "count": 0}) == f"{timeout} 0.5 0"
+    assert (
+        runtime._expand_text(
+            "{client_timeout} {client_stay} {count}",
+            {"client_timeout": timeout, "client_stay": 0.5, "count": 0},
+        )
+        == f"{timeout} 0.5 0"
+    )
 
 
 # --- the values ---------------------------------------------------------------------------------
@@ -198,13 +231,27 @@ def client_values(protocol: str, work: Path, peer_port: int, round_: int) -> dic
     peer = {"peer_host": "127.0.0.1", "peer_port": peer_port}
     if protocol == "ssb":
         feed = Keypair.generate().feed_id
-        return {**peer, "peer_public_key": feed, "feed": feed, "client_timeout": numbers["client_timeout"]}
+        return {
+            **peer,
+            "peer_public_key": feed,
+            "feed": feed,
+            "client_timeout": numbers["client_timeout"],
+        }
     if protocol == "btp":
-        return {**peer, "peer_url": f"ws://127.0.0.1:{peer_port}/", "client_stay": numbers["client_stay"],
-                "send_message": "conformance:hello"}
+        return {
+            **peer,
+            "peer_url": f"ws://127.0.0.1:{peer_port}/",
+            "client_stay": numbers["client_stay"],
+            "send_message": "conformance:hello",
+        }
     if protocol == "ripp":
-        return {**peer, "source_id": "conformance-producer", "count": numbers["count"],
-                "client_stay": numbers["client_stay"], "client_timeout": numbers["client_timeout"]}
+        return {
+            **peer,
+            "source_id": "conformance-producer",
+            "count": numbers["count"],
+            "client_stay": numbers["client_stay"],
+            "client_timeout": numbers["client_timeout"],
+        }
     if protocol == "ripplehost":
         messages = work / "ripplehost-client-1.json"
         messages.write_text(json.dumps(list(DEFAULT_CLIENT_MESSAGES)))
@@ -213,8 +260,12 @@ def client_values(protocol: str, work: Path, peer_port: int, round_: int) -> dic
         manifest, messages = work / "stomp.toml", work / "messages.jsonl"
         manifest.write_text(manifest_text("127.0.0.1", peer_port))
         messages.write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in make_messages()))
-        return {"manifest_file": manifest, "node_id": new_node_id(random.Random(round_)),
-                "messages_file": messages, "client_timeout": numbers["client_timeout"]}
+        return {
+            "manifest_file": manifest,
+            "node_id": new_node_id(random.Random(round_)),
+            "messages_file": messages,
+            "client_timeout": numbers["client_timeout"],
+        }
     raise AssertionError(f"no client values for {protocol}")
 
 
@@ -223,15 +274,27 @@ def runtime_for(target: Target, work: Path, port: int) -> TargetRuntime:
     the outputs as params (a sample of each), the TLS files, the port."""
     runtime = TargetRuntime(target, work, work)
     runtime.port = port
-    samples = {"public_key": Keypair.generate().feed_id, "secret_file": str(work / "secret"),
-               "manifest_file": str(work / "node-stomp.toml"), "hostname": "reference.ripple.test",
-               "amqp_port": "5672", "adapter_port": "61613", "url": f"ws://127.0.0.1:{port}/"}
+    samples = {
+        "public_key": Keypair.generate().feed_id,
+        "secret_file": str(work / "secret"),
+        "manifest_file": str(work / "node-stomp.toml"),
+        "hostname": "reference.ripple.test",
+        "amqp_port": "5672",
+        "adapter_port": "61613",
+        "url": f"ws://127.0.0.1:{port}/",
+    }
     outputs = dict(target.launch.outputs if target.launch else {})
     outputs.update(target.container.outputs if target.container else {})
     for param in outputs:
         if param not in ("port", "host", "url"):
             runtime.params[param] = samples[param]
-    for name in ("ca_file", "server_cert_file", "server_key_file", "client_cert_file", "client_key_file"):
+    for name in (
+        "ca_file",
+        "server_cert_file",
+        "server_key_file",
+        "client_cert_file",
+        "client_key_file",
+    ):
         runtime.params.setdefault(name, str(work / f"{name}.pem"))
     return runtime
 
@@ -243,12 +306,18 @@ def dockerfile_instruction(image: str, instruction: str) -> list[str]:
     """ENTRYPOINT or CMD (exec form) of docker/<name>/Dockerfile, the
     recipe of image conformance/<name>:dev."""
     name = image.split("/", 1)[1].split(":", 1)[0]
-    text = (REPO_ROOT / "docker" / name / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
+    text = (
+        (REPO_ROOT / "docker" / name / "Dockerfile")
+        .read_text(encoding="utf-8")
+        .replace("\\\n", " ")
+    )
     match = re.search(rf"^{instruction}\s+(\[.*\])\s*$", text, re.MULTILINE)
     return json.loads(match.group(1)) if match else []
 
 
-def in_image(image: str, entrypoint: tuple[str, ...], command: list[str], mounts: dict[str, str]) -> list[str]:
+def in_image(
+    image: str, entrypoint: tuple[str, ...], command: list[str], mounts: dict[str, str]
+) -> list[str]:
     """The argv a container runs (entrypoint without tini, then the command
     or the image's CMD), its paths mapped to the checkout's."""
     argv = list(entrypoint) or dockerfile_instruction(image, "ENTRYPOINT")
@@ -260,11 +329,11 @@ def in_image(image: str, entrypoint: tuple[str, ...], command: list[str], mounts
         if arg in mounts:
             arg = mounts[arg]
         elif arg.startswith("/opt/conformance-node/"):
-            arg = str(REPO_ROOT / arg[len("/opt/conformance-node/"):])
+            arg = str(REPO_ROOT / arg[len("/opt/conformance-node/") :])
         elif arg.startswith("/opt/conformance-rabbitmq/"):
-            arg = str(REPO_ROOT / arg[len("/opt/conformance-rabbitmq/"):])
+            arg = str(REPO_ROOT / arg[len("/opt/conformance-rabbitmq/") :])
         elif arg.startswith("/opt/conformance-swpt/"):
-            arg = str(REPO_ROOT / arg[len("/opt/conformance-swpt/"):])
+            arg = str(REPO_ROOT / arg[len("/opt/conformance-swpt/") :])
         elif arg == "/opt/rabbitmq-tools/bin/python":  # the rabbitmq image's tools venv (pika)
             arg = sys.executable
         elif arg == "/usr/local/bin/ripp_peer":
@@ -346,6 +415,7 @@ def parse_python_script(path: Path, args: list[str], what: str) -> None:
 def parse_coilmq(args: list[str], what: str) -> None:
     coilmq = pytest.importorskip("coilmq.start")
     import click
+
     try:
         coilmq.main.make_context("coilmq", list(args))
     except click.ClickException as exc:
@@ -368,15 +438,24 @@ def run_ssb_server_script(script: Path, args: list[str], work: Path, what: str) 
     stub.parent.mkdir(exist_ok=True)
     marker = work / "reached-node-init"
     marker.unlink(missing_ok=True)
-    stub.write_text("#!/bin/sh\n"
-                    '[ "$1" = -e ] && { echo 40123; exit 0; }\n'
-                    f'case "$1 $2" in *ssb-home.js\\ init) echo "$@" > "{marker}"; exit 1 ;; esac\n'
-                    "exit 3\n")
+    stub.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = -e ] && { echo 40123; exit 0; }\n'
+        f'case "$1 $2" in *ssb-home.js\\ init) echo "$@" > "{marker}"; exit 1 ;; esac\n'
+        "exit 3\n"
+    )
     stub.chmod(0o755)
     env = {"PATH": f"{stub.parent}:/usr/bin:/bin", "TMPDIR": str(work)}
-    run = subprocess.run(["bash", str(root / "scripts" / "ssb-server.sh"), *args], capture_output=True,
-                         text=True, timeout=60, env=env)
-    assert marker.is_file(), f"{what} refused its arguments (exit {run.returncode}): {run.stderr[-2000:]}"
+    run = subprocess.run(
+        ["bash", str(root / "scripts" / "ssb-server.sh"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert marker.is_file(), (
+        f"{what} refused its arguments (exit {run.returncode}): {run.stderr[-2000:]}"
+    )
 
 
 def run_node(argv: list[str], what: str, work: Path) -> None:
@@ -385,9 +464,13 @@ def run_node(argv: list[str], what: str, work: Path) -> None:
     ends it before that (exit 2 and its usage error)."""
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
-    modules = {"ilp-plugin-btp-peer.js": "ilp-plugin-btp", "shs-replicate.js": "secret-handshake",
-               "ilp-plugin-btp.sh": "ilp-plugin-btp", "stompit-client.js": "stompit",
-               "ssb-db2.sh": "ssb-db2/node_modules/ssb-db2"}
+    modules = {
+        "ilp-plugin-btp-peer.js": "ilp-plugin-btp",
+        "shs-replicate.js": "secret-handshake",
+        "ilp-plugin-btp.sh": "ilp-plugin-btp",
+        "stompit-client.js": "stompit",
+        "ssb-db2.sh": "ssb-db2/node_modules/ssb-db2",
+    }
     package = modules[Path(argv[0] if argv[0] != "node" else argv[1]).name]
     if "/" in package:  # a stack of its own under interop/node/<stack>/
         installed = NODE_DIR / package / "package.json"
@@ -399,7 +482,9 @@ def run_node(argv: list[str], what: str, work: Path) -> None:
     preload.write_text("setImmediate(() => process.exit(0))\n")
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NODE_OPTIONS": f"--require={preload}"}
     run = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=REPO_ROOT)
-    assert run.returncode == 0, f"{what} refused its arguments (exit {run.returncode}): {run.stderr[-2000:]}"
+    assert run.returncode == 0, (
+        f"{what} refused its arguments (exit {run.returncode}): {run.stderr[-2000:]}"
+    )
 
 
 def run_ocaml_peer(args: list[str], what: str) -> None:
@@ -425,8 +510,10 @@ def check(argv: list[str], what: str, work: Path, typed: bool) -> bool:
         parse_python_module(f"reference_impl.{argv[1]}", argv[2:], what)
     elif program.name == "ssb-server.sh":
         run_ssb_server_script(program, argv[1:], work, what)
-    elif typed and (program.name in ("ilp-plugin-btp.sh", "ssb-db2.sh")
-                    or (argv[0] == "node" and argv[1].endswith(".js"))):
+    elif typed and (
+        program.name in ("ilp-plugin-btp.sh", "ssb-db2.sh")
+        or (argv[0] == "node" and argv[1].endswith(".js"))
+    ):
         run_node(argv, what, work)
     elif typed and program.name in ("ocaml-ripp-peer.sh", OCAML_PEER.name):
         run_ocaml_peer(argv[1:], what)
@@ -445,7 +532,11 @@ def test_the_program_accepts_what_the_suites_pass(tmp_path, listeners, name, wha
     holding, hanging_up = listeners
     # The OCaml peer would wait out its timeout on a silent listener; the
     # Node.js ones would fail at once on one that hangs up.
-    ocaml = image == "conformance/ocaml-ripp:dev" or bool(template) and template[0].endswith("ocaml-ripp-peer.sh")
+    ocaml = (
+        image == "conformance/ocaml-ripp:dev"
+        or bool(template)
+        and template[0].endswith("ocaml-ripp-peer.sh")
+    )
     peer = hanging_up if ocaml else holding
     typed = [n for part in template for n in _PLACEHOLDER.findall(part) if n in PLACEHOLDER_TYPES]
     checked = False
@@ -468,7 +559,9 @@ def test_the_program_accepts_what_the_suites_pass(tmp_path, listeners, name, wha
                     assert re.fullmatch(r"\d+", expanded), (placeholder, expanded)
         if image is not None:
             spec = target.container.client if what == "container.client" else target.container
-            mounts = {inside: runtime._expand_text(host, extra) for inside, host in spec.mounts.items()}
+            mounts = {
+                inside: runtime._expand_text(host, extra) for inside, host in spec.mounts.items()
+            }
             argv = in_image(image, entrypoint, argv, mounts)
         checked = check(argv, f"{name} {what} ({' '.join(argv)})", work, bool(typed))
         if not checked:
@@ -484,8 +577,21 @@ def test_the_reported_case_ssb_server_refused_a_fractional_timeout(tmp_path, lis
     would catch a suite passing 6.0 again."""
     script = REPO_ROOT / "scripts" / "ssb-server.sh"
     feed = Keypair.generate().feed_id
-    args = ["replicate", "--peer-host", "127.0.0.1", "--peer-port", str(listeners[0].port),
-            "--peer-public-key", feed, "--feed", feed]
+    args = [
+        "replicate",
+        "--peer-host",
+        "127.0.0.1",
+        "--peer-port",
+        str(listeners[0].port),
+        "--peer-public-key",
+        feed,
+        "--feed",
+        feed,
+    ]
     run_ssb_server_script(script, args + ["--timeout", "6"], tmp_path, "ssb-server.sh --timeout 6")
-    with pytest.raises(AssertionError, match=r"(?s)refused its arguments \(exit 1\).*bad --timeout 6\.0"):
-        run_ssb_server_script(script, args + ["--timeout", "6.0"], tmp_path, "ssb-server.sh --timeout 6.0")
+    with pytest.raises(
+        AssertionError, match=r"(?s)refused its arguments \(exit 1\).*bad --timeout 6\.0"
+    ):
+        run_ssb_server_script(
+            script, args + ["--timeout", "6.0"], tmp_path, "ssb-server.sh --timeout 6.0"
+        )

@@ -36,19 +36,27 @@ def documented_statuses() -> dict[str, set[int]]:
     statuses = [int(cell) for cell in header[1:]]
     out = {}
     for row in rows:
-        assert len(row) == len(header), f"row with {len(row)} cells, header has {len(header)}: {row}"
+        assert len(row) == len(header), (
+            f"row with {len(row)} cells, header has {len(header)}: {row}"
+        )
         for command in re.findall(r"`([a-z-]+)`", row[0]):
             out[command] = {status for status, cell in zip(statuses, row[1:]) if cell != "-"}
     return out
 
 
 def exit_constants(module) -> set[int]:
-    return {value for name, value in vars(module).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    return {
+        value
+        for name, value in vars(module).items()
+        if name.startswith("EXIT_") and isinstance(value, int)
+    }
 
 
 def test_every_command_has_a_row():
     commands = set(cli.build_parser()._subparsers._group_actions[0].choices)
-    assert commands == set(documented_statuses()), "README.md's exit status table and the CLI's commands differ"
+    assert commands == set(documented_statuses()), (
+        "README.md's exit status table and the CLI's commands differ"
+    )
 
 
 def test_certify_row_is_exactly_the_exit_constants_of_cli():
@@ -63,8 +71,12 @@ def test_the_other_rows_match_their_modules_constants():
     # coverage's own 0/1/2, and the harness error every command can end with.
     assert documented["coverage"] == exit_constants(coverage_tool) | {cli.EXIT_HARNESS_ERROR}
     for command, statuses in documented.items():
-        assert statuses <= exit_constants(cli) | exit_constants(report) | exit_constants(aggregate_cli), command
-        assert {cli.EXIT_USAGE, cli.EXIT_HARNESS_ERROR} <= statuses, f"{command}: every command can exit 2 and 3"
+        assert statuses <= exit_constants(cli) | exit_constants(report) | exit_constants(
+            aggregate_cli
+        ), command
+        assert {cli.EXIT_USAGE, cli.EXIT_HARNESS_ERROR} <= statuses, (
+            f"{command}: every command can exit 2 and 3"
+        )
 
 
 def test_interrupt_statuses_are_documented():
@@ -88,9 +100,17 @@ def test_the_readme_says_how_to_run_the_cli_from_the_venv():
     assert ".venv/bin/conformance" in (REPO / "scripts" / "certify.sh").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("flag, named", [("--node", "npm"), ("--rabbitmq", "RabbitMQ"), ("--ocaml", "OCaml"),
-                                         ("--swpt", "swpt_stomp"), ("--activemq", "ActiveMQ"),
-                                         ("--test", ".[test]")])
+@pytest.mark.parametrize(
+    "flag, named",
+    [
+        ("--node", "npm"),
+        ("--rabbitmq", "RabbitMQ"),
+        ("--ocaml", "OCaml"),
+        ("--swpt", "swpt_stomp"),
+        ("--activemq", "ActiveMQ"),
+        ("--test", ".[test]"),
+    ],
+)
 def test_the_full_tier_row_names_what_test_sh_installs(flag, named):
     text = (REPO / "scripts" / "test.sh").read_text(encoding="utf-8")
     full = re.search(r"^\s+full\)\n(.*?);;", text, re.MULTILINE | re.DOTALL).group(1)

@@ -10,41 +10,68 @@ from conformance.core.results import summarize
 from .cli_runner import STUCK_TARGET, certify
 from .fake_suite import Listener, run_suite, targets_file, write_suite
 
-SLOW_CASES = "".join(f"""
+SLOW_CASES = "".join(
+    f"""
 @requirement("stomp.slow.server.case-{n}", "MUST", "Fake spec §{n}")
 async def test_case_{n}(connect):
     conn = await connect()
     await conn.receive_exactly(4, "an answer the target never sends")
-""" for n in range(12))
+"""
+    for n in range(12)
+)
 
 
 def test_slow_target_is_cut_off_at_the_run_deadline_with_every_case_recorded(tmp_path):
     # Accepts, never answers: every case waits out its read deadline (1 s).
     with Listener() as server:
-        run = run_suite(tmp_path, write_suite(tmp_path, SLOW_CASES), targets_file(tmp_path, server.port),
-                        "--run-timeout", "1.5")
+        run = run_suite(
+            tmp_path,
+            write_suite(tmp_path, SLOW_CASES),
+            targets_file(tmp_path, server.port),
+            "--run-timeout",
+            "1.5",
+        )
     records = run.records
-    assert [r["case_id"] for r in records] == [f"stomp.slow.server.case-{n}" for n in range(12)], \
+    assert [r["case_id"] for r in records] == [f"stomp.slow.server.case-{n}" for n in range(12)], (
         "every case gets a result line, none is dropped"
+    )
     ran = [r for r in records if "run deadline" not in r["message"]]
     cut = [r for r in records if r not in ran]
     # The cases started before the deadline ended at their own read deadline, as failures.
-    assert 1 <= len(ran) <= 3 and all(r["outcome"] == "failed" and r["duration_s"] < 2.5 for r in ran)
+    assert 1 <= len(ran) <= 3 and all(
+        r["outcome"] == "failed" and r["duration_s"] < 2.5 for r in ran
+    )
     assert cut and all(r["outcome"] == "error" for r in cut)
-    assert all(r["message"] == "run deadline of 1.5 s exceeded (--run-timeout); case not run" for r in cut)
+    assert all(
+        r["message"] == "run deadline of 1.5 s exceeded (--run-timeout); case not run" for r in cut
+    )
     assert summarize(records)["targets"][0]["levels"]["MUST"]["error"] == len(cut)
 
 
 def test_session_that_outlives_the_run_deadline_is_stopped_and_its_cases_recorded(tmp_path):
     targets = tmp_path / "targets.toml"
     targets.write_text(STUCK_TARGET)
-    run = certify(tmp_path, "--targets-file", str(targets), "--target", "stuck", "--deadline", "1",
-                  "--run-timeout", "1", timeout=120)
+    run = certify(
+        tmp_path,
+        "--targets-file",
+        str(targets),
+        "--target",
+        "stuck",
+        "--deadline",
+        "1",
+        "--run-timeout",
+        "1",
+        timeout=120,
+    )
     assert run.code == 1, run.output
     records = run.records
     assert len(records) >= 40
-    assert all(r["outcome"] == "error" and "run deadline of 1 s exceeded" in r["message"]
-               and "stopped the session" in r["message"] for r in records)
+    assert all(
+        r["outcome"] == "error"
+        and "run deadline of 1 s exceeded" in r["message"]
+        and "stopped the session" in r["message"]
+        for r in records
+    )
     assert "the session outlived it and was stopped" in run.output
     assert run.summary["cases"] == len(records)
     assert run.seconds < 40, f"took {run.seconds:.0f} s"

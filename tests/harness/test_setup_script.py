@@ -28,19 +28,24 @@ def test_the_script_takes_the_flags_the_project_uses():
 def test_every_flag_is_in_the_usage_line_and_the_help():
     text = SETUP.read_text(encoding="utf-8")
     usage = re.search(r"^# Usage: scripts/setup\.sh (.*)$", text, re.MULTILINE).group(1)
-    done = subprocess.run(["bash", str(SETUP), "--help"], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["bash", str(SETUP), "--help"], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: scripts/setup.sh ")
     for flag in sorted(taken_flags()):
         assert f"[{flag}]" in usage, f"{flag} is missing from the usage line: {usage}"
-        assert re.search(rf"^\s+{re.escape(flag)}\s", done.stdout, re.MULTILINE), \
+        assert re.search(rf"^\s+{re.escape(flag)}\s", done.stdout, re.MULTILINE), (
             f"{flag} is not explained in `scripts/setup.sh --help`:\n{done.stdout}"
+        )
     # And the usage lists nothing the script does not take.
     assert set(re.findall(r"\[(--[a-z-]+)\]", usage)) == taken_flags()
 
 
 def test_an_unknown_option_stops_before_anything_is_installed():
-    done = subprocess.run(["bash", str(SETUP), "--node", "--ocmal"], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["bash", str(SETUP), "--node", "--ocmal"], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("setup: ERROR: unknown option --ocmal\nUsage: scripts/setup.sh ")
     assert "installing" not in done.stdout + done.stderr
@@ -48,8 +53,11 @@ def test_an_unknown_option_stops_before_anything_is_installed():
 
 def setup_calls(script: str) -> list[list[str]]:
     text = (REPO / "scripts" / script).read_text(encoding="utf-8")
-    return [line.split("#")[0].replace(";;", "").split()[1:]
-            for line in text.splitlines() if line.strip().startswith("scripts/setup.sh")]
+    return [
+        line.split("#")[0].replace(";;", "").split()[1:]
+        for line in text.splitlines()
+        if line.strip().startswith("scripts/setup.sh")
+    ]
 
 
 def test_the_main_job_installs_no_extra():

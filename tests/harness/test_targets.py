@@ -37,13 +37,16 @@ def test_minimal_target(tmp_path):
     assert not target.launchable
 
 
-@pytest.mark.parametrize("change, message", [
-    (('protocol = "ssb"', 'protocol = "gopher"'), "protocol 'gopher' is not one of"),
-    (('roles = ["server"]', 'roles = ["observer"]'), "roles must be a non-empty list"),
-    (('port = 8008', 'port = 70000'), "port must be an integer"),
-    (('version = "1.0"', 'version = "1.0"\ncolour = "red"'), "unknown field(s) ['colour']"),
-    (('implementation = "some-ssb"\n', ''), "missing required field 'implementation'"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (('protocol = "ssb"', 'protocol = "gopher"'), "protocol 'gopher' is not one of"),
+        (('roles = ["server"]', 'roles = ["observer"]'), "roles must be a non-empty list"),
+        (("port = 8008", "port = 70000"), "port must be an integer"),
+        (('version = "1.0"', 'version = "1.0"\ncolour = "red"'), "unknown field(s) ['colour']"),
+        (('implementation = "some-ssb"\n', ""), "missing required field 'implementation'"),
+    ],
+)
 def test_mistakes_are_reported_with_target_and_field(tmp_path, change, message):
     with pytest.raises(TargetError) as info:
         load_targets_file(write(tmp_path, MINIMAL.replace(*change)))
@@ -66,7 +69,10 @@ def test_credentials_resolve_but_never_show(tmp_path, monkeypatch):
     secret_file = tmp_path / "secret"
     secret_file.write_bytes(b"FILE-SECRET-VALUE")
     monkeypatch.setenv("NODE_TOKEN", "ENV-SECRET-VALUE")
-    text = MINIMAL + f'\n[targets.node.credentials]\nsecret_key_file = "{secret_file}"\nnetwork_key_env = "NODE_TOKEN"\n'
+    text = (
+        MINIMAL
+        + f'\n[targets.node.credentials]\nsecret_key_file = "{secret_file}"\nnetwork_key_env = "NODE_TOKEN"\n'
+    )
     target = load_targets_file(write(tmp_path, text))["node"]
     shown = repr(target) + str(target.describe())
     assert "FILE-SECRET-VALUE" not in shown and "ENV-SECRET-VALUE" not in shown
@@ -88,7 +94,10 @@ def test_missing_env_credential_says_which_variable(tmp_path, monkeypatch):
 
 
 def test_launch_failure_shows_the_output(tmp_path):
-    text = MINIMAL + '\n[targets.node.launch]\nserver = "sh -c \'echo starting; echo boom >&2; exit 3\'"\nready = "READY"\n'
+    text = (
+        MINIMAL
+        + '\n[targets.node.launch]\nserver = "sh -c \'echo starting; echo boom >&2; exit 3\'"\nready = "READY"\n'
+    )
     runtime = TargetRuntime(load_targets_file(write(tmp_path, text))["node"], tmp_path, tmp_path)
     with pytest.raises(TargetError) as info:
         runtime.start_server()
@@ -97,8 +106,9 @@ def test_launch_failure_shows_the_output(tmp_path):
 
 def test_launch_outputs_fill_params_and_port(tmp_path):
     text = MINIMAL.replace("port = 8008", "port = 0") + (
-        '\n[targets.node.launch]\nserver = "sh -c \'echo ID=@abc.ed25519 PORT=4321; echo READY; sleep 30\'"\n'
-        'ready = "READY"\noutputs = { public_key = "ID", port = "PORT" }\n')
+        "\n[targets.node.launch]\nserver = \"sh -c 'echo ID=@abc.ed25519 PORT=4321; echo READY; sleep 30'\"\n"
+        'ready = "READY"\noutputs = { public_key = "ID", port = "PORT" }\n'
+    )
     runtime = TargetRuntime(load_targets_file(write(tmp_path, text))["node"], tmp_path, tmp_path)
     runtime.start_server()
     try:

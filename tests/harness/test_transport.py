@@ -6,7 +6,13 @@ import time
 import pytest
 from websockets.asyncio.server import serve
 
-from conformance.core.transport import DeadlineExceeded, PeerClosed, TcpConnection, WireTrace, hexdump
+from conformance.core.transport import (
+    DeadlineExceeded,
+    PeerClosed,
+    TcpConnection,
+    WireTrace,
+    hexdump,
+)
 from conformance.core.websocket import WebSocketConnection
 
 
@@ -18,6 +24,7 @@ async def start_tcp(handler):
 async def test_tcp_read_from_silent_peer_ends_at_deadline():
     async def silent(reader, writer):
         await asyncio.sleep(5)
+
     server, port = await start_tcp(silent)
     async with server:
         trace = WireTrace()
@@ -34,6 +41,7 @@ async def test_tcp_close_mid_message_is_reported_with_bytes():
         writer.write(b"\x01\x02\x03")
         await writer.drain()
         writer.close()
+
     server, port = await start_tcp(short)
     async with server:
         trace = WireTrace()
@@ -51,6 +59,7 @@ async def test_await_close_reports_bytes_written_before_closing():
         writer.write(b"oops")
         await writer.drain()
         writer.close()
+
     server, port = await start_tcp(chatty)
     async with server:
         conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline=1.0)
@@ -74,6 +83,7 @@ def test_hexdump_layout():
 async def test_websocket_read_deadline_and_trace():
     async def silent(ws):
         await asyncio.sleep(5)
+
     async with serve(silent, "127.0.0.1", 0) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         trace = WireTrace()
@@ -89,6 +99,7 @@ async def test_websocket_read_deadline_and_trace():
 async def test_websocket_close_by_peer_is_seen():
     async def closer(ws):
         await ws.close(1008, "go away")
+
     async with serve(closer, "127.0.0.1", 0) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         trace = WireTrace()

@@ -14,8 +14,16 @@ import pytest
 from websockets.asyncio.server import serve
 
 from conformance.core.redact import Redactor
-from conformance.core.transport import (MAX_BYTES_WHILE_AWAITING_CLOSE, Deadline, DeadlineExceeded, PeerClosed,
-                                        ProtocolViolation, TcpConnection, WireTrace, target_bytes)
+from conformance.core.transport import (
+    MAX_BYTES_WHILE_AWAITING_CLOSE,
+    Deadline,
+    DeadlineExceeded,
+    PeerClosed,
+    ProtocolViolation,
+    TcpConnection,
+    WireTrace,
+    target_bytes,
+)
 from conformance.core.websocket import MAX_MESSAGE_SIZE, WebSocketConnection
 from conformance.suites.btp.peer import MAX_PACKET_SIZE, BtpPeer
 from conformance.suites.ssb.session import MAX_RPC_BODY, SsbClientSession, TargetRpcMessage
@@ -45,6 +53,7 @@ async def flood_writer(reader, writer):
 
 # ------------------------------------------------------------------ traces
 
+
 def test_trace_keeps_a_bounded_prefix_per_direction_and_counts_the_rest():
     trace = WireTrace(limit=1000)
     trace.record("sent", b"s" * 300, "request")
@@ -55,8 +64,10 @@ def test_trace_keeps_a_bounded_prefix_per_direction_and_counts_the_rest():
     assert trace.total("received") == 35000
     text = trace.render()
     assert "first 300 of 700 bytes kept" in text
-    assert "(34000 further bytes not kept, target -> harness: the trace keeps the first 1000 bytes per direction; " \
-           "35000 bytes in all)" in text
+    assert (
+        "(34000 further bytes not kept, target -> harness: the trace keeps the first 1000 bytes per direction; "
+        "35000 bytes in all)" in text
+    )
 
 
 def test_trace_bounds_entries_of_a_trickling_target():
@@ -78,6 +89,7 @@ def test_secret_across_the_cut_stays_masked():
 
 
 # ------------------------------------------------------------------ TCP
+
 
 async def test_flood_while_awaiting_close_is_bounded_in_time_bytes_and_memory():
     server, port = await start_tcp(flood_writer)
@@ -107,11 +119,14 @@ async def test_trickle_cannot_extend_the_deadline_of_a_message():
                 await asyncio.sleep(0.1)
         except (ConnectionError, OSError):
             pass
+
     server, port = await start_tcp(slowloris)
     async with server:
         conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline=0.6)
         started = time.monotonic()
-        with pytest.raises(DeadlineExceeded, match=r"no msg2 within 0.6 s: received [4-7] of 64 bytes \(0101"):
+        with pytest.raises(
+            DeadlineExceeded, match=r"no msg2 within 0.6 s: received [4-7] of 64 bytes \(0101"
+        ):
             await conn.receive_exactly(64, "msg2")
         assert time.monotonic() - started < 0.9
         conn.abort()
@@ -126,6 +141,7 @@ async def test_a_loop_of_reads_sharing_one_deadline_ends_with_it():
                 await asyncio.sleep(0.1)
         except (ConnectionError, OSError):
             pass
+
     server, port = await start_tcp(slowloris)
     async with server:
         conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline=5.0)
@@ -143,12 +159,15 @@ async def test_send_to_a_target_that_reset_is_a_failure_not_an_error():
     async def resetter(reader, writer):
         await reader.read(1)
         reset(writer)
+
     server, port = await start_tcp(resetter)
     async with server:
         conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline=1.0)
         await conn.send(b"x", "first byte")
         await asyncio.sleep(0.2)
-        with pytest.raises(PeerClosed, match="closed or reset the connection while the harness sent"):
+        with pytest.raises(
+            PeerClosed, match="closed or reset the connection while the harness sent"
+        ):
             for _ in range(50):  # the reset shows on a write after it arrived
                 await conn.send(b"y" * 65536, "more")
                 await asyncio.sleep(0.01)
@@ -163,7 +182,9 @@ def test_decode_errors_of_target_bytes_become_violations_of_the_same_type():
     violation = caught.value
     assert isinstance(violation, AssertionError) and isinstance(violation, BoxStreamError)
     assert violation.reason == "header authentication failed"
-    assert str(violation) == "reading the target's box (header authentication failed); bytes: deadbeef"
+    assert (
+        str(violation) == "reading the target's box (header authentication failed); bytes: deadbeef"
+    )
     with pytest.raises(ValueError):  # errors not listed are the harness's own: not converted
         with target_bytes("x", b"", BoxStreamError):
             raise ValueError("harness bug")
@@ -171,11 +192,17 @@ def test_decode_errors_of_target_bytes_become_violations_of_the_same_type():
 
 # ------------------------------------------------------------------ SSB session
 
+
 def session_pair(conn: TcpConnection) -> tuple[SsbClientSession, BoxStreamEncoder]:
     """A harness session and the encoder of the fake server opposite it (no handshake: fixed keys)."""
     k1, k2, n1, n2 = (os.urandom(32), os.urandom(32), os.urandom(24), os.urandom(24))
-    params = BoxStreamParams(encrypt_key=k1, encrypt_nonce=n1, decrypt_key=k2, decrypt_nonce=n2,
-                             peer_public=os.urandom(32))
+    params = BoxStreamParams(
+        encrypt_key=k1,
+        encrypt_nonce=n1,
+        decrypt_key=k2,
+        decrypt_nonce=n2,
+        peer_public=os.urandom(32),
+    )
     return SsbClientSession(conn, params), BoxStreamEncoder(k2, n2)
 
 
@@ -189,6 +216,7 @@ async def with_ssb_server(script, check):
             await script(writer, holder["encoder"])
         except (ConnectionError, OSError):
             pass
+
     holder["ready"] = asyncio.Event()
     server, port = await start_tcp(handler)
     async with server:
@@ -216,6 +244,7 @@ async def test_ssb_messages_on_other_requests_cannot_extend_a_deadline():
             await session.next_message(1, "the answer")
         assert time.monotonic() - started < 0.9
         assert 5 <= len(session.inbox) <= 20
+
     await with_ssb_server(chatter, check)
 
 
@@ -230,9 +259,12 @@ async def test_ssb_endless_stream_ends_at_its_deadline():
 
     async def check(session):
         started = time.monotonic()
-        with pytest.raises(DeadlineExceeded, match=r"the stream of the feed did not end within 0.6 s: \d+ items"):
+        with pytest.raises(
+            DeadlineExceeded, match=r"the stream of the feed did not end within 0.6 s: \d+ items"
+        ):
             await session.collect_stream(1, "the feed")
         assert time.monotonic() - started < 0.9
+
     await with_ssb_server(endless, check)
 
 
@@ -244,10 +276,14 @@ async def test_ssb_rpc_header_declaring_4_gib_is_a_violation_showing_the_header(
 
     async def check(session):
         started = time.monotonic()
-        with pytest.raises(ProtocolViolation, match=rf"body length exceeds limit: 4294967295 > {MAX_RPC_BODY}\)"
-                                                    r"; bytes: 0affffffffffffffff7b"):
+        with pytest.raises(
+            ProtocolViolation,
+            match=rf"body length exceeds limit: 4294967295 > {MAX_RPC_BODY}\)"
+            r"; bytes: 0affffffffffffffff7b",
+        ):
             await session.next_message(1, "the answer")
         assert time.monotonic() - started < 0.3
+
     await with_ssb_server(huge, check)
 
 
@@ -259,17 +295,22 @@ async def test_ssb_box_header_declaring_more_than_4096_is_a_violation():
         await asyncio.sleep(5)
 
     async def check(session):
-        with pytest.raises(ProtocolViolation, match="box stream does not decrypt .*body length exceeds 4096"):
+        with pytest.raises(
+            ProtocolViolation, match="box stream does not decrypt .*body length exceeds 4096"
+        ):
             await session.next_message(1, "the answer")
         # Once failed, the stream fails the same way (not with a RuntimeError of the decoder).
         with pytest.raises(ProtocolViolation):
             session.decoder.receive_data(b"more")
+
     await with_ssb_server(huge, check)
 
 
 async def test_ssb_valid_message_then_garbage_delivers_the_message_then_fails():
     async def valid_then_garbage(writer, encoder):
-        writer.write(encoder.encode(RpcMessage.from_json(-1, {"ok": True}).encode()) + os.urandom(200))
+        writer.write(
+            encoder.encode(RpcMessage.from_json(-1, {"ok": True}).encode()) + os.urandom(200)
+        )
         await writer.drain()
         await asyncio.sleep(5)
 
@@ -278,17 +319,21 @@ async def test_ssb_valid_message_then_garbage_delivers_the_message_then_fails():
         assert msg.json() == {"ok": True}
         with pytest.raises(ProtocolViolation, match="header authentication failed"):
             await session.next_message(2, "the next answer")
+
     await with_ssb_server(valid_then_garbage, check)
 
 
 def test_ssb_body_that_is_not_json_is_a_violation_and_still_an_rpc_error():
     msg = TargetRpcMessage(-1, False, False, 2, b"{not json")
-    with pytest.raises(ProtocolViolation, match=r"not valid JSON .*; bytes: 7b6e6f74206a736f6e") as caught:
+    with pytest.raises(
+        ProtocolViolation, match=r"not valid JSON .*; bytes: 7b6e6f74206a736f6e"
+    ) as caught:
         msg.json()
     assert isinstance(caught.value, RpcError)
 
 
 # ------------------------------------------------------------------ WebSocket / BTP
+
 
 async def ws_server(script):
     async def handler(ws):
@@ -296,6 +341,7 @@ async def ws_server(script):
             await script(ws)
         except Exception:
             pass
+
     return serve(handler, "127.0.0.1", 0, compression=None, ping_interval=None)
 
 
@@ -304,10 +350,13 @@ async def test_websocket_frame_declaring_4_gib_fails_from_its_header():
         await ws.recv()
         ws.transport.write(ws_frame(b"\x01" * 512, declared=1 << 32))
         await asyncio.sleep(5)
+
     async with await ws_server(huge) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         trace = WireTrace()
-        peer = BtpPeer(await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", trace, deadline=1.0))
+        peer = BtpPeer(
+            await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", trace, deadline=1.0)
+        )
         await peer.send_raw(b"\x06\x00\x00\x00\x01\x00", "a request")
         started = time.monotonic()
         with pytest.raises(ProtocolViolation) as caught:
@@ -339,7 +388,7 @@ async def test_websocket_message_of_100_mib_is_refused_from_its_header_and_not_r
             ws.transport.pause_reading()
             ws.transport.write(header)
             while written < total and not ws.transport.is_closing():
-                piece = FLOOD_CHUNK[:total - written]
+                piece = FLOOD_CHUNK[: total - written]
                 ws.transport.write(piece)
                 written += len(piece)
                 await ws.drain()
@@ -349,16 +398,20 @@ async def test_websocket_message_of_100_mib_is_refused_from_its_header_and_not_r
     async with await ws_server(huge) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         trace = WireTrace()
-        peer = BtpPeer(await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", trace, deadline=10.0))
+        peer = BtpPeer(
+            await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", trace, deadline=10.0)
+        )
         await peer.send_raw(b"\x06\x00\x00\x00\x01\x00", "a request")
         with pytest.raises(ProtocolViolation) as caught:
             await peer.next_packet("the answer")
         written = await ended
     text = str(caught.value)
-    assert (f"frame header announcing a 104857600-byte message (frame with 104857600 bytes exceeds limit of "
-            f"{MAX_PACKET_SIZE} bytes), over the harness's bound of {MAX_PACKET_SIZE} bytes on a BTP packet "
-            "(MAX_PACKET_SIZE; BTP itself sets no size); the harness refused the message from that header, "
-            "closed the connection with close code 1009 (message too big)") in text
+    assert (
+        f"frame header announcing a 104857600-byte message (frame with 104857600 bytes exceeds limit of "
+        f"{MAX_PACKET_SIZE} bytes), over the harness's bound of {MAX_PACKET_SIZE} bytes on a BTP packet "
+        "(MAX_PACKET_SIZE; BTP itself sets no size); the harness refused the message from that header, "
+        "closed the connection with close code 1009 (message too big)"
+    ) in text
     assert text.endswith("The frame header; bytes: 827f0000000006400000"), text
     read = int(text.split(" raw byte(s) read on this connection")[0].rsplit("(", 1)[1])
     assert 0 < read <= MAX_MESSAGE_SIZE, read
@@ -373,12 +426,16 @@ async def test_oer_length_prefix_of_4_gib_is_a_violation():
         first = await ws.recv()
         await ws.send(b"\x01" + first[1:5] + b"\x84\xff\xff\xff\xff" + bytes(8))
         await asyncio.sleep(5)
+
     async with await ws_server(huge) as server:
         port = next(iter(server.sockets)).getsockname()[1]
-        peer = BtpPeer(await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", WireTrace(), deadline=1.0))
+        peer = BtpPeer(
+            await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", WireTrace(), deadline=1.0)
+        )
         await peer.send_raw(b"\x06\x00\x00\x00\x07\x00", "a request")
-        with pytest.raises(ProtocolViolation, match=r"envelope of 4294967295 bytes.*; bytes: 010000000784ffffffff") \
-                as caught:
+        with pytest.raises(
+            ProtocolViolation, match=r"envelope of 4294967295 bytes.*; bytes: 010000000784ffffffff"
+        ) as caught:
             await peer.next_packet("the answer")
         assert isinstance(caught.value, BtpDecodeError)
         await peer.conn.close()
@@ -389,6 +446,7 @@ async def test_websocket_flood_of_messages_while_awaiting_silence_is_bounded():
         while True:
             ws.transport.write(ws_frame(FLOOD_CHUNK[:16384]))
             await asyncio.sleep(0)
+
     async with await ws_server(flood) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         conn = await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", WireTrace(), deadline=2.0)
@@ -404,18 +462,24 @@ async def test_websocket_trickle_ends_at_the_deadline_and_is_not_silence():
     async def slowloris(ws):
         frame = ws_frame(b"\x01\x00\x00\x00\x01\x00")
         for index in range(len(frame) * 100):
-            ws.transport.write(frame[index % len(frame):index % len(frame) + 1])
+            ws.transport.write(frame[index % len(frame) : index % len(frame) + 1])
             await asyncio.sleep(0.1)
+
     async with await ws_server(slowloris) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         trace = WireTrace()
         conn = await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", trace, deadline=0.35)
         started = time.monotonic()
-        with pytest.raises(DeadlineExceeded, match=r"no the answer within 0.35 s; [1-7] raw byte\(s\) arrived without "
-                                                   r"completing a WebSocket message, the last chunk: [0-9a-f]{2}"):
+        with pytest.raises(
+            DeadlineExceeded,
+            match=r"no the answer within 0.35 s; [1-7] raw byte\(s\) arrived without "
+            r"completing a WebSocket message, the last chunk: [0-9a-f]{2}",
+        ):
             await conn.receive("the answer")
         assert time.monotonic() - started < 0.6
-        assert trace.bytes_in("received"), "trickled bytes are in the trace: the target was not silent"
+        assert trace.bytes_in("received"), (
+            "trickled bytes are in the trace: the target was not silent"
+        )
         await conn.close()
 
 
@@ -425,7 +489,10 @@ async def test_websocket_upgrade_answered_with_garbage_is_a_violation():
         writer.write(b"\x16\x03\x01 not http at all\r\n" * 4)
         await writer.drain()
         await asyncio.sleep(2)
+
     server, port = await start_tcp(garbage)
     async with server:
-        with pytest.raises(ProtocolViolation, match=r"not a valid HTTP response.*; bytes: 160301206e6f74"):
+        with pytest.raises(
+            ProtocolViolation, match=r"not a valid HTTP response.*; bytes: 160301206e6f74"
+        ):
             await WebSocketConnection.open(f"ws://127.0.0.1:{port}/", WireTrace(), deadline=1.0)

@@ -20,8 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.targets import (WORK_DIR_OWNER_LOCK, make_work_dir, remove_abandoned_work_dirs,
-                                      remove_work_dir)
+from conformance.core.targets import (
+    WORK_DIR_OWNER_LOCK,
+    make_work_dir,
+    remove_abandoned_work_dirs,
+    remove_work_dir,
+)
 
 from .cli_runner import CONFORMANCE, REPO_ROOT, STUCK_TARGET
 
@@ -36,14 +40,21 @@ def _start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], Path, Pat
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     run_dir = tmp_path / "run"
-    process = subprocess.Popen(CONFORMANCE + ["certify", "--run-dir", str(run_dir), *args], cwd=REPO_ROOT,
-                               env=dict(os.environ, TMPDIR=str(tmpdir)), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        CONFORMANCE + ["certify", "--run-dir", str(run_dir), *args],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, TMPDIR=str(tmpdir)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     return process, run_dir, tmpdir
 
 
-def _wait_for_results(process: subprocess.Popen[str], run_dir: Path, tmpdir: Path, count: int,
-                      targets: int = 1) -> None:
+def _wait_for_results(
+    process: subprocess.Popen[str], run_dir: Path, tmpdir: Path, count: int, targets: int = 1
+) -> None:
     """Until ``count`` cases of each of ``targets`` sessions have a result,
     so that the sessions are mid-run with their work dirs made."""
     results = run_dir / "results.jsonl"
@@ -53,7 +64,9 @@ def _wait_for_results(process: subprocess.Popen[str], run_dir: Path, tmpdir: Pat
         if len(lines) >= count * targets and len(_work_dirs(tmpdir)) >= targets:
             return
         if process.poll() is not None:
-            pytest.fail(f"certify ended before it could be stopped:\n{process.communicate()[0][-3000:]}")
+            pytest.fail(
+                f"certify ended before it could be stopped:\n{process.communicate()[0][-3000:]}"
+            )
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
     pytest.fail(f"no {count} results per session within 60 s")
@@ -94,8 +107,9 @@ def _stop(process: subprocess.Popen[str], how: str) -> str:
 
 @pytest.mark.parametrize("how", ["sigterm", "ctrl-c", "sigint-to-the-cli"])
 def test_a_stopped_run_under_jobs_removes_every_work_dir(tmp_path, how):
-    process, run_dir, tmpdir = _start(tmp_path, "--jobs", "2", "--target", "reference-btp",
-                                      "--target", "reference-ripplehost")
+    process, run_dir, tmpdir = _start(
+        tmp_path, "--jobs", "2", "--target", "reference-btp", "--target", "reference-ripplehost"
+    )
     _wait_for_results(process, run_dir, tmpdir, 2, targets=2)
     made = _work_dirs(tmpdir)
     assert any(name.startswith("conformance-reference-btp.") for name in made), made
@@ -115,8 +129,17 @@ def test_a_stopped_run_under_case_jobs_removes_the_workers_work_dirs(tmp_path):
 def test_a_session_stopped_by_the_run_deadline_backstop_removes_its_work_dir(tmp_path):
     targets = tmp_path / "targets.toml"
     targets.write_text(STUCK_TARGET)
-    process, run_dir, tmpdir = _start(tmp_path, "--targets-file", str(targets), "--target", "stuck",
-                                      "--deadline", "1", "--run-timeout", "1")
+    process, run_dir, tmpdir = _start(
+        tmp_path,
+        "--targets-file",
+        str(targets),
+        "--target",
+        "stuck",
+        "--deadline",
+        "1",
+        "--run-timeout",
+        "1",
+    )
     output, _ = process.communicate(timeout=60)
     _wait_until_every_process_ended(process)
     assert "the session outlived it and was stopped" in output, output
@@ -148,10 +171,18 @@ def test_the_work_dir_of_a_live_run_is_never_removed(tmp_path):
     tmpdir.mkdir()
     # A live run: a process that made its work dir and holds on to it.
     live = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from conformance.core.targets import make_work_dir; "
-                               "print(make_work_dir('live'), flush=True); sys.stdin.read()"],
-        cwd=REPO_ROOT, env=dict(os.environ, TMPDIR=str(tmpdir)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys; from conformance.core.targets import make_work_dir; "
+            "print(make_work_dir('live'), flush=True); sys.stdin.read()",
+        ],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, TMPDIR=str(tmpdir)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         live_dir = Path(live.stdout.readline().strip())
         assert live_dir.parent == tmpdir and live_dir.is_dir()

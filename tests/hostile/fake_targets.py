@@ -29,8 +29,15 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from reference_impl.btp.packet import (ContentType, Error, Message, ProtocolDataEntry, Response, decode_packet,
-                                       encode_packet)
+from reference_impl.btp.packet import (
+    ContentType,
+    Error,
+    Message,
+    ProtocolDataEntry,
+    Response,
+    decode_packet,
+    encode_packet,
+)
 from reference_impl.ssb import boxstream, shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder
 from reference_impl.ssb.feed import create_message, message_id
@@ -46,10 +53,27 @@ TRIGGERED_AT = "20261123000000.000Z"
 TRICKLE_INTERVAL = 1.0
 """Seconds between the bytes of a slowloris target."""
 
-SSB_BEHAVIOURS = ("flood", "flood-on-error", "slowloris", "reset-mid-frame", "huge-rpc-length",
-                  "huge-box-length", "endless-stream", "valid-then-garbage")
-BTP_BEHAVIOURS = ("flood", "flood-on-error", "slowloris", "reset-mid-frame", "huge-frame", "huge-oer-length",
-                  "endless-stream", "valid-then-garbage", "huge-message")
+SSB_BEHAVIOURS = (
+    "flood",
+    "flood-on-error",
+    "slowloris",
+    "reset-mid-frame",
+    "huge-rpc-length",
+    "huge-box-length",
+    "endless-stream",
+    "valid-then-garbage",
+)
+BTP_BEHAVIOURS = (
+    "flood",
+    "flood-on-error",
+    "slowloris",
+    "reset-mid-frame",
+    "huge-frame",
+    "huge-oer-length",
+    "endless-stream",
+    "valid-then-garbage",
+    "huge-message",
+)
 """``flood-on-error`` behaves on valid input (a valid handshake; a Response
 to valid auth) and floods where it should hang up: after an invalid
 handshake message (SSB), or after the Error to a bad auth (BTP), so the
@@ -82,7 +106,7 @@ def random_chunks(size: int = 65536):
     while True:
         if offset + size > len(RANDOM_BLOCK):
             offset = 0
-        yield RANDOM_BLOCK[offset:offset + size]
+        yield RANDOM_BLOCK[offset : offset + size]
         offset += 4099  # shift so consecutive chunks differ
 
 
@@ -102,12 +126,14 @@ async def flood(writer: asyncio.StreamWriter) -> None:
         await writer.drain()
 
 
-async def trickle(writer: asyncio.StreamWriter, data: bytes | None = None, interval: float = TRICKLE_INTERVAL) -> None:
+async def trickle(
+    writer: asyncio.StreamWriter, data: bytes | None = None, interval: float = TRICKLE_INTERVAL
+) -> None:
     """One byte every ``interval`` seconds, forever (of ``data`` repeated, or random)."""
     source = data or RANDOM_BLOCK
     index = 0
     while True:
-        writer.write(source[index % len(source):index % len(source) + 1])
+        writer.write(source[index % len(source) : index % len(source) + 1])
         await writer.drain()
         index += 1
         await asyncio.sleep(interval)
@@ -124,11 +150,14 @@ async def discard_input(reader: asyncio.StreamReader) -> None:
 
 # ---------------------------------------------------------------- SSB
 
+
 class SsbSession:
     """The fake's side of a valid SSB connection: handshake as server, then
     box stream and RPC decoding of what the harness sends."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keypair: Keypair) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keypair: Keypair
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.keypair = keypair
@@ -176,8 +205,9 @@ class SsbSession:
         await self.writer.drain()
 
 
-async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                         keypair: Keypair) -> None:
+async def ssb_connection(
+    behaviour: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keypair: Keypair
+) -> None:
     if behaviour == "flood":
         asyncio.ensure_future(discard_input(reader))
         await flood(writer)
@@ -198,8 +228,14 @@ async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: a
         while (request := await session.next_request()) is not None:
             if request.req <= 0 or request.end:
                 continue  # the harness ending its side of a stream: nothing to answer
-            body: Any = True if request.stream else {"name": "Error", "message": "no such procedure", "stack": ""}
-            await session.send_rpc(RpcMessage.from_json(-request.req, body, stream=request.stream, end=True).encode())
+            body: Any = (
+                True
+                if request.stream
+                else {"name": "Error", "message": "no such procedure", "stack": ""}
+            )
+            await session.send_rpc(
+                RpcMessage.from_json(-request.req, body, stream=request.stream, end=True).encode()
+            )
         return
     request = await session.next_request()
     if request is None:
@@ -207,7 +243,9 @@ async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: a
     assert session.params is not None and session.encoder is not None
     if behaviour == "reset-mid-frame":
         # The first 20 of the 34 header bytes of a valid box, then RST.
-        box = session.encoder.encode(RpcMessage.from_json(-request.req, True, stream=True, end=True).encode())
+        box = session.encoder.encode(
+            RpcMessage.from_json(-request.req, True, stream=True, end=True).encode()
+        )
         writer.write(box[:20])
         await writer.drain()
         await asyncio.sleep(0.05)
@@ -219,7 +257,9 @@ async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: a
         await session.send_rpc(header + b'{"never":"ends"')
     elif behaviour == "huge-box-length":
         # An authentic box header declaring 65535 body bytes (the bound is 4096).
-        header, body = boxstream.seal_box(session.params.encrypt_key, session.encoder.nonce, bytes(65535))
+        header, body = boxstream.seal_box(
+            session.params.encrypt_key, session.encoder.nonce, bytes(65535)
+        )
         writer.write(header + body[:1024])
         await writer.drain()
     elif behaviour == "endless-stream":
@@ -227,15 +267,27 @@ async def ssb_connection(behaviour: str, reader: asyncio.StreamReader, writer: a
         sequence, previous = 0, None
         while True:
             sequence += 1
-            message = create_message(keypair, previous, sequence, 1_700_000_000_000 + sequence,
-                                     {"type": "post", "text": f"message {sequence} of a stream that never ends"})
+            message = create_message(
+                keypair,
+                previous,
+                sequence,
+                1_700_000_000_000 + sequence,
+                {"type": "post", "text": f"message {sequence} of a stream that never ends"},
+            )
             previous = message_id(message)
-            await session.send_rpc(RpcMessage.from_json(-request.req, message, stream=True).encode())
+            await session.send_rpc(
+                RpcMessage.from_json(-request.req, message, stream=True).encode()
+            )
     elif behaviour == "valid-then-garbage":
         # A valid answer (the end of the request, as an error), then random bytes.
-        await session.send_rpc(RpcMessage.from_json(
-            -request.req, {"name": "Error", "message": "not here", "stack": ""}, stream=request.stream,
-            end=True).encode())
+        await session.send_rpc(
+            RpcMessage.from_json(
+                -request.req,
+                {"name": "Error", "message": "not here", "stack": ""},
+                stream=request.stream,
+                end=True,
+            ).encode()
+        )
         writer.write(RANDOM_BLOCK[:4096])
         await writer.drain()
     await discard_input(reader)
@@ -265,6 +317,7 @@ async def serve_ssb(behaviour: str, host: str, port: int, key_file: str | None =
 
 
 # ---------------------------------------------------------------- BTP
+
 
 def ws_frame(payload: bytes, opcode: int = 0x2, declared: int | None = None) -> bytes:
     """A server-to-client WebSocket frame (FIN set, unmasked); ``declared``
@@ -310,7 +363,7 @@ async def btp_connection(behaviour: str, ws: Any, token: bytes) -> None:
         frame = ws_frame(encode_packet(Response(1)))
         index = 0
         while True:
-            await write(frame[index % len(frame):index % len(frame) + 1])
+            await write(frame[index % len(frame) : index % len(frame) + 1])
             index += 1
             await asyncio.sleep(TRICKLE_INTERVAL)
     if behaviour == "flood-on-error":
@@ -322,22 +375,29 @@ async def btp_connection(behaviour: str, ws: Any, token: bytes) -> None:
             request_id = request_id_of(message)
             try:
                 packet = decode_packet(message)
-                valid_auth = (not authenticated and packet.protocol_data[0].name == "auth"
-                              and any(e.name == "auth_token" and e.data == token for e in packet.protocol_data))
+                valid_auth = (
+                    not authenticated
+                    and packet.protocol_data[0].name == "auth"
+                    and any(
+                        e.name == "auth_token" and e.data == token for e in packet.protocol_data
+                    )
+                )
             except Exception:
                 valid_auth = False
             if authenticated or valid_auth:
                 authenticated = True
                 await write(ws_frame(encode_packet(Response(request_id))))
                 continue
-            await write(ws_frame(encode_packet(Error(request_id, "F00", "NotAcceptedError", TRIGGERED_AT))))
+            await write(
+                ws_frame(encode_packet(Error(request_id, "F00", "NotAcceptedError", TRIGGERED_AT)))
+            )
             for chunk in random_chunks(FLOOD_MESSAGE_SIZE):
                 await write(ws_frame(chunk))
     first = await ws.recv()
     request_id = request_id_of(first)
     if behaviour == "reset-mid-frame":
         frame = ws_frame(encode_packet(Response(request_id)))
-        await write(frame[:len(frame) // 2])
+        await write(frame[: len(frame) // 2])
         await asyncio.sleep(0.05)
         reset(transport)
         return
@@ -346,14 +406,24 @@ async def btp_connection(behaviour: str, ws: Any, token: bytes) -> None:
         await write(ws_frame(b"\x01" * 1024, declared=1 << 32))
     elif behaviour == "huge-oer-length":
         # A Response whose OER envelope length prefix says 0xFFFFFFFF bytes follow.
-        await write(ws_frame(bytes([1]) + request_id.to_bytes(4, "big") + b"\x84\xff\xff\xff\xff" + b"\x00" * 16))
+        await write(
+            ws_frame(
+                bytes([1]) + request_id.to_bytes(4, "big") + b"\x84\xff\xff\xff\xff" + b"\x00" * 16
+            )
+        )
     elif behaviour == "endless-stream":
         await write(ws_frame(encode_packet(Response(request_id))))
         sequence = 0
         while True:
             sequence += 1
-            packet = Message(sequence, (ProtocolDataEntry("endless", ContentType.TEXT_PLAIN_UTF8,
-                                                          f"message {sequence}".encode()),))
+            packet = Message(
+                sequence,
+                (
+                    ProtocolDataEntry(
+                        "endless", ContentType.TEXT_PLAIN_UTF8, f"message {sequence}".encode()
+                    ),
+                ),
+            )
             await write(ws_frame(encode_packet(packet)))
             await asyncio.sleep(0)
     elif behaviour == "valid-then-garbage":
@@ -371,13 +441,15 @@ async def btp_connection(behaviour: str, ws: Any, token: bytes) -> None:
             await write(message)
             written = len(message)
             for chunk in random_chunks():
-                piece = chunk[:HUGE_MESSAGE_SIZE + len(message) - written]
+                piece = chunk[: HUGE_MESSAGE_SIZE + len(message) - written]
                 if not piece:
                     break
                 await write(piece)
                 written += len(piece)
         finally:
-            print(f"HOSTILE_WROTE {written} of {HUGE_MESSAGE_SIZE + len(message)} bytes", flush=True)
+            print(
+                f"HOSTILE_WROTE {written} of {HUGE_MESSAGE_SIZE + len(message)} bytes", flush=True
+            )
         await ws.wait_closed()  # stays connected, reading nothing, until the harness hangs up
         return
     # Stay connected, answering nothing more.
@@ -395,7 +467,9 @@ async def serve_btp(behaviour: str, host: str, port: int, token: bytes = b"") ->
         except (ConnectionClosed, ConnectionError, OSError):
             pass
 
-    async with serve(handler, host, port, ping_interval=None, compression=None, max_size=1 << 20) as server:
+    async with serve(
+        handler, host, port, ping_interval=None, compression=None, max_size=1 << 20
+    ) as server:
         bound = next(iter(server.sockets)).getsockname()[1]
         print(f"HOSTILE_READY port={bound} url=ws://{host}:{bound}/", flush=True)
         await server.serve_forever()
@@ -403,7 +477,10 @@ async def serve_btp(behaviour: str, host: str, port: int, token: bytes = b"") ->
 
 # ---------------------------------------------------------------- STOMP
 
-async def serve_stomp(behaviour: str, host: str, port: int, cert_file: str, key_file: str, ca_file: str) -> None:
+
+async def serve_stomp(
+    behaviour: str, host: str, port: int, cert_file: str, key_file: str, ca_file: str
+) -> None:
     from reference_impl.stomp.tls import server_context
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -426,7 +503,9 @@ async def serve_stomp(behaviour: str, host: str, port: int, cert_file: str, key_
         finally:
             writer.transport.abort()
 
-    server = await asyncio.start_server(on_connect, host, port, ssl=server_context(cert_file, key_file, ca_file))
+    server = await asyncio.start_server(
+        on_connect, host, port, ssl=server_context(cert_file, key_file, ca_file)
+    )
     print(f"HOSTILE_READY port={server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()
@@ -446,17 +525,24 @@ def targets_toml(protocol: str, behaviours: tuple[str, ...] | list[str] | None =
     parts = []
     for behaviour in behaviours or known:
         name = f"hostile-{protocol}-{behaviour}"
-        outputs = {"ssb": '{ public_key = "id", port = "port" }', "btp": '{ url = "url", port = "port" }',
-                   "stomp": '{ port = "port" }'}[protocol]
+        outputs = {
+            "ssb": '{ public_key = "id", port = "port" }',
+            "btp": '{ url = "url", port = "port" }',
+            "stomp": '{ port = "port" }',
+        }[protocol]
         extra = token = ""
         if protocol == "ssb":
             token = " --key-file {workdir}/hostile-secret"
-            extra = (f"capabilities = [\"publish\"]\n"
-                     f"[targets.{name}.credentials]\nsecret_key_file = \"{{workdir}}/hostile-secret\"\n")
+            extra = (
+                f'capabilities = ["publish"]\n'
+                f'[targets.{name}.credentials]\nsecret_key_file = "{{workdir}}/hostile-secret"\n'
+            )
         if protocol == "btp":
             token = " --auth-token-file {auth_token_file}"
-            extra = (f"[targets.{name}.params]\nauth_timeout = 1\n"
-                     f"[targets.{name}.credentials]\nauth_token_generate = \"hex16\"\n")
+            extra = (
+                f"[targets.{name}.params]\nauth_timeout = 1\n"
+                f'[targets.{name}.credentials]\nauth_token_generate = "hex16"\n'
+            )
         if protocol == "stomp":
             # The run's PKI (made by the STOMP suite's prepare()).
             token = " --cert {server_cert_file} --key {server_key_file} --ca {ca_file}"
@@ -485,7 +571,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--auth-token-file", help="BTP: the token a valid auth carries")
-    parser.add_argument("--key-file", help="SSB: write the node's secret key here (ssb-keys format)")
+    parser.add_argument(
+        "--key-file", help="SSB: write the node's secret key here (ssb-keys format)"
+    )
     parser.add_argument("--cert", help="STOMP: the server's certificate (PEM)")
     parser.add_argument("--key", help="STOMP: the server's private key (PEM)")
     parser.add_argument("--ca", help="STOMP: the CA client certificates must chain to")

@@ -45,61 +45,109 @@ HEX = r"[0-9a-f]{16,}"
 EXPECTED = {
     # (protocol, behaviour): (the case that meets the bad bytes first today,
     # the pattern the failure message of the case that meets them must match)
-    ("ssb", "flood"): ("ssb.shs.server.completes-valid-handshake", rf"msg2 \(server hello\) does not verify .*; bytes: {HEX}"),
-    ("ssb", "flood-on-error"): ("ssb.shs.server.rejects-garbage-msg1",
-                                r"after a random msg1, the target wrote 1048576 byte\(s\) instead of hanging up "
-                                rf"silently: {HEX}"),
-    ("ssb", "slowloris"): ("ssb.shs.server.completes-valid-handshake",
-                           rf"no msg2 \(server hello, 64 bytes\) within {DEADLINE} s: received [1-3] of 64 bytes \([0-9a-f]+\)"),
-    ("ssb", "reset-mid-frame"): ("ssb.rpc.server.responses-use-negated-request-number",
-                                 r"target closed the connection while the case awaited .*in the middle of a box "
-                                 r"\(\d+ more bytes were due\); the last bytes it sent: [0-9a-f]{40}"),
-    ("ssb", "huge-rpc-length"): ("ssb.rpc.server.responses-use-negated-request-number",
-                                 r"RPC stream is malformed \(body length exceeds limit: 4294967295 > \d+\); "
-                                 r"bytes: 0affffffff"),
-    ("ssb", "huge-box-length"): ("ssb.rpc.server.responses-use-negated-request-number",
-                                 rf"box stream does not decrypt \(body length exceeds 4096\); bytes: {HEX}"),
-    ("ssb", "endless-stream"): ("ssb.rpc.server.ends-source-stream-with-true",
-                                rf"did not end within {DEADLINE} s: \d+ item\(s\) came"),
-    ("ssb", "valid-then-garbage"): ("ssb.rpc.server.responses-use-negated-request-number",
-                                    rf"box stream does not decrypt \(header authentication failed\); bytes: {HEX}"),
-    ("btp", "flood"): ("btp.auth.server.accepts-valid-auth", rf"unreadable packet .*; bytes: {HEX}"),
-    ("btp", "flood-on-error"): ("btp.auth.server.rejects-wrong-token",
-                                r"frame with 1048512 bytes exceeds limit of \d+ bytes\), over the harness's bound .*"
-                                r"closed the connection with close code 1009.*; bytes: 827f00000000000fffc0$"),
+    ("ssb", "flood"): (
+        "ssb.shs.server.completes-valid-handshake",
+        rf"msg2 \(server hello\) does not verify .*; bytes: {HEX}",
+    ),
+    ("ssb", "flood-on-error"): (
+        "ssb.shs.server.rejects-garbage-msg1",
+        r"after a random msg1, the target wrote 1048576 byte\(s\) instead of hanging up "
+        rf"silently: {HEX}",
+    ),
+    ("ssb", "slowloris"): (
+        "ssb.shs.server.completes-valid-handshake",
+        rf"no msg2 \(server hello, 64 bytes\) within {DEADLINE} s: received [1-3] of 64 bytes \([0-9a-f]+\)",
+    ),
+    ("ssb", "reset-mid-frame"): (
+        "ssb.rpc.server.responses-use-negated-request-number",
+        r"target closed the connection while the case awaited .*in the middle of a box "
+        r"\(\d+ more bytes were due\); the last bytes it sent: [0-9a-f]{40}",
+    ),
+    ("ssb", "huge-rpc-length"): (
+        "ssb.rpc.server.responses-use-negated-request-number",
+        r"RPC stream is malformed \(body length exceeds limit: 4294967295 > \d+\); "
+        r"bytes: 0affffffff",
+    ),
+    ("ssb", "huge-box-length"): (
+        "ssb.rpc.server.responses-use-negated-request-number",
+        rf"box stream does not decrypt \(body length exceeds 4096\); bytes: {HEX}",
+    ),
+    ("ssb", "endless-stream"): (
+        "ssb.rpc.server.ends-source-stream-with-true",
+        rf"did not end within {DEADLINE} s: \d+ item\(s\) came",
+    ),
+    ("ssb", "valid-then-garbage"): (
+        "ssb.rpc.server.responses-use-negated-request-number",
+        rf"box stream does not decrypt \(header authentication failed\); bytes: {HEX}",
+    ),
+    ("btp", "flood"): (
+        "btp.auth.server.accepts-valid-auth",
+        rf"unreadable packet .*; bytes: {HEX}",
+    ),
+    ("btp", "flood-on-error"): (
+        "btp.auth.server.rejects-wrong-token",
+        r"frame with 1048512 bytes exceeds limit of \d+ bytes\), over the harness's bound .*"
+        r"closed the connection with close code 1009.*; bytes: 827f00000000000fffc0$",
+    ),
     ("btp", "slowloris"): ("btp.auth.server.accepts-valid-auth", rf"within {DEADLINE} s"),
-    ("btp", "reset-mid-frame"): ("btp.auth.server.accepts-valid-auth", r"target closed the WebSocket \(close code 1006\)"),
-    ("btp", "huge-frame"): ("btp.auth.server.accepts-valid-auth",
-                            r"frame with 4294967296 bytes exceeds limit of \d+ bytes\), over the harness's bound .*"
-                            r"closed the connection with close code 1009.*; bytes: 827f0000000100000000$"),
-    ("btp", "huge-oer-length"): ("btp.auth.server.accepts-valid-auth",
-                                 r"envelope of 4294967295 bytes.*; bytes: 01[0-9a-f]{8}84ffffffff"),
+    ("btp", "reset-mid-frame"): (
+        "btp.auth.server.accepts-valid-auth",
+        r"target closed the WebSocket \(close code 1006\)",
+    ),
+    ("btp", "huge-frame"): (
+        "btp.auth.server.accepts-valid-auth",
+        r"frame with 4294967296 bytes exceeds limit of \d+ bytes\), over the harness's bound .*"
+        r"closed the connection with close code 1009.*; bytes: 827f0000000100000000$",
+    ),
+    ("btp", "huge-oer-length"): (
+        "btp.auth.server.accepts-valid-auth",
+        r"envelope of 4294967295 bytes.*; bytes: 01[0-9a-f]{8}84ffffffff",
+    ),
     # The fake's own Messages are requests (answered by the harness, never
     # taken for an answer): what it never sends is the answer to the probe.
-    ("btp", "endless-stream"): ("btp.flow.server.response-carries-request-id",
-                                r"no the answer to a Message with request id 0xdeadbeef among 100 packets"),
-    ("btp", "valid-then-garbage"): ("btp.flow.server.response-carries-request-id", rf"unreadable packet .*; bytes: {HEX}"),
-    ("btp", "huge-message"): ("btp.auth.server.accepts-valid-auth",
-                              r"frame header announcing a 104857600-byte message .*over the harness's bound of "
-                              r"65536 bytes on a BTP packet \(MAX_PACKET_SIZE; BTP itself sets no size\); the harness "
-                              r"refused the message from that header, closed the connection with close code 1009 "
-                              r"\(message too big\) and stopped reading \((\d+) raw byte\(s\) read on this "
-                              r"connection in all\)\. The frame header; bytes: 827f0000000006400000$"),
+    ("btp", "endless-stream"): (
+        "btp.flow.server.response-carries-request-id",
+        r"no the answer to a Message with request id 0xdeadbeef among 100 packets",
+    ),
+    ("btp", "valid-then-garbage"): (
+        "btp.flow.server.response-carries-request-id",
+        rf"unreadable packet .*; bytes: {HEX}",
+    ),
+    ("btp", "huge-message"): (
+        "btp.auth.server.accepts-valid-auth",
+        r"frame header announcing a 104857600-byte message .*over the harness's bound of "
+        r"65536 bytes on a BTP packet \(MAX_PACKET_SIZE; BTP itself sets no size\); the harness "
+        r"refused the message from that header, closed the connection with close code 1009 "
+        r"\(message too big\) and stopped reading \((\d+) raw byte\(s\) read on this "
+        r"connection in all\)\. The frame header; bytes: 827f0000000006400000$",
+    ),
     # STOMP: the mutual TLS 1.3 handshake completes (the fake requires the
     # harness's certificate), then garbage: the TLS case passes, the bytes
     # fail the first case that reads the answer to CONNECT.
-    ("stomp", "flood"): (STOMP_CONNECTED_CASE, r"target sent a malformed frame where the CONNECTED frame answering "
-                                               rf"CONNECT was due \(.+\); bytes: {HEX}"),
-    ("stomp", "slowloris"): (STOMP_CONNECTED_CASE, r"no the CONNECTED frame answering CONNECT: the target sent "
-                                                   rf"(\d+) byte\(s\), no complete frame within {DEADLINE:g} s: "
-                                                   r"([0-9a-f]+)$"),
+    ("stomp", "flood"): (
+        STOMP_CONNECTED_CASE,
+        r"target sent a malformed frame where the CONNECTED frame answering "
+        rf"CONNECT was due \(.+\); bytes: {HEX}",
+    ),
+    ("stomp", "slowloris"): (
+        STOMP_CONNECTED_CASE,
+        r"no the CONNECTED frame answering CONNECT: the target sent "
+        rf"(\d+) byte\(s\), no complete frame within {DEADLINE:g} s: "
+        r"([0-9a-f]+)$",
+    ),
 }
-STOMP_NEGATIVE_TLS_CASES = ("stomp.tls.server.refuses-tls-1-2", "stomp.tls.server.requires-client-certificate",
-                            "stomp.tls.server.refuses-untrusted-client-certificate")
+STOMP_NEGATIVE_TLS_CASES = (
+    "stomp.tls.server.refuses-tls-1-2",
+    "stomp.tls.server.requires-client-certificate",
+    "stomp.tls.server.refuses-untrusted-client-certificate",
+)
 """Refusals the STOMP fakes make as they must: they depend on the handshake alone, and pass."""
 
-ZOO = ([("ssb", b) for b in SSB_BEHAVIOURS] + [("btp", b) for b in BTP_BEHAVIOURS]
-       + [("stomp", b) for b in STOMP_BEHAVIOURS])
+ZOO = (
+    [("ssb", b) for b in SSB_BEHAVIOURS]
+    + [("btp", b) for b in BTP_BEHAVIOURS]
+    + [("stomp", b) for b in STOMP_BEHAVIOURS]
+)
 assert set(ZOO) == set(EXPECTED)
 
 
@@ -114,7 +162,9 @@ def case_bound(protocol: str) -> float:
 
 
 @pytest.mark.parametrize("protocol,behaviour", ZOO, ids=[f"{p}-{b}" for p, b in ZOO])
-def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protocol, behaviour, tmp_path):
+def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(
+    protocol, behaviour, tmp_path
+):
     run = certify_hostile(protocol, behaviour, tmp_path, deadline=DEADLINE)
     records = run.records
     assert run.code == 1, run.output[-3000:]
@@ -140,8 +190,11 @@ def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protoco
     case_id, pattern = EXPECTED[(protocol, behaviour)]
     assert not [r["case_id"] for r in records if r.get("blocked_by") == r["case_id"]]
     matching = [r for r in records if r["outcome"] == "failed" and re.search(pattern, r["message"])]
-    assert matching, (case_id, pattern, [(r["case_id"], r["outcome"], r["message"][:300]) for r in ran
-                                         if r["outcome"] != "passed"])
+    assert matching, (
+        case_id,
+        pattern,
+        [(r["case_id"], r["outcome"], r["message"][:300]) for r in ran if r["outcome"] != "passed"],
+    )
     record = matching[0]
     # A failure names its requirement first.
     assert re.match(rf"{re.escape(record['case_id'])} \[(MUST|SHOULD|MAY), ", record["message"])
@@ -151,14 +204,23 @@ def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protoco
     shown = re.search(r"; bytes: ([0-9a-f]{32})", record["message"])
     if shown and behaviour not in ("huge-frame", "flood-on-error"):
         # (a refused frame header is raw framing, not a traced payload)
-        assert bytes.fromhex(shown.group(1)) in dumped_bytes(trace_text), (shown.group(1), trace_text[:3000])
+        assert bytes.fromhex(shown.group(1)) in dumped_bytes(trace_text), (
+            shown.group(1),
+            trace_text[:3000],
+        )
 
     # Bounded traces, saying what they dropped.
     sizes = run.trace_sizes()
-    assert sizes and max(sizes.values()) < MAX_TRACE_FILE_BYTES, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+    assert sizes and max(sizes.values()) < MAX_TRACE_FILE_BYTES, sorted(
+        sizes.items(), key=lambda kv: -kv[1]
+    )[:3]
     if (protocol, behaviour) == ("ssb", "endless-stream"):
-        dropped = [name for name in sizes
-                   if "further bytes not kept" in (run.run_dir / "traces" / run.target / f"{name}.txt").read_text()]
+        dropped = [
+            name
+            for name in sizes
+            if "further bytes not kept"
+            in (run.run_dir / "traces" / run.target / f"{name}.txt").read_text()
+        ]
         assert dropped, "a stream that never ends overflows the trace, which must say so"
 
     if (protocol, behaviour) == ("btp", "huge-message"):
@@ -169,9 +231,18 @@ def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protoco
         read = int(re.search(pattern, record["message"]).group(1))
         assert read <= MAX_MESSAGE_SIZE, read
         assert bytes.fromhex("827f0000000006400000") in dumped_bytes(trace_text), trace_text[:3000]
-        assert not [r["case_id"] for r in records if "without completing a WebSocket message" in r["message"]]
-        wrote = [int(n) for log in (run.run_dir / "logs").glob(f"{run.target}.*.log")
-                 for n in re.findall(r"^HOSTILE_WROTE (\d+) of 104857610 bytes$", log.read_text(), re.MULTILINE)]
+        assert not [
+            r["case_id"]
+            for r in records
+            if "without completing a WebSocket message" in r["message"]
+        ]
+        wrote = [
+            int(n)
+            for log in (run.run_dir / "logs").glob(f"{run.target}.*.log")
+            for n in re.findall(
+                r"^HOSTILE_WROTE (\d+) of 104857610 bytes$", log.read_text(), re.MULTILINE
+            )
+        ]
         assert wrote and max(wrote) < 16 << 20, wrote
 
     if protocol == "stomp":
@@ -182,13 +253,20 @@ def test_hostile_target_gets_failure_verdicts_in_bounded_time_and_memory(protoco
             assert by_case[negative]["depends"] == [STOMP_TLS_CASE]
         assert record["case_id"] == STOMP_CONNECTED_CASE
         # Nothing else fails for these bytes: the rest is blocked by the case that met them.
-        others = [(r["case_id"], r["outcome"], r.get("blocked_by")) for r in ran
-                  if r["outcome"] != "passed" and r["case_id"] != STOMP_CONNECTED_CASE]
-        assert others and all(o == "blocked" and root == STOMP_CONNECTED_CASE for _, o, root in others), others
+        others = [
+            (r["case_id"], r["outcome"], r.get("blocked_by"))
+            for r in ran
+            if r["outcome"] != "passed" and r["case_id"] != STOMP_CONNECTED_CASE
+        ]
+        assert others and all(
+            o == "blocked" and root == STOMP_CONNECTED_CASE for _, o, root in others
+        ), others
         if behaviour == "slowloris":
             # The bytes that came are counted and shown: a beginning of the CONNECTED frame it drips.
             count, shown = re.search(pattern, record["message"]).groups()
-            assert int(count) == len(bytes.fromhex(shown)) > 0 and STOMP_CONNECTED.startswith(bytes.fromhex(shown))
+            assert int(count) == len(bytes.fromhex(shown)) > 0 and STOMP_CONNECTED.startswith(
+                bytes.fromhex(shown)
+            )
             assert "sent nothing" not in record["message"]
 
     # Bounded memory.

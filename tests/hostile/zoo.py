@@ -63,22 +63,49 @@ class HostileRun:
         return {p.stem: p.stat().st_size for p in folder.glob("*.txt")} if folder.is_dir() else {}
 
 
-def certify_hostile(protocol: str, behaviour: str, work: Path, deadline: float = 1.0,
-                    extra: tuple[str, ...] = (), timeout: float = 600) -> HostileRun:
+def certify_hostile(
+    protocol: str,
+    behaviour: str,
+    work: Path,
+    deadline: float = 1.0,
+    extra: tuple[str, ...] = (),
+    timeout: float = 600,
+) -> HostileRun:
     """`conformance certify --targets-file ... --target hostile-<protocol>-<behaviour>`
     in a fresh measuring subprocess."""
     work.mkdir(parents=True, exist_ok=True)
     targets = work / f"{protocol}-{behaviour}.toml"
     targets.write_text(targets_toml(protocol, [behaviour]))
     run_dir = work / f"run-{protocol}-{behaviour}"
-    argv = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "conformance.cli", "certify",
-            "--run-dir", str(run_dir), "--targets-file", str(targets),
-            "--target", f"hostile-{protocol}-{behaviour}", "--deadline", str(deadline), *extra]
+    argv = [
+        sys.executable,
+        "-c",
+        _MEASURE,
+        sys.executable,
+        "-m",
+        "conformance.cli",
+        "certify",
+        "--run-dir",
+        str(run_dir),
+        "--targets-file",
+        str(targets),
+        "--target",
+        f"hostile-{protocol}-{behaviour}",
+        "--deadline",
+        str(deadline),
+        *extra,
+    ]
     started = time.monotonic()
     # A session of its own, so that a harness that never ends (an old one,
     # against an endless stream) is stopped with everything below it.
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -65,12 +65,18 @@ async def read_feed(session: SsbClientSession, feed: str) -> int:
 
 
 async def check(port: int, feed: str) -> dict:
-    conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), READ_DEADLINE, "network-change check")
-    session = await SsbClientSession.open(conn, MAIN_NETWORK_KEY, Keypair.generate(), server_public_key(feed))
+    conn = await TcpConnection.open(
+        "127.0.0.1", port, WireTrace(), READ_DEADLINE, "network-change check"
+    )
+    session = await SsbClientSession.open(
+        conn, MAIN_NETWORK_KEY, Keypair.generate(), server_public_key(feed)
+    )
     before = await read_feed(session, feed)
     if before != 1:
         return {"survived": False, "detail": f"no message of the feed before the change ({before})"}
-    subprocess.run(["ip", "link", "add", VETH, "type", "veth", "peer", "name", VETH_PEER], check=True)
+    subprocess.run(
+        ["ip", "link", "add", VETH, "type", "veth", "peer", "name", VETH_PEER], check=True
+    )
     for name in (VETH, VETH_PEER):
         subprocess.run(["ip", "link", "set", name, "up"], check=True)
     await asyncio.sleep(AFTER_CHANGE)
@@ -80,7 +86,10 @@ async def check(port: int, feed: str) -> dict:
         return {"survived": False, "detail": f"after the interface change: {exc}"}
     finally:
         await conn.close()
-    return {"survived": after == 1, "detail": f"after the interface change the feed read gave {after} message(s)"}
+    return {
+        "survived": after == 1,
+        "detail": f"after the interface change the feed read gave {after} message(s)",
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -90,7 +99,16 @@ def main(argv: list[str]) -> int:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     port = free_loopback_port()
     info_file = Path(tempfile.mkdtemp(prefix="ssb-network-change-")) / "info"
-    command = [str(SCRIPT), "--port", str(port), "--messages", "1", "--info-file", str(info_file), *argv]
+    command = [
+        str(SCRIPT),
+        "--port",
+        str(port),
+        "--messages",
+        "1",
+        "--info-file",
+        str(info_file),
+        *argv,
+    ]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=REPO_ROOT)
     try:
         facts = read_facts(server, info_file)

@@ -24,8 +24,13 @@ VECTOR_FILES = ["packets.json", "malformed.json"]
 
 
 def run_node(script: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([node_executable(), str(NODE_DIR / script), *args],
-                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    return subprocess.run(
+        [node_executable(), str(NODE_DIR / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
 
 
 @pytest.mark.parametrize("vector_file", VECTOR_FILES)
@@ -35,12 +40,20 @@ def test_vectors_agree_with_btp_packet(vector_file):
     failures = [line for line in lines if line.startswith("FAIL")]
     assert completed.returncode == 0, (
         f"check-btp-vectors.js exited {completed.returncode}; failing vectors:\n"
-        + ("\n".join(failures) or completed.stdout + completed.stderr))
+        + ("\n".join(failures) or completed.stdout + completed.stderr)
+    )
     assert any(line.startswith("ok ") for line in lines), completed.stdout + completed.stderr
     stale = [line for line in lines if "documented divergence not observed" in line]
-    assert not stale, "vectors document a btp-packet divergence that no longer shows:\n" + "\n".join(stale)
-    documented = {v["id"] for v in json.loads((VECTOR_DIR / vector_file).read_text())[
-        "vectors" if vector_file == "packets.json" else "malformed"] if "js_divergence" in v}
+    assert not stale, (
+        "vectors document a btp-packet divergence that no longer shows:\n" + "\n".join(stale)
+    )
+    documented = {
+        v["id"]
+        for v in json.loads((VECTOR_DIR / vector_file).read_text())[
+            "vectors" if vector_file == "packets.json" else "malformed"
+        ]
+        if "js_divergence" in v
+    }
     diverging = {line.split()[2].rstrip(":") for line in lines if line.startswith("diverges ")}
     assert diverging == documented
 
@@ -62,8 +75,12 @@ def test_reference_codec_reads_what_btp_packet_writes():
             problems.append(f"{sample['id']}: does not decode: {exc}")
             continue
         if decoded != expected:
-            problems.append(f"{sample['id']}: decodes to {decoded!r}, btp-packet was given {expected!r}")
+            problems.append(
+                f"{sample['id']}: decodes to {decoded!r}, btp-packet was given {expected!r}"
+            )
         if encode_packet(expected) != wire:
-            problems.append(f"{sample['id']}: the reference encoder writes {encode_packet(expected).hex()}, "
-                            f"btp-packet {sample['hex']}")
+            problems.append(
+                f"{sample['id']}: the reference encoder writes {encode_packet(expected).hex()}, "
+                f"btp-packet {sample['hex']}"
+            )
     assert not problems, "\n".join(problems)

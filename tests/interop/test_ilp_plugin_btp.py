@@ -89,20 +89,27 @@ class PluginProcess:
         return self.proc.returncode, self.lines, err.decode()
 
     def records(self, tag: str) -> list[dict]:
-        return [json.loads(line.split(" ", 1)[1]) for line in self.lines if line.startswith(tag + " ")]
+        return [
+            json.loads(line.split(" ", 1)[1]) for line in self.lines if line.startswith(tag + " ")
+        ]
 
 
 async def start_plugin(*args: str) -> PluginProcess:
     proc = await asyncio.create_subprocess_exec(
-        str(SCRIPT), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "BTP_INTEROP_TOKEN": TOKEN})
+        str(SCRIPT),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "BTP_INTEROP_TOKEN": TOKEN},
+    )
     return PluginProcess(proc)
 
 
 @asynccontextmanager
 async def plugin_server(*args: str) -> AsyncIterator[PluginProcess]:
-    plugin = await start_plugin("server", "--port", "0", "--host", "127.0.0.1",
-                                "--token-env", "BTP_INTEROP_TOKEN", *args)
+    plugin = await start_plugin(
+        "server", "--port", "0", "--host", "127.0.0.1", "--token-env", "BTP_INTEROP_TOKEN", *args
+    )
     try:
         ready = await plugin.wait_for("BTP_READY ", timeout=30)
         fields = dict(part.split("=", 1) for part in ready.split()[1:])
@@ -120,12 +127,17 @@ async def plugin_server(*args: str) -> AsyncIterator[PluginProcess]:
 
 
 def auth_packet(request_id: int, token: str = TOKEN) -> Message:
-    return Message(request_id, (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 1, token.encode())))
+    return Message(
+        request_id,
+        (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 1, token.encode())),
+    )
 
 
 @asynccontextmanager
 async def raw(url: str) -> AsyncIterator[ClientConnection]:
-    async with connect(url, proxy=None, compression=None, open_timeout=READ_TIMEOUT, close_timeout=1) as ws:
+    async with connect(
+        url, proxy=None, compression=None, open_timeout=READ_TIMEOUT, close_timeout=1
+    ) as ws:
         yield ws
 
 
@@ -156,14 +168,23 @@ async def expect_silence_open(ws: ClientConnection, timeout: float = SILENCE) ->
 
 
 async def test_reference_client_with_plugin_server():
-    async with plugin_server("--send-message", "from-plugin", "--send-money", "7", "--send-balance",
-                             "--stay", "3") as plugin:
+    async with plugin_server(
+        "--send-message", "from-plugin", "--send-money", "7", "--send-balance", "--stay", "3"
+    ) as plugin:
         events: list = []
         run = await run_client(
-            plugin.url, TOKEN.encode(),
-            [RequestSpec.message("ilp", b"\x0c\x01hello", ContentType.APPLICATION_OCTET_STREAM),
-             RequestSpec.transfer(25), RequestSpec.transfer(5), RequestSpec.balance()],
-            stay=1.5, timeout=READ_TIMEOUT, on_event=events.append)
+            plugin.url,
+            TOKEN.encode(),
+            [
+                RequestSpec.message("ilp", b"\x0c\x01hello", ContentType.APPLICATION_OCTET_STREAM),
+                RequestSpec.transfer(25),
+                RequestSpec.transfer(5),
+                RequestSpec.balance(),
+            ],
+            stay=1.5,
+            timeout=READ_TIMEOUT,
+            on_event=events.append,
+        )
         code, lines, err = await plugin.finish()
 
     # our requests, answered by ilp-plugin-btp
@@ -175,18 +196,22 @@ async def test_reference_client_with_plugin_server():
     assert parse_balance(balance.packet) == 30
     # its requests, served by us
     requests = [event.packet for event in events if isinstance(event, RequestReceived)]
-    assert requests[0] == Message(requests[0].request_id, (ProtocolDataEntry("ilp", 0, b"from-plugin"),))
+    assert requests[0] == Message(
+        requests[0].request_id, (ProtocolDataEntry("ilp", 0, b"from-plugin"),)
+    )
     assert requests[1] == Transfer(requests[1].request_id, 7)
     assert requests[2].protocol_data == (ProtocolDataEntry("balance", 2, b"{}"),)
     assert BalanceChanged(7, 7) in events and run.balance == 7
     # and what the plugin saw
     assert code == 0, err
-    assert plugin.records("BTP_DATA") == [{"data_hex": "0c0168656c6c6f", "data_text": "\x0c\x01hello"}]
+    assert plugin.records("BTP_DATA") == [
+        {"data_hex": "0c0168656c6c6f", "data_text": "\x0c\x01hello"}
+    ]
     assert [r["amount"] for r in plugin.records("BTP_MONEY")] == ["25", "5"]
     responses = plugin.records("BTP_RESPONSE")
     assert [r["request"] for r in responses] == ["message", "money:7", "balance"]
     assert all(r["ok"] for r in responses)
-    assert responses[0]["ilp_hex"] == ""           # the reference node answers ilp with an empty Response
+    assert responses[0]["ilp_hex"] == ""  # the reference node answers ilp with an empty Response
     assert responses[2]["balance"] == "7"
     assert TOKEN not in "\n".join(lines) + err
 
@@ -202,14 +227,30 @@ async def test_reference_client_cli_with_plugin_server():
     async with plugin_server("--stay", "2") as plugin:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m", "reference_impl.btp", "client", "--url", plugin.url, "--auth-token-env", "BTP_INTEROP_TOKEN",
-            "--send-data", "ilp:0c00", "--send-transfer", "3", "--send-balance",
-            cwd=REPO_ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "BTP_INTEROP_TOKEN": TOKEN})
+            "-m",
+            "reference_impl.btp",
+            "client",
+            "--url",
+            plugin.url,
+            "--auth-token-env",
+            "BTP_INTEROP_TOKEN",
+            "--send-data",
+            "ilp:0c00",
+            "--send-transfer",
+            "3",
+            "--send-balance",
+            cwd=REPO_ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "BTP_INTEROP_TOKEN": TOKEN},
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
-    responses = [json.loads(line.split(" ", 1)[1]) for line in out.decode().splitlines()
-                 if line.startswith("BTP_RESPONSE ")]
+    responses = [
+        json.loads(line.split(" ", 1)[1])
+        for line in out.decode().splitlines()
+        if line.startswith("BTP_RESPONSE ")
+    ]
     assert [r["request"] for r in responses] == ["message:ilp", "transfer:3", "balance"]
     assert responses[0]["protocol_data"][0]["data_hex"] == b"echo:\x0c\x00".hex()
     assert responses[2]["balance"] == "3"
@@ -220,13 +261,31 @@ async def test_reference_client_cli_with_plugin_server():
 
 async def test_plugin_client_with_reference_server():
     events: list = []
-    async with BtpNode(TOKEN.encode(),
-                       requests=[RequestSpec.message("ilp", b"from-node", ContentType.APPLICATION_OCTET_STREAM),
-                                 RequestSpec.transfer(9), RequestSpec.balance()],
-                       on_event=lambda peer, event: events.append(event)) as node:
-        plugin = await start_plugin("client", "--url", node.url, "--token-env", "BTP_INTEROP_TOKEN",
-                                    "--send-message", "hello", "--send-money", "4", "--send-money", "6",
-                                    "--send-balance", "--stay", "1.5")
+    async with BtpNode(
+        TOKEN.encode(),
+        requests=[
+            RequestSpec.message("ilp", b"from-node", ContentType.APPLICATION_OCTET_STREAM),
+            RequestSpec.transfer(9),
+            RequestSpec.balance(),
+        ],
+        on_event=lambda peer, event: events.append(event),
+    ) as node:
+        plugin = await start_plugin(
+            "client",
+            "--url",
+            node.url,
+            "--token-env",
+            "BTP_INTEROP_TOKEN",
+            "--send-message",
+            "hello",
+            "--send-money",
+            "4",
+            "--send-money",
+            "6",
+            "--send-balance",
+            "--stay",
+            "1.5",
+        )
         code, lines, err = await plugin.finish(timeout=30)
         node_results = list(node.results)
         node_balance = node.balance
@@ -237,7 +296,9 @@ async def test_plugin_client_with_reference_server():
     assert [r["request"] for r in responses] == ["message", "money:4", "money:6", "balance"]
     assert all(r["ok"] for r in responses)
     assert responses[3]["balance"] == "10"
-    assert plugin.records("BTP_DATA") == [{"data_hex": b"from-node".hex(), "data_text": "from-node"}]
+    assert plugin.records("BTP_DATA") == [
+        {"data_hex": b"from-node".hex(), "data_text": "from-node"}
+    ]
     assert [r["amount"] for r in plugin.records("BTP_MONEY")] == ["9"]
     # what the reference node saw and got back
     requests = [event.packet for event in events if isinstance(event, RequestReceived)]
@@ -263,8 +324,9 @@ async def test_plugin_client_auth_message_is_conformant():
 
 async def test_plugin_client_with_wrong_token_is_refused_by_reference_server():
     async with BtpNode(b"another-token") as node:
-        plugin = await start_plugin("client", "--url", node.url, "--token-env", "BTP_INTEROP_TOKEN",
-                                    "--timeout", "5")
+        plugin = await start_plugin(
+            "client", "--url", node.url, "--token-env", "BTP_INTEROP_TOKEN", "--timeout", "5"
+        )
         code, _, err = await plugin.finish(timeout=30)
     assert code == 3, err
 
@@ -298,11 +360,15 @@ async def test_plugin_refuses_wrong_token_and_closes():
         await expect_close(ws)
 
 
-@pytest.mark.parametrize("payload", [
-    bytes.fromhex("06000000"),                               # truncated header
-    "hello",                                                  # a text message
-    encode_packet(Fulfill(5, b"\x00" * 16, b"\x01" * 32)),    # legacy BTP 1 type 4
-], ids=["truncated", "text", "legacy-type"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        bytes.fromhex("06000000"),  # truncated header
+        "hello",  # a text message
+        encode_packet(Fulfill(5, b"\x00" * 16, b"\x01" * 32)),  # legacy BTP 1 type 4
+    ],
+    ids=["truncated", "text", "legacy-type"],
+)
 async def test_plugin_deviation_closes_on_unreadable_packet(payload):
     """RFC 23 Flow: an unreadable packet gets no response and the connection
     goes on.  ilp-plugin-btp sends nothing but closes the WebSocket."""
@@ -327,8 +393,14 @@ async def test_plugin_deviation_accepts_malformed_auth_entry_and_duplicate_token
     """The auth entry MUST be content type 0 with empty data; ilp-plugin-btp
     accepts content type 2 with data, and a second auth_token entry."""
     async with plugin_server() as plugin, raw(plugin.url) as ws:
-        auth = Message(3, (ProtocolDataEntry("auth", 2, b"{}"), ProtocolDataEntry("auth_token", 1, TOKEN.encode()),
-                           ProtocolDataEntry("auth_token", 1, b"other")))
+        auth = Message(
+            3,
+            (
+                ProtocolDataEntry("auth", 2, b"{}"),
+                ProtocolDataEntry("auth_token", 1, TOKEN.encode()),
+                ProtocolDataEntry("auth_token", 1, b"other"),
+            ),
+        )
         await ws.send(encode_packet(auth))
         assert await recv_packet(ws) == Response(3)
 
@@ -352,7 +424,7 @@ async def test_plugin_deviation_error_name_does_not_match_code():
         assert isinstance(error, Error) and error.request_id == 10
         assert (error.code, error.name) == ("F00", "SyntaxError")
         assert json.loads(error.data)["message"]
-        await expect_silence_open(ws)   # the connection stays open
+        await expect_silence_open(ws)  # the connection stays open
 
 
 # Real findings of the harness against ilp-plugin-btp 1.5.0, each shown with
@@ -380,21 +452,40 @@ def test_harness_certifies_ilp_plugin_btp(tmp_path):
     assert len(records) >= 30, run.output
     failed = {case for case, r in records.items() if r["outcome"] == "failed"}
     assert failed == KNOWN_FINDINGS, run.output
-    assert all(r["outcome"] in ("passed", "failed", "not_applicable") for r in records.values()), run.output
+    assert all(r["outcome"] in ("passed", "failed", "not_applicable") for r in records.values()), (
+        run.output
+    )
     na = {case for case, r in records.items() if r["outcome"] == "not_applicable"}
-    assert na == {"btp.transfer.server.response-means-balance-updated",
-                  "btp.transfer.server.error-means-balance-unchanged"}, na
+    assert na == {
+        "btp.transfer.server.response-means-balance-updated",
+        "btp.transfer.server.error-means-balance-unchanged",
+    }, na
     assert {records[c]["role"] for c in records} == {"server", "client"}
-    assert run.code == 1 and "ilp-plugin-btp [ilp-plugin-btp 1.5.0, btp]: NOT CONFORMANT" in run.output
+    assert (
+        run.code == 1 and "ilp-plugin-btp [ilp-plugin-btp 1.5.0, btp]: NOT CONFORMANT" in run.output
+    )
 
 
 @pytest.mark.timeout(300)
 def test_interop_command_pairs_reference_and_ilp_plugin_btp_both_ways(tmp_path):
     from ..harness.test_interop_command import run_interop
 
-    completed, records, _ = run_interop(tmp_path, "--client", "reference-btp", "--client", "ilp-plugin-btp",
-                                        "--server", "reference-btp", "--server", "ilp-plugin-btp")
+    completed, records, _ = run_interop(
+        tmp_path,
+        "--client",
+        "reference-btp",
+        "--client",
+        "ilp-plugin-btp",
+        "--server",
+        "reference-btp",
+        "--server",
+        "ilp-plugin-btp",
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     pairs = {(r["implementation"], r["peer_implementation"]) for r in records}
-    assert pairs == {(c, s) for c in ("reference-btp", "ilp-plugin-btp") for s in ("reference-btp", "ilp-plugin-btp")}
+    assert pairs == {
+        (c, s)
+        for c in ("reference-btp", "ilp-plugin-btp")
+        for s in ("reference-btp", "ilp-plugin-btp")
+    }
     assert len(records) == 8 and all(r["outcome"] == "passed" for r in records)

@@ -23,11 +23,15 @@ MINI_ACCOUNTS_DIR = NODE_DIR / "mini-accounts"
 pytestmark = [
     pytest.mark.node_interop,
     requires_node_modules,
-    pytest.mark.skipif(not (MINI_ACCOUNTS_DIR / "node_modules").is_dir(),
-                       reason="interop/node/mini-accounts/node_modules is missing: run scripts/install-node-deps.sh"),
+    pytest.mark.skipif(
+        not (MINI_ACCOUNTS_DIR / "node_modules").is_dir(),
+        reason="interop/node/mini-accounts/node_modules is missing: run scripts/install-node-deps.sh",
+    ),
 ]
 
-FINDINGS = (REPO_ROOT / "docs" / "findings" / "ilp-plugin-mini-accounts-4.2.md").read_text(encoding="utf-8")
+FINDINGS = (REPO_ROOT / "docs" / "findings" / "ilp-plugin-mini-accounts-4.2.md").read_text(
+    encoding="utf-8"
+)
 
 KNOWN_FINDINGS = {
     # section 1: unreadable packets close the connection
@@ -58,17 +62,25 @@ def test_findings_list_the_pinned_cases():
 
 @pytest.mark.timeout(300)
 def test_harness_certifies_ilp_plugin_mini_accounts(tmp_path):
-    run = certify(tmp_path, "--protocol", "btp", "--target", "ilp-plugin-mini-accounts", timeout=280)
+    run = certify(
+        tmp_path, "--protocol", "btp", "--target", "ilp-plugin-mini-accounts", timeout=280
+    )
     records = run.by_case("ilp-plugin-mini-accounts")
     assert len(records) >= 40, run.output
     failed = {case for case, r in records.items() if r["outcome"] == "failed"}
     assert failed == KNOWN_FINDINGS, run.output
-    assert all(r["outcome"] in ("passed", "failed", "not_applicable") for r in records.values()), run.output
+    assert all(r["outcome"] in ("passed", "failed", "not_applicable") for r in records.values()), (
+        run.output
+    )
     na = {case for case, r in records.items() if r["outcome"] == "not_applicable"}
     assert {case for case in na if ".server." in case} == NOT_APPLICABLE_SERVER, na
     assert all(records[case]["role"] == "client" for case in na - NOT_APPLICABLE_SERVER), na
     assert "params.accepts_any_token" in records["btp.auth.server.rejects-wrong-token"]["message"]
-    assert run.code == 1 and "ilp-plugin-mini-accounts [ilp-plugin-mini-accounts 4.2.0, btp]: NOT CONFORMANT" in run.output
+    assert (
+        run.code == 1
+        and "ilp-plugin-mini-accounts [ilp-plugin-mini-accounts 4.2.0, btp]: NOT CONFORMANT"
+        in run.output
+    )
 
 
 @pytest.mark.timeout(200)
@@ -76,18 +88,36 @@ def test_interop_rows_with_reference_btp_and_ilp_plugin_btp(tmp_path):
     """Auth works both ways; the contract's Message, which is no ILP packet,
     is refused with mini-accounts' own Error F00 (findings, "Interop")."""
     run_dir = tmp_path / "run"
-    completed = run_cli("interop", "--run-dir", str(run_dir), "--client", "reference-btp", "--client", "ilp-plugin-btp",
-                        "--server", "ilp-plugin-mini-accounts", timeout=180)
-    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    completed = run_cli(
+        "interop",
+        "--run-dir",
+        str(run_dir),
+        "--client",
+        "reference-btp",
+        "--client",
+        "ilp-plugin-btp",
+        "--server",
+        "ilp-plugin-mini-accounts",
+        timeout=180,
+    )
+    records = [
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     rows = {(r["implementation"], r["case_id"]): r for r in records}
     output = completed.stdout + completed.stderr
-    for client, refusal in (("reference-btp", '"code":"F00","name":"NotAcceptedError"'),
-                            ("ilp-plugin-btp", "Packet has invalid type")):
+    for client, refusal in (
+        ("reference-btp", '"code":"F00","name":"NotAcceptedError"'),
+        ("ilp-plugin-btp", "Packet has invalid type"),
+    ):
         exchange = rows[(client, "btp.interop.client.authenticates-and-exchanges-messages")]
         assert exchange["outcome"] == "failed" and "(exit 6)" in exchange["message"], output
         assert refusal in exchange["message"], exchange["message"]
         wrong = rows[(client, "btp.interop.client.wrong-token-is-refused")]
-        assert wrong["outcome"] == "not_applicable" and "accepts_any_token" in wrong["message"], wrong
+        assert wrong["outcome"] == "not_applicable" and "accepts_any_token" in wrong["message"], (
+            wrong
+        )
     assert completed.returncode == 1, output
 
 
@@ -111,19 +141,30 @@ const IlpPacket = require('ilp-packet')
 
 @pytest.mark.timeout(60)
 def test_ilp_plugin_btp_client_gets_its_address_and_a_reject_over_ilp():
-    server = subprocess.Popen([str(REPO_ROOT / "scripts" / "ilp-plugin-mini-accounts.sh"), "--port", "0"],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [str(REPO_ROOT / "scripts" / "ilp-plugin-mini-accounts.sh"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = server.stdout.readline()
         port = re.search(r"BTP_READY url=ws://127\.0\.0\.1:(\d+)/ port=\d+", line)
         assert port, line
-        completed = subprocess.run([node_executable(), "-e", ILP_CLIENT, port.group(1)], capture_output=True,
-                                   text=True, timeout=30, cwd=MINI_ACCOUNTS_DIR)
+        completed = subprocess.run(
+            [node_executable(), "-e", ILP_CLIENT, port.group(1)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=MINI_ACCOUNTS_DIR,
+        )
         assert completed.returncode == 0, completed.stderr
         result = json.loads(completed.stdout.strip().splitlines()[-1])
         # The account is base64url(sha256(token)) (src/index.ts lines 19-21).
-        assert result == {"clientAddress": "test.conformance.pvLz8JWhOQPGOPYDaQ_Rx4njDMAeGWIoF85PWDOJSec",
-                          "reply": "ilp_reject", "code": "F02"}, result
+        assert result == {
+            "clientAddress": "test.conformance.pvLz8JWhOQPGOPYDaQ_Rx4njDMAeGWIoF85PWDOJSec",
+            "reply": "ilp_reject",
+            "code": "F02",
+        }, result
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -34,8 +34,7 @@ def write_launcher(directory, adapter):
     whatever python3 on PATH is."""
     launcher = directory / (adapter.stem + "-launcher")
     launcher.write_text(
-        "#!/bin/sh\n"
-        f"exec {shlex.quote(sys.executable)} {shlex.quote(str(adapter))} \"$@\"\n"
+        f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(adapter))} "$@"\n'
     )
     launcher.chmod(0o755)
     return launcher
@@ -48,7 +47,9 @@ def test_shs1_test_suite_passes(role, seed, tmp_path):
     launcher = write_launcher(tmp_path, ADAPTER_DIR / adapter)
     completed = subprocess.run(
         [node_executable(), str(SHS1_TEST_DIR / script), str(launcher), seed],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "FORCE_COLOR": "0"},
     )
     report = f"stdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"

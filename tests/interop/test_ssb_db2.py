@@ -18,8 +18,10 @@ from .node_env import NODE_DIR, REPO_ROOT, requires_node_modules
 pytestmark = [
     pytest.mark.node_interop,
     requires_node_modules,
-    pytest.mark.skipif(not (NODE_DIR / "ssb-db2" / "node_modules").is_dir(),
-                       reason="interop/node/ssb-db2/node_modules is missing: run scripts/install-node-deps.sh"),
+    pytest.mark.skipif(
+        not (NODE_DIR / "ssb-db2" / "node_modules").is_dir(),
+        reason="interop/node/ssb-db2/node_modules is missing: run scripts/install-node-deps.sh",
+    ),
 ]
 
 FINDINGS = (REPO_ROOT / "docs" / "findings" / "ssb-db2-8.md").read_text(encoding="utf-8")
@@ -35,10 +37,15 @@ CONFLICTING = "ssb.history.server.rejects-conflicting-seq-and-sequence"
 OLD_FALSE = "ssb.history.server.live-old-false-skips-existing"
 """Section 3 (blocked by section 1 when that fails)."""
 BLOCKED_BY_ORDER = {
-    "ssb.history.server.limit-caps-messages", "ssb.history.server.limit-default-unlimited",
-    "ssb.boxstream.server.splits-large-messages", "ssb.feed.server.timestamp-is-milliseconds",
-    "ssb.history.server.live-old-default-sends-existing", "ssb.history.server.sequence-starts-at-given-message",
-    "ssb.history.server.missing-id-is-an-error", "ssb.history.server.live-sends-new-messages", OLD_FALSE,
+    "ssb.history.server.limit-caps-messages",
+    "ssb.history.server.limit-default-unlimited",
+    "ssb.boxstream.server.splits-large-messages",
+    "ssb.feed.server.timestamp-is-milliseconds",
+    "ssb.history.server.live-old-default-sends-existing",
+    "ssb.history.server.sequence-starts-at-given-message",
+    "ssb.history.server.missing-id-is-an-error",
+    "ssb.history.server.live-sends-new-messages",
+    OLD_FALSE,
 }
 
 SPACED_TARGET = """
@@ -73,18 +80,26 @@ def test_harness_certifies_ssb_db2_server(tmp_path):
     run = certify(tmp_path, "--target", "ssb-db2", timeout=280)
     records = run.by_case("ssb-db2")
     assert len(records) >= 70, run.output
-    not_passed = {case: r["outcome"] for case, r in records.items()
-                  if r["outcome"] not in ("passed", "not_applicable")}
+    not_passed = {
+        case: r["outcome"]
+        for case, r in records.items()
+        if r["outcome"] not in ("passed", "not_applicable")
+    }
     if records[OUT_OF_ORDER]["outcome"] == "failed":
-        assert not_passed == {OUT_OF_ORDER: "failed", CONFLICTING: "failed",
-                              **{case: "blocked" for case in BLOCKED_BY_ORDER}}, run.output
+        assert not_passed == {
+            OUT_OF_ORDER: "failed",
+            CONFLICTING: "failed",
+            **{case: "blocked" for case in BLOCKED_BY_ORDER},
+        }, run.output
         assert "expected sequences 1..5 in order" in records[OUT_OF_ORDER]["message"]
     elif records[LIMIT]["outcome"] == "failed":
         # Section 4: the cases that read the feed through the limit rule
         # are blocked by it, naming it.
         assert "limit 2 must give sequences [1, 2]" in records[LIMIT]["message"]
-        assert {case for case, outcome in not_passed.items() if outcome == "failed"} == {LIMIT, CONFLICTING}, \
-            run.output
+        assert {case for case, outcome in not_passed.items() if outcome == "failed"} == {
+            LIMIT,
+            CONFLICTING,
+        }, run.output
         blocked = {case for case, outcome in not_passed.items() if outcome == "blocked"}
         assert blocked and blocked <= BLOCKED_BY_ORDER, run.output
         assert all(LIMIT in records[case]["message"] for case in blocked), run.output
@@ -93,12 +108,16 @@ def test_harness_certifies_ssb_db2_server(tmp_path):
         # "Server role": then section 3 shows).
         assert not_passed == {CONFLICTING: "failed", OLD_FALSE: "failed"}, run.output
     assert records["ssb.feed.server.chain-links"]["outcome"] == "passed", run.output
-    assert records["ssb.boxstream.server.ends-stream-with-goodbye"]["outcome"] == "passed", run.output
+    assert records["ssb.boxstream.server.ends-stream-with-goodbye"]["outcome"] == "passed", (
+        run.output
+    )
     na = {case for case, r in records.items() if r["outcome"] == "not_applicable"}
     # The client-role cases, and the numbering of the node's own requests
     # when it made none within the case's window (it calls the peer only
     # now and then).
-    assert na and all(".client." in case or case == "ssb.rpc.server.numbers-own-requests-from-1" for case in na), na
+    assert na and all(
+        ".client." in case or case == "ssb.rpc.server.numbers-own-requests-from-1" for case in na
+    ), na
     assert run.code == 1 and "ssb-db2 [ssb-db2 8.1.0, ssb]: NOT CONFORMANT" in run.output
 
 
@@ -106,10 +125,15 @@ def test_harness_certifies_ssb_db2_server(tmp_path):
 def test_harness_certifies_ssb_db2_server_with_seed_messages_apart(tmp_path):
     targets = tmp_path / "targets.toml"
     targets.write_text(SPACED_TARGET)
-    run = certify(tmp_path, "--targets-file", str(targets), "--target", "ssb-db2-spaced", timeout=280)
+    run = certify(
+        tmp_path, "--targets-file", str(targets), "--target", "ssb-db2-spaced", timeout=280
+    )
     records = run.by_case("ssb-db2-spaced")
-    not_passed = {case: r["outcome"] for case, r in records.items()
-                  if r["outcome"] not in ("passed", "not_applicable")}
+    not_passed = {
+        case: r["outcome"]
+        for case, r in records.items()
+        if r["outcome"] not in ("passed", "not_applicable")
+    }
     assert not_passed == {CONFLICTING: "failed", OLD_FALSE: "failed"}, run.output
     assert "with old false no existing message may be sent" in records[OLD_FALSE]["message"]
     assert run.code == 1
@@ -123,16 +147,22 @@ def test_harness_certifies_ssb_db2_client_ebt_only(tmp_path):
     passed = {case for case, r in client.items() if r["outcome"] == "passed"}
     na = {case: r["message"] for case, r in client.items() if r["outcome"] == "not_applicable"}
     assert passed == {
-        "ssb.shs.client.sends-valid-hello", "ssb.shs.client.completes-valid-handshake",
-        "ssb.shs.client.rejects-wrong-network-key", "ssb.shs.client.rejects-forged-server-accept",
-        "ssb.shs.client.uses-fresh-ephemeral-keys", "ssb.shs.client.rejects-truncated-msg2",
-        "ssb.shs.client.rejects-msg4-with-bad-signature", "ssb.shs.client.rejects-replayed-server-hello-and-accept",
+        "ssb.shs.client.sends-valid-hello",
+        "ssb.shs.client.completes-valid-handshake",
+        "ssb.shs.client.rejects-wrong-network-key",
+        "ssb.shs.client.rejects-forged-server-accept",
+        "ssb.shs.client.uses-fresh-ephemeral-keys",
+        "ssb.shs.client.rejects-truncated-msg2",
+        "ssb.shs.client.rejects-msg4-with-bad-signature",
+        "ssb.shs.client.rejects-replayed-server-hello-and-accept",
         "ssb.rpc.client.first-request-is-number-1",
     }, run.output
     assert set(client) == passed | set(na), run.output
     assert len(na) == 16, na  # 15 MUST, and the SHOULD ssb.rpc.client.json-without-whitespace
     for message in na.values():
-        assert 'the client replicates by EBT only: it asked ["ebt", "replicate"]' in message, message
+        assert 'the client replicates by EBT only: it asked ["ebt", "replicate"]' in message, (
+            message
+        )
     assert run.code == 0 and "ssb-db2-client [ssb-db2 8.1.0, ssb]: CONFORMANT" in run.output
 
 
@@ -140,10 +170,22 @@ def test_harness_certifies_ssb_db2_client_ebt_only(tmp_path):
 def test_ssb_db2_client_replicates_ssb_server_by_ebt(tmp_path):
     """The pair whose both sides speak EBT interoperates (findings, "Interop")."""
     run_dir = tmp_path / "run"
-    completed = run_cli("interop", "--run-dir", str(run_dir), "--client", "ssb-db2-client", "--server", "ssb-server",
-                        timeout=260)
+    completed = run_cli(
+        "interop",
+        "--run-dir",
+        str(run_dir),
+        "--client",
+        "ssb-db2-client",
+        "--server",
+        "ssb-server",
+        timeout=260,
+    )
     output = completed.stdout + completed.stderr
-    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    records = [
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     outcomes = {r["case_id"]: r["outcome"] for r in records}
     assert outcomes["ssb.interop.client.replicates-peer-feed"] == "passed", output
     assert set(outcomes.values()) == {"passed"}, output

@@ -45,22 +45,40 @@ MITM_CASES = CLIENT_CASES | SERVER_CASES
 
 
 def interop(run_dir: Path, *args: str, timeout: float = 400) -> tuple[int, str, list[dict]]:
-    completed = subprocess.run([sys.executable, "-m", "conformance.cli", "interop", "--run-dir", str(run_dir),
-                                *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
-    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    completed = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "interop", "--run-dir", str(run_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
+    records = [
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     return completed.returncode, completed.stdout + completed.stderr, records
 
 
 def mitm_records(records: list[dict], client: str, server: str) -> dict[str, dict]:
-    return {r["case_id"]: r for r in records if r["case_id"].startswith("ssb.mitm.")
-            and r["target"] == client and r.get("peer_implementation") == server}
+    return {
+        r["case_id"]: r
+        for r in records
+        if r["case_id"].startswith("ssb.mitm.")
+        and r["target"] == client
+        and r.get("peer_implementation") == server
+    }
 
 
-def assert_all_pass_with_relay_record(run_dir: Path, records: list[dict], client: str, server: str) -> None:
+def assert_all_pass_with_relay_record(
+    run_dir: Path, records: list[dict], client: str, server: str
+) -> None:
     mitm = mitm_records(records, client, server)
     assert set(mitm) == MITM_CASES, f"{client} -> {server}: {sorted(mitm)}"
     for case_id, record in mitm.items():
-        assert record["outcome"] == "passed", f"{client} -> {server}: {case_id}: {record['message']}"
+        assert record["outcome"] == "passed", (
+            f"{client} -> {server}: {case_id}: {record['message']}"
+        )
         assert record["level"] == "MUST" and record["citation"].startswith("SSB guide, Handshake")
         trace = (run_dir / "traces" / f"{client}+{server}" / f"{case_id}.txt").read_text()
         assert "relay record:" in trace and "relay could not:" in trace, trace[-2000:]
@@ -71,7 +89,9 @@ def assert_all_pass_with_relay_record(run_dir: Path, records: list[dict], client
 
 def test_reference_client_and_server_abort_every_mitm_scenario(tmp_path):
     run_dir = tmp_path / "run"
-    code, output, records = interop(run_dir, "--client", "reference-ssb", "--server", "reference-ssb")
+    code, output, records = interop(
+        run_dir, "--client", "reference-ssb", "--server", "reference-ssb"
+    )
     assert code == 0, output
     assert_all_pass_with_relay_record(run_dir, records, "reference-ssb", "reference-ssb")
 
@@ -82,11 +102,23 @@ def test_npm_client_and_ssb_server_abort_every_mitm_scenario(tmp_path):
     """secret-handshake (npm) as client of both servers, the reference
     client against ssb-server: independent code at either end."""
     run_dir = tmp_path / "run"
-    code, output, records = interop(run_dir, "--client", "secret-handshake", "--client", "reference-ssb",
-                                    "--server", "ssb-server", "--server", "reference-ssb")
+    code, output, records = interop(
+        run_dir,
+        "--client",
+        "secret-handshake",
+        "--client",
+        "reference-ssb",
+        "--server",
+        "ssb-server",
+        "--server",
+        "reference-ssb",
+    )
     assert code == 0, output
-    for client, server in (("secret-handshake", "reference-ssb"), ("secret-handshake", "ssb-server"),
-                           ("reference-ssb", "ssb-server")):
+    for client, server in (
+        ("secret-handshake", "reference-ssb"),
+        ("secret-handshake", "ssb-server"),
+        ("reference-ssb", "ssb-server"),
+    ):
         assert_all_pass_with_relay_record(run_dir, records, client, server)
 
 
@@ -99,8 +131,14 @@ class AcceptsUnverifiedClientAuth(shs.ServerHandshake):
     server has, its own key standing in for the client's unknown one), as a
     server that ignored the failed verification would."""
 
-    def __init__(self, network_key: bytes, keypair: Keypair, ephemeral_secret: bytes | None = None,
-                 *args, **kwargs) -> None:
+    def __init__(
+        self,
+        network_key: bytes,
+        keypair: Keypair,
+        ephemeral_secret: bytes | None = None,
+        *args,
+        **kwargs,
+    ) -> None:
         self.broken_ephemeral = ephemeral_secret or shs.generate_ephemeral_secret()
         self.broken_identity = (network_key, keypair)
         super().__init__(network_key, keypair, self.broken_ephemeral, *args, **kwargs)
@@ -114,11 +152,14 @@ class AcceptsUnverifiedClientAuth(shs.ServerHandshake):
             network_key, keypair = self.broken_identity
             client_ephemeral = self.transcript["msg1"][32:]
             return shs.server_accept(
-                network_key=network_key, server_keypair=keypair, detached_signature_A=bytes(64),
+                network_key=network_key,
+                server_keypair=keypair,
+                detached_signature_A=bytes(64),
                 client_public=keypair.public,
                 shared_secret_ab=shs.shared_secret_ab(self.broken_ephemeral, client_ephemeral),
                 shared_secret_aB=shs.server_shared_secret_aB(keypair, client_ephemeral),
-                shared_secret_Ab=shs.server_shared_secret_Ab(self.broken_ephemeral, keypair.public))
+                shared_secret_Ab=shs.server_shared_secret_Ab(self.broken_ephemeral, keypair.public),
+            )
 
 
 @contextmanager
@@ -158,8 +199,15 @@ port = {port}
 public_key = "{node.feed_id}"
 """)
         run_dir = tmp_path / "run"
-        code, output, records = interop(run_dir, "--targets-file", str(targets),
-                                        "--client", "reference-ssb", "--server", "broken-shs-server")
+        code, output, records = interop(
+            run_dir,
+            "--targets-file",
+            str(targets),
+            "--client",
+            "reference-ssb",
+            "--server",
+            "broken-shs-server",
+        )
     assert code == 1, output
     by_case = {r["case_id"]: r for r in records}
     # The honest session works: the MITM verdicts are about the MITM.
@@ -167,7 +215,9 @@ public_key = "{node.feed_id}"
     for case_id in SERVER_CASES:
         record = by_case[case_id]
         assert record["outcome"] == "failed", (case_id, record)
-        assert "the server wrote 80 byte(s) past msg2 instead of hanging up" in record["message"], record
+        assert "the server wrote 80 byte(s) past msg2 instead of hanging up" in record["message"], (
+            record
+        )
         assert case_id in record["message"] and "[MUST, SSB guide, Handshake" in record["message"]
     for case_id in CLIENT_CASES:
         assert by_case[case_id]["outcome"] == "passed", (case_id, by_case[case_id])
@@ -178,14 +228,19 @@ def test_endpoint_report_names_each_way_of_not_aborting():
     of them failing end to end)."""
     clean = EndpointReport("client", "msg3", provocation="a forged msg4", closed=True, exit_code=3)
     assert clean.problems(3.0) == [] and clean.verdict(3.0) is None
-    wrote = EndpointReport("server", "msg2", provocation="a relayed msg3", wrote=b"\x01" * 80, closed=True)
+    wrote = EndpointReport(
+        "server", "msg2", provocation="a relayed msg3", wrote=b"\x01" * 80, closed=True
+    )
     [problem] = wrote.problems(3.0)
     assert problem.startswith("wrote 80 byte(s) past msg2 instead of hanging up: 0101")
-    assert wrote.verdict(3.0).startswith("after a relayed msg3, the server wrote 80 byte(s) past msg2")
+    assert wrote.verdict(3.0).startswith(
+        "after a relayed msg3, the server wrote 80 byte(s) past msg2"
+    )
     open_ = EndpointReport("server", "msg2", provocation="a relayed msg3", closed=False)
     assert open_.problems(3.0) == ["kept the connection open for 3 s without closing it"]
     success = EndpointReport("client", "msg3", provocation="x", closed=True, exit_code=0)
     assert "exited 0" in success.problems(3.0)[0]
-    opened = EndpointReport("client", "msg3", provocation="x", closed=True, exit_code=1,
-                            opened=["the client's msg3"])
+    opened = EndpointReport(
+        "client", "msg3", provocation="x", closed=True, exit_code=1, opened=["the client's msg3"]
+    )
     assert opened.problems(3.0) == ["let the relay open the client's msg3"]

@@ -31,7 +31,10 @@ def namespace_problem() -> str | None:
         return f"missing {', '.join(missing)}"
     probe = subprocess.run(
         ["unshare", "-n", "sh", "-c", "ip link add probe-a type veth peer name probe-b"],
-        capture_output=True, text=True, timeout=30)
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if probe.returncode != 0:
         return f"cannot make a network namespace with a veth pair: {probe.stderr.strip()}"
     return None
@@ -39,15 +42,29 @@ def namespace_problem() -> str | None:
 
 PROBLEM = namespace_problem()
 
-pytestmark = [pytest.mark.node_interop, requires_node_modules,
-              pytest.mark.skipif(PROBLEM is not None, reason=f"network namespace: {PROBLEM}")]
+pytestmark = [
+    pytest.mark.node_interop,
+    requires_node_modules,
+    pytest.mark.skipif(PROBLEM is not None, reason=f"network namespace: {PROBLEM}"),
+]
 
 
 def session_across_interface_change(*script_args: str) -> dict:
     completed = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.interop.ssb_network_change_check", *script_args],
-        capture_output=True, text=True, timeout=200, cwd=REPO_ROOT,
-        env={**os.environ, "SSB_NETWORK_CHANGE_IN_NAMESPACE": "1"})
+        [
+            "unshare",
+            "-n",
+            sys.executable,
+            "-m",
+            "tests.interop.ssb_network_change_check",
+            *script_args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        cwd=REPO_ROOT,
+        env={**os.environ, "SSB_NETWORK_CHANGE_IN_NAMESPACE": "1"},
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     return json.loads(completed.stdout.strip().splitlines()[-1])
 

@@ -25,18 +25,43 @@ from .node_env import REPO_ROOT, requires_node_modules
 pytestmark = [pytest.mark.node_interop, requires_node_modules]
 
 CASE = "ssb.interop.client.legacy-replicates-every-message"
-REFERENCE_SERVER = ("{python} -m reference_impl.ssb serve --key-file {workdir}/server-secret --create-key "
-                    "--host {host} --port 0 --seed-messages 5")
+REFERENCE_SERVER = (
+    "{python} -m reference_impl.ssb serve --key-file {workdir}/server-secret --create-key "
+    "--host {host} --port 0 --seed-messages 5"
+)
 
 
 def interop(tmp_path, client: str, server: str, *extra: str) -> tuple[int, str, dict[str, dict]]:
     run_dir = tmp_path / f"interop-{server}"
     completed = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "interop", "--client", client, "--server", server,
-         "--run-dir", str(run_dir), *extra],
-        capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
-    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
-    return completed.returncode, completed.stdout + completed.stderr, {r["case_id"]: r for r in records}
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "interop",
+            "--client",
+            client,
+            "--server",
+            server,
+            "--run-dir",
+            str(run_dir),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO_ROOT,
+    )
+    records = [
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    return (
+        completed.returncode,
+        completed.stdout + completed.stderr,
+        {r["case_id"]: r for r in records},
+    )
 
 
 def reference_server_variant(name: str, server: str) -> str:
@@ -60,7 +85,10 @@ def test_ssb_server_replicates_every_message_from_the_reference_node(tmp_path):
     code, output, records = interop(tmp_path, "ssb-server-client", "reference-ssb")
     record = records[CASE]
     assert record["outcome"] == "passed", output
-    assert (record["implementation"], record["peer_implementation"]) == ("ssb-server", "reference-ssb")
+    assert (record["implementation"], record["peer_implementation"]) == (
+        "ssb-server",
+        "reference-ssb",
+    )
     assert "SSB-E1" in record["citation"]
     # The pre-existing replication case passes with ssb-server as the client too.
     assert records["ssb.interop.client.replicates-peer-feed"]["outcome"] == "passed", output
@@ -68,9 +96,12 @@ def test_ssb_server_replicates_every_message_from_the_reference_node(tmp_path):
 
 def test_reference_node_with_the_exclusive_reading_fails_the_scenario(tmp_path):
     targets = tmp_path / "targets.toml"
-    targets.write_text(reference_server_variant(
-        "exclusive-ssb", REFERENCE_SERVER + " --fault exclusive-sequence"))
-    code, output, records = interop(tmp_path, "ssb-server-client", "exclusive-ssb", "--targets-file", str(targets))
+    targets.write_text(
+        reference_server_variant("exclusive-ssb", REFERENCE_SERVER + " --fault exclusive-sequence")
+    )
+    code, output, records = interop(
+        tmp_path, "ssb-server-client", "exclusive-ssb", "--targets-file", str(targets)
+    )
     record = records[CASE]
     assert code == 1, output
     assert record["outcome"] == "failed", output
@@ -88,22 +119,54 @@ def test_script_prints_every_verified_message(tmp_path):
     start: one SSB_MSG line per message, then SSB_REPLICATED."""
     ready = tmp_path / "ready.json"
     server = subprocess.Popen(
-        [sys.executable, "-m", "reference_impl.ssb", "serve", "--key-file", str(tmp_path / "key"), "--create-key",
-         "--port", "0", "--seed-messages", "3", "--ready-file", str(ready)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        [
+            sys.executable,
+            "-m",
+            "reference_impl.ssb",
+            "serve",
+            "--key-file",
+            str(tmp_path / "key"),
+            "--create-key",
+            "--port",
+            "0",
+            "--seed-messages",
+            "3",
+            "--ready-file",
+            str(ready),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         line = server.stdout.readline()
         assert line.startswith("SSB_READY"), line
         facts = json.loads(ready.read_text())
         completed = subprocess.run(
-            [str(REPO_ROOT / "scripts" / "ssb-server.sh"), "replicate", "--peer-host", facts["host"],
-             "--peer-port", str(facts["port"]), "--peer-public-key", facts["id"], "--timeout", "60"],
-            capture_output=True, text=True, timeout=120)
+            [
+                str(REPO_ROOT / "scripts" / "ssb-server.sh"),
+                "replicate",
+                "--peer-host",
+                facts["host"],
+                "--peer-port",
+                str(facts["port"]),
+                "--peer-public-key",
+                facts["id"],
+                "--timeout",
+                "60",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         server.terminate()
         server.wait(10)
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.splitlines()
     assert [line.split()[1] for line in lines[:3]] == ["seq=1", "seq=2", "seq=3"], lines
-    assert all(line.startswith("SSB_MSG ") and line.endswith(" verified=true") for line in lines[:3])
+    assert all(
+        line.startswith("SSB_MSG ") and line.endswith(" verified=true") for line in lines[:3]
+    )
     assert lines[3:] == [f"SSB_REPLICATED feed={facts['id']} count=3 latest_sequence=3"]

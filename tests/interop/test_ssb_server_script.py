@@ -49,10 +49,22 @@ def wait_for_info_file(path: Path, server: subprocess.Popen, timeout: float) -> 
 def running_server(tmp_path):
     info_file = tmp_path / "ssb-server.info"
     server = subprocess.Popen(
-        [str(SCRIPT), "--port", str(free_loopback_port()), "--messages", "2",
-         "--seed", IDENTITY_SEED.hex(), "--network-key", TEST_NETWORK_KEY.hex(),
-         "--info-file", str(info_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            str(SCRIPT),
+            "--port",
+            str(free_loopback_port()),
+            "--messages",
+            "2",
+            "--seed",
+            IDENTITY_SEED.hex(),
+            "--network-key",
+            TEST_NETWORK_KEY.hex(),
+            "--info-file",
+            str(info_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         facts = wait_for_info_file(info_file, server, timeout=120)
@@ -69,7 +81,9 @@ def running_server(tmp_path):
 
 def test_reports_identity_and_seed_messages(running_server):
     server, facts = running_server
-    expected_id = "@" + base64.b64encode(SigningKey(IDENTITY_SEED).verify_key.encode()).decode() + ".ed25519"
+    expected_id = (
+        "@" + base64.b64encode(SigningKey(IDENTITY_SEED).verify_key.encode()).decode() + ".ed25519"
+    )
     assert facts["SSB_ID"] == expected_id
     assert facts["SSB_HOST"] == "127.0.0.1"
     assert facts["SSB_NETWORK_KEY"] == TEST_NETWORK_KEY.hex()
@@ -94,7 +108,9 @@ def test_publish_appends_to_the_feed(running_server):
     _, facts = running_server
     completed = subprocess.run(
         [str(SCRIPT), "publish", "--home", facts["SSB_HOME"], "--text", "live message"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert completed.returncode == 0, completed.stderr
     published = parse_facts(completed.stdout)

@@ -18,7 +18,10 @@ VECTOR_FILES = ["shs.json", "boxstream.json", "rpc.json", "feed.json"]
 def test_vectors_agree_with_javascript_implementations(vector_file):
     completed = subprocess.run(
         [node_executable(), str(NODE_DIR / "check-vectors.js"), str(VECTOR_DIR / vector_file)],
-        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
     )
     lines = completed.stdout.splitlines()
     failures = [line for line in lines if line.startswith("FAIL")]

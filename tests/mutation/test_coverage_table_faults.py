@@ -8,13 +8,27 @@ from __future__ import annotations
 import pytest
 
 from reference_impl.btp.faults import Fault as BtpFault
-from reference_impl.btp.packet import (ContentType, Error, Message, ProtocolDataEntry, Response, decode_packet,
-                                       encode_packet, generalized_time)
+from reference_impl.btp.packet import (
+    ContentType,
+    Error,
+    Message,
+    ProtocolDataEntry,
+    Response,
+    decode_packet,
+    encode_packet,
+    generalized_time,
+)
 from reference_impl.btp.session import AuthFailed, Authenticated, BtpSession, UnreadablePacket
 from reference_impl.ssb import shs
 from reference_impl.ssb.faults import Fault
-from reference_impl.ssb.feed import (FeedError, create_message, encode_signature, json_stringify, message_id,
-                                     signing_input)
+from reference_impl.ssb.feed import (
+    FeedError,
+    create_message,
+    encode_signature,
+    json_stringify,
+    message_id,
+    signing_input,
+)
 from reference_impl.ssb.keys import Keypair
 from reference_impl.ssb.rpc import RpcDecoder, RpcEndpoint, RpcError, RpcMessage
 
@@ -31,8 +45,14 @@ def _signed(keypair: Keypair, fields: dict) -> dict:
 
 
 def _second_fields(keypair: Keypair, first: dict) -> dict:
-    return {"previous": message_id(first), "author": keypair.feed_id, "sequence": 2,
-            "timestamp": first["timestamp"] + 1, "hash": "sha256", "content": {"type": "post", "text": "two"}}
+    return {
+        "previous": message_id(first),
+        "author": keypair.feed_id,
+        "sequence": 2,
+        "timestamp": first["timestamp"] + 1,
+        "hash": "sha256",
+        "content": {"type": "post", "text": "two"},
+    }
 
 
 def _broken_second(rule: str) -> tuple[Keypair, dict, dict]:
@@ -47,7 +67,10 @@ def _broken_second(rule: str) -> tuple[Keypair, dict, dict]:
         other = Keypair.generate()
         second = _signed(other, {**fields, "author": other.feed_id})
     elif rule == "previous":
-        second = _signed(keypair, {**fields, "previous": message_id(first).replace("%", "%A", 1)[:-8] + ".sha256"})
+        second = _signed(
+            keypair,
+            {**fields, "previous": message_id(first).replace("%", "%A", 1)[:-8] + ".sha256"},
+        )
     elif rule == "sequence":
         second = _signed(keypair, {**fields, "sequence": 3})
     elif rule == "content":
@@ -60,7 +83,10 @@ def _broken_second(rule: str) -> tuple[Keypair, dict, dict]:
     elif rule == "hash":
         second = _signed(keypair, {**fields, "hash": "blake2b"})
     elif rule == "format":
-        second = {**fields, "signature": encode_signature(keypair.sign(json_stringify(fields).encode("utf-8")))}
+        second = {
+            **fields,
+            "signature": encode_signature(keypair.sign(json_stringify(fields).encode("utf-8"))),
+        }
     else:
         raise AssertionError(rule)
     return keypair, first, second
@@ -101,8 +127,17 @@ def test_each_feed_fault_still_refuses_the_other_rules(fault, rule):
     own = {"order" if fault is Fault.CLIENT_ACCEPT_ANY_FIELD_ORDER else rule}
     if fault is Fault.CLIENT_SKIP_SIGNATURE_CHECK:
         own = {"signature", "format"}  # a client that checks no signature accepts both
-    for other in {"signature", "author", "previous", "sequence", "content", "fields", "order", "hash",
-                  "format"} - own:
+    for other in {
+        "signature",
+        "author",
+        "previous",
+        "sequence",
+        "content",
+        "fields",
+        "order",
+        "hash",
+        "format",
+    } - own:
         _, first, second = _broken_second(other)
         with pytest.raises(FeedError):
             verify_message(second, first, faults=frozenset({fault}))
@@ -112,17 +147,28 @@ def test_each_feed_fault_still_refuses_the_other_rules(fault, rule):
 
 
 def test_skip_client_auth_signature_check_accepts_msg3_signed_by_another_key():
-    for faults, accepted in ((frozenset(), False), (frozenset({Fault.SKIP_CLIENT_AUTH_SIGNATURE_CHECK}), True)):
+    for faults, accepted in (
+        (frozenset(), False),
+        (frozenset({Fault.SKIP_CLIENT_AUTH_SIGNATURE_CHECK}), True),
+    ):
         client_keys, server_keys = Keypair.generate(), Keypair.generate()
         server = shs.ServerHandshake(NETWORK_KEY, server_keys, faults=faults)
         secret = shs.generate_ephemeral_secret()
         msg2 = server.receive_data(shs.hello(NETWORK_KEY, shs.ephemeral_public(secret)))
         ab = shs.shared_secret_ab(secret, shs.open_hello(NETWORK_KEY, msg2, step="msg2"))
-        signature = shs.client_auth_signature(network_key=NETWORK_KEY, client_keypair=Keypair.generate(),
-                                              server_public=server_keys.public, shared_secret_ab=ab)
-        msg3 = shs.box_client_auth(network_key=NETWORK_KEY, shared_secret_ab=ab,
-                                   shared_secret_aB=shs.client_shared_secret_aB(secret, server_keys.public),
-                                   detached_signature_A=signature, client_public=client_keys.public)
+        signature = shs.client_auth_signature(
+            network_key=NETWORK_KEY,
+            client_keypair=Keypair.generate(),
+            server_public=server_keys.public,
+            shared_secret_ab=ab,
+        )
+        msg3 = shs.box_client_auth(
+            network_key=NETWORK_KEY,
+            shared_secret_ab=ab,
+            shared_secret_aB=shs.client_shared_secret_aB(secret, server_keys.public),
+            detached_signature_A=signature,
+            client_public=client_keys.public,
+        )
         if accepted:
             assert len(server.receive_data(msg3)) == shs.SERVER_ACCEPT_SIZE
         else:
@@ -134,9 +180,13 @@ def test_skip_client_auth_signature_check_accepts_msg3_signed_by_another_key():
 
 
 def test_client_request_faults_number_from_2_and_indent():
-    req, data = RpcEndpoint(faults=frozenset({Fault.CLIENT_FIRST_REQUEST_NUMBER_2})).request(["whoami"], [])
+    req, data = RpcEndpoint(faults=frozenset({Fault.CLIENT_FIRST_REQUEST_NUMBER_2})).request(
+        ["whoami"], []
+    )
     assert req == 2
-    _, indented = RpcEndpoint(faults=frozenset({Fault.CLIENT_INDENTED_JSON})).request(["whoami"], [])
+    _, indented = RpcEndpoint(faults=frozenset({Fault.CLIENT_INDENTED_JSON})).request(
+        ["whoami"], []
+    )
     _, compact = RpcEndpoint().request(["whoami"], [])
     assert b"\n  " in indented and b"\n" not in compact
 
@@ -156,25 +206,36 @@ def test_client_drop_rpc_split_across_boxes_loses_the_split_message():
 
 def _server(*faults) -> BtpSession:
     session = BtpSession.server(lambda token: token == b"t", faults=faults)
-    auth = Message(7, (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
-                       ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"t")))
+    auth = Message(
+        7,
+        (
+            ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+            ProtocolDataEntry("auth_token", ContentType.TEXT_PLAIN_UTF8, b"t"),
+        ),
+    )
     assert any(isinstance(e, Authenticated) for e in session.receive_message(encode_packet(auth)))
     session.messages_to_send()
     return session
 
 
 def _probe(request_id: int) -> bytes:
-    return encode_packet(Message(request_id, (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"x"),)))
+    return encode_packet(
+        Message(request_id, (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"x"),))
+    )
 
 
 def test_reject_extra_bytes_in_envelope():
     plain = _probe(8)
     extended = plain[:5] + bytes((plain[5] + 2,)) + plain[6:] + b"\x0a\x0b"
     assert not any(isinstance(e, UnreadablePacket) for e in _server().receive_message(extended))
-    assert any(isinstance(e, UnreadablePacket)
-               for e in _server(BtpFault.REJECT_EXTRA_BYTES_IN_ENVELOPE).receive_message(extended))
-    assert not any(isinstance(e, UnreadablePacket)
-                   for e in _server(BtpFault.REJECT_EXTRA_BYTES_IN_ENVELOPE).receive_message(plain))
+    assert any(
+        isinstance(e, UnreadablePacket)
+        for e in _server(BtpFault.REJECT_EXTRA_BYTES_IN_ENVELOPE).receive_message(extended)
+    )
+    assert not any(
+        isinstance(e, UnreadablePacket)
+        for e in _server(BtpFault.REJECT_EXTRA_BYTES_IN_ENVELOPE).receive_message(plain)
+    )
 
 
 def test_serve_unknown_type_as_message_answers_type_9_only_when_it_reads_as_a_message():
@@ -186,7 +247,9 @@ def test_serve_unknown_type_as_message_answers_type_9_only_when_it_reads_as_a_me
     faulty.receive_message(relabelled)
     answers = [decode_packet(m) for m in faulty.messages_to_send()]
     assert answers and answers[0].request_id == 9
-    faulty.receive_message(bytes.fromhex("ff00112233445566778899aabbccddeeff"))  # garbage stays unanswered
+    faulty.receive_message(
+        bytes.fromhex("ff00112233445566778899aabbccddeeff")
+    )  # garbage stays unanswered
     assert faulty.messages_to_send() == []
 
 
@@ -201,14 +264,19 @@ def test_client_reply_to_unexpected_error_answers_errors_not_responses():
     session.receive_message(encode_packet(Response(auth_id)))
     session.receive_message(encode_packet(Response(12345)))
     assert session.messages_to_send() == []
-    session.receive_message(encode_packet(Error(12345, "F00", "NotAcceptedError", generalized_time(), b"")))
+    session.receive_message(
+        encode_packet(Error(12345, "F00", "NotAcceptedError", generalized_time(), b""))
+    )
     assert [type(decode_packet(m)) for m in session.messages_to_send()] == [Error]
 
 
 def test_client_reuse_request_id_and_refuse_auth_response_with_data():
     session, auth_id = _client(BtpFault.CLIENT_REUSE_REQUEST_ID)
     session.receive_message(encode_packet(Response(auth_id)))
-    assert session.send_message((ProtocolDataEntry("m", ContentType.TEXT_PLAIN_UTF8, b"x"),)) == auth_id
+    assert (
+        session.send_message((ProtocolDataEntry("m", ContentType.TEXT_PLAIN_UTF8, b"x"),))
+        == auth_id
+    )
     info = (ProtocolDataEntry("info", ContentType.TEXT_PLAIN_UTF8, b"more"),)
     for faults, refused in (((), False), ((BtpFault.CLIENT_REFUSE_AUTH_RESPONSE_WITH_DATA,), True)):
         session, auth_id = _client(*faults)

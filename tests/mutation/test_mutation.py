@@ -11,8 +11,17 @@ import pytest
 
 from conformance.core.results import summarize
 from conformance.core.targets import load_targets_file
-from conformance.mutation import (FAULT_REGISTRIES, builtin_tables, mutant_name, mutant_table, registry,
-                                  registry_problems, run_mutation, suite_case_ids, targets_toml)
+from conformance.mutation import (
+    FAULT_REGISTRIES,
+    builtin_tables,
+    mutant_name,
+    mutant_table,
+    registry,
+    registry_problems,
+    run_mutation,
+    suite_case_ids,
+    targets_toml,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "mutation.md"
@@ -30,16 +39,23 @@ def test_registry_covers_every_case_of_the_suite(protocol):
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_mutant_targets_copy_the_reference_with_the_fault_on_one_role(protocol, tmp_path):
     reference = builtin_tables()[f"reference-{protocol}"]
-    tables = {mutant_name(protocol, spec.name): mutant_table(reference, spec.name, spec.role)
-              for spec in registry(protocol).SPECS}
+    tables = {
+        mutant_name(protocol, spec.name): mutant_table(reference, spec.name, spec.role)
+        for spec in registry(protocol).SPECS
+    }
     path = tmp_path / "mutants.toml"
     path.write_text(targets_toml(tables))
     targets = load_targets_file(path)
     base = load_targets_file("<ref>", targets_toml({"ref": reference}))["ref"]
     for spec in registry(protocol).SPECS:
         target = targets[mutant_name(protocol, spec.name)]
-        assert getattr(target.launch, spec.role) == getattr(base.launch, spec.role) + ("--fault", spec.name)
-        if spec.role == "server":  # the client cases would run the unchanged client command: not run again
+        assert getattr(target.launch, spec.role) == getattr(base.launch, spec.role) + (
+            "--fault",
+            spec.name,
+        )
+        if (
+            spec.role == "server"
+        ):  # the client cases would run the unchanged client command: not run again
             assert target.roles == ("server",) and not target.launch.client
         else:
             assert target.roles == base.roles and target.launch.server == base.launch.server
@@ -65,7 +81,9 @@ def test_doc_table_matches_the_registries():
         role, description, expected, failed, caught = rows[spec.name]
         assert (role, description) == (spec.role, spec.description), spec.name
         assert expected == "<br>".join(f"`{case}`" for case in spec.cases), spec.name
-        assert sorted(failed.split("<br>")) == sorted(expected.split("<br>")) and caught == "yes", spec.name
+        assert sorted(failed.split("<br>")) == sorted(expected.split("<br>")) and caught == "yes", (
+            spec.name
+        )
     text = DOC.read_text(encoding="utf-8")
     assert f"**Mutation score: {len(specs)}/{len(specs)} faults caught (100 %)**" in text
     for protocol in PROTOCOLS:
@@ -84,14 +102,26 @@ def test_reference_node_without_a_fault_passes_every_case(protocol, tmp_path):
     """The mutation score's baseline, and the reference node's own
     certification in the fast tier: every case of the suite is recorded
     and passed, and the session ends with exit status 0."""
-    run = run_mutation([protocol], [], jobs=1, work_dir=tmp_path, progress=lambda line: None, faults=False,
-                       params=TEST_PARAMS.get(protocol))
+    run = run_mutation(
+        [protocol],
+        [],
+        jobs=1,
+        work_dir=tmp_path,
+        progress=lambda line: None,
+        faults=False,
+        params=TEST_PARAMS.get(protocol),
+    )
     assert run.faults == []
     cert = run.conformant[protocol]
     assert run.conformant_ok(protocol), sorted(cert.with_outcome("failed", "error", "blocked"))
-    assert set(cert.records) == set(suite_case_ids(protocol)), sorted(set(cert.records) ^ set(suite_case_ids(protocol)))
-    not_passed = {case: (r["outcome"], r["message"][:300]) for case, r in cert.records.items()
-                  if r["outcome"] != "passed"}
+    assert set(cert.records) == set(suite_case_ids(protocol)), sorted(
+        set(cert.records) ^ set(suite_case_ids(protocol))
+    )
+    not_passed = {
+        case: (r["outcome"], r["message"][:300])
+        for case, r in cert.records.items()
+        if r["outcome"] != "passed"
+    }
     assert not not_passed, not_passed
     assert cert.exit_code == 0
 
@@ -107,8 +137,11 @@ which applies only "if that behaviour is supported".)"""
 # One test per fault, so that the 195 certifications spread over the test
 # workers (scripts/test.sh -n N) instead of running two at a time in one
 # test per protocol; each fault's verdict is its own test result.
-FAULTS = [pytest.param(protocol, spec.name, id=f"{protocol}-{spec.name}")
-          for protocol in PROTOCOLS for spec in registry(protocol).SPECS]
+FAULTS = [
+    pytest.param(protocol, spec.name, id=f"{protocol}-{spec.name}")
+    for protocol in PROTOCOLS
+    for spec in registry(protocol).SPECS
+]
 
 
 @pytest.mark.parametrize(("protocol", "fault"), FAULTS)
@@ -124,27 +157,49 @@ def test_fault_is_caught_by_exactly_its_own_cases(protocol, fault, tmp_path):
     # running them again for each of the 214 faults was 45 % of this test's
     # time in the full tier. `conformance mutation` still runs whole suites.
     role = next(spec.role for spec in registry(protocol).SPECS if spec.name == fault)
-    run = run_mutation([protocol], [fault], jobs=1, work_dir=tmp_path, progress=lambda line: None,
-                       reference=False, params=TEST_PARAMS.get(protocol), cases=[f"{protocol}.*.{role}.*"])
+    run = run_mutation(
+        [protocol],
+        [fault],
+        jobs=1,
+        work_dir=tmp_path,
+        progress=lambda line: None,
+        reference=False,
+        params=TEST_PARAMS.get(protocol),
+        cases=[f"{protocol}.*.{role}.*"],
+    )
     assert [result.name for result in run.faults] == [fault]
     (result,) = run.faults
     assert result.caught, {"missed": result.missed, "failed elsewhere": result.wrongly_blamed}
     cert = result.certification
     records = cert.records
     role_cases = {case for case in suite_case_ids(protocol) if f".{role}." in case}
-    assert role_cases <= set(records) <= set(suite_case_ids(protocol)), sorted(role_cases ^ set(records))
-    assert all(records[case]["prerequisite_only"] for case in set(records) - role_cases), sorted(records)
+    assert role_cases <= set(records) <= set(suite_case_ids(protocol)), sorted(
+        role_cases ^ set(records)
+    )
+    assert all(records[case]["prerequisite_only"] for case in set(records) - role_cases), sorted(
+        records
+    )
     for case in result.failed:
         record = records[case]
-        assert record["message"].startswith(f"{case} [{record['level']}, "), record["message"]  # names its rule
+        assert record["message"].startswith(f"{case} [{record['level']}, "), record[
+            "message"
+        ]  # names its rule
     expected = set(result.expected)
     for case, record in records.items():
         if case in expected or record["outcome"] == "passed":
             continue
         if record["outcome"] == "blocked":
-            assert record["blocked_by"] in expected, (case, record["blocked_by"], record["message"][:300])
+            assert record["blocked_by"] in expected, (
+                case,
+                record["blocked_by"],
+                record["message"][:300],
+            )
             continue
-        assert record["outcome"] == "not_applicable", (case, record["outcome"], record["message"][:300])
+        assert record["outcome"] == "not_applicable", (
+            case,
+            record["outcome"],
+            record["message"][:300],
+        )
         if protocol in NEVER_NOT_APPLICABLE:
             # Only where the mutant does not play the role (a server
             # fault's target is certified as a server only).

@@ -14,8 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from conformance.mutation import (FAULT_REGISTRIES, builtin_tables, late_seconds, run_mutation, suite_case_ids,
-                                  targets_toml, variant_name, variant_specs, variant_table)
+from conformance.mutation import (
+    FAULT_REGISTRIES,
+    builtin_tables,
+    late_seconds,
+    run_mutation,
+    suite_case_ids,
+    targets_toml,
+    variant_name,
+    variant_specs,
+    variant_table,
+)
 from conformance.core.targets import load_targets_file
 from reference_impl.variants import LATE_ANSWERS
 
@@ -24,12 +33,19 @@ from .test_mutation import TEST_PARAMS
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "mutation.md"
 PROTOCOLS = sorted(FAULT_REGISTRIES)
-VARIANTS = [pytest.param(protocol, spec.name, id=f"{protocol}-{spec.name}",
-                         # A late-answers run waits 1.5 s per write: SSB's took
-                         # 288 s of the default 300 s test timeout in a loaded
-                         # full tier. The test's own limit, not a case's deadline.
-                         marks=[pytest.mark.timeout(900)] if spec.name == LATE_ANSWERS else [])
-            for protocol in PROTOCOLS for spec in variant_specs(protocol)]
+VARIANTS = [
+    pytest.param(
+        protocol,
+        spec.name,
+        id=f"{protocol}-{spec.name}",
+        # A late-answers run waits 1.5 s per write: SSB's took
+        # 288 s of the default 300 s test timeout in a loaded
+        # full tier. The test's own limit, not a case's deadline.
+        marks=[pytest.mark.timeout(900)] if spec.name == LATE_ANSWERS else [],
+    )
+    for protocol in PROTOCOLS
+    for spec in variant_specs(protocol)
+]
 LATE_CASE_JOBS = 4
 """A late-answers certification is mostly waiting (every write leaves
 seconds late): its cases run four at a time so that it costs minutes, not
@@ -53,18 +69,27 @@ def test_variant_targets_copy_the_reference_with_the_flag_on_their_roles(protoco
     specs = variant_specs(protocol)
     late = late_seconds(protocol, 3.0)
     path = tmp_path / "variants.toml"
-    path.write_text(targets_toml({variant_name(protocol, spec.name): variant_table(reference, spec, late)
-                                  for spec in specs}))
+    path.write_text(
+        targets_toml(
+            {
+                variant_name(protocol, spec.name): variant_table(reference, spec, late)
+                for spec in specs
+            }
+        )
+    )
     targets = load_targets_file(path)
     base = load_targets_file("<ref>", targets_toml({"ref": reference}))["ref"]
     for spec in specs:
         target = targets[variant_name(protocol, spec.name)]
-        flags = ("--variant", spec.name) + (("--late-seconds", f"{late:g}") if spec.name == LATE_ANSWERS else ())
+        flags = ("--variant", spec.name) + (
+            ("--late-seconds", f"{late:g}") if spec.name == LATE_ANSWERS else ()
+        )
         for role in ("server", "client"):
             plain = getattr(base.launch, role)
             if plain:
-                assert getattr(target.launch, role) == (plain + flags if role in spec.roles else plain), (
-                    spec.name, role)
+                assert getattr(target.launch, role) == (
+                    plain + flags if role in spec.roles else plain
+                ), (spec.name, role)
         assert (target.roles, target.capabilities) == (base.roles, base.capabilities)
 
 
@@ -73,15 +98,29 @@ def test_variant_is_certified_conformant(protocol, variant, tmp_path):
     """Certifies the reference node with this one variant: every case of the
     suite is recorded and passed (none failed, in error, blocked, or not
     applicable: the plain node passes them all), exit status 0."""
-    run = run_mutation([protocol], [], jobs=1, work_dir=tmp_path, progress=lambda line: None,
-                       reference=False, faults=False, variants=[variant], params=TEST_PARAMS.get(protocol),
-                       case_jobs=LATE_CASE_JOBS if variant == LATE_ANSWERS else 1)
+    run = run_mutation(
+        [protocol],
+        [],
+        jobs=1,
+        work_dir=tmp_path,
+        progress=lambda line: None,
+        reference=False,
+        faults=False,
+        variants=[variant],
+        params=TEST_PARAMS.get(protocol),
+        case_jobs=LATE_CASE_JOBS if variant == LATE_ANSWERS else 1,
+    )
     (result,) = run.variants
     cert = result.certification
     records = cert.records
-    assert set(records) == set(suite_case_ids(protocol)), sorted(set(records) ^ set(suite_case_ids(protocol)))
-    not_passed = {case: (record["outcome"], record["message"][:400]) for case, record in records.items()
-                  if record["outcome"] != "passed"}
+    assert set(records) == set(suite_case_ids(protocol)), sorted(
+        set(records) ^ set(suite_case_ids(protocol))
+    )
+    not_passed = {
+        case: (record["outcome"], record["message"][:400])
+        for case, record in records.items()
+        if record["outcome"] != "passed"
+    }
     assert not not_passed, not_passed
     assert result.conformant and cert.exit_code == 0
 
@@ -91,7 +130,9 @@ def _doc_variant_rows() -> dict[tuple[str, str], list[str]]:
     for line in DOC.read_text(encoding="utf-8").splitlines():
         match = re.match(r"^\| ([a-z]+) \| `([a-z0-9-]+)` \| (.*) \|$", line)
         if match and match.group(1) in PROTOCOLS:
-            rows[(match.group(1), match.group(2))] = [cell.strip() for cell in match.group(3).split(" | ")]
+            rows[(match.group(1), match.group(2))] = [
+                cell.strip() for cell in match.group(3).split(" | ")
+            ]
     return rows
 
 
@@ -100,11 +141,17 @@ def test_doc_lists_every_variant_as_conformant():
     --format markdown`: every variant of the registries, as they define it,
     CONFORMANT."""
     rows = _doc_variant_rows()
-    specs = {(protocol, spec.name): spec for protocol in PROTOCOLS for spec in variant_specs(protocol)}
+    specs = {
+        (protocol, spec.name): spec for protocol in PROTOCOLS for spec in variant_specs(protocol)
+    }
     assert sorted(rows) == sorted(specs), "regenerate the variants table of docs/mutation.md"
     for key, spec in specs.items():
         roles, description, allowed_by, verdict = rows[key]
-        assert (roles, description, allowed_by) == ("/".join(spec.roles), spec.description, spec.allowed_by), key
+        assert (roles, description, allowed_by) == (
+            "/".join(spec.roles),
+            spec.description,
+            spec.allowed_by,
+        ), key
         assert verdict == "CONFORMANT", key
     text = DOC.read_text(encoding="utf-8")
     assert f"**Variants certified CONFORMANT: {len(specs)}/{len(specs)}**" in text

@@ -31,9 +31,16 @@ INSTALL_SCRIPT = "scripts/install-report-deps.sh"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--window-size=1400,1000",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
 ]
 ATTACHMENT = "wire trace (hex dump, both directions)"
 CASE = "ssb.shs.server.rejects-tampered-msg3"
@@ -43,9 +50,14 @@ WAIT_S = 30
 
 # -- dependencies: skip locally, fail in CI -------------------------------------
 
+
 def _allure_missing() -> list[str]:
     missing = []
-    if not (report.BUNDLED_ALLURE.is_file() or shutil.which("allure") or os.environ.get(report.ALLURE_ENV)):
+    if not (
+        report.BUNDLED_ALLURE.is_file()
+        or shutil.which("allure")
+        or os.environ.get(report.ALLURE_ENV)
+    ):
         missing.append(f"the Allure command line ({report.BUNDLED_ALLURE})")
     if not shutil.which("java"):
         missing.append("java")
@@ -66,11 +78,14 @@ def require(missing: list[str]) -> None:
         return
     message = f"missing {', '.join(missing)}: run {INSTALL_SCRIPT}"
     if os.environ.get("CI"):
-        pytest.fail(f"{message} (CI installs these before the tests, so this is an install failure)")
+        pytest.fail(
+            f"{message} (CI installs these before the tests, so this is an install failure)"
+        )
     pytest.skip(message)
 
 
 # -- two real runs and their reports -----------------------------------------------
+
 
 @dataclass
 class Reports:
@@ -85,8 +100,14 @@ class Reports:
 
 
 def _conformance(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(CONFORMANCE + list(args), capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        CONFORMANCE + list(args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +131,11 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> Reports:
 
 
 def _results(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in (run / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def _allure_result(run: Path, case_id: str) -> dict:
@@ -147,8 +172,13 @@ def test_reports_carry_history_over(reports: Reports) -> None:
     assert all(entry["data"]["total"] == cases for entry in trend_2)
 
     # Each case's own history: the second report knows the first run's outcome.
-    (case,) = [data for data in map(json.loads, map(Path.read_text,
-               (second_report / "data" / "test-cases").glob("*.json"))) if data["name"] == CASE]
+    (case,) = [
+        data
+        for data in map(
+            json.loads, map(Path.read_text, (second_report / "data" / "test-cases").glob("*.json"))
+        )
+        if data["name"] == CASE
+    ]
     assert case["extra"]["history"]["statistic"]["total"] == 2
     assert len(case["extra"]["history"]["items"]) == 1  # the first run's result
     # ... and hands both on to the next report.
@@ -161,8 +191,10 @@ def test_reports_carry_history_over(reports: Reports) -> None:
     run_id = json.loads((reports.second / "summary.json").read_text())["run_id"]
     executors = json.loads((second_report / "widgets" / "executors.json").read_text())
     assert executors[0]["buildOrder"] == 2 and run_id in executors[0]["buildName"]
-    environment = {e["name"]: e["values"] for e in
-                   json.loads((second_report / "widgets" / "environment.json").read_text())}
+    environment = {
+        e["name"]: e["values"]
+        for e in json.loads((second_report / "widgets" / "environment.json").read_text())
+    }
     assert environment["run.id"] == [run_id]
     assert environment["harness.version"]
     assert environment["target.reference-ssb"][0].startswith("reference-ssb 0.1.0 (ssb)")
@@ -178,7 +210,9 @@ def test_report_data_has_every_case_and_its_wire_trace(reports: Reports) -> None
     expected = {r["case_id"] for r in _results(reports.second)}
     assert expected and expected <= set(by_name), sorted(expected - set(by_name))
     for case_id in expected:
-        attachments = [a for step in [by_name[case_id]["testStage"]] for a in step.get("attachments", [])]
+        attachments = [
+            a for step in [by_name[case_id]["testStage"]] for a in step.get("attachments", [])
+        ]
         named = [a for a in attachments if a["name"] == ATTACHMENT]
         assert named, f"{case_id}: no '{ATTACHMENT}' attachment in the report"
         text = (out / "data" / "attachments" / named[0]["source"]).read_text()
@@ -189,6 +223,7 @@ def test_report_data_has_every_case_and_its_wire_trace(reports: Reports) -> None
 
 
 # -- the report in a browser ----------------------------------------------------------
+
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
@@ -223,7 +258,9 @@ def browser(tmp_path: Path):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
     # An explicit driver path: Selenium Manager (which downloads) never runs.
-    service = Service(executable_path=str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log"))
+    service = Service(
+        executable_path=str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log")
+    )
     driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(WAIT_S)
     driver.set_script_timeout(WAIT_S)
@@ -241,12 +278,13 @@ def _literal(text: str) -> str:
     """An XPath string literal for text (which may hold quotes)."""
     if "'" not in text:
         return f"'{text}'"
-    return "concat(" + ", \"'\", ".join(f"'{part}'" for part in text.split("'")) + ")"
+    return "concat(" + ', "\'", '.join(f"'{part}'" for part in text.split("'")) + ")"
 
 
 @pytest.mark.report_ui
-def test_report_in_chromium_shows_cases_and_wire_traces(reports: Reports, served_report: str, browser,
-                                                        tmp_path: Path) -> None:
+def test_report_in_chromium_shows_cases_and_wire_traces(
+    reports: Reports, served_report: str, browser, tmp_path: Path
+) -> None:
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
@@ -259,44 +297,69 @@ def test_report_in_chromium_shows_cases_and_wire_traces(reports: Reports, served
         try:
             return wait.until(condition)
         except TimeoutException as exc:
-            raise AssertionError(f"after {WAIT_S} s the report page shows no {what} "
-                                 f"(screenshot: {tmp_path / 'last-page.png'})") from exc
+            raise AssertionError(
+                f"after {WAIT_S} s the report page shows no {what} "
+                f"(screenshot: {tmp_path / 'last-page.png'})"
+            ) from exc
 
     # The suites page, as a person opens it: the tree starts collapsed; open
     # the case's suite groups (its parentSuite / suite / subSuite labels).
     browser.get(served_report + "#suites")
-    labels = {label["name"]: label["value"] for label in _allure_result(reports.second, CASE)["labels"]}
+    labels = {
+        label["name"]: label["value"] for label in _allure_result(reports.second, CASE)["labels"]
+    }
     for group in (labels["parentSuite"], labels["suite"], labels["subSuite"]):
-        title = until(EC.element_to_be_clickable((By.XPATH,
-            "//*[@data-node-kind='group']/*[contains(@class,'node__title')]"
-            f"[*[contains(@class,'node__name') and normalize-space()={_literal(group)}]]")),
-            f"suite group '{group}'")
+        title = until(
+            EC.element_to_be_clickable(
+                (
+                    By.XPATH,
+                    "//*[@data-node-kind='group']/*[contains(@class,'node__title')]"
+                    f"[*[contains(@class,'node__name') and normalize-space()={_literal(group)}]]",
+                )
+            ),
+            f"suite group '{group}'",
+        )
         if "node__expanded" not in title.find_element(By.XPATH, "..").get_attribute("class"):
             title.click()
 
     # Every case of the run is listed under it.
     expected = sorted(r["case_id"] for r in _results(reports.second))
     leaf_names = "//*[contains(@class,'node__leaf')]//*[contains(@class,'node__name')]"
-    until(lambda d: len(d.find_elements(By.XPATH, leaf_names)) >= len(expected), f"{len(expected)} cases")
+    until(
+        lambda d: len(d.find_elements(By.XPATH, leaf_names)) >= len(expected),
+        f"{len(expected)} cases",
+    )
     listed = sorted(e.text.strip() for e in browser.find_elements(By.XPATH, leaf_names))
     assert listed == expected
 
     # Open the case: its page has the title and the wire-trace attachment.
-    until(EC.element_to_be_clickable((By.XPATH, f"{leaf_names}[normalize-space()={_literal(CASE)}]")),
-          f"case {CASE}").click()
+    until(
+        EC.element_to_be_clickable((By.XPATH, f"{leaf_names}[normalize-space()={_literal(CASE)}]")),
+        f"case {CASE}",
+    ).click()
     until(EC.url_contains("#suites/"), "case URL")
-    until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, ".side-by-side__right"), CASE),
-          f"page of case {CASE}")
-    row = until(EC.element_to_be_clickable((By.XPATH,
-        "//*[contains(@class,'attachment-row') and @data-uid]"
-        f"[.//*[contains(@class,'attachment-row__name') and normalize-space()={_literal(ATTACHMENT)}]]")),
-        f"attachment '{ATTACHMENT}'")
+    until(
+        EC.text_to_be_present_in_element((By.CSS_SELECTOR, ".side-by-side__right"), CASE),
+        f"page of case {CASE}",
+    )
+    row = until(
+        EC.element_to_be_clickable(
+            (
+                By.XPATH,
+                "//*[contains(@class,'attachment-row') and @data-uid]"
+                f"[.//*[contains(@class,'attachment-row__name') and normalize-space()={_literal(ATTACHMENT)}]]",
+            )
+        ),
+        f"attachment '{ATTACHMENT}'",
+    )
     row.click()
 
     # Opened, it shows the hex dump of both directions, as recorded.
     content = "//*[contains(@class,'attachment-row__content')]"
-    until(lambda d: any("harness -> target" in e.text for e in d.find_elements(By.XPATH, content)),
-          "hex dump text 'harness -> target' in the opened attachment")
+    until(
+        lambda d: any("harness -> target" in e.text for e in d.find_elements(By.XPATH, content)),
+        "hex dump text 'harness -> target' in the opened attachment",
+    )
     shown = "\n".join(e.text for e in browser.find_elements(By.XPATH, content))
     assert "target -> harness" in shown
     recorded = _attachment_text(reports.second, CASE)
@@ -305,22 +368,34 @@ def test_report_in_chromium_shows_cases_and_wire_traces(reports: Reports, served
     assert hex_lines[0].split("|")[0].strip() in shown
 
     # The History tab lists the first run's outcome of the same case.
-    until(EC.element_to_be_clickable((By.XPATH, "//*[contains(@class,'tabs')]//*[normalize-space()='History']")),
-          "History tab").click()
-    until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, ".side-by-side__right"), "(2 of 2)"),
-          "'Success rate 100% (2 of 2)' (this run and the first) in the History tab")
+    until(
+        EC.element_to_be_clickable(
+            (By.XPATH, "//*[contains(@class,'tabs')]//*[normalize-space()='History']")
+        ),
+        "History tab",
+    ).click()
+    until(
+        EC.text_to_be_present_in_element((By.CSS_SELECTOR, ".side-by-side__right"), "(2 of 2)"),
+        "'Success rate 100% (2 of 2)' (this run and the first) in the History tab",
+    )
     assert time.monotonic() - started < 120
 
 
 # -- errors, without Allure or a browser ----------------------------------------------
 
+
 def _fake_run(run: Path, finished: str | None = None, with_report: bool = False) -> Path:
     results = run / "allure-results"
     results.mkdir(parents=True)
-    (results / "0-result.json").write_text(json.dumps({"name": "x", "status": "passed", "uuid": "0"}))
+    (results / "0-result.json").write_text(
+        json.dumps({"name": "x", "status": "passed", "uuid": "0"})
+    )
     if finished:
-        (run / "summary.json").write_text(json.dumps({"run_id": run.name, "finished": finished,
-                                                      "targets": [], "conformant": True}))
+        (run / "summary.json").write_text(
+            json.dumps(
+                {"run_id": run.name, "finished": finished, "targets": [], "conformant": True}
+            )
+        )
     if with_report:
         history = run / "allure-report" / "history"
         history.mkdir(parents=True)
@@ -369,4 +444,7 @@ def test_report_refuses_bad_run_dirs_and_outputs(tmp_path: Path, capsys) -> None
     assert (precious / "notes.txt").read_text() == "keep me"
     assert "not an Allure report" in capsys.readouterr().err
     assert cli.main(["report", str(run), "--out", str(run)]) == report.EXIT_USAGE
-    assert cli.main(["report", str(run), "--history-from", str(tmp_path / "missing")]) == report.EXIT_USAGE
+    assert (
+        cli.main(["report", str(run), "--history-from", str(tmp_path / "missing")])
+        == report.EXIT_USAGE
+    )

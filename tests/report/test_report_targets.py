@@ -28,8 +28,13 @@ FAILING = "ripplehost.msgno.server.reply-carries-msgno"
 KEYWORD = "reply_carries_msgno"
 """The server and client cases of the msgno rule (the prerequisite, the
 host-id exchange, is put back by the plugin)."""
-STATUS = {"passed": "passed", "failed": "failed", "error": "broken", "not_applicable": "skipped",
-          "blocked": "skipped"}
+STATUS = {
+    "passed": "passed",
+    "failed": "failed",
+    "error": "broken",
+    "not_applicable": "skipped",
+    "blocked": "skipped",
+}
 """results.jsonl outcome -> Allure status (docs/reports.md)."""
 
 
@@ -57,7 +62,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
 
 
 def _records(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in (run / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def _allure_results(run: Path) -> dict[tuple[str, str], dict]:
@@ -75,15 +84,22 @@ def _allure_results(run: Path) -> dict[tuple[str, str], dict]:
 def test_each_target_has_its_own_allure_ids_stable_across_runs(runs: Runs) -> None:
     first, second = _allure_results(runs.first), _allure_results(runs.second)
     records = _records(runs.first)
-    assert {(r["case_id"], r["target"]) for r in records} == set(first), "Allure results != results.jsonl"
-    assert Counter(target for _, target in first) == {target: len(records) // 2 for target in TARGETS}
+    assert {(r["case_id"], r["target"]) for r in records} == set(first), (
+        "Allure results != results.jsonl"
+    )
+    assert Counter(target for _, target in first) == {
+        target: len(records) // 2 for target in TARGETS
+    }
     for field in ("historyId", "testCaseId"):
         ids = [data[field] for data in first.values()]
-        assert None not in ids and len(set(ids)) == len(ids), f"{field} shared between targets: {Counter(ids)}"
+        assert None not in ids and len(set(ids)) == len(ids), (
+            f"{field} shared between targets: {Counter(ids)}"
+        )
         # The same target's case keeps its ids from run to run (Allure's
         # history and trends follow them).
-        assert {key: data[field] for key, data in second.items()} == {key: data[field] for key, data in
-                                                                       first.items()}, field
+        assert {key: data[field] for key, data in second.items()} == {
+            key: data[field] for key, data in first.items()
+        }, field
     # Each copy carries its own target's outcome: no pass that did not happen.
     for record in records:
         data = first[(record["case_id"], record["target"])]
@@ -101,8 +117,10 @@ def test_each_target_has_its_own_allure_ids_stable_across_runs(runs: Runs) -> No
         assert suite is not None and suite.get("name") == target
 
 
-@pytest.mark.skipif(not (report.BUNDLED_ALLURE.is_file() and shutil.which("java")),
-                    reason="needs the Allure command line (scripts/install-report-deps.sh) and java")
+@pytest.mark.skipif(
+    not (report.BUNDLED_ALLURE.is_file() and shutil.which("java")),
+    reason="needs the Allure command line (scripts/install-report-deps.sh) and java",
+)
 def test_report_shows_every_target_copy_and_its_own_history(runs: Runs) -> None:
     for run in (runs.first, runs.second):
         assert report.build_report(run) == 0
@@ -114,19 +132,26 @@ def test_report_shows_every_target_copy_and_its_own_history(runs: Runs) -> None:
     assert summary["passed"] == sum(r["outcome"] == "passed" for r in records), summary
     cases = [json.loads(path.read_text()) for path in (out / "data" / "test-cases").glob("*.json")]
     assert len(cases) == len(records)
-    assert not [c["name"] for c in cases if c["retry"] or c["retriesCount"]], "a target's copy filed as a retry"
+    assert not [c["name"] for c in cases if c["retry"] or c["retriesCount"]], (
+        "a target's copy filed as a retry"
+    )
 
     def target_of(case: dict) -> str:
         return {label["name"]: label["value"] for label in case["labels"]}["target"]
 
     assert {target_of(c): c["status"] for c in cases if c["name"] == FAILING} == {
-        "wrong-msgno": "failed", "reference-ripplehost": "passed"}
+        "wrong-msgno": "failed",
+        "reference-ripplehost": "passed",
+    }
     # Each copy's History tab holds the first run's outcome of the same
     # target's copy, not the other target's.
     for case in cases:
         history = case["extra"]["history"]
         assert history["statistic"]["total"] == 2, (case["name"], target_of(case), history)
-        assert [item["status"] for item in history["items"]] == [case["status"]], (case["name"], target_of(case))
+        assert [item["status"] for item in history["items"]] == [case["status"]], (
+            case["name"],
+            target_of(case),
+        )
     # The Suites tab: ripplehost -> both targets.
     tree = json.loads((out / "data" / "suites.json").read_text())
     (protocol,) = [node for node in tree["children"] if node["name"] == "ripplehost"]

@@ -23,11 +23,19 @@ BUILD_TIMEOUT = 900  # a first install downloads ~150 MB of Debian packages
 @pytest.fixture(scope="session")
 def ocaml_peer() -> Path:
     """Path of the built ripp_peer executable."""
-    install = subprocess.run([str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    install = subprocess.run(
+        [str(INSTALL_SCRIPT)], capture_output=True, text=True, timeout=BUILD_TIMEOUT
+    )
     if install.returncode != 0:
-        pytest.skip(f"the OCaml toolchain cannot be installed here: {install.stderr.strip() or install.stdout.strip()}")
-    build = subprocess.run([str(BUILD_SCRIPT), "--no-install"], capture_output=True, text=True, timeout=BUILD_TIMEOUT)
-    assert build.returncode == 0, f"interop/ripp-ocaml does not build:\n{build.stdout}\n{build.stderr}"
+        pytest.skip(
+            f"the OCaml toolchain cannot be installed here: {install.stderr.strip() or install.stdout.strip()}"
+        )
+    build = subprocess.run(
+        [str(BUILD_SCRIPT), "--no-install"], capture_output=True, text=True, timeout=BUILD_TIMEOUT
+    )
+    assert build.returncode == 0, (
+        f"interop/ripp-ocaml does not build:\n{build.stdout}\n{build.stderr}"
+    )
     exe = Path(build.stdout.strip().splitlines()[-1])
     assert exe.is_file(), f"build-ocaml-ripp.sh named {exe}, which does not exist"
     return exe

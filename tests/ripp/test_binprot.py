@@ -25,10 +25,21 @@ from reference_impl.ripp.payloads import (
 @pytest.mark.parametrize(
     "value, hexstr",
     [
-        (0, "00"), (0x7F, "7f"), (0x80, "fe8000"), (0x7FFF, "feff7f"), (0x8000, "fd00800000"),
-        ((1 << 31) - 1, "fdffffff7f"), (1 << 31, "fc0000008000000000"), (bp.OCAML_INT_MAX, "fcffffffffffffff3f"),
-        (-1, "ffff"), (-128, "ff80"), (-129, "fe7fff"), (-0x8000, "fe0080"), (-0x8001, "fdff7fffff"),
-        (-(1 << 31), "fd00000080"), (-(1 << 31) - 1, "fcffffff7fffffffff"),
+        (0, "00"),
+        (0x7F, "7f"),
+        (0x80, "fe8000"),
+        (0x7FFF, "feff7f"),
+        (0x8000, "fd00800000"),
+        ((1 << 31) - 1, "fdffffff7f"),
+        (1 << 31, "fc0000008000000000"),
+        (bp.OCAML_INT_MAX, "fcffffffffffffff3f"),
+        (-1, "ffff"),
+        (-128, "ff80"),
+        (-129, "fe7fff"),
+        (-0x8000, "fe0080"),
+        (-0x8001, "fdff7fffff"),
+        (-(1 << 31), "fd00000080"),
+        (-(1 << 31) - 1, "fcffffff7fffffffff"),
     ],
 )
 def test_int_classes(value, hexstr):
@@ -39,8 +50,15 @@ def test_int_classes(value, hexstr):
 
 @pytest.mark.parametrize(
     "value, hexstr",
-    [(0, "00"), (0x7F, "7f"), (0x80, "fe8000"), (0xFFFF, "feffff"), (0x10000, "fd00000100"),
-     (0xFFFFFFFF, "fdffffffff"), (1 << 32, "fc0000000001000000")],
+    [
+        (0, "00"),
+        (0x7F, "7f"),
+        (0x80, "fe8000"),
+        (0xFFFF, "feffff"),
+        (0x10000, "fd00000100"),
+        (0xFFFFFFFF, "fdffffffff"),
+        (1 << 32, "fc0000000001000000"),
+    ],
 )
 def test_nat0_classes(value, hexstr):
     assert bp.encode(bp.NAT0, value).hex() == hexstr
@@ -74,11 +92,17 @@ def test_strings_lists_options_floats_bools():
 @pytest.mark.parametrize(
     "type_name, hexstr, reason",
     [
-        ("int", "ff05", "Neg_int8"), ("int", "80", "Int_code"), ("nat0", "ff", "Nat0_code"),
-        ("nat0", "fc0000000000000040", "Nat0_overflow"), ("bool", "02", "Bool_code"),
-        ("int option", "02", "Option_code"), ("string", "05616263", "Buffer_short"),
-        ("string", "fcffffffffffffff3f", "String_too_long"), ("int list", "fcffffffffffffff3f", "Buffer_short"),
-        ("int", "0000", "Trailing"), ("Delta.t", "03", "Sum_tag"),
+        ("int", "ff05", "Neg_int8"),
+        ("int", "80", "Int_code"),
+        ("nat0", "ff", "Nat0_code"),
+        ("nat0", "fc0000000000000040", "Nat0_overflow"),
+        ("bool", "02", "Bool_code"),
+        ("int option", "02", "Option_code"),
+        ("string", "05616263", "Buffer_short"),
+        ("string", "fcffffffffffffff3f", "String_too_long"),
+        ("int list", "fcffffffffffffff3f", "Buffer_short"),
+        ("int", "0000", "Trailing"),
+        ("Delta.t", "03", "Sum_tag"),
     ],
 )
 def test_refusals(type_name, hexstr, reason):
@@ -94,9 +118,14 @@ def test_non_minimal_forms_are_read_like_bin_prot():
 
 def test_recursive_variant_depth_is_bounded():
     ok = "05" * bp.MAX_DEPTH + "00"
-    assert str(bp.decode(type_by_name("Schema.field_type"), bytes.fromhex(ok))).count("option") == bp.MAX_DEPTH
+    assert (
+        str(bp.decode(type_by_name("Schema.field_type"), bytes.fromhex(ok))).count("option")
+        == bp.MAX_DEPTH
+    )
     with pytest.raises(bp.BinProtError) as info:
-        bp.decode(type_by_name("Schema.field_type"), bytes.fromhex("05" * (bp.MAX_DEPTH + 1) + "00"))
+        bp.decode(
+            type_by_name("Schema.field_type"), bytes.fromhex("05" * (bp.MAX_DEPTH + 1) + "00")
+        )
     assert info.value.reason == "Nesting"
     # deeper than Python's own recursion limit: still a clean error
     with pytest.raises(bp.BinProtError):
@@ -110,15 +139,28 @@ def test_field_type_syntax_roundtrip():
 
 # --- hypothesis -----------------------------------------------------------
 
-FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 ints = st.integers(bp.OCAML_INT_MIN, bp.OCAML_INT_MAX)
 int64s = st.integers(bp.INT64_MIN, bp.INT64_MAX)
 
 
 @FUZZ
-@given(st.lists(st.tuples(ints, int64s, st.binary(max_size=300), st.none() | ints,
-                          st.floats(allow_nan=False), st.booleans()), max_size=5))
+@given(
+    st.lists(
+        st.tuples(
+            ints,
+            int64s,
+            st.binary(max_size=300),
+            st.none() | ints,
+            st.floats(allow_nan=False),
+            st.booleans(),
+        ),
+        max_size=5,
+    )
+)
 def test_roundtrip_generated_values(values):
     t = bp.List(bp.Tuple(bp.INT, bp.INT64, bp.BYTES, bp.Option(bp.INT), bp.FLOAT, bp.BOOL))
     data = bp.encode(t, values)
@@ -148,7 +190,10 @@ def test_any_bytes_as_delta_and_schema(data):
 
 
 @FUZZ
-@given(st.integers(0, bp.OCAML_INT_MAX), st.sampled_from(["string", "int list", "string list", "Schema.t"]))
+@given(
+    st.integers(0, bp.OCAML_INT_MAX),
+    st.sampled_from(["string", "int list", "string list", "Schema.t"]),
+)
 def test_claimed_lengths_never_allocate(claim, type_name):
     out = bytearray()
     bp.write_nat0(out, claim)
@@ -167,7 +212,13 @@ def test_memory_is_bounded_whatever_a_length_claims():
         for claim in claims:
             out = bytearray()
             bp.write_nat0(out, claim)
-            for name in ("string", "int list", "string list list", "Handshake.t", "Checkpoint_ack.t"):
+            for name in (
+                "string",
+                "int list",
+                "string list list",
+                "Handshake.t",
+                "Checkpoint_ack.t",
+            ):
                 try:
                     bp.decode(type_by_name(name), bytes(out) + b"\x01" * 16)
                 except bp.BinProtError:

@@ -39,7 +39,10 @@ def decode(request):
 
 
 def test_accelerator_reported():
-    assert envelope_module.DECODER in ("pure Python", "C accelerator (reference_impl/ripp/_fastenvelope.c)")
+    assert envelope_module.DECODER in (
+        "pure Python",
+        "C accelerator (reference_impl/ripp/_fastenvelope.c)",
+    )
 
 
 def sample(payload: bytes = b"\x05hello", **kw) -> bytes:
@@ -93,7 +96,10 @@ def test_encoder_refuses_what_does_not_fit():
         (lambda b: b[:-1], "length"),
         (lambda b: b + b"\0", "length"),
         (lambda b: b[:62], "length"),
-        (lambda b: refix_crc(bytearray(b[:55]) + struct.pack("<i", MAX_PAYLOAD + 1) + b[59:]), "length"),
+        (
+            lambda b: refix_crc(bytearray(b[:55]) + struct.pack("<i", MAX_PAYLOAD + 1) + b[59:]),
+            "length",
+        ),
         (lambda b: refix_crc(bytearray(b"RIPQ" + b[4:])), "magic"),
         (lambda b: b"XXXX" + b[4:], "magic"),  # bad CRC too: magic comes first
         (lambda b: b[:-4] + bytes([b[-4] ^ 1]) + b[-3:], "crc"),
@@ -190,7 +196,9 @@ def test_fingerprint_text():
 
 # --- hypothesis: any bytes in, a value or a clean error out ---------------
 
-FUZZ = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _mutations():
@@ -201,7 +209,9 @@ def _mutations():
     lengths = st.integers(-(1 << 31), (1 << 31) - 1).map(
         lambda n: base[:55] + struct.pack("<i", n) + base[59:]
     )
-    return st.one_of(st.binary(max_size=300), flips, lengths, st.binary(max_size=80).map(lambda x: base[:59] + x))
+    return st.one_of(
+        st.binary(max_size=300), flips, lengths, st.binary(max_size=80).map(lambda x: base[:59] + x)
+    )
 
 
 @FUZZ

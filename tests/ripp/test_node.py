@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from reference_impl.ripp.envelope import HEADER_SIZE, MAX_PAYLOAD
-from reference_impl.ripp.node import ConsumerNode, generated_deltas, load_registry_file, run_producer
+from reference_impl.ripp.node import (
+    ConsumerNode,
+    generated_deltas,
+    load_registry_file,
+    run_producer,
+)
 from reference_impl.ripp.payloads import fingerprint
 from reference_impl.ripp.session import SourceTrack
 
@@ -44,11 +49,20 @@ def test_producer_and_consumer_agree_on_the_applied_state():
         node, port, events, registry = await _consumer(heartbeat_interval_ms=100)
         try:
             outputs = list(registry.items())
-            run = await run_producer("127.0.0.1", port, "p", outputs, generated_deltas(outputs, 12),
-                                     timeout=5, stay=0.35, checkpoint=True)
+            run = await run_producer(
+                "127.0.0.1",
+                port,
+                "p",
+                outputs,
+                generated_deltas(outputs, 12),
+                timeout=5,
+                stay=0.35,
+                checkpoint=True,
+            )
         finally:
             await node.close()
         return run, outputs
+
     run, outputs = asyncio.run(main())
     assert run.negotiation.ok and run.sent == 12
     state = {s.source_output: s for s in run.acks[0].sources}[outputs[0][0]]
@@ -72,30 +86,79 @@ def test_consumer_refuses_oversized_header_without_waiting():
             return data
         finally:
             await node.close()
+
     assert asyncio.run(main()) == b"", "closed at once, nothing sent"
 
 
 def test_command_lines_run_a_session(tmp_path):
-    consumer = subprocess.Popen([PYTHON, "-m", "reference_impl.ripp", "consume", "--schemas", str(REGISTRY),
-                                 "--port", "0", "--heartbeat-interval", "0.2"],
-                                cwd=REPO, stdout=subprocess.PIPE, text=True)
+    consumer = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "reference_impl.ripp",
+            "consume",
+            "--schemas",
+            str(REGISTRY),
+            "--port",
+            "0",
+            "--heartbeat-interval",
+            "0.2",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready = consumer.stdout.readline()
         assert ready.startswith("RIPP_READY port=")
         port = ready.strip().split("=")[1]
         deltas = tmp_path / "deltas.json"
-        deltas.write_text(json.dumps([
-            {"output": "vwap", "key": "AAPL", "op": "set", "fields": {"volume": "05"}},
-            {"output": "vwap", "key": "AAPL", "op": "patch", "fields": {"volume": "06"}, "sequence_no": 2},
-            {"output": "vwap", "key": "AAPL", "op": "remove", "sequence_no": 2},
-        ]))
-        out = subprocess.run([PYTHON, "-m", "reference_impl.ripp", "produce", "--schemas", str(REGISTRY),
-                              "--peer-host", "127.0.0.1", "--peer-port", port, "--source-id", "cli",
-                              "--deltas", str(deltas), "--checkpoint", "--timeout", "5"],
-                             cwd=REPO, capture_output=True, text=True, timeout=30)
+        deltas.write_text(
+            json.dumps(
+                [
+                    {"output": "vwap", "key": "AAPL", "op": "set", "fields": {"volume": "05"}},
+                    {
+                        "output": "vwap",
+                        "key": "AAPL",
+                        "op": "patch",
+                        "fields": {"volume": "06"},
+                        "sequence_no": 2,
+                    },
+                    {"output": "vwap", "key": "AAPL", "op": "remove", "sequence_no": 2},
+                ]
+            )
+        )
+        out = subprocess.run(
+            [
+                PYTHON,
+                "-m",
+                "reference_impl.ripp",
+                "produce",
+                "--schemas",
+                str(REGISTRY),
+                "--peer-host",
+                "127.0.0.1",
+                "--peer-port",
+                port,
+                "--source-id",
+                "cli",
+                "--deltas",
+                str(deltas),
+                "--checkpoint",
+                "--timeout",
+                "5",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert out.returncode == 0, out.stderr
-        checkpoint = [json.loads(line.split(" ", 1)[1]) for line in out.stdout.splitlines()
-                      if line.startswith("RIPP_CHECKPOINT")][0]
+        checkpoint = [
+            json.loads(line.split(" ", 1)[1])
+            for line in out.stdout.splitlines()
+            if line.startswith("RIPP_CHECKPOINT")
+        ][0]
         vwap = [s for s in checkpoint["sources"] if s["output"] == "vwap"][0]
         # the Remove repeats sequence 2: a duplicate, discarded
         assert (vwap["last_sequence_no"], vwap["applied_count"]) == (2, 2)
@@ -106,15 +169,49 @@ def test_command_lines_run_a_session(tmp_path):
 
 def test_producer_exits_6_when_schemas_are_refused(tmp_path):
     other = tmp_path / "other.json"
-    other.write_text(json.dumps({"vwap": {"schema_name": "vwap", "version": 3, "fields": [
-        {"name": "symbol", "type": "string", "default": None}]}}))
-    consumer = subprocess.Popen([PYTHON, "-m", "reference_impl.ripp", "consume", "--schemas", str(REGISTRY),
-                                 "--port", "0"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    other.write_text(
+        json.dumps(
+            {
+                "vwap": {
+                    "schema_name": "vwap",
+                    "version": 3,
+                    "fields": [{"name": "symbol", "type": "string", "default": None}],
+                }
+            }
+        )
+    )
+    consumer = subprocess.Popen(
+        [PYTHON, "-m", "reference_impl.ripp", "consume", "--schemas", str(REGISTRY), "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = consumer.stdout.readline().strip().split("=")[1]
-        out = subprocess.run([PYTHON, "-m", "reference_impl.ripp", "produce", "--schemas", str(other),
-                              "--peer-host", "127.0.0.1", "--peer-port", port, "--source-id", "x", "--count", "1",
-                              "--timeout", "5"], cwd=REPO, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [
+                PYTHON,
+                "-m",
+                "reference_impl.ripp",
+                "produce",
+                "--schemas",
+                str(other),
+                "--peer-host",
+                "127.0.0.1",
+                "--peer-port",
+                port,
+                "--source-id",
+                "x",
+                "--count",
+                "1",
+                "--timeout",
+                "5",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert out.returncode == 6, out.stderr
         assert "missing field price" in out.stdout + out.stderr
     finally:

@@ -28,7 +28,11 @@ def header(length: int, magic: bytes = b"RIPP") -> bytes:
 
 garbage = st.one_of(
     st.binary(max_size=300),
-    st.builds(lambda n, tail: header(n) + tail, st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=64)),
+    st.builds(
+        lambda n, tail: header(n) + tail,
+        st.integers(-(1 << 31), (1 << 31) - 1),
+        st.binary(max_size=64),
+    ),
     st.builds(lambda tail: b"RIPP" + tail, st.binary(max_size=120)),
 )
 
@@ -60,7 +64,9 @@ def test_consumer_survives_malformed_input(chunks):
         try:
             for data in chunks:
                 closed, received = await _probe(port, data)
-                assert closed, f"the node did not close within {REPLY_WINDOW} s after {data[:80].hex()}"
+                assert closed, (
+                    f"the node did not close within {REPLY_WINDOW} s after {data[:80].hex()}"
+                )
                 # Nothing but a Schema_negotiation could ever answer, and only a Handshake.
                 assert len(received) < OVERHEAD + 4096
             # still serving: a fresh connection is accepted and closed on EOF
@@ -68,6 +74,7 @@ def test_consumer_survives_malformed_input(chunks):
             assert closed
         finally:
             await node.close()
+
     asyncio.run(main())
 
 

@@ -26,8 +26,16 @@ from reference_impl.ripp.payloads import NAMED_TYPES, type_by_name
 from .ocaml_env import REPO_ROOT, ocaml_peer  # noqa: F401  (fixture)
 
 TYPES = sorted(NAMED_TYPES) + [
-    "nat0", "int", "int64", "string", "float", "bool", "int option option", "int64 option list",
-    "(string * int)", "string list",
+    "nat0",
+    "int",
+    "int64",
+    "string",
+    "float",
+    "bool",
+    "int option option",
+    "int64 option list",
+    "(string * int)",
+    "string list",
 ]
 
 ANSWER_TIMEOUT = 10.0
@@ -72,14 +80,21 @@ def mutated(draw, seeds: list[bytes]) -> bytes:
 class OcamlDecoder:
     def __init__(self, exe) -> None:
         # bufsize=1: line-buffered, so select() sees each answer line as it comes
-        self.proc = subprocess.Popen([str(exe), "decode"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     bufsize=1)
+        self.proc = subprocess.Popen(
+            [str(exe), "decode"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
 
     def decode(self, type_name: str, data: bytes) -> list[str]:
         self.proc.stdin.write(f"{type_name}\t{data.hex()}\n")
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_TIMEOUT)
-        assert ready, f"ripp_peer decode gave no answer within {ANSWER_TIMEOUT} s for {type_name} {data.hex()}"
+        assert ready, (
+            f"ripp_peer decode gave no answer within {ANSWER_TIMEOUT} s for {type_name} {data.hex()}"
+        )
         line = self.proc.stdout.readline()
         assert line, f"ripp_peer decode died (exit {self.proc.poll()})"
         return line.rstrip("\n").split("\t")
@@ -117,7 +132,11 @@ def compare(ocaml: OcamlDecoder, type_name: str, data: bytes) -> None:
     if ours[0] == "refused" and ours[1] == "Nesting" and theirs[0] == "ok":
         # Profile P3: variants nest at most 32 deep; bin_prot has no bound.
         return
-    if ours[0] == theirs[0] == "refused" and ours[1] == "Buffer_short" and ours[3].startswith("list of"):
+    if (
+        ours[0] == theirs[0] == "refused"
+        and ours[1] == "Buffer_short"
+        and ours[3].startswith("list of")
+    ):
         # Our reader refuses a list whose length exceeds the bytes left
         # before reading any element (bounded work on hostile lengths);
         # bin_prot reads elements until one fails, and names that failure.
@@ -137,7 +156,11 @@ def compare(ocaml: OcamlDecoder, type_name: str, data: bytes) -> None:
 def test_python_codec_agrees_with_bin_prot(ocaml, type_name):
     strategy = BYTES if type_name not in SEEDS else st.one_of(BYTES, mutated(SEEDS[type_name]))
 
-    @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=examples(100),
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
     @given(strategy)
     def check(data):
         compare(ocaml, type_name, data)

@@ -37,14 +37,21 @@ class Consumer:
     """A consumer process (either implementation) on a free loopback port."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.proc = subprocess.Popen(argv + ["consume", "--schemas", str(REGISTRY), "--port", "0",
-                                             "--heartbeat-interval", "0.2"],
-                                     cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv
+            + ["consume", "--schemas", str(REGISTRY), "--port", "0", "--heartbeat-interval", "0.2"],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             # select first: a node that hangs before its ready line must not hang the test
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            ready, _, _ = select.select(
+                [self.proc.stdout], [], [], max(0.0, deadline - time.monotonic())
+            )
             if not ready:
                 break
             line = self.proc.stdout.readline()
@@ -70,13 +77,35 @@ class Consumer:
 
 
 def events(text: str, name: str) -> list[dict]:
-    return [json.loads(line.split(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"RIPP_{name} ")]
+    return [
+        json.loads(line.split(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(f"RIPP_{name} ")
+    ]
 
 
-def produce(argv: list[str], port: int, *extra: str, schemas: Path = REGISTRY) -> subprocess.CompletedProcess:
-    return subprocess.run(argv + ["produce", "--schemas", str(schemas), "--peer-host", "127.0.0.1",
-                                  "--peer-port", str(port), "--source-id", "interop-producer", *extra],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+def produce(
+    argv: list[str], port: int, *extra: str, schemas: Path = REGISTRY
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv
+        + [
+            "produce",
+            "--schemas",
+            str(schemas),
+            "--peer-host",
+            "127.0.0.1",
+            "--peer-port",
+            str(port),
+            "--source-id",
+            "interop-producer",
+            *extra,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
 
 
 @pytest.fixture
@@ -84,9 +113,13 @@ def ocaml(ocaml_peer) -> list[str]:  # noqa: F811
     return [str(ocaml_peer)]
 
 
-@pytest.mark.parametrize("direction", ["python-producer-to-ocaml-consumer", "ocaml-producer-to-python-consumer"])
+@pytest.mark.parametrize(
+    "direction", ["python-producer-to-ocaml-consumer", "ocaml-producer-to-python-consumer"]
+)
 def test_same_deltas_same_applied_state(ocaml, direction):
-    producer, consumer = (PYTHON_NODE, ocaml) if direction.startswith("python") else (ocaml, PYTHON_NODE)
+    producer, consumer = (
+        (PYTHON_NODE, ocaml) if direction.startswith("python") else (ocaml, PYTHON_NODE)
+    )
     node = Consumer(consumer)
     try:
         run = produce(producer, node.port, "--count", "23", "--checkpoint", "--stay", "0.5")
@@ -141,8 +174,13 @@ def test_ocaml_consumer_closes_silently_on_a_flipped_bit(ocaml):
     payload parsing: the connection closes and nothing is sent."""
     registry = json.loads(REGISTRY.read_text())
     hs = Handshake("flip", [(name, schema_from_json(s)) for name, s in registry.items()])
-    data = bytearray(encode_envelope(make_envelope(MsgType.HANDSHAKE, encode_payload(hs), sequence=1,
-                                                   timestamp_ns=time.time_ns())))
+    data = bytearray(
+        encode_envelope(
+            make_envelope(
+                MsgType.HANDSHAKE, encode_payload(hs), sequence=1, timestamp_ns=time.time_ns()
+            )
+        )
+    )
     data[70] ^= 0x10  # inside the payload: only the CRC can notice
     node = Consumer(ocaml)
     try:
@@ -172,7 +210,9 @@ def _header(length: int) -> bytes:
 def _valid_handshake() -> bytes:
     registry = json.loads(REGISTRY.read_text())
     hs = Handshake("fuzz", [(name, schema_from_json(s)) for name, s in registry.items()])
-    return encode_envelope(make_envelope(MsgType.HANDSHAKE, encode_payload(hs), sequence=1, timestamp_ns=1))
+    return encode_envelope(
+        make_envelope(MsgType.HANDSHAKE, encode_payload(hs), sequence=1, timestamp_ns=1)
+    )
 
 
 @st.composite
@@ -186,7 +226,11 @@ def _mutated_handshake(draw) -> bytes:
 
 GARBAGE = st.one_of(
     st.binary(max_size=300),
-    st.builds(lambda n, tail: _header(n) + tail, st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=64)),
+    st.builds(
+        lambda n, tail: _header(n) + tail,
+        st.integers(-(1 << 31), (1 << 31) - 1),
+        st.binary(max_size=64),
+    ),
     _mutated_handshake(),
     st.builds(lambda tail: _valid_handshake() + tail, st.binary(max_size=120)),
 )
@@ -228,17 +272,24 @@ def test_ocaml_consumer_survives_malformed_input(ocaml):
     its memory bounded (no buffering of claimed lengths)."""
     node = Consumer(ocaml)
     try:
-        @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+        @settings(
+            max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        )
         @given(GARBAGE)
         def check(data):
             closed, received = _probe(node.port, data)
-            assert closed, f"the consumer did not close within {REPLY_WINDOW} s after {data[:80].hex()}"
+            assert closed, (
+                f"the consumer did not close within {REPLY_WINDOW} s after {data[:80].hex()}"
+            )
             assert len(received) < 63 + 4096, received.hex()
             assert node.proc.poll() is None, "the consumer process died"
 
         check()
         closed, _ = _probe(node.port, b"")
         assert closed and node.proc.poll() is None
-        assert _rss_kib(node.proc.pid) < 64 * 1024, f"consumer RSS {_rss_kib(node.proc.pid)} KiB after the fuzzing"
+        assert _rss_kib(node.proc.pid) < 64 * 1024, (
+            f"consumer RSS {_rss_kib(node.proc.pid)} KiB after the fuzzing"
+        )
     finally:
         node.stop()

@@ -29,14 +29,20 @@ def test_there_are_vector_files():
 
 @pytest.mark.parametrize("vectors", VECTOR_FILES, ids=[p.name for p in VECTOR_FILES])
 def test_bin_prot_round_trips_every_vector(ocaml_peer, vectors: Path):  # noqa: F811
-    run = subprocess.run([str(ocaml_peer), "roundtrip", str(vectors)], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [str(ocaml_peer), "roundtrip", str(vectors)], capture_output=True, text=True, timeout=120
+    )
     lines = run.stdout.splitlines()
     summary = re.fullmatch(r"(\d+) passed, (\d+) failed", lines[-1] if lines else "")
-    assert summary, f"no summary line from ripp_peer roundtrip {vectors.name}:\n{run.stdout}\n{run.stderr}"
+    assert summary, (
+        f"no summary line from ripp_peer roundtrip {vectors.name}:\n{run.stdout}\n{run.stderr}"
+    )
     passed, failed = int(summary[1]), int(summary[2])
     failures = [line for line in lines if line.startswith("FAIL ")]
     assert run.returncode == 0 and failed == 0, (
-        f"{failed} vector(s) of {vectors.name} differ under the real bin_prot:\n" + "\n".join(failures))
+        f"{failed} vector(s) of {vectors.name} differ under the real bin_prot:\n"
+        + "\n".join(failures)
+    )
     assert passed > 0
     assert passed == sum(1 for line in lines if line.startswith("ok "))
 
@@ -50,4 +56,5 @@ def test_the_peer_uses_the_profiles_type_definitions_verbatim():
     assert block, "docs/ripp-profile.md has no ```ocaml block"
     assert TYPES_ML.read_text(encoding="utf-8").endswith(block[1]), (
         "interop/ripp-ocaml/bin/types.ml differs from the ```ocaml block of docs/ripp-profile.md P3; "
-        "copy the block again (after the file's header comment)")
+        "copy the block again (after the file's header comment)"
+    )

@@ -39,7 +39,11 @@ from reference_impl.ripp.session import (
 )
 
 F = FieldType
-V2 = Schema("vwap", 2, [Field("symbol", F("String")), Field("price", F("Float")), Field("volume", F("Int64"))])
+V2 = Schema(
+    "vwap",
+    2,
+    [Field("symbol", F("String")), Field("price", F("Float")), Field("volume", F("Int64"))],
+)
 V3 = Schema("vwap", 3, [Field("symbol", F("String")), Field("price", F("Float"))])
 MS = 1_000_000
 
@@ -68,7 +72,11 @@ def test_handshake_then_ok_negotiation():
     assert p.state == "open" and c.state == "open"
     assert p.negotiation.heartbeat_interval_ms == 100 and p.negotiation.worker_id == "B"
     hs_env = p.sent_log[0]
-    assert hs_env.msg_type == MsgType.HANDSHAKE and hs_env.sequence == 1 and hs_env.fingerprint == bytes(32)
+    assert (
+        hs_env.msg_type == MsgType.HANDSHAKE
+        and hs_env.sequence == 1
+        and hs_env.fingerprint == bytes(32)
+    )
 
 
 def test_duplicates_discarded_seen_through_the_checkpoint_ack():
@@ -76,7 +84,13 @@ def test_duplicates_discarded_seen_through_the_checkpoint_ack():
     for seq in (1, 2, 2, 1, 3):
         p.send_delta("vwap", b"\x04AAPL", price(float(seq)), 3, sequence_no=seq)
     events = pump(p, c, 4)
-    assert [type(e) for e in events] == [DeltaApplied, DeltaApplied, DuplicateDiscarded, DuplicateDiscarded, DeltaApplied]
+    assert [type(e) for e in events] == [
+        DeltaApplied,
+        DeltaApplied,
+        DuplicateDiscarded,
+        DuplicateDiscarded,
+        DeltaApplied,
+    ]
     assert c.data_to_send() == b""  # discards are silent
     p.request_checkpoint(9, 5)
     (answered,) = pump(p, c, 6)
@@ -84,7 +98,12 @@ def test_duplicates_discarded_seen_through_the_checkpoint_ack():
     (received,) = pump(c, p, 7)
     assert isinstance(received, CheckpointAckReceived)
     (src,) = received.ack.sources
-    assert (received.ack.checkpoint_id, src.source_output, src.last_sequence_no, src.applied_count) == (9, "vwap", 3, 3)
+    assert (
+        received.ack.checkpoint_id,
+        src.source_output,
+        src.last_sequence_no,
+        src.applied_count,
+    ) == (9, "vwap", 3, 3)
     expected = {b"\x04AAPL": {b"price": bp.encode(bp.FLOAT, 3.0)}}
     assert src.state_digest == state_digest(expected)
 
@@ -101,14 +120,25 @@ def test_gap_is_applied_and_reported():
 
 def test_set_patch_remove_state():
     c, p, _, _ = connect()
-    p.send_delta("vwap", b"a", SetDelta([FieldValue("symbol", bp.encode(bp.BYTES, b"A")),
-                                         FieldValue("price", bp.encode(bp.FLOAT, 1.0))]), 3)
+    p.send_delta(
+        "vwap",
+        b"a",
+        SetDelta(
+            [
+                FieldValue("symbol", bp.encode(bp.BYTES, b"A")),
+                FieldValue("price", bp.encode(bp.FLOAT, 1.0)),
+            ]
+        ),
+        3,
+    )
     p.send_delta("vwap", b"a", PatchDelta([FieldValue("price", bp.encode(bp.FLOAT, 2.0))]), 3)
     p.send_delta("vwap", b"b", price(5.0), 3)
     p.send_delta("vwap", b"b", RemoveDelta(), 3)
     p.send_delta("vwap", b"c", RemoveDelta(), 3)
     pump(p, c, 4)
-    assert c.sources["vwap"].entries == {b"a": {b"symbol": b"\x01A", b"price": bp.encode(bp.FLOAT, 2.0)}}
+    assert c.sources["vwap"].entries == {
+        b"a": {b"symbol": b"\x01A", b"price": bp.encode(bp.FLOAT, 2.0)}
+    }
     assert c.sources["vwap"].applied == 5
 
 
@@ -137,14 +167,21 @@ def test_version_mismatch_refused():
 
 def test_unknown_and_duplicate_outputs():
     assert negotiate({"vwap": V2}, Handshake("a", [("x", V2), ("vwap", V2), ("vwap", V2)])) == [
-        "x: unknown output", "vwap: duplicate output"]
+        "x: unknown output",
+        "vwap: duplicate output",
+    ]
 
 
 def test_envelope_version_mismatch_closes_without_answer():
     c = ConsumerSession("B", {"vwap": V2})
     c.start(0)
-    env = make_envelope(MsgType.HANDSHAKE, encode_payload(Handshake("A", [("vwap", V2)])), sequence=1,
-                        timestamp_ns=0, version=2)
+    env = make_envelope(
+        MsgType.HANDSHAKE,
+        encode_payload(Handshake("A", [("vwap", V2)])),
+        sequence=1,
+        timestamp_ns=0,
+        version=2,
+    )
     (closed,) = c.receive_data(encode_envelope(env), 1)
     assert closed == Closed("envelope", closed.reason, "version")
     assert c.data_to_send() == b""
@@ -153,8 +190,16 @@ def test_envelope_version_mismatch_closes_without_answer():
 def test_flipped_bit_closes_without_answer():
     c = ConsumerSession("B", {"vwap": V2})
     c.start(0)
-    data = bytearray(encode_envelope(make_envelope(MsgType.HANDSHAKE, encode_payload(Handshake("A", [("vwap", V2)])),
-                                                   sequence=1, timestamp_ns=0)))
+    data = bytearray(
+        encode_envelope(
+            make_envelope(
+                MsgType.HANDSHAKE,
+                encode_payload(Handshake("A", [("vwap", V2)])),
+                sequence=1,
+                timestamp_ns=0,
+            )
+        )
+    )
     data[70] ^= 4
     (closed,) = c.receive_data(bytes(data), 1)
     assert closed.check == "crc" and c.data_to_send() == b""
@@ -163,14 +208,18 @@ def test_flipped_bit_closes_without_answer():
 def test_out_of_place_messages_close():
     c = ConsumerSession("B", {"vwap": V2})
     c.start(0)
-    env = make_envelope(MsgType.HEARTBEAT, encode_payload(Heartbeat("A", 0, 0.5)), sequence=1, timestamp_ns=0)
+    env = make_envelope(
+        MsgType.HEARTBEAT, encode_payload(Heartbeat("A", 0, 0.5)), sequence=1, timestamp_ns=0
+    )
     (closed,) = c.receive_data(encode_envelope(env), 1)
     assert closed.kind == "protocol" and c.data_to_send() == b""
 
 
 def test_delta_with_unknown_fingerprint_closes_before_decoding():
     c, p, _, _ = connect()
-    env = make_envelope(MsgType.DELTA, b"\xff\xff garbage", sequence=2, timestamp_ns=0, fingerprint=b"f" * 32)
+    env = make_envelope(
+        MsgType.DELTA, b"\xff\xff garbage", sequence=2, timestamp_ns=0, fingerprint=b"f" * 32
+    )
     (closed,) = c.receive_data(encode_envelope(env), 3)
     assert closed.kind == "protocol" and "fingerprint" in closed.reason
 
@@ -216,7 +265,9 @@ def test_liveness_timeout_and_handshake_timeout():
 
 def test_heartbeat_from_another_worker_closes():
     c, p, _, _ = connect()
-    env = make_envelope(MsgType.HEARTBEAT, encode_payload(Heartbeat("Z", 0, 0.5)), sequence=5, timestamp_ns=0)
+    env = make_envelope(
+        MsgType.HEARTBEAT, encode_payload(Heartbeat("Z", 0, 0.5)), sequence=5, timestamp_ns=0
+    )
     (closed,) = c.receive_data(encode_envelope(env), 3)
     assert closed.kind == "protocol"
 
@@ -236,10 +287,17 @@ def test_byte_at_a_time_gives_the_same_result():
     events = []
     for i in range(len(data)):
         events += c.receive_data(data[i : i + 1], 4)
-    assert [type(e) for e in events] == [DeltaApplied, DeltaApplied, DuplicateDiscarded, DeltaApplied]
+    assert [type(e) for e in events] == [
+        DeltaApplied,
+        DeltaApplied,
+        DuplicateDiscarded,
+        DeltaApplied,
+    ]
 
 
-FUZZ = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @FUZZ

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from reference_impl.ripp import binprot as bp
-from reference_impl.ripp.envelope import EnvelopeError, EnvelopeReader, crc32c, decode_envelope, encode_envelope
+from reference_impl.ripp.envelope import (
+    EnvelopeError,
+    EnvelopeReader,
+    crc32c,
+    decode_envelope,
+    encode_envelope,
+)
 from reference_impl.ripp.payloads import (
     PayloadError,
     decode_delta,
@@ -55,7 +61,12 @@ def test_valid_envelope(case):
     env = decode_envelope(data)
     f = case["envelope"]
     assert (env.version, env.msg_type, env.flags, str(env.sequence), str(env.timestamp_ns)) == (
-        f["version"], f["msg_type"], f["flags"], f["sequence"], f["timestamp_ns"])
+        f["version"],
+        f["msg_type"],
+        f["flags"],
+        f["sequence"],
+        f["timestamp_ns"],
+    )
     assert env.fingerprint.hex() == f["fingerprint_hex"] and env.payload.hex() == f["payload_hex"]
     assert encode_envelope(env) == data
     assert data[-4:][::-1].hex() == case["crc32c"]
@@ -132,10 +143,16 @@ def test_schema_fingerprint(case):
 
 @pytest.mark.parametrize("case", **by_id(PAYLOADS["check_backward"]))
 def test_check_backward(case):
-    assert check_backward(schema_from_json(case["reader"]), schema_from_json(case["writer"])) == case["errors"]
+    assert (
+        check_backward(schema_from_json(case["reader"]), schema_from_json(case["writer"]))
+        == case["errors"]
+    )
 
 
 @pytest.mark.parametrize("case", **by_id(PAYLOADS["state_digests"]))
 def test_state_digest(case):
-    entries = {bytes.fromhex(k): {bytes.fromhex(f): bytes.fromhex(v) for f, v in fields} for k, fields in case["entries"]}
+    entries = {
+        bytes.fromhex(k): {bytes.fromhex(f): bytes.fromhex(v) for f, v in fields}
+        for k, fields in case["entries"]
+    }
     assert state_digest(entries).hex() == case["digest"]

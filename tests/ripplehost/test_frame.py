@@ -39,9 +39,11 @@ def read_all(data: bytes, step: int | None = None):
     """Frames and messages of ``data`` fed whole or ``step`` bytes at a time;
     the FrameError (or None) and the frames read before it."""
     parser = FrameParser(max_header_line=LIMITS["max_header_line"], max_size=LIMITS["max_size"])
-    reassembler = Reassembler(max_message=LIMITS["max_message"], max_in_progress=LIMITS["max_in_progress"])
+    reassembler = Reassembler(
+        max_message=LIMITS["max_message"], max_in_progress=LIMITS["max_in_progress"]
+    )
     frames, messages = [], []
-    pieces = [data] if step is None else [data[at:at + step] for at in range(0, len(data), step)]
+    pieces = [data] if step is None else [data[at : at + step] for at in range(0, len(data), step)]
     try:
         for piece in pieces:
             try:
@@ -64,8 +66,13 @@ def read_all(data: bytes, step: int | None = None):
 
 
 def frame_json(frame: Frame) -> dict:
-    shown = {"type": frame.type, "version": frame.version, "msgno": frame.msgno,
-             "more": "*" if frame.more else ".", "size": len(frame.payload)}
+    shown = {
+        "type": frame.type,
+        "version": frame.version,
+        "msgno": frame.msgno,
+        "more": "*" if frame.more else ".",
+        "size": len(frame.payload),
+    }
     if frame.to_user is not None:
         shown["to_user"], shown["from_user"] = frame.to_user, frame.from_user
     if len(frame.payload) <= 4096:
@@ -81,8 +88,18 @@ def test_valid_vectors_parse_to_their_frames_and_messages(vector, step):
     frames, messages, error = read_all(bytes.fromhex(vector["hex"]), step)
     assert error is None, error.reason
     assert [frame_json(f) for f in frames] == vector["frames"]
-    assert [{"type": m.type, "msgno": m.msgno, "version": m.version, "frames": m.frames, "to_user": m.to_user,
-             "from_user": m.from_user, "body": m.body} for m in messages] == vector["messages"]
+    assert [
+        {
+            "type": m.type,
+            "msgno": m.msgno,
+            "version": m.version,
+            "frames": m.frames,
+            "to_user": m.to_user,
+            "from_user": m.from_user,
+            "body": m.body,
+        }
+        for m in messages
+    ] == vector["messages"]
 
 
 @pytest.mark.parametrize("vector", FRAMES["vectors"], ids=lambda v: v["id"])
@@ -105,8 +122,12 @@ def test_every_reason_has_a_vector():
 
 
 def test_generator_reproduces_the_files():
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_ripplehost_vectors.py"), "--check"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_ripplehost_vectors.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -154,9 +175,13 @@ def test_message_frames_chunks_and_round_trips():
 
 
 def test_encode_refuses_what_the_parser_would_refuse():
-    for bad in (Frame("ANS", "1.0", 0, False, b""), Frame("MSG", "1 0", 0, False, b""),
-                Frame("MSG", "1.0", MAX_MSGNO + 1, False, b""), Frame("MSG", "1.0", 0, False, b"", "alice", None),
-                Frame("MSG", "1.0", 0, False, b"", "al ice", "bob")):
+    for bad in (
+        Frame("ANS", "1.0", 0, False, b""),
+        Frame("MSG", "1 0", 0, False, b""),
+        Frame("MSG", "1.0", MAX_MSGNO + 1, False, b""),
+        Frame("MSG", "1.0", 0, False, b"", "alice", None),
+        Frame("MSG", "1.0", 0, False, b"", "al ice", "bob"),
+    ):
         with pytest.raises(ValueError):
             encode_frame(bad)
 
@@ -170,10 +195,13 @@ def test_header_problem_names_each_field():
 
 def test_decode_body_rules():
     assert decode_body(b'{"type":"ping","n":1}') == {"type": "ping", "n": 1}
-    for content, reason in ((b"[]", "message is not a JSON object"), (b'{"type":null}', "message has no type"),
-                            (b'\xef\xbb\xbf{"type":"x"}', "message is not JSON"),
-                            (b"[" * 100000 + b"]" * 100000, "message is not JSON"),
-                            (b'{"type":"x","v":Infinity}', "message is not JSON")):
+    for content, reason in (
+        (b"[]", "message is not a JSON object"),
+        (b'{"type":null}', "message has no type"),
+        (b'\xef\xbb\xbf{"type":"x"}', "message is not JSON"),
+        (b"[" * 100000 + b"]" * 100000, "message is not JSON"),
+        (b'{"type":"x","v":Infinity}', "message is not JSON"),
+    ):
         with pytest.raises(FrameError) as error:
             decode_body(content)
         assert error.value.reason == reason
@@ -186,7 +214,10 @@ frames_strategy = st.builds(
     st.integers(0, MAX_MSGNO),
     st.booleans(),
     st.binary(max_size=300),
-    st.one_of(st.none(), st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=128)),
+    st.one_of(
+        st.none(),
+        st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=128),
+    ),
     st.none(),
 ).map(lambda f: f._replace(from_user=None if f.to_user is None else f.to_user[::-1]))
 
@@ -198,7 +229,7 @@ def test_any_encoded_frames_parse_back_in_any_chunking(frames, cuts):
     parser = FrameParser()
     got, at = [], 0
     for cut in cuts + [len(data)]:
-        got += parser.receive_data(data[at:at + cut])
+        got += parser.receive_data(data[at : at + cut])
         at += cut
     got += parser.receive_data(data[at:])
     assert got == frames and parser.buffered == 0

@@ -36,11 +36,19 @@ HOST_ID = encode_message("MSG", 0, {"type": "host-id", "hostname": "a.example"})
 
 valid_pieces = st.one_of(
     st.builds(lambda n: encode_message("MSG", 2 * n, {"type": "ping"}), st.integers(1, 50)),
-    st.builds(lambda n, c: encode_message("MSG", 2 * n, {"type": "echo", "t": "x" * 60}, chunk_size=c),
-              st.integers(1, 50), st.integers(1, 30)),
+    st.builds(
+        lambda n, c: encode_message("MSG", 2 * n, {"type": "echo", "t": "x" * 60}, chunk_size=c),
+        st.integers(1, 50),
+        st.integers(1, 30),
+    ),
     st.builds(lambda n: encode_message("RPY", n, {"type": "pong"}), st.integers(0, 9)),
-    st.builds(lambda n: encode_message("MSG", n, {"type": "ping"}, to_user="u", from_user="v"), st.integers(0, 9)),
-    st.sampled_from([b"MSG 1.0 4 * 3\r\n{\"tEND\r\n", b"MSG 1.0 6 . 2000000000\r\n", b"\r\n", b"END\r\n"]),
+    st.builds(
+        lambda n: encode_message("MSG", n, {"type": "ping"}, to_user="u", from_user="v"),
+        st.integers(0, 9),
+    ),
+    st.sampled_from(
+        [b'MSG 1.0 4 * 3\r\n{"tEND\r\n', b"MSG 1.0 6 . 2000000000\r\n", b"\r\n", b"END\r\n"]
+    ),
 )
 
 
@@ -57,15 +65,21 @@ def mutated_streams(draw) -> bytes:
         elif kind == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=16))
         elif kind == "delete":
-            del data[at:at + draw(st.integers(1, 16))]
+            del data[at : at + draw(st.integers(1, 16))]
         elif kind == "truncate":
             del data[at:]
         else:
-            data[at:at] = draw(st.sampled_from([b" ", b"\n", b"\r\n", b"*", b"0", b"99999", b"END\r\n", b"\xff"]))
+            data[at:at] = draw(
+                st.sampled_from([b" ", b"\n", b"\r\n", b"*", b"0", b"99999", b"END\r\n", b"\xff"])
+            )
     return bytes(data)
 
 
-streams = st.one_of(mutated_streams(), st.binary(max_size=1024), st.builds(lambda b: HOST_ID + b, st.binary(max_size=1024)))
+streams = st.one_of(
+    mutated_streams(),
+    st.binary(max_size=1024),
+    st.builds(lambda b: HOST_ID + b, st.binary(max_size=1024)),
+)
 
 
 def pieces(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -90,25 +104,34 @@ def test_hostile_streams_keep_the_session_rules(data, cuts):
         out += session.data_to_send()
         assert session.parser.buffered <= DEFAULT_MAX_HEADER_LINE + DEFAULT_MAX_SIZE + 5
         if session.closed:
-            assert session.receive_data(b"MSG 1.0 2 . 15\r\n{\"type\":\"ping\"}END\r\n") == []
+            assert session.receive_data(b'MSG 1.0 2 . 15\r\n{"type":"ping"}END\r\n') == []
             break
     try:
         answers = MessageReader().receive_data(bytes(out))
-    except FrameError as exc:   # the node's own output must always parse
-        raise AssertionError(f"session wrote a malformed frame: {exc.reason}: {bytes(out)[:200]!r}") from None
+    except FrameError as exc:  # the node's own output must always parse
+        raise AssertionError(
+            f"session wrote a malformed frame: {exc.reason}: {bytes(out)[:200]!r}"
+        ) from None
     for answer in answers:
         assert answer.type in ("RPY", "ERR")
-        handled_by_session = (answer.body.get("type") == "host-id"
-                              or answer.body.get("error") in ("host-id-required", "host-id-repeated",
-                                                              "unsupported-version"))
+        handled_by_session = answer.body.get("type") == "host-id" or answer.body.get("error") in (
+            "host-id-required",
+            "host-id-repeated",
+            "unsupported-version",
+        )
         assert answer.msgno in received_msgnos or handled_by_session, answer
     if closed_at is not None:
         assert session.data_to_send() == b""
 
 
 def test_huge_claimed_sizes_keep_memory_bounded():
-    for header in (b"MSG 1.0 2 . 65536\r\n", b"MSG 1.0 2 * 65536\r\n", b"MSG 1.0 2 . 2147483647\r\n",
-                   b"MSG 1.0 2 . 99999999999999999999\r\n", b"MSG 1.0 2 . 1 " + b"u" * 100000):
+    for header in (
+        b"MSG 1.0 2 . 65536\r\n",
+        b"MSG 1.0 2 * 65536\r\n",
+        b"MSG 1.0 2 . 2147483647\r\n",
+        b"MSG 1.0 2 . 99999999999999999999\r\n",
+        b"MSG 1.0 2 . 1 " + b"u" * 100000,
+    ):
         session = RippleSession(Role.ACCEPTOR, "b.example")
         session.receive_data(HOST_ID)
         session.data_to_send()
@@ -140,7 +163,9 @@ class _Failures(logging.Handler):
 async def _over_tcp(data_list: list[bytes]) -> None:
     failures = _Failures()
     logging.getLogger("reference_impl.ripplehost").addHandler(failures)
-    node = RippleNode("b.example", emit=lambda kind, payload: None, host_id_timeout=2.0, idle_timeout=2.0)
+    node = RippleNode(
+        "b.example", emit=lambda kind, payload: None, host_id_timeout=2.0, idle_timeout=2.0
+    )
     host, port = await node.start("127.0.0.1", 0)
     try:
         for data in data_list:

@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from reference_impl.ripplehost.faults import Fault
-from reference_impl.ripplehost.frame import MessageReader, encode_frame, encode_message, parse_frames
+from reference_impl.ripplehost.frame import (
+    MessageReader,
+    encode_frame,
+    encode_message,
+    parse_frames,
+)
 from reference_impl.ripplehost.session import (
     AnswerReceived,
     Closed,
@@ -48,7 +53,11 @@ def test_host_id_exchange_between_two_sessions():
     assert responder.receive_data(hello) == [HostIdentified("a.example")]
     answer = responder.data_to_send()
     [rpy] = messages(answer)
-    assert (rpy.type, rpy.msgno, rpy.body) == ("RPY", 0, {"type": "host-id", "hostname": "b.example"})
+    assert (rpy.type, rpy.msgno, rpy.body) == (
+        "RPY",
+        0,
+        {"type": "host-id", "hostname": "b.example"},
+    )
     assert initiator.receive_data(answer) == [HostIdentified("b.example")]
     assert initiator.identified and responder.identified and not initiator.outstanding
 
@@ -88,13 +97,16 @@ def test_acceptor_answers_and_frees_the_msgno():
     assert isinstance(session.receive_data(encode_message("MSG", 2, PING))[0], MessageReceived)
 
 
-@pytest.mark.parametrize("data, reason", [
-    (encode_message("MSG", 3, PING), "wrong parity"),
-    (encode_message("RPY", 7, {"type": "pong"}), "not an outstanding MSG"),
-    (encode_message("ERR", 1, {"type": "error"}), "not an outstanding MSG"),
-    (b"MSG 1.0 2 . 1\r\n{}END\r\n", "frame breaks the grammar: missing END trailer"),
-    (b"MSG 1.0 2 . 2\r\n{}END\r\n", "frame breaks the grammar: message has no type"),
-])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (encode_message("MSG", 3, PING), "wrong parity"),
+        (encode_message("RPY", 7, {"type": "pong"}), "not an outstanding MSG"),
+        (encode_message("ERR", 1, {"type": "error"}), "not an outstanding MSG"),
+        (b"MSG 1.0 2 . 1\r\n{}END\r\n", "frame breaks the grammar: missing END trailer"),
+        (b"MSG 1.0 2 . 2\r\n{}END\r\n", "frame breaks the grammar: message has no type"),
+    ],
+)
 def test_bad_frames_close_at_once_without_an_answer(data, reason):
     session = identified_acceptor()
     events = session.receive_data(data)
@@ -109,7 +121,7 @@ def test_reused_outstanding_msgno_closes():
     events = session.receive_data(encode_message("MSG", 2, PING))
     assert isinstance(events[-1], Closed) and "reuses msgno 2" in events[-1].reason
     assert session.data_to_send() == b""
-    session.reply(2, {"type": "held"})   # a late answer to a closed association is dropped
+    session.reply(2, {"type": "held"})  # a late answer to a closed association is dropped
     assert session.data_to_send() == b""
 
 
@@ -125,20 +137,27 @@ def test_rpy_after_the_complete_answer_closes():
 
 def test_chunked_and_interleaved_messages_complete_separately():
     session = identified_acceptor()
-    data = (encode_message("MSG", 2, {"type": "echo", "a": "x" * 40}, chunk_size=10)
-            + encode_message("MSG", 4, PING, chunk_size=4))
+    data = encode_message(
+        "MSG", 2, {"type": "echo", "a": "x" * 40}, chunk_size=10
+    ) + encode_message("MSG", 4, PING, chunk_size=4)
     frames = parse_frames(data)
     first = [f for f in frames if f.msgno == 2]
     second = [f for f in frames if f.msgno == 4]
     assert len(first) > 1 and len(second) > 1
-    mixed = [f for pair in zip(first, second) for f in pair] + first[len(second):] + second[len(first):]
+    mixed = (
+        [f for pair in zip(first, second) for f in pair]
+        + first[len(second) :]
+        + second[len(first) :]
+    )
     events = session.receive_data(b"".join(encode_frame(f) for f in mixed))
     assert [(e.message.msgno, e.message.body["type"]) for e in events] == [(4, "ping"), (2, "echo")]
 
 
 def test_frames_before_a_bad_frame_are_answered_then_close():
     session = identified_acceptor()
-    events = session.receive_data(encode_message("MSG", 2, PING) + b"MSG 1.0 4 . 15\r\n{\"type\":\"ping\"}XXX\r\n")
+    events = session.receive_data(
+        encode_message("MSG", 2, PING) + b'MSG 1.0 4 . 15\r\n{"type":"ping"}XXX\r\n'
+    )
     assert isinstance(events[0], MessageReceived) and isinstance(events[1], Closed)
     assert "missing END trailer" in events[1].reason
 
@@ -162,7 +181,11 @@ def test_repeated_host_id_gets_err_and_stays_open():
     session = identified_acceptor()
     assert session.receive_data(encode_message("MSG", 2, HOST_ID)) == []
     [err] = messages(session.data_to_send())
-    assert (err.type, err.msgno, err.body["error"]) == ("ERR", 2, "host-id-repeated") and not session.closed
+    assert (err.type, err.msgno, err.body["error"]) == (
+        "ERR",
+        2,
+        "host-id-repeated",
+    ) and not session.closed
 
 
 def test_unsupported_version_gets_err():
@@ -207,7 +230,7 @@ def test_rpy_and_err_in_progress_for_one_msgno_close():
     session = identified_acceptor()
     msgno = session.send_message(PING)
     data = encode_message("RPY", msgno, {"type": "pong"}, chunk_size=3)[:30]
-    session.receive_data(b"RPY 1.0 1 * 3\r\n{\"tEND\r\n")
+    session.receive_data(b'RPY 1.0 1 * 3\r\n{"tEND\r\n')
     [closed] = session.receive_data(b"ERR 1.0 1 . 2\r\n{}END\r\n")
     assert isinstance(closed, Closed) and "RPY and ERR" in closed.reason and data
 
@@ -216,8 +239,12 @@ def test_rpy_and_err_in_progress_for_one_msgno_close():
 
 
 def test_fault_accept_wrong_parity_and_reused_and_unknown_reply():
-    assert isinstance(identified_acceptor(Fault.ACCEPT_WRONG_PARITY).receive_data(
-        encode_message("MSG", 3, PING))[0], MessageReceived)
+    assert isinstance(
+        identified_acceptor(Fault.ACCEPT_WRONG_PARITY).receive_data(encode_message("MSG", 3, PING))[
+            0
+        ],
+        MessageReceived,
+    )
     session = identified_acceptor(Fault.ACCEPT_REUSED_MSGNO)
     session.receive_data(encode_message("MSG", 2, PING))
     assert isinstance(session.receive_data(encode_message("MSG", 2, PING))[0], MessageReceived)
@@ -237,14 +264,20 @@ def test_fault_malformed_handling():
 
 def test_fault_trailer_and_size():
     session = identified_acceptor(Fault.ACCEPT_MISSING_END)
-    assert isinstance(session.receive_data(b'MSG 1.0 2 . 15\r\n{"type":"ping"}XXX\r\n')[0], MessageReceived)
+    assert isinstance(
+        session.receive_data(b'MSG 1.0 2 . 15\r\n{"type":"ping"}XXX\r\n')[0], MessageReceived
+    )
     session = identified_acceptor(Fault.IGNORE_SIZE)
-    assert isinstance(session.receive_data(b'MSG 1.0 2 . 3\r\n{"type":"ping"}END\r\n')[0], MessageReceived)
+    assert isinstance(
+        session.receive_data(b'MSG 1.0 2 . 3\r\n{"type":"ping"}END\r\n')[0], MessageReceived
+    )
 
 
 def test_fault_parities_and_reply_msgno():
     assert identified_acceptor(Fault.EVEN_MSGNOS).send_message(PING) % 2 == 0
-    initiator = RippleSession(Role.INITIATOR, "a.example", faults=frozenset({Fault.CLIENT_ODD_MSGNOS}))
+    initiator = RippleSession(
+        Role.INITIATOR, "a.example", faults=frozenset({Fault.CLIENT_ODD_MSGNOS})
+    )
     initiator.start()
     assert messages(initiator.data_to_send())[0].msgno % 2 == 1
     session = identified_acceptor(Fault.REPLY_WRONG_MSGNO)
@@ -257,10 +290,14 @@ def test_fault_no_host_id_reply_and_client_faults():
     session = acceptor(Fault.NO_HOST_ID_REPLY)
     session.receive_data(encode_message("MSG", 0, HOST_ID))
     assert session.data_to_send() == b"" and session.identified
-    initiator = RippleSession(Role.INITIATOR, "a.example", faults=frozenset({Fault.CLIENT_NO_HOST_ID}))
+    initiator = RippleSession(
+        Role.INITIATOR, "a.example", faults=frozenset({Fault.CLIENT_NO_HOST_ID})
+    )
     initiator.start()
     assert initiator.data_to_send() == b"" and initiator.send_message(PING) == 0
-    initiator = RippleSession(Role.INITIATOR, "a.example", faults=frozenset({Fault.CLIENT_REUSE_MSGNO}))
+    initiator = RippleSession(
+        Role.INITIATOR, "a.example", faults=frozenset({Fault.CLIENT_REUSE_MSGNO})
+    )
     initiator.start()
     initiator.receive_data(encode_message("RPY", 0, {"type": "host-id", "hostname": "b.example"}))
     assert [initiator.send_message(PING) for _ in range(2)] == [2, 2]

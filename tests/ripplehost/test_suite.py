@@ -21,15 +21,22 @@ def suite_cases() -> set[str]:
     cases, problems = collect_cases(REPO_ROOT)
     assert not [p for p in problems if "/ripplehost/" in p], problems
     # The suite's cases: interop cases (conformance/interop/ripplehost) run only in `conformance interop`.
-    return {case_id for case_id, case in cases.items()
-            if case.protocol == "ripplehost" and case.source.startswith("conformance/suites/")}
+    return {
+        case_id
+        for case_id, case in cases.items()
+        if case.protocol == "ripplehost" and case.source.startswith("conformance/suites/")
+    }
 
 
 def test_every_fault_names_cases_of_the_suite():
     cases = suite_cases()
     for spec in SPECS:
         assert set(spec.cases) <= cases, (spec.name, sorted(set(spec.cases) - cases))
-        assert all(f".{spec.role}." in case for case in spec.cases), (spec.name, spec.role, spec.cases)
+        assert all(f".{spec.role}." in case for case in spec.cases), (
+            spec.name,
+            spec.role,
+            spec.cases,
+        )
 
 
 TLS_TARGET = """
@@ -59,22 +66,30 @@ def test_reference_node_over_tls_is_conformant_in_both_roles(tmp_path):
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "ripple-tls", timeout=300)
     records = run.by_case("ripple-tls")
     assert set(records) == suite_cases(), run.output[-3000:]
-    not_passed = {case: (r["outcome"], r["message"][:300]) for case, r in records.items() if r["outcome"] != "passed"}
+    not_passed = {
+        case: (r["outcome"], r["message"][:300])
+        for case, r in records.items()
+        if r["outcome"] != "passed"
+    }
     assert not not_passed, not_passed
-    trace = (run.run_dir / "traces" / "ripple-tls" / "ripplehost.hostid.server.replies-with-host-id.txt").read_text()
+    trace = (
+        run.run_dir / "traces" / "ripple-tls" / "ripplehost.hostid.server.replies-with-host-id.txt"
+    ).read_text()
     assert "with TLSv1." in trace, trace[:2000]
 
 
 def test_tls_target_without_ca_file_stops_in_preflight(tmp_path):
     targets = tmp_path / "targets.toml"
-    targets.write_text('[targets.remote-tls]\nimplementation = "x"\nprotocol = "ripplehost"\nroles = ["server"]\n'
-                       'host = "127.0.0.1"\nport = 9\n[targets.remote-tls.params]\ntls = true\n')
+    targets.write_text(
+        '[targets.remote-tls]\nimplementation = "x"\nprotocol = "ripplehost"\nroles = ["server"]\n'
+        'host = "127.0.0.1"\nport = 9\n[targets.remote-tls.params]\ntls = true\n'
+    )
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "remote-tls", timeout=120)
     assert run.code == 2, run.output[-2000:]
     assert "params.ca_file is missing" in run.output, run.output[-2000:]
 
 
-RIPPLE_REFUSER = '''
+RIPPLE_REFUSER = """
 import socket, sys, threading, time
 mode = sys.argv[1]
 server = socket.create_server(("127.0.0.1", 0))
@@ -96,7 +111,7 @@ print(f"RIPPLE_READY port={server.getsockname()[1]}", flush=True)
 while True:
     conn, _ = server.accept()
     threading.Thread(target=refuse, args=(conn,), daemon=True).start()
-'''
+"""
 
 
 @pytest.mark.slow
@@ -108,10 +123,12 @@ def test_acceptor_that_refuses_everything_passes_no_case(tmp_path, mode):
     script = tmp_path / "refuser.py"
     script.write_text(RIPPLE_REFUSER)
     targets = tmp_path / "targets.toml"
-    targets.write_text(f'[targets.refuser]\nimplementation = "refuser-{mode}"\nprotocol = "ripplehost"\n'
-                       'roles = ["server"]\ncapabilities = ["hold", "ping-me"]\nhost = "127.0.0.1"\nport = 0\n'
-                       f'[targets.refuser.launch]\nserver = "{{python}} {script} {mode}"\nready = "RIPPLE_READY"\n'
-                       'outputs = { port = "port" }\n')
+    targets.write_text(
+        f'[targets.refuser]\nimplementation = "refuser-{mode}"\nprotocol = "ripplehost"\n'
+        'roles = ["server"]\ncapabilities = ["hold", "ping-me"]\nhost = "127.0.0.1"\nport = 0\n'
+        f'[targets.refuser.launch]\nserver = "{{python}} {script} {mode}"\nready = "RIPPLE_READY"\n'
+        'outputs = { port = "port" }\n'
+    )
     run = certify(tmp_path, "--targets-file", str(targets), "--target", "refuser", timeout=300)
     records = run.by_case("refuser")
     server_cases = {case for case in suite_cases() if ".server." in case}

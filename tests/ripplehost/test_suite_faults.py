@@ -8,8 +8,20 @@ fault, and `conformance mutation --protocol ripplehost`.)"""
 from __future__ import annotations
 
 from reference_impl.ripplehost.faults import Fault
-from reference_impl.ripplehost.frame import Frame, MessageReader, encode_body, encode_frame, encode_message
-from reference_impl.ripplehost.session import Closed, HostIdentified, MessageReceived, RippleSession, Role
+from reference_impl.ripplehost.frame import (
+    Frame,
+    MessageReader,
+    encode_body,
+    encode_frame,
+    encode_message,
+)
+from reference_impl.ripplehost.session import (
+    Closed,
+    HostIdentified,
+    MessageReceived,
+    RippleSession,
+    Role,
+)
 
 HOST_ID = {"type": "host-id", "hostname": "a.example"}
 ECHO = {"type": "echo", "data": "x" * 100}
@@ -18,7 +30,9 @@ ECHO = {"type": "echo", "data": "x" * 100}
 def identified(role: Role, *faults) -> RippleSession:
     session = RippleSession(role, "b.example", faults=frozenset(faults))
     if role is Role.ACCEPTOR:
-        assert session.receive_data(encode_message("MSG", 0, HOST_ID)) == [HostIdentified("a.example")]
+        assert session.receive_data(encode_message("MSG", 0, HOST_ID)) == [
+            HostIdentified("a.example")
+        ]
     else:
         session.start()
         session.receive_data(encode_message("RPY", 0, {"type": "host-id", "hostname": "a.example"}))
@@ -37,10 +51,16 @@ def test_refuse_chunked_closes_on_a_star_frame_in_either_role():
     assert [type(e) for e in served] == [MessageReceived] and served[0].message.body == ECHO
     assert isinstance(received(identified(Role.ACCEPTOR, Fault.REFUSE_CHUNKED), chunked)[0], Closed)
     from_acceptor = encode_message("MSG", 1, ECHO, chunk_size=16)
-    assert [type(e) for e in received(identified(Role.INITIATOR), from_acceptor)] == [MessageReceived]
-    assert isinstance(received(identified(Role.INITIATOR, Fault.CLIENT_REFUSE_CHUNKED), from_acceptor)[0], Closed)
+    assert [type(e) for e in received(identified(Role.INITIATOR), from_acceptor)] == [
+        MessageReceived
+    ]
+    assert isinstance(
+        received(identified(Role.INITIATOR, Fault.CLIENT_REFUSE_CHUNKED), from_acceptor)[0], Closed
+    )
     # Single-frame messages are still served under the fault.
-    single = received(identified(Role.ACCEPTOR, Fault.REFUSE_CHUNKED), encode_message("MSG", 2, ECHO))
+    single = received(
+        identified(Role.ACCEPTOR, Fault.REFUSE_CHUNKED), encode_message("MSG", 2, ECHO)
+    )
     assert [type(e) for e in single] == [MessageReceived]
 
 
@@ -48,14 +68,20 @@ def test_refuse_crlf_before_end_closes_only_on_content_ending_in_crlf():
     data = encode_frame(Frame("MSG", "1.0", 2, False, encode_body(ECHO) + b"\r\n"))
     served = received(identified(Role.ACCEPTOR), data)
     assert [type(e) for e in served] == [MessageReceived] and served[0].message.body == ECHO
-    assert isinstance(received(identified(Role.ACCEPTOR, Fault.REFUSE_CRLF_BEFORE_END), data)[0], Closed)
-    plain = received(identified(Role.ACCEPTOR, Fault.REFUSE_CRLF_BEFORE_END), encode_message("MSG", 2, ECHO))
+    assert isinstance(
+        received(identified(Role.ACCEPTOR, Fault.REFUSE_CRLF_BEFORE_END), data)[0], Closed
+    )
+    plain = received(
+        identified(Role.ACCEPTOR, Fault.REFUSE_CRLF_BEFORE_END), encode_message("MSG", 2, ECHO)
+    )
     assert [type(e) for e in plain] == [MessageReceived]
 
 
 def test_refuse_node_frames_and_node_answer_as_host():
     node = encode_message("MSG", 2, ECHO, to_user="alice", from_user="bob")
-    assert isinstance(received(identified(Role.ACCEPTOR, Fault.REFUSE_NODE_FRAMES), node)[0], Closed)
+    assert isinstance(
+        received(identified(Role.ACCEPTOR, Fault.REFUSE_NODE_FRAMES), node)[0], Closed
+    )
     for faults, users in (((), ("bob", "alice")), ((Fault.NODE_ANSWER_AS_HOST,), (None, None))):
         session = identified(Role.ACCEPTOR, *faults)
         [event] = received(session, node)
@@ -69,8 +95,13 @@ def test_serve_before_host_id_serves_instead_of_err_and_close():
     session = RippleSession(Role.ACCEPTOR, "b.example")
     events = received(session, ping)
     [err] = MessageReader().receive_data(session.data_to_send())
-    assert isinstance(events[-1], Closed) and (err.type, err.body["error"]) == ("ERR", "host-id-required")
-    faulty = RippleSession(Role.ACCEPTOR, "b.example", faults=frozenset({Fault.SERVE_BEFORE_HOST_ID}))
+    assert isinstance(events[-1], Closed) and (err.type, err.body["error"]) == (
+        "ERR",
+        "host-id-required",
+    )
+    faulty = RippleSession(
+        Role.ACCEPTOR, "b.example", faults=frozenset({Fault.SERVE_BEFORE_HOST_ID})
+    )
     assert [type(e) for e in received(faulty, ping)] == [MessageReceived] and not faulty.closed
     # A host-id still completes the exchange afterwards.
     assert received(faulty, encode_message("MSG", 2, HOST_ID)) == [HostIdentified("a.example")]
@@ -82,7 +113,9 @@ def test_serve_any_version_serves_instead_of_err():
     assert received(session, other) == []
     [err] = MessageReader().receive_data(session.data_to_send())
     assert (err.type, err.msgno, err.body["error"]) == ("ERR", 2, "unsupported-version")
-    assert [type(e) for e in received(identified(Role.ACCEPTOR, Fault.SERVE_ANY_VERSION), other)] == [MessageReceived]
+    assert [
+        type(e) for e in received(identified(Role.ACCEPTOR, Fault.SERVE_ANY_VERSION), other)
+    ] == [MessageReceived]
 
 
 def test_client_frame_faults_bend_only_the_initiator_they_are_given_to():
@@ -102,10 +135,15 @@ def test_client_frame_faults_bend_only_the_initiator_they_are_given_to():
     assert isinstance(received(session, bad_header)[-1], Closed)
     [err] = MessageReader().receive_data(session.data_to_send())
     assert (err.type, err.body["error"]) == ("ERR", "malformed-frame")
-    for fault, data in ((Fault.CLIENT_ACCEPT_MISSING_END, missing_end), (Fault.CLIENT_IGNORE_SIZE, wrong_size)):
+    for fault, data in (
+        (Fault.CLIENT_ACCEPT_MISSING_END, missing_end),
+        (Fault.CLIENT_IGNORE_SIZE, wrong_size),
+    ):
         session = identified(Role.INITIATOR, fault)
         [event] = received(session, data)
-        assert isinstance(event, MessageReceived) and event.message.body == ECHO and not session.closed, fault
+        assert (
+            isinstance(event, MessageReceived) and event.message.body == ECHO and not session.closed
+        ), fault
 
 
 def test_reuse_msgno_numbers_every_own_msg_alike_and_takes_each_answer_for_one():
@@ -122,18 +160,32 @@ def test_reuse_msgno_numbers_every_own_msg_alike_and_takes_each_answer_for_one()
 def test_close_on_answered_msgno_closes_on_any_reuse():
     for faults, closes in (((), False), ((Fault.CLOSE_ON_ANSWERED_MSGNO,), True)):
         session = identified(Role.ACCEPTOR, *faults)
-        assert [type(e) for e in received(session, encode_message("MSG", 2, ECHO))] == [MessageReceived]
+        assert [type(e) for e in received(session, encode_message("MSG", 2, ECHO))] == [
+            MessageReceived
+        ]
         session.reply(2, ECHO)
         again = received(session, encode_message("MSG", 2, ECHO))
-        assert isinstance(again[0], Closed) if closes else [type(e) for e in again] == [MessageReceived]
+        assert (
+            isinstance(again[0], Closed)
+            if closes
+            else [type(e) for e in again] == [MessageReceived]
+        )
 
 
 def test_msg_before_host_id_reply_and_client_no_wait_for_host_id():
     from reference_impl.ripplehost.frame import FrameParser
-    acceptor = RippleSession(Role.ACCEPTOR, "b.example", faults=frozenset({Fault.MSG_BEFORE_HOST_ID_REPLY}))
+
+    acceptor = RippleSession(
+        Role.ACCEPTOR, "b.example", faults=frozenset({Fault.MSG_BEFORE_HOST_ID_REPLY})
+    )
     acceptor.receive_data(encode_message("MSG", 0, HOST_ID))
-    assert [(f.type, f.msgno) for f in FrameParser().receive_data(acceptor.data_to_send())] == [("MSG", 1), ("RPY", 0)]
-    initiator = RippleSession(Role.INITIATOR, "b.example", faults=frozenset({Fault.CLIENT_NO_WAIT_FOR_HOST_ID}))
+    assert [(f.type, f.msgno) for f in FrameParser().receive_data(acceptor.data_to_send())] == [
+        ("MSG", 1),
+        ("RPY", 0),
+    ]
+    initiator = RippleSession(
+        Role.INITIATOR, "b.example", faults=frozenset({Fault.CLIENT_NO_WAIT_FOR_HOST_ID})
+    )
     initiator.start()
     assert initiator.send_message({"type": "ping"}) == 2 and not initiator.identified
     plain = RippleSession(Role.INITIATOR, "b.example")

@@ -66,9 +66,12 @@ class TestSealBox:
         assert header_plaintext[:2] == (5).to_bytes(2, "big")
         body_tag = header_plaintext[2:]
         # The body is secret box 2: the nonce after the header's.
-        assert nacl.bindings.crypto_secretbox_open_easy(
-            body_tag + body_ciphertext, increment_nonce(NONCE), KEY
-        ) == b"hello"
+        assert (
+            nacl.bindings.crypto_secretbox_open_easy(
+                body_tag + body_ciphertext, increment_nonce(NONCE), KEY
+            )
+            == b"hello"
+        )
 
     def test_goodbye_is_eighteen_boxed_zero_bytes(self):
         goodbye = seal_goodbye(KEY, NONCE)

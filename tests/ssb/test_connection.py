@@ -33,7 +33,9 @@ def new_pair(**server_kwargs) -> tuple[SsbConnection, SsbConnection]:
     return client, server
 
 
-def pump(client: SsbConnection, server: SsbConnection, *, chunk: int | None = None) -> tuple[list, list]:
+def pump(
+    client: SsbConnection, server: SsbConnection, *, chunk: int | None = None
+) -> tuple[list, list]:
     """Deliver bytes both ways until neither side has anything to send.
 
     Returns (events seen by the client, events seen by the server). With
@@ -46,10 +48,13 @@ def pump(client: SsbConnection, server: SsbConnection, *, chunk: int | None = No
         to_client = server.data_to_send()
         if not to_server and not to_client:
             return client_events, server_events
-        for data, receiver, events in ((to_server, server, server_events), (to_client, client, client_events)):
+        for data, receiver, events in (
+            (to_server, server, server_events),
+            (to_client, client, client_events),
+        ):
             step = chunk or max(len(data), 1)
             for start in range(0, len(data), step):
-                events.extend(receiver.receive_data(data[start:start + step]))
+                events.extend(receiver.receive_data(data[start : start + step]))
 
 
 def connected_pair() -> tuple[SsbConnection, SsbConnection]:
@@ -118,7 +123,9 @@ class TestHandshakeFailureWritesNothing:
     def test_unauthorized_client(self):
         client, server = new_pair(authorize=lambda public: False)
         _, server_events = pump(client, server)
-        assert server_events == [Closed("msg3: unauthorized client", failed=True, stage="handshake")]
+        assert server_events == [
+            Closed("msg3: unauthorized client", failed=True, stage="handshake")
+        ]
         assert not client.is_open
 
     def test_client_rejects_a_bad_server_hello(self):
@@ -152,7 +159,9 @@ class TestRpc:
         pump(client, server)
         server.respond_error(req, "Error", "no such procedure")
         client_events, _ = pump(client, server)
-        assert client_events == [AsyncError(-req, {"name": "Error", "message": "no such procedure", "stack": ""})]
+        assert client_events == [
+            AsyncError(-req, {"name": "Error", "message": "no such procedure", "stack": ""})
+        ]
 
     def test_source_stream_is_closed_by_both_ends(self):
         client, server = connected_pair()
@@ -162,7 +171,11 @@ class TestRpc:
             server.stream_send(req, {"n": number})
         server.stream_end(req)
         client_events, server_events = pump(client, server)
-        assert [event.msg.json() for event in of_type(client_events, StreamData)] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert [event.msg.json() for event in of_type(client_events, StreamData)] == [
+            {"n": 0},
+            {"n": 1},
+            {"n": 2},
+        ]
         assert of_type(client_events, StreamEnd) == [StreamEnd(-req, None)]
         # The client's automatic end reached the server, closing the stream.
         assert server_events == [StreamEnd(req, None)]
@@ -180,7 +193,9 @@ class TestRpc:
 def decode_wire(receiver_params, data: bytes) -> list[bytes]:
     """The box bodies in ``data``, decoded with a fresh decoder: valid only
     for the first boxes sent after the handshake."""
-    return BoxStreamDecoder(receiver_params.decrypt_key, receiver_params.decrypt_nonce).receive_data(data)
+    return BoxStreamDecoder(
+        receiver_params.decrypt_key, receiver_params.decrypt_nonce
+    ).receive_data(data)
 
 
 class TestBoxing:
@@ -223,7 +238,9 @@ class TestBoxing:
     def test_broken_rpc_framing_fails_the_connection(self):
         client, server = connected_pair()
         params = client.handshake.result
-        forged = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce).encode(b"\x03" + bytes(8))
+        forged = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce).encode(
+            b"\x03" + bytes(8)
+        )
         events = server.receive_data(forged)
         assert len(events) == 1 and events[0].failed and events[0].stage == "rpc"
         assert server.data_to_send() == b""
@@ -234,14 +251,20 @@ class TestClosing:
         client, server = connected_pair()
         client.close()
         _, server_events = pump(client, server)
-        assert server_events == [Goodbye(), Closed("peer sent the box stream goodbye", failed=False, stage="goodbye")]
+        assert server_events == [
+            Goodbye(),
+            Closed("peer sent the box stream goodbye", failed=False, stage="goodbye"),
+        ]
         assert not client.is_open and client.closing
         with pytest.raises(RuntimeError):
             client.request(["whoami"], [])
         # The server may still answer with its own goodbyes.
         server.close()
         client_events, _ = pump(client, server)
-        assert client_events == [Goodbye(), Closed("peer sent the box stream goodbye", failed=False, stage="goodbye")]
+        assert client_events == [
+            Goodbye(),
+            Closed("peer sent the box stream goodbye", failed=False, stage="goodbye"),
+        ]
 
     def test_close_is_idempotent(self):
         client, server = connected_pair()
@@ -259,17 +282,23 @@ class TestClosing:
         events = server.receive_data(rpc_goodbye_only)
         assert events == [Goodbye()]
         assert server.receive_eof() == [
-            Closed("peer closed the connection after its RPC goodbye", failed=False, stage="transport")]
+            Closed(
+                "peer closed the connection after its RPC goodbye", failed=False, stage="transport"
+            )
+        ]
 
     def test_eof_without_goodbye_is_a_failure(self):
         client, server = connected_pair()
         assert server.receive_eof() == [
-            Closed("connection closed without a box stream goodbye", failed=True, stage="transport")]
+            Closed("connection closed without a box stream goodbye", failed=True, stage="transport")
+        ]
         assert server.receive_eof() == []
 
     def test_eof_during_handshake(self):
         client, server = new_pair()
         server.receive_data(client.data_to_send()[:10])
         events = server.receive_eof()
-        assert events == [Closed("connection closed during the handshake", failed=True, stage="transport")]
+        assert events == [
+            Closed("connection closed during the handshake", failed=True, stage="transport")
+        ]
         assert server.data_to_send() == b""

@@ -33,42 +33,46 @@ BOB = Keypair.from_seed(bytes(range(1, 33)))
 
 # --- JSON.stringify ------------------------------------------------------------------
 
+
 # Outputs of Node 20's JSON.stringify, known from ECMA-262's Number::toString
 # and QuoteJSONString.
-@pytest.mark.parametrize("value, expected", [
-    (1e21, "1e+21"),
-    (1e20, "100000000000000000000"),
-    (123456789012345678901.0, "123456789012345680000"),
-    (0.1 + 0.2, "0.30000000000000004"),
-    (1.0, "1"),
-    (-0.0, "0"),
-    (0.0, "0"),
-    (1e-7, "1e-7"),
-    (1.5e-7, "1.5e-7"),
-    (1e-6, "0.000001"),
-    (0.000123, "0.000123"),
-    (-1.5, "-1.5"),
-    (5e-324, "5e-324"),
-    (1.7976931348623157e308, "1.7976931348623157e+308"),
-    (2.5e25, "2.5e+25"),
-    (float("nan"), "null"),
-    (float("inf"), "null"),
-    (float("-inf"), "null"),
-    (2**53 + 1, "9007199254740992"),  # JS has doubles only
-    (10**400, "null"),  # Infinity as a double
-    (True, "true"),
-    (None, "null"),
-    ("\u2028\u2029", '"\u2028\u2029"'),
-    ("é世\U0001f30d", '"é世\U0001f30d"'),
-    ("\ud83c\udf0d", '"\U0001f30d"'),  # a surrogate pair given as two code points
-    ("\ud800", '"\\ud800"'),
-    ("x\udfffy", '"x\\udfffy"'),
-    ('"\\/', '"\\"\\\\/"'),
-    ("\b\f\n\r\t", '"\\b\\f\\n\\r\\t"'),
-    ("\x00\x01\x1f\x7f", '"\\u0000\\u0001\\u001f\x7f"'),
-    ({}, "{}"),
-    ([], "[]"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (123456789012345678901.0, "123456789012345680000"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (1.0, "1"),
+        (-0.0, "0"),
+        (0.0, "0"),
+        (1e-7, "1e-7"),
+        (1.5e-7, "1.5e-7"),
+        (1e-6, "0.000001"),
+        (0.000123, "0.000123"),
+        (-1.5, "-1.5"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (2.5e25, "2.5e+25"),
+        (float("nan"), "null"),
+        (float("inf"), "null"),
+        (float("-inf"), "null"),
+        (2**53 + 1, "9007199254740992"),  # JS has doubles only
+        (10**400, "null"),  # Infinity as a double
+        (True, "true"),
+        (None, "null"),
+        ("\u2028\u2029", '"\u2028\u2029"'),
+        ("é世\U0001f30d", '"é世\U0001f30d"'),
+        ("\ud83c\udf0d", '"\U0001f30d"'),  # a surrogate pair given as two code points
+        ("\ud800", '"\\ud800"'),
+        ("x\udfffy", '"x\\udfffy"'),
+        ('"\\/', '"\\"\\\\/"'),
+        ("\b\f\n\r\t", '"\\b\\f\\n\\r\\t"'),
+        ("\x00\x01\x1f\x7f", '"\\u0000\\u0001\\u001f\x7f"'),
+        ({}, "{}"),
+        ([], "[]"),
+    ],
+)
 def test_json_stringify_scalars(value, expected):
     assert canonical_json(value) == expected
     if isinstance(value, float) and math.isfinite(value):
@@ -99,9 +103,14 @@ def test_rejects_what_json_cannot_hold():
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -126,7 +135,15 @@ def chain(count: int = 3, keypair: Keypair = ALICE) -> list[dict]:
 
 def test_create_message_layout_and_signature():
     msg = create_message(ALICE, None, 1, 1700000000000, {"type": "post", "text": "hi"})
-    assert list(msg) == ["previous", "author", "sequence", "timestamp", "hash", "content", "signature"]
+    assert list(msg) == [
+        "previous",
+        "author",
+        "sequence",
+        "timestamp",
+        "hash",
+        "content",
+        "signature",
+    ]
     assert msg["author"] == ALICE.feed_id and msg["hash"] == "sha256"
     unsigned = canonical_json({key: value for key, value in msg.items() if key != "signature"})
     signature = base64.b64decode(msg["signature"].removesuffix(".sig.ed25519"))
@@ -145,7 +162,9 @@ def test_message_id_hashes_the_low_byte_of_each_utf16_code_unit():
     text = canonical_json(msg)
     start = text.index("é世\U0001f30d")
     # é = U+00E9 -> e9; 世 = U+4E16 -> 16; U+1F30D = D83C DF0D -> 3c 0d
-    expected_bytes = text[:start].encode("ascii") + b"\xe9\x16\x3c\x0d" + text[start + 3:].encode("ascii")
+    expected_bytes = (
+        text[:start].encode("ascii") + b"\xe9\x16\x3c\x0d" + text[start + 3 :].encode("ascii")
+    )
     digest = hashlib.sha256(expected_bytes).digest()
     assert message_id(msg) == "%" + base64.b64encode(digest).decode() + ".sha256"
     utf8_digest = hashlib.sha256(text.encode("utf-8")).digest()
@@ -162,10 +181,19 @@ def test_verify_a_chain():
 
 
 def test_legacy_order_sequence_before_author_is_accepted():
-    fields = {"previous": None, "sequence": 1, "author": ALICE.feed_id, "timestamp": 1,
-              "hash": "sha256", "content": {"type": "post"}}
-    msg = dict(fields, signature=base64.b64encode(ALICE.sign(canonical_json(fields).encode())).decode()
-               + ".sig.ed25519")
+    fields = {
+        "previous": None,
+        "sequence": 1,
+        "author": ALICE.feed_id,
+        "timestamp": 1,
+        "hash": "sha256",
+        "content": {"type": "post"},
+    }
+    msg = dict(
+        fields,
+        signature=base64.b64encode(ALICE.sign(canonical_json(fields).encode())).decode()
+        + ".sig.ed25519",
+    )
     assert verify_message(msg, None) == message_id(msg)
 
 
@@ -241,26 +269,36 @@ def test_encrypted_content():
     verify_message(resign(chain(1)[0], content=box + "2"), None)  # newer box versions
 
 
-@pytest.mark.parametrize("serialise", [
-    lambda fields: json_stringify(fields),
-    lambda fields: json_stringify(fields, 4),
-    lambda fields: json.dumps(fields, indent=2),
-])
+@pytest.mark.parametrize(
+    "serialise",
+    [
+        lambda fields: json_stringify(fields),
+        lambda fields: json_stringify(fields, 4),
+        lambda fields: json.dumps(fields, indent=2),
+    ],
+)
 def test_signature_over_a_non_canonical_form_is_named_format(serialise):
     first = create_message(ALICE, None, 1, 1.0, {"type": "post", "text": "é"})
     fields = {key: value for key, value in first.items() if key != "signature"}
-    bad = dict(fields, signature=base64.b64encode(ALICE.sign(serialise(fields).encode())).decode()
-               + ".sig.ed25519")
+    bad = dict(
+        fields,
+        signature=base64.b64encode(ALICE.sign(serialise(fields).encode())).decode()
+        + ".sig.ed25519",
+    )
     assert rejected(bad, None) == "format"
 
 
 def test_guide_example_messages():
     author = "@FCX/tsDLpubCPKKfIrw4gc+SQkHcaD17s7GI6i/ziWY=.ed25519"
     first = {
-        "previous": None, "author": author, "sequence": 1, "timestamp": 1514517067954, "hash": "sha256",
+        "previous": None,
+        "author": author,
+        "sequence": 1,
+        "timestamp": 1514517067954,
+        "hash": "sha256",
         "content": {"type": "post", "text": "This is the first post!"},
         "signature": "QYOR/zU9dxE1aKBaxc3C0DJ4gRyZtlMfPLt+CGJcY73sv5abKKKxr1SqhOvnm8TY784VHE8kZHCD8RdzFl1tBA=="
-                     ".sig.ed25519",
+        ".sig.ed25519",
     }
     assert verify_message(first, None) == "%XphMUkWQtomKjXQvFGfsGYpt69sgEY7Y4Vou9cEuJho=.sha256"
 

@@ -53,15 +53,23 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 class Peer:
     """A test client: an SsbConnection over a TCP connection to a node."""
 
-    def __init__(self, conn: SsbConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, conn: SsbConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.conn = conn
         self.reader = reader
         self.writer = writer
 
     @classmethod
     async def connect(cls, port: int, server_public: bytes, keypair: Keypair | None = None) -> Peer:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), READ_TIMEOUT)
-        peer = cls(SsbConnection.client(NETWORK_KEY, keypair or Keypair.generate(), server_public), reader, writer)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", port), READ_TIMEOUT
+        )
+        peer = cls(
+            SsbConnection.client(NETWORK_KEY, keypair or Keypair.generate(), server_public),
+            reader,
+            writer,
+        )
         peer.flush()
         while not peer.conn.is_open:
             events = await peer.read()
@@ -80,7 +88,9 @@ class Peer:
         # unanswered and not shown to the cases, which are about its answers.
         return [event for event in events if not isinstance(event, Request)]
 
-    async def until(self, done: Callable[[ConnectionEvent], bool], timeout: float = READ_TIMEOUT) -> list[ConnectionEvent]:
+    async def until(
+        self, done: Callable[[ConnectionEvent], bool], timeout: float = READ_TIMEOUT
+    ) -> list[ConnectionEvent]:
         """Events up to and including the first one ``done`` accepts."""
         collected: list[ConnectionEvent] = []
         async with asyncio.timeout(timeout):
@@ -102,7 +112,11 @@ class Peer:
         req = self.conn.request(["createHistoryStream"], [options], "source")
         self.flush()
         events = await self.until(lambda e: isinstance(e, StreamEnd) and e.req == -req)
-        items = [event.msg.json() for event in events if isinstance(event, StreamData) and event.req == -req]
+        items = [
+            event.msg.json()
+            for event in events
+            if isinstance(event, StreamData) and event.req == -req
+        ]
         return items, events[-1].error
 
     async def silent(self) -> list[ConnectionEvent]:
@@ -128,7 +142,9 @@ async def start_node() -> AsyncIterator[StartNode]:
     """Start nodes on 127.0.0.1:0 with ``messages`` posts; all closed afterwards."""
     nodes: list[SsbNode] = []
 
-    async def start(messages: int = 3, keypair: Keypair | None = None, **kwargs) -> tuple[SsbNode, int]:
+    async def start(
+        messages: int = 3, keypair: Keypair | None = None, **kwargs
+    ) -> tuple[SsbNode, int]:
         node = SsbNode(keypair or Keypair.generate(), NETWORK_KEY, **kwargs)
         for number in range(1, messages + 1):
             node.publish({"type": "post", "text": f"post {number}"})
@@ -142,7 +158,9 @@ async def start_node() -> AsyncIterator[StartNode]:
 
 
 @pytest.fixture
-async def peer_of(start_node: StartNode) -> AsyncIterator[Callable[..., Awaitable[tuple[SsbNode, Peer]]]]:
+async def peer_of(
+    start_node: StartNode,
+) -> AsyncIterator[Callable[..., Awaitable[tuple[SsbNode, Peer]]]]:
     """A started node and a connected peer."""
     peers: list[Peer] = []
 
@@ -160,7 +178,9 @@ async def peer_of(start_node: StartNode) -> AsyncIterator[Callable[..., Awaitabl
 async def raw_exchange(port: int, data: bytes, *, until_eof: bool = True) -> bytes:
     """Send raw bytes; return everything the node writes before hanging up
     (or, with until_eof False, its first answer: b"" if it hangs up)."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), READ_TIMEOUT)
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", port), READ_TIMEOUT
+    )
     try:
         writer.write(data)
         return await asyncio.wait_for(reader.read(-1 if until_eof else 65536), READ_TIMEOUT)
@@ -180,18 +200,27 @@ class TestHistoryOptions:
 
     def test_defaults_follow_the_guide(self):
         options = parse_history_options([{"id": self.FEED}])
-        assert (options.sequence, options.start, options.limit, options.live, options.old, options.keys) == (
-            0, 1, None, False, True, True)
+        assert (
+            options.sequence,
+            options.start,
+            options.limit,
+            options.live,
+            options.old,
+            options.keys,
+        ) == (0, 1, None, False, True, True)
 
-    @pytest.mark.parametrize("args, problem", [
-        ([], "options object"),
-        ([{}], "id option is required"),
-        ([{"id": "@nope.ed25519"}], "invalid id"),
-        ([{"id": FEED, "sequence": 1, "seq": 2}], "conflict"),
-        ([{"id": FEED, "sequence": -1}], "non-negative"),
-        ([{"id": FEED, "live": "yes"}], "true or false"),
-        ([{"id": FEED, "limit": "2"}], "integer"),
-    ])
+    @pytest.mark.parametrize(
+        "args, problem",
+        [
+            ([], "options object"),
+            ([{}], "id option is required"),
+            ([{"id": "@nope.ed25519"}], "invalid id"),
+            ([{"id": FEED, "sequence": 1, "seq": 2}], "conflict"),
+            ([{"id": FEED, "sequence": -1}], "non-negative"),
+            ([{"id": FEED, "live": "yes"}], "true or false"),
+            ([{"id": FEED, "limit": "2"}], "integer"),
+        ],
+    )
     def test_rejected(self, args, problem):
         with pytest.raises(ValueError, match=problem):
             parse_history_options(args)
@@ -266,9 +295,13 @@ class TestCreateHistoryStream:
 
     async def test_live_sends_old_then_new_and_stops_when_the_requester_ends(self, peer_of):
         node, peer = await peer_of()
-        req = peer.conn.request(["createHistoryStream"], [{"id": node.feed_id, "live": True}], "source")
+        req = peer.conn.request(
+            ["createHistoryStream"], [{"id": node.feed_id, "live": True}], "source"
+        )
         peer.flush()
-        events = await peer.until(lambda e: isinstance(e, StreamData) and e.msg.json()["value"]["sequence"] == 3)
+        events = await peer.until(
+            lambda e: isinstance(e, StreamData) and e.msg.json()["value"]["sequence"] == 3
+        )
         assert len(events) == 3
         node.publish({"type": "post", "text": "live one"})
         [event] = await peer.until(lambda e: isinstance(e, StreamData))
@@ -284,7 +317,9 @@ class TestCreateHistoryStream:
 
     async def test_live_without_old(self, peer_of):
         node, peer = await peer_of()
-        req = peer.conn.request(["createHistoryStream"], [{"id": node.feed_id, "live": True, "old": False}], "source")
+        req = peer.conn.request(
+            ["createHistoryStream"], [{"id": node.feed_id, "live": True, "old": False}], "source"
+        )
         peer.flush()
         assert await peer.silent() == []
         node.publish({"type": "post", "text": "new"})
@@ -294,12 +329,17 @@ class TestCreateHistoryStream:
     async def test_live_limit_ends_the_stream(self, peer_of):
         node, peer = await peer_of()
         req = peer.conn.request(
-            ["createHistoryStream"], [{"id": node.feed_id, "live": True, "sequence": 3, "limit": 2}], "source")
+            ["createHistoryStream"],
+            [{"id": node.feed_id, "live": True, "sequence": 3, "limit": 2}],
+            "source",
+        )
         peer.flush()
         await peer.until(lambda e: isinstance(e, StreamData))  # message 3 (SSB-E1: from 3)
         node.publish({"type": "post", "text": "fourth"})
         events = await peer.until(lambda e: isinstance(e, StreamEnd))
-        assert [e.msg.json()["value"]["sequence"] for e in events if isinstance(e, StreamData)] == [4]
+        assert [e.msg.json()["value"]["sequence"] for e in events if isinstance(e, StreamData)] == [
+            4
+        ]
         assert events[-1] == StreamEnd(-req, None)
 
     async def test_old_false_without_live_is_empty(self, peer_of):
@@ -313,13 +353,19 @@ class TestPublish:
         watcher = await Peer.connect(port, node.keypair.public)
         owner = await Peer.connect(port, node.keypair.public, keypair=node.keypair)
         try:
-            req = watcher.conn.request(["createHistoryStream"], [{"id": node.feed_id, "live": True, "old": False}], "source")
+            req = watcher.conn.request(
+                ["createHistoryStream"],
+                [{"id": node.feed_id, "live": True, "old": False}],
+                "source",
+            )
             watcher.flush()
             await asyncio.sleep(0.05)  # let the node register the stream first
             reply = await owner.call(["publish"], [{"type": "post", "text": "via rpc"}])
             assert isinstance(reply, Response)
             published = reply.body.json()
-            assert published["value"]["sequence"] == 4 and published["key"] == message_id(published["value"])
+            assert published["value"]["sequence"] == 4 and published["key"] == message_id(
+                published["value"]
+            )
             [event] = await watcher.until(lambda e: isinstance(e, StreamData))
             assert event.req == -req and event.msg.json()["key"] == published["key"]
         finally:
@@ -406,10 +452,16 @@ class TestReplication:
     async def test_replicate_verifies_and_a_node_serves_what_it_replicated(self, start_node):
         origin, origin_port = await start_node(messages=4)
         mirror, mirror_port = await start_node(messages=0)
-        assert await mirror.replicate("127.0.0.1", origin_port, origin.keypair.public, origin.feed_id) == 4
+        assert (
+            await mirror.replicate("127.0.0.1", origin_port, origin.keypair.public, origin.feed_id)
+            == 4
+        )
         origin.publish({"type": "post", "text": "later"})
         # Only the new message is fetched the second time.
-        assert await mirror.replicate("127.0.0.1", origin_port, origin.keypair.public, origin.feed_id) == 1
+        assert (
+            await mirror.replicate("127.0.0.1", origin_port, origin.keypair.public, origin.feed_id)
+            == 1
+        )
         assert mirror.messages(origin.feed_id) == origin.messages(origin.feed_id)
         peer = await Peer.connect(mirror_port, mirror.keypair.public)
         try:
@@ -421,8 +473,14 @@ class TestReplication:
     async def test_wrong_peer_key_is_a_handshake_error(self, start_node):
         _, port = await start_node()
         with pytest.raises(ReplicationError) as caught:
-            await replicate("127.0.0.1", port, network_key=NETWORK_KEY, keypair=Keypair.generate(),
-                            peer_public=Keypair.generate().public, feed_id=Keypair.generate().feed_id)
+            await replicate(
+                "127.0.0.1",
+                port,
+                network_key=NETWORK_KEY,
+                keypair=Keypair.generate(),
+                peer_public=Keypair.generate().public,
+                feed_id=Keypair.generate().feed_id,
+            )
         assert caught.value.kind == "handshake"
 
 
@@ -459,8 +517,15 @@ class TestFaults:
         faulty, faulty_port = await start_node(fault=Fault.BAD_SIGNATURE)
 
         async def fetch(node: SsbNode, port: int) -> list[dict]:
-            return await replicate("127.0.0.1", port, network_key=NETWORK_KEY, keypair=Keypair.generate(),
-                                   peer_public=node.keypair.public, feed_id=node.feed_id, timeout=READ_TIMEOUT)
+            return await replicate(
+                "127.0.0.1",
+                port,
+                network_key=NETWORK_KEY,
+                keypair=Keypair.generate(),
+                peer_public=node.keypair.public,
+                feed_id=node.feed_id,
+                timeout=READ_TIMEOUT,
+            )
 
         assert len(await fetch(good, good_port)) == 3
         with pytest.raises(ReplicationError) as caught:
@@ -473,7 +538,8 @@ class TestFaults:
         flipped = flip_signature_byte(msg)
         assert flipped["signature"] != msg["signature"]
         assert {key: value for key, value in flipped.items() if key != "signature"} == {
-            key: value for key, value in msg.items() if key != "signature"}
+            key: value for key, value in msg.items() if key != "signature"
+        }
 
     async def test_no_error_on_unknown(self, peer_of):
         _, good_peer = await peer_of()
@@ -501,8 +567,14 @@ class TestFaults:
 
 async def run_cli(*args: str, timeout: float = 15.0) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "reference_impl.ssb", *args, cwd=REPO_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "reference_impl.ssb",
+        *args,
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
     return process.returncode, stdout.decode(), stderr.decode()
 
@@ -518,9 +590,19 @@ class ServeProcess:
     @classmethod
     async def start(cls, *args: str) -> ServeProcess:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "reference_impl.ssb", "serve", "--port", "0",
-            "--network-key", NETWORK_KEY.hex(), *args, cwd=REPO_ROOT,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "reference_impl.ssb",
+            "serve",
+            "--port",
+            "0",
+            "--network-key",
+            NETWORK_KEY.hex(),
+            *args,
+            cwd=REPO_ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             line = (await asyncio.wait_for(process.stdout.readline(), 15)).decode()
         except TimeoutError:
@@ -543,17 +625,36 @@ class TestCli:
     async def test_serve_then_replicate_through_the_cli(self, tmp_path):
         key_file = tmp_path / "server.key"
         ready_file = tmp_path / "ready.json"
-        server = await ServeProcess.start("--key-file", str(key_file), "--create-key",
-                                          "--seed-messages", "3", "--ready-file", str(ready_file))
+        server = await ServeProcess.start(
+            "--key-file",
+            str(key_file),
+            "--create-key",
+            "--seed-messages",
+            "3",
+            "--ready-file",
+            str(ready_file),
+        )
         try:
             assert (key_file.stat().st_mode & 0o777) == 0o600
             keypair = Keypair.load(key_file)
             assert server.id == keypair.feed_id
-            assert json.loads(ready_file.read_text()) == {"host": "127.0.0.1", "port": server.port, "id": server.id}
+            assert json.loads(ready_file.read_text()) == {
+                "host": "127.0.0.1",
+                "port": server.port,
+                "id": server.id,
+            }
             out = tmp_path / "feed.json"
             code, stdout, stderr = await run_cli(
-                "replicate", "--network-key", NETWORK_KEY.hex(), "--peer-port", str(server.port),
-                "--peer-public-key", server.id, "--out", str(out))
+                "replicate",
+                "--network-key",
+                NETWORK_KEY.hex(),
+                "--peer-port",
+                str(server.port),
+                "--peer-public-key",
+                server.id,
+                "--out",
+                str(out),
+            )
             assert code == 0, stderr
             assert stdout == f"SSB_REPLICATED feed={server.id} count=3 latest_sequence=3\n"
             messages = json.loads(out.read_text())
@@ -562,8 +663,9 @@ class TestCli:
             code, stdout, stderr = await server.stop()
         assert code == 0
         secret_text = key_file.read_text()
-        private = json.loads("\n".join(
-            line for line in secret_text.splitlines() if not line.startswith("#")))["private"]
+        private = json.loads(
+            "\n".join(line for line in secret_text.splitlines() if not line.startswith("#"))
+        )["private"]
         assert private not in stdout + stderr
         assert stdout == ""  # nothing after the one SSB_READY line
 
@@ -573,16 +675,31 @@ class TestCli:
             origin.publish({"type": "post", "text": f"{number}"})
         seed = tmp_path / "seed.json"
         seed.write_text(json.dumps(origin.messages(origin.feed_id)))
-        server = await ServeProcess.start("--key-file", str(tmp_path / "k"), "--create-key",
-                                          "--seed-feed", str(seed))
+        server = await ServeProcess.start(
+            "--key-file", str(tmp_path / "k"), "--create-key", "--seed-feed", str(seed)
+        )
         try:
-            common = ["replicate", "--network-key", NETWORK_KEY.hex(), "--peer-port", str(server.port)]
-            code, stdout, _ = await run_cli(*common, "--peer-public-key", server.id, "--feed", origin.feed_id)
+            common = [
+                "replicate",
+                "--network-key",
+                NETWORK_KEY.hex(),
+                "--peer-port",
+                str(server.port),
+            ]
+            code, stdout, _ = await run_cli(
+                *common, "--peer-public-key", server.id, "--feed", origin.feed_id
+            )
             assert code == 0 and "count=2 latest_sequence=2" in stdout
             code, stdout, stderr = await run_cli(*common, "--peer-public-key", origin.feed_id)
-            assert code == 3 and stdout == "" and stderr.startswith("error: ") and stderr.count("\n") == 1
-            code, _, stderr = await run_cli(*common[:-2], "--peer-port", str(server.port),
-                                            "--peer-public-key", "not-a-key")
+            assert (
+                code == 3
+                and stdout == ""
+                and stderr.startswith("error: ")
+                and stderr.count("\n") == 1
+            )
+            code, _, stderr = await run_cli(
+                *common[:-2], "--peer-port", str(server.port), "--peer-public-key", "not-a-key"
+            )
             assert code == 2 and "--peer-public-key" in stderr
         finally:
             await server.stop()
@@ -592,14 +709,29 @@ class TestCli:
         msg = origin.publish({"type": "post", "text": "x"})["value"]
         seed = tmp_path / "seed.json"
         seed.write_text(json.dumps([flip_signature_byte(msg)]))
-        code, stdout, stderr = await run_cli("serve", "--key-file", str(tmp_path / "k"), "--create-key",
-                                             "--port", "0", "--seed-feed", str(seed))
+        code, stdout, stderr = await run_cli(
+            "serve",
+            "--key-file",
+            str(tmp_path / "k"),
+            "--create-key",
+            "--port",
+            "0",
+            "--seed-feed",
+            str(seed),
+        )
         assert code == 2 and "signature" in stderr and "SSB_READY" not in stdout
 
     async def test_replicate_exit_codes_for_invalid_messages_and_timeouts(self, start_node):
         faulty, faulty_port = await start_node(fault=Fault.BAD_SIGNATURE)
-        code, _, stderr = await run_cli("replicate", "--network-key", NETWORK_KEY.hex(),
-                                        "--peer-port", str(faulty_port), "--peer-public-key", faulty.feed_id)
+        code, _, stderr = await run_cli(
+            "replicate",
+            "--network-key",
+            NETWORK_KEY.hex(),
+            "--peer-port",
+            str(faulty_port),
+            "--peer-public-key",
+            faulty.feed_id,
+        )
         assert code == 4 and "signature" in stderr
 
         async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -609,8 +741,15 @@ class TestCli:
         mute = await asyncio.start_server(never_answer, "127.0.0.1", 0)
         try:
             port = mute.sockets[0].getsockname()[1]
-            code, _, stderr = await run_cli("replicate", "--peer-port", str(port), "--timeout", "0.5",
-                                            "--peer-public-key", faulty.feed_id)
+            code, _, stderr = await run_cli(
+                "replicate",
+                "--peer-port",
+                str(port),
+                "--timeout",
+                "0.5",
+                "--peer-public-key",
+                faulty.feed_id,
+            )
             assert code == 5 and "0.5 s" in stderr
         finally:
             mute.close()

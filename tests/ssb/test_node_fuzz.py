@@ -53,7 +53,10 @@ CHECK_EVERY = 25
 """A valid session every this many examples, and at the end of each test."""
 
 FUZZ_SETTINGS = settings(
-    deadline=None, database=None, derandomize=False, print_blob=True,
+    deadline=None,
+    database=None,
+    derandomize=False,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -61,9 +64,15 @@ FUZZ_SETTINGS = settings(
 _P = 2**255 - 19
 LOW_ORDER_POINTS = [
     (value % 2**256).to_bytes(32, "little")
-    for value in (0, 1, 325606250916557431795983626356110631294008115727848805560023387167927233504,
-                  39382357235489614581723060781553021112529911719440698176882885853963445705823,
-                  _P - 1, _P, _P + 1)
+    for value in (
+        0,
+        1,
+        325606250916557431795983626356110631294008115727848805560023387167927233504,
+        39382357235489614581723060781553021112529911719440698176882885853963445705823,
+        _P - 1,
+        _P,
+        _P + 1,
+    )
 ]
 
 
@@ -99,7 +108,9 @@ def running_node() -> Iterator[RunningNode]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="fuzzed-node", daemon=True)
     thread.start()
-    node = SsbNode(Keypair.generate(), NETWORK_KEY, handshake_timeout=NODE_TIMEOUT, idle_timeout=NODE_TIMEOUT)
+    node = SsbNode(
+        Keypair.generate(), NETWORK_KEY, handshake_timeout=NODE_TIMEOUT, idle_timeout=NODE_TIMEOUT
+    )
     for number in range(1, MESSAGES + 1):
         node.publish({"type": "post", "text": f"post {number}"})
     errors = _ErrorLog()
@@ -188,7 +199,7 @@ class BoxWriter:
         return self.last
 
     def boxes(self, plaintext: bytes, split: int = 4096) -> bytes:
-        return b"".join(self.box(plaintext[i:i + split]) for i in range(0, len(plaintext), split))
+        return b"".join(self.box(plaintext[i : i + split]) for i in range(0, len(plaintext), split))
 
     def goodbye(self) -> bytes:
         header = seal_goodbye(self.key, self.nonce)
@@ -220,8 +231,9 @@ def open_box_stream(running: RunningNode, sock: socket.socket) -> tuple[BoxWrite
     sock.sendall(client.receive_data(recv_exactly(sock, shs.HELLO_SIZE)))
     client.receive_data(recv_exactly(sock, shs.SERVER_ACCEPT_SIZE))
     params = client.result
-    return BoxWriter(params.encrypt_key, params.encrypt_nonce), OutputChecker(params.decrypt_key,
-                                                                              params.decrypt_nonce)
+    return BoxWriter(params.encrypt_key, params.encrypt_nonce), OutputChecker(
+        params.decrypt_key, params.decrypt_nonce
+    )
 
 
 def assert_valid_session(running: RunningNode) -> None:
@@ -242,12 +254,18 @@ def assert_valid_session(running: RunningNode) -> None:
             assert not any(isinstance(event, Closed) and event.failed for event in new), new
             events += new
             if req is None and conn.is_open:
-                req = conn.request(["createHistoryStream"], [{"id": running.node.feed_id}], "source")
+                req = conn.request(
+                    ["createHistoryStream"], [{"id": running.node.feed_id}], "source"
+                )
             if req is not None and any(isinstance(e, StreamEnd) and e.req == -req for e in events):
                 break
             sock.sendall(conn.data_to_send())
             assert data, "valid session: the node hung up"
-        items = [event.msg.json() for event in events if isinstance(event, StreamData) and event.req == -req]
+        items = [
+            event.msg.json()
+            for event in events
+            if isinstance(event, StreamData) and event.req == -req
+        ]
         assert [item["value"]["sequence"] for item in items] == list(range(1, MESSAGES + 1))
         conn.close()
         sock.sendall(conn.data_to_send())
@@ -278,15 +296,21 @@ def after_example(running: RunningNode) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
     max_leaves=6,
 )
 requests = st.one_of(st.integers(1, 30), st.integers(-30, 0), st.integers(-(2**31), 2**31 - 1))
 
 
 def rpc_packet(flags: int, req: int, body: bytes, length: int | None = None) -> bytes:
-    return (bytes([flags]) + (len(body) if length is None else length).to_bytes(4, "big")
-            + (req & 0xFFFFFFFF).to_bytes(4, "big") + body)
+    return (
+        bytes([flags])
+        + (len(body) if length is None else length).to_bytes(4, "big")
+        + (req & 0xFFFFFFFF).to_bytes(4, "big")
+        + body
+    )
 
 
 def json_packet(req: int, value, *, stream: bool = False) -> bytes:
@@ -296,22 +320,42 @@ def json_packet(req: int, value, *, stream: bool = False) -> bytes:
 @st.composite
 def rpc_inputs(draw, feed_id: str) -> bytes:
     """One malformed (or odd but well-framed) RPC packet's bytes."""
-    kind = draw(st.sampled_from(["raw", "huge-length", "bad-json", "deep", "history", "call", "end"]))
+    kind = draw(
+        st.sampled_from(["raw", "huge-length", "bad-json", "deep", "history", "call", "end"])
+    )
     req = draw(requests)
     if kind == "raw":  # any flags, including unknown body type 3 and the unused bits
         return rpc_packet(draw(st.integers(0, 255)), req, draw(st.binary(max_size=64)))
     if kind == "huge-length":
-        return rpc_packet(draw(st.integers(0, 255)), req, b"", draw(st.integers(256 * 1024, 2**32 - 1)))
+        return rpc_packet(
+            draw(st.integers(0, 255)), req, b"", draw(st.integers(256 * 1024, 2**32 - 1))
+        )
     if kind == "bad-json":
-        text = draw(st.sampled_from(["", "{", "[1,]", "NaN", "1e400", '"\\ud800"', '{"name":']) | st.text(max_size=30))
+        text = draw(
+            st.sampled_from(["", "{", "[1,]", "NaN", "1e400", '"\\ud800"', '{"name":'])
+            | st.text(max_size=30)
+        )
         return rpc_packet(0x02 | draw(st.sampled_from([0, 0x08])), req, text.encode())
     if kind == "deep":
-        return rpc_packet(0x02, req, (draw(st.sampled_from(["[", '{"a":'])) * draw(st.integers(500, 40_000))).encode())
+        return rpc_packet(
+            0x02,
+            req,
+            (draw(st.sampled_from(["[", '{"a":'])) * draw(st.integers(500, 40_000))).encode(),
+        )
     if kind == "history":
-        options = draw(st.dictionaries(
-            st.sampled_from(["sequence", "seq", "limit", "live", "old", "keys"]) | st.text(max_size=5),
-            st.integers() | st.floats() | st.booleans() | st.none() | st.text(max_size=8) | json_values,
-            max_size=4))
+        options = draw(
+            st.dictionaries(
+                st.sampled_from(["sequence", "seq", "limit", "live", "old", "keys"])
+                | st.text(max_size=5),
+                st.integers()
+                | st.floats()
+                | st.booleans()
+                | st.none()
+                | st.text(max_size=8)
+                | json_values,
+                max_size=4,
+            )
+        )
         feed = draw(st.sampled_from([feed_id, "@x.ed25519", feed_id[:-1], None]) | json_values)
         if feed is not None:
             options["id"] = feed
@@ -320,11 +364,17 @@ def rpc_inputs(draw, feed_id: str) -> bytes:
         body = {"name": ["createHistoryStream"], "type": type_, "args": args}
         return json_packet(req, body, stream=draw(st.booleans()))
     if kind == "call":  # unknown procedures and wrong shapes
-        body = draw(st.fixed_dictionaries({}, optional={
-            "name": st.sampled_from([["whoami"], ["nope"], ["blobs", "get"], [], "whoami"]) | json_values,
-            "type": st.sampled_from(["async", "source", "sync", "x"]) | json_values,
-            "args": st.lists(json_values, max_size=2) | json_values,
-        }))
+        body = draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "name": st.sampled_from([["whoami"], ["nope"], ["blobs", "get"], [], "whoami"])
+                    | json_values,
+                    "type": st.sampled_from(["async", "source", "sync", "x"]) | json_values,
+                    "args": st.lists(json_values, max_size=2) | json_values,
+                },
+            )
+        )
         return json_packet(req, body, stream=draw(st.booleans()))
     return rpc_packet(0x0E, req, json.dumps(draw(json_values)).encode())  # end packet, any request
 
@@ -340,8 +390,11 @@ handshake_inputs = st.one_of(
     st.tuples(st.just("garbage-msg3"), st.binary(min_size=1, max_size=200)),
     st.tuples(st.just("truncated-msg3"), st.integers(0, 111)),
     st.tuples(st.just("tampered-msg3"), st.integers(0, 111), st.integers(1, 255)),
-    st.tuples(st.just("forged-msg3"), st.binary(min_size=64, max_size=64),
-              st.sampled_from(LOW_ORDER_POINTS) | st.binary(min_size=32, max_size=32)),
+    st.tuples(
+        st.just("forged-msg3"),
+        st.binary(min_size=64, max_size=64),
+        st.sampled_from(LOW_ORDER_POINTS) | st.binary(min_size=32, max_size=32),
+    ),
 )
 
 
@@ -385,8 +438,13 @@ def test_malformed_handshake_is_dropped_silently(running_node: RunningNode, case
             else:  # forged-msg3: correctly boxed, with a bad signature and/or key
                 ab = shs.shared_secret_ab(ephemeral_secret, msg2[32:])
                 aB = shs.client_shared_secret_aB(ephemeral_secret, running_node.public)
-                data = shs.box_client_auth(network_key=NETWORK_KEY, shared_secret_ab=ab, shared_secret_aB=aB,
-                                           detached_signature_A=case[1], client_public=case[2])
+                data = shs.box_client_auth(
+                    network_key=NETWORK_KEY,
+                    shared_secret_ab=ab,
+                    shared_secret_aB=aB,
+                    detached_signature_A=case[1],
+                    client_public=case[2],
+                )
         send(sock, data)
         half_close(sock)  # truncated input: the node must give up on EOF
         received = read_until_closed(sock)
@@ -407,7 +465,12 @@ def _valid_hello(data: bytes) -> bool:
 box_ops = st.one_of(
     st.tuples(st.just("random"), st.binary(min_size=1, max_size=300)),
     st.tuples(st.just("whoami")),
-    st.tuples(st.just("tamper"), st.binary(min_size=1, max_size=100), st.integers(0, 200), st.integers(1, 255)),
+    st.tuples(
+        st.just("tamper"),
+        st.binary(min_size=1, max_size=100),
+        st.integers(0, 200),
+        st.integers(1, 255),
+    ),
     st.tuples(st.just("oversized"), st.integers(4097, 65535), st.booleans()),
     st.tuples(st.just("truncated"), st.binary(min_size=1, max_size=100), st.integers(0, 200)),
     st.tuples(st.just("skip-nonce")),
@@ -419,7 +482,9 @@ box_ops = st.one_of(
 
 @settings(FUZZ_SETTINGS, max_examples=examples(60))
 @given(ops=st.lists(box_ops, min_size=1, max_size=5), end_with_goodbye=st.booleans())
-def test_malformed_box_stream_ends_the_connection(running_node: RunningNode, ops: list, end_with_goodbye: bool) -> None:
+def test_malformed_box_stream_ends_the_connection(
+    running_node: RunningNode, ops: list, end_with_goodbye: bool
+) -> None:
     with connect(running_node.port) as sock:
         writer, checker = open_box_stream(running_node, sock)
         data = bytearray()
@@ -428,7 +493,9 @@ def test_malformed_box_stream_ends_the_connection(running_node: RunningNode, ops
             if kind == "random":
                 data += op[1]
             elif kind == "whoami":
-                data += writer.box(json_packet(100, {"name": ["whoami"], "type": "async", "args": []}))
+                data += writer.box(
+                    json_packet(100, {"name": ["whoami"], "type": "async", "args": []})
+                )
             elif kind == "tamper":
                 box = bytearray(writer.box(op[1]))
                 box[op[2] % len(box)] ^= op[3]
@@ -460,16 +527,23 @@ def test_malformed_box_stream_ends_the_connection(running_node: RunningNode, ops
 
 
 @settings(FUZZ_SETTINGS, max_examples=examples(80))
-@given(data=st.data(), split=st.integers(1, 4096), ending=st.sampled_from(["goodbye", "eof", "whoami+goodbye"]))
-def test_malformed_rpc_is_answered_or_ends_the_connection(running_node: RunningNode, data, split: int,
-                                                          ending: str) -> None:
+@given(
+    data=st.data(),
+    split=st.integers(1, 4096),
+    ending=st.sampled_from(["goodbye", "eof", "whoami+goodbye"]),
+)
+def test_malformed_rpc_is_answered_or_ends_the_connection(
+    running_node: RunningNode, data, split: int, ending: str
+) -> None:
     packets = data.draw(st.lists(rpc_inputs(running_node.node.feed_id), min_size=1, max_size=4))
     plaintext = b"".join(packets)
     with connect(running_node.port) as sock:
         writer, checker = open_box_stream(running_node, sock)
         wire = writer.boxes(plaintext, max(split, -(-len(plaintext) // 32)))
         if ending == "whoami+goodbye":
-            wire += writer.boxes(json_packet(10**6, {"name": ["whoami"], "type": "async", "args": []}))
+            wire += writer.boxes(
+                json_packet(10**6, {"name": ["whoami"], "type": "async", "args": []})
+            )
         if ending != "eof":
             wire += writer.boxes(GOODBYE) + writer.goodbye()
         send(sock, wire)
@@ -486,23 +560,40 @@ def _session_with(running: RunningNode, plaintext: bytes) -> list:
     with connect(running.port) as sock:
         writer, checker = open_box_stream(running, sock)
         whoami = json_packet(10**6, {"name": ["whoami"], "type": "async", "args": []})
-        send(sock, writer.boxes(plaintext) + writer.boxes(whoami) + writer.boxes(GOODBYE) + writer.goodbye())
+        send(
+            sock,
+            writer.boxes(plaintext)
+            + writer.boxes(whoami)
+            + writer.boxes(GOODBYE)
+            + writer.goodbye(),
+        )
         read_until_closed(sock, checker)
     assert_no_node_errors(running)
     return checker.messages
 
 
-@pytest.mark.parametrize("body", [
-    {"name": ["whoami"], "type": [], "args": []},  # unhashable type: was a TypeError in the node
-    {"name": ["createHistoryStream"], "type": {"a": 1}, "args": [{}]},
-])
-def test_request_with_non_string_type_is_a_violation_not_a_crash(running_node: RunningNode, body) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "name": ["whoami"],
+            "type": [],
+            "args": [],
+        },  # unhashable type: was a TypeError in the node
+        {"name": ["createHistoryStream"], "type": {"a": 1}, "args": [{}]},
+    ],
+)
+def test_request_with_non_string_type_is_a_violation_not_a_crash(
+    running_node: RunningNode, body
+) -> None:
     messages = _session_with(running_node, json_packet(1, body, stream=True))
     assert any(message.req == -(10**6) and not message.end for message in messages), messages
 
 
 @pytest.mark.parametrize("opener", ["[", '{"a":'])
-def test_deeply_nested_json_is_a_violation_not_a_crash(running_node: RunningNode, opener: str) -> None:
+def test_deeply_nested_json_is_a_violation_not_a_crash(
+    running_node: RunningNode, opener: str
+) -> None:
     # Was a RecursionError escaping the RPC layer.
     messages = _session_with(running_node, rpc_packet(0x02, 1, (opener * 50_000).encode()))
     assert any(message.req == -(10**6) and not message.end for message in messages), messages
@@ -523,7 +614,9 @@ def test_request_sharing_a_read_with_a_bad_box(running_node: RunningNode) -> Non
 
 
 @pytest.mark.parametrize("stage", ["handshake", "box stream"])
-def test_silent_client_is_dropped_by_the_node_timeouts(running_node: RunningNode, stage: str) -> None:
+def test_silent_client_is_dropped_by_the_node_timeouts(
+    running_node: RunningNode, stage: str
+) -> None:
     with connect(running_node.port) as sock:
         if stage == "handshake":
             send(sock, bytes(10))  # part of a hello, then nothing

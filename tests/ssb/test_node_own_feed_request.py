@@ -23,7 +23,9 @@ SILENCE = 0.5
 
 
 async def connect(node: SsbNode, port: int, keypair: Keypair):
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), READ_TIMEOUT)
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", port), READ_TIMEOUT
+    )
     conn = SsbConnection.client(NETWORK_KEY, keypair, node.keypair.public)
     writer.write(conn.data_to_send())
     return conn, reader, writer
@@ -57,7 +59,11 @@ async def events_within(conn, reader, writer, seconds: float, until_open: bool =
         events = conn.receive_data(data) if data else conn.receive_eof()
         writer.write(conn.data_to_send())
         collected.extend(events)
-        if not data or any(isinstance(event, Closed) for event in events) or (until_open and conn.is_open):
+        if (
+            not data
+            or any(isinstance(event, Closed) for event in events)
+            or (until_open and conn.is_open)
+        ):
             break
     return collected
 
@@ -79,7 +85,9 @@ async def test_node_asks_a_connecting_peer_for_its_own_feed_from_the_next_messag
         # Nothing before the peer's first request.
         while not conn.is_open:
             await events_within(conn, reader, writer, READ_TIMEOUT, until_open=True)
-        assert not [e for e in await events_within(conn, reader, writer, SILENCE) if isinstance(e, Request)]
+        assert not [
+            e for e in await events_within(conn, reader, writer, SILENCE) if isinstance(e, Request)
+        ]
         request, _ = await first_request_of_node(conn, reader, writer)
         assert request.name == ["createHistoryStream"] and request.type == "source"
         # The first message it lacks (4), as the network reads `sequence`
@@ -103,7 +111,12 @@ async def test_node_ignores_messages_of_its_own_feed_offered_by_the_peer(node):
     conn, reader, writer = await connect(server, port, Keypair.generate())
     try:
         request, _ = await first_request_of_node(conn, reader, writer)
-        forged = {"previous": None, "author": server.feed_id, "sequence": 4, "content": {"type": "post"}}
+        forged = {
+            "previous": None,
+            "author": server.feed_id,
+            "sequence": 4,
+            "content": {"type": "post"},
+        }
         conn.stream_send(request.req, forged)
         conn.stream_end(request.req)
         writer.write(conn.data_to_send())

@@ -54,13 +54,21 @@ def test_header_round_trip(flags, length, req):
 
 def test_header_layout_matches_the_figure():
     # flags byte, u32 BE length, i32 BE request number (img/rpc_header.png)
-    assert encode_header(0x0A, 0x0102, -1).hex() == "0a" "00000102" "ffffffff"
+    assert encode_header(0x0A, 0x0102, -1).hex() == "0a00000102ffffffff"
     assert encode_header(0, 0, 0) == GOODBYE
 
 
-@pytest.mark.parametrize("flags, length, req", [
-    (256, 0, 1), (-1, 0, 1), (0, 2**32, 1), (0, -1, 1), (0, 0, 2**31), (0, 0, -(2**31) - 1),
-])
+@pytest.mark.parametrize(
+    "flags, length, req",
+    [
+        (256, 0, 1),
+        (-1, 0, 1),
+        (0, 2**32, 1),
+        (0, -1, 1),
+        (0, 0, 2**31),
+        (0, 0, -(2**31) - 1),
+    ],
+)
 def test_encode_header_rejects_values_that_do_not_fit(flags, length, req):
     with pytest.raises(ValueError):
         encode_header(flags, length, req)
@@ -90,13 +98,16 @@ def test_json_keeps_key_order():
     assert list(RpcMessage(1, False, False, BodyType.JSON, b'{"z":1,"a":2}').json()) == ["z", "a"]
 
 
-@pytest.mark.parametrize("msg", [
-    RpcMessage.from_text(1, "true"),
-    RpcMessage(1, False, False, BodyType.JSON, b"{nope"),
-    RpcMessage(1, False, False, BodyType.JSON, b"NaN"),
-    RpcMessage(1, False, False, BodyType.JSON, b'"\xff"'),
-    RpcMessage(1, False, False, BodyType.JSON, b""),
-])
+@pytest.mark.parametrize(
+    "msg",
+    [
+        RpcMessage.from_text(1, "true"),
+        RpcMessage(1, False, False, BodyType.JSON, b"{nope"),
+        RpcMessage(1, False, False, BodyType.JSON, b"NaN"),
+        RpcMessage(1, False, False, BodyType.JSON, b'"\xff"'),
+        RpcMessage(1, False, False, BodyType.JSON, b""),
+    ],
+)
 def test_json_rejects_non_json_bodies(msg):
     with pytest.raises(RpcError):
         msg.json()
@@ -127,7 +138,10 @@ def test_decoder_handles_any_chunking(batch, data):
 
 
 def test_decoder_byte_by_byte():
-    wire = RpcMessage.from_json(1, {"a": [1, 2]}, stream=True).encode() + RpcMessage.from_bytes(-2, b"xyz").encode()
+    wire = (
+        RpcMessage.from_json(1, {"a": [1, 2]}, stream=True).encode()
+        + RpcMessage.from_bytes(-2, b"xyz").encode()
+    )
     decoder = RpcDecoder()
     decoded = [msg for byte in wire for msg in decoder.receive_data(bytes([byte]))]
     assert [msg.req for msg in decoded] == [1, -2]
@@ -154,10 +168,15 @@ def test_default_bound():
         RpcDecoder().receive_data(encode_header(0x00, DEFAULT_MAX_BODY + 1, 1))
 
 
-@pytest.mark.parametrize("flags, reason", [
-    (0x03, "unknown body type"), (0x0B, "unknown body type"),
-    (0x12, "unknown flag bits"), (0x82, "unknown flag bits"),
-])
+@pytest.mark.parametrize(
+    "flags, reason",
+    [
+        (0x03, "unknown body type"),
+        (0x0B, "unknown body type"),
+        (0x12, "unknown flag bits"),
+        (0x82, "unknown flag bits"),
+    ],
+)
 def test_bad_flags_are_rejected(flags, reason):
     with pytest.raises(RpcError) as raised:
         RpcDecoder().receive_data(encode_header(flags, 2, 1) + b"{}")
@@ -244,8 +263,11 @@ def test_request_wire_format():
     req, data = RpcEndpoint().request(["createHistoryStream"], [{"id": FEED_ID}], "source")
     [msg] = RpcDecoder().receive_data(data)
     assert (msg.req, msg.stream, msg.end) == (1, True, False)
-    assert msg.body == (b'{"name":["createHistoryStream"],"type":"source","args":[{"id":"'
-                        + FEED_ID.encode() + b'"}]}')
+    assert msg.body == (
+        b'{"name":["createHistoryStream"],"type":"source","args":[{"id":"'
+        + FEED_ID.encode()
+        + b'"}]}'
+    )
 
 
 def test_source_stream_ended_by_the_responder_is_closed_by_both_ends():
@@ -308,7 +330,9 @@ def test_stream_ended_with_an_error():
     pair = Pair()
     req = history_request(pair)
     error = {"name": "Error", "message": "no such feed", "stack": ""}
-    events, automatic, _ = pair.deliver(pair.client, pair.server.respond_error(req, "Error", "no such feed"))
+    events, automatic, _ = pair.deliver(
+        pair.client, pair.server.respond_error(req, "Error", "no such feed")
+    )
     assert events == [StreamEnd(-1, error)]
     assert automatic == RpcMessage.from_json(1, True, stream=True, end=True).encode()
     assert pair.server.open_incoming == set()
@@ -340,14 +364,20 @@ def test_async_error():
     error = pair.server.respond_error(req, "Error", "invalid hash:this was a mistake")
     [msg] = RpcDecoder().receive_data(error)
     assert (msg.req, msg.stream, msg.end) == (-3, False, True)
-    assert msg.json() == {"name": "Error", "message": "invalid hash:this was a mistake", "stack": ""}
+    assert msg.json() == {
+        "name": "Error",
+        "message": "invalid hash:this was a mistake",
+        "stack": "",
+    }
     assert pair.client.receive_data(error) == [AsyncError(-3, msg.json())]
     assert pair.client.open_outgoing == {1, 2}
 
 
 def test_async_request_without_type_as_js_muxrpc_sends_it():
     server = RpcEndpoint()
-    [event] = server.receive_data(RpcMessage.from_json(1, {"name": ["whoami"], "args": []}).encode())
+    [event] = server.receive_data(
+        RpcMessage.from_json(1, {"name": ["whoami"], "args": []}).encode()
+    )
     assert event == Request(1, ["whoami"], "async", [])
 
 
@@ -373,13 +403,16 @@ def test_requester_sends_no_data_on_a_source():
     assert pair.server.open_incoming == {req}
 
 
-@pytest.mark.parametrize("msg, fragment", [
-    (RpcMessage.from_json(-9, True), "never made"),
-    (RpcMessage.from_json(-9, True, stream=True, end=True), "never made"),
-    (RpcMessage.from_json(5, True, stream=True, end=True), "never opened"),
-    (RpcMessage.from_json(0, True), "request number 0"),
-    (RpcMessage.from_json(-(2**31), True), "never made"),
-])
+@pytest.mark.parametrize(
+    "msg, fragment",
+    [
+        (RpcMessage.from_json(-9, True), "never made"),
+        (RpcMessage.from_json(-9, True, stream=True, end=True), "never made"),
+        (RpcMessage.from_json(5, True, stream=True, end=True), "never opened"),
+        (RpcMessage.from_json(0, True), "request number 0"),
+        (RpcMessage.from_json(-(2**31), True), "never made"),
+    ],
+)
 def test_packets_for_unknown_requests_are_violations(msg, fragment):
     [violation] = RpcEndpoint().receive_data(msg.encode())
     assert isinstance(violation, ProtocolViolation) and fragment in violation.reason
@@ -397,19 +430,25 @@ def test_packets_on_closed_streams_are_violations():
         assert isinstance(violation, ProtocolViolation) and "closed" in violation.reason
     # Reusing a closed request number is not a new request.
     [violation] = pair.server.receive_data(
-        RpcMessage.from_json(req, {"name": ["x"], "type": "source", "args": []}, stream=True).encode())
+        RpcMessage.from_json(
+            req, {"name": ["x"], "type": "source", "args": []}, stream=True
+        ).encode()
+    )
     assert isinstance(violation, ProtocolViolation) and "closed" in violation.reason
     assert pair.client.data_to_send() == b"" and pair.server.data_to_send() == b""
 
 
-@pytest.mark.parametrize("body, stream", [
-    ({"name": ["blobs", "has"], "type": "async", "args": []}, True),
-    ({"name": ["createHistoryStream"], "type": "source", "args": []}, False),
-    ({"name": "blobs.has", "args": []}, False),
-    ({"name": ["x"], "type": "teleport", "args": []}, False),
-    ({"name": ["x"], "type": "async"}, False),
-    ([1, 2], False),
-])
+@pytest.mark.parametrize(
+    "body, stream",
+    [
+        ({"name": ["blobs", "has"], "type": "async", "args": []}, True),
+        ({"name": ["createHistoryStream"], "type": "source", "args": []}, False),
+        ({"name": "blobs.has", "args": []}, False),
+        ({"name": ["x"], "type": "teleport", "args": []}, False),
+        ({"name": ["x"], "type": "async"}, False),
+        ([1, 2], False),
+    ],
+)
 def test_malformed_requests_are_violations(body, stream):
     endpoint = RpcEndpoint()
     [violation] = endpoint.receive_data(RpcMessage.from_json(1, body, stream=stream).encode())

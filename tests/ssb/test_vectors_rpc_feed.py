@@ -54,13 +54,21 @@ def test_rpc_file_header_and_coverage():
     assert any(vector["body_hex"] == "" for vector in PACKETS)
     assert any(vector["end"] and vector.get("body_json") is True for vector in PACKETS)
     assert {case["reason"] for case in RPC["invalid"]} == {
-        "unknown body type", "truncated packet", "body length exceeds limit", "invalid JSON body",
+        "unknown body type",
+        "truncated packet",
+        "body length exceeds limit",
+        "invalid JSON body",
     }
 
 
 def message_of(vector: dict) -> RpcMessage:
-    return RpcMessage(vector["req"], vector["stream"], vector["end"],
-                      BodyType[vector["body_type"].upper()], bytes.fromhex(vector["body_hex"]))
+    return RpcMessage(
+        vector["req"],
+        vector["stream"],
+        vector["end"],
+        BodyType[vector["body_type"].upper()],
+        bytes.fromhex(vector["body_hex"]),
+    )
 
 
 @pytest.mark.parametrize("vector", **by_id(PACKETS))
@@ -69,8 +77,9 @@ def test_rpc_vector_encodes(vector):
     assert msg.encode().hex() == vector["wire"]
     if "body_json" in vector:
         assert msg.json() == vector["body_json"]
-        rebuilt = RpcMessage.from_json(vector["req"], vector["body_json"],
-                                       stream=vector["stream"], end=vector["end"])
+        rebuilt = RpcMessage.from_json(
+            vector["req"], vector["body_json"], stream=vector["stream"], end=vector["end"]
+        )
         assert rebuilt.encode().hex() == vector["wire"]
 
 
@@ -98,7 +107,7 @@ def test_rpc_vectors_back_to_back():
     decoder = RpcDecoder()
     decoded = []
     for start in range(0, len(wire), 7):
-        decoded += decoder.receive_data(wire[start:start + 7])
+        decoded += decoder.receive_data(wire[start : start + 7])
     assert decoded == [message_of(vector) for vector in PACKETS]
     assert decoder.ended
 
@@ -135,8 +144,11 @@ def previous_valid_message(index: int) -> dict | None:
     msg = FEED["valid"][index]["message"]
     if msg["sequence"] == 1:
         return None
-    earlier = [vector["message"] for vector in FEED["valid"][:index]
-               if vector["message"]["author"] == msg["author"]]
+    earlier = [
+        vector["message"]
+        for vector in FEED["valid"][:index]
+        if vector["message"]["author"] == msg["author"]
+    ]
     return earlier[-1]
 
 
@@ -169,7 +181,9 @@ def test_feed_invalid(case):
     assert raised.value.reason == case["reason"]
 
 
-@pytest.mark.parametrize("case", **by_id([case for case in FEED["invalid"] if isinstance(case["message"], dict)]))
+@pytest.mark.parametrize(
+    "case", **by_id([case for case in FEED["invalid"] if isinstance(case["message"], dict)])
+)
 def test_feed_invalid_as_received_text(case):
     # The same messages arriving as JSON text (a createHistoryStream body)
     # fail for the same reason. Python's json.dumps keeps big integers exact.

@@ -50,7 +50,11 @@ def test_shs_file_header_and_coverage():
 def test_boxstream_file_header_and_coverage():
     assert (BOXSTREAM["protocol"], BOXSTREAM["component"]) == ("ssb", "boxstream")
     assert {vector["id"] for vector in BOXSTREAM["vectors"]} >= {
-        "single-small-body", "max-body", "split-5000", "goodbye-only", "nonce-wrap",
+        "single-small-body",
+        "max-body",
+        "split-5000",
+        "goodbye-only",
+        "nonce-wrap",
     }
     assert {case["reason"] for case in BOXSTREAM["invalid"]} == {
         "header authentication failed",
@@ -120,11 +124,13 @@ def test_shs_vector_with_the_primitives(vector):
         "shared_secret_ab": h(vector["shared_secret_ab"]),
         "shared_secret_aB": h(vector["shared_secret_aB"]),
     }
-    assert shs.shared_secret_ab(server_ephemeral_secret, client_ephemeral_public) == (
-        secrets["shared_secret_ab"]
+    assert (
+        shs.shared_secret_ab(server_ephemeral_secret, client_ephemeral_public)
+        == (secrets["shared_secret_ab"])
     )
-    assert shs.server_shared_secret_aB(server_keys, client_ephemeral_public) == (
-        secrets["shared_secret_aB"]
+    assert (
+        shs.server_shared_secret_aB(server_keys, client_ephemeral_public)
+        == (secrets["shared_secret_aB"])
     )
     assert shs.server_shared_secret_Ab(server_ephemeral_secret, client_keys.public) == (
         h(vector["shared_secret_Ab"])

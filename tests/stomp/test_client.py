@@ -44,8 +44,10 @@ TYPES = ("ConfigureAccount", "PrepareTransfer", "FinalizeTransfer", "AccountUpda
 
 
 def messages(count: int = 3) -> list[OutgoingMessage]:
-    return [OutgoingMessage.from_json(TYPES[i % len(TYPES)], example_message(TYPES[i % len(TYPES)]))
-            for i in range(count)]
+    return [
+        OutgoingMessage.from_json(TYPES[i % len(TYPES)], example_message(TYPES[i % len(TYPES)]))
+        for i in range(count)
+    ]
 
 
 def settings(**changes) -> ClientSettings:
@@ -87,8 +89,13 @@ def test_connect_frame_carries_the_profile_headers():
     session.start_connection()
     (connect,) = frames_of(session.data_to_send())
     assert connect.command == "CONNECT"
-    assert connect.headers == (("accept-version", "1.2"), ("host", "/1234"), ("login", "1234"),
-                               ("passcode", "secret"), ("heart-beat", "10000,10000"))
+    assert connect.headers == (
+        ("accept-version", "1.2"),
+        ("host", "/1234"),
+        ("login", "1234"),
+        ("passcode", "secret"),
+        ("heart-beat", "10000,10000"),
+    )
     assert session.state is State.CONNECTING
 
 
@@ -186,8 +193,11 @@ def test_receipts_split_across_reads_and_byte_by_byte():
     data = receipt("p-0") + b"\n" + receipt("p-1")
     events = []
     for index in range(len(data)):
-        events += session.receive_data(data[index:index + 1])
-    assert [event for event in events if isinstance(event, Delivered)] == [Delivered(0, "p-0"), Delivered(1, "p-1")]
+        events += session.receive_data(data[index : index + 1])
+    assert [event for event in events if isinstance(event, Delivered)] == [
+        Delivered(0, "p-0"),
+        Delivered(1, "p-1"),
+    ]
 
 
 def test_disconnect_with_receipt_after_everything_is_delivered():
@@ -293,7 +303,9 @@ def test_heart_beats_are_negotiated():
     session = ClientSession(settings(heart_beat=(10_000, 3_000)), messages(1))
     session.start_connection()
     session.data_to_send()
-    (event,) = session.receive_data(wire(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "1000,20000")))))
+    (event,) = session.receive_data(
+        wire(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "1000,20000"))))
+    )
     assert event == Connected(None, 20_000, 3_000)
     session.data_to_send()
     session.heartbeat()
@@ -304,7 +316,9 @@ def test_no_heart_beats_when_either_side_says_zero():
     session = ClientSession(settings(heart_beat=(0, 5000)), messages(1))
     session.start_connection()
     session.data_to_send()
-    (event,) = session.receive_data(wire(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "5000,0")))))
+    (event,) = session.receive_data(
+        wire(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "5000,0"))))
+    )
     assert (event.send_every, event.expect_every) == (0, 5000)
 
 
@@ -312,16 +326,25 @@ def test_unreadable_heart_beat_header_is_a_violation():
     session = ClientSession(settings(), messages(1))
     session.start_connection()
     session.data_to_send()
-    (event,) = session.receive_data(wire(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "x")))))
+    (event,) = session.receive_data(
+        wire(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "x"))))
+    )
     assert isinstance(event, ProtocolViolation)
 
 
-@pytest.mark.parametrize("data", [
-    wire(Frame("MESSAGE", (("destination", "/q"), ("message-id", "1"), ("subscription", "0")), b"x")),
-    CONNECTED,
-    b"RECEIPT\nreceipt-id:a\\tb\n\n\x00",   # undefined escape
-    b"NONSENSE\n\n\x00",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        wire(
+            Frame(
+                "MESSAGE", (("destination", "/q"), ("message-id", "1"), ("subscription", "0")), b"x"
+            )
+        ),
+        CONNECTED,
+        b"RECEIPT\nreceipt-id:a\\tb\n\n\x00",  # undefined escape
+        b"NONSENSE\n\n\x00",
+    ],
+)
 def test_unexpected_or_malformed_frames_end_the_connection(data):
     session, _ = connected_session(1)
     (event,) = session.receive_data(data)
@@ -378,9 +401,14 @@ def test_settings_substitute_the_node_id_where_the_profile_says():
     assert made.passcode == "pw-${NODE_ID}"
 
 
-@pytest.mark.parametrize("fault, field", [(ClientFault.LITERAL_NODE_ID_HOST, "host"),
-                                          (ClientFault.LITERAL_NODE_ID_LOGIN, "login"),
-                                          (ClientFault.LITERAL_NODE_ID_DESTINATION, "destination")])
+@pytest.mark.parametrize(
+    "fault, field",
+    [
+        (ClientFault.LITERAL_NODE_ID_HOST, "host"),
+        (ClientFault.LITERAL_NODE_ID_LOGIN, "login"),
+        (ClientFault.LITERAL_NODE_ID_DESTINATION, "destination"),
+    ],
+)
 def test_literal_node_id_faults_keep_one_value_unsubstituted(fault, field):
     made = settings_from_manifest(parse_manifest(MANIFEST), "42", frozenset({fault}), "x")
     for name in ("host", "login", "destination"):
@@ -388,18 +416,27 @@ def test_literal_node_id_faults_keep_one_value_unsubstituted(fault, field):
 
 
 def test_parse_messages_reads_json_lines():
-    text = "\n".join(json.dumps({"type": t, "body": example_message(t)}) for t in TYPES[:2]) + "\n\n"
+    text = (
+        "\n".join(json.dumps({"type": t, "body": example_message(t)}) for t in TYPES[:2]) + "\n\n"
+    )
     parsed = parse_messages(text)
     assert [message.type for message in parsed] == list(TYPES[:2])
     assert json.loads(parsed[1].body) == example_message(TYPES[1])
 
 
-@pytest.mark.parametrize("line, words", [("{", "line 2: not JSON"), ("[]", "line 2: expected an object"),
-                                         ('{"type": "", "body": {}}', "line 2: \"type\""),
-                                         ('{"type": "T", "body": 3}', "line 2: \"body\""),
-                                         ('{"type": "T", "body": {}, "x": 1}', "line 2: expected")])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("{", "line 2: not JSON"),
+        ("[]", "line 2: expected an object"),
+        ('{"type": "", "body": {}}', 'line 2: "type"'),
+        ('{"type": "T", "body": 3}', 'line 2: "body"'),
+        ('{"type": "T", "body": {}, "x": 1}', "line 2: expected"),
+    ],
+)
 def test_parse_messages_names_the_bad_line(line, words):
     from reference_impl.stomp.client import ClientUsageError
+
     with pytest.raises(ClientUsageError, match=words):
         parse_messages('{"type": "T", "body": {}}\n' + line)
 
@@ -409,7 +446,10 @@ def test_parse_messages_names_the_bad_line(line, words):
 
 def test_client_faults_match_the_registry():
     from reference_impl.stomp.faults import SPECS
-    assert {spec.name for spec in SPECS if spec.role == "client"} == {fault.value for fault in ClientFault}
+
+    assert {spec.name for spec in SPECS if spec.role == "client"} == {
+        fault.value for fault in ClientFault
+    }
 
 
 def test_fault_count_before_receipt_reports_delivery_at_send_time():
@@ -417,7 +457,10 @@ def test_fault_count_before_receipt_reports_delivery_at_send_time():
     session.start_connection()
     session.data_to_send()
     events = session.receive_data(CONNECTED)
-    assert [event for event in events if isinstance(event, Delivered)] == [Delivered(0, None), Delivered(1, None)]
+    assert [event for event in events if isinstance(event, Delivered)] == [
+        Delivered(0, None),
+        Delivered(1, None),
+    ]
     assert session.receive_data(receipt("p-1")) == []  # not reported twice
     assert session.reported_delivered == 2
 
@@ -428,7 +471,10 @@ def test_fault_client_exact_receipts_confirms_the_named_send_only():
     assert session.delivered == [2] and [item.index for item in session._in_flight] == [0, 1, 3]
     # One RECEIPT per SEND, in order, delivers everything as without the fault.
     assert session.receive_data(receipt("p-0") + receipt("p-1") + receipt("p-3")) == [
-        Delivered(0, "p-0"), Delivered(1, "p-1"), Delivered(3, "p-3")]
+        Delivered(0, "p-0"),
+        Delivered(1, "p-1"),
+        Delivered(3, "p-3"),
+    ]
     assert session.all_delivered
 
 
@@ -442,12 +488,15 @@ def test_fault_no_resend_gives_up_unreceipted_messages():
     assert [frame.get("receipt") for frame in frames_of(session.data_to_send())] == ["p-2"]
 
 
-@pytest.mark.parametrize("fault, check", [
-    (ClientFault.OMIT_TYPE, lambda f: not f.has("type")),
-    (ClientFault.OMIT_CONTENT_TYPE, lambda f: not f.has("content-type")),
-    (ClientFault.PERSISTENT_FALSE, lambda f: f.get("persistent") == "false"),
-    (ClientFault.OMIT_RECEIPT, lambda f: not f.has("receipt")),
-])
+@pytest.mark.parametrize(
+    "fault, check",
+    [
+        (ClientFault.OMIT_TYPE, lambda f: not f.has("type")),
+        (ClientFault.OMIT_CONTENT_TYPE, lambda f: not f.has("content-type")),
+        (ClientFault.PERSISTENT_FALSE, lambda f: f.get("persistent") == "false"),
+        (ClientFault.OMIT_RECEIPT, lambda f: not f.has("receipt")),
+    ],
+)
 def test_header_faults_change_only_their_header(fault, check):
     _, sent = connected_session(2, faults={fault})
     sends = [frame for frame in sent if frame.command == "SEND"]
@@ -486,20 +535,27 @@ def pki(tmp_path_factory):
 
 
 def _client_context(pki, faults=frozenset()) -> ssl.SSLContext:
-    return tls_context(str(pki.client_cert_file), str(pki.client_key_file), str(pki.ca_file), faults)
+    return tls_context(
+        str(pki.client_cert_file), str(pki.client_key_file), str(pki.ca_file), faults
+    )
 
 
 async def _start_server(pki, store: Path):
     from reference_impl.stomp.node import StompServerNode
 
-    node = StompServerNode(cert_file=str(pki.server_cert_file), key_file=str(pki.server_key_file),
-                           ca_file=str(pki.ca_file), store_dir=store)
+    node = StompServerNode(
+        cert_file=str(pki.server_cert_file),
+        key_file=str(pki.server_key_file),
+        ca_file=str(pki.ca_file),
+        store_dir=store,
+    )
     host, port = await node.start("127.0.0.1", 0)
     return node, port
 
 
 def _stored(store: Path):
     from reference_impl.stomp.store import read_messages
+
     return read_messages(store)
 
 
@@ -510,16 +566,22 @@ async def test_delivers_to_the_reference_server(pki, tmp_path):
     try:
         session = ClientSession(settings(receipt_prefix="e2e"), messages(5))
         events = []
-        run = await run_client(session, lambda: ("127.0.0.1", port), _client_context(pki), timeout=20,
-                               on_event=events.append)
+        run = await run_client(
+            session,
+            lambda: ("127.0.0.1", port),
+            _client_context(pki),
+            timeout=20,
+            on_event=events.append,
+        )
     finally:
         await node.close()
     assert run.delivered == [0, 1, 2, 3, 4] and run.connections == 1
     assert [e.index for e in events if isinstance(e, Delivered)] == [0, 1, 2, 3, 4]
     assert isinstance(events[-1], Disconnected)
     stored = _stored(tmp_path / "store")
-    assert [(m.receipt, m.type, m.destination, m.content_type) for m in stored] == \
-        [(f"e2e-{i}", TYPES[i], "/exchange/smp-1234", "application/json") for i in range(5)]
+    assert [(m.receipt, m.type, m.destination, m.content_type) for m in stored] == [
+        (f"e2e-{i}", TYPES[i], "/exchange/smp-1234", "application/json") for i in range(5)
+    ]
     assert [m.body for m in stored] == [m.body for m in messages(5)]
 
 
@@ -542,8 +604,9 @@ class DroppingProxy:
         self._tasks: set[asyncio.Task] = set()
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0,
-                                                  ssl=harness_server_context(self.pki))
+        self._server = await asyncio.start_server(
+            self._handle, "127.0.0.1", 0, ssl=harness_server_context(self.pki)
+        )
         return self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
@@ -557,8 +620,12 @@ class DroppingProxy:
         dropping = self.connections <= self.drops
         seen: list[Frame] = []
         self.client_frames.append(seen)
-        server_reader, server_writer = await asyncio.wait_for(asyncio.open_connection(
-            "127.0.0.1", self.upstream_port, ssl=harness_client_context(self.pki)), 10)
+        server_reader, server_writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                "127.0.0.1", self.upstream_port, ssl=harness_client_context(self.pki)
+            ),
+            10,
+        )
 
         async def up() -> None:
             parser = FrameParser()
@@ -594,8 +661,13 @@ async def test_resends_what_was_not_receipted_when_the_connection_drops(pki, tmp
     events = []
     try:
         session = ClientSession(settings(receipt_prefix="drop"), messages(4))
-        run = await run_client(session, lambda: ("127.0.0.1", proxy_port), _client_context(pki), timeout=30,
-                               on_event=events.append)
+        run = await run_client(
+            session,
+            lambda: ("127.0.0.1", proxy_port),
+            _client_context(pki),
+            timeout=30,
+            on_event=events.append,
+        )
     finally:
         await proxy.close()
         await node.close()
@@ -606,9 +678,9 @@ async def test_resends_what_was_not_receipted_when_the_connection_drops(pki, tmp
     assert first, "nothing was sent on the first connection"
     # Everything sent on the dropped connection is sent again on the next one,
     # same receipt ids (message ids), first; nothing was counted delivered before.
-    resent = [f.get("receipt") for f in second[:len(first)]]
+    resent = [f.get("receipt") for f in second[: len(first)]]
     assert resent == [f.get("receipt") for f in first]
-    assert [f.body for f in second[:len(first)]] == [f.body for f in first]
+    assert [f.body for f in second[: len(first)]] == [f.body for f in first]
     delivered_at = [i for i, e in enumerate(events) if isinstance(e, Delivered)]
     connected_at = [i for i, e in enumerate(events) if isinstance(e, Connected)]
     assert len(connected_at) == 2 and min(delivered_at) > connected_at[1]
@@ -624,7 +696,9 @@ async def test_no_resend_fault_gives_up_after_a_drop(pki, tmp_path):
     try:
         session = ClientSession(settings(), messages(3), faults={ClientFault.NO_RESEND})
         with pytest.raises(ClientFailure) as failure:
-            await run_client(session, lambda: ("127.0.0.1", proxy_port), _client_context(pki), timeout=30)
+            await run_client(
+                session, lambda: ("127.0.0.1", proxy_port), _client_context(pki), timeout=30
+            )
     finally:
         await proxy.close()
         await node.close()
@@ -632,7 +706,9 @@ async def test_no_resend_fault_gives_up_after_a_drop(pki, tmp_path):
 
 
 async def _fake_server(pki, handler, **context_options):
-    server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=harness_server_context(pki, **context_options))
+    server = await asyncio.start_server(
+        handler, "127.0.0.1", 0, ssl=harness_server_context(pki, **context_options)
+    )
     return server, server.sockets[0].getsockname()[1]
 
 
@@ -641,16 +717,25 @@ async def _silent(reader, writer):
     writer.close()
 
 
-@pytest.mark.parametrize("cert, context_options, faults, delivers, words", [
-    # a chain from an unknown CA; accepted only when the client is broken
-    ("untrusted-server", {}, frozenset(), False, "CERTIFICATE_VERIFY_FAILED"),
-    ("untrusted-server", {}, frozenset({ClientFault.NO_VERIFY}), True, ""),
-    # a server that speaks TLS 1.2 at most (the handshake ends in an alert or a reset)
-    ("server", {"maximum": ssl.TLSVersion.TLSv1_2}, frozenset(), False, ""),
-    ("server", {"maximum": ssl.TLSVersion.TLSv1_2}, frozenset({ClientFault.ALLOW_TLS_1_2}), True, ""),
-    # the certificate names stomp-server.invalid, not 127.0.0.1
-    ("server", {}, frozenset({ClientFault.CHECK_HOSTNAME}), False, "mismatch"),
-])
+@pytest.mark.parametrize(
+    "cert, context_options, faults, delivers, words",
+    [
+        # a chain from an unknown CA; accepted only when the client is broken
+        ("untrusted-server", {}, frozenset(), False, "CERTIFICATE_VERIFY_FAILED"),
+        ("untrusted-server", {}, frozenset({ClientFault.NO_VERIFY}), True, ""),
+        # a server that speaks TLS 1.2 at most (the handshake ends in an alert or a reset)
+        ("server", {"maximum": ssl.TLSVersion.TLSv1_2}, frozenset(), False, ""),
+        (
+            "server",
+            {"maximum": ssl.TLSVersion.TLSv1_2},
+            frozenset({ClientFault.ALLOW_TLS_1_2}),
+            True,
+            "",
+        ),
+        # the certificate names stomp-server.invalid, not 127.0.0.1
+        ("server", {}, frozenset({ClientFault.CHECK_HOSTNAME}), False, "mismatch"),
+    ],
+)
 async def test_tls_rules_of_the_client(pki, cert, context_options, faults, delivers, words):
     """Against a harness-like server that receipts everything: the profile's
     client connects only over TLS 1.3 to a chain from its CA, whatever
@@ -674,17 +759,22 @@ async def test_tls_rules_of_the_client(pki, cert, context_options, faults, deliv
         finally:
             writer.close()
 
-    server = await asyncio.start_server(receipting, "127.0.0.1", 0,
-                                        ssl=harness_server_context(pki, cert=cert, **context_options))
+    server = await asyncio.start_server(
+        receipting, "127.0.0.1", 0, ssl=harness_server_context(pki, cert=cert, **context_options)
+    )
     port = server.sockets[0].getsockname()[1]
     try:
         session = ClientSession(settings(), messages(1), faults=faults)
         if delivers:
-            run = await run_client(session, lambda: ("127.0.0.1", port), _client_context(pki, faults), timeout=10)
+            run = await run_client(
+                session, lambda: ("127.0.0.1", port), _client_context(pki, faults), timeout=10
+            )
             assert run.delivered == [0]
         else:
             with pytest.raises(ClientFailure) as failure:
-                await run_client(session, lambda: ("127.0.0.1", port), _client_context(pki, faults), timeout=10)
+                await run_client(
+                    session, lambda: ("127.0.0.1", port), _client_context(pki, faults), timeout=10
+                )
             assert failure.value.kind == "gave-up" and words in str(failure.value)
             assert session.delivered == [] and commands == []  # not one frame got through
     finally:
@@ -711,7 +801,9 @@ async def test_gives_up_within_the_deadline_when_no_receipt_comes(pki):
         session = ClientSession(settings(), messages(2))
         started = loop.time()
         with pytest.raises(ClientFailure) as failure:
-            await run_client(session, lambda: ("127.0.0.1", port), _client_context(pki), timeout=1.5)
+            await run_client(
+                session, lambda: ("127.0.0.1", port), _client_context(pki), timeout=1.5
+            )
         assert loop.time() - started < 5
     finally:
         server.close()
@@ -720,20 +812,45 @@ async def test_gives_up_within_the_deadline_when_no_receipt_comes(pki):
 
 async def _run_cli(*args: str, timeout: float = 30) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "reference_impl.stomp", "client", *args, cwd=REPO_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "reference_impl.stomp",
+        "client",
+        *args,
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
     return process.returncode, stdout.decode(), stderr.decode()
 
 
 def _cli_files(pki, tmp_path: Path, port: int, count: int = 3) -> list[str]:
     manifest = tmp_path / "stomp.toml"
-    manifest.write_text(f'servers = ["127.0.0.1:{port}"]\nhost = "/"\ndestination = "/exchange/${{NODE_ID}}"\n')
+    manifest.write_text(
+        f'servers = ["127.0.0.1:{port}"]\nhost = "/"\ndestination = "/exchange/${{NODE_ID}}"\n'
+    )
     lines = tmp_path / "messages.jsonl"
-    lines.write_text("".join(json.dumps({"type": TYPES[i], "body": example_message(TYPES[i])}) + "\n"
-                             for i in range(count)))
-    return ["--manifest", str(manifest), "--node-id", "777", "--cert", str(pki.client_cert_file),
-            "--key", str(pki.client_key_file), "--ca", str(pki.ca_file), "--messages", str(lines)]
+    lines.write_text(
+        "".join(
+            json.dumps({"type": TYPES[i], "body": example_message(TYPES[i])}) + "\n"
+            for i in range(count)
+        )
+    )
+    return [
+        "--manifest",
+        str(manifest),
+        "--node-id",
+        "777",
+        "--cert",
+        str(pki.client_cert_file),
+        "--key",
+        str(pki.client_key_file),
+        "--ca",
+        str(pki.ca_file),
+        "--messages",
+        str(lines),
+    ]
 
 
 async def test_client_command_prints_each_delivery_then_done(pki, tmp_path):
@@ -759,12 +876,18 @@ async def test_client_command_fails_clearly_against_an_untrusted_server(pki, tmp
     assert "CERTIFICATE_VERIFY_FAILED" in err and "3 message(s) not receipted" in err
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda files: files.__setitem__(1, "/nonexistent/stomp.toml"), "--manifest: cannot read"),
-    (lambda files: Path(files[1]).write_text("servers = []\nhost='/'\ndestination='/q'\n"), "servers"),
-    (lambda files: Path(files[-1]).write_text("not json\n"), "--messages line 1"),
-    (lambda files: files.__setitem__(3, "7\n77"), "node_id must not contain CR, LF or NUL"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda files: files.__setitem__(1, "/nonexistent/stomp.toml"), "--manifest: cannot read"),
+        (
+            lambda files: Path(files[1]).write_text("servers = []\nhost='/'\ndestination='/q'\n"),
+            "servers",
+        ),
+        (lambda files: Path(files[-1]).write_text("not json\n"), "--messages line 1"),
+        (lambda files: files.__setitem__(3, "7\n77"), "node_id must not contain CR, LF or NUL"),
+    ],
+)
 async def test_client_command_usage_errors_exit_2(pki, tmp_path, change, words):
     files = _cli_files(pki, tmp_path, 1)
     change(files)
@@ -775,15 +898,25 @@ async def test_client_command_usage_errors_exit_2(pki, tmp_path, change, words):
 # --------------------------------------------------------------------------- hostile servers (hypothesis)
 
 _server_chunks = st.one_of(
-    st.sampled_from([CONNECTED, b"\n", b"\r\n", wire(Frame("ERROR", (("message", "x"),), b"boom")),
-                     wire(Frame("MESSAGE", (("destination", "/q"),), b"m")), b"RECEIPT\n\n\x00"]),
+    st.sampled_from(
+        [
+            CONNECTED,
+            b"\n",
+            b"\r\n",
+            wire(Frame("ERROR", (("message", "x"),), b"boom")),
+            wire(Frame("MESSAGE", (("destination", "/q"),), b"m")),
+            b"RECEIPT\n\n\x00",
+        ]
+    ),
     st.integers(0, 7).map(lambda i: receipt(f"p-{i}")),
     st.text(max_size=12).map(lambda t: receipt(t)),
     st.binary(max_size=40),
 )
 
 
-@hypothesis_settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hypothesis_settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.lists(_server_chunks, max_size=12), st.data())
 def test_no_server_stream_crashes_the_session_or_fakes_a_delivery(chunks, data):
     """Whatever a server sends, the session returns events (never raises),
@@ -805,8 +938,10 @@ def test_no_server_stream_crashes_the_session_or_fakes_a_delivery(chunks, data):
             receipted = stream[:end]
             # the highest message confirmed must have had its own RECEIPT
             assert receipt(f"p-{max(newly)}") in receipted
-        assert all(isinstance(e, (Connected, Delivered, ServerError, ProtocolViolation, Disconnected))
-                   for e in events)
+        assert all(
+            isinstance(e, (Connected, Delivered, ServerError, ProtocolViolation, Disconnected))
+            for e in events
+        )
     assert {f.command for f in sent} <= {"CONNECT", "SEND", "DISCONNECT"}
     assert session.delivered == sorted(session.delivered)
     # After the connection ends, a well-behaved server gets everything not yet delivered.
@@ -840,19 +975,27 @@ async def test_heart_beats_go_out_and_a_silent_server_is_left(pki):
                     if item is HEARTBEAT:
                         record["eols"] += 1
                     elif item.command == "CONNECT":
-                        writer.write(wire(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "100,100")))))
+                        writer.write(
+                            wire(
+                                Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "100,100")))
+                            )
+                        )
         except (OSError, asyncio.TimeoutError):
             pass
         finally:
             record["closed"] = loop.time()
             writer.close()
 
-    server = await asyncio.start_server(promising_then_silent, "127.0.0.1", 0, ssl=harness_server_context(pki))
+    server = await asyncio.start_server(
+        promising_then_silent, "127.0.0.1", 0, ssl=harness_server_context(pki)
+    )
     port = server.sockets[0].getsockname()[1]
     try:
         session = ClientSession(settings(heart_beat=(100, 100)), messages(1))
         with pytest.raises(ClientFailure):
-            await run_client(session, lambda: ("127.0.0.1", port), _client_context(pki), timeout=3.0)
+            await run_client(
+                session, lambda: ("127.0.0.1", port), _client_context(pki), timeout=3.0
+            )
         await asyncio.sleep(0.1)
     finally:
         server.close()
@@ -871,7 +1014,9 @@ async def test_client_command_never_prints_the_passcode(pki, tmp_path):
     try:
         files = _cli_files(pki, tmp_path, proxy_port)
         manifest = Path(files[1])
-        manifest.write_text(manifest.read_text() + 'login = "${NODE_ID}"\npasscode = "pa55-c0de-never-shown"\n')
+        manifest.write_text(
+            manifest.read_text() + 'login = "${NODE_ID}"\npasscode = "pa55-c0de-never-shown"\n'
+        )
         status, out, err = await _run_cli(*files, "--timeout", "20", "--log-level", "DEBUG")
     finally:
         await proxy.close()

@@ -15,9 +15,22 @@ ROOT = "stomp.tls.server.completes-mutual-handshake"
 
 def test_coilmq_fails_the_tls_handshake_and_nothing_else_is_judged(tmp_path):
     run_dir = tmp_path / "run"
-    completed = subprocess.run([sys.executable, "-m", "conformance.cli", "certify", "--target", "coilmq",
-                                "--run-dir", str(run_dir)], capture_output=True, text=True, timeout=300,
-                               cwd=REPO_ROOT)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "certify",
+            "--target",
+            "coilmq",
+            "--run-dir",
+            str(run_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
     assert completed.returncode == 1, completed.stdout + completed.stderr
     records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     outcomes = {r["case_id"]: r for r in records}

@@ -39,8 +39,11 @@ def as_json(items: list[Any]) -> list[Any]:
         if item is HEARTBEAT:
             out.append("heartbeat")
             continue
-        shown = {"command": item.command, "headers": [list(pair) for pair in item.headers],
-                 "body_hex": item.body.hex()}
+        shown = {
+            "command": item.command,
+            "headers": [list(pair) for pair in item.headers],
+            "body_hex": item.body.hex(),
+        }
         if b"\x00" not in item.body:
             try:
                 shown["body_text"] = item.body.decode("utf-8")
@@ -59,7 +62,9 @@ def test_generator_reproduces_the_committed_files():
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     for path, text in generator.outputs().items():
-        assert text == path.read_text(encoding="utf-8"), f"{path.name} is stale: rerun {GENERATOR_PATH.name}"
+        assert text == path.read_text(encoding="utf-8"), (
+            f"{path.name} is stale: rerun {GENERATOR_PATH.name}"
+        )
 
 
 # --------------------------------------------------------------------------- frames.json
@@ -78,39 +83,65 @@ def test_valid_stream_parses_the_same_in_any_chunking(vector):
         one = parser()
         items: list[Any] = []
         for start in range(0, len(data), size):
-            items += one.receive_data(data[start:start + size])
+            items += one.receive_data(data[start : start + size])
         assert as_json(items) == vector["items"], f"chunks of {size} bytes"
         assert one.buffered == b""
 
 
 @pytest.mark.parametrize("vector", **by_id([v for v in VALID if v["canonical_eol"]]))
 def test_canonical_vector_encodes_to_its_bytes(vector):
-    frames = [Frame(item["command"], tuple(tuple(pair) for pair in item["headers"]), bytes.fromhex(item["body_hex"]))
-              for item in vector["items"]]
+    frames = [
+        Frame(
+            item["command"],
+            tuple(tuple(pair) for pair in item["headers"]),
+            bytes.fromhex(item["body_hex"]),
+        )
+        for item in vector["items"]
+    ]
     eol = {"LF": b"\n", "CRLF": b"\r\n"}[vector["canonical_eol"]]
-    encoded = b"".join(encode_frame(frame, content_length=None if b"\x00" in frame.body else False, eol=eol)
-                       for frame in frames)
+    encoded = b"".join(
+        encode_frame(frame, content_length=None if b"\x00" in frame.body else False, eol=eol)
+        for frame in frames
+    )
     assert encoded == bytes.fromhex(vector["hex"])
 
 
-@pytest.mark.parametrize("vector", **by_id([v for v in VALID if v["items"] != ["heartbeat"] * len(v["items"])]))
+@pytest.mark.parametrize(
+    "vector", **by_id([v for v in VALID if v["items"] != ["heartbeat"] * len(v["items"])])
+)
 def test_valid_frames_survive_encode_then_parse(vector):
     """Whatever the wire form (CRLF, escapes), the codec's own encoding of the
     frames reads back as the same frames, LF and CRLF alike."""
-    frames = [Frame(item["command"], tuple(tuple(pair) for pair in item["headers"]), bytes.fromhex(item["body_hex"]))
-              for item in vector["items"] if item != "heartbeat"]
+    frames = [
+        Frame(
+            item["command"],
+            tuple(tuple(pair) for pair in item["headers"]),
+            bytes.fromhex(item["body_hex"]),
+        )
+        for item in vector["items"]
+        if item != "heartbeat"
+    ]
     for eol in (b"\n", b"\r\n"):
         data = b"".join(encode_frame(frame, eol=eol) for frame in frames)
         back = parser().receive_data(data)
-        assert [(f.command, f.headers[:len(o.headers)], f.body) for f, o in zip(back, frames)] == \
-            [(o.command, o.headers, o.body) for o in frames]
+        assert [(f.command, f.headers[: len(o.headers)], f.body) for f, o in zip(back, frames)] == [
+            (o.command, o.headers, o.body) for o in frames
+        ]
 
 
 def test_valid_vectors_cover_the_brief():
     ids = {vector["id"] for vector in VALID}
-    wanted = {"send-escaped-values", "connect-not-escaped", "connected-not-escaped", "content-length-nul-in-body",
-              "crlf-line-ends", "repeated-header-first-wins", "heartbeats-between-frames", "empty-body-frames",
-              "binary-body"}
+    wanted = {
+        "send-escaped-values",
+        "connect-not-escaped",
+        "connected-not-escaped",
+        "content-length-nul-in-body",
+        "crlf-line-ends",
+        "repeated-header-first-wins",
+        "heartbeats-between-frames",
+        "empty-body-frames",
+        "binary-body",
+    }
     assert wanted <= ids
     first_wins = next(v for v in VALID if v["id"] == "repeated-header-first-wins")["items"][0]
     frame = Frame(first_wins["command"], tuple(tuple(pair) for pair in first_wins["headers"]))
@@ -138,7 +169,7 @@ def _refuse(data: bytes, chunks: list[bytes]) -> tuple[int, FrameError]:
 def test_malformed_stream_is_refused_with_its_reason(vector):
     data = bytes.fromhex(vector["hex"])
     pattern = MALFORMED["reasons"][vector["reason"]]["reason_pattern"]
-    for chunks in ([data], [data[i:i + 1] for i in range(len(data))]):
+    for chunks in ([data], [data[i : i + 1] for i in range(len(data))]):
         frames, error = _refuse(data, chunks)
         assert re.search(pattern, error.reason), error.reason
         assert frames == vector["frames_before_error"]
@@ -149,8 +180,13 @@ def test_malformed_stream_is_refused_with_its_reason(vector):
 def test_malformed_vectors_cover_every_reason():
     used = {vector["reason"] for vector in INVALID}
     assert used == set(MALFORMED["reasons"])
-    for required in ("undefined escape", "no NUL after content-length body", "header without colon",
-                     "frame too large", "unknown command"):
+    for required in (
+        "undefined escape",
+        "no NUL after content-length body",
+        "header without colon",
+        "frame too large",
+        "unknown command",
+    ):
         assert required in used
 
 
@@ -171,8 +207,15 @@ def _first_wins(headers) -> list[list[str]]:
 
 
 def _reference_view(vector) -> list[dict]:
-    return [{"command": item["command"], "headers": _first_wins(item["headers"]), "body_hex": item["body_hex"]}
-            for item in vector["items"] if item != "heartbeat"]
+    return [
+        {
+            "command": item["command"],
+            "headers": _first_wins(item["headers"]),
+            "body_hex": item["body_hex"],
+        }
+        for item in vector["items"]
+        if item != "heartbeat"
+    ]
 
 
 def _stomppy_read(data: bytes) -> list[dict]:
@@ -206,8 +249,13 @@ def _stomppy_read(data: bytes) -> list[dict]:
         frame = stomp_utils.parse_frame(raw)
         if frame is None:
             continue
-        out.append({"command": frame.cmd, "headers": [[k, v] for k, v in frame.headers.items()],
-                    "body_hex": bytes(frame.body).hex()})
+        out.append(
+            {
+                "command": frame.cmd,
+                "headers": [[k, v] for k, v in frame.headers.items()],
+                "body_hex": bytes(frame.body).hex(),
+            }
+        )
     return out
 
 
@@ -218,9 +266,13 @@ def _stompman_read(data: bytes) -> list[dict]:
     for frame in serde.FrameParser().parse_frames_from_chunk(data):
         if isinstance(frame, frames_module.HeartbeatFrame):
             continue
-        out.append({"command": serde.FRAMES_TO_COMMANDS[type(frame)].decode(),
-                    "headers": [[k, v] for k, v in frame.headers.items()],
-                    "body_hex": getattr(frame, "body", b"").hex()})
+        out.append(
+            {
+                "command": serde.FRAMES_TO_COMMANDS[type(frame)].decode(),
+                "headers": [[k, v] for k, v in frame.headers.items()],
+                "body_hex": getattr(frame, "body", b"").hex(),
+            }
+        )
     return out
 
 
@@ -233,7 +285,9 @@ def test_independent_parser_reads_valid_vector(vector, library):
     got = READERS[library](bytes.fromhex(vector["hex"]))
     divergence = vector.get("third_party", {}).get(library)
     if divergence is None:
-        assert got == _reference_view(vector), f"{library} reads {vector['id']} differently; bytes {vector['text']}"
+        assert got == _reference_view(vector), (
+            f"{library} reads {vector['id']} differently; bytes {vector['text']}"
+        )
     else:
         assert got == divergence["reads"], f"{library} no longer reads {vector['id']} as documented"
         assert got != _reference_view(vector)

@@ -40,21 +40,36 @@ IO_TIMEOUT = 20.0
 
 pytestmark = pytest.mark.skipif(
     not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists(),
-    reason="Debian's rabbitmq-server is not installed (scripts/install-rabbitmq.sh needs apt-get and root)")
+    reason="Debian's rabbitmq-server is not installed (scripts/install-rabbitmq.sh needs apt-get and root)",
+)
 
 
 class Broker:
     """One scripts/rabbitmq.sh process, in its own process group."""
 
     def __init__(self, pki, data_dir: Path | None, log: Path) -> None:
-        argv = [str(SCRIPT), "--cert", str(pki.server_cert_file), "--key", str(pki.server_key_file),
-                "--ca", str(pki.ca_file), "--python", sys.executable]
+        argv = [
+            str(SCRIPT),
+            "--cert",
+            str(pki.server_cert_file),
+            "--key",
+            str(pki.server_key_file),
+            "--ca",
+            str(pki.ca_file),
+            "--python",
+            sys.executable,
+        ]
         if data_dir is not None:
             argv += ["--data-dir", str(data_dir)]
         self.log = log
         with open(log, "ab") as handle:
-            self.process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                argv,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         offset = log.stat().st_size if log.exists() else 0
         deadline = time.monotonic() + READY_TIMEOUT
         while True:
@@ -66,7 +81,9 @@ class Broker:
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()
-                pytest.fail(f"scripts/rabbitmq.sh not ready (exit {self.process.poll()}):\n{text[-3000:]}")
+                pytest.fail(
+                    f"scripts/rabbitmq.sh not ready (exit {self.process.poll()}):\n{text[-3000:]}"
+                )
             time.sleep(0.1)
 
     def group_alive(self, wait: float = 10.0) -> bool:
@@ -97,8 +114,19 @@ class Broker:
         self.process.wait(10)
 
     def accepted(self) -> list[dict]:
-        completed = subprocess.run([sys.executable, str(ADAPTER), "read", "--port", str(self.amqp_port),
-                                    "--queue", "smp-accepted"], capture_output=True, timeout=60)
+        completed = subprocess.run(
+            [
+                sys.executable,
+                str(ADAPTER),
+                "read",
+                "--port",
+                str(self.amqp_port),
+                "--queue",
+                "smp-accepted",
+            ],
+            capture_output=True,
+            timeout=60,
+        )
         assert completed.returncode == 0, completed.stderr.decode(errors="replace")
         return [json.loads(line) for line in completed.stdout.decode().splitlines() if line.strip()]
 
@@ -145,8 +173,17 @@ def smp_send(receipt: str, destination: str = "/exchange/smp/12345678") -> tuple
     message = dict(example_message("ConfigureAccount"))
     message["creditor_id"] = (1 << 32) + secrets.randbelow(1 << 62)
     body = encode_message(message)
-    return Frame("SEND", (("destination", destination), ("receipt", receipt), ("type", "ConfigureAccount"),
-                          ("content-type", "application/json"), ("persistent", "true")), body), body.decode()
+    return Frame(
+        "SEND",
+        (
+            ("destination", destination),
+            ("receipt", receipt),
+            ("type", "ConfigureAccount"),
+            ("content-type", "application/json"),
+            ("persistent", "true"),
+        ),
+        body,
+    ), body.decode()
 
 
 def connect(port: int, pki) -> StompTls:
@@ -188,8 +225,13 @@ def test_tls_round_trip_and_adapter_reads_what_was_receipted(broker, pki):
     assert positions == sorted(positions), "the adapter does not list messages in acceptance order"
     for receipt, body in sent:
         line = first[bodies.index(body)]
-        assert line == {"destination": "/exchange/smp/12345678", "type": "ConfigureAccount",
-                        "content-type": "application/json", "receipt": receipt, "body": body}
+        assert line == {
+            "destination": "/exchange/smp/12345678",
+            "type": "ConfigureAccount",
+            "content-type": "application/json",
+            "receipt": receipt,
+            "body": body,
+        }
 
 
 def test_no_client_certificate_is_refused(broker, pki):
@@ -199,7 +241,9 @@ def test_no_client_certificate_is_refused(broker, pki):
         # after the client's Finished, so it shows on the first read.
         with pytest.raises((ssl.SSLError, ConnectionError)):
             with context.wrap_socket(raw) as tls:
-                tls.sendall(encode_frame(Frame("CONNECT", (("accept-version", "1.2"), ("host", "/")))))
+                tls.sendall(
+                    encode_frame(Frame("CONNECT", (("accept-version", "1.2"), ("host", "/"))))
+                )
                 if not tls.recv(4096):
                     raise ConnectionError("closed without a reply")
 
@@ -215,8 +259,10 @@ def test_tls_1_2_is_refused(broker, pki):
 
 def test_reference_client_delivers_to_rabbitmq(broker, pki, tmp_path):
     manifest = tmp_path / "stomp.toml"
-    manifest.write_text(f'servers = ["127.0.0.1:{broker.port}"]\nhost = "/"\n'
-                        'destination = "/exchange/smp/${NODE_ID}"\n')
+    manifest.write_text(
+        f'servers = ["127.0.0.1:{broker.port}"]\nhost = "/"\n'
+        'destination = "/exchange/smp/${NODE_ID}"\n'
+    )
     bodies = []
     with open(tmp_path / "messages.jsonl", "w") as handle:
         for _ in range(3):
@@ -225,18 +271,42 @@ def test_reference_client_delivers_to_rabbitmq(broker, pki, tmp_path):
             bodies.append(message)
             handle.write(json.dumps({"type": "ConfigureAccount", "body": message}) + "\n")
     completed = subprocess.run(
-        [sys.executable, "-m", "reference_impl.stomp", "client", "--manifest", str(manifest), "--node-id", "87654321",
-         "--cert", str(pki.client_cert_file), "--key", str(pki.client_key_file), "--ca", str(pki.ca_file),
-         "--messages", str(tmp_path / "messages.jsonl"), "--timeout", "60"],
-        capture_output=True, timeout=120, cwd=REPO_ROOT)
+        [
+            sys.executable,
+            "-m",
+            "reference_impl.stomp",
+            "client",
+            "--manifest",
+            str(manifest),
+            "--node-id",
+            "87654321",
+            "--cert",
+            str(pki.client_cert_file),
+            "--key",
+            str(pki.client_key_file),
+            "--ca",
+            str(pki.ca_file),
+            "--messages",
+            str(tmp_path / "messages.jsonl"),
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
     out = completed.stdout.decode()
     assert completed.returncode == 0, out + completed.stderr.decode(errors="replace")
     assert sorted(re.findall(r"^DELIVERED=(\d+)$", out, re.M)) == ["0", "1", "2"]
     held = [line for line in broker.accepted() if line["destination"] == "/exchange/smp/87654321"]
     held_creditors = {json.loads(line["body"])["creditor_id"] for line in held}
     assert {m["creditor_id"] for m in bodies} <= held_creditors
-    assert all(line["type"] == "ConfigureAccount" and line["content-type"] == "application/json"
-               and line["receipt"] for line in held)
+    assert all(
+        line["type"] == "ConfigureAccount"
+        and line["content-type"] == "application/json"
+        and line["receipt"]
+        for line in held
+    )
 
 
 def test_stops_cleanly_and_keeps_messages_through_sigkill(pki, tmp_path):
@@ -245,7 +315,9 @@ def test_stops_cleanly_and_keeps_messages_through_sigkill(pki, tmp_path):
     temporary = Broker(pki, None, tmp_path / "temporary.log")
     data_dir = temporary.data_dir
     assert data_dir.is_dir()
-    assert temporary.terminate() is not None, "scripts/rabbitmq.sh did not exit within 60 s of SIGTERM"
+    assert temporary.terminate() is not None, (
+        "scripts/rabbitmq.sh did not exit within 60 s of SIGTERM"
+    )
     assert not temporary.group_alive(), "beam or epmd outlived scripts/rabbitmq.sh"
     assert not data_dir.exists()
 
@@ -282,7 +354,9 @@ def test_harness_certifies_rabbitmq_with_the_known_findings(tmp_path):
     run = certify(tmp_path, "--target", "rabbitmq", timeout=600)
     records = run.by_case("rabbitmq")
     assert len(records) >= 30, run.output
-    failed = {case: r["outcome"] for case, r in records.items() if r["outcome"] in ("failed", "error")}
+    failed = {
+        case: r["outcome"] for case, r in records.items() if r["outcome"] in ("failed", "error")
+    }
     assert failed == KNOWN_FINDINGS, run.output
     for case, record in records.items():
         if record["outcome"] == "blocked":
@@ -290,10 +364,14 @@ def test_harness_certifies_rabbitmq_with_the_known_findings(tmp_path):
     na = {case for case, r in records.items() if r["outcome"] == "not_applicable"}
     # and the manifest case: RabbitMQ publishes no stomp.toml (a node's web server does), and the
     # target gives no params.manifest_file
-    assert all(".client." in case or case == "stomp.manifest.server.provides-valid-manifest" for case in na), \
-        "only client-role cases (rabbitmq is a server target) and the manifest"
+    assert all(
+        ".client." in case or case == "stomp.manifest.server.provides-valid-manifest" for case in na
+    ), "only client-role cases (rabbitmq is a server target) and the manifest"
     # The storage cases ran through the AMQP adapter, the restart one too.
-    for case in ("stomp.receipt.server.receipted-message-is-stored", "stomp.receipt.server.stored-after-restart",
-                 "stomp.receipt.server.stored-after-connection-cut"):
+    for case in (
+        "stomp.receipt.server.receipted-message-is-stored",
+        "stomp.receipt.server.stored-after-restart",
+        "stomp.receipt.server.stored-after-connection-cut",
+    ):
         assert records[case]["outcome"] == "passed", records[case]["message"]
     assert run.code == 1 and "rabbitmq [rabbitmq 3.10.8, stomp]: NOT CONFORMANT" in run.output

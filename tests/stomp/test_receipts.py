@@ -9,13 +9,24 @@ import json
 
 import pytest
 
-from conformance.suites.stomp.adapter import (MAX_LINE_CHARS, AcceptedMessage, AdapterContractError, OwnMessage,
-                                              find_own, parse_accepted)
+from conformance.suites.stomp.adapter import (
+    MAX_LINE_CHARS,
+    AcceptedMessage,
+    AdapterContractError,
+    OwnMessage,
+    find_own,
+    parse_accepted,
+)
 
 
 def record(**overrides) -> dict:
-    base = {"destination": "/exchange/smp", "type": "ConfigureAccount", "content-type": "application/json",
-            "receipt": "r-1", "body": '{"type":"ConfigureAccount"}'}
+    base = {
+        "destination": "/exchange/smp",
+        "type": "ConfigureAccount",
+        "content-type": "application/json",
+        "receipt": "r-1",
+        "body": '{"type":"ConfigureAccount"}',
+    }
     base.update(overrides)
     return base
 
@@ -25,6 +36,7 @@ def lines(*objects) -> str:
 
 
 # -- the parser: outputs the contract allows ------------------------------------------------
+
 
 def test_parses_records_in_order_with_their_line_numbers():
     text = lines(record(receipt="a"), record(receipt=None, body="{}"), record(receipt="c"))
@@ -57,18 +69,29 @@ def test_last_line_without_newline():
 
 # -- the parser: outputs that break it, with the line shown ------------------------------------
 
-@pytest.mark.parametrize("text, words", [
-    ("INFO connecting to broker\n" + lines(record()), ["line 1 is not one JSON object", "INFO connecting"]),
-    (lines(record()) + "[1, 2]\n", ["line 2 is JSON but not an object (array)", "[1, 2]"]),
-    (lines(record()) + json.dumps({k: v for k, v in record().items() if k != "body"}) + "\n",
-     ["line 2", "no 'body'"]),
-    (lines(record(receipt=5)), ["line 1", "'receipt' is number, not string or null"]),
-    (lines(record(body={"type": "x"})), ["'body' is object, not string"]),
-    (lines(record(type=None)), ["'type' is null, not string"]),
-    ('{"destination": "a", "destination": "b", "type": "t", "content-type": "c", "receipt": null, "body": ""}\n',
-     ["line 1 is not one JSON object", "appears twice"]),
-    (lines(record())[:-10] + "\n", ["line 1 is not one JSON object"]),
-])
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "INFO connecting to broker\n" + lines(record()),
+            ["line 1 is not one JSON object", "INFO connecting"],
+        ),
+        (lines(record()) + "[1, 2]\n", ["line 2 is JSON but not an object (array)", "[1, 2]"]),
+        (
+            lines(record()) + json.dumps({k: v for k, v in record().items() if k != "body"}) + "\n",
+            ["line 2", "no 'body'"],
+        ),
+        (lines(record(receipt=5)), ["line 1", "'receipt' is number, not string or null"]),
+        (lines(record(body={"type": "x"})), ["'body' is object, not string"]),
+        (lines(record(type=None)), ["'type' is null, not string"]),
+        (
+            '{"destination": "a", "destination": "b", "type": "t", "content-type": "c", "receipt": null, "body": ""}\n',
+            ["line 1 is not one JSON object", "appears twice"],
+        ),
+        (lines(record())[:-10] + "\n", ["line 1 is not one JSON object"]),
+    ],
+)
 def test_contract_breaches_name_the_rule_and_show_the_line(text, words):
     with pytest.raises(AdapterContractError) as info:
         parse_accepted(text)
@@ -101,29 +124,45 @@ def test_adapter_contract_error_is_a_target_error():
     # A broken adapter must end the case in ``error`` (the harness could not
     # read the node), never as a verdict on the protocol: not an AssertionError.
     from conformance.core.targets import TargetError
+
     assert issubclass(AdapterContractError, TargetError)
     assert not issubclass(AdapterContractError, AssertionError)
 
 
 # -- matching the harness's own messages ---------------------------------------------------
 
+
 def own(n: int, **overrides) -> OwnMessage:
-    fields = dict(receipt=f"r-{n}", destination="/exchange/smp", type="ConfigureAccount",
-                  content_type="application/json", body=f'{{"creditor_id":{10**10 + n}}}')
+    fields = dict(
+        receipt=f"r-{n}",
+        destination="/exchange/smp",
+        type="ConfigureAccount",
+        content_type="application/json",
+        body=f'{{"creditor_id":{10**10 + n}}}',
+    )
     fields.update(overrides)
     return OwnMessage(**fields)
 
 
 def as_record(index: int, message: OwnMessage, **overrides) -> AcceptedMessage:
-    fields = dict(index=index, line=index + 1, destination=message.destination, type=message.type,
-                  content_type=message.content_type, receipt=message.receipt, body=message.body)
+    fields = dict(
+        index=index,
+        line=index + 1,
+        destination=message.destination,
+        type=message.type,
+        content_type=message.content_type,
+        receipt=message.receipt,
+        body=message.body,
+    )
     fields.update(overrides)
     return AcceptedMessage(**fields)
 
 
 def test_find_own_among_foreign_records_and_null_receipts():
     sent = [own(1), own(2), own(3)]
-    foreign = AcceptedMessage(0, 1, "/exchange/other", "AccountUpdate", "application/json", None, "{}")
+    foreign = AcceptedMessage(
+        0, 1, "/exchange/other", "AccountUpdate", "application/json", None, "{}"
+    )
     records = [foreign, as_record(1, sent[2], receipt=None), as_record(2, sent[0])]
     found = find_own(records, sent)
     assert set(found.stored) == {"r-1", "r-3"} and [m.receipt for m in found.missing] == ["r-2"]
@@ -136,7 +175,10 @@ def test_find_own_reports_altered_headers():
     found = find_own([as_record(0, sent[0], type="AccountUpdate", receipt="other")], sent)
     assert not found.stored
     (problem,) = found.problems(sent)
-    assert "stored altered" in problem and "type 'AccountUpdate' instead of 'ConfigureAccount'" in problem
+    assert (
+        "stored altered" in problem
+        and "type 'AccountUpdate' instead of 'ConfigureAccount'" in problem
+    )
     assert "receipt 'other' instead of 'r-1'" in problem
 
 
@@ -149,32 +191,47 @@ def test_find_own_prefers_an_intact_copy_over_an_altered_one():
 def test_find_own_matches_json_values_only_for_a_node_that_stores_them():
     # accepted_body = "json" (swpt_stomp publishes its schema's dumps: other key
     # order, spaces): the same value is stored; without it, the bytes must match.
-    sent = [own(1, body='{"type":"ConfigureAccount","creditor_id":10000000001,"negligible_amount":2.0}')]
-    reserialized = '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000001}'
-    assert find_own([as_record(0, sent[0], body=reserialized, json_body=True)], sent).stored.keys() == {"r-1"}
+    sent = [
+        own(1, body='{"type":"ConfigureAccount","creditor_id":10000000001,"negligible_amount":2.0}')
+    ]
+    reserialized = (
+        '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000001}'
+    )
+    assert find_own(
+        [as_record(0, sent[0], body=reserialized, json_body=True)], sent
+    ).stored.keys() == {"r-1"}
     assert not find_own([as_record(0, sent[0], body=reserialized)], sent).stored
     # Values compared exactly: 2 is not 2.0, a repeated key is no value, another id is another message.
-    for other in ('{"negligible_amount": 2, "type": "ConfigureAccount", "creditor_id": 10000000001}',
-                  '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000001, '
-                  '"creditor_id": 10000000001}',
-                  '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000002}'):
+    for other in (
+        '{"negligible_amount": 2, "type": "ConfigureAccount", "creditor_id": 10000000001}',
+        '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000001, '
+        '"creditor_id": 10000000001}',
+        '{"negligible_amount": 2.0, "type": "ConfigureAccount", "creditor_id": 10000000002}',
+    ):
         assert not find_own([as_record(0, sent[0], body=other, json_body=True)], sent).stored, other
     # Headers are still compared: the same value under another type is stored altered.
-    found = find_own([as_record(0, sent[0], body=reserialized, json_body=True, type="AccountUpdate")], sent)
+    found = find_own(
+        [as_record(0, sent[0], body=reserialized, json_body=True, type="AccountUpdate")], sent
+    )
     assert "stored altered" in found.problems(sent)[0]
 
 
 def test_own_messages_are_valid_smp_with_unique_unreserved_creditor_ids():
     from conformance.suites.stomp.adapter import own_messages
     from reference_impl.stomp.smp import validate_message
+
     messages = own_messages("/exchange/smp", 200, "t")
     bodies = [json.loads(m.body) for m in messages]
     assert all(validate_message(m.type, body) == [] for m, body in zip(messages, bodies))
     assert len({m.body for m in messages}) == len({m.receipt for m in messages}) == 200
     assert all(2**32 <= body["creditor_id"] < 2**63 for body in bodies)
-    assert dict(messages[0].headers()) == {"destination": "/exchange/smp", "receipt": messages[0].receipt,
-                                           "type": "ConfigureAccount", "content-type": "application/json",
-                                           "persistent": "true"}
+    assert dict(messages[0].headers()) == {
+        "destination": "/exchange/smp",
+        "receipt": messages[0].receipt,
+        "type": "ConfigureAccount",
+        "content-type": "application/json",
+        "persistent": "true",
+    }
 
 
 def test_reference_accepted_command_output_parses_and_matches(tmp_path):
@@ -186,14 +243,40 @@ def test_reference_accepted_command_output_parses_and_matches(tmp_path):
 
     from conformance.suites.stomp.adapter import own_message
     from reference_impl.stomp.store import Store, StoredMessage
+
     sent = [own_message("/exchange/smp:x\\n", "cli"), own_message("/exchange/smp", "cli")]
-    sent[1] = OwnMessage(sent[1].receipt, sent[1].destination, sent[1].type, sent[1].content_type,
-                         sent[1].body.replace('"config_data":""', '"config_data":"\u00e9\\n\u4e2d"'))
+    sent[1] = OwnMessage(
+        sent[1].receipt,
+        sent[1].destination,
+        sent[1].type,
+        sent[1].content_type,
+        sent[1].body.replace('"config_data":""', '"config_data":"\u00e9\\n\u4e2d"'),
+    )
     with Store(tmp_path / "store") as store:
-        store.append(StoredMessage(m.destination, m.type, m.content_type, m.receipt, m.body.encode("utf-8"),
-                                   m.headers()) for m in sent)
-    out = subprocess.run([sys.executable, "-m", "reference_impl.stomp", "accepted", "--store",
-                          str(tmp_path / "store")], capture_output=True, timeout=60, check=True)
+        store.append(
+            StoredMessage(
+                m.destination,
+                m.type,
+                m.content_type,
+                m.receipt,
+                m.body.encode("utf-8"),
+                m.headers(),
+            )
+            for m in sent
+        )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reference_impl.stomp",
+            "accepted",
+            "--store",
+            str(tmp_path / "store"),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
     found = find_own(parse_accepted(out.stdout.decode("utf-8")), sent)
     assert not found.problems(sent) and [r.index for r in found.stored.values()] == [0, 1]
 
@@ -201,9 +284,12 @@ def test_reference_accepted_command_output_parses_and_matches(tmp_path):
 # -- the cases against the reference node, correct and broken ---------------------------------
 
 RECEIPT_CASES = {
-    "stomp.receipt.server.receipt-id-echoes-receipt", "stomp.receipt.server.receipts-in-order",
-    "stomp.receipt.server.receipt-confirms-pipelined-sends", "stomp.receipt.server.receipted-message-is-stored",
-    "stomp.receipt.server.stored-after-connection-cut", "stomp.receipt.server.stored-after-restart",
+    "stomp.receipt.server.receipt-id-echoes-receipt",
+    "stomp.receipt.server.receipts-in-order",
+    "stomp.receipt.server.receipt-confirms-pipelined-sends",
+    "stomp.receipt.server.receipted-message-is-stored",
+    "stomp.receipt.server.stored-after-connection-cut",
+    "stomp.receipt.server.stored-after-restart",
 }
 
 
@@ -212,19 +298,35 @@ def receipt_faults() -> dict[str, set[str]]:
     registry, reference_impl/stomp/faults.py), with the cases that must catch
     each."""
     from reference_impl.stomp.faults import SPECS
-    return {spec.name: set(spec.cases) for spec in SPECS
-            if spec.role == "server" and set(spec.cases) <= RECEIPT_CASES}
+
+    return {
+        spec.name: set(spec.cases)
+        for spec in SPECS
+        if spec.role == "server" and set(spec.cases) <= RECEIPT_CASES
+    }
 
 
-def stomp_target(name: str, fault: str | None = None, capabilities: str = '["accepted", "restart"]',
-                 adapter: str | None = None) -> str:
+def stomp_target(
+    name: str,
+    fault: str | None = None,
+    capabilities: str = '["accepted", "restart"]',
+    adapter: str | None = None,
+) -> str:
     """The built-in reference-stomp target (its own launch and adapter
     commands), server role only, with ``--fault`` or another ``accepted``
     command when given."""
     from conformance.mutation import builtin_tables, mutant_table, targets_toml
+
     table = builtin_tables()["reference-stomp"]
-    table = mutant_table(table, fault, "server") if fault else {**table, "roles": ["server"], "launch": {
-        k: v for k, v in table["launch"].items() if k != "client"}}
+    table = (
+        mutant_table(table, fault, "server")
+        if fault
+        else {
+            **table,
+            "roles": ["server"],
+            "launch": {k: v for k, v in table["launch"].items() if k != "client"},
+        }
+    )
     table["capabilities"] = json.loads(capabilities)
     table["implementation"] = f"reference-stomp-{name}"
     if adapter is not None:
@@ -249,6 +351,7 @@ def certified(tmp_path_factory):
     node per receipt fault, receipt cases only (-k; their prerequisites,
     the TLS handshake and CONNECT, are put back by the harness)."""
     from tests.harness.cli_runner import certify
+
     tmp_path = tmp_path_factory.mktemp("receipts")
     faults = receipt_faults()
     text = stomp_target("correct") + stomp_target("no-capabilities", capabilities="[]")
@@ -257,8 +360,20 @@ def certified(tmp_path_factory):
     text += "".join(stomp_target(f"fault-{fault}", fault) for fault in faults)
     targets = tmp_path / "targets.toml"
     targets.write_text(text)
-    args = ["--targets-file", str(targets), "-k", "receipt_server", "--target", "correct",
-            "--target", "no-capabilities", "--target", "adapter-garbage", "--target", "adapter-fails"]
+    args = [
+        "--targets-file",
+        str(targets),
+        "-k",
+        "receipt_server",
+        "--target",
+        "correct",
+        "--target",
+        "no-capabilities",
+        "--target",
+        "adapter-garbage",
+        "--target",
+        "adapter-fails",
+    ]
     for fault in faults:
         args += ["--target", f"fault-{fault}"]
     return certify(tmp_path, *args, timeout=900), faults
@@ -267,17 +382,26 @@ def certified(tmp_path_factory):
 def test_correct_reference_node_passes_every_receipt_case(certified):
     run, _ = certified
     records = run.by_case("correct")
-    assert {case: records[case]["outcome"] for case in RECEIPT_CASES} == dict.fromkeys(RECEIPT_CASES, "passed"), \
-        run.output[-3000:]
+    assert {case: records[case]["outcome"] for case in RECEIPT_CASES} == dict.fromkeys(
+        RECEIPT_CASES, "passed"
+    ), run.output[-3000:]
 
 
 def test_without_the_adapter_only_the_wire_rules_apply(certified):
     run, _ = certified
     records = run.by_case("no-capabilities")
     outcomes = {case: records[case]["outcome"] for case in RECEIPT_CASES}
-    wire = {"stomp.receipt.server.receipt-id-echoes-receipt", "stomp.receipt.server.receipts-in-order"}
-    assert outcomes == {case: "passed" if case in wire else "not_applicable" for case in RECEIPT_CASES}, outcomes
-    assert "lacks the 'accepted' capability" in records["stomp.receipt.server.receipted-message-is-stored"]["message"]
+    wire = {
+        "stomp.receipt.server.receipt-id-echoes-receipt",
+        "stomp.receipt.server.receipts-in-order",
+    }
+    assert outcomes == {
+        case: "passed" if case in wire else "not_applicable" for case in RECEIPT_CASES
+    }, outcomes
+    assert (
+        "lacks the 'accepted' capability"
+        in records["stomp.receipt.server.receipted-message-is-stored"]["message"]
+    )
 
 
 def test_each_receipt_fault_fails_exactly_its_own_cases(certified):
@@ -286,35 +410,54 @@ def test_each_receipt_fault_fails_exactly_its_own_cases(certified):
         name = f"fault-{fault}"
         records = run.by_case(name)
         failed = {case for case, r in records.items() if r["outcome"] == "failed"}
-        assert failed == expected, f"{fault}: failed {sorted(failed)}, expected {sorted(expected)}\n" \
-                                   f"{run.output[-3000:]}"
+        assert failed == expected, (
+            f"{fault}: failed {sorted(failed)}, expected {sorted(expected)}\n{run.output[-3000:]}"
+        )
         for case, record in records.items():
             if case in expected:
                 # The message names the requirement and its citation.
                 assert record["message"].startswith(f"{case} [MUST, "), record["message"]
             elif record["outcome"] != "passed":
                 # A case relying on a broken rule is blocked by it, never failed.
-                assert record["outcome"] == "blocked" and record["blocked_by"] in expected, (fault, record)
+                assert record["outcome"] == "blocked" and record["blocked_by"] in expected, (
+                    fault,
+                    record,
+                )
         assert f"{name} [reference-stomp-{name} 0.1.0, stomp]: NOT CONFORMANT" in run.output, fault
 
 
 def test_failure_messages_show_what_the_node_did(certified):
     run, _ = certified
-    order = run.by_case("fault-receipts-out-of-order")["stomp.receipt.server.receipts-in-order"]["message"]
+    order = run.by_case("fault-receipts-out-of-order")["stomp.receipt.server.receipts-in-order"][
+        "message"
+    ]
     assert "came after the RECEIPT for SEND" in order and "receipts by SEND number" in order
-    echo = run.by_case("fault-wrong-receipt-id")["stomp.receipt.server.receipt-id-echoes-receipt"]["message"]
+    echo = run.by_case("fault-wrong-receipt-id")["stomp.receipt.server.receipt-id-echoes-receipt"][
+        "message"
+    ]
     assert "-x'" in echo and "RECEIPT [receipt-id:" in echo
-    stored = run.by_case("fault-receipt-before-store")["stomp.receipt.server.receipted-message-is-stored"]
+    stored = run.by_case("fault-receipt-before-store")[
+        "stomp.receipt.server.receipted-message-is-stored"
+    ]
     assert "is not among the" in stored["message"] and "creditor_id" in stored["message"]
     trace = (run.run_dir / stored["trace_file"]).read_text()
     assert "accepted adapter after the RECEIPT" in trace and "SEND" in trace
 
 
-@pytest.mark.parametrize("name, words", [
-    ("adapter-garbage", ["accepted adapter: line 1 is not one JSON object", "'INFO: connecting'",
-                         "docs/stomp-adapter.md"]),
-    ("adapter-fails", ["adapter 'accepted' exited with code 3", "store locked"]),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        (
+            "adapter-garbage",
+            [
+                "accepted adapter: line 1 is not one JSON object",
+                "'INFO: connecting'",
+                "docs/stomp-adapter.md",
+            ],
+        ),
+        ("adapter-fails", ["adapter 'accepted' exited with code 3", "store locked"]),
+    ],
+)
 def test_a_broken_adapter_ends_the_storage_cases_in_error(certified, name, words):
     run, _ = certified
     records = run.by_case(name)

@@ -18,12 +18,25 @@ CONNECT = b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00"
 BODY = encode_message(example_message("ConfigureAccount"))
 
 
-def send_frame(receipt: str | None = "r1", *, body: bytes = BODY, drop: tuple[str, ...] = (),
-               extra: tuple[tuple[str, str], ...] = (), **overrides: str) -> bytes:
-    headers = {"destination": "/exchange/smp", "receipt": receipt, "type": "ConfigureAccount",
-               "content-type": "application/json", "persistent": "true"}
+def send_frame(
+    receipt: str | None = "r1",
+    *,
+    body: bytes = BODY,
+    drop: tuple[str, ...] = (),
+    extra: tuple[tuple[str, str], ...] = (),
+    **overrides: str,
+) -> bytes:
+    headers = {
+        "destination": "/exchange/smp",
+        "receipt": receipt,
+        "type": "ConfigureAccount",
+        "content-type": "application/json",
+        "persistent": "true",
+    }
     headers.update({name.replace("_", "-"): value for name, value in overrides.items()})
-    pairs = tuple((name, value) for name, value in headers.items() if value is not None and name not in drop)
+    pairs = tuple(
+        (name, value) for name, value in headers.items() if value is not None and name not in drop
+    )
     return encode_frame(Frame("SEND", pairs + extra, body))
 
 
@@ -67,14 +80,17 @@ def test_login_and_passcode_not_required_nor_checked():
     assert frames(conn.data_to_send())[0].command == "CONNECTED"
 
 
-@pytest.mark.parametrize("client, ours, expected", [
-    ("0,0", (1000, 10000), (0, 0)),
-    ("0,500", (1000, 10000), (1000, 0)),       # they want ours every 500, we can do 1000: max
-    ("0,5000", (1000, 10000), (5000, 0)),
-    ("3000,0", (1000, 10000), (0, 10000)),     # they can send every 3000, we want 10000: max
-    ("20000,20000", (1000, 10000), (20000, 20000)),
-    ("500,500", (0, 0), (0, 0)),
-])
+@pytest.mark.parametrize(
+    "client, ours, expected",
+    [
+        ("0,0", (1000, 10000), (0, 0)),
+        ("0,500", (1000, 10000), (1000, 0)),  # they want ours every 500, we can do 1000: max
+        ("0,5000", (1000, 10000), (5000, 0)),
+        ("3000,0", (1000, 10000), (0, 10000)),  # they can send every 3000, we want 10000: max
+        ("20000,20000", (1000, 10000), (20000, 20000)),
+        ("500,500", (0, 0), (0, 0)),
+    ],
+)
 def test_heart_beat_negotiation(client, ours, expected):
     conn = ServerConnection(heart_beat=ours)
     conn.receive_data(f"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:{client}\n\n\x00".encode())
@@ -88,21 +104,24 @@ def test_no_heart_beat_header_means_none():
     assert conn.heart_beats == (0, 0)
 
 
-@pytest.mark.parametrize("frame, message", [
-    (b"CONNECT\nhost:/\n\n\x00", "unsupported protocol version"),
-    (b"CONNECT\naccept-version:1.0,1.1\nhost:/\n\n\x00", "unsupported protocol version"),
-    (b"CONNECT\naccept-version:1.2\n\n\x00", "missing host header"),
-    (b"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:10\n\n\x00", "bad heart-beat header"),
-    (b"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:-1,0\n\n\x00", "bad heart-beat header"),
-    (b"CONNECT\naccept-version:1.2\nhost:/\ncontent-length:1\n\nx\x00", "body on CONNECT"),
-])
+@pytest.mark.parametrize(
+    "frame, message",
+    [
+        (b"CONNECT\nhost:/\n\n\x00", "unsupported protocol version"),
+        (b"CONNECT\naccept-version:1.0,1.1\nhost:/\n\n\x00", "unsupported protocol version"),
+        (b"CONNECT\naccept-version:1.2\n\n\x00", "missing host header"),
+        (b"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:10\n\n\x00", "bad heart-beat header"),
+        (b"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:-1,0\n\n\x00", "bad heart-beat header"),
+        (b"CONNECT\naccept-version:1.2\nhost:/\ncontent-length:1\n\nx\x00", "body on CONNECT"),
+    ],
+)
 def test_connect_refusals(frame, message):
     conn = ServerConnection()
     conn.receive_data(frame)
     error = only_error(conn)
     assert error.get("message") == message
     if message == "unsupported protocol version":
-        assert error.get("version") == "1.2"     # Protocol Negotiation: the versions we support
+        assert error.get("version") == "1.2"  # Protocol Negotiation: the versions we support
 
 
 def test_connect_error_does_not_echo_passcode():
@@ -112,7 +131,10 @@ def test_connect_error_does_not_echo_passcode():
     assert b"hunter2" not in encode_frame(error)
 
 
-@pytest.mark.parametrize("data", [send_frame(), b"DISCONNECT\nreceipt:1\n\n\x00", b"SUBSCRIBE\nid:0\ndestination:/q\n\n\x00"])
+@pytest.mark.parametrize(
+    "data",
+    [send_frame(), b"DISCONNECT\nreceipt:1\n\n\x00", b"SUBSCRIBE\nid:0\ndestination:/q\n\n\x00"],
+)
 def test_frames_before_connect_get_error(data):
     conn = ServerConnection()
     assert conn.receive_data(data) == []
@@ -131,10 +153,14 @@ def test_second_connect_refused():
     assert only_error(conn).get("message") == "already connected"
 
 
-@pytest.mark.parametrize("command", ["SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK", "NACK"])
+@pytest.mark.parametrize(
+    "command", ["SUBSCRIBE", "UNSUBSCRIBE", "BEGIN", "COMMIT", "ABORT", "ACK", "NACK"]
+)
 def test_optional_commands_refused(command):
     conn = connected()
-    conn.receive_data(f"{command}\nid:0\ntransaction:t\ndestination:/q\nreceipt:x7\n\n\x00".encode())
+    conn.receive_data(
+        f"{command}\nid:0\ntransaction:t\ndestination:/q\nreceipt:x7\n\n\x00".encode()
+    )
     error = only_error(conn)
     assert error.get("message") == "unsupported command"
     assert error.get("receipt-id") == "x7"
@@ -156,7 +182,7 @@ def test_receipt_only_after_store_confirmed():
     assert isinstance(request, StoreRequest)
     assert request.message.destination == "/exchange/smp" and request.message.receipt == "m-1"
     assert request.message.type == "ConfigureAccount" and request.message.body == BODY
-    assert conn.data_to_send() == b""          # not stored yet: no RECEIPT
+    assert conn.data_to_send() == b""  # not stored yet: no RECEIPT
     conn.stored(request.request_id)
     [receipt] = frames(conn.data_to_send())
     assert receipt == Frame("RECEIPT", (("receipt-id", "m-1"),))
@@ -168,7 +194,7 @@ def test_receipts_wait_for_every_earlier_store_and_keep_order():
     assert [r.request_id for r in requests] == [1, 2, 3, 4, 5]
     conn.stored(3)
     conn.stored(2)
-    assert conn.data_to_send() == b""          # store 1 still pending: nothing may overtake it
+    assert conn.data_to_send() == b""  # store 1 still pending: nothing may overtake it
     conn.stored(1)
     assert [f.get("receipt-id") for f in frames(conn.data_to_send())] == ["m-0", "m-1", "m-2"]
     conn.stored(5)
@@ -199,24 +225,30 @@ def test_input_after_disconnect_ignored():
     assert conn.receive_data(send_frame()) == []
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"drop": ("destination",)}, "missing destination"),
-    ({"destination": ""}, "missing destination"),
-    ({"drop": ("type",)}, "missing type header"),
-    ({"drop": ("content-type",)}, "missing content-type header"),
-    ({"drop": ("persistent",)}, "persistent must be true"),
-    ({"persistent": "false"}, "persistent must be true"),
-    ({"persistent": "TRUE"}, "persistent must be true"),
-    ({"content_type": "text/plain"}, "unsupported content-type"),
-    ({"content_type": "application/json;charset=latin-1"}, "unsupported content-type"),
-    ({"type": "NoSuchType"}, "unknown message type"),
-    ({"type": "PrepareTransfer"}, "invalid SMP message"),         # the body's type says ConfigureAccount
-    ({"body": b"not json"}, "invalid SMP message"),
-    ({"body": b"\xff\xfe"}, "invalid SMP message"),
-    ({"body": b""}, "invalid SMP message"),
-    ({"body": b'{"type":"ConfigureAccount"}'}, "invalid SMP message"),
-    ({"extra": (("transaction", "t1"),)}, "transactions not supported"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"drop": ("destination",)}, "missing destination"),
+        ({"destination": ""}, "missing destination"),
+        ({"drop": ("type",)}, "missing type header"),
+        ({"drop": ("content-type",)}, "missing content-type header"),
+        ({"drop": ("persistent",)}, "persistent must be true"),
+        ({"persistent": "false"}, "persistent must be true"),
+        ({"persistent": "TRUE"}, "persistent must be true"),
+        ({"content_type": "text/plain"}, "unsupported content-type"),
+        ({"content_type": "application/json;charset=latin-1"}, "unsupported content-type"),
+        ({"type": "NoSuchType"}, "unknown message type"),
+        (
+            {"type": "PrepareTransfer"},
+            "invalid SMP message",
+        ),  # the body's type says ConfigureAccount
+        ({"body": b"not json"}, "invalid SMP message"),
+        ({"body": b"\xff\xfe"}, "invalid SMP message"),
+        ({"body": b""}, "invalid SMP message"),
+        ({"body": b'{"type":"ConfigureAccount"}'}, "invalid SMP message"),
+        ({"extra": (("transaction", "t1"),)}, "transactions not supported"),
+    ],
+)
 def test_send_refusals_error_with_receipt_id_then_close(kwargs, message):
     conn = connected()
     assert conn.receive_data(send_frame("bad-1", **kwargs)) == []
@@ -242,8 +274,15 @@ def test_invalid_smp_error_names_the_field():
     assert b"seqnum" in only_error(conn).body
 
 
-@pytest.mark.parametrize("content_type", ["application/json", "Application/JSON", "application/json;charset=utf-8",
-                                          "application/json; charset=UTF-8"])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "Application/JSON",
+        "application/json;charset=utf-8",
+        "application/json; charset=UTF-8",
+    ],
+)
 def test_json_content_types_accepted(content_type):
     conn = connected()
     [request] = conn.receive_data(send_frame(content_type=content_type))
@@ -276,7 +315,9 @@ def test_crlf_line_ends_and_heart_beats_between_frames_accepted():
     conn = ServerConnection()
     conn.receive_data(CONNECT.replace(b"\n", b"\r\n") + b"\r\n\n")
     assert frames(conn.data_to_send())[0].command == "CONNECTED"
-    data = send_frame().replace(b"\n", b"\r\n", send_frame().index(b"\n\n") + 1)   # header lines only
+    data = send_frame().replace(
+        b"\n", b"\r\n", send_frame().index(b"\n\n") + 1
+    )  # header lines only
     [request] = conn.receive_data(b"\n" + data + b"\r\n\n")
     assert request.message.body == BODY
 
@@ -286,22 +327,25 @@ def test_pipelined_frames_split_anywhere():
     conn = connected()
     requests = []
     for byte in range(len(data)):
-        requests += conn.receive_data(data[byte:byte + 1])
+        requests += conn.receive_data(data[byte : byte + 1])
     assert [r.message.receipt for r in requests] == ["m-0", "m-1", "m-2"]
 
 
 # ---------------------------------------------------------------- malformed frames, failures
 
 
-@pytest.mark.parametrize("data", [
-    b"SEND\ndestination:/a\\tb\n\n\x00",           # undefined escape
-    b"SEND\nno colon here\n\n\x00",
-    b"SEND\n:empty-name\n\n\x00",
-    b"FLY\n\n\x00",
-    b"SEND\ncontent-length:x\n\n\x00",
-    b"SEND\ncontent-length:2\n\nabc\x00",
-    b"SEND\ndestination:/a\rb\n\n\x00",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"SEND\ndestination:/a\\tb\n\n\x00",  # undefined escape
+        b"SEND\nno colon here\n\n\x00",
+        b"SEND\n:empty-name\n\n\x00",
+        b"FLY\n\n\x00",
+        b"SEND\ncontent-length:x\n\n\x00",
+        b"SEND\ncontent-length:2\n\nabc\x00",
+        b"SEND\ndestination:/a\rb\n\n\x00",
+    ],
+)
 def test_malformed_frame_error_then_close(data):
     conn = connected()
     assert conn.receive_data(data) == []
@@ -319,7 +363,7 @@ def test_oversized_frame_refused_with_bounded_buffer():
 def test_frames_before_a_malformed_one_are_processed_first():
     conn = connected()
     [request] = conn.receive_data(send_frame("ok") + b"SEND\nbad\\q:1\n\n\x00")
-    assert conn.data_to_send() == b""          # the ERROR waits behind the RECEIPT
+    assert conn.data_to_send() == b""  # the ERROR waits behind the RECEIPT
     conn.stored(request.request_id)
     assert [f.command for f in frames(conn.data_to_send())] == ["RECEIPT", "ERROR"]
     assert conn.finished
@@ -361,11 +405,14 @@ def test_fault_connected_without_version():
     assert frames(conn.data_to_send())[0].get("version") is None
 
 
-@pytest.mark.parametrize("fault, data", [
-    (Fault.REFUSE_STOMP_COMMAND, b"STOMP\naccept-version:1.2\nhost:/\n\n\x00"),
-    (Fault.REQUIRE_LOGIN, CONNECT),
-    (Fault.REQUIRE_PASSCODE, CONNECT),
-])
+@pytest.mark.parametrize(
+    "fault, data",
+    [
+        (Fault.REFUSE_STOMP_COMMAND, b"STOMP\naccept-version:1.2\nhost:/\n\n\x00"),
+        (Fault.REQUIRE_LOGIN, CONNECT),
+        (Fault.REQUIRE_PASSCODE, CONNECT),
+    ],
+)
 def test_connect_faults_refuse(fault, data):
     conn = ServerConnection(faults={fault})
     conn.receive_data(data)
@@ -426,7 +473,9 @@ def test_fault_body_ends_at_nul_reads_the_rest_as_frames():
     body = BODY + b"\x00DISCONNECT\nreceipt:smuggled\n\n"
     conn = connected()
     conn.receive_data(send_frame("n", body=body))
-    assert only_error(conn).get("message") == "invalid SMP message"      # conformant: one SEND, not JSON
+    assert (
+        only_error(conn).get("message") == "invalid SMP message"
+    )  # conformant: one SEND, not JSON
     conn = connected(faults={Fault.BODY_ENDS_AT_NUL})
     [request] = conn.receive_data(send_frame("n", body=body))
     assert request.message.body == BODY
@@ -443,7 +492,7 @@ def test_fault_silent_on_invalid_body_and_open_after_profile_error():
     assert [f.command for f in frames(conn.data_to_send())] == ["ERROR"] and not conn.closing
     conn = connected(faults={Fault.OPEN_AFTER_PROFILE_ERROR})
     conn.receive_data(send_frame(drop=("destination",)))
-    only_error(conn)                                                     # other refusals still close
+    only_error(conn)  # other refusals still close
 
 
 def test_fault_refuse_connect_command():

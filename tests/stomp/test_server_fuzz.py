@@ -42,18 +42,36 @@ MAX_FRAME = 16384
 def send_frame(receipt: str, creditor_id: int = 4294967299, *, eol: bytes = b"\n") -> bytes:
     message = example_message("ConfigureAccount")
     message["creditor_id"] = creditor_id
-    return encode_frame(Frame("SEND", (
-        ("destination", "/exchange/smp"), ("receipt", receipt), ("type", "ConfigureAccount"),
-        ("content-type", "application/json"), ("persistent", "true")), encode_message(message)), eol=eol)
+    return encode_frame(
+        Frame(
+            "SEND",
+            (
+                ("destination", "/exchange/smp"),
+                ("receipt", receipt),
+                ("type", "ConfigureAccount"),
+                ("content-type", "application/json"),
+                ("persistent", "true"),
+            ),
+            encode_message(message),
+        ),
+        eol=eol,
+    )
 
 
 # ---------------------------------------------------------------- strategies
 
 valid_pieces = st.one_of(
-    st.builds(lambda r, eol: send_frame(f"r{r}", eol=eol), st.integers(0, 999), st.sampled_from([b"\n", b"\r\n"])),
-    st.just(b"\n"), st.just(b"\r\n"),
+    st.builds(
+        lambda r, eol: send_frame(f"r{r}", eol=eol),
+        st.integers(0, 999),
+        st.sampled_from([b"\n", b"\r\n"]),
+    ),
+    st.just(b"\n"),
+    st.just(b"\r\n"),
     st.just(b"DISCONNECT\nreceipt:bye\n\n\x00"),
-    st.sampled_from([b"SUBSCRIBE\nid:0\ndestination:/q\n\n\x00", b"SEND\nreceipt:x\n\n\x00", CONNECT]),
+    st.sampled_from(
+        [b"SUBSCRIBE\nid:0\ndestination:/q\n\n\x00", b"SEND\nreceipt:x\n\n\x00", CONNECT]
+    ),
 )
 
 
@@ -70,16 +88,33 @@ def mutated_streams(draw) -> bytes:
         elif kind == "insert":
             data[at:at] = draw(st.binary(min_size=1, max_size=16))
         elif kind == "delete":
-            del data[at:at + draw(st.integers(1, 16))]
+            del data[at : at + draw(st.integers(1, 16))]
         elif kind == "truncate":
             del data[at:]
         else:
-            data[at:at] = draw(st.sampled_from([b"\x00", b"\\", b"\\t", b":", b"\r", b"\n\n", b"content-length:99\n",
-                                                b"\xff\xfe", b"heart-beat:1,x\n"]))
+            data[at:at] = draw(
+                st.sampled_from(
+                    [
+                        b"\x00",
+                        b"\\",
+                        b"\\t",
+                        b":",
+                        b"\r",
+                        b"\n\n",
+                        b"content-length:99\n",
+                        b"\xff\xfe",
+                        b"heart-beat:1,x\n",
+                    ]
+                )
+            )
     return bytes(data)
 
 
-streams = st.one_of(mutated_streams(), st.binary(max_size=2048), st.builds(lambda b: CONNECT + b, st.binary(max_size=2048)))
+streams = st.one_of(
+    mutated_streams(),
+    st.binary(max_size=2048),
+    st.builds(lambda b: CONNECT + b, st.binary(max_size=2048)),
+)
 
 
 def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -107,19 +142,23 @@ def drive(data: bytes, cuts: list[int]) -> tuple[ServerConnection, bytes, list[s
 def check_output(conn: ServerConnection, out: bytes, stored_receipts: list[str | None]) -> None:
     try:
         items = FrameParser().receive_data(out)
-    except FrameError as exc:   # the server's own output must always parse
-        raise AssertionError(f"server sent a malformed frame: {exc.reason}: {out[:300]!r}") from None
+    except FrameError as exc:  # the server's own output must always parse
+        raise AssertionError(
+            f"server sent a malformed frame: {exc.reason}: {out[:300]!r}"
+        ) from None
     frames = [item for item in items if item is not HEARTBEAT]
     commands = [frame.command for frame in frames]
     assert set(commands) <= {"CONNECTED", "RECEIPT", "ERROR"}
-    assert commands.count("CONNECTED") <= 1 and (not commands or commands[0] in ("CONNECTED", "ERROR"))
+    assert commands.count("CONNECTED") <= 1 and (
+        not commands or commands[0] in ("CONNECTED", "ERROR")
+    )
     if "ERROR" in commands:
         assert commands.index("ERROR") == len(commands) - 1, "a frame after ERROR"
         assert conn.closing, "ERROR without closing"
         assert frames[-1].get("message")
     receipts = [frame.get("receipt-id") for frame in frames if frame.command == "RECEIPT"]
     if conn.disconnected and len(receipts) > len(stored_receipts):
-        receipts.pop()                     # the DISCONNECT's own, always last
+        receipts.pop()  # the DISCONNECT's own, always last
     # Every stored SEND carries a receipt (the server refuses one without),
     # each gets its RECEIPT, in the order stored, and no RECEIPT is for
     # anything not stored.
@@ -134,7 +173,12 @@ def test_hostile_streams_never_crash_and_keep_the_rules(data, cuts):
 
 
 def test_huge_header_and_body_are_refused_with_bounded_memory():
-    for prefix in (b"SEND\ndestination:", b"SEND\n", b"SEND\ndestination:/q\n\n", b"SEND\ncontent-length:999999999\n\n"):
+    for prefix in (
+        b"SEND\ndestination:",
+        b"SEND\n",
+        b"SEND\ndestination:/q\n\n",
+        b"SEND\ncontent-length:999999999\n\n",
+    ):
         conn = ServerConnection(max_frame_bytes=1 << 20)
         conn.receive_data(CONNECT)
         conn.data_to_send()
@@ -174,36 +218,47 @@ async def _read_until_close(reader: asyncio.StreamReader, limit: float) -> bytes
         try:
             chunk = await asyncio.wait_for(reader.read(65536), end - loop.time())
         except (ConnectionError, ssl.SSLError, TimeoutError):
-            break       # a stream still valid so far leaves the session open: fine
+            break  # a stream still valid so far leaves the session open: fine
         if not chunk:
             break
         data += chunk
     return bytes(data)
 
 
-@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=mutated_streams())
 def test_hostile_streams_over_tls_leave_the_node_serving(pki, tmp_path, data):
     async def run() -> None:
-        node = StompServerNode(cert_file=str(pki.server_cert_file), key_file=str(pki.server_key_file),
-                               ca_file=str(pki.ca_file), store_dir=tmp_path / "store", connect_timeout=1.0)
+        node = StompServerNode(
+            cert_file=str(pki.server_cert_file),
+            key_file=str(pki.server_key_file),
+            ca_file=str(pki.ca_file),
+            store_dir=tmp_path / "store",
+            connect_timeout=1.0,
+        )
         _, port = await node.start("127.0.0.1", 0)
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port, ssl=client_context(pki)), DEADLINE)
+                asyncio.open_connection("127.0.0.1", port, ssl=client_context(pki)), DEADLINE
+            )
             writer.write(data)
             out = await _read_until_close(reader, 1.0)
-            FrameParser().receive_data(out)          # well-formed whatever came in
+            FrameParser().receive_data(out)  # well-formed whatever came in
             writer.transport.abort()
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port, ssl=client_context(pki)), DEADLINE)
+                asyncio.open_connection("127.0.0.1", port, ssl=client_context(pki)), DEADLINE
+            )
             writer.write(CONNECT)
             answer = await asyncio.wait_for(reader.read(65536), DEADLINE)
             assert answer.startswith(b"CONNECTED\n")
             writer.transport.abort()
         finally:
             await node.close()
+
     asyncio.run(run())
 
 
@@ -212,20 +267,39 @@ def test_hostile_streams_over_tls_leave_the_node_serving(pki, tmp_path, data):
 
 def _serve(pki: TestPki, store: Path) -> tuple[subprocess.Popen, int]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "reference_impl.stomp", "serve", "--cert", str(pki.server_cert_file),
-         "--key", str(pki.server_key_file), "--ca", str(pki.ca_file), "--store", str(store)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "reference_impl.stomp",
+            "serve",
+            "--cert",
+            str(pki.server_cert_file),
+            "--key",
+            str(pki.server_key_file),
+            "--ca",
+            str(pki.ca_file),
+            "--store",
+            str(store),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     line = process.stdout.readline()
     assert line.startswith("STOMP_READY port="), line
     return process, int(line.split("=")[1])
 
 
-async def _pump_until_killed(pki: TestPki, port: int, process: subprocess.Popen, round_: int,
-                             kill_after: float) -> list[str]:
+async def _pump_until_killed(
+    pki: TestPki, port: int, process: subprocess.Popen, round_: int, kill_after: float
+) -> list[str]:
     """Pipeline SENDs in bursts, collect RECEIPTs, SIGKILL the server after
     ``kill_after`` seconds; the receipt ids seen before the connection died."""
     reader, writer = await asyncio.wait_for(
-        asyncio.open_connection("127.0.0.1", port, ssl=client_context(pki)), DEADLINE)
+        asyncio.open_connection("127.0.0.1", port, ssl=client_context(pki)), DEADLINE
+    )
     writer.write(CONNECT)
     parser = FrameParser()
     receipted: list[str] = []
@@ -234,8 +308,12 @@ async def _pump_until_killed(pki: TestPki, port: int, process: subprocess.Popen,
         n = 0
         try:
             while True:
-                writer.write(b"".join(send_frame(f"k{round_}-{n + i}", 4294967296 + round_ * 100000 + n + i)
-                                      for i in range(20)))
+                writer.write(
+                    b"".join(
+                        send_frame(f"k{round_}-{n + i}", 4294967296 + round_ * 100000 + n + i)
+                        for i in range(20)
+                    )
+                )
                 n += 20
                 await writer.drain()
                 await asyncio.sleep(0.005)
@@ -280,8 +358,14 @@ def test_sigkill_loses_no_receipted_message(pki, tmp_path):
             process.stdout.close()
         assert receipted, "no RECEIPT before the kill: the test shows nothing"
         everything += receipted
-        out = subprocess.run([sys.executable, "-m", "reference_impl.stomp", "accepted", "--store", str(store)],
-                             cwd=REPO, capture_output=True, text=True, timeout=30, check=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "reference_impl.stomp", "accepted", "--store", str(store)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
         held = [json.loads(line)["receipt"] for line in out.stdout.splitlines()]
         missing = set(everything) - set(held)
         assert not missing, f"receipted but lost after SIGKILL: {sorted(missing)[:10]}"

@@ -40,13 +40,28 @@ def message_body(creditor_id: int) -> bytes:
 
 
 def send_frame(receipt: str, creditor_id: int = 4294967299) -> bytes:
-    return encode_frame(Frame("SEND", (
-        ("destination", "/exchange/smp"), ("receipt", receipt), ("type", "ConfigureAccount"),
-        ("content-type", "application/json"), ("persistent", "true")), message_body(creditor_id)))
+    return encode_frame(
+        Frame(
+            "SEND",
+            (
+                ("destination", "/exchange/smp"),
+                ("receipt", receipt),
+                ("type", "ConfigureAccount"),
+                ("content-type", "application/json"),
+                ("persistent", "true"),
+            ),
+            message_body(creditor_id),
+        )
+    )
 
 
-def client_context(pki: TestPki, *, cert: str | None = "client", maximum: ssl.TLSVersion | None = None,
-                   minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3) -> ssl.SSLContext:
+def client_context(
+    pki: TestPki,
+    *,
+    cert: str | None = "client",
+    maximum: ssl.TLSVersion | None = None,
+    minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
+) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.minimum_version = minimum
@@ -70,7 +85,8 @@ class Peer:
     @classmethod
     async def open(cls, port: int, context: ssl.SSLContext) -> "Peer":
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", port, ssl=context), DEADLINE)
+            asyncio.open_connection("127.0.0.1", port, ssl=context), DEADLINE
+        )
         return cls(reader, writer)
 
     async def _fill(self, timeout: float) -> bool:
@@ -114,8 +130,13 @@ class Peer:
 
 
 async def started(pki: TestPki, store: Path, **kwargs) -> tuple[StompServerNode, int]:
-    node = StompServerNode(cert_file=str(pki.server_cert_file), key_file=str(pki.server_key_file),
-                           ca_file=str(pki.ca_file), store_dir=store, **kwargs)
+    node = StompServerNode(
+        cert_file=str(pki.server_cert_file),
+        key_file=str(pki.server_key_file),
+        ca_file=str(pki.ca_file),
+        store_dir=store,
+        **kwargs,
+    )
     _, port = await node.start("127.0.0.1", 0)
     return node, port
 
@@ -147,7 +168,9 @@ async def test_pipelined_receipts_in_order_and_all_durable_first(pki, tmp_path):
         first = await peer.frame()
         # The first RECEIPT is out only once its message is durable.
         assert first.get("receipt-id") == "m-0" and len(read_messages(tmp_path / "store")) >= 1
-        receipts = [first.get("receipt-id")] + [(await peer.frame()).get("receipt-id") for _ in range(199)]
+        receipts = [first.get("receipt-id")] + [
+            (await peer.frame()).get("receipt-id") for _ in range(199)
+        ]
         assert receipts == [f"m-{i}" for i in range(200)]
         assert [m.receipt for m in read_messages(tmp_path / "store")] == receipts
     finally:
@@ -157,25 +180,34 @@ async def test_pipelined_receipts_in_order_and_all_durable_first(pki, tmp_path):
 async def test_tls_refusals(pki, tmp_path):
     node, port = await started(pki, tmp_path / "store")
     try:
-        for context in (client_context(pki, minimum=ssl.TLSVersion.TLSv1_2, maximum=ssl.TLSVersion.TLSv1_2),
-                        client_context(pki, cert=None), client_context(pki, cert="untrusted-client")):
+        for context in (
+            client_context(pki, minimum=ssl.TLSVersion.TLSv1_2, maximum=ssl.TLSVersion.TLSv1_2),
+            client_context(pki, cert=None),
+            client_context(pki, cert="untrusted-client"),
+        ):
             with pytest.raises((ssl.SSLError, ConnectionError)):
                 # TLS 1.3: a refused client certificate shows on the first read.
                 peer = await Peer.open(port, context)
                 peer.send(CONNECT)
                 await peer.frame()
-        peer = await Peer.open(port, client_context(pki))   # the server still serves
+        peer = await Peer.open(port, client_context(pki))  # the server still serves
         peer.send(CONNECT)
         assert (await peer.frame()).command == "CONNECTED"
     finally:
         await node.close()
 
 
-@pytest.mark.parametrize("fault, context_options", [
-    (Fault.ACCEPT_TLS_1_2, {"minimum": ssl.TLSVersion.TLSv1_2, "maximum": ssl.TLSVersion.TLSv1_2}),
-    (Fault.CLIENT_CERTIFICATE_OPTIONAL, {"cert": None}),
-    (Fault.NO_CLIENT_CERTIFICATE_CHECK, {"cert": "untrusted-client"}),
-])
+@pytest.mark.parametrize(
+    "fault, context_options",
+    [
+        (
+            Fault.ACCEPT_TLS_1_2,
+            {"minimum": ssl.TLSVersion.TLSv1_2, "maximum": ssl.TLSVersion.TLSv1_2},
+        ),
+        (Fault.CLIENT_CERTIFICATE_OPTIONAL, {"cert": None}),
+        (Fault.NO_CLIENT_CERTIFICATE_CHECK, {"cert": "untrusted-client"}),
+    ],
+)
 async def test_tls_faults_let_the_refused_clients_in(pki, tmp_path, fault, context_options):
     node, port = await started(pki, tmp_path / "store", faults=frozenset({fault}))
     try:
@@ -187,7 +219,9 @@ async def test_tls_faults_let_the_refused_clients_in(pki, tmp_path, fault, conte
 
 
 async def test_fault_untrusted_server_certificate(pki, tmp_path):
-    node, port = await started(pki, tmp_path / "store", faults=frozenset({Fault.UNTRUSTED_SERVER_CERTIFICATE}))
+    node, port = await started(
+        pki, tmp_path / "store", faults=frozenset({Fault.UNTRUSTED_SERVER_CERTIFICATE})
+    )
     try:
         with pytest.raises(ssl.SSLCertVerificationError):
             await Peer.open(port, client_context(pki))
@@ -276,7 +310,9 @@ async def test_malformed_frame_error_then_close(pki, tmp_path):
 
 
 async def test_fault_forget_on_connection_cut(pki, tmp_path):
-    node, port = await started(pki, tmp_path / "store", faults=frozenset({Fault.FORGET_ON_CONNECTION_CUT}))
+    node, port = await started(
+        pki, tmp_path / "store", faults=frozenset({Fault.FORGET_ON_CONNECTION_CUT})
+    )
     try:
         peer = await Peer.open(port, client_context(pki))
         peer.send(CONNECT + send_frame("cut"))
@@ -295,7 +331,9 @@ async def test_fault_forget_on_connection_cut(pki, tmp_path):
 
 async def test_fault_receipt_before_store(pki, tmp_path, monkeypatch):
     monkeypatch.setattr("reference_impl.stomp.node.FAULT_STORE_DELAY", 0.5)
-    node, port = await started(pki, tmp_path / "store", faults=frozenset({Fault.RECEIPT_BEFORE_STORE}))
+    node, port = await started(
+        pki, tmp_path / "store", faults=frozenset({Fault.RECEIPT_BEFORE_STORE})
+    )
     try:
         peer = await Peer.open(port, client_context(pki))
         peer.send(CONNECT + send_frame("early"))
@@ -310,17 +348,44 @@ async def test_fault_receipt_before_store(pki, tmp_path, monkeypatch):
 
 def _serve(pki: TestPki, store: Path, *extra: str) -> tuple[subprocess.Popen, int]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "reference_impl.stomp", "serve", "--cert", str(pki.server_cert_file),
-         "--key", str(pki.server_key_file), "--ca", str(pki.ca_file), "--store", str(store), *extra],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "reference_impl.stomp",
+            "serve",
+            "--cert",
+            str(pki.server_cert_file),
+            "--key",
+            str(pki.server_key_file),
+            "--ca",
+            str(pki.ca_file),
+            "--store",
+            str(store),
+            *extra,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     line = process.stdout.readline()
-    assert line.startswith("STOMP_READY port="), (line, process.stderr.read() if process.poll() is not None else "")
+    assert line.startswith("STOMP_READY port="), (
+        line,
+        process.stderr.read() if process.poll() is not None else "",
+    )
     return process, int(line.split("=")[1])
 
 
 def accepted(store: Path) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "reference_impl.stomp", "accepted", "--store", str(store)],
-                         cwd=REPO, capture_output=True, text=True, timeout=30, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "reference_impl.stomp", "accepted", "--store", str(store)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     return [json.loads(line) for line in out.stdout.splitlines() if line]
 
 
@@ -334,14 +399,34 @@ async def test_cli_serve_and_accepted(pki, tmp_path):
         assert (await peer.frame()).get("receipt-id") == "cli-1"
         assert (await peer.frame()).get("receipt-id") == "bye"
         [line] = accepted(store)
-        assert line == {"destination": "/exchange/smp", "type": "ConfigureAccount",
-                        "content-type": "application/json", "receipt": "cli-1",
-                        "body": message_body(4294967311).decode()}
+        assert line == {
+            "destination": "/exchange/smp",
+            "type": "ConfigureAccount",
+            "content-type": "application/json",
+            "receipt": "cli-1",
+            "body": message_body(4294967311).decode(),
+        }
         # A second server on the same store is refused (one writer).
-        second = subprocess.run([sys.executable, "-m", "reference_impl.stomp", "serve", "--cert",
-                                 str(pki.server_cert_file), "--key", str(pki.server_key_file), "--ca",
-                                 str(pki.ca_file), "--store", str(store)], cwd=REPO, capture_output=True,
-                                text=True, timeout=30)
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "reference_impl.stomp",
+                "serve",
+                "--cert",
+                str(pki.server_cert_file),
+                "--key",
+                str(pki.server_key_file),
+                "--ca",
+                str(pki.ca_file),
+                "--store",
+                str(store),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert second.returncode == 2 and "another process" in second.stderr
     finally:
         os.killpg(process.pid, signal.SIGTERM)
@@ -374,9 +459,26 @@ def test_stomp_py_client_delivers_to_the_server(pki, tmp_path):
     stomp = pytest.importorskip("stomp")
     store = tmp_path / "store"
     process = subprocess.Popen(
-        [sys.executable, "-m", "reference_impl.stomp", "serve", "--cert", str(pki.loopback_server_cert_file),
-         "--key", str(pki.loopback_server_key_file), "--ca", str(pki.ca_file), "--store", str(store)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "reference_impl.stomp",
+            "serve",
+            "--cert",
+            str(pki.loopback_server_cert_file),
+            "--key",
+            str(pki.loopback_server_key_file),
+            "--ca",
+            str(pki.ca_file),
+            "--store",
+            str(store),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         port = int(process.stdout.readline().split("=")[1])
         receipts: list[str] = []
@@ -389,19 +491,28 @@ def test_stomp_py_client_delivers_to_the_server(pki, tmp_path):
             def on_error(self, frame):
                 errors.append(frame.headers.get("message"))
 
-        conn = stomp.Connection12([("127.0.0.1", port)], heartbeats=(500, 500), timeout=DEADLINE,
-                                  reconnect_attempts_max=1)
-        conn.set_ssl(for_hosts=[("127.0.0.1", port)], key_file=str(pki.client_key_file),
-                     cert_file=str(pki.client_cert_file), ca_certs=str(pki.ca_file))
+        conn = stomp.Connection12(
+            [("127.0.0.1", port)], heartbeats=(500, 500), timeout=DEADLINE, reconnect_attempts_max=1
+        )
+        conn.set_ssl(
+            for_hosts=[("127.0.0.1", port)],
+            key_file=str(pki.client_key_file),
+            cert_file=str(pki.client_cert_file),
+            ca_certs=str(pki.ca_file),
+        )
         conn.set_listener("test", Listener())
         conn.connect(wait=True, headers={"host": "/"})
         for i in range(3):
-            conn.send("/exchange/smp", message_body(4294967400 + i).decode(), content_type="application/json",
-                      headers={"receipt": f"sp-{i}", "type": "ConfigureAccount", "persistent": "true"})
+            conn.send(
+                "/exchange/smp",
+                message_body(4294967400 + i).decode(),
+                content_type="application/json",
+                headers={"receipt": f"sp-{i}", "type": "ConfigureAccount", "persistent": "true"},
+            )
         end = time.monotonic() + DEADLINE
         while len(receipts) < 3 and time.monotonic() < end:
             time.sleep(0.05)
-        time.sleep(1.2)                      # a few heart-beat intervals both ways, connection kept
+        time.sleep(1.2)  # a few heart-beat intervals both ways, connection kept
         assert conn.is_connected()
         conn.disconnect()
         assert receipts[:3] == ["sp-0", "sp-1", "sp-2"] and not errors

@@ -34,7 +34,11 @@ def by_id(cases: list[dict]) -> dict:
 
 
 def body_bytes(vector: dict) -> bytes:
-    return bytes.fromhex(vector["body_hex"]) if "body_hex" in vector else vector["body"].encode("utf-8")
+    return (
+        bytes.fromhex(vector["body_hex"])
+        if "body_hex" in vector
+        else vector["body"].encode("utf-8")
+    )
 
 
 def test_generator_reproduces_the_committed_file():
@@ -88,8 +92,18 @@ def test_every_type_has_example_and_bound_vectors():
 def test_the_table_has_the_profiles_ten_types():
     # PROFILE:36-47 lists the types a SEND may carry; SMP 2.1 defines exactly these.
     profile = PROFILE_PATH.read_text(encoding="utf-8") if PROFILE_PATH.exists() else None
-    listed = {"ConfigureAccount", "PrepareTransfer", "FinalizeTransfer", "RejectedConfig", "RejectedTransfer",
-              "PreparedTransfer", "FinalizedTransfer", "AccountUpdate", "AccountPurge", "AccountTransfer"}
+    listed = {
+        "ConfigureAccount",
+        "PrepareTransfer",
+        "FinalizeTransfer",
+        "RejectedConfig",
+        "RejectedTransfer",
+        "PreparedTransfer",
+        "FinalizedTransfer",
+        "AccountUpdate",
+        "AccountPurge",
+        "AccountTransfer",
+    }
     assert set(smp.MESSAGE_TYPES) == listed
     if profile is not None:
         for name in listed:
@@ -121,7 +135,7 @@ def test_example_is_valid_and_follows_every_should(type_name):
     assert smp.should_problems(type_name, message) == []
     assert smp.validate_body(type_name, smp.encode_message(message)) == []
     message["debtor_id"] = "changed"
-    assert smp.example_message(type_name)["debtor_id"] != "changed"   # a fresh copy each time
+    assert smp.example_message(type_name)["debtor_id"] != "changed"  # a fresh copy each time
 
 
 def catalog(type_name: str):
@@ -158,28 +172,33 @@ def test_every_catalog_entry_breaks_exactly_one_rule(type_name):
 
 def test_byte_bounds_count_utf8_bytes_not_characters():
     message = smp.example_message("ConfigureAccount")
-    message["config_data"] = "\u00e9" * 1000            # 2000 bytes: at the bound
+    message["config_data"] = "\u00e9" * 1000  # 2000 bytes: at the bound
     assert smp.validate_message("ConfigureAccount", message) == []
-    message["config_data"] = "\u00e9" * 1000 + "a"      # 2001 bytes, 1001 characters
+    message["config_data"] = "\u00e9" * 1000 + "a"  # 2001 bytes, 1001 characters
     assert [(p.field, p.reason) for p in smp.validate_message("ConfigureAccount", message)] == [
-        ("config_data", smp.TOO_LONG)]
+        ("config_data", smp.TOO_LONG)
+    ]
 
 
 def test_iri_bound_counts_code_points():
     message = smp.example_message("AccountUpdate")
-    message["debtor_info_iri"] = "\U0001f600" * 200      # 800 UTF-8 bytes, 200 characters
+    message["debtor_info_iri"] = "\U0001f600" * 200  # 800 UTF-8 bytes, 200 characters
     assert smp.validate_message("AccountUpdate", message) == []
 
 
 def test_cross_rules_are_skipped_when_a_field_they_read_is_invalid():
     message = smp.example_message("PrepareTransfer")
-    message["min_locked_amount"] = -5       # invalid on its own
-    message["max_locked_amount"] = -10      # max < min, but the rule reads an invalid field: not reported
+    message["min_locked_amount"] = -5  # invalid on its own
+    message[
+        "max_locked_amount"
+    ] = -10  # max < min, but the rule reads an invalid field: not reported
     assert [(p.field, p.reason) for p in smp.validate_message("PrepareTransfer", message)] == [
-        ("min_locked_amount", smp.OUT_OF_RANGE)]
-    message["min_locked_amount"] = 0        # now both valid: the rule speaks
+        ("min_locked_amount", smp.OUT_OF_RANGE)
+    ]
+    message["min_locked_amount"] = 0  # now both valid: the rule speaks
     assert [(p.field, p.reason) for p in smp.validate_message("PrepareTransfer", message)] == [
-        ("max_locked_amount", smp.INCONSISTENT)]
+        ("max_locked_amount", smp.INCONSISTENT)
+    ]
 
 
 def test_booleans_are_not_numbers():
@@ -187,25 +206,42 @@ def test_booleans_are_not_numbers():
     message["seqnum"] = True
     message["negligible_amount"] = False
     assert {(p.field, p.reason) for p in smp.validate_message("ConfigureAccount", message)} == {
-        ("seqnum", smp.WRONG_TYPE), ("negligible_amount", smp.WRONG_TYPE)}
+        ("seqnum", smp.WRONG_TYPE),
+        ("negligible_amount", smp.WRONG_TYPE),
+    }
 
 
 def test_huge_integer_literal_in_a_float_field_is_not_finite():
     body = smp.encode_message(smp.example_message("ConfigureAccount")).replace(
-        b'"negligible_amount":2.0', b'"negligible_amount":' + b"9" * 400)
+        b'"negligible_amount":2.0', b'"negligible_amount":' + b"9" * 400
+    )
     assert [(p.field, p.reason) for p in smp.validate_body("ConfigureAccount", body)] == [
-        ("negligible_amount", smp.NOT_FINITE)]
+        ("negligible_amount", smp.NOT_FINITE)
+    ]
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("2024-05-20T10:00:00+00:00", None), ("2024-05-20T10:00:00Z", None), ("2024-05-20T10:00:00.5-12:00", None),
-    ("2024-05-20T10:00+01", None), ("2024-05-20 10:00:00+0100", None),
-    ("2024-05-20T10:00:00", smp.NO_UTC_OFFSET), ("2024-05-20t10:00:00Z", smp.BAD_TIMESTAMP),
-    ("2024-05-20T10:00:00z", smp.BAD_TIMESTAMP), ("2024-5-20T10:00:00Z", smp.BAD_TIMESTAMP),
-    ("\u0662\u0660\u0662\u0664-05-20T10:00:00Z", smp.BAD_TIMESTAMP),   # Arabic-Indic digits are not ISO 8601
-    ("2023-02-29T00:00:00Z", smp.BAD_TIMESTAMP), ("2024-05-20T10:60:00Z", smp.BAD_TIMESTAMP),
-    ("2024-05-20T10:00:00+05:60", smp.BAD_TIMESTAMP), ("2024-05-20T10:00:00.1234567890123Z", smp.BAD_TIMESTAMP),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("2024-05-20T10:00:00+00:00", None),
+        ("2024-05-20T10:00:00Z", None),
+        ("2024-05-20T10:00:00.5-12:00", None),
+        ("2024-05-20T10:00+01", None),
+        ("2024-05-20 10:00:00+0100", None),
+        ("2024-05-20T10:00:00", smp.NO_UTC_OFFSET),
+        ("2024-05-20t10:00:00Z", smp.BAD_TIMESTAMP),
+        ("2024-05-20T10:00:00z", smp.BAD_TIMESTAMP),
+        ("2024-5-20T10:00:00Z", smp.BAD_TIMESTAMP),
+        (
+            "\u0662\u0660\u0662\u0664-05-20T10:00:00Z",
+            smp.BAD_TIMESTAMP,
+        ),  # Arabic-Indic digits are not ISO 8601
+        ("2023-02-29T00:00:00Z", smp.BAD_TIMESTAMP),
+        ("2024-05-20T10:60:00Z", smp.BAD_TIMESTAMP),
+        ("2024-05-20T10:00:00+05:60", smp.BAD_TIMESTAMP),
+        ("2024-05-20T10:00:00.1234567890123Z", smp.BAD_TIMESTAMP),
+    ],
+)
 def test_date_time_forms(text, reason):
     assert smp.parse_date_time(text)[0] == reason
 
@@ -219,8 +255,12 @@ def test_problem_text_and_basis():
 
 
 def test_validate_message_refuses_non_objects_and_unknown_types():
-    assert [(p.field, p.reason) for p in smp.validate_message("AccountPurge", [1])] == [(smp.BODY, smp.NOT_OBJECT)]
-    assert [(p.field, p.reason) for p in smp.validate_message("Nope", {})] == [("type", smp.UNKNOWN_TYPE)]
+    assert [(p.field, p.reason) for p in smp.validate_message("AccountPurge", [1])] == [
+        (smp.BODY, smp.NOT_OBJECT)
+    ]
+    assert [(p.field, p.reason) for p in smp.validate_message("Nope", {})] == [
+        ("type", smp.UNKNOWN_TYPE)
+    ]
     message = smp.example_message("AccountPurge")
     del message["type"]
     assert smp.validate_message("AccountPurge", message, check_type_member=False) == []
@@ -234,12 +274,15 @@ def test_body_bound_is_a_parameter():
     body = smp.encode_message(smp.example_message("AccountPurge"))
     assert smp.validate_body("AccountPurge", body, max_bytes=len(body)) == []
     assert [p.reason for p in smp.validate_body("AccountPurge", body, max_bytes=len(body) - 1)] == [
-        smp.BODY_TOO_LARGE]
+        smp.BODY_TOO_LARGE
+    ]
 
 
 # --------------------------------------------------------------------------- strategies
 
-SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @SETTINGS
@@ -268,8 +311,10 @@ def test_invalid_messages_are_refused_naming_their_field(pair):
     assert [(p.field, p.reason) for p in problems] == [(field, reason)]
     if not any(isinstance(v, float) and math.isnan(v) for v in message.values()):
         # As a body too (NaN has no JSON form): the same single problem.
-        assert [(p.field, p.reason) for p in smp.validate_body(type_name, ss.body_text(message).encode())] \
-            == [(field, reason)]
+        assert [
+            (p.field, p.reason)
+            for p in smp.validate_body(type_name, ss.body_text(message).encode())
+        ] == [(field, reason)]
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -277,19 +322,25 @@ def test_invalid_messages_are_refused_naming_their_field(pair):
 def test_invalid_messages_of_any_type(triple):
     message, field, reason = triple
     # The type member may be the broken field, so find the type whose rules give this one problem.
-    matches = [t for t in TYPES
-               if [(p.field, p.reason) for p in smp.validate_message(t, message)] == [(field, reason)]]
+    matches = [
+        t
+        for t in TYPES
+        if [(p.field, p.reason) for p in smp.validate_message(t, message)] == [(field, reason)]
+    ]
     assert matches
 
 
 @pytest.mark.parametrize("type_name", TYPES)
 def test_invalid_messages_of_each_type(type_name):
-    @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(ss.invalid_messages(type_name))
     def check(triple):
         message, field, reason = triple
         problems = smp.validate_message(type_name, message)
         assert [(p.field, p.reason) for p in problems] == [(field, reason)]
+
     check()
 
 

@@ -12,16 +12,26 @@ from conformance.mutation import suite_case_ids
 from reference_impl.stomp.faults import SPECS
 
 CLIENT_CASES = {
-    "stomp.tls.client.presents-certificate", "stomp.tls.client.verifies-server-chain",
-    "stomp.tls.client.skips-hostname-verification", "stomp.tls.client.refuses-tls-1-2",
-    "stomp.connect.client.sends-connect-first", "stomp.connect.client.host-substitutes-node-id",
-    "stomp.connect.client.login-substitutes-node-id", "stomp.send.client.sends-each-message",
-    "stomp.send.client.destination-substitutes-node-id", "stomp.send.client.includes-receipt",
-    "stomp.send.client.includes-type", "stomp.send.client.includes-content-type",
-    "stomp.send.client.persistent-true", "stomp.send.client.body-is-valid-smp",
-    "stomp.send.client.only-subset-commands", "stomp.receipt.client.delivered-only-after-receipt",
-    "stomp.receipt.client.resends-unreceipted-after-drop", "stomp.receipt.client.accepts-cumulative-receipt",
-    "stomp.connect.client.accept-version-includes-1-2", "stomp.connect.client.nothing-after-disconnect",
+    "stomp.tls.client.presents-certificate",
+    "stomp.tls.client.verifies-server-chain",
+    "stomp.tls.client.skips-hostname-verification",
+    "stomp.tls.client.refuses-tls-1-2",
+    "stomp.connect.client.sends-connect-first",
+    "stomp.connect.client.host-substitutes-node-id",
+    "stomp.connect.client.login-substitutes-node-id",
+    "stomp.send.client.sends-each-message",
+    "stomp.send.client.destination-substitutes-node-id",
+    "stomp.send.client.includes-receipt",
+    "stomp.send.client.includes-type",
+    "stomp.send.client.includes-content-type",
+    "stomp.send.client.persistent-true",
+    "stomp.send.client.body-is-valid-smp",
+    "stomp.send.client.only-subset-commands",
+    "stomp.receipt.client.delivered-only-after-receipt",
+    "stomp.receipt.client.resends-unreceipted-after-drop",
+    "stomp.receipt.client.accepts-cumulative-receipt",
+    "stomp.connect.client.accept-version-includes-1-2",
+    "stomp.connect.client.nothing-after-disconnect",
 }
 
 CLIENT_FAULTS = {spec.name: spec.cases for spec in SPECS if spec.role == "client"}

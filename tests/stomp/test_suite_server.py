@@ -20,12 +20,23 @@ from conformance.core.pki import harness_server_context, run_pki
 from conformance.core.targets import TargetRuntime, load_targets_file
 from conformance.core.transport import DeadlineExceeded, ProtocolViolation, TcpConnection, WireTrace
 from conformance.suites.stomp import preflight as stomp_preflight
-from conformance.suites.stomp.peer import MAX_FRAME_BYTES, StompPeer, client_context, settings_of, tls_files
+from conformance.suites.stomp.peer import (
+    MAX_FRAME_BYTES,
+    StompPeer,
+    client_context,
+    settings_of,
+    tls_files,
+)
 from reference_impl.stomp.faults import SPECS
 
 SUITE = Path(__file__).resolve().parents[2] / "conformance" / "suites" / "stomp"
-OWN_FILES = ("test_tls_server.py", "test_connect_server.py", "test_frame_server.py", "test_send_server.py",
-             "test_manifest_server.py")
+OWN_FILES = (
+    "test_tls_server.py",
+    "test_connect_server.py",
+    "test_frame_server.py",
+    "test_send_server.py",
+    "test_manifest_server.py",
+)
 
 
 def own_case_ids() -> list[str]:
@@ -34,7 +45,11 @@ def own_case_ids() -> list[str]:
         text = (SUITE / name).read_text(encoding="utf-8")
         ids += re.findall(r"@requirement\(\s*\"([^\"]+)\"", text)
         constants = dict(re.findall(r"^([A-Z_][A-Z0-9_]*) = \"([^\"]+)\"$", text, re.MULTILINE))
-        ids += [constants[n] for n in re.findall(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,", text) if n in constants]
+        ids += [
+            constants[n]
+            for n in re.findall(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,", text)
+            if n in constants
+        ]
     return ids
 
 
@@ -44,7 +59,11 @@ def registered_case_ids(names: tuple[str, ...]) -> list[str]:
     for name in names:
         module = importlib.import_module(f"conformance.suites.stomp.{name.removesuffix('.py')}")
         for obj in vars(module).values():
-            ids += [mark.args[0] for mark in getattr(obj, "pytestmark", []) if mark.name == "requirement"]
+            ids += [
+                mark.args[0]
+                for mark in getattr(obj, "pytestmark", [])
+                if mark.name == "requirement"
+            ]
     return ids
 
 
@@ -63,6 +82,7 @@ def test_every_case_is_caught_by_a_fault_of_the_reference_server():
 
 
 # -- preflight and prepare -------------------------------------------------------------------
+
 
 def runtime_of(toml: str, tmp_path: Path) -> TargetRuntime:
     (target,) = load_targets_file("t.toml", textwrap.dedent(toml)).values()
@@ -97,18 +117,25 @@ def test_prepare_puts_the_run_pki_into_the_params(tmp_path):
     assert runtime.params["server_key_file"] == str(pki.server_key_file)
     assert stomp_preflight.preflight(runtime, serving=True) == []
     files = tls_files(runtime)
-    assert (files.cert_file, files.key_file) == (str(pki.client_cert_file), str(pki.client_key_file))
+    assert (files.cert_file, files.key_file) == (
+        str(pki.client_cert_file),
+        str(pki.client_key_file),
+    )
 
 
 def test_prepare_keeps_what_the_target_gives(tmp_path):
     cert, key = run_pki().cert_pair("client")
-    runtime = runtime_of(EXTERNAL + f"""
+    runtime = runtime_of(
+        EXTERNAL
+        + f"""
     [targets.t.params]
     ca_file = "{run_pki().ca_file}"
     [targets.t.credentials]
     client_cert_file = "{cert}"
     client_key_file = "{key}"
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     stomp_preflight.prepare(runtime)
     assert "client_cert_file" not in runtime.params and "client_key_file" not in runtime.params
     assert runtime.params["ca_file"] == str(run_pki().ca_file)
@@ -116,53 +143,77 @@ def test_prepare_keeps_what_the_target_gives(tmp_path):
 
 
 def test_preflight_names_what_an_external_target_lacks(tmp_path):
-    runtime = runtime_of(EXTERNAL + """
+    runtime = runtime_of(
+        EXTERNAL
+        + """
     [targets.t.params]
     idle_seconds = -1
     manifest_file = "/nonexistent/stomp.toml"
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     stomp_preflight.prepare(runtime)
     problems = " | ".join(stomp_preflight.preflight(runtime, serving=True))
-    for words in ("params.ca_file is missing", "credential client_cert_file", "credential client_key_file",
-                  "idle_seconds must be a positive number", "manifest_file /nonexistent/stomp.toml is not a file"):
+    for words in (
+        "params.ca_file is missing",
+        "credential client_cert_file",
+        "credential client_key_file",
+        "idle_seconds must be a positive number",
+        "manifest_file /nonexistent/stomp.toml is not a file",
+    ):
         assert words in problems, problems
 
 
 def test_preflight_refuses_files_that_do_not_load(tmp_path):
     bad = tmp_path / "not-a-cert.pem"
     bad.write_text("not a certificate")
-    runtime = runtime_of(EXTERNAL + f"""
+    runtime = runtime_of(
+        EXTERNAL
+        + f"""
     [targets.t.params]
     ca_file = "{bad}"
     [targets.t.credentials]
     client_cert_file = "{bad}"
     client_key_file = "{bad}"
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     problems = stomp_preflight.preflight(runtime, serving=True)
     assert len(problems) == 1 and "cannot load the harness's TLS files" in problems[0], problems
     assert "not a certificate" not in problems[0]
 
 
 def test_settings_defaults_and_params(tmp_path):
-    runtime = runtime_of(EXTERNAL + """
+    runtime = runtime_of(
+        EXTERNAL
+        + """
     [targets.t.params]
     stomp_host = "/vhost"
     login = "me"
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     settings = settings_of(runtime)
     assert settings.destination == "/exchange/smp" and settings.host_header == "/vhost"
     headers = dict(settings.connect_headers(runtime, heart_beat=(1, 2)))
-    assert headers == {"accept-version": "1.2", "host": "/vhost", "login": "me", "heart-beat": "1,2"}
+    assert headers == {
+        "accept-version": "1.2",
+        "host": "/vhost",
+        "login": "me",
+        "heart-beat": "1,2",
+    }
     assert "login" not in dict(settings.connect_headers(runtime, login=False))
 
 
 # -- the peer's verdicts, against scripted TLS servers --------------------------------------
 
+
 async def scripted(script, *, require_client_cert: bool = True):
     """A TLS server on loopback running ``script(reader, writer)`` for each
     connection; returns (server, port)."""
-    context = harness_server_context(run_pki(), minimum=ssl.TLSVersion.TLSv1_3,
-                                     require_client_cert=require_client_cert)
+    context = harness_server_context(
+        run_pki(), minimum=ssl.TLSVersion.TLSv1_3, require_client_cert=require_client_cert
+    )
 
     async def handle(reader, writer):
         try:
@@ -177,8 +228,9 @@ async def scripted(script, *, require_client_cert: bool = True):
 async def peer_to(port: int, *, cert: bool = True, deadline: float = 1.0) -> StompPeer:
     pki = run_pki()
     pair = (str(pki.client_cert_file), str(pki.client_key_file)) if cert else None
-    conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), deadline,
-                                    ssl=client_context(str(pki.ca_file), pair))
+    conn = await TcpConnection.open(
+        "127.0.0.1", port, WireTrace(), deadline, ssl=client_context(str(pki.ca_file), pair)
+    )
     return StompPeer(conn)
 
 
@@ -204,6 +256,7 @@ def test_error_then_close_is_accepted():
             await peer.send_raw(b"SEND\n\n\x00", "a SEND")
             frame = await peer.await_error_then_close("a SEND")
             assert frame.command == "ERROR" and frame.get("message") == "no"
+
     run(main())
 
 
@@ -221,6 +274,7 @@ def test_error_without_close_fails_naming_the_rule():
             await peer.send_raw(b"SEND\n\n\x00", "a SEND")
             with pytest.raises(AssertionError, match="kept the connection open"):
                 await peer.await_error_then_close("a SEND")
+
     run(main())
 
 
@@ -236,6 +290,7 @@ def test_close_without_error_fails():
             await peer.send_raw(b"SEND\n\n\x00", "a SEND")
             with pytest.raises(AssertionError, match="without sending an ERROR frame"):
                 await peer.await_error_then_close("a SEND")
+
     run(main())
 
 
@@ -251,8 +306,11 @@ def test_frames_after_error_fail():
         async with server:
             peer = await peer_to(port)
             await peer.send_raw(b"SEND\n\n\x00", "a SEND")
-            with pytest.raises(AssertionError, match="sent more instead of closing.*receipt-id:late"):
+            with pytest.raises(
+                AssertionError, match="sent more instead of closing.*receipt-id:late"
+            ):
                 await peer.await_error_then_close("a SEND")
+
     run(main())
 
 
@@ -271,6 +329,7 @@ def test_malformed_frame_from_the_target_is_a_violation_with_its_bytes():
             with pytest.raises(ProtocolViolation, match="malformed frame.*no colon") as info:
                 await peer.next_frame("a RECEIPT")
             assert b"RECEIPT".hex() in str(info.value)
+
     run(main())
 
 
@@ -290,6 +349,7 @@ def test_a_flood_without_nul_is_refused_at_the_bound():
             await peer.send_raw(b"SEND\n\n\x00", "a SEND")
             with pytest.raises(ProtocolViolation, match="limit"):
                 await peer.next_frame("an answer")
+
     run(main())
 
 
@@ -303,6 +363,7 @@ def test_silence_is_a_deadline_with_what_was_awaited():
             peer = await peer_to(port, deadline=0.3)
             with pytest.raises(DeadlineExceeded, match="no the CONNECTED frame within"):
                 await peer.next_frame("the CONNECTED frame")
+
     run(main())
 
 
@@ -310,6 +371,7 @@ def test_tls13_refusal_of_a_client_without_certificate_shows_on_the_first_read()
     """The scripted server requires a certificate; the client's TLS 1.3
     handshake completes without one and the refusal comes as an alert or a
     close on the first read: next_or_close says closed (None), not a hang."""
+
     async def script(reader, writer):
         await reader.read(100)
 
@@ -320,6 +382,7 @@ def test_tls13_refusal_of_a_client_without_certificate_shows_on_the_first_read()
             await peer.conn.send_quietly(b"CONNECT\naccept-version:1.2\nhost:/\n\n\x00")
             assert await peer.next_or_close("CONNECTED") is None
             assert peer.conn.tls_alert is None or "CERTIFICATE" in peer.conn.tls_alert.upper()
+
     run(main())
 
 
@@ -345,4 +408,5 @@ def test_heart_beats_are_counted_and_gaps_measured():
             assert frame.get("receipt-id") == "x" and peer.heartbeats == 5
             gaps = peer.gaps(start, peer.arrivals[-1])
             assert len(gaps) >= 5 and max(gaps) < 0.5
+
     run(main())

@@ -27,18 +27,26 @@ CROSSCHECK = REPO_ROOT / "scripts" / "swpt_smp_crosscheck.py"
 
 needs_swpt = pytest.mark.skipif(
     not (SWPT_BIN / "swpt-server").exists(),
-    reason="swpt_stomp is not installed (scripts/install-swpt-stomp.sh, or scripts/setup.sh --swpt)")
+    reason="swpt_stomp is not installed (scripts/install-swpt-stomp.sh, or scripts/setup.sh --swpt)",
+)
 needs_rabbitmq = pytest.mark.skipif(
     not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists(),
-    reason="Debian's rabbitmq-server, swpt_stomp's broker, is not installed (scripts/install-rabbitmq.sh)")
+    reason="Debian's rabbitmq-server, swpt_stomp's broker, is not installed (scripts/install-rabbitmq.sh)",
+)
 
-ROW = re.compile(r"^\| (swpt-server|swpt-client) \| `([a-z0-9.-]+)` \| (MUST|SHOULD) \|", re.MULTILINE)
+ROW = re.compile(
+    r"^\| (swpt-server|swpt-client) \| `([a-z0-9.-]+)` \| (MUST|SHOULD) \|", re.MULTILINE
+)
 
 
 def known_failures(target: str) -> dict[str, str]:
     """The failed cases the findings file lists for ``target`` (its table
     "Failed cases"): case id -> level."""
-    return {case: level for name, case, level in ROW.findall(FINDINGS.read_text("utf-8")) if name == target}
+    return {
+        case: level
+        for name, case, level in ROW.findall(FINDINGS.read_text("utf-8"))
+        if name == target
+    }
 
 
 def test_findings_file_lists_cases_in_its_table():
@@ -57,7 +65,11 @@ def test_harness_certifies_swpt_stomp_with_the_known_findings(tmp_path, target):
     run = certify(tmp_path, "--target", target, timeout=900)
     records = run.by_case(target)
     assert len(records) >= 50, run.output
-    failed = {case: r["level"] for case, r in records.items() if r["outcome"] in ("failed", "error", "blocked")}
+    failed = {
+        case: r["level"]
+        for case, r in records.items()
+        if r["outcome"] in ("failed", "error", "blocked")
+    }
     assert failed == known_failures(target), run.output
     role = "server" if target == "swpt-server" else "client"
     ran = {case for case, r in records.items() if r["outcome"] != "not_applicable"}
@@ -66,9 +78,12 @@ def test_harness_certifies_swpt_stomp_with_the_known_findings(tmp_path, target):
     assert all(f".{role}." not in case for case in na), sorted(c for c in na if f".{role}." in c)
     if role == "server":
         # The storage cases ran through the AMQP adapter, the restart one too.
-        for case in ("stomp.receipt.server.receipted-message-is-stored", "stomp.receipt.server.stored-after-restart",
-                     "stomp.receipt.server.stored-after-connection-cut",
-                     "stomp.receipt.server.receipt-confirms-pipelined-sends"):
+        for case in (
+            "stomp.receipt.server.receipted-message-is-stored",
+            "stomp.receipt.server.stored-after-restart",
+            "stomp.receipt.server.stored-after-connection-cut",
+            "stomp.receipt.server.receipt-confirms-pipelined-sends",
+        ):
             assert records[case]["outcome"] == "passed", records[case]["message"]
     must_failed = [case for case, level in known_failures(target).items() if level == "MUST"]
     verdict = "NOT CONFORMANT" if must_failed else "CONFORMANT"
@@ -78,7 +93,9 @@ def test_harness_certifies_swpt_stomp_with_the_known_findings(tmp_path, target):
 
 @needs_swpt
 def test_smp_vectors_agree_with_swpt_stomp_except_where_they_say():
-    done = subprocess.run([sys.executable, str(CROSSCHECK), "--json"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(CROSSCHECK), "--json"], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     assert report["unexplained"] == [], "\n".join(report["unexplained"])
@@ -98,15 +115,34 @@ def test_swpt_stomp_interoperates_with_the_reference_node_both_ways(tmp_path):
     # (docs/findings/swpt_stomp-0.1.0.md, "Interop").
     from .test_interop import DELIVERS, NO_DUP, STORED, interop
 
-    completed, records, _ = interop(tmp_path, "--client", "swpt-client", "--client", "reference-stomp",
-                                    "--server", "swpt-server", "--server", "reference-stomp", timeout=900)
+    completed, records, _ = interop(
+        tmp_path,
+        "--client",
+        "swpt-client",
+        "--client",
+        "reference-stomp",
+        "--server",
+        "swpt-server",
+        "--server",
+        "reference-stomp",
+        timeout=900,
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    results = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
-               if line.strip()]
+    results = [
+        json.loads(line)
+        for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     pairs = {(r["implementation"], r["peer_implementation"]) for r in results}
-    assert pairs == {("swpt_stomp", "swpt_stomp"), ("swpt_stomp", "reference-stomp"),
-                     ("reference-stomp", "swpt_stomp"), ("reference-stomp", "reference-stomp")}, pairs
+    assert pairs == {
+        ("swpt_stomp", "swpt_stomp"),
+        ("swpt_stomp", "reference-stomp"),
+        ("reference-stomp", "swpt_stomp"),
+        ("reference-stomp", "reference-stomp"),
+    }, pairs
     assert {r["case_id"] for r in results} == {DELIVERS, STORED, NO_DUP}
-    assert all(r["outcome"] == "passed" for r in results), [(r["implementation"], r["peer_implementation"],
-                                                            r["case_id"], r["message"]) for r in results
-                                                           if r["outcome"] != "passed"]
+    assert all(r["outcome"] == "passed" for r in results), [
+        (r["implementation"], r["peer_implementation"], r["case_id"], r["message"])
+        for r in results
+        if r["outcome"] != "passed"
+    ]

@@ -47,17 +47,31 @@ def pki(tmp_path_factory) -> Pki:
     client = ca.issue_cert("stomp-client.invalid")
     other = other_ca.issue_cert("stomp-server.invalid", "stomp-client.invalid")
     paths = {}
-    for name, blob in (("ca.pem", ca.cert_pem), ("other_ca.pem", other_ca.cert_pem),
-                       ("server.pem", server.cert_chain_pems[0]), ("server.key", server.private_key_pem),
-                       ("client.pem", client.cert_chain_pems[0]), ("client.key", client.private_key_pem),
-                       ("other.pem", other.cert_chain_pems[0]), ("other.key", other.private_key_pem)):
+    for name, blob in (
+        ("ca.pem", ca.cert_pem),
+        ("other_ca.pem", other_ca.cert_pem),
+        ("server.pem", server.cert_chain_pems[0]),
+        ("server.key", server.private_key_pem),
+        ("client.pem", client.cert_chain_pems[0]),
+        ("client.key", client.private_key_pem),
+        ("other.pem", other.cert_chain_pems[0]),
+        ("other.key", other.private_key_pem),
+    ):
         path = directory / name
         blob.write_to_path(str(path))
         if name.endswith(".key"):
             path.chmod(0o600)
         paths[name] = path
-    return Pki(paths["ca.pem"], paths["server.pem"], paths["server.key"], paths["client.pem"],
-               paths["client.key"], paths["other.pem"], paths["other.key"], paths["other_ca.pem"])
+    return Pki(
+        paths["ca.pem"],
+        paths["server.pem"],
+        paths["server.key"],
+        paths["client.pem"],
+        paths["client.key"],
+        paths["other.pem"],
+        paths["other.key"],
+        paths["other_ca.pem"],
+    )
 
 
 @dataclass
@@ -69,8 +83,9 @@ class Outcome:
     reply: bytes | None = None
 
 
-def exchange(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext,
-             server_hostname: str | None = None) -> Outcome:
+def exchange(
+    server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, server_hostname: str | None = None
+) -> Outcome:
     """One handshake and one round trip (client "ping", server "pong")."""
     outcome = Outcome()
     listener = socket.create_server(("127.0.0.1", 0))
@@ -133,8 +148,10 @@ def test_contexts_say_what_the_profile_asks(pki):
 
 
 def test_mutual_handshake_with_hostname_not_checked(pki):
-    outcome = exchange(server_context(pki.server_cert, pki.server_key, pki.ca),
-                       client_context(pki.client_cert, pki.client_key, pki.ca))
+    outcome = exchange(
+        server_context(pki.server_cert, pki.server_key, pki.ca),
+        client_context(pki.client_cert, pki.client_key, pki.ca),
+    )
     assert (outcome.server_error, outcome.client_error) == (None, None)
     assert outcome.version == "TLSv1.3" and outcome.reply == b"pong"
     # The server saw (and verified) the client's certificate.
@@ -143,31 +160,41 @@ def test_mutual_handshake_with_hostname_not_checked(pki):
 
 def test_client_ignores_a_hostname_the_certificate_does_not_name(pki):
     # The server's certificate names stomp-server.invalid only.
-    outcome = exchange(server_context(pki.server_cert, pki.server_key, pki.ca),
-                       client_context(pki.client_cert, pki.client_key, pki.ca),
-                       server_hostname="somewhere-else.example")
+    outcome = exchange(
+        server_context(pki.server_cert, pki.server_key, pki.ca),
+        client_context(pki.client_cert, pki.client_key, pki.ca),
+        server_hostname="somewhere-else.example",
+    )
     assert (outcome.server_error, outcome.client_error, outcome.reply) == (None, None, b"pong")
 
 
 def test_server_refuses_a_tls_1_2_client(pki):
-    outcome = exchange(server_context(pki.server_cert, pki.server_key, pki.ca), tls12_only_client(pki))
+    outcome = exchange(
+        server_context(pki.server_cert, pki.server_key, pki.ca), tls12_only_client(pki)
+    )
     assert isinstance(outcome.server_error, ssl.SSLError)
     assert outcome.server_error.reason == "UNSUPPORTED_PROTOCOL"
     # The client hears a protocol_version alert.
-    assert isinstance(outcome.client_error, ssl.SSLError) and "VERSION" in outcome.client_error.reason.upper()
+    assert (
+        isinstance(outcome.client_error, ssl.SSLError)
+        and "VERSION" in outcome.client_error.reason.upper()
+    )
     assert outcome.reply is None
 
 
 def test_client_refuses_a_tls_1_2_server(pki):
-    outcome = exchange(tls12_only_server(pki), client_context(pki.client_cert, pki.client_key, pki.ca))
+    outcome = exchange(
+        tls12_only_server(pki), client_context(pki.client_cert, pki.client_key, pki.ca)
+    )
     assert isinstance(outcome.client_error, ssl.SSLError)
     assert "VERSION" in outcome.client_error.reason.upper()
     assert outcome.reply is None
 
 
 def test_server_refuses_a_client_without_certificate(pki):
-    outcome = exchange(server_context(pki.server_cert, pki.server_key, pki.ca),
-                       client_context(None, None, pki.ca))
+    outcome = exchange(
+        server_context(pki.server_cert, pki.server_key, pki.ca), client_context(None, None, pki.ca)
+    )
     assert isinstance(outcome.server_error, ssl.SSLError)
     assert "CERTIFICATE" in outcome.server_error.reason.upper()
     # TLS 1.3: the client hears of it (alert or close) on its first read.
@@ -175,16 +202,20 @@ def test_server_refuses_a_client_without_certificate(pki):
 
 
 def test_server_refuses_an_untrusted_client_certificate(pki):
-    outcome = exchange(server_context(pki.server_cert, pki.server_key, pki.ca),
-                       client_context(pki.other_cert, pki.other_key, pki.ca))
+    outcome = exchange(
+        server_context(pki.server_cert, pki.server_key, pki.ca),
+        client_context(pki.other_cert, pki.other_key, pki.ca),
+    )
     assert isinstance(outcome.server_error, ssl.SSLError)
     assert outcome.server_error.reason == "CERTIFICATE_VERIFY_FAILED"
     assert outcome.reply in (None, b"")
 
 
 def test_client_refuses_an_untrusted_server(pki):
-    outcome = exchange(server_context(pki.other_cert, pki.other_key, pki.ca),
-                       client_context(pki.client_cert, pki.client_key, pki.ca))
+    outcome = exchange(
+        server_context(pki.other_cert, pki.other_key, pki.ca),
+        client_context(pki.client_cert, pki.client_key, pki.ca),
+    )
     assert isinstance(outcome.client_error, ssl.SSLError)
     assert outcome.client_error.reason == "CERTIFICATE_VERIFY_FAILED"
     assert outcome.reply is None
@@ -193,7 +224,9 @@ def test_client_refuses_an_untrusted_server(pki):
 def test_trust_comes_from_the_given_ca_file_only(pki):
     # A client trusting only the other CA refuses our server, though the
     # certificate is otherwise fine: no system store is consulted either way.
-    outcome = exchange(server_context(pki.server_cert, pki.server_key, pki.ca),
-                       client_context(pki.client_cert, pki.client_key, pki.other_ca))
+    outcome = exchange(
+        server_context(pki.server_cert, pki.server_key, pki.ca),
+        client_context(pki.client_cert, pki.client_key, pki.other_ca),
+    )
     assert isinstance(outcome.client_error, ssl.SSLError)
     assert outcome.client_error.reason == "CERTIFICATE_VERIFY_FAILED"

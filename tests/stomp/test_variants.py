@@ -7,8 +7,15 @@ from __future__ import annotations
 import pytest
 
 from reference_impl.stomp.__main__ import build_parser
-from reference_impl.stomp.client import (ClientSession, ClientSettings, Connected, Disconnected, OutgoingMessage, State,
-                                         variant_settings)
+from reference_impl.stomp.client import (
+    ClientSession,
+    ClientSettings,
+    Connected,
+    Disconnected,
+    OutgoingMessage,
+    State,
+    variant_settings,
+)
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameParser, encode_frame
 from reference_impl.stomp.server import ServerConnection
 from reference_impl.stomp.smp import example_message
@@ -35,8 +42,12 @@ def receipt(receipt_id: str) -> bytes:
 def connected_session(count: int, variants: set[str]) -> tuple[ClientSession, list[Frame]]:
     """A client session with the variants' settings, CONNECT answered; the
     frames it sent after CONNECT."""
-    messages = [OutgoingMessage.from_json(TYPES[i % 3], example_message(TYPES[i % 3])) for i in range(count)]
-    session = ClientSession(variant_settings(settings(), frozenset(variants)), messages, variants=variants)
+    messages = [
+        OutgoingMessage.from_json(TYPES[i % 3], example_message(TYPES[i % 3])) for i in range(count)
+    ]
+    session = ClientSession(
+        variant_settings(settings(), frozenset(variants)), messages, variants=variants
+    )
     session.start_connection()
     session.data_to_send()
     events = session.receive_data(encode_frame(Frame("CONNECTED", (("version", "1.2"),))))
@@ -57,15 +68,31 @@ def test_every_variant_cites_its_sentence_and_the_command_line_takes_it():
         args = build_parser().parse_args(["serve", *common, "--store", "s", "--variant", name])
         assert args.variant == [name]
     for name in names("client"):
-        args = build_parser().parse_args(["client", "--manifest", "m", "--node-id", "1", *common, "--messages",
-                                          "x", "--variant", name])
+        args = build_parser().parse_args(
+            [
+                "client",
+                "--manifest",
+                "m",
+                "--node-id",
+                "1",
+                *common,
+                "--messages",
+                "x",
+                "--variant",
+                name,
+            ]
+        )
         assert args.variant == [name]
 
 
 def test_frame_style_encodings_parse_back_to_the_same_frame():
     frame = Frame("RECEIPT", (("receipt-id", "a:b"),))
-    for style in (FrameStyle(crlf=True), FrameStyle(extra_eols=True), FrameStyle(content_length=True),
-                  FrameStyle(True, True, True)):
+    for style in (
+        FrameStyle(crlf=True),
+        FrameStyle(extra_eols=True),
+        FrameStyle(content_length=True),
+        FrameStyle(True, True, True),
+    ):
         data = style.encode(frame)
         items = FrameParser().receive_data(data)
         assert items[0].command == "RECEIPT" and items[0].get("receipt-id") == "a:b"
@@ -80,7 +107,12 @@ def test_server_extra_headers_and_minimal_connected():
     conn = ServerConnection(session_id="s1", variants={"extra-headers"})
     conn.receive_data(CONNECT)
     [connected_frame] = frames(conn.data_to_send())
-    assert [name for name, _ in connected_frame.headers] == ["session", "server", "heart-beat", "version"]
+    assert [name for name, _ in connected_frame.headers] == [
+        "session",
+        "server",
+        "heart-beat",
+        "version",
+    ]
     [request] = conn.receive_data(send_frame("r1"))
     conn.stored(request.request_id)
     [answer] = frames(conn.data_to_send())
@@ -96,14 +128,17 @@ def test_server_bare_errors_have_no_body():
     conn.receive_data(send_frame("r1", drop=("destination",)))
     [error] = frames(conn.data_to_send())
     assert error.command == "ERROR" and not error.body
-    assert error.get("message") and error.get("receipt-id") == "r1" and not error.has("content-type")
+    assert (
+        error.get("message") and error.get("receipt-id") == "r1" and not error.has("content-type")
+    )
     assert conn.closing
 
 
 def test_server_lenient_sends_processes_what_the_profile_forbids_senders():
     conn = connected(variants={"lenient-sends"})
-    [request] = conn.receive_data(send_frame("r1", drop=("type", "content-type"), persistent="false",
-                                             body=b"not json"))
+    [request] = conn.receive_data(
+        send_frame("r1", drop=("type", "content-type"), persistent="false", body=b"not json")
+    )
     assert request.message.type == "" and request.message.body == b"not json"
     conn.stored(request.request_id)
     [answer] = frames(conn.data_to_send())
@@ -123,7 +158,9 @@ def test_server_cumulative_receipts_sends_the_last_of_those_stored_together():
     conn.stored(request.request_id)
     assert [frame.get("receipt-id") for frame in frames(conn.data_to_send())] == ["r4"]
     # A DISCONNECT's RECEIPT is never left out, and goes after the last SEND's.
-    requests = conn.receive_data(send_frame("r5") + send_frame("r6") + b"DISCONNECT\nreceipt:d\n\n\x00")
+    requests = conn.receive_data(
+        send_frame("r5") + send_frame("r6") + b"DISCONNECT\nreceipt:d\n\n\x00"
+    )
     for request in requests:
         conn.stored(request.request_id)
     assert [frame.get("receipt-id") for frame in frames(conn.data_to_send())] == ["r6", "d"]
@@ -156,11 +193,20 @@ def test_client_after_the_last_receipt(variant):
 def test_client_send_and_connect_headers():
     session, sent = connected_session(1, {"extra-headers", "json-charset"})
     assert sent[0].headers[0] == VARIANT_HEADER
-    assert [name for name, _ in sent[0].headers][1:] == ["persistent", "content-type", "type", "receipt",
-                                                       "destination", "content-length"]
+    assert [name for name, _ in sent[0].headers][1:] == [
+        "persistent",
+        "content-type",
+        "type",
+        "receipt",
+        "destination",
+        "content-length",
+    ]
     assert sent[0].get("content-type") == "application/json;charset=utf-8"
-    session = ClientSession(variant_settings(settings(), frozenset({"other-heart-beats"})), [],
-                            variants={"extra-headers"})
+    session = ClientSession(
+        variant_settings(settings(), frozenset({"other-heart-beats"})),
+        [],
+        variants={"extra-headers"},
+    )
     session.start_connection()
     [connect] = frames(session.data_to_send())
     assert connect.headers[0] == ("heart-beat", "%d,%d" % CLIENT_HEART_BEAT)

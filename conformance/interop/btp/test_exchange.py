@@ -32,13 +32,21 @@ def _packets(trace, direction: str) -> list:
     return decoded
 
 
-async def _run_client(target, peer_target, wire_trace, token_file: str) -> tuple[int | None, object]:
+async def _run_client(
+    target, peer_target, wire_trace, token_file: str
+) -> tuple[int | None, object]:
     url = peer_target.url or f"ws://{peer_target.host}:{peer_target.port}/"
     async with WebSocketRelay(url, wire_trace) as relay:
-        process = target.launch_client({
-            "peer_url": relay.url, "peer_host": relay.host, "peer_port": relay.port,
-            "auth_token_file": token_file, "client_stay": 0, "send_message": MESSAGE,
-        })
+        process = target.launch_client(
+            {
+                "peer_url": relay.url,
+                "peer_host": relay.host,
+                "peer_port": relay.port,
+                "auth_token_file": token_file,
+                "client_stay": 0,
+                "send_message": MESSAGE,
+            }
+        )
         try:
             code = await asyncio.to_thread(process.wait, CLIENT_TIMEOUT + 10)
         finally:
@@ -46,39 +54,59 @@ async def _run_client(target, peer_target, wire_trace, token_file: str) -> tuple
     return code, process
 
 
-@requirement("btp.interop.client.authenticates-and-exchanges-messages", "MUST",
-             "BTP 2.0, Authentication; Flow (end to end: auth Message, Response, a Message and its Response)",
-             role="client")
+@requirement(
+    "btp.interop.client.authenticates-and-exchanges-messages",
+    "MUST",
+    "BTP 2.0, Authentication; Flow (end to end: auth Message, Response, a Message and its Response)",
+    role="client",
+)
 async def test_client_authenticates_and_exchanges_a_message(target, peer_target, wire_trace):
-    code, process = await _run_client(target, peer_target, wire_trace, peer_target.credential_file("auth_token"))
+    code, process = await _run_client(
+        target, peer_target, wire_trace, peer_target.credential_file("auth_token")
+    )
     sent = _packets(wire_trace, "client->server")
     answers = _packets(wire_trace, "server->client")
-    assert sent and answers, f"no BTP traffic went through the relay; client output:\n{process.tail(10)}"
-    assert code == 0, (f"{target.target.name} client did not complete auth and a Message exchange with "
-                       f"{peer_target.target.name} (exit {code}); client output:\n{process.tail(10)}")
+    assert sent and answers, (
+        f"no BTP traffic went through the relay; client output:\n{process.tail(10)}"
+    )
+    assert code == 0, (
+        f"{target.target.name} client did not complete auth and a Message exchange with "
+        f"{peer_target.target.name} (exit {code}); client output:\n{process.tail(10)}"
+    )
     first = sent[0]
-    assert isinstance(first, Message) and first.protocol_data and first.protocol_data[0].name == "auth", \
-        f"the client's first packet was not the auth Message: {first}"
+    assert (
+        isinstance(first, Message) and first.protocol_data and first.protocol_data[0].name == "auth"
+    ), f"the client's first packet was not the auth Message: {first}"
     answered = {p.request_id for p in answers if isinstance(p, Response)}
     requests = [p for p in sent if isinstance(p, Message)]
     assert len(requests) >= 2 and all(r.request_id in answered for r in requests), (
-        f"every Message the client sent must get a Response with its id; sent {requests}, answers {answers}")
+        f"every Message the client sent must get a Response with its id; sent {requests}, answers {answers}"
+    )
 
 
-@requirement("btp.interop.client.wrong-token-is-refused", "MUST",
-             "BTP 2.0, Authentication (\"the server responds with an Error if: ... the provided authentication "
-             "data is invalid\", then closes)", role="client")
+@requirement(
+    "btp.interop.client.wrong-token-is-refused",
+    "MUST",
+    'BTP 2.0, Authentication ("the server responds with an Error if: ... the provided authentication '
+    'data is invalid", then closes)',
+    role="client",
+)
 async def test_wrong_token_is_refused_end_to_end(target, peer_target, wire_trace, tmp_path):
     if peer_target.params.get("accepts_any_token") is True:
-        not_applicable(f"{peer_target.target.name} declares every auth_token valid (params.accepts_any_token), "
-                       "so no token is \"invalid\"")
+        not_applicable(
+            f"{peer_target.target.name} declares every auth_token valid (params.accepts_any_token), "
+            'so no token is "invalid"'
+        )
     wrong = tmp_path / "wrong-token"
     wrong.write_bytes(b"not-" + peer_target.credential("auth_token").strip())
     wrong.chmod(0o600)
     wire_trace.redactor.add(wrong.read_bytes())
     code, process = await _run_client(target, peer_target, wire_trace, str(wrong))
     answers = _packets(wire_trace, "server->client")
-    assert code not in (0, None), (f"{target.target.name} client reported success with a wrong token against "
-                                   f"{peer_target.target.name}; client output:\n{process.tail(10)}")
+    assert code not in (0, None), (
+        f"{target.target.name} client reported success with a wrong token against "
+        f"{peer_target.target.name}; client output:\n{process.tail(10)}"
+    )
     assert any(isinstance(p, Error) for p in answers), (
-        f"{peer_target.target.name} did not answer the wrong token with an Error; it sent {answers}")
+        f"{peer_target.target.name} did not answer the wrong token with an Error; it sent {answers}"
+    )

@@ -39,10 +39,24 @@ from typing import Any
 
 from conformance.core import impair
 from conformance.core.transport import MAX_READ_CHUNK, WireTrace, short_hex
-from reference_impl.ripp.envelope import (CRC_SIZE, HEADER_SIZE, MAX_PAYLOAD, EnvelopeError, MsgType,
-                                          decode_envelope, encode_envelope, make_envelope)
-from reference_impl.ripp.payloads import (CheckpointAck, CheckpointRequest, DeltaMsg, PayloadError,
-                                          decode_payload, encode_payload)
+from reference_impl.ripp.envelope import (
+    CRC_SIZE,
+    HEADER_SIZE,
+    MAX_PAYLOAD,
+    EnvelopeError,
+    MsgType,
+    decode_envelope,
+    encode_envelope,
+    make_envelope,
+)
+from reference_impl.ripp.payloads import (
+    CheckpointAck,
+    CheckpointRequest,
+    DeltaMsg,
+    PayloadError,
+    decode_payload,
+    encode_payload,
+)
 
 REPLAY_AFTER = 2
 """The producer's Delta after which the relay replays it and its
@@ -63,7 +77,9 @@ class Seen:
 
     def describe(self) -> str:
         kind = type(self.message).__name__ if self.message is not None else "undecodable"
-        return f"{kind}{' (injected by the harness)' if self.injected else ''}: {short_hex(self.raw)}"
+        return (
+            f"{kind}{' (injected by the harness)' if self.injected else ''}: {short_hex(self.raw)}"
+        )
 
 
 def _decode(raw: bytes) -> tuple[Any, str | None]:
@@ -109,8 +125,16 @@ class RippRelay:
     """``async with RippRelay(host, port, trace, count=N) as relay``: the
     producer is pointed at ``relay.host:relay.port``."""
 
-    def __init__(self, server_host: str, server_port: int, trace: WireTrace, *, count: int,
-                 replay: bool = True, checkpoint: bool = True) -> None:
+    def __init__(
+        self,
+        server_host: str,
+        server_port: int,
+        trace: WireTrace,
+        *,
+        count: int,
+        replay: bool = True,
+        checkpoint: bool = True,
+    ) -> None:
         self.server_host, self.server_port, self.trace = server_host, server_port, trace
         self.count, self.replay, self.checkpoint = count, replay, checkpoint
         self.host, self.port = "127.0.0.1", 0
@@ -127,9 +151,16 @@ class RippRelay:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- what went through
-    def messages(self, direction: str, cls: type | None = None, *, injected: bool | None = None) -> list[Seen]:
-        return [s for s in self.seen if s.direction == direction and (cls is None or isinstance(s.message, cls))
-                and (injected is None or s.injected == injected)]
+    def messages(
+        self, direction: str, cls: type | None = None, *, injected: bool | None = None
+    ) -> list[Seen]:
+        return [
+            s
+            for s in self.seen
+            if s.direction == direction
+            and (cls is None or isinstance(s.message, cls))
+            and (injected is None or s.injected == injected)
+        ]
 
     async def wait_ack(self, seconds: float) -> CheckpointAck | None:
         try:
@@ -168,14 +199,22 @@ class RippRelay:
         message, problem = _decode(raw)
         seen = Seen(direction, raw, message, problem, injected)
         self.seen.append(seen)
-        self.trace.record(direction, raw, ("injected by the harness: " if injected else "")
-                          + (type(message).__name__ if message is not None else f"({problem})"))
+        self.trace.record(
+            direction,
+            raw,
+            ("injected by the harness: " if injected else "")
+            + (type(message).__name__ if message is not None else f"({problem})"),
+        )
         return seen
 
-    async def _on_producer(self, p_reader: asyncio.StreamReader, p_writer: asyncio.StreamWriter) -> None:
+    async def _on_producer(
+        self, p_reader: asyncio.StreamReader, p_writer: asyncio.StreamWriter
+    ) -> None:
         self.connections += 1
-        self.trace.event(f"producer connected to the relay (connection {self.connections}); relaying to "
-                         f"{self.server_host}:{self.server_port}")
+        self.trace.event(
+            f"producer connected to the relay (connection {self.connections}); relaying to "
+            f"{self.server_host}:{self.server_port}"
+        )
         try:
             c_reader, c_writer = await impair.open_connection(self.server_host, self.server_port)
         except OSError as exc:
@@ -190,10 +229,18 @@ class RippRelay:
             if asked or not self.checkpoint:
                 return
             asked = True
-            last = max((struct.unpack_from("<q", s.raw, 7)[0] for s in self.messages("client->server")), default=0)
-            raw = encode_envelope(make_envelope(MsgType.CHECKPOINT_REQUEST,
-                                                encode_payload(CheckpointRequest(self.checkpoint_id)),
-                                                sequence=last + 1, timestamp_ns=time.time_ns()))
+            last = max(
+                (struct.unpack_from("<q", s.raw, 7)[0] for s in self.messages("client->server")),
+                default=0,
+            )
+            raw = encode_envelope(
+                make_envelope(
+                    MsgType.CHECKPOINT_REQUEST,
+                    encode_payload(CheckpointRequest(self.checkpoint_id)),
+                    sequence=last + 1,
+                    timestamp_ns=time.time_ns(),
+                )
+            )
             self._record("client->server", raw, injected=True)
             c_writer.write(raw)
             await c_writer.drain()
@@ -217,7 +264,9 @@ class RippRelay:
                                 await c_writer.drain()
                                 await inject_checkpoint()
                     if rest:
-                        self.notes.append(f"the producer's stream could not be split: {splitter.broken}")
+                        self.notes.append(
+                            f"the producer's stream could not be split: {splitter.broken}"
+                        )
                         self.trace.record("client->server", rest, "unsplittable")
                         c_writer.write(rest)
                     await c_writer.drain()
@@ -251,7 +300,9 @@ class RippRelay:
                             continue
                         p_writer.write(raw)
                     if rest:
-                        self.notes.append(f"the consumer's stream could not be split: {splitter.broken}")
+                        self.notes.append(
+                            f"the consumer's stream could not be split: {splitter.broken}"
+                        )
                         self.trace.record("server->client", rest, "unsplittable")
                         p_writer.write(rest)
                     await p_writer.drain()

@@ -36,7 +36,13 @@ from enum import Enum
 from typing import Any, Callable, Protocol
 
 from conformance.core.targets import TargetError
-from conformance.core.transport import DeadlineExceeded, TcpConnection, TcpServer, WireTrace, short_hex
+from conformance.core.transport import (
+    DeadlineExceeded,
+    TcpConnection,
+    TcpServer,
+    WireTrace,
+    short_hex,
+)
 from reference_impl.ssb import shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamError, seal_box
 from reference_impl.ssb.keys import Keypair
@@ -109,8 +115,10 @@ class EndpointReport:
         it did), each phrased to follow "the client" / "the server"."""
         found = [f"let the relay open {what}" for what in self.opened]
         if self.wrote:
-            found.append(f"wrote {len(self.wrote)} byte(s) past {self.last_message} instead of hanging up: "
-                         f"{short_hex(self.wrote, 96)}")
+            found.append(
+                f"wrote {len(self.wrote)} byte(s) past {self.last_message} instead of hanging up: "
+                f"{short_hex(self.wrote, 96)}"
+            )
         if not self.closed:
             found.append(f"kept the connection open for {deadline:g} s without closing it")
         if self.endpoint == "client" and self.exit_code == 0:
@@ -122,14 +130,20 @@ class EndpointReport:
         problems = self.problems(deadline)
         if not problems:
             return None
-        return (f"after {self.provocation}, the {self.endpoint} " + "; and ".join(problems)
-                + "\nwhat the relay recorded:\n" + self.summary()
-                + (f"\nclient output:\n{self.output}" if self.output else ""))
+        return (
+            f"after {self.provocation}, the {self.endpoint} "
+            + "; and ".join(problems)
+            + "\nwhat the relay recorded:\n"
+            + self.summary()
+            + (f"\nclient output:\n{self.output}" if self.output else "")
+        )
 
     def summary(self) -> str:
-        lines = [f"{self.endpoint}: wrote {len(self.wrote)} byte(s) past {self.last_message}, "
-                 f"{'hung up' if self.closed else 'did not hang up'}"
-                 + (f", exit status {self.exit_code}" if self.endpoint == "client" else "")]
+        lines = [
+            f"{self.endpoint}: wrote {len(self.wrote)} byte(s) past {self.last_message}, "
+            f"{'hung up' if self.closed else 'did not hang up'}"
+            + (f", exit status {self.exit_code}" if self.endpoint == "client" else "")
+        ]
         lines += [f"  relay could not: {what}" for what in self.attempts]
         lines += [f"  relay OPENED: {what}" for what in self.opened]
         return "\n".join(lines)
@@ -199,8 +213,11 @@ class _Keys:
 
 def _forged_request() -> bytes:
     """The body of the forged box: an RPC request for the peer's history."""
-    return RpcMessage.from_json(1, {"name": ["createHistoryStream"], "args": [{"id": "@forged"}],
-                                    "type": "source"}, stream=True).encode()
+    return RpcMessage.from_json(
+        1,
+        {"name": ["createHistoryStream"], "args": [{"id": "@forged"}], "type": "source"},
+        stream=True,
+    ).encode()
 
 
 def _forged_box(params: shs.BoxStreamParams) -> bytes:
@@ -222,9 +239,19 @@ class ShsMitm:
     """The relay. ``run(scenario)`` attacks one client session (and one
     server connection) and reports what each real endpoint did."""
 
-    def __init__(self, *, trace: WireTrace, network_key: bytes, server_host: str, server_port: int,
-                 server_public: bytes, launch_client: ClientLauncher, deadline: float,
-                 connect_wait: float = 30.0, session_limit: float = 40.0) -> None:
+    def __init__(
+        self,
+        *,
+        trace: WireTrace,
+        network_key: bytes,
+        server_host: str,
+        server_port: int,
+        server_public: bytes,
+        launch_client: ClientLauncher,
+        deadline: float,
+        connect_wait: float = 30.0,
+        session_limit: float = 40.0,
+    ) -> None:
         self.trace = trace
         self.network_key = network_key
         self.server_host = server_host
@@ -241,8 +268,10 @@ class ShsMitm:
         self._open: list[TcpConnection] = []
 
     async def run(self, scenario: Scenario) -> MitmOutcome:
-        self.trace.event(f"MITM scenario {scenario.value}: relay identity {self.identity.feed_id}; it knows the "
-                         "network key and the server's public key, no endpoint's secret key")
+        self.trace.event(
+            f"MITM scenario {scenario.value}: relay identity {self.identity.feed_id}; it knows the "
+            "network key and the server's public key, no endpoint's secret key"
+        )
         try:
             if scenario is Scenario.SUBSTITUTED_EPHEMERAL:
                 outcome = await self._substituted_ephemeral()
@@ -276,8 +305,10 @@ class ShsMitm:
                 conn = await listener.accept(self.connect_wait)
             except DeadlineExceeded:
                 process.stop()
-                raise TargetError(f"the client did not connect to the relay within {self.connect_wait:g} s; "
-                                  f"its output:\n{process.tail()}") from None
+                raise TargetError(
+                    f"the client did not connect to the relay within {self.connect_wait:g} s; "
+                    f"its output:\n{process.tail()}"
+                ) from None
         except BaseException:
             await listener.__aexit__(None, None, None)
             raise
@@ -297,7 +328,9 @@ class ShsMitm:
             except DeadlineExceeded:
                 continue
             self._open.append(conn)
-            self.trace.event("the client opened a further connection; relayed unchanged, not recorded")
+            self.trace.event(
+                "the client opened a further connection; relayed unchanged, not recorded"
+            )
             server = await self._connect_server()
             await self._relay_boxes(conn, server)
             conn.abort()
@@ -305,8 +338,13 @@ class ShsMitm:
 
     async def _connect_server(self) -> TcpConnection:
         try:
-            conn = await TcpConnection.open(self.server_host, self.server_port, self._server_trace,
-                                            self.deadline, "the real server")
+            conn = await TcpConnection.open(
+                self.server_host,
+                self.server_port,
+                self._server_trace,
+                self.deadline,
+                "the real server",
+            )
         except (ConnectionError, DeadlineExceeded) as exc:
             raise TargetError(f"the relay could not reach the server: {exc}") from None
         self._open.append(conn)
@@ -320,7 +358,9 @@ class ShsMitm:
             client.listener = None
         code = await asyncio.to_thread(client.process.wait, CLIENT_EXIT_WAIT)
         if code is None:
-            self.trace.event(f"the client was still running {CLIENT_EXIT_WAIT:g} s after the relay hung up; stopped")
+            self.trace.event(
+                f"the client was still running {CLIENT_EXIT_WAIT:g} s after the relay hung up; stopped"
+            )
             client.process.stop()
         else:
             last = (client.process.tail(1).strip() or "(no output)")[:300]
@@ -336,16 +376,22 @@ class ShsMitm:
         except shs.HandshakeError as exc:
             # The honest endpoint must get this right; without it there is
             # no session to attack.
-            raise TargetError(f"the {sender}'s {step} does not verify under the network key ({exc}): "
-                              f"{short_hex(msg)}") from None
+            raise TargetError(
+                f"the {sender}'s {step} does not verify under the network key ({exc}): "
+                f"{short_hex(msg)}"
+            ) from None
 
-    async def _observe(self, conn: TcpConnection, report: EndpointReport, sent: bytes, note: str) -> None:
+    async def _observe(
+        self, conn: TcpConnection, report: EndpointReport, sent: bytes, note: str
+    ) -> None:
         """Send the relay's last word, then watch the endpoint hang up."""
         report.provocation = note
         await conn.send_quietly(sent, note)
         report.closed, report.wrote = await conn.await_close(self.deadline)
-        self.trace.event(f"{report.endpoint}: {'hung up' if report.closed else 'still open'} "
-                         f"after {len(report.wrote)} more byte(s)")
+        self.trace.event(
+            f"{report.endpoint}: {'hung up' if report.closed else 'still open'} "
+            f"after {len(report.wrote)} more byte(s)"
+        )
 
     def _note(self, report: EndpointReport, text: str) -> None:
         report.attempts.append(text)
@@ -353,17 +399,25 @@ class ShsMitm:
 
     def _note_dropped(self, report: EndpointReport, what: str) -> None:
         if not report.wrote and report.closed:
-            self._note(report, f"have {what} acted on: the {report.endpoint} hung up without a word")
+            self._note(
+                report, f"have {what} acted on: the {report.endpoint} hung up without a word"
+            )
 
     def _opened(self, report: EndpointReport, text: str) -> None:
         report.opened.append(text)
         self.trace.event(f"relay OPENED {text}")
 
-    def _try_msg3(self, report: EndpointReport, msg3: bytes, keys: _Keys, server_public: bytes) -> None:
+    def _try_msg3(
+        self, report: EndpointReport, msg3: bytes, keys: _Keys, server_public: bytes
+    ) -> None:
         try:
             _, client_public = shs.open_client_auth(
-                network_key=self.network_key, server_public=server_public, shared_secret_ab=keys.ab,
-                shared_secret_aB=keys.aB, msg3=msg3)
+                network_key=self.network_key,
+                server_public=server_public,
+                shared_secret_ab=keys.ab,
+                shared_secret_aB=keys.aB,
+                msg3=msg3,
+            )
             self._opened(report, f"the client's msg3 (client key {client_public.hex()})")
         except shs.HandshakeError as exc:
             if exc.reason == "secretbox open failed":
@@ -380,10 +434,16 @@ class ShsMitm:
         for offset in sorted({0, SERVER_ACCEPT} if report.endpoint == "server" else {0}):
             bodies = _open_box_stream(data[offset:], params)
             if bodies:
-                self._opened(report, f"box stream from the {report.endpoint} at offset {offset}: "
-                                     f"{short_hex(b''.join(bodies))}")
+                self._opened(
+                    report,
+                    f"box stream from the {report.endpoint} at offset {offset}: "
+                    f"{short_hex(b''.join(bodies))}",
+                )
                 return
-        self._note(report, f"open the {len(data)} byte(s) the {report.endpoint} wrote as box stream ({why})")
+        self._note(
+            report,
+            f"open the {len(data)} byte(s) the {report.endpoint} wrote as box stream ({why})",
+        )
 
     # -- the honest session, recorded
 
@@ -414,19 +474,27 @@ class ShsMitm:
         finally:
             code = await self._finish_client(client, None)
         if code != 0:
-            raise TargetError(f"the honest session to record failed: the client exited with status {code}; "
-                              f"its output:\n{client.process.tail()}")
-        self.trace.event(f"recorded: {len(client_boxes)} box stream byte(s) from the client, "
-                         f"{len(server_boxes)} from the server")
+            raise TargetError(
+                f"the honest session to record failed: the client exited with status {code}; "
+                f"its output:\n{client.process.tail()}"
+            )
+        self.trace.event(
+            f"recorded: {len(client_boxes)} box stream byte(s) from the client, "
+            f"{len(server_boxes)} from the server"
+        )
         return Recording(msg1, msg2, msg3, msg4, client_boxes, server_boxes)
 
-    async def _relay_boxes(self, client: TcpConnection, server: TcpConnection) -> tuple[bytes, bytes]:
+    async def _relay_boxes(
+        self, client: TcpConnection, server: TcpConnection
+    ) -> tuple[bytes, bytes]:
         """Relay the box streams both ways until one side hangs up (then the
         other gets one deadline to follow) or the session limit passes."""
         end = time.monotonic() + self.session_limit
         kept = {"client": bytearray(), "server": bytearray()}
-        pumps = [asyncio.ensure_future(self._pump(client, server, end, kept["client"])),
-                 asyncio.ensure_future(self._pump(server, client, end, kept["server"]))]
+        pumps = [
+            asyncio.ensure_future(self._pump(client, server, end, kept["client"])),
+            asyncio.ensure_future(self._pump(server, client, end, kept["server"])),
+        ]
         try:
             _, pending = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
             if pending:
@@ -437,7 +505,9 @@ class ShsMitm:
             await asyncio.gather(*pumps, return_exceptions=True)
         return bytes(kept["client"]), bytes(kept["server"])
 
-    async def _pump(self, source: TcpConnection, sink: TcpConnection, end: float, kept: bytearray) -> None:
+    async def _pump(
+        self, source: TcpConnection, sink: TcpConnection, end: float, kept: bytearray
+    ) -> None:
         while (remaining := end - time.monotonic()) > 0:
             try:
                 data = await source.receive_some(remaining)
@@ -447,7 +517,7 @@ class ShsMitm:
                 sink.finish_sending("relay half-closes: the other side hung up")
                 return
             if len(kept) < RECORDED_STREAM_LIMIT:
-                kept += data[:RECORDED_STREAM_LIMIT - len(kept)]
+                kept += data[: RECORDED_STREAM_LIMIT - len(kept)]
             if not await sink.send_quietly(data, "relayed unchanged"):
                 return
 
@@ -463,37 +533,57 @@ class ShsMitm:
             server = await self._connect_server()
             msg1 = await client.conn.receive_exactly(HELLO, "msg1 (client hello)")
             a_pub = self._hello_key(msg1, "msg1", "client")
-            await server.send(shs.hello(self.network_key, shs.ephemeral_public(to_server)),
-                              "msg1 substituted: the relay's ephemeral key in place of the client's")
+            await server.send(
+                shs.hello(self.network_key, shs.ephemeral_public(to_server)),
+                "msg1 substituted: the relay's ephemeral key in place of the client's",
+            )
             msg2 = await server.receive_exactly(HELLO, "msg2 (server hello)")
             b_pub = self._hello_key(msg2, "msg2", "server")
-            await client.conn.send(shs.hello(self.network_key, shs.ephemeral_public(to_client)),
-                                   "msg2 substituted: the relay's ephemeral key in place of the server's")
+            await client.conn.send(
+                shs.hello(self.network_key, shs.ephemeral_public(to_client)),
+                "msg2 substituted: the relay's ephemeral key in place of the server's",
+            )
             msg3 = await client.conn.receive_exactly(CLIENT_AUTH, "msg3 (client authenticate)")
 
             # Client leg: the relay holds a·b' (its b' and the client's a),
             # not a·B: that needs a or the server's long-term secret.
-            client_keys = _Keys(shs.shared_secret_ab(to_client, a_pub),
-                                shs.client_shared_secret_aB(to_client, self.server_public),
-                                shs.server_shared_secret_Ab(to_client, self.identity.public),
-                                ["a·B needs the client's ephemeral secret or the server's secret key",
-                                 "A·b' needs the client's key, which is inside the unopened msg3"])
+            client_keys = _Keys(
+                shs.shared_secret_ab(to_client, a_pub),
+                shs.client_shared_secret_aB(to_client, self.server_public),
+                shs.server_shared_secret_Ab(to_client, self.identity.public),
+                [
+                    "a·B needs the client's ephemeral secret or the server's secret key",
+                    "A·b' needs the client's key, which is inside the unopened msg3",
+                ],
+            )
             self._try_msg3(client_report, msg3, client_keys, self.server_public)
 
             # Server leg: with its own a' the relay knows a'·b and a'·B, but
             # the client's msg3 is boxed for a·b' and a·B: it can only relay it.
-            server_keys = _Keys(shs.shared_secret_ab(to_server, b_pub),
-                                shs.client_shared_secret_aB(to_server, self.server_public),
-                                shs.client_shared_secret_Ab(self.identity, b_pub),
-                                ["A·b needs the client's secret key (the relay uses its own identity)"])
+            server_keys = _Keys(
+                shs.shared_secret_ab(to_server, b_pub),
+                shs.client_shared_secret_aB(to_server, self.server_public),
+                shs.client_shared_secret_Ab(self.identity, b_pub),
+                ["A·b needs the client's secret key (the relay uses its own identity)"],
+            )
             server_params = self._client_view_params(server_keys, to_server, b_pub)
-            await self._observe(server, server_report, msg3 + _forged_box(server_params),
-                                "the client's msg3 relayed over the substituted ephemeral key, then a box "
-                                "stream frame forged with the keys the relay derived")
-            self._note(server_report, "re-box the client's msg3 for the server's session (it could not open it)")
+            await self._observe(
+                server,
+                server_report,
+                msg3 + _forged_box(server_params),
+                "the client's msg3 relayed over the substituted ephemeral key, then a box "
+                "stream frame forged with the keys the relay derived",
+            )
+            self._note(
+                server_report,
+                "re-box the client's msg3 for the server's session (it could not open it)",
+            )
             self._note_dropped(server_report, "a forged box stream frame")
-            self._try_written(server_report, self._client_view_params(server_keys, to_server, b_pub),
-                              server_keys.why())
+            self._try_written(
+                server_report,
+                self._client_view_params(server_keys, to_server, b_pub),
+                server_keys.why(),
+            )
 
             # Client leg: no msg4 comes from the server; the relay forges one.
             await self._forge_accept(client, client_report, client_keys, to_client, a_pub)
@@ -501,28 +591,52 @@ class ShsMitm:
             await self._finish_client(client, client_report)
         return MitmOutcome(Scenario.SUBSTITUTED_EPHEMERAL, client_report, server_report)
 
-    def _client_view_params(self, keys: _Keys, ephemeral: bytes, b_pub: bytes) -> shs.BoxStreamParams:
+    def _client_view_params(
+        self, keys: _Keys, ephemeral: bytes, b_pub: bytes
+    ) -> shs.BoxStreamParams:
         """Box stream keys the relay would use as the client (identity M)."""
         return shs.box_stream_params(
-            network_key=self.network_key, shared_secret_ab=keys.ab, shared_secret_aB=keys.aB,
-            shared_secret_Ab=keys.Ab, local_public=self.identity.public, peer_public=self.server_public,
-            local_ephemeral_public=shs.ephemeral_public(ephemeral), peer_ephemeral_public=b_pub)
+            network_key=self.network_key,
+            shared_secret_ab=keys.ab,
+            shared_secret_aB=keys.aB,
+            shared_secret_Ab=keys.Ab,
+            local_public=self.identity.public,
+            peer_public=self.server_public,
+            local_ephemeral_public=shs.ephemeral_public(ephemeral),
+            peer_ephemeral_public=b_pub,
+        )
 
-    async def _forge_accept(self, client: _Client, report: EndpointReport, keys: _Keys,
-                            ephemeral: bytes, a_pub: bytes) -> None:
+    async def _forge_accept(
+        self, client: _Client, report: EndpointReport, keys: _Keys, ephemeral: bytes, a_pub: bytes
+    ) -> None:
         """Send the client a msg4 and a box stream frame forged with the
         relay's keys (signed with its own identity), then watch it."""
         msg4 = shs.server_accept(
-            network_key=self.network_key, server_keypair=self.identity, detached_signature_A=bytes(64),
-            client_public=self.identity.public, shared_secret_ab=keys.ab, shared_secret_aB=keys.aB,
-            shared_secret_Ab=keys.Ab)
+            network_key=self.network_key,
+            server_keypair=self.identity,
+            detached_signature_A=bytes(64),
+            client_public=self.identity.public,
+            shared_secret_ab=keys.ab,
+            shared_secret_aB=keys.aB,
+            shared_secret_Ab=keys.Ab,
+        )
         params = shs.box_stream_params(
-            network_key=self.network_key, shared_secret_ab=keys.ab, shared_secret_aB=keys.aB,
-            shared_secret_Ab=keys.Ab, local_public=self.identity.public, peer_public=self.identity.public,
-            local_ephemeral_public=shs.ephemeral_public(ephemeral), peer_ephemeral_public=a_pub)
-        await self._observe(client.conn, report, msg4 + _forged_box(params),
-                            "a msg4 forged with the keys the relay derived (signed by the relay's own key), "
-                            "then a forged box stream frame")
+            network_key=self.network_key,
+            shared_secret_ab=keys.ab,
+            shared_secret_aB=keys.aB,
+            shared_secret_Ab=keys.Ab,
+            local_public=self.identity.public,
+            peer_public=self.identity.public,
+            local_ephemeral_public=shs.ephemeral_public(ephemeral),
+            peer_ephemeral_public=a_pub,
+        )
+        await self._observe(
+            client.conn,
+            report,
+            msg4 + _forged_box(params),
+            "a msg4 forged with the keys the relay derived (signed by the relay's own key), "
+            "then a forged box stream frame",
+        )
         self._note(report, f"forge a msg4 the client accepts ({keys.why()})")
         self._note_dropped(report, "a forged box stream frame")
         self._try_written(report, params, keys.why())
@@ -539,44 +653,73 @@ class ShsMitm:
             server = await self._connect_server()
             msg1 = await client.conn.receive_exactly(HELLO, "msg1 (client hello)")
             a_pub = self._hello_key(msg1, "msg1", "client")
-            await server.send(msg1, "msg1 relayed unchanged (the relay will claim this ephemeral key)")
+            await server.send(
+                msg1, "msg1 relayed unchanged (the relay will claim this ephemeral key)"
+            )
             msg2 = await server.receive_exactly(HELLO, "msg2 (server hello)")
             b_pub = self._hello_key(msg2, "msg2", "server")
-            await client.conn.send(impostor.receive_data(msg1),
-                                   "msg2 of the relay, which plays the server with its own long-term key")
+            await client.conn.send(
+                impostor.receive_data(msg1),
+                "msg2 of the relay, which plays the server with its own long-term key",
+            )
             msg3 = await client.conn.receive_exactly(CLIENT_AUTH, "msg3 (client authenticate)")
             try:
                 impostor.receive_data(msg3)
-                self._opened(client_report, "the client's msg3 as a server with the relay's own key")
+                self._opened(
+                    client_report, "the client's msg3 as a server with the relay's own key"
+                )
             except shs.HandshakeError as exc:
-                self._note(client_report, f"open the client's msg3 as a server with the relay's own key "
-                                          f"({exc.reason}: the client boxed it with a·B for the key it dialled)")
+                self._note(
+                    client_report,
+                    f"open the client's msg3 as a server with the relay's own key "
+                    f"({exc.reason}: the client boxed it with a·B for the key it dialled)",
+                )
 
             # Server leg: a msg3 with the relay's identity, over the client's
             # ephemeral key: a·b and a·B both need the client's ephemeral secret.
-            server_keys = _Keys(shs.shared_secret_ab(to_client, b_pub),
-                                shs.client_shared_secret_aB(to_client, self.server_public),
-                                shs.client_shared_secret_Ab(self.identity, b_pub),
-                                ["a·b and a·B need the client's ephemeral secret (the relay uses its own)"])
+            server_keys = _Keys(
+                shs.shared_secret_ab(to_client, b_pub),
+                shs.client_shared_secret_aB(to_client, self.server_public),
+                shs.client_shared_secret_Ab(self.identity, b_pub),
+                ["a·b and a·B need the client's ephemeral secret (the relay uses its own)"],
+            )
             forged_msg3 = shs.client_auth(
-                network_key=self.network_key, client_keypair=self.identity, server_public=self.server_public,
-                shared_secret_ab=server_keys.ab, shared_secret_aB=server_keys.aB)
+                network_key=self.network_key,
+                client_keypair=self.identity,
+                server_public=self.server_public,
+                shared_secret_ab=server_keys.ab,
+                shared_secret_aB=server_keys.aB,
+            )
             server_params = shs.box_stream_params(
-                network_key=self.network_key, shared_secret_ab=server_keys.ab, shared_secret_aB=server_keys.aB,
-                shared_secret_Ab=server_keys.Ab, local_public=self.identity.public,
-                peer_public=self.server_public, local_ephemeral_public=a_pub, peer_ephemeral_public=b_pub)
-            await self._observe(server, server_report, forged_msg3 + _forged_box(server_params),
-                                "a msg3 claiming the relay's identity over the client's ephemeral key, then a "
-                                "forged box stream frame")
+                network_key=self.network_key,
+                shared_secret_ab=server_keys.ab,
+                shared_secret_aB=server_keys.aB,
+                shared_secret_Ab=server_keys.Ab,
+                local_public=self.identity.public,
+                peer_public=self.server_public,
+                local_ephemeral_public=a_pub,
+                peer_ephemeral_public=b_pub,
+            )
+            await self._observe(
+                server,
+                server_report,
+                forged_msg3 + _forged_box(server_params),
+                "a msg3 claiming the relay's identity over the client's ephemeral key, then a "
+                "forged box stream frame",
+            )
             self._note(server_report, f"forge a msg3 the server accepts ({server_keys.why()})")
             self._note_dropped(server_report, "a forged box stream frame")
             self._try_written(server_report, server_params, server_keys.why())
 
-            client_keys = _Keys(shs.shared_secret_ab(to_client, a_pub),
-                                shs.server_shared_secret_aB(self.identity, a_pub),
-                                shs.server_shared_secret_Ab(to_client, self.identity.public),
-                                ["a·B needs the server's secret key (the relay has only its own)",
-                                 "A·b needs the client's key, inside the unopened msg3"])
+            client_keys = _Keys(
+                shs.shared_secret_ab(to_client, a_pub),
+                shs.server_shared_secret_aB(self.identity, a_pub),
+                shs.server_shared_secret_Ab(to_client, self.identity.public),
+                [
+                    "a·B needs the server's secret key (the relay has only its own)",
+                    "A·b needs the client's key, inside the unopened msg3",
+                ],
+            )
             await self._forge_accept(client, client_report, client_keys, to_client, a_pub)
         finally:
             await self._finish_client(client, client_report)
@@ -592,17 +735,29 @@ class ShsMitm:
         msg2 = await server.receive_exactly(HELLO, "msg2 (server hello)")
         b_pub = self._hello_key(msg2, "msg2", "server")
         if msg2 == recording.msg2:
-            self.trace.event("the server answered with the recorded session's msg2: it reused its ephemeral key")
-        await self._observe(server, report, recording.msg3 + recording.client_boxes,
-                            f"the recorded msg3 and the client's first {len(recording.client_boxes)} recorded "
-                            "box stream byte(s)")
+            self.trace.event(
+                "the server answered with the recorded session's msg2: it reused its ephemeral key"
+            )
+        await self._observe(
+            server,
+            report,
+            recording.msg3 + recording.client_boxes,
+            f"the recorded msg3 and the client's first {len(recording.client_boxes)} recorded "
+            "box stream byte(s)",
+        )
         # The relay's best guess: its own ephemeral and identity in place of
         # the recorded client's, whose secrets never crossed the wire.
         guess = shs.generate_ephemeral_secret()
-        keys = _Keys(shs.shared_secret_ab(guess, b_pub), shs.client_shared_secret_aB(guess, self.server_public),
-                     shs.client_shared_secret_Ab(self.identity, b_pub),
-                     ["a·b and a·B need the recorded client's ephemeral secret (not on the wire) or the "
-                      "server's fresh one", "A·b needs the client's secret key"])
+        keys = _Keys(
+            shs.shared_secret_ab(guess, b_pub),
+            shs.client_shared_secret_aB(guess, self.server_public),
+            shs.client_shared_secret_Ab(self.identity, b_pub),
+            [
+                "a·b and a·B need the recorded client's ephemeral secret (not on the wire) or the "
+                "server's fresh one",
+                "A·b needs the client's secret key",
+            ],
+        )
         self._note(report, f"derive this session's keys ({keys.why()})")
         self._note_dropped(report, "the recorded boxes")
         self._try_written(report, self._client_view_params(keys, guess, b_pub), keys.why())
@@ -616,24 +771,42 @@ class ShsMitm:
             msg1 = await client.conn.receive_exactly(HELLO, "msg1 (client hello)")
             a_pub = self._hello_key(msg1, "msg1", "client")
             if msg1 == recording.msg1:
-                self.trace.event("the client sent the recorded session's msg1: it reused its ephemeral key")
+                self.trace.event(
+                    "the client sent the recorded session's msg1: it reused its ephemeral key"
+                )
             await client.conn.send(recording.msg2, "msg2 replayed from the recorded session")
             msg3 = await client.conn.receive_exactly(CLIENT_AUTH, "msg3 (client authenticate)")
             # The relay's best guess: its own ephemeral secret for the
             # recorded server's, its own identity for the server's.
             guess = shs.generate_ephemeral_secret()
-            keys = _Keys(shs.shared_secret_ab(guess, a_pub), shs.server_shared_secret_aB(self.identity, a_pub),
-                         shs.server_shared_secret_Ab(guess, self.identity.public),
-                         ["a·b needs the recorded server's ephemeral secret, which never crossed the wire",
-                          "a·B needs the server's secret key", "A·b needs the client's key, inside msg3"])
+            keys = _Keys(
+                shs.shared_secret_ab(guess, a_pub),
+                shs.server_shared_secret_aB(self.identity, a_pub),
+                shs.server_shared_secret_Ab(guess, self.identity.public),
+                [
+                    "a·b needs the recorded server's ephemeral secret, which never crossed the wire",
+                    "a·B needs the server's secret key",
+                    "A·b needs the client's key, inside msg3",
+                ],
+            )
             self._try_msg3(report, msg3, keys, self.server_public)
             params = shs.box_stream_params(
-                network_key=self.network_key, shared_secret_ab=keys.ab, shared_secret_aB=keys.aB,
-                shared_secret_Ab=keys.Ab, local_public=self.server_public, peer_public=self.identity.public,
-                local_ephemeral_public=shs.ephemeral_public(guess), peer_ephemeral_public=a_pub)
-            await self._observe(client.conn, report, recording.msg4 + recording.server_boxes,
-                                f"the recorded msg4 and the server's first {len(recording.server_boxes)} "
-                                "recorded box stream byte(s)")
+                network_key=self.network_key,
+                shared_secret_ab=keys.ab,
+                shared_secret_aB=keys.aB,
+                shared_secret_Ab=keys.Ab,
+                local_public=self.server_public,
+                peer_public=self.identity.public,
+                local_ephemeral_public=shs.ephemeral_public(guess),
+                peer_ephemeral_public=a_pub,
+            )
+            await self._observe(
+                client.conn,
+                report,
+                recording.msg4 + recording.server_boxes,
+                f"the recorded msg4 and the server's first {len(recording.server_boxes)} "
+                "recorded box stream byte(s)",
+            )
             self._note_dropped(report, "the recorded msg4 and boxes")
             self._try_written(report, params, keys.why())
         finally:
@@ -643,13 +816,20 @@ class ShsMitm:
 
 def network_key_of(runtime: Any, default: bytes) -> bytes:
     """A target's network key: its ``network_key`` credential (hex), else ``default``."""
-    if not runtime.has_credential("network_key") and "network_key" not in runtime.target.credentials:
+    if (
+        not runtime.has_credential("network_key")
+        and "network_key" not in runtime.target.credentials
+    ):
         return default
     raw = runtime.credential("network_key").strip()
     try:
         key = bytes.fromhex(raw.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
-        raise TargetError(f"target {runtime.target.name}: network_key credential is not hex") from None
+        raise TargetError(
+            f"target {runtime.target.name}: network_key credential is not hex"
+        ) from None
     if len(key) != shs.NETWORK_KEY_SIZE:
-        raise TargetError(f"target {runtime.target.name}: network_key must be 32 bytes, got {len(key)}")
+        raise TargetError(
+            f"target {runtime.target.name}: network_key must be 32 bytes, got {len(key)}"
+        )
     return key

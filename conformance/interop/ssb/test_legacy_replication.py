@@ -54,19 +54,31 @@ async def server_feed_ids(peer, feed: str) -> list[str]:
     """The ids of the server's feed, 1..N, fetched and verified by the
     harness without a ``sequence`` option."""
     try:
-        messages = await replicate(peer.host, peer.port, network_key=peer_network_key(peer),
-                                   keypair=Keypair.generate(), peer_public=feed_id_to_public(feed),
-                                   feed_id=feed, timeout=HARNESS_FETCH_TIMEOUT)
+        messages = await replicate(
+            peer.host,
+            peer.port,
+            network_key=peer_network_key(peer),
+            keypair=Keypair.generate(),
+            peer_public=feed_id_to_public(feed),
+            feed_id=feed,
+            timeout=HARNESS_FETCH_TIMEOUT,
+        )
     except ReplicationError as exc:
-        raise AssertionError(f"the harness could not fetch {peer.target.name}'s feed itself "
-                             f"(without a sequence option) to know what the client must get: {exc}") from None
+        raise AssertionError(
+            f"the harness could not fetch {peer.target.name}'s feed itself "
+            f"(without a sequence option) to know what the client must get: {exc}"
+        ) from None
     return [message_id(msg) for msg in messages]
 
 
-@requirement("ssb.interop.client.legacy-replicates-every-message", "MUST",
-             "SSB guide, createHistoryStream (\"ask each other whether the feeds they are interested in have "
-             "any new messages\"; sequence, read as \"from\"); Feeds (end to end)",
-             role="client", errata=["SSB-E1"])
+@requirement(
+    "ssb.interop.client.legacy-replicates-every-message",
+    "MUST",
+    'SSB guide, createHistoryStream ("ask each other whether the feeds they are interested in have '
+    'any new messages"; sequence, read as "from"); Feeds (end to end)',
+    role="client",
+    errata=["SSB-E1"],
+)
 async def test_client_replicates_every_message_of_the_server_feed(target, peer_target, wire_trace):
     feed = peer_target.params.get("public_key")
     assert feed, f"peer {peer_target.target.name} has no public_key param"
@@ -74,10 +86,15 @@ async def test_client_replicates_every_message_of_the_server_feed(target, peer_t
     if not ids:
         not_applicable(f"{peer_target.target.name}'s feed is empty: there is nothing to replicate")
     async with TcpRelay(peer_target.host, peer_target.port, wire_trace) as relay:
-        process = target.launch_client({
-            "peer_host": relay.host, "peer_port": relay.port, "peer_public_key": feed, "feed": feed,
-            "client_timeout": CLIENT_TIMEOUT,
-        })
+        process = target.launch_client(
+            {
+                "peer_host": relay.host,
+                "peer_port": relay.port,
+                "peer_public_key": feed,
+                "feed": feed,
+                "client_timeout": CLIENT_TIMEOUT,
+            }
+        )
         try:
             code = await asyncio.to_thread(process.wait, CLIENT_TIMEOUT + 15)
         finally:
@@ -87,19 +104,26 @@ async def test_client_replicates_every_message_of_the_server_feed(target, peer_t
         f"{target.target.name}, holding nothing of {feed}, did not end up holding its {len(ids)} message(s) "
         f"served by {peer_target.target.name} (exit {code}). Under erratum SSB-E1 a server must answer "
         f"sequence/seq N starting with message N; a client's legacy replication asks for last + 1. "
-        f"Client output:\n{process.tail(25)}")
+        f"Client output:\n{process.tail(25)}"
+    )
     reported = {int(seq): key for seq, key in _MSG_LINE.findall(output)}
     if reported:
         wanted = {seq: key for seq, key in enumerate(ids, 1)}
         missing = sorted(set(wanted) - set(reported))
-        different = [f"{seq}: {reported[seq]} != {wanted[seq]}" for seq in wanted
-                     if seq in reported and reported[seq] != wanted[seq]]
+        different = [
+            f"{seq}: {reported[seq]} != {wanted[seq]}"
+            for seq in wanted
+            if seq in reported and reported[seq] != wanted[seq]
+        ]
         assert not missing and not different, (
             f"{target.target.name} reports holding messages that are not the server's: missing sequences "
-            f"{missing}, different ids {different}")
+            f"{missing}, different ids {different}"
+        )
     latest = _REPLICATED_LINE.search(output)
     if latest:
         assert int(latest.group(1)) >= len(ids), (
-            f"{target.target.name} reports latest sequence {latest.group(1)}; the server's feed has {len(ids)}")
-    assert wire_trace.bytes_in("client->server") and wire_trace.bytes_in("server->client"), \
+            f"{target.target.name} reports latest sequence {latest.group(1)}; the server's feed has {len(ids)}"
+        )
+    assert wire_trace.bytes_in("client->server") and wire_trace.bytes_in("server->client"), (
         "no traffic went through the relay"
+    )

@@ -26,8 +26,8 @@ from .mitm import EndpointReport, Scenario, ShsMitm, network_key_of
 REPLICATION = "ssb.interop.client.replicates-peer-feed"
 CLIENT_TIMEOUT = 30
 GUIDE = "SSB guide, Handshake"
-SWAP = "(\"A man-in-the-middle could swap out the ephemeral keys in Messages 1 and 2 for their own keys\")"
-REPLAY = "(\"Past handshakes cannot be replayed\")"
+SWAP = '("A man-in-the-middle could swap out the ephemeral keys in Messages 1 and 2 for their own keys")'
+REPLAY = '("Past handshakes cannot be replayed")'
 
 
 @pytest.fixture
@@ -41,14 +41,28 @@ def mitm(target, peer_target, wire_trace, deadline) -> ShsMitm:
         raise TargetError(f"peer public_key {feed!r} is not an SSB feed id: {exc}") from None
 
     def launch(host: str, port: int):
-        return target.launch_client({"peer_host": host, "peer_port": port, "peer_public_key": feed,
-                                     "feed": feed, "client_timeout": CLIENT_TIMEOUT})
+        return target.launch_client(
+            {
+                "peer_host": host,
+                "peer_port": port,
+                "peer_public_key": feed,
+                "feed": feed,
+                "client_timeout": CLIENT_TIMEOUT,
+            }
+        )
 
     wait = target.target.launch.ready_timeout if target.target.launch else 30
-    return ShsMitm(trace=wire_trace, network_key=network_key_of(peer_target, MAIN_NETWORK_KEY),
-                   server_host=peer_target.host, server_port=peer_target.port, server_public=server_public,
-                   launch_client=launch, deadline=deadline, connect_wait=wait,
-                   session_limit=CLIENT_TIMEOUT + 10)
+    return ShsMitm(
+        trace=wire_trace,
+        network_key=network_key_of(peer_target, MAIN_NETWORK_KEY),
+        server_host=peer_target.host,
+        server_port=peer_target.port,
+        server_public=server_public,
+        launch_client=launch,
+        deadline=deadline,
+        connect_wait=wait,
+        session_limit=CLIENT_TIMEOUT + 10,
+    )
 
 
 def assert_aborted(report: EndpointReport | None, deadline: float) -> None:
@@ -59,45 +73,75 @@ def assert_aborted(report: EndpointReport | None, deadline: float) -> None:
         raise AssertionError(verdict)
 
 
-@requirement("ssb.mitm.client.aborts-on-substituted-ephemeral-key", "MUST",
-             f"{GUIDE} {SWAP}, 4. Server accept (Client verifies)", role="client", depends=[REPLICATION])
+@requirement(
+    "ssb.mitm.client.aborts-on-substituted-ephemeral-key",
+    "MUST",
+    f"{GUIDE} {SWAP}, 4. Server accept (Client verifies)",
+    role="client",
+    depends=[REPLICATION],
+)
 async def test_client_aborts_on_substituted_ephemeral_key(mitm, deadline):
     outcome = await mitm.run(Scenario.SUBSTITUTED_EPHEMERAL)
     assert_aborted(outcome.client, deadline)
 
 
-@requirement("ssb.mitm.server.aborts-on-substituted-ephemeral-key", "MUST",
-             f"{GUIDE} {SWAP}, 3. Client authenticate (Server verifies)", role="client", depends=[REPLICATION])
+@requirement(
+    "ssb.mitm.server.aborts-on-substituted-ephemeral-key",
+    "MUST",
+    f"{GUIDE} {SWAP}, 3. Client authenticate (Server verifies)",
+    role="client",
+    depends=[REPLICATION],
+)
 async def test_server_aborts_on_substituted_ephemeral_key(mitm, deadline):
     outcome = await mitm.run(Scenario.SUBSTITUTED_EPHEMERAL)
     assert_aborted(outcome.server, deadline)
 
 
-@requirement("ssb.mitm.client.aborts-on-impostor-server-key", "MUST",
-             f"{GUIDE} (\"The client must know the server’s public key before connecting\"), "
-             "4. Server accept (Client verifies)", role="client", depends=[REPLICATION])
+@requirement(
+    "ssb.mitm.client.aborts-on-impostor-server-key",
+    "MUST",
+    f'{GUIDE} ("The client must know the server’s public key before connecting"), '
+    "4. Server accept (Client verifies)",
+    role="client",
+    depends=[REPLICATION],
+)
 async def test_client_aborts_on_impostor_server_key(mitm, deadline):
     outcome = await mitm.run(Scenario.IMPOSTOR_KEY)
     assert_aborted(outcome.client, deadline)
 
 
-@requirement("ssb.mitm.server.aborts-on-impostor-client-key", "MUST",
-             f"{GUIDE} (\"a message that only the real server can read and not a man-in-the-middle\"), "
-             "3. Client authenticate (Server verifies)", role="client", depends=[REPLICATION])
+@requirement(
+    "ssb.mitm.server.aborts-on-impostor-client-key",
+    "MUST",
+    f'{GUIDE} ("a message that only the real server can read and not a man-in-the-middle"), '
+    "3. Client authenticate (Server verifies)",
+    role="client",
+    depends=[REPLICATION],
+)
 async def test_server_aborts_on_impostor_client_key(mitm, deadline):
     outcome = await mitm.run(Scenario.IMPOSTOR_KEY)
     assert_aborted(outcome.server, deadline)
 
 
-@requirement("ssb.mitm.server.aborts-on-replayed-client-handshake", "MUST",
-             f"{GUIDE} {REPLAY}, 3. Client authenticate (Server verifies)", role="client", depends=[REPLICATION])
+@requirement(
+    "ssb.mitm.server.aborts-on-replayed-client-handshake",
+    "MUST",
+    f"{GUIDE} {REPLAY}, 3. Client authenticate (Server verifies)",
+    role="client",
+    depends=[REPLICATION],
+)
 async def test_server_aborts_on_replayed_client_handshake(mitm, deadline):
     outcome = await mitm.run(Scenario.REPLAYED_CLIENT_HANDSHAKE)
     assert_aborted(outcome.server, deadline)
 
 
-@requirement("ssb.mitm.client.aborts-on-replayed-server-handshake", "MUST",
-             f"{GUIDE} {REPLAY}, 4. Server accept (Client verifies)", role="client", depends=[REPLICATION])
+@requirement(
+    "ssb.mitm.client.aborts-on-replayed-server-handshake",
+    "MUST",
+    f"{GUIDE} {REPLAY}, 4. Server accept (Client verifies)",
+    role="client",
+    depends=[REPLICATION],
+)
 async def test_client_aborts_on_replayed_server_handshake(mitm, deadline):
     outcome = await mitm.run(Scenario.REPLAYED_SERVER_HANDSHAKE)
     assert_aborted(outcome.client, deadline)

@@ -31,7 +31,12 @@ from typing import Any
 from conformance.core.targets import TargetError, TargetRuntime
 from conformance.core.transport import TcpRelay, WireTrace
 from conformance.suites.stomp.adapter import AcceptedMessage, read_accepted
-from conformance.suites.stomp.client_server import DELIVERED_LINE, MESSAGE_TYPES, new_node_id, substitute
+from conformance.suites.stomp.client_server import (
+    DELIVERED_LINE,
+    MESSAGE_TYPES,
+    new_node_id,
+    substitute,
+)
 from conformance.suites.stomp.peer import manifest_path, settings_of
 from reference_impl.stomp.manifest import ManifestError, load_manifest, render_manifest
 from reference_impl.stomp.smp import example_message, validate_message
@@ -81,15 +86,32 @@ def pair_manifest(server: TargetRuntime, relay_host: str, relay_port: int) -> tu
         try:
             own = load_manifest(path)
         except (OSError, ManifestError) as exc:
-            raise TargetError(f"server {server.target.name}: its manifest {path} is unusable: {exc}") from None
-        return (render_manifest([address], own.host, own.destination, login=own.login, passcode=own.passcode,
-                                accepted_content_types=list(own.accepted_content_types) or None),
-                f"{server.target.name}'s own manifest {path}, servers pointed at the relay")
+            raise TargetError(
+                f"server {server.target.name}: its manifest {path} is unusable: {exc}"
+            ) from None
+        return (
+            render_manifest(
+                [address],
+                own.host,
+                own.destination,
+                login=own.login,
+                passcode=own.passcode,
+                accepted_content_types=list(own.accepted_content_types) or None,
+            ),
+            f"{server.target.name}'s own manifest {path}, servers pointed at the relay",
+        )
     settings = settings_of(server)
     passcode = server.credential("passcode").decode().strip() if settings.has_passcode else None
-    return (render_manifest([address], settings.host_header, settings.destination, login=settings.login,
-                            passcode=passcode),
-            f"{server.target.name}'s params (stomp_host, destination, login, passcode)")
+    return (
+        render_manifest(
+            [address],
+            settings.host_header,
+            settings.destination,
+            login=settings.login,
+            passcode=passcode,
+        ),
+        f"{server.target.name}'s params (stomp_host, destination, login, passcode)",
+    )
 
 
 def _write(path: Path, text: str) -> None:
@@ -129,9 +151,11 @@ class PairRun:
         frames = []
         for line in self.output.splitlines():
             if line.startswith(ERROR_FRAME_PREFIX):
-                frame = _json(line[len(ERROR_FRAME_PREFIX):])
+                frame = _json(line[len(ERROR_FRAME_PREFIX) :])
                 if isinstance(frame, dict) and isinstance(frame.get("headers"), dict):
-                    frames.append({"headers": frame["headers"], "body": str(frame.get("body") or "")})
+                    frames.append(
+                        {"headers": frame["headers"], "body": str(frame.get("body") or "")}
+                    )
         return frames
 
     def server_errors(self) -> str:
@@ -146,21 +170,25 @@ class PairRun:
         for frame in frames:
             headers, body = frame["headers"], frame["body"].strip()
             text = f"ERROR message:{headers.get('message', '')!r}" + (
-                f" (body: {body[:300]!r})" if body and body != headers.get("message") else "")
+                f" (body: {body[:300]!r})" if body and body != headers.get("message") else ""
+            )
             if text not in counts:
                 shown.append(text)
             counts[text] = counts.get(text, 0) + 1
         return f"{self.server} sent " + "; ".join(
-            text + (f", {counts[text]} times" if counts[text] > 1 else "") for text in shown[:3])
+            text + (f", {counts[text]} times" if counts[text] > 1 else "") for text in shown[:3]
+        )
 
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.output.splitlines()[-lines:]) or "(no output)"
 
     def describe(self) -> str:
-        return (f"{self.client} -> {self.server}: client exit {self.exit_code}, {self.connections} connection(s) "
-                f"through the relay, {self.relayed.get('client->server', 0)} byte(s) client->server and "
-                f"{self.relayed.get('server->client', 0)} server->client (TLS records, see the trace); "
-                f"DELIVERED reported: {self.delivered}")
+        return (
+            f"{self.client} -> {self.server}: client exit {self.exit_code}, {self.connections} connection(s) "
+            f"through the relay, {self.relayed.get('client->server', 0)} byte(s) client->server and "
+            f"{self.relayed.get('server->client', 0)} server->client (TLS records, see the trace); "
+            f"DELIVERED reported: {self.delivered}"
+        )
 
 
 async def deliver(client: TargetRuntime, server: TargetRuntime, trace: WireTrace) -> PairRun:
@@ -176,18 +204,35 @@ async def deliver(client: TargetRuntime, server: TargetRuntime, trace: WireTrace
         _write(manifest_file, text)
         _write(messages_file, "".join(json.dumps(m, sort_keys=True) + "\n" for m in messages))
         destination = substitute(load_manifest(manifest_file).destination, node_id)
-        trace.event(f"client {client.target.name} launched with node id {node_id}, manifest from {source}: "
-                    f"{text!r}; {len(messages)} messages ({', '.join(m['type'] for m in messages)})")
-        process = client.launch_client({"manifest_file": manifest_file, "node_id": node_id,
-                                        "messages_file": messages_file, "client_timeout": CLIENT_TIMEOUT})
+        trace.event(
+            f"client {client.target.name} launched with node id {node_id}, manifest from {source}: "
+            f"{text!r}; {len(messages)} messages ({', '.join(m['type'] for m in messages)})"
+        )
+        process = client.launch_client(
+            {
+                "manifest_file": manifest_file,
+                "node_id": node_id,
+                "messages_file": messages_file,
+                "client_timeout": CLIENT_TIMEOUT,
+            }
+        )
         try:
             code = await asyncio.to_thread(process.wait, CLIENT_TIMEOUT + WAIT_GRACE)
         finally:
             process.stop()
         connections = relay.connections
     relayed = {d: len(trace.bytes_in(d)) for d in ("client->server", "server->client")}
-    return PairRun(client.target.name, server.target.name, node_id, destination, messages, code,
-                   process.output(), connections, relayed)
+    return PairRun(
+        client.target.name,
+        server.target.name,
+        node_id,
+        destination,
+        messages,
+        code,
+        process.output(),
+        connections,
+        relayed,
+    )
 
 
 @dataclass
@@ -225,6 +270,18 @@ def header_problems(run: PairRun, n: int, record: AcceptedMessage) -> list[str]:
     """What a stored copy of message ``n`` carries other than what the
     client was told to send (the manifest's destination with the node id,
     the SMP type, application/json)."""
-    want = {"destination": run.destination, "type": run.messages[n]["type"], "content-type": "application/json"}
-    got = {"destination": record.destination, "type": record.type, "content-type": record.content_type}
-    return [f"{key} {got[key]!r} instead of {value!r}" for key, value in want.items() if got[key] != value]
+    want = {
+        "destination": run.destination,
+        "type": run.messages[n]["type"],
+        "content-type": "application/json",
+    }
+    got = {
+        "destination": record.destination,
+        "type": record.type,
+        "content-type": record.content_type,
+    }
+    return [
+        f"{key} {got[key]!r} instead of {value!r}"
+        for key, value in want.items()
+        if got[key] != value
+    ]

@@ -22,8 +22,10 @@ def auth_token(target: TargetRuntime) -> bytes:
     """The token the target accepts (credential ``auth_token``; may be empty
     when the target needs no authentication, but the credential must exist)."""
     if "auth_token" not in target.target.credentials:
-        raise TargetError(f"target {target.target.name} has no auth_token credential "
-                          "(auth_token_file or auth_token_env)")
+        raise TargetError(
+            f"target {target.target.name} has no auth_token credential "
+            "(auth_token_file or auth_token_env)"
+        )
     return target.credential("auth_token").rstrip(b"\r\n")
 
 
@@ -43,6 +45,7 @@ def auth_timeout(target: TargetRuntime) -> float:
 def open_peer(ws_connect):
     async def opener(label: str = "") -> BtpPeer:
         return BtpPeer(await ws_connect(label), error_code_case=ERROR_CODE)
+
     return opener
 
 
@@ -52,6 +55,7 @@ def authenticated_peer(open_peer, auth_token):
         peer = await open_peer(label)
         await peer.authenticate(auth_token)
         return peer
+
     return opener
 
 
@@ -65,19 +69,31 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
     @asynccontextmanager
     async def launch(send_message: str = "", stay: float = 10.0):
         async with WebSocketServer(wire_trace, deadline) as server:
-            process = target.launch_client({
-                "peer_url": server.url, "peer_host": server.host, "peer_port": server.port,
-                "client_stay": stay, "send_message": send_message or "conformance:hello",
-            })
+            process = target.launch_client(
+                {
+                    "peer_url": server.url,
+                    "peer_host": server.host,
+                    "peer_port": server.port,
+                    "client_stay": stay,
+                    "send_message": send_message or "conformance:hello",
+                }
+            )
             processes.append(process)
             wait = target.target.launch.ready_timeout if target.target.launch else 30
             try:
                 # Exiting before it connects: it did not start (an error).
-                conn = await accept_launched_client(server.accept, process, wait,
-                                                    f"the client of target {target.target.name!r}", server.url)
+                conn = await accept_launched_client(
+                    server.accept,
+                    process,
+                    wait,
+                    f"the client of target {target.target.name!r}",
+                    server.url,
+                )
             except AssertionError:
                 process.stop()
-                raise AssertionError(f"target client did not connect; its output:\n{process.tail()}") from None
+                raise AssertionError(
+                    f"target client did not connect; its output:\n{process.tail()}"
+                ) from None
             yield BtpPeer(conn)
 
     yield launch

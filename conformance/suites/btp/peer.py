@@ -16,8 +16,19 @@ from conformance.core.requirements import blocked
 from conformance.core.transport import Deadline, ProtocolViolation, short_hex, target_bytes
 from conformance.core.websocket import WebSocketConnection
 from reference_impl.btp.oer import encode_length, read_long_length
-from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Message, Packet, ProtocolDataEntry,
-                                       Response, decode_packet, encode_packet, is_request, is_response)
+from reference_impl.btp.packet import (
+    BtpDecodeError,
+    ContentType,
+    Error,
+    Message,
+    Packet,
+    ProtocolDataEntry,
+    Response,
+    decode_packet,
+    encode_packet,
+    is_request,
+    is_response,
+)
 
 AUTH = "auth"
 AUTH_TOKEN = "auth_token"
@@ -37,15 +48,21 @@ PACKET_BOUND_OF = "a BTP packet (MAX_PACKET_SIZE; BTP itself sets no size)"
 def auth_message(request_id: int, token: bytes) -> Message:
     """The auth Message of the spec: primary ``auth`` (octet stream, empty),
     secondary ``auth_token`` as UTF-8 text."""
-    return Message(request_id, (
-        ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
-        ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, token),
-    ))
+    return Message(
+        request_id,
+        (
+            ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
+            ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, token),
+        ),
+    )
 
 
 def probe_message(request_id: int) -> Message:
     """A harmless request whose only purpose is to get an answer."""
-    return Message(request_id, (ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"are you there"),))
+    return Message(
+        request_id,
+        (ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"are you there"),),
+    )
 
 
 def summary(packet: Packet) -> str:
@@ -58,7 +75,8 @@ def summary(packet: Packet) -> str:
         fields["data"] = packet.data[:64].hex()
     fields["protocol_data"] = [
         f"{e.name}/{e.content_type}/{e.data[:48].decode('utf-8', 'replace') if e.content_type else e.data[:48].hex()}"
-        for e in packet.protocol_data]
+        for e in packet.protocol_data
+    ]
     return json.dumps(fields, ensure_ascii=False)
 
 
@@ -93,17 +111,21 @@ def error_code_problem(data: bytes | str) -> str | None:
     for size in ERROR_CODE_SIZES:
         if size > length:
             continue
-        envelope = b"F00" + data[start + size:]
+        envelope = b"F00" + data[start + size :]
         try:
-            decode_packet(data[:5] + encode_length(len(envelope)) + envelope, lenient_error_form=True)
+            decode_packet(
+                data[:5] + encode_length(len(envelope)) + envelope, lenient_error_form=True
+            )
         except BtpDecodeError:
             continue
-        code = data[start:start + size]
+        code = data[start : start + size]
         if size == 3:
             return f"its code {code.hex()} is not three IA5 characters (IA5 is 0..127)"
-        return (f"its code field is {size} bytes, {code.decode('ascii', 'replace')!r} ({code.hex()}): the rest of "
-                f"the Error reads only with a {size}-byte code, and the code is IA5String (SIZE (3)), three "
-                "characters with no length prefix")
+        return (
+            f"its code field is {size} bytes, {code.decode('ascii', 'replace')!r} ({code.hex()}): the rest of "
+            f"the Error reads only with a {size}-byte code, and the code is IA5String (SIZE (3)), three "
+            "characters with no length prefix"
+        )
     return None
 
 
@@ -129,16 +151,23 @@ class BtpPeer:
         readable packets)."""
         message = await self.conn.receive(what, deadline)
         if isinstance(message, str):
-            raise ProtocolViolation(f"target sent a text WebSocket message where {what} (a binary BTP packet) "
-                                    f"was due", message.encode("utf-8"))
+            raise ProtocolViolation(
+                f"target sent a text WebSocket message where {what} (a binary BTP packet) was due",
+                message.encode("utf-8"),
+            )
         # An Error's triggeredAt and data size are read leniently: the cases of those rules
         # (btp.error.server.triggered-at-*, data-at-most-8192-bytes) judge them, no other case.
         # An Error unreadable for its code's form is that rule's case's failure alone.
         problem = error_code_problem(message) if self.error_code_case else None
         if problem:
-            blocked(self.error_code_case, "failed within this case",
-                    f"the target's Error where {what} was due is unreadable: {problem}; bytes: {short_hex(message)}")
-        with target_bytes(f"target sent an unreadable packet where {what} was due", message, BtpDecodeError):
+            blocked(
+                self.error_code_case,
+                "failed within this case",
+                f"the target's Error where {what} was due is unreadable: {problem}; bytes: {short_hex(message)}",
+            )
+        with target_bytes(
+            f"target sent an unreadable packet where {what} was due", message, BtpDecodeError
+        ):
             packet = decode_packet(message, lenient_error_form=True)
         self.conn.trace.event(f"decoded: {summary(packet)}")
         return packet
@@ -161,8 +190,11 @@ class BtpPeer:
         for answers: once authenticated either side may send requests at any
         moment (BTP 2.0, Authentication: "At the BTP level, the client and
         server play identical roles"). The deadline is for the response."""
-        response_deadline = deadline if isinstance(deadline, Deadline) else \
-            Deadline(self.conn.deadline if deadline is None else deadline)
+        response_deadline = (
+            deadline
+            if isinstance(deadline, Deadline)
+            else Deadline(self.conn.deadline if deadline is None else deadline)
+        )
         for _ in range(100):
             packet = await self.next_packet(what, response_deadline)
             if not is_request(packet):
@@ -170,13 +202,18 @@ class BtpPeer:
             await self.send(Response(packet.request_id), "answering the target's own request")
         raise AssertionError(f"no {what} among 100 packets")
 
-    async def next_response_bytes(self, what: str, deadline: float | Deadline | None = None) -> bytes | str:
+    async def next_response_bytes(
+        self, what: str, deadline: float | Deadline | None = None
+    ) -> bytes | str:
         """Like :meth:`next_response`, but the message as the target sent it
         (for the cases that judge its encoding): the target's own requests
         that come first are answered and skipped; anything else is returned
         undecoded."""
-        response_deadline = deadline if isinstance(deadline, Deadline) else \
-            Deadline(self.conn.deadline if deadline is None else deadline)
+        response_deadline = (
+            deadline
+            if isinstance(deadline, Deadline)
+            else Deadline(self.conn.deadline if deadline is None else deadline)
+        )
         for _ in range(100):
             message = await self.conn.receive(what, response_deadline)
             request = self._target_request(message)
@@ -186,7 +223,9 @@ class BtpPeer:
             await self.send(Response(request.request_id), "answering the target's own request")
         raise AssertionError(f"no {what} among 100 messages")
 
-    async def response_to(self, request_id: int, what: str, deadline: float | None = None) -> Packet:
+    async def response_to(
+        self, request_id: int, what: str, deadline: float | None = None
+    ) -> Packet:
         """The response (Response or Error) carrying ``request_id``; requests
         the target makes meanwhile are answered with an empty Response, as a
         peer would, and responses to other ids are reported. The deadline is
@@ -199,8 +238,10 @@ class BtpPeer:
                 if packet.request_id == request_id:
                     return packet
                 strays.append(summary(packet))
-                raise AssertionError(f"awaiting {what} for request id {request_id}, the target answered "
-                                     f"with another id: {strays}")
+                raise AssertionError(
+                    f"awaiting {what} for request id {request_id}, the target answered "
+                    f"with another id: {strays}"
+                )
             await self.send(Response(packet.request_id), "answering the target's own request")
         raise AssertionError(f"no {what} among 100 packets")
 
@@ -209,7 +250,9 @@ class BtpPeer:
         return await self.response_to(packet.request_id, what)
 
     async def authenticate(self, token: bytes) -> Packet:
-        reply = await self.request(auth_message(new_request_id(), token), "the answer to the auth Message")
+        reply = await self.request(
+            auth_message(new_request_id(), token), "the answer to the auth Message"
+        )
         assert isinstance(reply, Response), f"target refused valid authentication: {summary(reply)}"
         return reply
 
@@ -223,9 +266,13 @@ class BtpPeer:
         for message in await self.conn.messages_within(seconds):
             request = self._target_request(message)
             if request is not None:
-                self.conn.trace.event(f"decoded: {summary(request)} (a request of the target's own, not an answer)")
-                await self.conn.send_quietly(encode_packet(Response(request.request_id)),
-                                             "answering the target's own request")
+                self.conn.trace.event(
+                    f"decoded: {summary(request)} (a request of the target's own, not an answer)"
+                )
+                await self.conn.send_quietly(
+                    encode_packet(Response(request.request_id)),
+                    "answering the target's own request",
+                )
                 continue
             if isinstance(message, str):
                 got.append(f"text message {message[:120]!r}")
@@ -241,7 +288,8 @@ class BtpPeer:
         A target that closed the connection instead fails here, by name."""
         assert not self.conn.closed, (
             f"target closed the connection after {after} ({self.conn.close_description()}); the spec wants "
-            "the packet ignored and the connection kept working")
+            "the packet ignored and the connection kept working"
+        )
         probe = probe_message(new_request_id())
         reply = await self.request(probe, f"the answer to a probe Message sent after {after}")
         assert reply.request_id == probe.request_id

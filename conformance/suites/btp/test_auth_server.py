@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from conformance.core.requirements import blocked, not_applicable, requirement
-from reference_impl.btp.packet import ContentType, Error, Message, ProtocolDataEntry, Response, Transfer
+from reference_impl.btp.packet import (
+    ContentType,
+    Error,
+    Message,
+    ProtocolDataEntry,
+    Response,
+    Transfer,
+)
 
 from .peer import auth_message, new_request_id, probe_message, summary
 from .prerequisites import AUTH, BALANCE_STATE, ERROR_BEFORE_AUTH, NON_AUTH_FIRST
@@ -21,9 +28,12 @@ async def show_valid_auth(open_peer, auth_token: bytes, before: str) -> None:
         peer = await open_peer(f"valid counterpart: a valid auth first, before {before}")
         await peer.authenticate(auth_token)
     except (AssertionError, OSError) as exc:
-        blocked(AUTH, "failed within this case",
-                f"a valid auth Message on a fresh connection did not get a Response ({exc}), so an Error or "
-                f"a hang-up after {before} shows nothing")
+        blocked(
+            AUTH,
+            "failed within this case",
+            f"a valid auth Message on a fresh connection did not get a Response ({exc}), so an Error or "
+            f"a hang-up after {before} shows nothing",
+        )
     await peer.conn.close()
 
 
@@ -32,7 +42,9 @@ async def expect_error_then_close(peer, request_id: int, what: str) -> None:
     assert isinstance(reply, Error), f"{what} must get an Error, got {summary(reply)}"
 
 
-@requirement("btp.auth.server.accepts-valid-auth", "MUST", f"{CITE} (\"The server responds with a Response\")")
+@requirement(
+    "btp.auth.server.accepts-valid-auth", "MUST", f'{CITE} ("The server responds with a Response")'
+)
 async def test_accepts_valid_auth(open_peer, auth_token):
     peer = await open_peer()
     request = auth_message(new_request_id(), auth_token)
@@ -40,9 +52,13 @@ async def test_accepts_valid_auth(open_peer, auth_token):
     assert isinstance(reply, Response), f"valid auth must get a Response, got {summary(reply)}"
 
 
-@requirement("btp.auth.server.error-on-transfer-before-auth", "MUST",
-             f"{CITE} (\"the server responds with an Error if: any other packet is sent before the auth data\")",
-             depends=[AUTH], shares=[BALANCE_STATE])
+@requirement(
+    "btp.auth.server.error-on-transfer-before-auth",
+    "MUST",
+    f'{CITE} ("the server responds with an Error if: any other packet is sent before the auth data")',
+    depends=[AUTH],
+    shares=[BALANCE_STATE],
+)
 async def test_error_on_transfer_before_auth(open_peer, auth_token):
     await show_valid_auth(open_peer, auth_token, "a Transfer before auth")
     peer = await open_peer()
@@ -51,19 +67,29 @@ async def test_error_on_transfer_before_auth(open_peer, auth_token):
     await expect_error_then_close(peer, transfer.request_id, "a Transfer sent before auth")
 
 
-@requirement("btp.auth.server.error-on-non-auth-message-first", "MUST",
-             f"{CITE} (\"sends a Message call whose primary sub-protocol is not auth, the server should respond with an Error\")",
-             depends=[AUTH])
+@requirement(
+    "btp.auth.server.error-on-non-auth-message-first",
+    "MUST",
+    f'{CITE} ("sends a Message call whose primary sub-protocol is not auth, the server should respond with an Error")',
+    depends=[AUTH],
+)
 async def test_error_on_message_with_other_primary_first(open_peer, auth_token):
     await show_valid_auth(open_peer, auth_token, "a non-auth Message first")
     peer = await open_peer()
     message = probe_message(new_request_id())
     await peer.send(message, "a non-auth Message first")
-    await expect_error_then_close(peer, message.request_id, "a Message whose primary sub-protocol is not auth")
+    await expect_error_then_close(
+        peer, message.request_id, "a Message whose primary sub-protocol is not auth"
+    )
 
 
-@requirement("btp.auth.server.closes-after-auth-error", "MUST", f"{CITE} (\"If the server sent an Error, it subsequently closes the connection\")",
-             depends=[AUTH, ERROR_BEFORE_AUTH], shares=[BALANCE_STATE])
+@requirement(
+    "btp.auth.server.closes-after-auth-error",
+    "MUST",
+    f'{CITE} ("If the server sent an Error, it subsequently closes the connection")',
+    depends=[AUTH, ERROR_BEFORE_AUTH],
+    shares=[BALANCE_STATE],
+)
 async def test_closes_connection_after_auth_error(open_peer, auth_token, deadline):
     await show_valid_auth(open_peer, auth_token, "a Transfer before auth")
     peer = await open_peer()
@@ -71,11 +97,17 @@ async def test_closes_connection_after_auth_error(open_peer, auth_token, deadlin
     await peer.send(transfer, "a Transfer before any auth")
     await expect_error_then_close(peer, transfer.request_id, "a Transfer sent before auth")
     closed, more = await peer.conn.await_close(deadline)
-    assert closed, f"target kept the connection open {deadline} s after its auth Error; sent meanwhile: {len(more)} message(s)"
+    assert closed, (
+        f"target kept the connection open {deadline} s after its auth Error; sent meanwhile: {len(more)} message(s)"
+    )
 
 
-@requirement("btp.auth.server.rejects-wrong-token", "MUST", f"{CITE} (\"the provided authentication data is invalid or incorrect\")",
-             depends=[AUTH])
+@requirement(
+    "btp.auth.server.rejects-wrong-token",
+    "MUST",
+    f'{CITE} ("the provided authentication data is invalid or incorrect")',
+    depends=[AUTH],
+)
 async def test_rejects_wrong_token(open_peer, auth_token, wrong_token, deadline, target):
     """A target whose every auth_token is valid has no wrong token: one that
     needs no authentication (the text: the token "can be set to the empty
@@ -83,8 +115,10 @@ async def test_rejects_wrong_token(open_peer, auth_token, wrong_token, deadline,
     ilp-plugin-mini-accounts does (account = sha256(token)). It says so with
     ``params.accepts_any_token = true``, and the case does not apply."""
     if target.params.get("accepts_any_token") is True:
-        not_applicable(f"target {target.target.name} declares every auth_token valid (params.accepts_any_token), "
-                       "so no token is \"invalid or incorrect\"")
+        not_applicable(
+            f"target {target.target.name} declares every auth_token valid (params.accepts_any_token), "
+            'so no token is "invalid or incorrect"'
+        )
     await show_valid_auth(open_peer, auth_token, "auth with a wrong token")
     peer = await open_peer()
     request = auth_message(new_request_id(), wrong_token)
@@ -94,44 +128,64 @@ async def test_rejects_wrong_token(open_peer, auth_token, wrong_token, deadline,
     assert closed, f"target kept the connection open {deadline} s after rejecting the token"
 
 
-@requirement("btp.auth.server.rejects-missing-auth-token", "MUST",
-             f"{CITE} (\"there MUST be a UTF-8 'auth_token' entry ... it cannot be omitted\")",
-             depends=[AUTH])
+@requirement(
+    "btp.auth.server.rejects-missing-auth-token",
+    "MUST",
+    f"{CITE} (\"there MUST be a UTF-8 'auth_token' entry ... it cannot be omitted\")",
+    depends=[AUTH],
+)
 async def test_rejects_auth_without_token_entry(open_peer, auth_token):
     await show_valid_auth(open_peer, auth_token, "auth without auth_token")
     peer = await open_peer()
-    request = Message(new_request_id(), (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),))
+    request = Message(
+        new_request_id(), (ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b""),)
+    )
     reply = await peer.request(request, "the answer to auth without auth_token")
-    assert isinstance(reply, Error), f"auth without an auth_token entry must get an Error, got {summary(reply)}"
+    assert isinstance(reply, Error), (
+        f"auth without an auth_token entry must get an Error, got {summary(reply)}"
+    )
 
 
-@requirement("btp.auth.server.rejects-duplicate-subprotocol-names", "MUST",
-             f"{CITE} (Error if \"any of the other protocol rules are violated (e.g. having two subprotos with the same name)\")",
-             depends=[AUTH])
+@requirement(
+    "btp.auth.server.rejects-duplicate-subprotocol-names",
+    "MUST",
+    f'{CITE} (Error if "any of the other protocol rules are violated (e.g. having two subprotos with the same name)")',
+    depends=[AUTH],
+)
 async def test_rejects_auth_with_duplicate_names(open_peer, auth_token):
     await show_valid_auth(open_peer, auth_token, "auth with auth_token twice")
     peer = await open_peer()
     base = auth_message(new_request_id(), auth_token)
     request = Message(base.request_id, base.protocol_data + (base.protocol_data[1],))
     reply = await peer.request(request, "the answer to auth with auth_token twice")
-    assert isinstance(reply, Error), f"two sub-protocols named auth_token must get an Error, got {summary(reply)}"
+    assert isinstance(reply, Error), (
+        f"two sub-protocols named auth_token must get an Error, got {summary(reply)}"
+    )
 
 
-@requirement("btp.auth.server.disconnects-client-that-never-authenticates", "MUST",
-             f"{CITE} (Error if \"it takes too long before the authentication data is sent\"; then close)",
-             depends=[AUTH])
+@requirement(
+    "btp.auth.server.disconnects-client-that-never-authenticates",
+    "MUST",
+    f'{CITE} (Error if "it takes too long before the authentication data is sent"; then close)',
+    depends=[AUTH],
+)
 async def test_disconnects_silent_client(open_peer, auth_token, auth_timeout, deadline):
     """The target declares its auth timeout (params.auth_timeout, default 30 s);
     it must have closed the connection by then (plus the read deadline)."""
     await show_valid_auth(open_peer, auth_token, "a silent connection")
     peer = await open_peer()
     closed, messages = await peer.conn.await_close(auth_timeout + deadline)
-    assert closed, f"target kept an unauthenticated connection open for {auth_timeout + deadline:.0f} s"
+    assert closed, (
+        f"target kept an unauthenticated connection open for {auth_timeout + deadline:.0f} s"
+    )
 
 
-@requirement("btp.auth.server.requires-reauth-after-reconnect", "MUST",
-             f"{CITE} (\"If the connection is ever dropped and reconnected then it must be re-authenticated\")",
-             depends=[AUTH, NON_AUTH_FIRST])
+@requirement(
+    "btp.auth.server.requires-reauth-after-reconnect",
+    "MUST",
+    f'{CITE} ("If the connection is ever dropped and reconnected then it must be re-authenticated")',
+    depends=[AUTH, NON_AUTH_FIRST],
+)
 async def test_requires_auth_again_after_reconnect(open_peer, authenticated_peer):
     first = await authenticated_peer("first connection")
     await first.conn.close()
@@ -139,4 +193,6 @@ async def test_requires_auth_again_after_reconnect(open_peer, authenticated_peer
     probe = probe_message(new_request_id())
     await second.send(probe, "a Message on a new connection without auth")
     reply = await second.response_to(probe.request_id, "the answer to an unauthenticated Message")
-    assert isinstance(reply, Error), f"a new connection must authenticate again; got {summary(reply)}"
+    assert isinstance(reply, Error), (
+        f"a new connection must authenticate again; got {summary(reply)}"
+    )

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from conformance.core.requirements import requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, PeerClosed, ProtocolViolation
-from reference_impl.btp.packet import (BtpDecodeError, ContentType, Error, Message, ProtocolDataEntry, Response,
-                                       decode_packet, generalized_time, is_request)
+from reference_impl.btp.packet import (
+    BtpDecodeError,
+    ContentType,
+    Error,
+    Message,
+    ProtocolDataEntry,
+    Response,
+    decode_packet,
+    generalized_time,
+    is_request,
+)
 
 from .peer import new_request_id, summary
 from .prerequisites import CLIENT_AUTH, CLIENT_REQUEST_ID
@@ -34,29 +43,43 @@ async def requests_within(peer, seconds: float) -> list:
     return requests
 
 
-@requirement("btp.flow.client.silent-on-error-for-unknown-request", "SHOULD",
-             f"{FLOW} (\"If an unexpected BTP packet is received, no response should be sent\")", role="client",
-             depends=[CLIENT_AUTH, CLIENT_REQUEST_ID])
+@requirement(
+    "btp.flow.client.silent-on-error-for-unknown-request",
+    "SHOULD",
+    f'{FLOW} ("If an unexpected BTP packet is received, no response should be sent")',
+    role="client",
+    depends=[CLIENT_AUTH, CLIENT_REQUEST_ID],
+)
 async def test_client_silent_on_error_for_no_request(launched_client, auth_token):
     async with launched_client() as peer:
         await accept_auth(peer, auth_token)
-        await peer.send(Error(new_request_id(), "F00", "NotAcceptedError", generalized_time(), b""),
-                        "an Error for a request the client never sent")
+        await peer.send(
+            Error(new_request_id(), "F00", "NotAcceptedError", generalized_time(), b""),
+            "an Error for a request the client never sent",
+        )
         replies = await peer.unanswered(SILENCE_WINDOW)
         assert not [r for r in replies if '"Response"' in r or '"Error"' in r], (
-            f"client answered an Error for no request: {replies}")
+            f"client answered an Error for no request: {replies}"
+        )
         await peer.assert_still_answers("an Error for no request")
 
 
-@requirement("btp.flow.client.request-ids-unique", "SHOULD",
-             "BTP ASN.1, Prepare (\"Each request should have a unique requestId\"); BTP 2.0, Flow (\"no two in-flight "
-             "requests are sent out with the same requestId\")", role="client", depends=[CLIENT_AUTH])
+@requirement(
+    "btp.flow.client.request-ids-unique",
+    "SHOULD",
+    'BTP ASN.1, Prepare ("Each request should have a unique requestId"); BTP 2.0, Flow ("no two in-flight '
+    'requests are sent out with the same requestId")',
+    role="client",
+    depends=[CLIENT_AUTH],
+)
 async def test_client_request_ids_differ(launched_client, auth_token):
     async with launched_client(send_message="conformance:first") as peer:
         auth = await accept_auth(peer, auth_token)
         # The first request after auth within the read deadline (a client may
         # take that long), then whatever follows within silence windows.
-        first = await peer.next_packet("the client's first request after auth (launched with a message to send)")
+        first = await peer.next_packet(
+            "the client's first request after auth (launched with a message to send)"
+        )
         if is_request(first):
             await peer.send(Response(first.request_id), "answering the client's request")
         requests = [auth] + ([first] if is_request(first) else [])
@@ -68,39 +91,63 @@ async def test_client_request_ids_differ(launched_client, auth_token):
                 await peer.send(Response(packet.request_id), "answering the client's request")
             requests += batch
         ids = [r.request_id for r in requests]
-        assert len(requests) >= 2, f"the client sent only its auth Message; launched with a message to send: {ids}"
+        assert len(requests) >= 2, (
+            f"the client sent only its auth Message; launched with a message to send: {ids}"
+        )
         assert len(set(ids)) == len(ids), (
-            f"the client reused a request id: {[summary(r) for r in requests]}")
+            f"the client reused a request id: {[summary(r) for r in requests]}"
+        )
 
 
-@requirement("btp.auth.client.accepts-auth-response-with-protocol-data", "MUST",
-             f"{AUTH} (\"Again, the protocolData field there MAY be used to send additional information to the client\")",
-             role="client", depends=[CLIENT_AUTH])
+@requirement(
+    "btp.auth.client.accepts-auth-response-with-protocol-data",
+    "MUST",
+    f'{AUTH} ("Again, the protocolData field there MAY be used to send additional information to the client")',
+    role="client",
+    depends=[CLIENT_AUTH],
+)
 async def test_client_accepts_auth_response_with_entries(launched_client, auth_token):
     async with launched_client(send_message="conformance:hello") as peer:
         first = await peer.next_packet("the client's auth Message")
-        assert isinstance(first, Message), f"the client's first packet must be the auth Message; got {summary(first)}"
-        info = ProtocolDataEntry("conformance_info", ContentType.TEXT_PLAIN_UTF8, b"additional information")
-        await peer.send(Response(first.request_id, (info,)), "accepting the auth, with one protocol data entry")
-        request = await peer.next_packet("the client's Message after an auth Response with protocol data")
+        assert isinstance(first, Message), (
+            f"the client's first packet must be the auth Message; got {summary(first)}"
+        )
+        info = ProtocolDataEntry(
+            "conformance_info", ContentType.TEXT_PLAIN_UTF8, b"additional information"
+        )
+        await peer.send(
+            Response(first.request_id, (info,)), "accepting the auth, with one protocol data entry"
+        )
+        request = await peer.next_packet(
+            "the client's Message after an auth Response with protocol data"
+        )
         assert is_request(request), (
-            f"after an auth Response carrying protocol data the client must go on as authenticated; got {summary(request)}")
+            f"after an auth Response carrying protocol data the client must go on as authenticated; got {summary(request)}"
+        )
 
 
-@requirement("btp.error.client.no-retry-after-final-error", "MUST",
-             "BTP 2.0, Error, Error Codes (\"Errors marked with F are final, and the same request MUST NOT be retried\")",
-             role="client", depends=[CLIENT_AUTH])
+@requirement(
+    "btp.error.client.no-retry-after-final-error",
+    "MUST",
+    'BTP 2.0, Error, Error Codes ("Errors marked with F are final, and the same request MUST NOT be retried")',
+    role="client",
+    depends=[CLIENT_AUTH],
+)
 async def test_client_does_not_retry_after_final_error(launched_client, auth_token):
     async with launched_client(send_message="conformance:refuse-me") as peer:
         await accept_auth(peer, auth_token)
         request = await peer.next_packet("the client's Message (launched with a message to send)")
-        assert isinstance(request, Message), f"expected the client's Message, got {summary(request)}"
+        assert isinstance(request, Message), (
+            f"expected the client's Message, got {summary(request)}"
+        )
         # Every request of the client is refused, not only the first: the
         # first after auth need not be the one it was launched to send (a
         # client may send requests of its own at any moment after auth).
         refused = [request]
-        await peer.send(Error(request.request_id, "F00", "NotAcceptedError", generalized_time(), b""),
-                        "refusing it with a final Error (F00)")
+        await peer.send(
+            Error(request.request_id, "F00", "NotAcceptedError", generalized_time(), b""),
+            "refusing it with a final Error (F00)",
+        )
         again = []
         window = Deadline(RETRY_WINDOW)
         while not window.expired:
@@ -109,14 +156,22 @@ async def test_client_does_not_retry_after_final_error(launched_client, auth_tok
             except (DeadlineExceeded, PeerClosed):
                 break
             except ProtocolViolation:
-                continue   # not a readable request (not this rule's business, as in requests_within)
+                continue  # not a readable request (not this rule's business, as in requests_within)
             if not is_request(packet):
                 continue
-            same = [r for r in refused if type(r) is type(packet) and r.protocol_data == packet.protocol_data]
+            same = [
+                r
+                for r in refused
+                if type(r) is type(packet) and r.protocol_data == packet.protocol_data
+            ]
             if same:
                 again.append(f"{summary(same[0])}, then {summary(packet)}")
                 continue
             refused.append(packet)
-            await peer.send(Error(packet.request_id, "F00", "NotAcceptedError", generalized_time(), b""),
-                            "refusing this request too with a final Error (F00)")
-        assert not again, f"after a final Error (F00) the client sent the same request again: {again}"
+            await peer.send(
+                Error(packet.request_id, "F00", "NotAcceptedError", generalized_time(), b""),
+                "refusing this request too with a final Error (F00)",
+            )
+        assert not again, (
+            f"after a final Error (F00) the client sent the same request again: {again}"
+        )

@@ -6,7 +6,14 @@ from __future__ import annotations
 from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import DeadlineExceeded, short_hex
 from reference_impl.btp.oer import check_generalized_time
-from reference_impl.btp.packet import ContentType, Message, ProtocolDataEntry, Response, Transfer, encode_packet
+from reference_impl.btp.packet import (
+    ContentType,
+    Message,
+    ProtocolDataEntry,
+    Response,
+    Transfer,
+    encode_packet,
+)
 
 from .peer import auth_message, error_code_problem, new_request_id, probe_message, summary
 from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, ERROR_CODE
@@ -26,56 +33,82 @@ def envelope_with_extra_bytes(packet: Message, extra: bytes) -> bytes:
     return plain[:5] + bytes((plain[5] + len(extra),)) + plain[6:] + extra
 
 
-@requirement("btp.packet.server.ignores-extra-bytes-in-envelope", "MUST",
-             "RFC 0030, Extensibility (\"implementations MUST ignore extra bytes at the end of the message\")",
-             depends=AUTHENTICATED)
+@requirement(
+    "btp.packet.server.ignores-extra-bytes-in-envelope",
+    "MUST",
+    'RFC 0030, Extensibility ("implementations MUST ignore extra bytes at the end of the message")',
+    depends=AUTHENTICATED,
+)
 async def test_ignores_extra_bytes_at_end_of_envelope(authenticated_peer):
     peer = await authenticated_peer()
     plain = probe_message(new_request_id())
     expected = await peer.request(plain, "the answer to a plain probe Message")
     extended = probe_message(new_request_id())
-    await peer.send_raw(envelope_with_extra_bytes(extended, EXTRA_BYTES),
-                        f"a probe Message with {len(EXTRA_BYTES)} extra bytes after protocolData, inside the envelope")
+    await peer.send_raw(
+        envelope_with_extra_bytes(extended, EXTRA_BYTES),
+        f"a probe Message with {len(EXTRA_BYTES)} extra bytes after protocolData, inside the envelope",
+    )
     # Within the read deadline, as the plain probe's answer was: a target may answer late.
     try:
         reply = await peer.next_response("the answer to the probe with extra bytes in its envelope")
     except DeadlineExceeded:
-        raise AssertionError(f"the same probe with {EXTRA_BYTES.hex()} appended inside its envelope got no answer "
-                             f"within {peer.conn.deadline} s (the plain probe got {summary(expected)}); extra bytes "
-                             "at the end must be ignored") from None
+        raise AssertionError(
+            f"the same probe with {EXTRA_BYTES.hex()} appended inside its envelope got no answer "
+            f"within {peer.conn.deadline} s (the plain probe got {summary(expected)}); extra bytes "
+            "at the end must be ignored"
+        ) from None
     assert reply.request_id == extended.request_id and type(reply) is type(expected), (
         f"with extra bytes at the end the probe (request id {extended.request_id}) got {summary(reply)}, without "
-        f"them {summary(expected)}: the extra bytes must be ignored, not change the answer")
+        f"them {summary(expected)}: the extra bytes must be ignored, not change the answer"
+    )
 
 
-@requirement("btp.flow.server.silent-on-unknown-type", "MUST",
-             "BTP 2.0, Flow (\"An unreadable BTP packet is one which is structurally invalid\"); BTP Type IDs",
-             depends=AUTHENTICATED)
+@requirement(
+    "btp.flow.server.silent-on-unknown-type",
+    "MUST",
+    'BTP 2.0, Flow ("An unreadable BTP packet is one which is structurally invalid"); BTP Type IDs',
+    depends=AUTHENTICATED,
+)
 async def test_silent_on_undefined_packet_type(authenticated_peer):
     peer = await authenticated_peer()
     packet = bytearray(encode_packet(probe_message(new_request_id())))
     packet[0] = UNDEFINED_TYPE
-    await peer.send_raw(bytes(packet), f"a probe Message relabelled as packet type {UNDEFINED_TYPE} (defined nowhere)")
+    await peer.send_raw(
+        bytes(packet),
+        f"a probe Message relabelled as packet type {UNDEFINED_TYPE} (defined nowhere)",
+    )
     await assert_silent_then_alive(peer, f"a packet of undefined type {UNDEFINED_TYPE}")
 
 
-@requirement("btp.auth.server.accepts-extra-auth-entries", "MUST",
-             "BTP 2.0, Authentication (\"The further secondary protocol data entries of this Message request MAY also "
-             "be used to send additional information to the server\")", depends=[AUTH])
+@requirement(
+    "btp.auth.server.accepts-extra-auth-entries",
+    "MUST",
+    'BTP 2.0, Authentication ("The further secondary protocol data entries of this Message request MAY also '
+    'be used to send additional information to the server")',
+    depends=[AUTH],
+)
 async def test_accepts_auth_with_further_secondary_entries(open_peer, auth_token):
     peer = await open_peer()
     base = auth_message(new_request_id(), auth_token)
-    extra = ProtocolDataEntry("conformance_info", ContentType.TEXT_PLAIN_UTF8, b"additional information")
+    extra = ProtocolDataEntry(
+        "conformance_info", ContentType.TEXT_PLAIN_UTF8, b"additional information"
+    )
     request = Message(base.request_id, base.protocol_data + (extra,))
-    reply = await peer.request(request, "the answer to a valid auth Message with one more secondary entry")
+    reply = await peer.request(
+        request, "the answer to a valid auth Message with one more secondary entry"
+    )
     assert isinstance(reply, Response), (
-        f"a valid auth Message with a further secondary entry must be accepted like one without; got {summary(reply)}")
+        f"a valid auth Message with a further secondary entry must be accepted like one without; got {summary(reply)}"
+    )
 
 
-@requirement("btp.error.server.triggered-at-valid-time", "MUST",
-             "RFC 0030, Variable-length Timestamps, Encoding (\"Years MUST be given as four digits\"; \"The period . "
-             "MUST be used as the decimal separator\"; \"Midnight MUST be encoded as 000000 on the following day\")",
-             depends=[AUTH])
+@requirement(
+    "btp.error.server.triggered-at-valid-time",
+    "MUST",
+    'RFC 0030, Variable-length Timestamps, Encoding ("Years MUST be given as four digits"; "The period . '
+    'MUST be used as the decimal separator"; "Midnight MUST be encoded as 000000 on the following day")',
+    depends=[AUTH],
+)
 async def test_error_triggered_at_is_a_valid_generalized_time(open_peer, auth_token):
     error, what = await provoke_error(open_peer, auth_token)
     problem = check_generalized_time(error.triggered_at)
@@ -91,16 +124,22 @@ def length_determinant_problems(data: bytes, pos: int, what: str) -> tuple[list[
     if first < 128:
         return [], first, pos + 1
     size = first & 0x7F
-    raw = data[pos + 1:pos + 1 + size]
+    raw = data[pos + 1 : pos + 1 + size]
     if size == 0 or len(raw) < size:
-        raise AssertionError(f"{what}: malformed long-form length {data[pos:pos + 1 + size].hex()}")
+        raise AssertionError(
+            f"{what}: malformed long-form length {data[pos : pos + 1 + size].hex()}"
+        )
     value = int.from_bytes(raw, "big")
     problems = []
     if raw[0] == 0:
-        problems.append(f"{what}: long-form length {data[pos:pos + 1 + size].hex()} has a leading zero byte")
+        problems.append(
+            f"{what}: long-form length {data[pos : pos + 1 + size].hex()} has a leading zero byte"
+        )
     if value < 128:
-        problems.append(f"{what}: length {value} in long form ({data[pos:pos + 1 + size].hex()}); "
-                        "lengths below 128 take the short form")
+        problems.append(
+            f"{what}: length {value} in long form ({data[pos : pos + 1 + size].hex()}); "
+            "lengths below 128 take the short form"
+        )
     return problems, value, pos + 1 + size
 
 
@@ -116,10 +155,12 @@ def encoding_problems(data: bytes) -> list[str]:
             pos += size
     found, size, pos = length_determinant_problems(data, pos, "protocol data count")
     problems += found
-    count_bytes = data[pos:pos + size]
+    count_bytes = data[pos : pos + size]
     if size == 0 or (size > 1 and count_bytes[0] == 0):
-        problems.append(f"protocol data count {data[pos - 1:pos + size].hex()} is not canonical "
-                        "(a variable-length unsigned integer of at least one byte without leading zeros)")
+        problems.append(
+            f"protocol data count {data[pos - 1 : pos + size].hex()} is not canonical "
+            "(a variable-length unsigned integer of at least one byte without leading zeros)"
+        )
     count = int.from_bytes(count_bytes, "big")
     pos += size
     for index in range(min(count, 64)):
@@ -132,10 +173,14 @@ def encoding_problems(data: bytes) -> list[str]:
     return problems
 
 
-@requirement("btp.packet.server.canonical-lengths", "MUST",
-             "RFC 0030, Long form (\"This length MUST NOT contain leading zeros\"; \"the short form encoding MUST be "
-             "used\"); Variable-length unsigned integer (\"Leading zeros MUST NOT be used\")",
-             depends=AUTHENTICATED, shares=[BALANCE_STATE])
+@requirement(
+    "btp.packet.server.canonical-lengths",
+    "MUST",
+    'RFC 0030, Long form ("This length MUST NOT contain leading zeros"; "the short form encoding MUST be '
+    'used"); Variable-length unsigned integer ("Leading zeros MUST NOT be used")',
+    depends=AUTHENTICATED,
+    shares=[BALANCE_STATE],
+)
 async def test_target_packets_use_canonical_lengths(authenticated_peer, open_peer):
     """The answers to a probe and to a Message with two entries of one name
     after auth, and to a Transfer before auth (a Response or an Error each:
@@ -143,9 +188,14 @@ async def test_target_packets_use_canonical_lengths(authenticated_peer, open_pee
     peer = await authenticated_peer()
     entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
     for connection, request, what in (
-            (peer, probe_message(new_request_id()), "a probe Message"),
-            (peer, Message(new_request_id(), (entry, entry)), "a Message with two sub-protocols of one name"),
-            (None, Transfer(new_request_id(), 1), "a Transfer before auth")):
+        (peer, probe_message(new_request_id()), "a probe Message"),
+        (
+            peer,
+            Message(new_request_id(), (entry, entry)),
+            "a Message with two sub-protocols of one name",
+        ),
+        (None, Transfer(new_request_id(), 1), "a Transfer before auth"),
+    ):
         # The unauthenticated connection is opened only now: the target may
         # drop it once its auth timeout passes, however long the answers above took.
         connection = connection or await open_peer("a Transfer before auth")
@@ -153,11 +203,21 @@ async def test_target_packets_use_canonical_lengths(authenticated_peer, open_pee
         raw = await connection.next_response_bytes(f"the answer to {what}")
         problem = error_code_problem(raw)
         if problem:  # an Error whose code misplaces every field after it: that rule's case says so
-            blocked(ERROR_CODE, "failed within this case",
-                    f"the target's Error answering {what} is unreadable: {problem}; bytes: {short_hex(raw, 96)}")
-        assert isinstance(raw, bytes) and len(raw) >= 6 and raw[0] in (1, 2) and \
-            int.from_bytes(raw[1:5], "big") == request.request_id, (
-                f"expected the answer to {what} (a Response or Error with request id {request.request_id}); "
-                f"got {short_hex(raw, 96) if isinstance(raw, bytes) else repr(raw[:100])}")
+            blocked(
+                ERROR_CODE,
+                "failed within this case",
+                f"the target's Error answering {what} is unreadable: {problem}; bytes: {short_hex(raw, 96)}",
+            )
+        assert (
+            isinstance(raw, bytes)
+            and len(raw) >= 6
+            and raw[0] in (1, 2)
+            and int.from_bytes(raw[1:5], "big") == request.request_id
+        ), (
+            f"expected the answer to {what} (a Response or Error with request id {request.request_id}); "
+            f"got {short_hex(raw, 96) if isinstance(raw, bytes) else repr(raw[:100])}"
+        )
         problems = encoding_problems(raw)
-        assert not problems, f"the answer to {what} is not canonical OER: {problems}; bytes: {short_hex(raw, 160)}"
+        assert not problems, (
+            f"the answer to {what} is not canonical OER: {problems}; bytes: {short_hex(raw, 160)}"
+        )

@@ -33,6 +33,7 @@ def output(registry) -> tuple[str, Schema]:
 def open_peer(connect):
     async def opener(label: str = "") -> RippPeer:
         return RippPeer(await connect(label))
+
     return opener
 
 
@@ -41,13 +42,18 @@ def ready_peer(open_peer, registry):
     """``await ready_peer()``: a connection whose Handshake (every output of
     the registry, as the registry has it) got ok=true. A refusal is the rule
     of accepts-compatible-schema, which such cases depend on."""
+
     async def opener(label: str = "") -> RippPeer:
         peer = await open_peer(label)
         negotiation = await peer.handshake(list(registry.items()))
         if not negotiation.ok:
-            blocked(HANDSHAKE, "failed within this case",
-                    f"a Handshake with the registry's own schemas got ok=false ({negotiation.errors})")
+            blocked(
+                HANDSHAKE,
+                "failed within this case",
+                f"a Handshake with the registry's own schemas got ok=false ({negotiation.errors})",
+            )
         return peer
+
     return opener
 
 
@@ -62,20 +68,32 @@ def launched_producer(target: TargetRuntime, wire_trace: WireTrace, deadline: fl
     @asynccontextmanager
     async def launch(count: int = 3, stay: float = 0.0):
         async with TcpServer(wire_trace, deadline) as server:
-            process = target.launch_client({
-                "peer_host": server.host, "peer_port": server.port, "source_id": "conformance-producer",
-                "count": count, "client_stay": stay, "client_timeout": client_timeout(deadline),
-            })
+            process = target.launch_client(
+                {
+                    "peer_host": server.host,
+                    "peer_port": server.port,
+                    "source_id": "conformance-producer",
+                    "count": count,
+                    "client_stay": stay,
+                    "client_timeout": client_timeout(deadline),
+                }
+            )
             processes.append(process)
             wait = target.target.launch.ready_timeout if target.target.launch else 30
             try:
                 # Exiting before it connects: it did not start (an error).
-                conn = await accept_launched_client(server.accept, process, wait,
-                                                    f"the producer of target {target.target.name!r}",
-                                                    f"{server.host}:{server.port}")
+                conn = await accept_launched_client(
+                    server.accept,
+                    process,
+                    wait,
+                    f"the producer of target {target.target.name!r}",
+                    f"{server.host}:{server.port}",
+                )
             except AssertionError:
                 process.stop()
-                raise AssertionError(f"target producer did not connect; its output:\n{process.tail()}") from None
+                raise AssertionError(
+                    f"target producer did not connect; its output:\n{process.tail()}"
+                ) from None
             yield RippPeer(conn)
 
     yield launch

@@ -12,7 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.core.transport import Deadline, ProtocolViolation, TcpConnection, short_hex, target_bytes
+from conformance.core.transport import (
+    Deadline,
+    ProtocolViolation,
+    TcpConnection,
+    short_hex,
+    target_bytes,
+)
 from reference_impl.ripp.envelope import (
     CRC_SIZE,
     HEADER_SIZE,
@@ -61,7 +67,9 @@ def key(text: str) -> bytes:
 def set_delta(schema: Schema, i: int) -> SetDelta:
     """A Set of every field of ``schema`` with values depending on ``i`` (so
     that applying delta i twice, or out of order, changes the state)."""
-    return SetDelta([FieldValue(f.field_name, sample_value(f.field_type, i)) for f in schema.fields])
+    return SetDelta(
+        [FieldValue(f.field_name, sample_value(f.field_type, i)) for f in schema.fields]
+    )
 
 
 @dataclass
@@ -99,11 +107,17 @@ class RippPeer:
         self.negotiation: SchemaNegotiation | None = None
 
     # -- sending
-    def envelope(self, msg: Any, *, fp: bytes = ZERO_FINGERPRINT, sequence: int | None = None) -> Envelope:
+    def envelope(
+        self, msg: Any, *, fp: bytes = ZERO_FINGERPRINT, sequence: int | None = None
+    ) -> Envelope:
         self.sequence += 1
-        return make_envelope(msg_type_of(msg), encode_payload(msg),
-                             sequence=self.sequence if sequence is None else sequence,
-                             timestamp_ns=time.time_ns(), fingerprint=fp)
+        return make_envelope(
+            msg_type_of(msg),
+            encode_payload(msg),
+            sequence=self.sequence if sequence is None else sequence,
+            timestamp_ns=time.time_ns(),
+            fingerprint=fp,
+        )
 
     async def send_raw(self, data: bytes, note: str) -> None:
         await self.conn.send(data, note)
@@ -113,7 +127,9 @@ class RippPeer:
         await self.conn.send(data, note)
         return data
 
-    def delta_bytes(self, output: str, schema: Schema, seq: int, key_bytes: bytes, delta: DeltaT) -> bytes:
+    def delta_bytes(
+        self, output: str, schema: Schema, seq: int, key_bytes: bytes, delta: DeltaT
+    ) -> bytes:
         msg = DeltaMsg(output, key_bytes, encode_delta(delta), seq, None)
         return encode_envelope(self.envelope(msg, fp=fingerprint(schema)))
 
@@ -123,28 +139,43 @@ class RippPeer:
         header = await self.conn.receive_exactly(HEADER_SIZE, f"the header of {what}", limit)
         length = struct.unpack_from("<i", header, 55)[0]
         if not 0 <= length <= MAX_PAYLOAD:
-            raise ProtocolViolation(f"{what}: the target's envelope claims a payload of {length} bytes "
-                                    f"(profile P1: 0..{MAX_PAYLOAD})", header)
-        rest = await self.conn.receive_exactly(length + CRC_SIZE, f"the payload and CRC of {what}", limit)
+            raise ProtocolViolation(
+                f"{what}: the target's envelope claims a payload of {length} bytes "
+                f"(profile P1: 0..{MAX_PAYLOAD})",
+                header,
+            )
+        rest = await self.conn.receive_exactly(
+            length + CRC_SIZE, f"the payload and CRC of {what}", limit
+        )
         return header + rest
 
-    async def next_envelope(self, what: str, *, allow_flags: bool = True,
-                            deadline: float | Deadline | None = None) -> Received:
+    async def next_envelope(
+        self, what: str, *, allow_flags: bool = True, deadline: float | Deadline | None = None
+    ) -> Received:
         """The target's next envelope, checked as the profile's receiver
         checks it (length, magic, CRC, version, type, flags), and its
         payload decoded. ``allow_flags``: a non-zero flags byte is read
         anyway (only the case about flags judges it)."""
         raw = await self.next_raw(what, deadline)
         checked = raw
-        if allow_flags and raw[6] != 0 and raw[-CRC_SIZE:] == struct.pack("<I", crc32c(raw[:-CRC_SIZE])):
+        if (
+            allow_flags
+            and raw[6] != 0
+            and raw[-CRC_SIZE:] == struct.pack("<I", crc32c(raw[:-CRC_SIZE]))
+        ):
             patched = bytearray(raw)
             patched[6] = 0
             patched[-CRC_SIZE:] = struct.pack("<I", crc32c(bytes(patched[:-CRC_SIZE])))
             checked = bytes(patched)
-        with target_bytes(f"{what}: the target's envelope is refused by the profile's checks", raw, EnvelopeError):
+        with target_bytes(
+            f"{what}: the target's envelope is refused by the profile's checks", raw, EnvelopeError
+        ):
             env = decode_envelope(checked)
-        with target_bytes(f"{what}: the payload of the target's {MsgType(env.msg_type).name} does not decode",
-                          raw, PayloadError):
+        with target_bytes(
+            f"{what}: the payload of the target's {MsgType(env.msg_type).name} does not decode",
+            raw,
+            PayloadError,
+        ):
             message = decode_payload(env.msg_type, env.payload)
         received = Received(env._replace(flags=raw[6]), raw, message)
         self.received.append(received)
@@ -153,25 +184,39 @@ class RippPeer:
     async def expect(self, cls: type, what: str, **kw: Any) -> Any:
         got = await self.next_envelope(what, **kw)
         if not isinstance(got.message, cls):
-            raise AssertionError(f"expected {what} ({cls.__name__}); the target sent a "
-                                 f"{type(got.message).__name__}: {short_hex(got.raw)}")
+            raise AssertionError(
+                f"expected {what} ({cls.__name__}); the target sent a "
+                f"{type(got.message).__name__}: {short_hex(got.raw)}"
+            )
         return got.message
 
     # -- steps
-    async def handshake(self, outputs: list[tuple[str, Schema]], *, worker_id: str | None = None,
-                        protocol_version: int = 1) -> SchemaNegotiation:
+    async def handshake(
+        self,
+        outputs: list[tuple[str, Schema]],
+        *,
+        worker_id: str | None = None,
+        protocol_version: int = 1,
+    ) -> SchemaNegotiation:
         hs = Handshake(worker_id or new_worker_id(), outputs, protocol_version)
-        await self.send(hs, f"Handshake declaring {', '.join(n for n, _ in outputs)} "
-                            f"(protocol_version {protocol_version})")
-        self.negotiation = await self.expect(SchemaNegotiation, "the Schema_negotiation answering the Handshake")
+        await self.send(
+            hs,
+            f"Handshake declaring {', '.join(n for n, _ in outputs)} "
+            f"(protocol_version {protocol_version})",
+        )
+        self.negotiation = await self.expect(
+            SchemaNegotiation, "the Schema_negotiation answering the Handshake"
+        )
         return self.negotiation
 
     async def checkpoint(self, checkpoint_id: int = 7) -> CheckpointAck:
         await self.send(CheckpointRequest(checkpoint_id), f"Checkpoint_request {checkpoint_id}")
         ack = await self.expect(CheckpointAck, f"the Checkpoint_ack for checkpoint {checkpoint_id}")
         if ack.checkpoint_id != checkpoint_id:
-            raise AssertionError(f"the Checkpoint_ack names checkpoint {ack.checkpoint_id}, the request "
-                                 f"{checkpoint_id} (profile P7: it echoes checkpoint_id)")
+            raise AssertionError(
+                f"the Checkpoint_ack names checkpoint {ack.checkpoint_id}, the request "
+                f"{checkpoint_id} (profile P7: it echoes checkpoint_id)"
+            )
         return ack
 
     async def closes_silently(self, seconds: float | None = None) -> tuple[bool, bytes]:
@@ -193,10 +238,14 @@ def source_of(ack: CheckpointAck, output: str):
     for state in ack.sources:
         if state.source_output == output:
             return state
-    raise AssertionError(f"the Checkpoint_ack lists no source {output!r} (profile P7: one per declared output); "
-                         f"it lists {[s.source_output for s in ack.sources]}")
+    raise AssertionError(
+        f"the Checkpoint_ack lists no source {output!r} (profile P7: one per declared output); "
+        f"it lists {[s.source_output for s in ack.sources]}"
+    )
 
 
 def describe(state) -> str:
-    return (f"last_sequence_no {state.last_sequence_no}, applied_count {state.applied_count}, "
-            f"digest {state.state_digest.hex()}")
+    return (
+        f"last_sequence_no {state.last_sequence_no}, applied_count {state.applied_count}, "
+        f"digest {state.state_digest.hex()}"
+    )

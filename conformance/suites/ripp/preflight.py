@@ -11,8 +11,10 @@ from .registry import RegistryError, load_registry
 def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
     problems = []
     if serving and (not runtime.host or not runtime.port):
-        problems.append("host and port of the consumer's listener are missing (set them, or have "
-                        "launch.outputs read the port from the ready line)")
+        problems.append(
+            "host and port of the consumer's listener are missing (set them, or have "
+            "launch.outputs read the port from the ready line)"
+        )
     try:
         load_registry(runtime.params.get("registry_file"))
     except RegistryError as exc:

@@ -10,8 +10,15 @@ import time
 from conformance.core.requirements import requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
 from reference_impl.ripp.envelope import CRC_SIZE, crc32c, encode_envelope
-from reference_impl.ripp.payloads import (DeltaMsg, Handshake, Heartbeat, PayloadError, SchemaNegotiation,
-                                         decode_delta, fingerprint)
+from reference_impl.ripp.payloads import (
+    DeltaMsg,
+    Handshake,
+    Heartbeat,
+    PayloadError,
+    SchemaNegotiation,
+    decode_delta,
+    fingerprint,
+)
 from reference_impl.ripp.session import SourceTrack
 
 from .prerequisites import CLIENT_ENVELOPES, CLIENT_HANDSHAKE
@@ -30,7 +37,9 @@ WATCH_SECONDS = 4.5
 """Four gaps or more at HEARTBEAT_MS."""
 
 
-async def accept_handshake(peer, *, ok: bool = True, interval_ms: int = HEARTBEAT_MS, **kw) -> Handshake:
+async def accept_handshake(
+    peer, *, ok: bool = True, interval_ms: int = HEARTBEAT_MS, **kw
+) -> Handshake:
     # Whatever comes before the Handshake is the rule of sends-handshake-first,
     # not of the case calling this: it is skipped (at most a few envelopes).
     for _ in range(8):
@@ -40,69 +49,111 @@ async def accept_handshake(peer, *, ok: bool = True, interval_ms: int = HEARTBEA
     else:
         raise AssertionError("the producer sent 8 envelopes and no Handshake")
     hs = got.message
-    errors = [] if ok else [f"{name}: missing field x" for name, _ in hs.output_schemas[:1]] or ["missing field x"]
-    await peer.send(SchemaNegotiation(ok, errors, 1, interval_ms, "conformance-consumer"),
-                    f"Schema_negotiation ok={str(ok).lower()}, heartbeat_interval_ms {interval_ms}")
+    errors = (
+        []
+        if ok
+        else [f"{name}: missing field x" for name, _ in hs.output_schemas[:1]]
+        or ["missing field x"]
+    )
+    await peer.send(
+        SchemaNegotiation(ok, errors, 1, interval_ms, "conformance-consumer"),
+        f"Schema_negotiation ok={str(ok).lower()}, heartbeat_interval_ms {interval_ms}",
+    )
     return hs
 
 
 async def read_all(peer, count: int, **kw) -> list:
-    return [await peer.next_envelope(f"envelope {n + 1} after the negotiation", **kw) for n in range(count)]
+    return [
+        await peer.next_envelope(f"envelope {n + 1} after the negotiation", **kw)
+        for n in range(count)
+    ]
 
 
-@requirement(CLIENT_ENVELOPES, "MUST",
-             "RIPP, Message Envelope Format; Field Details (\"Covers all bytes from offset 0 through the end of the "
-             "payload\")", role="client", errata=["RIPP-E2"])
+@requirement(
+    CLIENT_ENVELOPES,
+    "MUST",
+    'RIPP, Message Envelope Format; Field Details ("Covers all bytes from offset 0 through the end of the '
+    'payload")',
+    role="client",
+    errata=["RIPP-E2"],
+)
 async def test_client_sends_valid_envelopes(launched_producer):
     async with launched_producer(count=3) as peer:
         await accept_handshake(peer)
         received = await read_all(peer, 3)
         deltas = [r for r in received if isinstance(r.message, DeltaMsg)]
-        assert deltas, f"no Delta among the producer's first envelopes: {[type(r.message).__name__ for r in received]}"
+        assert deltas, (
+            f"no Delta among the producer's first envelopes: {[type(r.message).__name__ for r in received]}"
+        )
         for r in deltas:
             assert len(r.envelope.fingerprint.rstrip(b"\0")) > 0, (
-                f"a Delta carries an empty schema fingerprint (profile P4): {short_hex(r.raw)}")
+                f"a Delta carries an empty schema fingerprint (profile P4): {short_hex(r.raw)}"
+            )
 
 
-@requirement(CLIENT_HANDSHAKE, "MUST",
-             "RIPP, Handshake (\"Sent on connection establishment\"); Handshake Protocol", role="client",
-             depends=[CLIENT_ENVELOPES])
+@requirement(
+    CLIENT_HANDSHAKE,
+    "MUST",
+    'RIPP, Handshake ("Sent on connection establishment"); Handshake Protocol',
+    role="client",
+    depends=[CLIENT_ENVELOPES],
+)
 async def test_client_sends_handshake_first(launched_producer):
     async with launched_producer(count=1) as peer:
         first = await peer.next_envelope("the producer's first envelope")
         assert isinstance(first.message, Handshake), (
-            f"the producer's first message is a {type(first.message).__name__}, not a Handshake: {short_hex(first.raw)}")
+            f"the producer's first message is a {type(first.message).__name__}, not a Handshake: {short_hex(first.raw)}"
+        )
         assert first.message.protocol_version == 1 and first.message.output_schemas, (
-            f"Handshake protocol_version {first.message.protocol_version}, outputs {first.message.output_schemas}")
+            f"Handshake protocol_version {first.message.protocol_version}, outputs {first.message.output_schemas}"
+        )
 
 
-@requirement("ripp.envelope.client.sends-zero-flags", "MUST",
-             "RIPP, Field Details (\"Flags: Reserved for future use (e.g., compression bit, priority). "
-             "Currently always 0.\")", role="client", depends=[CLIENT_ENVELOPES])
+@requirement(
+    "ripp.envelope.client.sends-zero-flags",
+    "MUST",
+    'RIPP, Field Details ("Flags: Reserved for future use (e.g., compression bit, priority). '
+    'Currently always 0.")',
+    role="client",
+    depends=[CLIENT_ENVELOPES],
+)
 async def test_client_sends_zero_flags(launched_producer):
     async with launched_producer(count=2) as peer:
         await accept_handshake(peer, allow_flags=True)
         await read_all(peer, 2, allow_flags=True)
         received = list(peer.received)
         flagged = [r for r in received if r.raw[6] != 0]
-        assert not flagged, f"{len(flagged)} envelope(s) with non-zero flags, first: {short_hex(flagged[0].raw)}"
+        assert not flagged, (
+            f"{len(flagged)} envelope(s) with non-zero flags, first: {short_hex(flagged[0].raw)}"
+        )
 
 
-@requirement("ripp.envelope.client.sequence-increases", "MUST",
-             "RIPP, Field Details (\"Sequence number: Monotonically increasing per sender\")", role="client",
-             depends=[CLIENT_HANDSHAKE], errata=["RIPP-E3"])
+@requirement(
+    "ripp.envelope.client.sequence-increases",
+    "MUST",
+    'RIPP, Field Details ("Sequence number: Monotonically increasing per sender")',
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+    errata=["RIPP-E3"],
+)
 async def test_client_envelope_sequence_increases(launched_producer):
     async with launched_producer(count=4) as peer:
         await accept_handshake(peer)
         await read_all(peer, 4)
         numbers = [r.envelope.sequence for r in peer.received]
         assert all(b > a for a, b in zip(numbers, numbers[1:])), (
-            f"envelope sequence numbers {numbers}: each must be above the one before (profile P6)")
+            f"envelope sequence numbers {numbers}: each must be above the one before (profile P6)"
+        )
 
 
-@requirement("ripp.delta.client.sends-deltas", "MUST",
-             "RIPP, Sequence Numbering (\"Each worker maintains a monotonically increasing sequence counter per "
-             "output\")", role="client", depends=[CLIENT_HANDSHAKE])
+@requirement(
+    "ripp.delta.client.sends-deltas",
+    "MUST",
+    'RIPP, Sequence Numbering ("Each worker maintains a monotonically increasing sequence counter per '
+    'output")',
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+)
 async def test_client_delta_sequence_per_output(launched_producer):
     async with launched_producer(count=4) as peer:
         await accept_handshake(peer)
@@ -114,72 +165,98 @@ async def test_client_delta_sequence_per_output(launched_producer):
         assert per_output, "the producer sent no Delta after an ok negotiation"
         for output, numbers in per_output.items():
             assert all(b > a for a, b in zip(numbers, numbers[1:])), (
-                f"Deltas of {output} carry sequence_no {numbers}: the counter per output must increase")
+                f"Deltas of {output} carry sequence_no {numbers}: the counter per output must increase"
+            )
 
 
-@requirement("ripp.delta.client.deltas-match-handshake", "MUST",
-             "RIPP, Field Details (\"Schema fingerprint: 32-byte zero-padded string.\"); Encoding (\"No schema "
-             "embedded in the payload\") (profile P6: a Delta for an undeclared output, not decoding as Delta.t, or "
-             "naming a field outside the writer schema is a protocol error; P4)",
-             role="client", depends=[CLIENT_HANDSHAKE])
+@requirement(
+    "ripp.delta.client.deltas-match-handshake",
+    "MUST",
+    'RIPP, Field Details ("Schema fingerprint: 32-byte zero-padded string."); Encoding ("No schema '
+    'embedded in the payload") (profile P6: a Delta for an undeclared output, not decoding as Delta.t, or '
+    "naming a field outside the writer schema is a protocol error; P4)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+)
 async def test_client_deltas_match_the_handshake(launched_producer):
     """Found by interop as a cross-check: a producer whose Deltas name a
     field its Handshake's schema lacks passed every other case, and every
     consumer following the profile closes on its first Delta."""
     async with launched_producer(count=4) as peer:
         hs = await accept_handshake(peer)
-        tracks = {name: SourceTrack(schema, fingerprint(schema)) for name, schema in hs.output_schemas}
+        tracks = {
+            name: SourceTrack(schema, fingerprint(schema)) for name, schema in hs.output_schemas
+        }
         received = await read_all(peer, 4)
         deltas = [r for r in received if isinstance(r.message, DeltaMsg)]
         assert deltas, "the producer sent no Delta after an ok negotiation"
         for r in deltas:
             msg = r.message
             track = tracks.get(msg.source_output)
-            assert track is not None, (f"a Delta for output {msg.source_output!r}, which the Handshake did not "
-                                       f"declare (it declared {sorted(tracks)}): {short_hex(r.raw)}")
+            assert track is not None, (
+                f"a Delta for output {msg.source_output!r}, which the Handshake did not "
+                f"declare (it declared {sorted(tracks)}): {short_hex(r.raw)}"
+            )
             assert r.envelope.fingerprint == track.fingerprint, (
                 f"the Delta for {msg.source_output!r} #{msg.sequence_no} carries the schema fingerprint "
-                f"{r.envelope.fingerprint!r}; its output's schema in the Handshake has {track.fingerprint!r}")
+                f"{r.envelope.fingerprint!r}; its output's schema in the Handshake has {track.fingerprint!r}"
+            )
             try:
                 track.validate(decode_delta(msg.delta_bytes))
             except PayloadError as exc:
-                raise AssertionError(f"the Delta for {msg.source_output!r} #{msg.sequence_no} does not match its "
-                                     f"writer schema: {exc}; delta_bytes {short_hex(msg.delta_bytes)}") from None
+                raise AssertionError(
+                    f"the Delta for {msg.source_output!r} #{msg.sequence_no} does not match its "
+                    f"writer schema: {exc}; delta_bytes {short_hex(msg.delta_bytes)}"
+                ) from None
 
 
-@requirement(CLIENT_WAITS, "MUST",
-             "RIPP, Handshake Protocol (\"Connection establishment follows a 3-step protocol:\") (profile P2: "
-             "Deltas, Heartbeats and Checkpoint_requests only after an ok Schema_negotiation)", role="client",
-             depends=[CLIENT_HANDSHAKE])
+@requirement(
+    CLIENT_WAITS,
+    "MUST",
+    'RIPP, Handshake Protocol ("Connection establishment follows a 3-step protocol:") (profile P2: '
+    "Deltas, Heartbeats and Checkpoint_requests only after an ok Schema_negotiation)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+)
 async def test_client_waits_for_negotiation(launched_producer, deadline):
     async with launched_producer(count=3, stay=2.0) as peer:
         first = await peer.next_envelope("the producer's Handshake")
         assert isinstance(first.message, Handshake), (
-            f"the producer's first message is a {type(first.message).__name__}, not a Handshake: {short_hex(first.raw)}")
+            f"the producer's first message is a {type(first.message).__name__}, not a Handshake: {short_hex(first.raw)}"
+        )
         # The Schema_negotiation is held back for a while: a producer that
         # sends its Deltas without waiting for it shows them here (answered at
         # once, it could not be told from one that waits).
         window = min(1.0, deadline / 2)
         try:
-            early = await peer.next_envelope("nothing while the Schema_negotiation is held back",
-                                             deadline=Deadline(window))
+            early = await peer.next_envelope(
+                "nothing while the Schema_negotiation is held back", deadline=Deadline(window)
+            )
         except DeadlineExceeded:
             early = None
         assert early is None, (
             f"with its Handshake unanswered for {window:g} s, the producer sent a "
             f"{type(early.message).__name__}: {short_hex(early.raw)}; nothing may follow the Handshake before an ok "
-            "Schema_negotiation (profile P2)")
-        await peer.send(SchemaNegotiation(True, [], 1, HEARTBEAT_MS, "conformance-consumer"),
-                        "Schema_negotiation ok=true, held back")
+            "Schema_negotiation (profile P2)"
+        )
+        await peer.send(
+            SchemaNegotiation(True, [], 1, HEARTBEAT_MS, "conformance-consumer"),
+            "Schema_negotiation ok=true, held back",
+        )
         # Its Deltas come after it: the held-back window did hold something back.
         got = await read_all(peer, 1)
         assert got, "no envelope after the Schema_negotiation"
 
 
-@requirement("ripp.envelope.client.rejects-unsupported-version", "MUST",
-             "RIPP, Field Details (\"The receiver must reject messages with an unsupported version\") (profile P1 "
-             "and P9: a producer refusing an envelope closes, sending nothing)", role="client",
-             depends=[CLIENT_HANDSHAKE, CLIENT_WAITS], errata=["RIPP-E3"])
+@requirement(
+    "ripp.envelope.client.rejects-unsupported-version",
+    "MUST",
+    'RIPP, Field Details ("The receiver must reject messages with an unsupported version") (profile P1 '
+    "and P9: a producer refusing an envelope closes, sending nothing)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE, CLIENT_WAITS],
+    errata=["RIPP-E3"],
+)
 async def test_client_rejects_unsupported_version(launched_producer):
     async with launched_producer(count=3, stay=2.0) as peer:
         for _ in range(8):
@@ -188,34 +265,52 @@ async def test_client_rejects_unsupported_version(launched_producer):
                 break
         else:
             raise AssertionError("the producer sent 8 envelopes and no Handshake")
-        data = bytearray(encode_envelope(peer.envelope(
-            SchemaNegotiation(True, [], 1, HEARTBEAT_MS, "conformance-consumer"))))
+        data = bytearray(
+            encode_envelope(
+                peer.envelope(SchemaNegotiation(True, [], 1, HEARTBEAT_MS, "conformance-consumer"))
+            )
+        )
         data[4] = 2
         body = bytes(data[:-CRC_SIZE])
         data[-CRC_SIZE:] = struct.pack("<I", crc32c(body))
-        await peer.conn.send_quietly(bytes(data), "Schema_negotiation ok=true in an envelope of version 2 (CRC "
-                                                  "recomputed)")
+        await peer.conn.send_quietly(
+            bytes(data), "Schema_negotiation ok=true in an envelope of version 2 (CRC recomputed)"
+        )
         closed, sent = await peer.closes_silently()
-        assert not sent, (f"after a Schema_negotiation in an envelope of version 2 the producer went on as if it were "
-                          f"version 1 and sent {short_hex(sent)}; the envelope must be refused (profile P1: close, "
-                          "sending nothing)")
-        assert closed, "after a Schema_negotiation in an envelope of version 2 the producer kept the connection open"
+        assert not sent, (
+            f"after a Schema_negotiation in an envelope of version 2 the producer went on as if it were "
+            f"version 1 and sent {short_hex(sent)}; the envelope must be refused (profile P1: close, "
+            "sending nothing)"
+        )
+        assert closed, (
+            "after a Schema_negotiation in an envelope of version 2 the producer kept the connection open"
+        )
 
 
-@requirement("ripp.handshake.client.stops-after-rejection", "MUST",
-             "RIPP, Handshake Protocol (\"If schema negotiation fails\"; \"[connection rejected]\") (profile P5)",
-             role="client", depends=[CLIENT_HANDSHAKE, CLIENT_WAITS])
+@requirement(
+    "ripp.handshake.client.stops-after-rejection",
+    "MUST",
+    'RIPP, Handshake Protocol ("If schema negotiation fails"; "[connection rejected]") (profile P5)',
+    role="client",
+    depends=[CLIENT_HANDSHAKE, CLIENT_WAITS],
+)
 async def test_client_stops_after_rejection(launched_producer):
     async with launched_producer(count=3, stay=2.0) as peer:
         await accept_handshake(peer, ok=False)
         closed, data = await peer.closes_silently()
-        assert not data, f"after Schema_negotiation(ok=false) the producer went on sending: {short_hex(data)}"
+        assert not data, (
+            f"after Schema_negotiation(ok=false) the producer went on sending: {short_hex(data)}"
+        )
         assert closed, "after Schema_negotiation(ok=false) the producer kept the connection open"
 
 
-@requirement("ripp.heartbeat.client.sends-at-interval", "SHOULD",
-             "RIPP, Heartbeat (\"Sent periodically (default every 5 seconds)\"); Message Types (profile P8)",
-             role="client", depends=[CLIENT_HANDSHAKE])
+@requirement(
+    "ripp.heartbeat.client.sends-at-interval",
+    "SHOULD",
+    'RIPP, Heartbeat ("Sent periodically (default every 5 seconds)"); Message Types (profile P8)',
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+)
 async def test_client_heartbeats_at_negotiated_interval(launched_producer, deadline):
     interval = HEARTBEAT_MS / 1000
     async with launched_producer(count=0, stay=WATCH_SECONDS + interval + deadline + 2) as peer:
@@ -252,7 +347,8 @@ async def test_client_heartbeats_at_negotiated_interval(launched_producer, deadl
         assert fewest <= len(arrivals) <= most, (
             f"{len(arrivals)} Heartbeat(s) in the {WATCH_SECONDS} s from the first, after asking for one every "
             f"{HEARTBEAT_MS} ms (profile P8: gaps of 0.5 to 1.5 intervals give {fewest} to {most}); arrivals at "
-            f"{[round(a, 2) for a in arrivals]} s")
+            f"{[round(a, 2) for a in arrivals]} s"
+        )
         # The gaps are judged on the producer's own timestamp_ns (profile P8:
         # "the producer's clock"), not on when the harness read them: on a
         # loaded machine the harness's reads bunch up, and that jitter is
@@ -260,5 +356,7 @@ async def test_client_heartbeats_at_negotiated_interval(launched_producer, deadl
         # harness's clock, so a producer cannot fake its rate.
         gaps = [(b - a) / 1e9 for a, b in zip(stamps, stamps[1:])]
         off = [round(g, 3) for g in gaps if not 0.5 * interval <= g <= 1.5 * interval]
-        assert not off, (f"Heartbeat gaps by their timestamp_ns {[round(g, 3) for g in gaps]} s; profile P8: "
-                         f"each within [0.5, 1.5] x {interval} s, off: {off}")
+        assert not off, (
+            f"Heartbeat gaps by their timestamp_ns {[round(g, 3) for g in gaps]} s; profile P8: "
+            f"each within [0.5, 1.5] x {interval} s, off: {off}"
+        )

@@ -27,7 +27,9 @@ async def send_deltas(peer, output, numbers, *, keys=None) -> ExpectedState:
         delta = set_delta(schema, seq) if seq != 4 or keys is None else RemoveDelta()
         data += peer.delta_bytes(name, schema, seq, k, delta)
         expected.apply(seq, k, delta)
-    await peer.send_raw(data, f"Deltas of {name} with sequence numbers {', '.join(map(str, numbers))}")
+    await peer.send_raw(
+        data, f"Deltas of {name} with sequence numbers {', '.join(map(str, numbers))}"
+    )
     return expected
 
 
@@ -36,69 +38,111 @@ async def assert_state(peer, output, expected: ExpectedState, count: int, what: 
     state = source_of(await peer.checkpoint(), name)
     want = (expected.track.last, count, expected.digest())
     got = (state.last_sequence_no, state.applied_count, state.state_digest)
-    assert got == want, (f"after {what}, the Checkpoint_ack shows {describe(state)}; a consumer that applied "
-                         f"exactly the deltas the rule allows shows last_sequence_no {want[0]}, applied_count "
-                         f"{want[1]}, digest {want[2].hex()}")
+    assert got == want, (
+        f"after {what}, the Checkpoint_ack shows {describe(state)}; a consumer that applied "
+        f"exactly the deltas the rule allows shows last_sequence_no {want[0]}, applied_count "
+        f"{want[1]}, digest {want[2].hex()}"
+    )
 
 
-@requirement(APPLIES, "MUST",
-             f"{SEQ} (\"Ordering: within a single source, deltas are applied in sequence order\");  (profile P6, P7)", depends=[CHECKPOINT])
+@requirement(
+    APPLIES,
+    "MUST",
+    f'{SEQ} ("Ordering: within a single source, deltas are applied in sequence order");  (profile P6, P7)',
+    depends=[CHECKPOINT],
+)
 async def test_applies_in_order(ready_peer, output):
     peer = await ready_peer()
-    expected = await send_deltas(peer, output, [1, 2, 3, 4, 5], keys={1: "AAPL", 2: "GOOG", 3: "AAPL", 4: "GOOG",
-                                                                       5: "MSFT"})
+    expected = await send_deltas(
+        peer, output, [1, 2, 3, 4, 5], keys={1: "AAPL", 2: "GOOG", 3: "AAPL", 4: "GOOG", 5: "MSFT"}
+    )
     await assert_state(peer, output, expected, 5, "Deltas 1..5 (Set, Set, Set, Remove, Set)")
 
 
-@requirement("ripp.delta.server.discards-duplicates", "MUST",
-             f"{SEQ} (\"Idempotent delivery: duplicate messages (from at-least-once transport) are silently "
-             "discarded\")", depends=[APPLIES], errata=["RIPP-E3"])
+@requirement(
+    "ripp.delta.server.discards-duplicates",
+    "MUST",
+    f'{SEQ} ("Idempotent delivery: duplicate messages (from at-least-once transport) are silently '
+    'discarded")',
+    depends=[APPLIES],
+    errata=["RIPP-E3"],
+)
 async def test_discards_duplicates(ready_peer, output):
     peer = await ready_peer()
     expected = await send_deltas(peer, output, [1, 2, 2, 1, 3])
-    await assert_state(peer, output, expected, 3, "Deltas 1, 2, 2, 1, 3 (each a Set of the same key)")
+    await assert_state(
+        peer, output, expected, 3, "Deltas 1, 2, 2, 1, 3 (each a Set of the same key)"
+    )
 
 
-@requirement("ripp.delta.server.applies-after-gap", "MUST",
-             f"{SEQ} (\"Gap detection: if sequence jumps from 42 to 44, sequence 43 was lost\")",
-             depends=[APPLIES], errata=["RIPP-E3"])
+@requirement(
+    "ripp.delta.server.applies-after-gap",
+    "MUST",
+    f'{SEQ} ("Gap detection: if sequence jumps from 42 to 44, sequence 43 was lost")',
+    depends=[APPLIES],
+    errata=["RIPP-E3"],
+)
 async def test_applies_after_gap(ready_peer, output):
     peer = await ready_peer()
     # The lost 3 comes last: below the last applied, it is discarded like a
     # duplicate (set_remote: sequence_no <= last), though it never arrived before.
     expected = await send_deltas(peer, output, [1, 2, 4, 5, 3])
-    await assert_state(peer, output, expected, 4, "Deltas 1, 2, 4, 5, 3 (4 and 5 applied despite the gap, the late 3 "
-                       "discarded)")
+    await assert_state(
+        peer,
+        output,
+        expected,
+        4,
+        "Deltas 1, 2, 4, 5, 3 (4 and 5 applied despite the gap, the late 3 discarded)",
+    )
 
 
-@requirement("ripp.delta.server.tracks-sources-apart", "MUST",
-             f"{SEQ} (\"The receiver tracks the last-seen sequence number per source\")", depends=[APPLIES])
+@requirement(
+    "ripp.delta.server.tracks-sources-apart",
+    "MUST",
+    f'{SEQ} ("The receiver tracks the last-seen sequence number per source")',
+    depends=[APPLIES],
+)
 async def test_tracks_sources_apart(ready_peer, registry):
     outputs = list(registry.items())
     assert len(outputs) >= 2, "the registry needs two outputs for this case"
     peer = await ready_peer()
     first = await send_deltas(peer, outputs[0], [1, 2, 3])
     second = await send_deltas(peer, outputs[1], [1, 2])
-    await assert_state(peer, outputs[1], second, 2,
-                       f"Deltas 1, 2, 3 of {outputs[0][0]} then 1, 2 of {outputs[1][0]}")
+    await assert_state(
+        peer,
+        outputs[1],
+        second,
+        2,
+        f"Deltas 1, 2, 3 of {outputs[0][0]} then 1, 2 of {outputs[1][0]}",
+    )
     await assert_state(peer, outputs[0], first, 3, f"Deltas 1, 2, 3 of {outputs[0][0]}")
 
 
-@requirement("ripp.delta.server.refuses-unknown-fingerprint", "MUST",
-             "RIPP, Field Details (\"The receiver compares this against its local schema registry to verify "
-             "compatibility before deserialization\") (profile P4)", depends=[APPLIES], errata=["RIPP-E4"])
+@requirement(
+    "ripp.delta.server.refuses-unknown-fingerprint",
+    "MUST",
+    'RIPP, Field Details ("The receiver compares this against its local schema registry to verify '
+    'compatibility before deserialization") (profile P4)',
+    depends=[APPLIES],
+    errata=["RIPP-E4"],
+)
 async def test_refuses_unknown_fingerprint(ready_peer, output):
     name, schema = output
     peer = await ready_peer()
     data = bytearray(peer.delta_bytes(name, schema, 1, key("AAPL"), set_delta(schema, 1)))
     # Same delta, the fingerprint field replaced by one no negotiated schema has; CRC recomputed.
     from reference_impl.ripp.envelope import decode_envelope, encode_envelope
+
     env = decode_envelope(bytes(data))._replace(fingerprint=b"f" * 32)
     probe = encode_envelope(peer.envelope(CheckpointRequest(9)))
-    await peer.conn.send_quietly(encode_envelope(env) + probe, "a Delta whose schema fingerprint is ffff... (no "
-                                 "negotiated schema has it), then a Checkpoint_request in the same write")
+    await peer.conn.send_quietly(
+        encode_envelope(env) + probe,
+        "a Delta whose schema fingerprint is ffff... (no "
+        "negotiated schema has it), then a Checkpoint_request in the same write",
+    )
     assert env.fingerprint != ZERO_FINGERPRINT
     closed, received = await peer.closes_at_once()
     assert closed and not received, (
         "a Delta with an unknown schema fingerprint must be refused before deserialization (profile P4: close, "
-        f"sending nothing); the consumer {'closed after sending ' + short_hex(received) if closed else 'kept the connection open'}")
+        f"sending nothing); the consumer {'closed after sending ' + short_hex(received) if closed else 'kept the connection open'}"
+    )

@@ -33,62 +33,92 @@ async def refused(ready_peer, output, mutate, what: str, *, half_close: bool = F
     peer = await ready_peer()
     bad = mutate(bytearray(peer.delta_bytes(name, schema, 1, key("AAPL"), set_delta(schema, 1))))
     probe = encode_envelope(peer.envelope(CheckpointRequest(FLIP_PROBE_CHECKPOINT)))
-    await peer.conn.send_quietly(bytes(bad) + probe, f"{what}, then a Checkpoint_request in the same write")
+    await peer.conn.send_quietly(
+        bytes(bad) + probe, f"{what}, then a Checkpoint_request in the same write"
+    )
     if half_close:
         peer.conn.finish_sending()
     closed, data = await peer.closes_at_once()
     if data:
-        raise AssertionError(f"after {what} ({short_hex(bytes(bad))}) the consumer answered instead of closing: "
-                             f"{short_hex(data)} (the envelope must be refused before deserialization; profile P1: "
-                             "close, sending nothing)")
-    assert closed, (f"after {what} ({short_hex(bytes(bad))}) the consumer neither answered nor closed the connection "
-                    "(profile P1: a refused envelope closes the connection at once)")
+        raise AssertionError(
+            f"after {what} ({short_hex(bytes(bad))}) the consumer answered instead of closing: "
+            f"{short_hex(data)} (the envelope must be refused before deserialization; profile P1: "
+            "close, sending nothing)"
+        )
+    assert closed, (
+        f"after {what} ({short_hex(bytes(bad))}) the consumer neither answered nor closed the connection "
+        "(profile P1: a refused envelope closes the connection at once)"
+    )
 
 
-@requirement("ripp.envelope.server.rejects-bad-magic", "MUST",
-             f"{FIELDS} (\"Allows detection of protocol mismatch or corrupt stream start\"); Message Envelope Format",
-             depends=[APPLIES])
+@requirement(
+    "ripp.envelope.server.rejects-bad-magic",
+    "MUST",
+    f'{FIELDS} ("Allows detection of protocol mismatch or corrupt stream start"); Message Envelope Format',
+    depends=[APPLIES],
+)
 async def test_rejects_bad_magic(ready_peer, output):
     def mutate(data):
         data[0:4] = b"RIPQ"
         return with_crc(data)
+
     await refused(ready_peer, output, mutate, "a Delta whose magic is RIPQ (CRC recomputed)")
 
 
-@requirement("ripp.envelope.server.rejects-unsupported-version", "MUST",
-             f"{FIELDS} (\"The receiver must reject messages with an unsupported version\")",
-             depends=[APPLIES], errata=["RIPP-E3"])
+@requirement(
+    "ripp.envelope.server.rejects-unsupported-version",
+    "MUST",
+    f'{FIELDS} ("The receiver must reject messages with an unsupported version")',
+    depends=[APPLIES],
+    errata=["RIPP-E3"],
+)
 async def test_rejects_unsupported_version(ready_peer, output):
     def mutate(data):
         data[4] = 2
         return with_crc(data)
+
     await refused(ready_peer, output, mutate, "a Delta of envelope version 2 (CRC recomputed)")
 
 
-@requirement("ripp.envelope.server.rejects-unknown-type", "MUST",
-             f"{FIELDS} (\"Message type: Single byte identifying the payload variant\") (profile P1)",
-             depends=[APPLIES])
+@requirement(
+    "ripp.envelope.server.rejects-unknown-type",
+    "MUST",
+    f'{FIELDS} ("Message type: Single byte identifying the payload variant") (profile P1)',
+    depends=[APPLIES],
+)
 async def test_rejects_unknown_type(ready_peer, output):
     def mutate(data):
         data[5] = 9
         return with_crc(data)
-    await refused(ready_peer, output, mutate, "a Delta relabelled as message type 9 (defined nowhere)")
+
+    await refused(
+        ready_peer, output, mutate, "a Delta relabelled as message type 9 (defined nowhere)"
+    )
 
 
-@requirement("ripp.envelope.server.rejects-nonzero-flags", "MUST",
-             f"{FIELDS} (\"Flags: Reserved for future use (e.g., compression bit, priority). Currently always "
-             "0.\") (profile P1: receiver check 6, flags not 0, refuses the envelope)", depends=[APPLIES])
+@requirement(
+    "ripp.envelope.server.rejects-nonzero-flags",
+    "MUST",
+    f'{FIELDS} ("Flags: Reserved for future use (e.g., compression bit, priority). Currently always '
+    '0.") (profile P1: receiver check 6, flags not 0, refuses the envelope)',
+    depends=[APPLIES],
+)
 async def test_rejects_nonzero_flags(ready_peer, output):
     def mutate(data):
         data[6] = 1
         return with_crc(data)
+
     await refused(ready_peer, output, mutate, "a Delta with flags 0x01 (CRC recomputed)")
 
 
-@requirement("ripp.envelope.server.rejects-flipped-bit", "MUST",
-             f"{FIELDS} (\"A single bit flip in any field is detected before deserialization\"); CRC-32C Integrity "
-             "(\"Rejects the message on mismatch (no deserialization attempted)\")",
-             depends=[APPLIES], errata=["RIPP-E2"])
+@requirement(
+    "ripp.envelope.server.rejects-flipped-bit",
+    "MUST",
+    f'{FIELDS} ("A single bit flip in any field is detected before deserialization"); CRC-32C Integrity '
+    '("Rejects the message on mismatch (no deserialization attempted)")',
+    depends=[APPLIES],
+    errata=["RIPP-E2"],
+)
 async def test_rejects_flipped_bit_at_every_offset(ready_peer, output):
     name, schema = output
     peer = await ready_peer("template")
@@ -96,32 +126,49 @@ async def test_rejects_flipped_bit_at_every_offset(ready_peer, output):
     await peer.conn.close()
     failures = []
     for offset in range(size):
+
         def mutate(data, offset=offset):
             data[offset] ^= 1 << (offset % 8)
             return data
+
         try:
             # The flip may make the length field claim more than was sent:
             # the harness half-closes so that the consumer sees the stream end.
-            await refused(ready_peer, output, mutate, f"a Delta with bit {offset % 8} of byte {offset} flipped",
-                          half_close=True)
+            await refused(
+                ready_peer,
+                output,
+                mutate,
+                f"a Delta with bit {offset % 8} of byte {offset} flipped",
+                half_close=True,
+            )
         except AssertionError as exc:
             failures.append(f"byte {offset}: {exc}")
-    assert not failures, f"{len(failures)} of {size} single-bit flips were not refused; first: {failures[0]}"
+    assert not failures, (
+        f"{len(failures)} of {size} single-bit flips were not refused; first: {failures[0]}"
+    )
 
 
-@requirement("ripp.envelope.server.rejects-oversized-length", "MUST",
-             f"{FIELDS} (\"Payload length: 32-bit little-endian integer\") (profile P1)",
-             depends=[CHECKPOINT])
+@requirement(
+    "ripp.envelope.server.rejects-oversized-length",
+    "MUST",
+    f'{FIELDS} ("Payload length: 32-bit little-endian integer") (profile P1)',
+    depends=[CHECKPOINT],
+)
 async def test_rejects_oversized_length(ready_peer, output):
     name, schema = output
     for claimed in (MAX_PAYLOAD + 1, 0x7FFFFFFF, -1):
         peer = await ready_peer(f"length {claimed}")
-        header = bytearray(peer.delta_bytes(name, schema, 1, key("AAPL"), set_delta(schema, 1))[:HEADER_SIZE])
+        header = bytearray(
+            peer.delta_bytes(name, schema, 1, key("AAPL"), set_delta(schema, 1))[:HEADER_SIZE]
+        )
         header[55:59] = struct.pack("<i", claimed)
-        await peer.conn.send_quietly(bytes(header), f"a Delta header claiming a payload of {claimed} bytes, and "
-                                                    "nothing after it")
+        await peer.conn.send_quietly(
+            bytes(header),
+            f"a Delta header claiming a payload of {claimed} bytes, and nothing after it",
+        )
         closed, data = await peer.closes_at_once()
         assert closed and not data, (
             f"a header claiming {claimed} payload bytes (profile bound {MAX_PAYLOAD}) must be refused at once, "
             "without waiting for the bytes; the consumer "
-            + (f"sent {short_hex(data)}" if data else "kept the connection open, waiting"))
+            + (f"sent {short_hex(data)}" if data else "kept the connection open, waiting")
+        )

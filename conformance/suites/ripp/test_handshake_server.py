@@ -29,73 +29,114 @@ def required_field(schema):
     for f in schema.fields:
         if f.default is None:
             return f.field_name
-    raise AssertionError(f"the registry's schema {schema.schema_name} has no field without a default: "
-                         "an incompatible writer cannot be built from it")
+    raise AssertionError(
+        f"the registry's schema {schema.schema_name} has no field without a default: "
+        "an incompatible writer cannot be built from it"
+    )
 
 
-@requirement(VALID_ENVELOPES, "MUST",
-             f"{FORMAT}; Field Details (\"Covers all bytes from offset 0 through the end of the payload\")",
-             errata=["RIPP-E2"])
+@requirement(
+    VALID_ENVELOPES,
+    "MUST",
+    f'{FORMAT}; Field Details ("Covers all bytes from offset 0 through the end of the payload")',
+    errata=["RIPP-E2"],
+)
 async def test_sends_valid_envelopes(open_peer, registry):
     peer = await open_peer()
     await peer.handshake(list(registry.items()))
     got = peer.received[-1]
     assert got.envelope.fingerprint == bytes(32), (
         f"the Schema_negotiation carries fingerprint {got.envelope.fingerprint!r}; profile P4: control messages "
-        f"carry 32 zero bytes: {short_hex(got.raw)}")
+        f"carry 32 zero bytes: {short_hex(got.raw)}"
+    )
 
 
-@requirement("ripp.envelope.server.sends-zero-flags", "MUST",
-             "RIPP, Field Details (\"Flags: Reserved for future use (e.g., compression bit, priority). "
-             "Currently always 0.\")", depends=[VALID_ENVELOPES])
+@requirement(
+    "ripp.envelope.server.sends-zero-flags",
+    "MUST",
+    'RIPP, Field Details ("Flags: Reserved for future use (e.g., compression bit, priority). '
+    'Currently always 0.")',
+    depends=[VALID_ENVELOPES],
+)
 async def test_sends_zero_flags(open_peer, registry):
     peer = await open_peer()
     peer_hs = await peer.handshake(list(registry.items()))
     got = peer.received[-1]
-    assert got.raw[6] == 0, f"the Schema_negotiation has flags {got.raw[6]:#04x}, not 0: {short_hex(got.raw)}"
+    assert got.raw[6] == 0, (
+        f"the Schema_negotiation has flags {got.raw[6]:#04x}, not 0: {short_hex(got.raw)}"
+    )
     assert isinstance(peer_hs, SchemaNegotiation)
 
 
-@requirement(HANDSHAKE, "MUST", f"{HANDSHAKE_TEXT} (\"Schema_negotiation(ok=true)\")", depends=[VALID_ENVELOPES])
+@requirement(
+    HANDSHAKE,
+    "MUST",
+    f'{HANDSHAKE_TEXT} ("Schema_negotiation(ok=true)")',
+    depends=[VALID_ENVELOPES],
+)
 async def test_accepts_compatible_schema(open_peer, registry):
     peer = await open_peer()
     negotiation = await peer.handshake(list(registry.items()))
     assert negotiation.ok and not negotiation.errors, (
         f"a Handshake declaring the registry's own schemas (writer = reader) got ok={negotiation.ok}, "
-        f"errors {negotiation.errors}")
-    assert negotiation.protocol_version == 1, f"Schema_negotiation protocol_version {negotiation.protocol_version}"
+        f"errors {negotiation.errors}"
+    )
+    assert negotiation.protocol_version == 1, (
+        f"Schema_negotiation protocol_version {negotiation.protocol_version}"
+    )
 
 
-@requirement("ripp.handshake.server.refuses-incompatible-schema", "MUST",
-             f"{HANDSHAKE_TEXT} (\"If schema negotiation fails\"; \"[connection rejected]\");  (profile P5)", depends=[HANDSHAKE])
+@requirement(
+    "ripp.handshake.server.refuses-incompatible-schema",
+    "MUST",
+    f'{HANDSHAKE_TEXT} ("If schema negotiation fails"; "[connection rejected]");  (profile P5)',
+    depends=[HANDSHAKE],
+)
 async def test_refuses_incompatible_schema(open_peer, output):
     name, schema = output
     missing = required_field(schema)
     peer = await open_peer()
     negotiation = await peer.handshake([(name, without_field(schema, missing))])
-    assert not negotiation.ok, (f"a writer schema of {name} without the required field {missing!r} got ok=true: "
-                                "check_backward(reader, writer) must fail with a missing field")
+    assert not negotiation.ok, (
+        f"a writer schema of {name} without the required field {missing!r} got ok=true: "
+        "check_backward(reader, writer) must fail with a missing field"
+    )
     assert any(missing in error for error in negotiation.errors), (
-        f"ok=false but the errors {negotiation.errors} do not name the missing field {missing!r}")
+        f"ok=false but the errors {negotiation.errors} do not name the missing field {missing!r}"
+    )
     closed, data = await peer.closes_silently()
-    assert closed, "after Schema_negotiation(ok=false) the consumer kept the connection open (\"[connection rejected]\")"
+    assert closed, (
+        'after Schema_negotiation(ok=false) the consumer kept the connection open ("[connection rejected]")'
+    )
     assert not data, f"after refusing the schemas the consumer sent more: {short_hex(data)}"
 
 
-@requirement("ripp.handshake.server.refuses-unsupported-protocol-version", "MUST",
-             "RIPP, Field Details (\"The receiver must reject messages with an unsupported version\"); Handshake "
-             "(\"Protocol version compatibility\")", depends=[HANDSHAKE], errata=["RIPP-E3"])
+@requirement(
+    "ripp.handshake.server.refuses-unsupported-protocol-version",
+    "MUST",
+    'RIPP, Field Details ("The receiver must reject messages with an unsupported version"); Handshake '
+    '("Protocol version compatibility")',
+    depends=[HANDSHAKE],
+    errata=["RIPP-E3"],
+)
 async def test_refuses_unsupported_protocol_version(open_peer, registry):
     peer = await open_peer()
     negotiation = await peer.handshake(list(registry.items()), protocol_version=2)
-    assert not negotiation.ok, "a Handshake with protocol_version 2 got ok=true (only version 1 exists)"
+    assert not negotiation.ok, (
+        "a Handshake with protocol_version 2 got ok=true (only version 1 exists)"
+    )
     closed, data = await peer.closes_silently()
     assert closed, "after refusing protocol_version 2 the consumer kept the connection open"
 
 
-@requirement("ripp.envelope.server.sequence-increases", "MUST",
-             "RIPP, Field Details (\"Sequence number: Monotonically increasing per sender\") (profile P6: the "
-             "sender's per-connection envelope counter)", depends=[CHECKPOINT], errata=["RIPP-E3"])
+@requirement(
+    "ripp.envelope.server.sequence-increases",
+    "MUST",
+    'RIPP, Field Details ("Sequence number: Monotonically increasing per sender") (profile P6: the '
+    "sender's per-connection envelope counter)",
+    depends=[CHECKPOINT],
+    errata=["RIPP-E3"],
+)
 async def test_sequence_increases(ready_peer):
     # The Schema_negotiation and two Checkpoint_acks: three envelopes of the
     # consumer on one connection, enough to show a counter that does not increase.
@@ -105,7 +146,8 @@ async def test_sequence_increases(ready_peer):
     numbers = [r.envelope.sequence for r in peer.received]
     assert all(b > a for a, b in zip(numbers, numbers[1:])), (
         f"the consumer's envelopes (Schema_negotiation, then two Checkpoint_acks) carry sequence numbers "
-        f"{numbers}: each must be above the one before (profile P6)")
+        f"{numbers}: each must be above the one before (profile P6)"
+    )
 
 
 LIVENESS_INTERVALS = 3
@@ -113,51 +155,79 @@ LIVENESS_INTERVALS = 3
 MAX_LIVENESS_WAIT = 30.0
 
 
-@requirement("ripp.heartbeat.server.closes-without-heartbeats", "MUST",
-             "RIPP, Heartbeat (\"The coordinator uses heartbeats for liveness detection and load-aware partition "
-             "assignment.\") (profile P8: 3 intervals with no Heartbeat, the consumer closes; P9)",
-             depends=[CHECKPOINT])
+@requirement(
+    "ripp.heartbeat.server.closes-without-heartbeats",
+    "MUST",
+    'RIPP, Heartbeat ("The coordinator uses heartbeats for liveness detection and load-aware partition '
+    'assignment.") (profile P8: 3 intervals with no Heartbeat, the consumer closes; P9)',
+    depends=[CHECKPOINT],
+)
 async def test_closes_without_heartbeats(open_peer, registry, deadline):
     peer = await open_peer()
     worker_id = new_worker_id()
     negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
     if not negotiation.ok:
-        blocked(HANDSHAKE, "failed within this case", f"the Handshake got ok=false ({negotiation.errors})")
+        blocked(
+            HANDSHAKE,
+            "failed within this case",
+            f"the Handshake got ok=false ({negotiation.errors})",
+        )
     interval = negotiation.heartbeat_interval_ms / 1000
     if LIVENESS_INTERVALS * interval > MAX_LIVENESS_WAIT:
-        not_applicable(f"the consumer asks for a Heartbeat every {interval:g} s: {LIVENESS_INTERVALS} intervals "
-                       f"are more than this case waits ({MAX_LIVENESS_WAIT:g} s)")
+        not_applicable(
+            f"the consumer asks for a Heartbeat every {interval:g} s: {LIVENESS_INTERVALS} intervals "
+            f"are more than this case waits ({MAX_LIVENESS_WAIT:g} s)"
+        )
     # First Heartbeats, for more than the three intervals since the
     # negotiation: a consumer that closes whatever comes (or counts from the
     # negotiation) shows here, and a checkpoint after them must be answered.
     for n in range(4):
-        await peer.send(Heartbeat(worker_id, time.time_ns(), 0.5), f"Heartbeat {n + 1}, every {0.8 * interval:g} s")
+        await peer.send(
+            Heartbeat(worker_id, time.time_ns(), 0.5),
+            f"Heartbeat {n + 1}, every {0.8 * interval:g} s",
+        )
         last = time.monotonic()
         await asyncio.sleep(0.8 * interval)
     await peer.checkpoint(61)
     # Then none: the consumer must close, sending nothing, about three
     # intervals after the last (not before one and a half, the longest gap
     # a conformant producer may leave).
-    closed, data = await peer.closes_silently(LIVENESS_INTERVALS * interval + deadline - (time.monotonic() - last))
+    closed, data = await peer.closes_silently(
+        LIVENESS_INTERVALS * interval + deadline - (time.monotonic() - last)
+    )
     silent_for = time.monotonic() - last
-    assert closed, (f"the producer sent no Heartbeat for {silent_for:.2f} s after asking for one every {interval:g} s; "
-                    f"the consumer must take it for dead after {LIVENESS_INTERVALS} intervals and close (profile P8)")
-    assert not data, f"before closing for the missing Heartbeats the consumer sent {short_hex(data)}"
+    assert closed, (
+        f"the producer sent no Heartbeat for {silent_for:.2f} s after asking for one every {interval:g} s; "
+        f"the consumer must take it for dead after {LIVENESS_INTERVALS} intervals and close (profile P8)"
+    )
+    assert not data, (
+        f"before closing for the missing Heartbeats the consumer sent {short_hex(data)}"
+    )
     assert silent_for >= 1.5 * interval, (
         f"the consumer closed {silent_for:.2f} s after the last Heartbeat, before 1.5 intervals of {interval:g} s "
-        "(profile P8: three intervals; a conformant producer's gaps reach 1.5)")
+        "(profile P8: three intervals; a conformant producer's gaps reach 1.5)"
+    )
 
 
-@requirement(CHECKPOINT, "MUST",
-             "RIPP, Message Types (\"2Checkpoint_requestcoordinator -> workerTrigger checkpoint\") (profile P7)",
-             depends=[HANDSHAKE])
+@requirement(
+    CHECKPOINT,
+    "MUST",
+    'RIPP, Message Types ("2Checkpoint_requestcoordinator -> workerTrigger checkpoint") (profile P7)',
+    depends=[HANDSHAKE],
+)
 async def test_answers_checkpoint_request(ready_peer, registry):
     peer = await ready_peer()
     ack = await peer.checkpoint(41)
     names = sorted(s.source_output for s in ack.sources)
-    assert names == sorted(registry), f"the Checkpoint_ack lists sources {names}, the Handshake declared {sorted(registry)}"
+    assert names == sorted(registry), (
+        f"the Checkpoint_ack lists sources {names}, the Handshake declared {sorted(registry)}"
+    )
     for state in ack.sources:
-        assert state.last_sequence_no == 0 and state.applied_count == 0 and \
-            state.state_digest.hex() == "93b885adfe0da089cdf634904fd59f71", (
-                f"before any Delta, source {state.source_output} shows {describe(state)} "
-                "(profile P7: 0, 0 and the digest of the empty state)")
+        assert (
+            state.last_sequence_no == 0
+            and state.applied_count == 0
+            and state.state_digest.hex() == "93b885adfe0da089cdf634904fd59f71"
+        ), (
+            f"before any Delta, source {state.source_output} shows {describe(state)} "
+            "(profile P7: 0, 0 and the digest of the empty state)"
+        )

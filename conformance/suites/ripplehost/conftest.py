@@ -34,7 +34,9 @@ async def open_peer(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
     context = client_context(target) if tls_enabled(target) else None
 
     async def opener(label: str = "") -> RipplePeer:
-        conn = await TcpConnection.open(target.host, target.port, wire_trace, deadline, label, ssl=context)
+        conn = await TcpConnection.open(
+            target.host, target.port, wire_trace, deadline, label, ssl=context
+        )
         opened.append(conn)
         return RipplePeer(conn, INITIATOR)
 
@@ -65,6 +67,7 @@ def identified_peer(open_peer):
     exchanged. A target that does not answer the host-id breaks the rule of
     ``replies-with-host-id``, which every such case depends on: the case is
     blocked by it, not failed."""
+
     async def opener(label: str = "") -> RipplePeer:
         peer = await open_peer(label)
         try:
@@ -73,18 +76,23 @@ def identified_peer(open_peer):
         except AssertionError as exc:
             problem = str(exc)
         if problem:
-            blocked(HOST_ID, "failed within this case",
-                    f"the host-id exchange did not complete ({problem}), so the step after it shows nothing")
+            blocked(
+                HOST_ID,
+                "failed within this case",
+                f"the host-id exchange did not complete ({problem}), so the step after it shows nothing",
+            )
         peer.peer_hostname = answer.body["hostname"]
         return peer
+
     return opener
 
 
 class LaunchedClient:
     """The target's initiator, launched at the harness's listener."""
 
-    def __init__(self, server: TcpServer, process: ProcessHandle, messages: list[dict[str, Any]],
-                 wait: float) -> None:
+    def __init__(
+        self, server: TcpServer, process: ProcessHandle, messages: list[dict[str, Any]], wait: float
+    ) -> None:
         self.server = server
         self.process = process
         self.messages = messages
@@ -94,19 +102,30 @@ class LaunchedClient:
         try:
             # Exiting before it connects: it did not start (an error); a
             # failed TLS handshake was a connection, judged by the cases.
-            conn = await accept_launched_client(self.server.accept, self.process, self.wait,
-                                                "the target's initiator", f"{self.server.host}:{self.server.port}",
-                                                connected=lambda: bool(self.server.tls_failures))
+            conn = await accept_launched_client(
+                self.server.accept,
+                self.process,
+                self.wait,
+                "the target's initiator",
+                f"{self.server.host}:{self.server.port}",
+                connected=lambda: bool(self.server.tls_failures),
+            )
         except AssertionError:
-            raise AssertionError(f"the target's initiator did not connect within {self.wait} s; its output:\n"
-                                 f"{self.process.tail()}") from None
+            raise AssertionError(
+                f"the target's initiator did not connect within {self.wait} s; its output:\n"
+                f"{self.process.tail()}"
+            ) from None
         return RipplePeer(conn, ACCEPTOR)
 
     def output_tail(self) -> str:
         return self.process.tail()
 
 
-DEFAULT_CLIENT_MESSAGES = ({"type": "ping"}, {"type": "echo", "data": "conformance"}, {"type": "ping"})
+DEFAULT_CLIENT_MESSAGES = (
+    {"type": "ping"},
+    {"type": "echo", "data": "conformance"},
+    {"type": "ping"},
+)
 """What a launched initiator is given to send after the host-id: three MSGs,
 so that its msgno numbering (parity, uniqueness among outstanding MSGs) shows."""
 
@@ -126,23 +145,33 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
     launches = [0]
 
     @asynccontextmanager
-    async def launch(messages: tuple[dict[str, Any], ...] | list[dict[str, Any]] = DEFAULT_CLIENT_MESSAGES
-                     ) -> AsyncIterator[LaunchedClient]:
+    async def launch(
+        messages: tuple[dict[str, Any], ...] | list[dict[str, Any]] = DEFAULT_CLIENT_MESSAGES,
+    ) -> AsyncIterator[LaunchedClient]:
         # The initiator presents no certificate: the profile (section 1) asks for none.
-        context = (harness_server_context(run_pki(), cert="loopback-server", require_client_cert=False)
-                   if tls_enabled(target) else None)
+        context = (
+            harness_server_context(run_pki(), cert="loopback-server", require_client_cert=False)
+            if tls_enabled(target)
+            else None
+        )
         async with TcpServer(wire_trace, deadline, ssl=context) as server:
             launches[0] += 1
             messages_file = target.work_dir / f"ripplehost-client-{launches[0]}.json"
             fd = os.open(messages_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(list(messages), handle)
-            wire_trace.event(f"initiator launched with {len(messages)} message(s) to send: "
-                             + ", ".join(json.dumps(m) for m in messages))
-            process = target.launch_client({
-                "peer_host": server.host, "peer_port": server.port, "messages_file": messages_file,
-                "client_timeout": CLIENT_TIMEOUT,
-            })
+            wire_trace.event(
+                f"initiator launched with {len(messages)} message(s) to send: "
+                + ", ".join(json.dumps(m) for m in messages)
+            )
+            process = target.launch_client(
+                {
+                    "peer_host": server.host,
+                    "peer_port": server.port,
+                    "messages_file": messages_file,
+                    "client_timeout": CLIENT_TIMEOUT,
+                }
+            )
             processes.append(process)
             wait = target.target.launch.ready_timeout if target.target.launch else 30.0
             yield LaunchedClient(server, process, list(messages), wait)

@@ -24,14 +24,22 @@ BINDING = "Ripple SCTP binding"
 README = "Specs README, Ripple host protocol"
 HOST_MESSAGES = f"{BINDING}, Host Messages"
 NODE_MESSAGES = f"{BINDING}, Node Messages"
-CLOSE_SENTENCE = ("\"If a received frame does not meet either the host or node message format, the association "
-                  "must be immediately closed\"")
+CLOSE_SENTENCE = (
+    '"If a received frame does not meet either the host or node message format, the association '
+    'must be immediately closed"'
+)
 CLOSE = f"{NODE_MESSAGES} ({CLOSE_SENTENCE})"
-CLOSE_SILENTLY = (f"{NODE_MESSAGES} ({CLOSE_SENTENCE}; profile section 2: at once, with nothing sent in answer, as "
-                  "RFC 3080 2.2.1.1)")
-SIZE = (f"{HOST_MESSAGES} (\"size is the number of content bytes between, but not including, the CRLF at the end "
-        "of the header line, and the END at the end of the frame\")")
-TRAILER = f"{README} (\"A frame is the header line, CRLF, exactly size content bytes, then END CRLF\")"
+CLOSE_SILENTLY = (
+    f"{NODE_MESSAGES} ({CLOSE_SENTENCE}; profile section 2: at once, with nothing sent in answer, as "
+    "RFC 3080 2.2.1.1)"
+)
+SIZE = (
+    f'{HOST_MESSAGES} ("size is the number of content bytes between, but not including, the CRLF at the end '
+    'of the header line, and the END at the end of the frame")'
+)
+TRAILER = (
+    f'{README} ("A frame is the header line, CRLF, exactly size content bytes, then END CRLF")'
+)
 
 
 def ping_frame(msgno: int) -> bytes:
@@ -47,14 +55,30 @@ def malformed_headers(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
     tail = content + b"END\r\n" + ping_frame(next_msgno)
     return [
         ("a header without its size field (4 fields)", b"MSG 1.0 " + number + b" .\r\n" + tail),
-        ("a header of 6 fields (a host header plus one user)",
-         b"MSG 1.0 " + number + b" . " + size + b" alice\r\n" + tail),
-        ("the frame type ANS (BEEP's, not one of MSG, RPY, ERR)",
-         b"ANS 1.0 " + number + b" . " + size + b"\r\n" + tail),
-        ("msgno 2147483648, above the range 0..2147483647", b"MSG 1.0 2147483648 . " + size + b"\r\n" + tail),
-        ("more flag '+' (neither '.' nor '*')", b"MSG 1.0 " + number + b" + " + size + b"\r\n" + tail),
-        ("a size that is not an integer (-15)", b"MSG 1.0 " + number + b" . -" + size + b"\r\n" + tail),
-        ("a header ended by a bare LF instead of CRLF", b"MSG 1.0 " + number + b" . " + size + b"\n" + tail),
+        (
+            "a header of 6 fields (a host header plus one user)",
+            b"MSG 1.0 " + number + b" . " + size + b" alice\r\n" + tail,
+        ),
+        (
+            "the frame type ANS (BEEP's, not one of MSG, RPY, ERR)",
+            b"ANS 1.0 " + number + b" . " + size + b"\r\n" + tail,
+        ),
+        (
+            "msgno 2147483648, above the range 0..2147483647",
+            b"MSG 1.0 2147483648 . " + size + b"\r\n" + tail,
+        ),
+        (
+            "more flag '+' (neither '.' nor '*')",
+            b"MSG 1.0 " + number + b" + " + size + b"\r\n" + tail,
+        ),
+        (
+            "a size that is not an integer (-15)",
+            b"MSG 1.0 " + number + b" . -" + size + b"\r\n" + tail,
+        ),
+        (
+            "a header ended by a bare LF instead of CRLF",
+            b"MSG 1.0 " + number + b" . " + size + b"\n" + tail,
+        ),
     ]
 
 
@@ -63,16 +87,27 @@ def missing_end_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
     what stands in its place, then a valid ping."""
     content = encode_body(probe_body("missing-end"))
     header = f"MSG {VERSION} {msgno} . {len(content)}\r\n".encode()
-    return [(rule, header + content + trailer + ping_frame(next_msgno))
-            for rule, trailer in (("the trailer EDN CRLF instead of END CRLF", b"EDN\r\n"),
-                                  ("no trailer at all (the next frame follows the content)", b""),
-                                  ("a bare CRLF where END CRLF is due", b"\r\n"))]
+    return [
+        (rule, header + content + trailer + ping_frame(next_msgno))
+        for rule, trailer in (
+            ("the trailer EDN CRLF instead of END CRLF", b"EDN\r\n"),
+            ("no trailer at all (the next frame follows the content)", b""),
+            ("a bare CRLF where END CRLF is due", b"\r\n"),
+        )
+    ]
 
 
 def wrong_size_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
     """An echo MSG followed by END CRLF whose size is 8 bytes short and 8 bytes
     long (END not where size puts it), each with its sizes, then a valid ping."""
     content = encode_body(probe_body("wrong-size-" + "x" * 24))
-    return [(f"size {size} for {len(content)} content bytes",
-             f"MSG {VERSION} {msgno} . {size}\r\n".encode() + content + b"END\r\n" + ping_frame(next_msgno))
-            for size in (len(content) - 8, len(content) + 8)]
+    return [
+        (
+            f"size {size} for {len(content)} content bytes",
+            f"MSG {VERSION} {msgno} . {size}\r\n".encode()
+            + content
+            + b"END\r\n"
+            + ping_frame(next_msgno),
+        )
+        for size in (len(content) - 8, len(content) + 8)
+    ]

@@ -23,9 +23,25 @@ import secrets
 from collections import deque
 from typing import Any
 
-from conformance.core.transport import Deadline, DeadlineExceeded, PeerClosed, ProtocolViolation, TcpConnection, short_hex, target_bytes
-from reference_impl.ripplehost.frame import (VERSION, Frame, FrameError, FrameParser, Message, Reassembler,
-                                             encode_frame, message_frames)
+from conformance.core.transport import (
+    Deadline,
+    DeadlineExceeded,
+    PeerClosed,
+    ProtocolViolation,
+    TcpConnection,
+    short_hex,
+    target_bytes,
+)
+from reference_impl.ripplehost.frame import (
+    VERSION,
+    Frame,
+    FrameError,
+    FrameParser,
+    Message,
+    Reassembler,
+    encode_frame,
+    message_frames,
+)
 
 HOST_ID_TYPE = "host-id"
 HARNESS_HOSTNAME = "conformance-harness.invalid"
@@ -125,8 +141,9 @@ class RipplePeer:
             sent += data
         return sent
 
-    async def send_message(self, type_: str, msgno: int, body: dict[str, Any] | bytes, note: str = "",
-                           **options: Any) -> bytes:
+    async def send_message(
+        self, type_: str, msgno: int, body: dict[str, Any] | bytes, note: str = "", **options: Any
+    ) -> bytes:
         """One message as its frames (``chunk_size``, ``to_user``,
         ``from_user``, ``version`` as for ``message_frames``)."""
         options.setdefault("version", VERSION)
@@ -145,8 +162,11 @@ class RipplePeer:
         """The target's next frame. A close fails the case (PeerClosed), a
         frame that breaks the grammar too (ProtocolViolation with its bytes),
         silence past the deadline too (DeadlineExceeded)."""
-        limit = deadline if isinstance(deadline, Deadline) else Deadline(self.conn.deadline if deadline is None
-                                                                         else deadline)
+        limit = (
+            deadline
+            if isinstance(deadline, Deadline)
+            else Deadline(self.conn.deadline if deadline is None else deadline)
+        )
         while not self._frames:
             try:
                 data = await self.conn.receive_some(limit)
@@ -154,7 +174,11 @@ class RipplePeer:
                 raise DeadlineExceeded(f"no {what}: {exc}") from None
             if not data:
                 raise PeerClosed(f"target closed the connection while {what} was due")
-            with target_bytes(f"target sent a frame that breaks the grammar where {what} was due", data, FrameError):
+            with target_bytes(
+                f"target sent a frame that breaks the grammar where {what} was due",
+                data,
+                FrameError,
+            ):
                 frames = self.parser.receive_data(data)
             for frame in frames:
                 self.trace.event(f"decoded frame: {summary(frame)}")
@@ -165,30 +189,42 @@ class RipplePeer:
     async def next_message(self, what: str, deadline: float | Deadline | None = None) -> Message:
         """The target's next complete message (its frames reassembled; chunks
         of other messages may come in between)."""
-        limit = deadline if isinstance(deadline, Deadline) else Deadline(self.conn.deadline if deadline is None
-                                                                         else deadline)
+        limit = (
+            deadline
+            if isinstance(deadline, Deadline)
+            else Deadline(self.conn.deadline if deadline is None else deadline)
+        )
         for _ in range(MAX_FRAMES_WHILE_WAITING):
             frame = await self.next_frame(what, limit)
-            with target_bytes(f"target sent a message the profile cannot read where {what} was due",
-                              frame.payload, FrameError):
+            with target_bytes(
+                f"target sent a message the profile cannot read where {what} was due",
+                frame.payload,
+                FrameError,
+            ):
                 message = self.reassembler.add(frame)
             if message is not None:
                 self.trace.event(f"decoded message: {summary(message)}")
                 if message.type != "MSG":
                     self.outstanding.discard(message.msgno)
                 return message
-        raise ProtocolViolation(f"over {MAX_FRAMES_WHILE_WAITING} frames without a complete message while {what} "
-                                "was due")
+        raise ProtocolViolation(
+            f"over {MAX_FRAMES_WHILE_WAITING} frames without a complete message while {what} "
+            "was due"
+        )
 
-    async def answer_to(self, msgno: int, what: str, deadline: float | Deadline | None = None, *,
-                        serve: bool = True) -> Message:
+    async def answer_to(
+        self, msgno: int, what: str, deadline: float | Deadline | None = None, *, serve: bool = True
+    ) -> Message:
         """The complete RPY or ERR the target sends next. MSGs of the
         target's own that come first are answered as a host would (see
         :meth:`answer_target_msg`), or with ``serve=False`` kept unanswered
         in ``pending_msgs`` (a launched initiator may close once answered);
         an answer with another msgno fails the case with both msgnos."""
-        limit = deadline if isinstance(deadline, Deadline) else Deadline(self.conn.deadline if deadline is None
-                                                                         else deadline)
+        limit = (
+            deadline
+            if isinstance(deadline, Deadline)
+            else Deadline(self.conn.deadline if deadline is None else deadline)
+        )
         for _ in range(MAX_FRAMES_WHILE_WAITING):
             message = await self.next_message(what, limit)
             if message.type == "MSG":
@@ -198,8 +234,10 @@ class RipplePeer:
                     self.pending_msgs.append(message)
                 continue
             if message.msgno != msgno:
-                raise AssertionError(f"awaiting {what} (an RPY or ERR with msgno {msgno}), the target answered "
-                                     f"with msgno {message.msgno}: {summary(message)}")
+                raise AssertionError(
+                    f"awaiting {what} (an RPY or ERR with msgno {msgno}), the target answered "
+                    f"with msgno {message.msgno}: {summary(message)}"
+                )
             return message
         raise ProtocolViolation(f"over {MAX_FRAMES_WHILE_WAITING} messages without {what}")
 
@@ -210,10 +248,18 @@ class RipplePeer:
             body: dict[str, Any] = {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME}
         else:
             body = {"type": "ok", "echo": message.body}
-        await self.send_message("RPY", message.msgno, body, "answering the target's MSG",
-                                to_user=message.from_user, from_user=message.to_user)
+        await self.send_message(
+            "RPY",
+            message.msgno,
+            body,
+            "answering the target's MSG",
+            to_user=message.from_user,
+            from_user=message.to_user,
+        )
 
-    async def request(self, body: dict[str, Any] | bytes, what: str, **options: Any) -> tuple[int, Message]:
+    async def request(
+        self, body: dict[str, Any] | bytes, what: str, **options: Any
+    ) -> tuple[int, Message]:
         """Send a MSG with a new msgno; its answer."""
         msgno = self.new_msgno()
         await self.send_message("MSG", msgno, body, what, **options)
@@ -225,8 +271,12 @@ class RipplePeer:
         """The initiator's part: send the host-id MSG, return the target's
         answer (which the caller judges)."""
         msgno = self.new_msgno() if msgno is None else msgno
-        await self.send_message("MSG", msgno, {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
-                                "the initiator's host-id")
+        await self.send_message(
+            "MSG",
+            msgno,
+            {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
+            "the initiator's host-id",
+        )
         return await self.answer_to(msgno, "the acceptor's answer to the host-id MSG")
 
     # ---------------------------------------------------------------- closing
@@ -264,6 +314,7 @@ class RipplePeer:
 
 # ---------------------------------------------------------------- verdicts on closing
 
+
 def sent_in_answer(data: bytes, crossing: set[int] | frozenset[int]) -> str | None:
     """What, among the bytes a target sent after a forged frame, it sent *in
     answer* to it (None: nothing). Two kinds of frame are not answers and
@@ -283,7 +334,7 @@ def sent_in_answer(data: bytes, crossing: set[int] | frozenset[int]) -> str | No
         return f"bytes that break the grammar ({exc.reason}): {short_hex(data)}"
     answers = [frame for frame in frames if frame.type != "MSG" and frame.msgno not in crossing]
     if not answers:
-        return None   # an unfinished frame at the close is a frame the target began before it closed
+        return None  # an unfinished frame at the close is a frame the target began before it closed
     return "; ".join(summary(frame) for frame in answers)
 
 
@@ -298,8 +349,9 @@ def served(data: bytes) -> list[str]:
     return [summary(frame) for frame in frames if frame.type == "RPY"]
 
 
-async def expect_close(peer: RipplePeer, what: str, *, silent: bool,
-                       crossing: set[int] | frozenset[int] | None = None) -> None:
+async def expect_close(
+    peer: RipplePeer, what: str, *, silent: bool, crossing: set[int] | frozenset[int] | None = None
+) -> None:
     """The target must end the connection within the read deadline after
     ``what``; with ``silent``, without sending anything in answer first (the
     profile: "closed at once, with nothing sent in answer"; see
@@ -309,9 +361,13 @@ async def expect_close(peer: RipplePeer, what: str, *, silent: bool,
     closed, data = await peer.await_close()
     limit = peer.conn.deadline
     if not closed:
-        raise AssertionError(f"after {what}, the target kept the connection open for {limit} s; the association "
-                             f"must be closed at once. Meanwhile it sent: {describe_bytes(data)}")
+        raise AssertionError(
+            f"after {what}, the target kept the connection open for {limit} s; the association "
+            f"must be closed at once. Meanwhile it sent: {describe_bytes(data)}"
+        )
     answered = sent_in_answer(data, crossing) if silent else None
     if answered:
-        raise AssertionError(f"after {what}, the target sent {answered} before closing; the association must be "
-                             f"closed at once, with nothing sent in answer (all it sent: {describe_bytes(data)})")
+        raise AssertionError(
+            f"after {what}, the target sent {answered} before closing; the association must be "
+            f"closed at once, with nothing sent in answer (all it sent: {describe_bytes(data)})"
+        )

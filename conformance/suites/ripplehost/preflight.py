@@ -53,21 +53,32 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
     problems: list[str] = []
     target = runtime.target
     if target.url:
-        problems.append(f"url {target.url!r} is not used by Ripple host targets: give host and port "
-                        "(the host protocol runs over TCP)")
+        problems.append(
+            f"url {target.url!r} is not used by Ripple host targets: give host and port "
+            "(the host protocol runs over TCP)"
+        )
     tls = runtime.params.get("tls")
-    if tls is not None and not isinstance(tls, bool) and str(tls).lower() not in ("true", "false", "yes", "no",
-                                                                                   "1", "0"):
+    if (
+        tls is not None
+        and not isinstance(tls, bool)
+        and str(tls).lower() not in ("true", "false", "yes", "no", "1", "0")
+    ):
         problems.append(f"params.tls must be true or false, got {tls!r}")
     if serving and not runtime.host:
         problems.append("host is missing (the address the node's acceptor listens on)")
     if tls_enabled(runtime):
         # prepare() filled in the run's CA, which only a node the harness launches can have a certificate from.
         launched = target.harness_starts_server
-        ca_file = runtime.params.get("ca_file") if launched or not serving else target.params.get("ca_file")
+        ca_file = (
+            runtime.params.get("ca_file")
+            if launched or not serving
+            else target.params.get("ca_file")
+        )
         if not ca_file:
-            problems.append("params.tls is true but params.ca_file is missing: the CA file the node's "
-                            "certificate chains to (the harness verifies the chain, never the hostname)")
+            problems.append(
+                "params.tls is true but params.ca_file is missing: the CA file the node's "
+                "certificate chains to (the harness verifies the chain, never the hostname)"
+            )
         elif not Path(str(ca_file)).is_file():
             problems.append(f"params.ca_file {ca_file} is not a file")
         else:

@@ -11,15 +11,29 @@ from conformance.core.transport import DeadlineExceeded
 from reference_impl.ripplehost.frame import message_frames
 
 from .conftest import DEFAULT_CLIENT_MESSAGES
-from .malformed import (BINDING, CLOSE, CLOSE_SILENTLY, HOST_MESSAGES, SIZE, TRAILER, malformed_headers,
-                        missing_end_frames, wrong_size_frames)
+from .malformed import (
+    BINDING,
+    CLOSE,
+    CLOSE_SILENTLY,
+    HOST_MESSAGES,
+    SIZE,
+    TRAILER,
+    malformed_headers,
+    missing_end_frames,
+    wrong_size_frames,
+)
 from .peer import HARNESS_HOSTNAME, HOST_ID_TYPE, RipplePeer, expect_close, probe_body, summary
-from .prerequisites import CLIENT_CLOSES_ON_MALFORMED, CLIENT_CLOSES_SILENTLY, CLIENT_HOST_ID, CLIENT_REPLY_MSGNO
+from .prerequisites import (
+    CLIENT_CLOSES_ON_MALFORMED,
+    CLIENT_CLOSES_SILENTLY,
+    CLIENT_HOST_ID,
+    CLIENT_REPLY_MSGNO,
+)
 
 MAX_MESSAGES = len(DEFAULT_CLIENT_MESSAGES) + 20
 """Messages read while waiting for the initiator's answers: its own MSGs
 (it was given three) may come first; a flood beyond this fails the case."""
-PARITY = (f"{HOST_MESSAGES} (\"The host that initiated the association must use only even-numbered msgnos\")")
+PARITY = f'{HOST_MESSAGES} ("The host that initiated the association must use only even-numbered msgnos")'
 OWN, NEXT = 3, 5
 """The msgnos of a forged frame and of the valid ping after it: the harness is
 the acceptor here, whose msgnos are odd (an even one would be closed on for
@@ -32,9 +46,14 @@ async def answer_host_id(peer: RipplePeer) -> None:
     harness's host-id in an RPY of its msgno."""
     first = await peer.next_message("the initiator's host-id MSG")
     assert first.type == "MSG" and first.body.get("type") == HOST_ID_TYPE, (
-        f"the initiator's first message must be its host-id MSG: {summary(first)}")
-    await peer.send_message("RPY", first.msgno, {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
-                            "the acceptor's host-id")
+        f"the initiator's first message must be its host-id MSG: {summary(first)}"
+    )
+    await peer.send_message(
+        "RPY",
+        first.msgno,
+        {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
+        "the acceptor's host-id",
+    )
 
 
 async def own_msgs(peer: RipplePeer, count: int) -> list:
@@ -42,14 +61,17 @@ async def own_msgs(peer: RipplePeer, count: int) -> list:
     close once its MSGs are answered)."""
     messages = []
     while len(messages) < count:
-        message = await peer.next_message(f"the initiator's MSGs ({len(messages)} of {count} so far)")
+        message = await peer.next_message(
+            f"the initiator's MSGs ({len(messages)} of {count} so far)"
+        )
         assert message.type == "MSG", f"expected the initiator's MSGs, got {summary(message)}"
         messages.append(message)
     return messages
 
 
-async def expect_close_on_forged_frame(launched_client, what: str, data: bytes, note: str, *,
-                                       silent: bool) -> None:
+async def expect_close_on_forged_frame(
+    launched_client, what: str, data: bytes, note: str, *, silent: bool
+) -> None:
     """Launch the initiator, exchange host-ids, read its MSGs and leave them
     unanswered (a correct initiator has every reason to stay, except the
     forged frame), send ``data``; the initiator must close within the read
@@ -63,32 +85,51 @@ async def expect_close_on_forged_frame(launched_client, what: str, data: bytes, 
         await expect_close(peer, what, silent=silent)
 
 
-@requirement(CLIENT_HOST_ID, "MUST",
-             f"{BINDING}, Host Identification (\"Upon starting a session and negotiating TLS, the initiating host "
-             "must send a host-id message\")", role="client", errata=["RIPPLEHOST-E3"])
+@requirement(
+    CLIENT_HOST_ID,
+    "MUST",
+    f'{BINDING}, Host Identification ("Upon starting a session and negotiating TLS, the initiating host '
+    'must send a host-id message")',
+    role="client",
+    errata=["RIPPLEHOST-E3"],
+)
 async def test_client_sends_host_id_first(launched_client):
     async with launched_client() as client:
         peer = await client.accept()
         first = await peer.next_message("the initiator's first message")
-        assert first.type == "MSG", f"the initiator's first message must be a MSG (its host-id): {summary(first)}"
+        assert first.type == "MSG", (
+            f"the initiator's first message must be a MSG (its host-id): {summary(first)}"
+        )
         assert first.body.get("type") == HOST_ID_TYPE, (
             f"the initiator's first message must be a host-id message, not {first.body.get('type')!r}: "
-            f"{summary(first)}")
+            f"{summary(first)}"
+        )
         hostname = first.body.get("hostname")
-        assert isinstance(hostname, str) and hostname, f"the host-id must carry a hostname string: {summary(first)}"
-        assert not first.is_node, f"the host-id must come in a host frame (profile section 4): {summary(first)}"
+        assert isinstance(hostname, str) and hostname, (
+            f"the host-id must carry a hostname string: {summary(first)}"
+        )
+        assert not first.is_node, (
+            f"the host-id must come in a host frame (profile section 4): {summary(first)}"
+        )
 
 
-@requirement("ripplehost.hostid.client.waits-for-host-id-reply", "MUST",
-             f"{BINDING}, Host Identification (\"Upon starting a session and negotiating TLS, the initiating host "
-             "must send a host-id message\"; profile section 4: the initiator sends no other MSG before the RPY "
-             "arrives)", role="client", depends=[CLIENT_HOST_ID], errata=["RIPPLEHOST-E3"])
+@requirement(
+    "ripplehost.hostid.client.waits-for-host-id-reply",
+    "MUST",
+    f'{BINDING}, Host Identification ("Upon starting a session and negotiating TLS, the initiating host '
+    'must send a host-id message"; profile section 4: the initiator sends no other MSG before the RPY '
+    "arrives)",
+    role="client",
+    depends=[CLIENT_HOST_ID],
+    errata=["RIPPLEHOST-E3"],
+)
 async def test_client_waits_for_host_id_reply(launched_client, deadline):
     async with launched_client() as client:
         peer = await client.accept()
         first = await peer.next_message("the initiator's host-id MSG")
         assert first.type == "MSG" and first.body.get("type") == HOST_ID_TYPE, (
-            f"the initiator's first message must be its host-id MSG: {summary(first)}")
+            f"the initiator's first message must be its host-id MSG: {summary(first)}"
+        )
         # The RPY is held back for a while: an initiator that sends its other
         # MSGs without waiting for it shows them here (answered at once, it
         # could not be told from one that waits).
@@ -99,14 +140,25 @@ async def test_client_waits_for_host_id_reply(launched_client, deadline):
             early = None
         assert early is None, (
             f"with its host-id MSG unanswered for {window:g} s, the initiator sent {summary(early)}; it must send "
-            "no other MSG before the acceptor's host-id RPY arrives (profile section 4)")
-        await peer.send_message("RPY", first.msgno, {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
-                                "the acceptor's host-id, held back")
+            "no other MSG before the acceptor's host-id RPY arrives (profile section 4)"
+        )
+        await peer.send_message(
+            "RPY",
+            first.msgno,
+            {"type": HOST_ID_TYPE, "hostname": HARNESS_HOSTNAME},
+            "the acceptor's host-id, held back",
+        )
         # Its MSGs come after the RPY: the held-back window did hold something back.
         await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
 
 
-@requirement("ripplehost.msgno.client.uses-even-msgnos", "MUST", PARITY, role="client", depends=[CLIENT_HOST_ID])
+@requirement(
+    "ripplehost.msgno.client.uses-even-msgnos",
+    "MUST",
+    PARITY,
+    role="client",
+    depends=[CLIENT_HOST_ID],
+)
 async def test_client_uses_even_msgnos(launched_client):
     async with launched_client() as client:
         peer = await client.accept()
@@ -114,13 +166,20 @@ async def test_client_uses_even_msgnos(launched_client):
         await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
         frames = [frame for frame in peer.received_frames if frame.type == "MSG"]
         odd = [frame.msgno for frame in frames if frame.msgno % 2]
-        assert not odd, (f"the initiator must use only even msgnos; its MSG frames (host-id included) carried "
-                         f"{[frame.msgno for frame in frames]} (odd: {odd})")
+        assert not odd, (
+            f"the initiator must use only even msgnos; its MSG frames (host-id included) carried "
+            f"{[frame.msgno for frame in frames]} (odd: {odd})"
+        )
 
 
-@requirement("ripplehost.msgno.client.unique-outstanding-msgnos", "MUST",
-             f"{HOST_MESSAGES} (\"The msgno must be unique among MSG-type messages in the session ... that have not "
-             "yet received a complete response\")", role="client", depends=[CLIENT_HOST_ID])
+@requirement(
+    "ripplehost.msgno.client.unique-outstanding-msgnos",
+    "MUST",
+    f'{HOST_MESSAGES} ("The msgno must be unique among MSG-type messages in the session ... that have not '
+    'yet received a complete response")',
+    role="client",
+    depends=[CLIENT_HOST_ID],
+)
 async def test_client_unique_outstanding_msgnos(launched_client):
     async with launched_client() as client:
         peer = await client.accept()
@@ -129,12 +188,17 @@ async def test_client_unique_outstanding_msgnos(launched_client):
         messages = await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
         msgnos = [message.msgno for message in messages]
         assert len(set(msgnos)) == len(msgnos), (
-            f"{len(msgnos)} MSGs awaiting their answers at once must have distinct msgnos; they carried {msgnos}")
+            f"{len(msgnos)} MSGs awaiting their answers at once must have distinct msgnos; they carried {msgnos}"
+        )
 
 
-@requirement("ripplehost.msgno.client.reply-carries-msgno", "MUST",
-             f"{HOST_MESSAGES} (\"For RPY and ERR types, msgno must be identical to the original MSG\")",
-             role="client", depends=[CLIENT_HOST_ID])
+@requirement(
+    "ripplehost.msgno.client.reply-carries-msgno",
+    "MUST",
+    f'{HOST_MESSAGES} ("For RPY and ERR types, msgno must be identical to the original MSG")',
+    role="client",
+    depends=[CLIENT_HOST_ID],
+)
 async def test_client_reply_carries_msgno(launched_client):
     async with launched_client() as client:
         peer = await client.accept()
@@ -144,58 +208,105 @@ async def test_client_reply_carries_msgno(launched_client):
         for msgno in (1, 77):
             body = probe_body(f"msgno-{msgno}")
             sent[body["data"]] = msgno
-            await peer.send_message("MSG", msgno, body, f"an echo MSG of the acceptor with msgno {msgno}")
+            await peer.send_message(
+                "MSG", msgno, body, f"an echo MSG of the acceptor with msgno {msgno}"
+            )
         answers = []
         for _ in range(MAX_MESSAGES):
             if len(answers) == len(sent):
                 break
-            message = await peer.next_message("the initiator's answers to two echo MSGs (msgnos 1 and 77)")
-            if message.type != "MSG":   # the initiator's own MSGs: left unanswered, so that it stays
+            message = await peer.next_message(
+                "the initiator's answers to two echo MSGs (msgnos 1 and 77)"
+            )
+            if message.type != "MSG":  # the initiator's own MSGs: left unanswered, so that it stays
                 answers.append(message)
-        assert len(answers) == len(sent), f"over {MAX_MESSAGES} messages without the initiator's two answers"
+        assert len(answers) == len(sent), (
+            f"over {MAX_MESSAGES} messages without the initiator's two answers"
+        )
         for answer in answers:
             data = answer.body.get("data")
             assert data in sent, f"an answer that echoes neither MSG: {summary(answer)}"
             assert answer.msgno == sent[data], (
-                f"the answer to the MSG with msgno {sent[data]} carries msgno {answer.msgno}: {summary(answer)}")
+                f"the answer to the MSG with msgno {sent[data]} carries msgno {answer.msgno}: {summary(answer)}"
+            )
 
 
 @requirement(CLIENT_CLOSES_ON_MALFORMED, "MUST", CLOSE, role="client", depends=[CLIENT_HOST_ID])
 async def test_client_closes_on_malformed_header(launched_client):
     for rule, data in malformed_headers(OWN, NEXT):
-        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
-                                           f"a frame with {rule}, then a valid ping", silent=False)
+        await expect_close_on_forged_frame(
+            launched_client,
+            f"a frame with {rule}",
+            data,
+            f"a frame with {rule}, then a valid ping",
+            silent=False,
+        )
 
 
-@requirement(CLIENT_CLOSES_SILENTLY, "MUST", CLOSE_SILENTLY, role="client",
-             depends=[CLIENT_HOST_ID, CLIENT_CLOSES_ON_MALFORMED])
+@requirement(
+    CLIENT_CLOSES_SILENTLY,
+    "MUST",
+    CLOSE_SILENTLY,
+    role="client",
+    depends=[CLIENT_HOST_ID, CLIENT_CLOSES_ON_MALFORMED],
+)
 async def test_client_closes_silently_on_malformed_header(launched_client):
     for rule, data in malformed_headers(OWN, NEXT):
-        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
-                                           f"a frame with {rule}, then a valid ping", silent=True)
+        await expect_close_on_forged_frame(
+            launched_client,
+            f"a frame with {rule}",
+            data,
+            f"a frame with {rule}, then a valid ping",
+            silent=True,
+        )
 
 
-@requirement("ripplehost.frame.client.closes-on-missing-end", "MUST", f"{TRAILER}; {CLOSE}", role="client",
-             depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+@requirement(
+    "ripplehost.frame.client.closes-on-missing-end",
+    "MUST",
+    f"{TRAILER}; {CLOSE}",
+    role="client",
+    depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY],
+    errata=["RIPPLEHOST-E1"],
+)
 async def test_client_closes_on_missing_end(launched_client):
     for rule, data in missing_end_frames(OWN, NEXT):
-        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
-                                           f"an echo MSG of the right size with {rule}, then a valid ping",
-                                           silent=True)
+        await expect_close_on_forged_frame(
+            launched_client,
+            f"a frame with {rule}",
+            data,
+            f"an echo MSG of the right size with {rule}, then a valid ping",
+            silent=True,
+        )
 
 
-@requirement("ripplehost.frame.client.closes-on-wrong-size", "MUST", f"{SIZE}; {CLOSE}", role="client",
-             depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+@requirement(
+    "ripplehost.frame.client.closes-on-wrong-size",
+    "MUST",
+    f"{SIZE}; {CLOSE}",
+    role="client",
+    depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY],
+    errata=["RIPPLEHOST-E1"],
+)
 async def test_client_closes_on_wrong_size(launched_client):
     for rule, data in wrong_size_frames(OWN, NEXT):
-        await expect_close_on_forged_frame(launched_client, f"a frame with {rule}", data,
-                                           f"an echo MSG with {rule} (END not where size puts it), then a valid "
-                                           "ping", silent=True)
+        await expect_close_on_forged_frame(
+            launched_client,
+            f"a frame with {rule}",
+            data,
+            f"an echo MSG with {rule} (END not where size puts it), then a valid ping",
+            silent=True,
+        )
 
 
-@requirement("ripplehost.chunk.client.reassembles-chunked", "MUST",
-             f"{HOST_MESSAGES} (\"If more is ... it signifies there are more frames in the message; if it is ... "
-             "this is the final frame\")", role="client", depends=[CLIENT_HOST_ID, CLIENT_REPLY_MSGNO])
+@requirement(
+    "ripplehost.chunk.client.reassembles-chunked",
+    "MUST",
+    f'{HOST_MESSAGES} ("If more is ... it signifies there are more frames in the message; if it is ... '
+    'this is the final frame")',
+    role="client",
+    depends=[CLIENT_HOST_ID, CLIENT_REPLY_MSGNO],
+)
 async def test_client_reassembles_chunked(launched_client):
     async with launched_client() as client:
         peer = await client.accept()
@@ -204,11 +315,16 @@ async def test_client_reassembles_chunked(launched_client):
         frames = message_frames("MSG", 5, body, chunk_size=64)
         await peer.send_frames(frames, f"an echo MSG of the acceptor in {len(frames)} frames")
         for _ in range(MAX_MESSAGES):
-            message = await peer.next_message(f"the initiator's answer to an echo MSG sent in {len(frames)} frames")
-            if message.type != "MSG":   # the initiator's own MSGs stay unanswered, so that it stays
+            message = await peer.next_message(
+                f"the initiator's answer to an echo MSG sent in {len(frames)} frames"
+            )
+            if message.type != "MSG":  # the initiator's own MSGs stay unanswered, so that it stays
                 break
         else:
-            raise AssertionError(f"over {MAX_MESSAGES} MSGs of the initiator and no answer to the harness's MSG")
+            raise AssertionError(
+                f"over {MAX_MESSAGES} MSGs of the initiator and no answer to the harness's MSG"
+            )
         assert message.msgno == 5 and message.type == "RPY" and message.body == body, (
             f"the {len(frames)} frames must be reassembled into one message, answered by the echo of its whole "
-            f"body; got {summary(message)}")
+            f"body; got {summary(message)}"
+        )

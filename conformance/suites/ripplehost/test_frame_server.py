@@ -8,20 +8,34 @@ from __future__ import annotations
 from conformance.core.requirements import requirement
 from reference_impl.ripplehost.frame import VERSION, Frame, encode_body, message_frames
 
-from .malformed import (CLOSE, CLOSE_SILENTLY, HOST_MESSAGES, NODE_MESSAGES, README, SIZE, TRAILER,
-                        malformed_headers, missing_end_frames, wrong_size_frames)
+from .malformed import (
+    CLOSE,
+    CLOSE_SILENTLY,
+    HOST_MESSAGES,
+    NODE_MESSAGES,
+    README,
+    SIZE,
+    TRAILER,
+    malformed_headers,
+    missing_end_frames,
+    wrong_size_frames,
+)
 from .peer import expect_close, probe_body, summary
 from .prerequisites import CLOSES_ON_MALFORMED, IDENTIFIED, REASSEMBLES
 
-MORE = (f"{HOST_MESSAGES} (\"If more is ... it signifies there are more frames in the message; if it is ... this is "
-        "the final frame\")")
+MORE = (
+    f'{HOST_MESSAGES} ("If more is ... it signifies there are more frames in the message; if it is ... this is '
+    'the final frame")'
+)
 CLOSES_SILENTLY = "ripplehost.frame.server.closes-silently-on-malformed-header"
 OWN, NEXT = 2, 4
 """The msgnos of a forged frame and of the valid ping after it: the harness is
 the initiator here, whose msgnos are even."""
 
 
-@requirement("ripplehost.frame.server.closes-on-malformed-header", "MUST", CLOSE, depends=IDENTIFIED)
+@requirement(
+    "ripplehost.frame.server.closes-on-malformed-header", "MUST", CLOSE, depends=IDENTIFIED
+)
 async def test_closes_on_malformed_header(identified_peer):
     for rule, data in malformed_headers(OWN, NEXT):
         peer = await identified_peer(rule)
@@ -37,8 +51,13 @@ async def test_closes_silently_on_malformed_header(identified_peer):
         await expect_close(peer, f"a frame with {rule}", silent=True)
 
 
-@requirement("ripplehost.frame.server.closes-on-missing-end", "MUST", f"{TRAILER}; {CLOSE}",
-             depends=[*IDENTIFIED, CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+@requirement(
+    "ripplehost.frame.server.closes-on-missing-end",
+    "MUST",
+    f"{TRAILER}; {CLOSE}",
+    depends=[*IDENTIFIED, CLOSES_SILENTLY],
+    errata=["RIPPLEHOST-E1"],
+)
 async def test_closes_on_missing_end(identified_peer):
     for rule, data in missing_end_frames(OWN, NEXT):
         peer = await identified_peer(rule)
@@ -46,12 +65,19 @@ async def test_closes_on_missing_end(identified_peer):
         await expect_close(peer, f"a frame with {rule}", silent=True)
 
 
-@requirement("ripplehost.frame.server.closes-on-wrong-size", "MUST", f"{SIZE}; {CLOSE}",
-             depends=[*IDENTIFIED, CLOSES_SILENTLY], errata=["RIPPLEHOST-E1"])
+@requirement(
+    "ripplehost.frame.server.closes-on-wrong-size",
+    "MUST",
+    f"{SIZE}; {CLOSE}",
+    depends=[*IDENTIFIED, CLOSES_SILENTLY],
+    errata=["RIPPLEHOST-E1"],
+)
 async def test_closes_on_wrong_size(identified_peer):
     for rule, data in wrong_size_frames(OWN, NEXT):
         peer = await identified_peer(rule)
-        await peer.send_raw(data, f"an echo MSG with {rule} (END not where size puts it), then a valid ping")
+        await peer.send_raw(
+            data, f"an echo MSG with {rule} (END not where size puts it), then a valid ping"
+        )
         await expect_close(peer, f"a frame with {rule}", silent=True)
 
 
@@ -65,17 +91,24 @@ async def test_reassembles_chunked(identified_peer):
     answer = await peer.answer_to(msgno, f"the answer to an echo MSG sent in {len(frames)} frames")
     assert answer.type == "RPY" and answer.body == body, (
         f"the {len(frames)} frames must be reassembled into one message, answered by the echo of its whole body; "
-        f"got {summary(answer)}")
+        f"got {summary(answer)}"
+    )
 
 
-@requirement("ripplehost.chunk.server.reassembles-interleaved", "MUST",
-             f"{HOST_MESSAGES} (\"This allows a host to chunk messages into discrete bits in order to interleave "
-             "messages in the same stream\")", depends=[*IDENTIFIED, REASSEMBLES])
+@requirement(
+    "ripplehost.chunk.server.reassembles-interleaved",
+    "MUST",
+    f'{HOST_MESSAGES} ("This allows a host to chunk messages into discrete bits in order to interleave '
+    'messages in the same stream")',
+    depends=[*IDENTIFIED, REASSEMBLES],
+)
 async def test_reassembles_interleaved(identified_peer):
     peer = await identified_peer("interleaved chunked messages")
     first, second, single = peer.new_msgno(), peer.new_msgno(), peer.new_msgno()
     bodies = {first: probe_body("first-" + "a" * 150), second: probe_body("second-" + "b" * 190)}
-    chunked = {msgno: message_frames("MSG", msgno, body, chunk_size=48) for msgno, body in bodies.items()}
+    chunked = {
+        msgno: message_frames("MSG", msgno, body, chunk_size=48) for msgno, body in bodies.items()
+    }
     order: list[Frame] = []
     for index in range(max(len(frames) for frames in chunked.values())):
         for msgno in (first, second):
@@ -86,29 +119,42 @@ async def test_reassembles_interleaved(identified_peer):
             order += message_frames("MSG", single, {"type": "ping"})
     await peer.send_frames(order, "interleaved frames")
     answers = {}
-    for _ in range(3 + 20):   # bounded: MSGs of the target's own are answered and skipped
+    for _ in range(3 + 20):  # bounded: MSGs of the target's own are answered and skipped
         if len(answers) == 3:
             break
-        answer = await peer.next_message(f"the answers to MSGs {first} and {second} (chunked, interleaved) and "
-                                         f"{single} (a ping between their chunks)")
+        answer = await peer.next_message(
+            f"the answers to MSGs {first} and {second} (chunked, interleaved) and "
+            f"{single} (a ping between their chunks)"
+        )
         if answer.type == "MSG":
             await peer.answer_target_msg(answer)
             continue
         assert answer.msgno in (first, second, single) and answer.msgno not in answers, (
-            f"an answer with an unexpected or repeated msgno: {summary(answer)}")
+            f"an answer with an unexpected or repeated msgno: {summary(answer)}"
+        )
         answers[answer.msgno] = answer
-    assert len(answers) == 3, f"not the three answers among {3 + 20} messages of the target: {sorted(answers)}"
+    assert len(answers) == 3, (
+        f"not the three answers among {3 + 20} messages of the target: {sorted(answers)}"
+    )
     for msgno, body in bodies.items():
         answer = answers[msgno]
         assert answer.type == "RPY" and answer.body == body, (
             f"MSG {msgno}, sent in chunks interleaved with another message's, must be reassembled from its own "
-            f"chunks and echoed whole; got {summary(answer)}")
-    assert answers[single].type == "RPY", f"the ping between the chunks must be answered: {summary(answers[single])}"
+            f"chunks and echoed whole; got {summary(answer)}"
+        )
+    assert answers[single].type == "RPY", (
+        f"the ping between the chunks must be answered: {summary(answers[single])}"
+    )
 
 
-@requirement("ripplehost.chunk.server.counts-crlf-before-end", "MUST",
-             f"{README} (\"size counts every byte between the header's CRLF and END, so a line break written before "
-             "END is content and is counted\")", depends=IDENTIFIED, errata=["RIPPLEHOST-E1"])
+@requirement(
+    "ripplehost.chunk.server.counts-crlf-before-end",
+    "MUST",
+    f"{README} (\"size counts every byte between the header's CRLF and END, so a line break written before "
+    'END is content and is counted")',
+    depends=IDENTIFIED,
+    errata=["RIPPLEHOST-E1"],
+)
 async def test_counts_crlf_before_end(identified_peer):
     peer = await identified_peer("CRLF before END")
     body = probe_body("crlf")
@@ -117,56 +163,96 @@ async def test_counts_crlf_before_end(identified_peer):
     await peer.send_frames([frame], "an echo MSG whose content ends in CRLF, counted in size")
     answer = await peer.answer_to(msgno, "the answer to an echo MSG whose content ends in CRLF")
     assert answer.type == "RPY" and answer.body == body, (
-        f"the CRLF before END is content (counted in size); the MSG must be served: {summary(answer)}")
+        f"the CRLF before END is content (counted in size); the MSG must be served: {summary(answer)}"
+    )
 
 
-@requirement("ripplehost.node.server.accepts-node-frame", "MUST",
-             f"{NODE_MESSAGES} (\"Node messages are sent in frames of the following format\"; \"(type) (version) "
-             "(msgno) (more) (size) (to-user) (from-user)(CRLF)\")", depends=IDENTIFIED)
+@requirement(
+    "ripplehost.node.server.accepts-node-frame",
+    "MUST",
+    f'{NODE_MESSAGES} ("Node messages are sent in frames of the following format"; "(type) (version) '
+    '(msgno) (more) (size) (to-user) (from-user)(CRLF)")',
+    depends=IDENTIFIED,
+)
 async def test_accepts_node_frame(identified_peer):
     peer = await identified_peer("a node frame")
     body = probe_body("node")
-    msgno, answer = await peer.request(body, "an echo MSG in a node frame (to-user alice, from-user bob)",
-                                       to_user="alice", from_user="bob")
+    msgno, answer = await peer.request(
+        body,
+        "an echo MSG in a node frame (to-user alice, from-user bob)",
+        to_user="alice",
+        from_user="bob",
+    )
     assert answer.type == "RPY" and answer.body == body, (
-        f"a MSG in a node frame must be accepted and served like one in a host frame: {summary(answer)}")
+        f"a MSG in a node frame must be accepted and served like one in a host frame: {summary(answer)}"
+    )
 
 
-@requirement("ripplehost.node.server.answer-swaps-users", "SHOULD",
-             f"{NODE_MESSAGES} (\"The to-user and from-user fields need only specify usernames\"; profile section "
-             "6: answers to a node frame are node frames with the users swapped)",
-             depends=[*IDENTIFIED, "ripplehost.node.server.accepts-node-frame"])
+@requirement(
+    "ripplehost.node.server.answer-swaps-users",
+    "SHOULD",
+    f'{NODE_MESSAGES} ("The to-user and from-user fields need only specify usernames"; profile section '
+    "6: answers to a node frame are node frames with the users swapped)",
+    depends=[*IDENTIFIED, "ripplehost.node.server.accepts-node-frame"],
+)
 async def test_answer_swaps_users(identified_peer):
     peer = await identified_peer("the users of an answer to a node frame")
-    msgno, answer = await peer.request(probe_body("users"), "an echo MSG to-user alice from-user bob",
-                                       to_user="alice", from_user="bob")
+    msgno, answer = await peer.request(
+        probe_body("users"),
+        "an echo MSG to-user alice from-user bob",
+        to_user="alice",
+        from_user="bob",
+    )
     assert (answer.to_user, answer.from_user) == ("bob", "alice"), (
-        f"the answer to a node frame from bob to alice should be a node frame to bob from alice: {summary(answer)}")
+        f"the answer to a node frame from bob to alice should be a node frame to bob from alice: {summary(answer)}"
+    )
 
 
-@requirement("ripplehost.message.server.err-for-unknown-type", "SHOULD",
-             f"{HOST_MESSAGES} (\"Message types MSG, RPY, and ERR correspond to the Ripple message types message, "
-             "reply, and error\"; profile section 6: a MSG of a type the host does not serve gets ERR unknown-type)",
-             depends=IDENTIFIED)
+@requirement(
+    "ripplehost.message.server.err-for-unknown-type",
+    "SHOULD",
+    f'{HOST_MESSAGES} ("Message types MSG, RPY, and ERR correspond to the Ripple message types message, '
+    'reply, and error"; profile section 6: a MSG of a type the host does not serve gets ERR unknown-type)',
+    depends=IDENTIFIED,
+)
 async def test_err_for_unknown_type(identified_peer):
     peer = await identified_peer("a MSG of an unknown type")
-    msgno, answer = await peer.request({"type": "conformance-no-such-type"}, "a MSG of a type no host serves")
-    assert answer.type == "ERR", f"a MSG of a type the host does not serve should get an ERR: {summary(answer)}"
+    msgno, answer = await peer.request(
+        {"type": "conformance-no-such-type"}, "a MSG of a type no host serves"
+    )
+    assert answer.type == "ERR", (
+        f"a MSG of a type the host does not serve should get an ERR: {summary(answer)}"
+    )
     assert answer.body.get("error") == "unknown-type", (
-        f"the ERR should carry the profile's code unknown-type: {summary(answer)}")
+        f"the ERR should carry the profile's code unknown-type: {summary(answer)}"
+    )
     _, probe = await peer.request(probe_body("after-unknown"), "an echo MSG after the ERR")
-    assert probe.type == "RPY", f"the association should stay usable after the ERR: {summary(probe)}"
+    assert probe.type == "RPY", (
+        f"the association should stay usable after the ERR: {summary(probe)}"
+    )
 
 
-@requirement("ripplehost.message.server.err-for-unsupported-version", "SHOULD",
-             f"{HOST_MESSAGES} (\"The version indicates the Ripple protocol version\"; profile section 6: a MSG of "
-             "a version the host does not speak gets ERR unsupported-version)", depends=IDENTIFIED)
+@requirement(
+    "ripplehost.message.server.err-for-unsupported-version",
+    "SHOULD",
+    f'{HOST_MESSAGES} ("The version indicates the Ripple protocol version"; profile section 6: a MSG of '
+    "a version the host does not speak gets ERR unsupported-version)",
+    depends=IDENTIFIED,
+)
 async def test_err_for_unsupported_version(identified_peer):
     peer = await identified_peer("a MSG of another protocol version")
-    msgno, answer = await peer.request(probe_body("version"), "an echo MSG of version 9.9", version="9.9")
+    msgno, answer = await peer.request(
+        probe_body("version"), "an echo MSG of version 9.9", version="9.9"
+    )
     assert answer.type == "ERR", (
-        f"a MSG of a version the host does not speak should get an ERR, not be served: {summary(answer)}")
+        f"a MSG of a version the host does not speak should get an ERR, not be served: {summary(answer)}"
+    )
     assert answer.body.get("error") == "unsupported-version", (
-        f"the ERR should carry the profile's code unsupported-version: {summary(answer)}")
-    _, probe = await peer.request(probe_body("after-version"), f"an echo MSG of version {VERSION} after the ERR")
-    assert probe.type == "RPY", f"the association should stay usable after the ERR: {summary(probe)}"
+        f"the ERR should carry the profile's code unsupported-version: {summary(answer)}"
+    )
+    _, probe = await peer.request(
+        probe_body("after-version"), f"an echo MSG of version {VERSION} after the ERR"
+    )
+    assert probe.type == "RPY", (
+        f"the association should stay usable after the ERR: {summary(probe)}"
+    )

@@ -27,9 +27,13 @@ def network_key(target: TargetRuntime) -> bytes:
     try:
         key = bytes.fromhex(raw.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
-        raise TargetError(f"target {target.target.name}: network_key credential is not hex") from None
+        raise TargetError(
+            f"target {target.target.name}: network_key credential is not hex"
+        ) from None
     if len(key) != NETWORK_KEY_SIZE:
-        raise TargetError(f"target {target.target.name}: network_key must be 32 bytes, got {len(key)}")
+        raise TargetError(
+            f"target {target.target.name}: network_key must be 32 bytes, got {len(key)}"
+        )
     return key
 
 
@@ -37,8 +41,10 @@ def network_key(target: TargetRuntime) -> bytes:
 def server_feed_id(target: TargetRuntime) -> str:
     feed_id = target.params.get("public_key")
     if not feed_id:
-        raise TargetError(f"target {target.target.name} has no params.public_key (its @...ed25519 "
-                          "identity); set it in the targets file or have launch.outputs read it")
+        raise TargetError(
+            f"target {target.target.name} has no params.public_key (its @...ed25519 "
+            "identity); set it in the targets file or have launch.outputs read it"
+        )
     return str(feed_id)
 
 
@@ -47,7 +53,9 @@ def server_public(server_feed_id: str) -> bytes:
     try:
         return server_public_key(server_feed_id)
     except ValueError as exc:
-        raise TargetError(f"target public_key {server_feed_id!r} is not an SSB feed id: {exc}") from None
+        raise TargetError(
+            f"target public_key {server_feed_id!r} is not an SSB feed id: {exc}"
+        ) from None
 
 
 @pytest.fixture
@@ -60,9 +68,13 @@ def harness_keypair() -> Keypair:
 @pytest.fixture
 def open_session(connect, network_key: bytes, harness_keypair: Keypair, server_public: bytes):
     """``await open_session()``: a new connection with a completed handshake."""
+
     async def opener(keypair: Keypair | None = None, label: str = "") -> SsbClientSession:
         conn = await connect(label)
-        return await SsbClientSession.open(conn, network_key, keypair or harness_keypair, server_public)
+        return await SsbClientSession.open(
+            conn, network_key, keypair or harness_keypair, server_public
+        )
+
     return opener
 
 
@@ -84,6 +96,7 @@ def publish(open_session, target_keypair: Keypair):
         await session.goodbye()
         await session.conn.close()
         return reply.json()
+
     return do_publish
 
 
@@ -95,23 +108,35 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
     processes = []
 
     @asynccontextmanager
-    async def launch(peer_keypair: Keypair, feed: str) -> AsyncIterator[tuple[TcpConnection, object]]:
+    async def launch(
+        peer_keypair: Keypair, feed: str
+    ) -> AsyncIterator[tuple[TcpConnection, object]]:
         async with TcpServer(wire_trace, deadline) as server:
-            process = target.launch_client({
-                "peer_host": server.host, "peer_port": server.port,
-                "peer_public_key": peer_keypair.feed_id, "feed": feed,
-                "client_timeout": client_timeout(deadline),
-            })
+            process = target.launch_client(
+                {
+                    "peer_host": server.host,
+                    "peer_port": server.port,
+                    "peer_public_key": peer_keypair.feed_id,
+                    "feed": feed,
+                    "client_timeout": client_timeout(deadline),
+                }
+            )
             processes.append(process)
-            wait = (target.target.launch.ready_timeout if target.target.launch else 30)
+            wait = target.target.launch.ready_timeout if target.target.launch else 30
             try:
                 # Exiting before it connects: it did not start (an error).
-                conn = await accept_launched_client(server.accept, process, wait,
-                                                    f"the client of target {target.target.name!r}",
-                                                    f"{server.host}:{server.port}")
+                conn = await accept_launched_client(
+                    server.accept,
+                    process,
+                    wait,
+                    f"the client of target {target.target.name!r}",
+                    f"{server.host}:{server.port}",
+                )
             except AssertionError:
                 process.stop()
-                raise AssertionError(f"target client did not connect; its output:\n{process.tail()}") from None
+                raise AssertionError(
+                    f"target client did not connect; its output:\n{process.tail()}"
+                ) from None
             yield conn, process
 
     yield launch

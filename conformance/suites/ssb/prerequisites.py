@@ -65,8 +65,12 @@ def reading_the_feed() -> Iterator[None]:
     except BoxStreamError as exc:
         if not str(getattr(exc, "reason", "")).startswith(OVERSIZED_BOX_REASON):
             raise
-        blocked(BOX_SIZE, "failed within this case",
-                f"the target sent a box body longer than a box may carry while this case read its feed ({exc})")
+        blocked(
+            BOX_SIZE,
+            "failed within this case",
+            f"the target sent a box body longer than a box may carry while this case read its feed ({exc})",
+        )
+
 
 # -- shared state (``shares=``): cases naming it run one after another under
 # ``certify --case-jobs N`` (docs/concurrency.md)

@@ -13,8 +13,16 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.core.transport import (SHOWN_BYTES, Deadline, DeadlineExceeded, PeerClosed, ProtocolViolation,
-                                        TcpConnection, short_hex, target_bytes)
+from conformance.core.transport import (
+    SHOWN_BYTES,
+    Deadline,
+    DeadlineExceeded,
+    PeerClosed,
+    ProtocolViolation,
+    TcpConnection,
+    short_hex,
+    target_bytes,
+)
 from reference_impl.ssb import boxstream, rpc, shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder, BoxStreamError
 from reference_impl.ssb.keys import Keypair, feed_id_to_public
@@ -45,13 +53,19 @@ class TargetRpcMessage(RpcMessage):
     naming the bytes instead of ending in ``error``."""
 
     def json(self) -> Any:
-        with target_bytes(f"the body of the target's RPC message (req {self.req}) is not valid JSON",
-                          self.body, RpcError):
+        with target_bytes(
+            f"the body of the target's RPC message (req {self.req}) is not valid JSON",
+            self.body,
+            RpcError,
+        ):
             return super().json()
 
     def text(self) -> str:
-        with target_bytes(f"the body of the target's RPC message (req {self.req}) is not UTF-8 text",
-                          self.body, RpcError):
+        with target_bytes(
+            f"the body of the target's RPC message (req {self.req}) is not UTF-8 text",
+            self.body,
+            RpcError,
+        ):
             return super().text()
 
 
@@ -61,8 +75,10 @@ class TargetRpcDecoder(RpcDecoder):
 
     def receive_data(self, data: bytes) -> list[RpcMessage]:
         with target_bytes("the target's RPC stream is malformed", data, RpcError):
-            return [TargetRpcMessage(m.req, m.stream, m.end, m.body_type, m.body)
-                    for m in super().receive_data(data)]
+            return [
+                TargetRpcMessage(m.req, m.stream, m.end, m.body_type, m.body)
+                for m in super().receive_data(data)
+            ]
 
 
 class TargetBoxStreamDecoder(BoxStreamDecoder):
@@ -98,8 +114,9 @@ class HandshakeOutcome:
     msg4: bytes
 
 
-async def client_handshake(conn: TcpConnection, network_key: bytes, keypair: Keypair,
-                           server_public: bytes) -> HandshakeOutcome:
+async def client_handshake(
+    conn: TcpConnection, network_key: bytes, keypair: Keypair, server_public: bytes
+) -> HandshakeOutcome:
     """The four handshake steps as client; a target answer that does not
     verify fails the case, quoting the bytes."""
     hs = shs.ClientHandshake(network_key, keypair, server_public)
@@ -109,13 +126,17 @@ async def client_handshake(conn: TcpConnection, network_key: bytes, keypair: Key
     try:
         msg3 = hs.receive_data(msg2)
     except shs.HandshakeError as exc:
-        raise ProtocolViolation(f"target's msg2 (server hello) does not verify ({exc})", msg2) from None
+        raise ProtocolViolation(
+            f"target's msg2 (server hello) does not verify ({exc})", msg2
+        ) from None
     await conn.send(msg3, "msg3: client authenticate")
     msg4 = await conn.receive_exactly(shs.SERVER_ACCEPT_SIZE, "msg4 (server accept, 80 bytes)")
     try:
         hs.receive_data(msg4)
     except shs.HandshakeError as exc:
-        raise ProtocolViolation(f"target's msg4 (server accept) does not verify ({exc})", msg4) from None
+        raise ProtocolViolation(
+            f"target's msg4 (server accept) does not verify ({exc})", msg4
+        ) from None
     return HandshakeOutcome(hs.result, msg1, msg2, msg3, msg4)
 
 
@@ -144,8 +165,9 @@ class SsbClientSession:
         """The tail of the last chunk the target sent (for failure messages)."""
 
     @classmethod
-    async def open(cls, conn: TcpConnection, network_key: bytes, keypair: Keypair,
-                   server_public: bytes) -> SsbClientSession:
+    async def open(
+        cls, conn: TcpConnection, network_key: bytes, keypair: Keypair, server_public: bytes
+    ) -> SsbClientSession:
         outcome = await client_handshake(conn, network_key, keypair, server_public)
         return cls(conn, outcome.params)
 
@@ -154,8 +176,9 @@ class SsbClientSession:
         self.conn.trace.record("sent-plain", data, note)
         await self.conn.send(self.encoder.encode(data), f"box stream carrying: {note}")
 
-    def request_message(self, name: list[str], args: list, type_: str = "source",
-                        req: int | None = None) -> RpcMessage:
+    def request_message(
+        self, name: list[str], args: list, type_: str = "source", req: int | None = None
+    ) -> RpcMessage:
         if req is None:
             req = self.next_req
             self.next_req += 1
@@ -202,7 +225,9 @@ class SsbClientSession:
             try:
                 messages = self.rpc_decoder.receive_data(body)
             except ProtocolViolation:
-                self.conn.trace.record("received-plain", body, "box body whose RPC bytes the harness refused")
+                self.conn.trace.record(
+                    "received-plain", body, "box body whose RPC bytes the harness refused"
+                )
                 raise
             for msg in messages:
                 self.conn.trace.record("received-plain", msg.encode(), f"RPC {describe(msg)[:160]}")
@@ -212,11 +237,16 @@ class SsbClientSession:
         return True
 
     def _queue(self, msg: RpcMessage) -> None:
-        if len(self.inbox) >= MAX_QUEUED_MESSAGES or self.inbox_bytes + len(msg.body) > MAX_QUEUED_BYTES:
+        if (
+            len(self.inbox) >= MAX_QUEUED_MESSAGES
+            or self.inbox_bytes + len(msg.body) > MAX_QUEUED_BYTES
+        ):
             raise ProtocolViolation(
                 f"target sent more than {len(self.inbox)} messages / {self.inbox_bytes} bytes that no case "
                 f"has asked for (requests {sorted({-m.req for m in self.inbox[:1000]})[:10]}...); the harness "
-                "buffers no more. The last one", msg.encode())
+                "buffers no more. The last one",
+                msg.encode(),
+            )
         self.inbox.append(msg)
         self.inbox_bytes += len(msg.body)
 
@@ -225,7 +255,9 @@ class SsbClientSession:
         self.inbox_bytes -= len(msg.body)
         return msg
 
-    async def next_message(self, req: int, what: str, deadline: float | Deadline | None = None) -> RpcMessage:
+    async def next_message(
+        self, req: int, what: str, deadline: float | Deadline | None = None
+    ) -> RpcMessage:
         """The next message the target sends on our request ``req`` (it
         answers with ``-req``). Messages on other request numbers stay queued.
 
@@ -240,7 +272,9 @@ class SsbClientSession:
                 if msg.req == -req:
                     return self._take(i)
             if self.box_goodbye or self.rpc_goodbye:
-                raise AssertionError(f"target ended the session (goodbye) while the case awaited {what}")
+                raise AssertionError(
+                    f"target ended the session (goodbye) while the case awaited {what}"
+                )
             try:
                 if deadline.expired:
                     raise DeadlineExceeded
@@ -248,19 +282,24 @@ class SsbClientSession:
             except DeadlineExceeded:
                 raise DeadlineExceeded(f"no {what} within {deadline.seconds} s") from None
             if not alive:
-                raise PeerClosed(f"target closed the connection while the case awaited {what}"
-                                 + self._unfinished_box())
+                raise PeerClosed(
+                    f"target closed the connection while the case awaited {what}"
+                    + self._unfinished_box()
+                )
 
     def _unfinished_box(self) -> str:
         """Where a closing target left its box stream, for the failure message."""
         needed = self.decoder.bytes_needed
         if self.decoder.ended or needed in (0, boxstream.HEADER_SIZE):
             return ""
-        return (f", in the middle of a box ({needed} more bytes were due); the last bytes it sent: "
-                f"{self.last_received.hex()}")
+        return (
+            f", in the middle of a box ({needed} more bytes were due); the last bytes it sent: "
+            f"{self.last_received.hex()}"
+        )
 
-    async def collect_stream(self, req: int, what: str, deadline: float | None = None,
-                             answer_end: bool = True) -> tuple[list[RpcMessage], RpcMessage]:
+    async def collect_stream(
+        self, req: int, what: str, deadline: float | None = None, answer_end: bool = True
+    ) -> tuple[list[RpcMessage], RpcMessage]:
         """Stream data on ``req`` until the target's end message; returns both.
         Answers the end with our own, as a requester must.
 
@@ -279,20 +318,26 @@ class SsbClientSession:
                     raise
                 raise DeadlineExceeded(
                     f"the stream of {what} did not end within {stream_deadline.seconds} s: {len(items)} items "
-                    f"({size} bytes) came, the last {describe(items[-1])[:300]}") from None
+                    f"({size} bytes) came, the last {describe(items[-1])[:300]}"
+                ) from None
             if msg.end:
                 if answer_end:
-                    await self.end_stream(req, f"RPC end of stream {req} (answering the target's end)")
+                    await self.end_stream(
+                        req, f"RPC end of stream {req} (answering the target's end)"
+                    )
                 return items, msg
             items.append(msg)
             size += len(msg.body)
             if len(items) > MAX_STREAM_ITEMS or size > MAX_QUEUED_BYTES:
                 raise ProtocolViolation(
                     f"target sent more than {min(len(items), MAX_STREAM_ITEMS)} items / {size} bytes on stream {req} "
-                    f"({what}) without ending it; the harness reads no more. The last item", msg.encode())
+                    f"({what}) without ending it; the harness reads no more. The last item",
+                    msg.encode(),
+                )
 
-    async def answers_until_end(self, reqs: dict[int, str], deadline: float | None = None
-                                ) -> tuple[dict[int, list[RpcMessage]], dict[int, RpcMessage]]:
+    async def answers_until_end(
+        self, reqs: dict[int, str], deadline: float | None = None
+    ) -> tuple[dict[int, list[RpcMessage]], dict[int, RpcMessage]]:
         """The stream items on each request of ``reqs`` (number -> what it
         is, for the trace) and the end of each stream that ended, read as they
         come until every stream ended, the deadline passed (one for all) or
@@ -315,7 +360,9 @@ class SsbClientSession:
                 self.inbox_bytes -= len(msg.body)
                 if msg.end:
                     ends[req] = msg
-                    await self.end_stream(req, f"RPC end of stream {req} (answering the target's end: {reqs[req]})")
+                    await self.end_stream(
+                        req, f"RPC end of stream {req} (answering the target's end: {reqs[req]})"
+                    )
                 else:
                     items[req].append(msg)
                     count += 1
@@ -323,14 +370,18 @@ class SsbClientSession:
             if len(ends) == len(reqs):
                 break
             if count >= MAX_STREAM_ITEMS:
-                self.conn.trace.event(f"{count} stream items read: the harness reads no more, and judges those")
+                self.conn.trace.event(
+                    f"{count} stream items read: the harness reads no more, and judges those"
+                )
                 break
             came = count or ends
             if self.box_goodbye or self.rpc_goodbye:
                 if came:
                     break
-                raise AssertionError(f"target ended the session (goodbye) while the case awaited "
-                                     f"{' and '.join(reqs.values())}")
+                raise AssertionError(
+                    f"target ended the session (goodbye) while the case awaited "
+                    f"{' and '.join(reqs.values())}"
+                )
             if window.expired:
                 break
             try:
@@ -340,8 +391,10 @@ class SsbClientSession:
             if not alive:
                 if came:
                     break  # judged by what came; a stream left open is a rule of its own
-                raise PeerClosed(f"target closed the connection while the case awaited "
-                                 f"{' and '.join(reqs.values())}" + self._unfinished_box())
+                raise PeerClosed(
+                    f"target closed the connection while the case awaited "
+                    f"{' and '.join(reqs.values())}" + self._unfinished_box()
+                )
         return items, ends
 
     async def quiet_for(self, req: int, seconds: float) -> list[RpcMessage]:
@@ -361,9 +414,13 @@ async def expect_hang_up_without_writing(conn: TcpConnection, after: str) -> Non
     """The spec's rule for invalid handshake messages: the target closes the
     connection, and writes not one byte more."""
     closed, data = await conn.await_close()
-    assert not data, (f"after {after}, the target wrote {len(data)} byte(s) instead of hanging up "
-                      f"silently: {short_hex(data, 96)}")
-    assert closed, f"after {after}, the target kept the connection open for {conn.deadline} s without closing it"
+    assert not data, (
+        f"after {after}, the target wrote {len(data)} byte(s) instead of hanging up "
+        f"silently: {short_hex(data, 96)}"
+    )
+    assert closed, (
+        f"after {after}, the target kept the connection open for {conn.deadline} s without closing it"
+    )
 
 
 def describe(msg: RpcMessage) -> str:
@@ -376,8 +433,10 @@ def describe(msg: RpcMessage) -> str:
     shown = body.hex() if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False)
     if len(shown) > 300:
         shown = shown[:300] + "..."
-    return (f"req={msg.req} stream={msg.stream} end={msg.end} type={msg.body_type.name} "
-            f"body={shown} (bytes {short_hex(msg.encode(), 96)})")
+    return (
+        f"req={msg.req} stream={msg.stream} end={msg.end} type={msg.body_type.name} "
+        f"body={shown} (bytes {short_hex(msg.encode(), 96)})"
+    )
 
 
 def error_body(msg: RpcMessage) -> Any:
@@ -389,7 +448,7 @@ def error_body(msg: RpcMessage) -> Any:
 
 
 def flip_byte(data: bytes, index: int) -> bytes:
-    return data[:index] + bytes([data[index] ^ 0x01]) + data[index + 1:]
+    return data[:index] + bytes([data[index] ^ 0x01]) + data[index + 1 :]
 
 
 def random_bytes(size: int) -> bytes:

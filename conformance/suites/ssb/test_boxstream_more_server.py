@@ -18,9 +18,13 @@ GOODBYE_PLAINTEXT = bytes(18)
 QUIET_SECONDS = 1.0
 
 
-@requirement("ssb.boxstream.server.nonces-increment-per-box", "MUST",
-             "SSB guide, Box stream, Keys and nonces (\"The starting nonce is used for the first header in the "
-             "stream\" ... \"then incremented for the first body\")", depends=[HANDSHAKE])
+@requirement(
+    "ssb.boxstream.server.nonces-increment-per-box",
+    "MUST",
+    'SSB guide, Box stream, Keys and nonces ("The starting nonce is used for the first header in the '
+    'stream" ... "then incremented for the first body")',
+    depends=[HANDSHAKE],
+)
 async def test_nonces_increment_per_box(open_session, server_feed_id):
     """Reads the target's boxes by hand: header k opens with the key from the
     handshake and nonce n + 2k, its body with n + 2k + 1. Several boxes are
@@ -37,8 +41,10 @@ async def test_nonces_increment_per_box(open_session, server_feed_id):
         try:
             received = await session.conn.receive_some(boxes_due)
         except DeadlineExceeded:
-            raise DeadlineExceeded(f"{opened} complete box(es) within {boxes_due.seconds} s; the rule needs "
-                                   f"two; bytes of an unfinished box: {short_hex(buffer)}") from None
+            raise DeadlineExceeded(
+                f"{opened} complete box(es) within {boxes_due.seconds} s; the rule needs "
+                f"two; bytes of an unfinished box: {short_hex(buffer)}"
+            ) from None
         buffer += received
         while len(buffer) >= HEADER_SIZE and opened < MAX_BOXES_CHECKED:
             try:
@@ -46,21 +52,25 @@ async def test_nonces_increment_per_box(open_session, server_feed_id):
             except CryptoError:
                 raise AssertionError(
                     f"header of box {opened + 1} does not open with the server-to-client key and nonce "
-                    f"{nonce.hex()} (starting nonce + {2 * opened}): {short_hex(buffer[:HEADER_SIZE])}") from None
+                    f"{nonce.hex()} (starting nonce + {2 * opened}): {short_hex(buffer[:HEADER_SIZE])}"
+                ) from None
             if header == GOODBYE_PLAINTEXT:
                 assert opened >= 1, "target sent the goodbye before any box"
                 return
             length = int.from_bytes(header[:2], "big")
             if len(buffer) < HEADER_SIZE + length:
                 break
-            body = buffer[HEADER_SIZE:HEADER_SIZE + length]
+            body = buffer[HEADER_SIZE : HEADER_SIZE + length]
             try:
-                nacl.bindings.crypto_secretbox_open_easy(header[2:] + body, increment_nonce(nonce), key)
+                nacl.bindings.crypto_secretbox_open_easy(
+                    header[2:] + body, increment_nonce(nonce), key
+                )
             except CryptoError:
                 raise AssertionError(
                     f"body of box {opened + 1} does not open with nonce {increment_nonce(nonce).hex()} "
-                    f"(header's nonce + 1): {short_hex(body)}") from None
-            buffer = buffer[HEADER_SIZE + length:]
+                    f"(header's nonce + 1): {short_hex(body)}"
+                ) from None
+            buffer = buffer[HEADER_SIZE + length :]
             nonce = increment_nonce(nonce, 2)
             opened += 1
         if not received:
@@ -68,9 +78,12 @@ async def test_nonces_increment_per_box(open_session, server_feed_id):
     assert opened >= 2, f"only {opened} box(es) arrived; the rule needs at least two to be checked"
 
 
-@requirement("ssb.boxstream.server.ends-stream-with-goodbye", "MUST",
-             "SSB guide, Box stream, Goodbye (\"The stream ends with a special ... header\")",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.boxstream.server.ends-stream-with-goodbye",
+    "MUST",
+    'SSB guide, Box stream, Goodbye ("The stream ends with a special ... header")',
+    depends=[HANDSHAKE],
+)
 async def test_ends_its_stream_with_goodbye(open_session, deadline):
     """When the target ends the connection the last thing on its box stream
     is the authenticated goodbye header, so that the peer can tell a
@@ -87,9 +100,11 @@ async def test_ends_its_stream_with_goodbye(open_session, deadline):
     ending = Deadline(QUIET_SECONDS + deadline)
     while not session.decoder.ended:
         if ending.expired:
-            raise AssertionError(f"target neither ended its box stream nor closed the connection within "
-                                 f"{ending.seconds} s of the harness's RPC goodbye; the last bytes it sent "
-                                 f"({len(last)}): {short_hex(last, 96)}")
+            raise AssertionError(
+                f"target neither ended its box stream nor closed the connection within "
+                f"{ending.seconds} s of the harness's RPC goodbye; the last bytes it sent "
+                f"({len(last)}): {short_hex(last, 96)}"
+            )
         try:
             data = await session.conn.receive_some(min(QUIET_SECONDS, ending.remaining()))
         except DeadlineExceeded:
@@ -97,9 +112,11 @@ async def test_ends_its_stream_with_goodbye(open_session, deadline):
                 # A target that never ends its stream breaks no rule of this
                 # case (closing after the goodbye is CLOSES_AFTER_GOODBYE, a
                 # SHOULD): there is no ending to judge.
-                not_applicable(f"the target neither ended its box stream nor closed the connection "
-                               f"{deadline} s after both goodbyes, so there is no end of stream to check "
-                               f"(closing after a goodbye is {CLOSES_AFTER_GOODBYE}, a SHOULD)")
+                not_applicable(
+                    f"the target neither ended its box stream nor closed the connection "
+                    f"{deadline} s after both goodbyes, so there is no end of stream to check "
+                    f"(closing after a goodbye is {CLOSES_AFTER_GOODBYE}, a SHOULD)"
+                )
             data = None
         if data == b"":
             break  # closed
@@ -117,4 +134,5 @@ async def test_ends_its_stream_with_goodbye(open_session, deadline):
     assert session.decoder.ended, (
         "target closed the connection without a box stream goodbye header"
         f"{' (after the harness sent its own)' if sent_box_goodbye else ''}; the last bytes it sent "
-        f"({len(last)}): {short_hex(last, 96)}")
+        f"({len(last)}): {short_hex(last, 96)}"
+    )

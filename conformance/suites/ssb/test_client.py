@@ -20,8 +20,14 @@ from reference_impl.ssb.keys import Keypair
 from reference_impl.ssb.rpc import RpcMessage
 
 from .prerequisites import CLIENT_HANDSHAKE, CLIENT_HELLO, CLIENT_HISTORY_REQUEST
-from .session import (MAX_RPC_BODY, TargetBoxStreamDecoder, TargetRpcDecoder, describe,
-                      expect_hang_up_without_writing, random_bytes)
+from .session import (
+    MAX_RPC_BODY,
+    TargetBoxStreamDecoder,
+    TargetRpcDecoder,
+    describe,
+    expect_hang_up_without_writing,
+    random_bytes,
+)
 
 OTHER_NETWORK_KEY = bytes(range(32))
 
@@ -30,7 +36,10 @@ def harness_feed(keypair: Keypair, count: int = 3) -> Feed:
     feed = Feed(keypair)
     start = int(time.time() * 1000)
     for n in range(count):
-        feed.append({"type": "post", "text": f"message {n + 1} served by the conformance harness"}, start + n)
+        feed.append(
+            {"type": "post", "text": f"message {n + 1} served by the conformance harness"},
+            start + n,
+        )
     return feed
 
 
@@ -58,7 +67,9 @@ class ServedSession:
             except DeadlineExceeded:
                 raise DeadlineExceeded(f"no {what} within {deadline.seconds} s") from None
             if not data:
-                raise AssertionError(f"target client closed the connection while the case awaited {what}")
+                raise AssertionError(
+                    f"target client closed the connection while the case awaited {what}"
+                )
             self.receive_data(data)
             # Messages that came in the same read as a goodbye still count.
             if not self.inbox and (self.decoder.ended or self.rpc.ended):
@@ -91,8 +102,11 @@ async def valid_client_hello(conn, network_key: bytes) -> bytes:
     try:
         shs.open_hello(network_key, msg1, step="msg1")
     except shs.HandshakeError as exc:
-        blocked(CLIENT_HELLO, "failed within this case",
-                f"the client's msg1 does not authenticate under the network key ({exc}): {msg1.hex()}")
+        blocked(
+            CLIENT_HELLO,
+            "failed within this case",
+            f"the client's msg1 does not authenticate under the network key ({exc}): {msg1.hex()}",
+        )
     return msg1
 
 
@@ -126,7 +140,9 @@ def history_options(msg: RpcMessage) -> dict:
     return args[0] if isinstance(args, list) and args and isinstance(args[0], dict) else {}
 
 
-async def first_history_request(session: ServedSession, feed_id: str, check=None, held: int = 0) -> RpcMessage:
+async def first_history_request(
+    session: ServedSession, feed_id: str, check=None, held: int = 0
+) -> RpcMessage:
     """The client's createHistoryStream request for ``feed_id``, the feed it
     was told to replicate.
 
@@ -157,7 +173,9 @@ async def first_history_request(session: ServedSession, feed_id: str, check=None
     ebt_refused: list[str] = []  # the client's ["ebt", "replicate"] requests, refused
     for _ in range(MAX_MESSAGES_BEFORE_HISTORY_REQUEST):
         try:
-            msg = await session.next_message(f"the client's createHistoryStream request for {feed_id}")
+            msg = await session.next_message(
+                f"the client's createHistoryStream request for {feed_id}"
+            )
         except ProtocolViolation:
             raise  # bytes that break a rule are judged whatever the client asked
         except (DeadlineExceeded, AssertionError) as exc:  # silence, a goodbye or a close
@@ -166,13 +184,16 @@ async def first_history_request(session: ServedSession, feed_id: str, check=None
                     f"the client replicates by EBT only: it asked {', '.join(ebt_refused)}, which the harness "
                     f"does not serve and answered with an error, and then made no createHistoryStream request "
                     f"for {feed_id} ({exc}); falling back to createHistoryStream is a 'may' (SSB guide, EBT "
-                    f"Replication, Fallback Mechanisms), so there is no request to judge")
+                    f"Replication, Fallback Mechanisms), so there is no request to judge"
+                )
             raise
         if msg.req <= 0 or msg.req in seen:
             # An answer to our call, or more of a stream the client opened.
             if asked is not None and msg.req == -asked and msg.end:
-                await session.send(RpcMessage.from_json(asked, True, stream=True, end=True),
-                                   f"end of our createHistoryStream request {asked} (the client ended it)")
+                await session.send(
+                    RpcMessage.from_json(asked, True, stream=True, end=True),
+                    f"end of our createHistoryStream request {asked} (the client ended it)",
+                )
                 asked = None
             continue
         seen.add(msg.req)
@@ -184,39 +205,70 @@ async def first_history_request(session: ServedSession, feed_id: str, check=None
             if options.get("id") == feed_id:
                 return msg
             if options.get("live") is not True:
-                await session.send(RpcMessage.from_json(-msg.req, True, stream=True, end=True),
-                                   f"end of stream {msg.req} at once: no message of {options.get('id')!r} here")
+                await session.send(
+                    RpcMessage.from_json(-msg.req, True, stream=True, end=True),
+                    f"end of stream {msg.req} at once: no message of {options.get('id')!r} here",
+                )
         elif not msg.end:
             if isinstance(body, dict) and body.get("name") == ["ebt", "replicate"]:
-                ebt_refused.append(f"[\"ebt\", \"replicate\"] (request {msg.req}: {json.dumps(body.get('args'))})")
-            error = {"name": "Error", "message": "not served by the conformance harness", "stack": ""}
-            await session.send(RpcMessage.from_json(-msg.req, error, stream=msg.stream, end=True),
-                               f"error for unrelated request {msg.req}")
+                ebt_refused.append(
+                    f'["ebt", "replicate"] (request {msg.req}: {json.dumps(body.get("args"))})'
+                )
+            error = {
+                "name": "Error",
+                "message": "not served by the conformance harness",
+                "stack": "",
+            }
+            await session.send(
+                RpcMessage.from_json(-msg.req, error, stream=msg.stream, end=True),
+                f"error for unrelated request {msg.req}",
+            )
         if asked is None and len(seen) == 1:
             asked = 1
             options = {"id": session.feed_id, "sequence": held + 1, "live": False, "keys": False}
-            await session.send(RpcMessage.from_json(asked, {"name": ["createHistoryStream"], "type": "source",
-                                                            "args": [options]}, stream=True),
-                               "our createHistoryStream request for our own feed, as a server peer makes")
-    raise AssertionError(f"the client sent {MAX_MESSAGES_BEFORE_HISTORY_REQUEST} messages without calling "
-                         f"createHistoryStream for {feed_id}, the feed it was told to replicate")
+            await session.send(
+                RpcMessage.from_json(
+                    asked,
+                    {"name": ["createHistoryStream"], "type": "source", "args": [options]},
+                    stream=True,
+                ),
+                "our createHistoryStream request for our own feed, as a server peer makes",
+            )
+    raise AssertionError(
+        f"the client sent {MAX_MESSAGES_BEFORE_HISTORY_REQUEST} messages without calling "
+        f"createHistoryStream for {feed_id}, the feed it was told to replicate"
+    )
 
 
-@requirement("ssb.shs.client.sends-valid-hello", "MUST", "SSB guide, Handshake, 1. Client hello",
-             role="client")
-async def test_client_hello_authenticates_under_network_key(launched_client, network_key, harness_keypair):
+@requirement(
+    "ssb.shs.client.sends-valid-hello",
+    "MUST",
+    "SSB guide, Handshake, 1. Client hello",
+    role="client",
+)
+async def test_client_hello_authenticates_under_network_key(
+    launched_client, network_key, harness_keypair
+):
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         msg1 = await conn.receive_exactly(shs.HELLO_SIZE, "msg1 (client hello)")
         try:
             shs.open_hello(network_key, msg1, step="msg1")
         except shs.HandshakeError as exc:
-            raise AssertionError(f"msg1 does not authenticate under the network key ({exc}): {msg1.hex()}") from None
+            raise AssertionError(
+                f"msg1 does not authenticate under the network key ({exc}): {msg1.hex()}"
+            ) from None
 
 
-@requirement("ssb.shs.client.rejects-wrong-network-key", "MUST",
-             "SSB guide, Handshake, 2. Server hello (Client verifies: assert_nacl_auth_verify)", role="client",
-             depends=[CLIENT_HANDSHAKE])
-async def test_client_rejects_server_hello_of_another_network(launched_client, network_key, harness_keypair):
+@requirement(
+    "ssb.shs.client.rejects-wrong-network-key",
+    "MUST",
+    "SSB guide, Handshake, 2. Server hello (Client verifies: assert_nacl_auth_verify)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+)
+async def test_client_rejects_server_hello_of_another_network(
+    launched_client, network_key, harness_keypair
+):
     other = OTHER_NETWORK_KEY if network_key != OTHER_NETWORK_KEY else bytes(32)
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         await valid_client_hello(conn, network_key)
@@ -225,34 +277,49 @@ async def test_client_rejects_server_hello_of_another_network(launched_client, n
         await expect_hang_up_without_writing(conn, "a msg2 for another network")
 
 
-@requirement("ssb.shs.client.rejects-forged-server-accept", "MUST",
-             "SSB guide, Handshake, 4. Server accept (Client verifies)", role="client",
-             depends=[CLIENT_HANDSHAKE])
+@requirement(
+    "ssb.shs.client.rejects-forged-server-accept",
+    "MUST",
+    "SSB guide, Handshake, 4. Server accept (Client verifies)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+)
 async def test_client_rejects_forged_server_accept(launched_client, network_key, harness_keypair):
     """A man in the middle without the server's secret key cannot produce
     msg4; the client must hang up rather than start the box stream."""
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         hs = shs.ServerHandshake(network_key, harness_keypair)
-        await conn.send(hs.receive_data(await valid_client_hello(conn, network_key)), "msg2: server hello")
+        await conn.send(
+            hs.receive_data(await valid_client_hello(conn, network_key)), "msg2: server hello"
+        )
         await conn.receive_exactly(shs.CLIENT_AUTH_SIZE, "msg3 (client authenticate)")
         await conn.send(random_bytes(shs.SERVER_ACCEPT_SIZE), "80 random bytes in place of msg4")
         await expect_hang_up_without_writing(conn, "a forged msg4")
 
 
-@requirement("ssb.shs.client.completes-valid-handshake", "MUST",
-             "SSB guide, Handshake, 3. Client authenticate; Box stream", role="client",
-             depends=[CLIENT_HELLO])
-async def test_client_completes_handshake_and_speaks_box_stream(launched_client, network_key, harness_keypair):
+@requirement(
+    "ssb.shs.client.completes-valid-handshake",
+    "MUST",
+    "SSB guide, Handshake, 3. Client authenticate; Box stream",
+    role="client",
+    depends=[CLIENT_HELLO],
+)
+async def test_client_completes_handshake_and_speaks_box_stream(
+    launched_client, network_key, harness_keypair
+):
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         session = await serve_handshake(conn, network_key, harness_keypair)
         msg = await session.next_message("the client's first RPC message")
         assert msg.req != 0, f"first RPC message has request number 0: {describe(msg)}"
 
 
-@requirement("ssb.history.client.sends-well-formed-request", "MUST",
-             "SSB guide, RPC protocol, Request format; createHistoryStream (\"Clients must use the name sequence\")",
-             role="client",
-             depends=[CLIENT_HANDSHAKE])
+@requirement(
+    "ssb.history.client.sends-well-formed-request",
+    "MUST",
+    'SSB guide, RPC protocol, Request format; createHistoryStream ("Clients must use the name sequence")',
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+)
 async def test_client_history_request_is_well_formed(launched_client, network_key, harness_keypair):
     """Every createHistoryStream request the client makes until it asks for
     the feed it was told to replicate must be well formed, and it must ask
@@ -264,17 +331,25 @@ async def test_client_history_request_is_well_formed(launched_client, network_ke
         requests.append(msg)
         which = f"createHistoryStream request {len(requests)} (req {msg.req})"
         body = msg.json()
-        assert msg.stream and not msg.end, (f"a source request must set the stream flag (and not end), "
-                                            f"{which}: {describe(msg)}")
-        assert body.get("type") == "source", f"createHistoryStream is a source procedure, {which}: {describe(msg)}"
+        assert msg.stream and not msg.end, (
+            f"a source request must set the stream flag (and not end), {which}: {describe(msg)}"
+        )
+        assert body.get("type") == "source", (
+            f"createHistoryStream is a source procedure, {which}: {describe(msg)}"
+        )
         args = body.get("args")
         assert isinstance(args, list) and args and isinstance(args[0], dict), (
-            f"args must be [options], {which}: {describe(msg)}")
+            f"args must be [options], {which}: {describe(msg)}"
+        )
         feed = args[0].get("id")
-        assert isinstance(feed, str) and feed, f"id (the feed) is required, {which}: {json.dumps(args[0])}"
-        assert "seq" not in args[0], (f"clients must use the name sequence, not seq, {which} "
-                                      f"(for {'the feed it was told to replicate' if feed == told else feed}): "
-                                      f"{json.dumps(args[0])}")
+        assert isinstance(feed, str) and feed, (
+            f"id (the feed) is required, {which}: {json.dumps(args[0])}"
+        )
+        assert "seq" not in args[0], (
+            f"clients must use the name sequence, not seq, {which} "
+            f"(for {'the feed it was told to replicate' if feed == told else feed}): "
+            f"{json.dumps(args[0])}"
+        )
 
     async with launched_client(harness_keypair, told) as (conn, _):
         session = await serve_handshake(conn, network_key, harness_keypair)
@@ -286,27 +361,49 @@ async def test_client_history_request_is_well_formed(launched_client, network_ke
                 well_formed(later)
 
 
-@requirement("ssb.rpc.client.closes-stream-after-responder-end", "MUST",
-             "SSB guide, RPC protocol, Source example (\"source type requests must always be closed by both ends\")",
-             role="client",
-             depends=[CLIENT_HANDSHAKE, CLIENT_HISTORY_REQUEST])
-async def test_client_closes_its_end_of_a_finished_stream(launched_client, network_key, harness_keypair):
+@requirement(
+    "ssb.rpc.client.closes-stream-after-responder-end",
+    "MUST",
+    'SSB guide, RPC protocol, Source example ("source type requests must always be closed by both ends")',
+    role="client",
+    depends=[CLIENT_HANDSHAKE, CLIENT_HISTORY_REQUEST],
+)
+async def test_client_closes_its_end_of_a_finished_stream(
+    launched_client, network_key, harness_keypair
+):
     feed = harness_feed(harness_keypair)
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
         session = await serve_handshake(conn, network_key, harness_keypair)
-        request = await first_history_request(session, harness_keypair.feed_id, held=len(feed.messages))
+        request = await first_history_request(
+            session, harness_keypair.feed_id, held=len(feed.messages)
+        )
         options = request.json()["args"][0]
         keys = options.get("keys", True)
         after = int(options.get("sequence", options.get("seq", 0)) or 0)
         for value in feed.messages:
             if value["sequence"] <= after:
                 continue
-            item = {"key": feed.ids[value["sequence"] - 1], "value": value, "timestamp": value["timestamp"]} if keys else value
-            await session.send(RpcMessage.from_json(-request.req, item, stream=True), f"feed message {value['sequence']}")
-        await session.send(RpcMessage.from_json(-request.req, True, stream=True, end=True), "end of stream (true)")
+            item = (
+                {
+                    "key": feed.ids[value["sequence"] - 1],
+                    "value": value,
+                    "timestamp": value["timestamp"],
+                }
+                if keys
+                else value
+            )
+            await session.send(
+                RpcMessage.from_json(-request.req, item, stream=True),
+                f"feed message {value['sequence']}",
+            )
+        await session.send(
+            RpcMessage.from_json(-request.req, True, stream=True, end=True), "end of stream (true)"
+        )
         for _ in range(50):
             msg = await session.next_message("the client's end of the finished stream")
             if msg.req == request.req and msg.end:
-                assert msg.stream, f"the client's closing message must set the stream flag: {describe(msg)}"
+                assert msg.stream, (
+                    f"the client's closing message must set the stream flag: {describe(msg)}"
+                )
                 return
         raise AssertionError("the client never closed its end of the finished stream")

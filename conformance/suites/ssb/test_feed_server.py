@@ -24,8 +24,9 @@ async def served_feed(open_session, feed_id: str):
     return items
 
 
-@requirement("ssb.feed.server.signatures-verify", "MUST", "SSB guide, Feeds, Signature",
-             depends=FEED_READING)
+@requirement(
+    "ssb.feed.server.signatures-verify", "MUST", "SSB guide, Feeds, Signature", depends=FEED_READING
+)
 async def test_served_messages_have_valid_signatures(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
     problems = []
@@ -41,8 +42,12 @@ async def test_served_messages_have_valid_signatures(open_session, server_feed_i
     assert not problems, "messages whose signature does not verify:\n" + "\n".join(problems)
 
 
-@requirement("ssb.feed.server.keys-are-message-ids", "MUST", "SSB guide, Feeds, Message ID; createHistoryStream (keys)",
-             depends=FEED_READING)
+@requirement(
+    "ssb.feed.server.keys-are-message-ids",
+    "MUST",
+    "SSB guide, Feeds, Message ID; createHistoryStream (keys)",
+    depends=FEED_READING,
+)
 async def test_served_keys_are_message_ids(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
     wrong = []
@@ -54,10 +59,15 @@ async def test_served_keys_are_message_ids(open_session, server_feed_id):
     assert not wrong, "served keys that are not the message ids:\n" + "\n".join(wrong)
 
 
-@requirement("ssb.feed.server.chain-links", "MUST", "SSB guide, Feeds, Structure; Message format (previous, author, sequence)",
-             depends=[*FEED_READING, SIGNATURES])
+@requirement(
+    "ssb.feed.server.chain-links",
+    "MUST",
+    "SSB guide, Feeds, Structure; Message format (previous, author, sequence)",
+    depends=[*FEED_READING, SIGNATURES],
+)
 async def test_served_feed_is_a_valid_chain(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
+
     # The links are a property of the feed, not of the order it is served
     # in (that is serves-whole-feed-in-order's rule): each message is checked
     # against the one served with the sequence before it. A missing or
@@ -66,13 +76,18 @@ async def test_served_feed_is_a_valid_chain(open_session, server_feed_id):
     def sequence(item):
         value = item.json()["value"].get("sequence")
         return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
     previous = None
     for item in sorted(items, key=sequence):
         value = item.json()["value"]
-        assert value.get("author") == server_feed_id, f"message by {value.get('author')} in feed {server_feed_id}"
+        assert value.get("author") == server_feed_id, (
+            f"message by {value.get('author')} in feed {server_feed_id}"
+        )
         try:
             verify_message(value, previous)
         except FeedError as exc:
             if exc.reason != "signature":  # signatures are their own case
-                raise AssertionError(f"sequence {value.get('sequence')} breaks the chain: {exc}") from None
+                raise AssertionError(
+                    f"sequence {value.get('sequence')} breaks the chain: {exc}"
+                ) from None
         previous = value

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from conformance.core.requirements import blocked, not_applicable, requirement
 
-from .prerequisites import (FEED_STATE, LIMIT_DEFAULT, READS_STREAM, SEQUENCE, SESSION, WHOLE_FEED,
-                            reading_the_feed)
+from .prerequisites import (
+    FEED_STATE,
+    LIMIT_DEFAULT,
+    READS_STREAM,
+    SEQUENCE,
+    SESSION,
+    WHOLE_FEED,
+    reading_the_feed,
+)
 from .session import describe, error_body
 
 CITE = "SSB guide, createHistoryStream"
@@ -24,7 +31,9 @@ def values(items) -> list[dict]:
     out = []
     for item in items:
         body = item.json()
-        out.append(body["value"] if isinstance(body, dict) and "value" in body and "key" in body else body)
+        out.append(
+            body["value"] if isinstance(body, dict) and "value" in body and "key" in body else body
+        )
     return out
 
 
@@ -36,14 +45,22 @@ def latest_sequence(feed: list[dict]) -> int:
     """The highest sequence among the messages served: the next message is
     one more, whether or not the feed was served whole and in order (rules
     of their own, which the live cases do not rely on)."""
-    return max((v.get("sequence") for v in feed if isinstance(v, dict) and isinstance(v.get("sequence"), int)),
-               default=0)
+    return max(
+        (
+            v.get("sequence")
+            for v in feed
+            if isinstance(v, dict) and isinstance(v.get("sequence"), int)
+        ),
+        default=0,
+    )
 
 
 async def full_feed(open_session, feed_id: str) -> list[dict]:
     session = await open_session()
     items, end = await history(session, {"id": feed_id, "keys": False}, "the whole feed")
-    assert end.body.strip() == b"true", f"serving the whole feed ended with an error: {describe(end)}"
+    assert end.body.strip() == b"true", (
+        f"serving the whole feed ended with an error: {describe(end)}"
+    )
     return values(items)
 
 
@@ -57,14 +74,20 @@ async def feed_of_at_least(request, open_session, feed_id: str, count: int) -> l
         return feed
     target = request.getfixturevalue("target")
     if "publish" not in target.target.capabilities:
-        not_applicable(f"the target's feed holds {len(feed)} message(s), this case needs {count}, and the "
-                       "target has no publish capability to add more")
+        not_applicable(
+            f"the target's feed holds {len(feed)} message(s), this case needs {count}, and the "
+            "target has no publish capability to add more"
+        )
     publish = request.getfixturevalue("publish")
     for n in range(len(feed), count):
-        await publish(f"message {n + 1}, published so that the case has {count} to tell options apart")
+        await publish(
+            f"message {n + 1}, published so that the case has {count} to tell options apart"
+        )
     feed = await full_feed(open_session, feed_id)
-    assert len(feed) >= count, (f"after publishing up to {count} messages, the feed served holds {len(feed)}: "
-                                f"{[v.get('sequence') if isinstance(v, dict) else v for v in feed]}")
+    assert len(feed) >= count, (
+        f"after publishing up to {count} messages, the feed served holds {len(feed)}: "
+        f"{[v.get('sequence') if isinstance(v, dict) else v for v in feed]}"
+    )
     return feed
 
 
@@ -75,124 +98,196 @@ async def shows_valid_sequence(session, feed_id: str, sequence: int, what: str):
     rule apart and are blocked by the sequence case."""
     items, end = await history(session, {"id": feed_id, "sequence": sequence, "keys": False}, what)
     if not items or end.body.strip() != b"true":
-        blocked(SEQUENCE, "failed within this case",
-                f"sequence {sequence} on a feed of more messages gave {len(items)} message(s) and the end "
-                f"{describe(end)}")
+        blocked(
+            SEQUENCE,
+            "failed within this case",
+            f"sequence {sequence} on a feed of more messages gave {len(items)} message(s) and the end "
+            f"{describe(end)}",
+        )
     return items
 
 
-@requirement("ssb.history.server.serves-whole-feed-in-order", "MUST", f"{CITE} (id; sequence default: from the beginning)",
-             depends=READS_STREAM)
+@requirement(
+    "ssb.history.server.serves-whole-feed-in-order",
+    "MUST",
+    f"{CITE} (id; sequence default: from the beginning)",
+    depends=READS_STREAM,
+)
 async def test_serves_whole_feed_in_order(open_session, server_feed_id):
     session = await open_session()
     items, end = await history(session, {"id": server_feed_id}, "the whole feed")
     seqs = sequences(items)
     assert seqs, f"the target's own feed came back empty: {describe(end)}"
-    assert seqs == list(range(1, len(seqs) + 1)), f"expected sequences 1..{len(seqs)} in order, got {seqs}"
+    assert seqs == list(range(1, len(seqs) + 1)), (
+        f"expected sequences 1..{len(seqs)} in order, got {seqs}"
+    )
 
 
-@requirement("ssb.history.server.keys-default-true", "MUST", f"{CITE} (keys ... Default: true)",
-             depends=READS_STREAM)
+@requirement(
+    "ssb.history.server.keys-default-true",
+    "MUST",
+    f"{CITE} (keys ... Default: true)",
+    depends=READS_STREAM,
+)
 async def test_keys_default_true(open_session, server_feed_id):
     # limit only spares traffic: the first item is judged whatever limit does.
     session = await open_session()
-    items, _ = await history(session, {"id": server_feed_id, "limit": 1}, "the first message, keys not given")
+    items, _ = await history(
+        session, {"id": server_feed_id, "limit": 1}, "the first message, keys not given"
+    )
     assert items, "no message served"
     body = items[0].json()
     assert isinstance(body, dict) and {"key", "value", "timestamp"} <= set(body), (
-        f"without keys the items must be {{key, value, timestamp}} objects; got {describe(items[0])}")
+        f"without keys the items must be {{key, value, timestamp}} objects; got {describe(items[0])}"
+    )
 
 
-@requirement("ssb.history.server.keys-false-sends-bare-messages", "MUST", f"{CITE} (keys: \"If false, just send the messages themselves\")",
-             depends=READS_STREAM)
+@requirement(
+    "ssb.history.server.keys-false-sends-bare-messages",
+    "MUST",
+    f'{CITE} (keys: "If false, just send the messages themselves")',
+    depends=READS_STREAM,
+)
 async def test_keys_false_sends_messages_only(open_session, server_feed_id):
     # limit only spares traffic: the first item is judged whatever limit does.
     session = await open_session()
-    items, _ = await history(session, {"id": server_feed_id, "limit": 1, "keys": False}, "the first message, keys false")
+    items, _ = await history(
+        session, {"id": server_feed_id, "limit": 1, "keys": False}, "the first message, keys false"
+    )
     assert items, "no message served"
     body = items[0].json()
-    assert isinstance(body, dict) and "author" in body and "signature" in body and "key" not in body, (
-        f"with keys false an item must be the message itself; got {describe(items[0])}")
+    assert (
+        isinstance(body, dict) and "author" in body and "signature" in body and "key" not in body
+    ), f"with keys false an item must be the message itself; got {describe(items[0])}"
 
 
-@requirement("ssb.history.server.sequence-starts-at-given-message", "MUST",
-             f"{CITE} (sequence: the first message to return, read as \"from\" where the text says "
-             "\"later than\")",
-             depends=[*READS_STREAM, WHOLE_FEED], errata=["SSB-E1"], shares=[FEED_STATE])
+@requirement(
+    "ssb.history.server.sequence-starts-at-given-message",
+    "MUST",
+    f'{CITE} (sequence: the first message to return, read as "from" where the text says '
+    '"later than")',
+    depends=[*READS_STREAM, WHOLE_FEED],
+    errata=["SSB-E1"],
+    shares=[FEED_STATE],
+)
 async def test_sequence_starts_at_the_given_message(request, open_session, server_feed_id):
     """The network's reading (erratum SSB-E1, docs/errata/ssb.md): legacy
     replication asks for ``last + 1`` and must get that message first, so
     a server that starts after it cannot be replicated by ssb-server."""
     feed = await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
-    items, _ = await history(session, {"id": server_feed_id, "sequence": 2, "keys": False},
-                             "messages from sequence 2")
+    items, _ = await history(
+        session, {"id": server_feed_id, "sequence": 2, "keys": False}, "messages from sequence 2"
+    )
     seqs = sequences(items)
     expected = list(range(2, len(feed) + 1))
     assert seqs == expected, (
         f"sequence 2 must give the messages from 2 on, {expected} (erratum SSB-E1: the network reads "
         f"sequence as the first message wanted; a replicating peer asks for its latest + 1); got {seqs}"
-        + (f"; first item {describe(items[0])}" if items else ""))
+        + (f"; first item {describe(items[0])}" if items else "")
+    )
 
 
-@requirement("ssb.history.server.accepts-seq-alias", "SHOULD", f"{CITE} (\"both sequence and seq should be accepted\")",
-             depends=READS_STREAM, shares=[FEED_STATE])
+@requirement(
+    "ssb.history.server.accepts-seq-alias",
+    "SHOULD",
+    f'{CITE} ("both sequence and seq should be accepted")',
+    depends=READS_STREAM,
+    shares=[FEED_STATE],
+)
 async def test_accepts_seq_as_legacy_name(request, open_session, server_feed_id):
     await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
     by_sequence = await shows_valid_sequence(session, server_feed_id, 2, "messages, sequence 2")
-    by_seq, _ = await history(session, {"id": server_feed_id, "seq": 2, "keys": False}, "messages, seq 2")
+    by_seq, _ = await history(
+        session, {"id": server_feed_id, "seq": 2, "keys": False}, "messages, seq 2"
+    )
     assert sequences(by_seq) == sequences(by_sequence), (
-        f"seq 2 gave {sequences(by_seq)}, sequence 2 gave {sequences(by_sequence)}: seq is not accepted as sequence")
+        f"seq 2 gave {sequences(by_seq)}, sequence 2 gave {sequences(by_sequence)}: seq is not accepted as sequence"
+    )
 
 
-@requirement("ssb.history.server.rejects-conflicting-seq-and-sequence", "MUST",
-             f"{CITE} (\"both sequence and seq arguments with conflicting values must be considered an error\")",
-             depends=READS_STREAM, shares=[FEED_STATE])
+@requirement(
+    "ssb.history.server.rejects-conflicting-seq-and-sequence",
+    "MUST",
+    f'{CITE} ("both sequence and seq arguments with conflicting values must be considered an error")',
+    depends=READS_STREAM,
+    shares=[FEED_STATE],
+)
 async def test_rejects_conflicting_seq_and_sequence(request, open_session, server_feed_id):
     """A negative case: it passes only once the target has served the same
     request without the conflict (sequence alone, seq alone) normally."""
     await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
     by_sequence = await shows_valid_sequence(session, server_feed_id, 2, "messages, sequence 2")
-    by_seq, _ = await history(session, {"id": server_feed_id, "seq": 2, "keys": False}, "messages, seq 2")
+    by_seq, _ = await history(
+        session, {"id": server_feed_id, "seq": 2, "keys": False}, "messages, seq 2"
+    )
     if sequences(by_seq) != sequences(by_sequence):
-        not_applicable("the target does not accept seq as sequence, and the rule applies only "
-                       "\"if that behaviour is supported\"")
-    req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "sequence": 1, "seq": 3}])
+        not_applicable(
+            "the target does not accept seq as sequence, and the rule applies only "
+            '"if that behaviour is supported"'
+        )
+    req = await session.request(
+        ["createHistoryStream"], [{"id": server_feed_id, "sequence": 1, "seq": 3}]
+    )
     msg = await session.next_message(req, "the answer to conflicting sequence 1 / seq 3")
     assert msg.end and error_body(msg) is not True, (
-        f"conflicting sequence and seq must end the stream with an error; first answer: {describe(msg)}")
+        f"conflicting sequence and seq must end the stream with an error; first answer: {describe(msg)}"
+    )
 
 
-@requirement("ssb.history.server.limit-caps-messages", "MUST", f"{CITE} (limit: \"only the earliest messages are returned\")",
-             depends=[*READS_STREAM, WHOLE_FEED], shares=[FEED_STATE])
+@requirement(
+    "ssb.history.server.limit-caps-messages",
+    "MUST",
+    f'{CITE} (limit: "only the earliest messages are returned")',
+    depends=[*READS_STREAM, WHOLE_FEED],
+    shares=[FEED_STATE],
+)
 async def test_limit_returns_earliest_messages(request, open_session, server_feed_id):
     await feed_of_at_least(request, open_session, server_feed_id, 3)
     session = await open_session()
-    items, _ = await history(session, {"id": server_feed_id, "limit": 2, "keys": False}, "two messages")
+    items, _ = await history(
+        session, {"id": server_feed_id, "limit": 2, "keys": False}, "two messages"
+    )
     assert sequences(items) == [1, 2], f"limit 2 must give sequences [1, 2]; got {sequences(items)}"
 
 
-@requirement("ssb.history.server.missing-id-is-an-error", "SHOULD", f"{CITE} (id: \"Required\")",
-             depends=[*SESSION, WHOLE_FEED])
+@requirement(
+    "ssb.history.server.missing-id-is-an-error",
+    "SHOULD",
+    f'{CITE} (id: "Required")',
+    depends=[*SESSION, WHOLE_FEED],
+)
 async def test_missing_id_is_an_error(open_session):
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"limit": 1}])
     msg = await session.next_message(req, "the answer to createHistoryStream without id")
-    assert msg.end and error_body(msg) is not True, f"a request without id should end with an error; got {describe(msg)}"
+    assert msg.end and error_body(msg) is not True, (
+        f"a request without id should end with an error; got {describe(msg)}"
+    )
 
 
-@requirement("ssb.history.server.live-sends-new-messages", "MUST", f"{CITE} (live: \"keep the stream alive and send new messages\")",
-             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT], shares=[FEED_STATE])
+@requirement(
+    "ssb.history.server.live-sends-new-messages",
+    "MUST",
+    f'{CITE} (live: "keep the stream alive and send new messages")',
+    needs=("publish",),
+    depends=[*READS_STREAM, LIMIT_DEFAULT],
+    shares=[FEED_STATE],
+)
 async def test_live_stream_delivers_new_messages(open_session, publish, server_feed_id, deadline):
     feed = await full_feed(open_session, server_feed_id)
     latest = latest_sequence(feed)
     session = await open_session()
-    req = await session.request(["createHistoryStream"],
-                                [{"id": server_feed_id, "live": True, "sequence": latest, "keys": False}])
+    req = await session.request(
+        ["createHistoryStream"],
+        [{"id": server_feed_id, "live": True, "sequence": latest, "keys": False}],
+    )
     quiet = await session.quiet_for(req, min(1.0, deadline / 2))
-    assert not any(m.end for m in quiet), f"a live stream ended on its own: {[describe(m) for m in quiet]}"
+    assert not any(m.end for m in quiet), (
+        f"a live stream ended on its own: {[describe(m) for m in quiet]}"
+    )
     published = await publish("live message from the conformance harness")
     # The stream starts with the existing message(s) from `sequence` on; a
     # server may send them after the quiet window (it may answer late), so
@@ -204,20 +299,34 @@ async def test_live_stream_delivers_new_messages(open_session, publish, server_f
             break
     assert not msg.end and sequences([msg]) == [latest + 1], (
         f"expected the new message (sequence {latest + 1}) on the live stream; got {describe(msg)}; "
-        f"publish answered {published}")
+        f"publish answered {published}"
+    )
     await session.end_stream(req, "RPC end: requester closes the live stream")
 
 
-@requirement("ssb.history.server.live-old-false-skips-existing", "MUST", f"{CITE} (old: \"If false, don't send existing messages\")",
-             needs=("publish",), depends=[*READS_STREAM, LIMIT_DEFAULT], shares=[FEED_STATE])
-async def test_live_without_old_sends_only_new_messages(request, open_session, publish, server_feed_id, deadline):
+@requirement(
+    "ssb.history.server.live-old-false-skips-existing",
+    "MUST",
+    f'{CITE} (old: "If false, don\'t send existing messages")',
+    needs=("publish",),
+    depends=[*READS_STREAM, LIMIT_DEFAULT],
+    shares=[FEED_STATE],
+)
+async def test_live_without_old_sends_only_new_messages(
+    request, open_session, publish, server_feed_id, deadline
+):
     latest = latest_sequence(await feed_of_at_least(request, open_session, server_feed_id, 1))
     session = await open_session()
-    req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "live": True, "old": False, "keys": False}])
+    req = await session.request(
+        ["createHistoryStream"], [{"id": server_feed_id, "live": True, "old": False, "keys": False}]
+    )
     early = await session.quiet_for(req, min(1.0, deadline / 2))
-    assert not early, f"with old false no existing message may be sent; got {[describe(m) for m in early]}"
+    assert not early, (
+        f"with old false no existing message may be sent; got {[describe(m) for m in early]}"
+    )
     await publish("new message for an old:false live stream")
     msg = await session.next_message(req, "the newly published message")
     assert sequences([msg]) == [latest + 1], (
-        f"expected only the new message (sequence {latest + 1}); got {describe(msg)}")
+        f"expected only the new message (sequence {latest + 1}); got {describe(msg)}"
+    )
     await session.end_stream(req, "RPC end: requester closes the live stream")

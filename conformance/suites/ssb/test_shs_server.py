@@ -14,14 +14,24 @@ from reference_impl.ssb import shs
 from reference_impl.ssb.keys import Keypair
 
 from .prerequisites import HANDSHAKE
-from .session import (HandshakeOutcome, client_handshake, expect_hang_up_without_writing,
-                      flip_byte, random_bytes)
+from .session import (
+    HandshakeOutcome,
+    client_handshake,
+    expect_hang_up_without_writing,
+    flip_byte,
+    random_bytes,
+)
 
 OTHER_NETWORK_KEY = bytes(range(32))
 
 
-async def show_valid_handshake(connect, network_key, keypair, server_public,
-                               label: str = "valid counterpart: a complete handshake first") -> HandshakeOutcome:
+async def show_valid_handshake(
+    connect,
+    network_key,
+    keypair,
+    server_public,
+    label: str = "valid counterpart: a complete handshake first",
+) -> HandshakeOutcome:
     """The valid counterpart of a negative case, on a connection of its own
     and before the invalid step: a target that hangs up on everything would
     otherwise pass every "rejects" case. When the valid handshake does not
@@ -30,15 +40,21 @@ async def show_valid_handshake(connect, network_key, keypair, server_public,
     try:
         outcome = await client_handshake(conn, network_key, keypair, server_public)
     except (AssertionError, OSError) as exc:
-        blocked(HANDSHAKE, "failed within this case",
-                f"a valid handshake on a fresh connection did not complete ({exc}), so hanging up on an "
-                "invalid one shows nothing")
+        blocked(
+            HANDSHAKE,
+            "failed within this case",
+            f"a valid handshake on a fresh connection did not complete ({exc}), so hanging up on an "
+            "invalid one shows nothing",
+        )
     await conn.close()
     return outcome
 
 
-@requirement("ssb.shs.server.completes-valid-handshake", "MUST",
-             "SSB guide, Handshake, 2. Server hello; 4. Server accept (all four steps)")
+@requirement(
+    "ssb.shs.server.completes-valid-handshake",
+    "MUST",
+    "SSB guide, Handshake, 2. Server hello; 4. Server accept (all four steps)",
+)
 async def test_completes_valid_handshake(connect, network_key, harness_keypair, server_public):
     """A client that knows the network key and the server's public key
     completes the handshake: msg2 authenticates under the network key and
@@ -48,9 +64,12 @@ async def test_completes_valid_handshake(connect, network_key, harness_keypair, 
     assert outcome.params.peer_public == server_public
 
 
-@requirement("ssb.shs.server.rejects-wrong-network-key", "MUST",
-             "SSB guide, Handshake, 1. Client hello (Server verifies: assert_nacl_auth_verify)",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.shs.server.rejects-wrong-network-key",
+    "MUST",
+    "SSB guide, Handshake, 1. Client hello (Server verifies: assert_nacl_auth_verify)",
+    depends=[HANDSHAKE],
+)
 async def test_rejects_wrong_network_key(connect, network_key, harness_keypair, server_public):
     """msg1 authenticated under another network's key: the server must not
     answer with msg2 (that would confirm a listener to a stranger)."""
@@ -62,10 +81,15 @@ async def test_rejects_wrong_network_key(connect, network_key, harness_keypair, 
     await expect_hang_up_without_writing(conn, "a msg1 for another network")
 
 
-@requirement("ssb.shs.server.rejects-client-without-server-key", "MUST",
-             "SSB guide, Handshake, 3. Client authenticate (Server verifies: assert_nacl_secretbox_open)",
-             depends=[HANDSHAKE])
-async def test_rejects_client_not_knowing_server_key(connect, network_key, harness_keypair, server_public):
+@requirement(
+    "ssb.shs.server.rejects-client-without-server-key",
+    "MUST",
+    "SSB guide, Handshake, 3. Client authenticate (Server verifies: assert_nacl_secretbox_open)",
+    depends=[HANDSHAKE],
+)
+async def test_rejects_client_not_knowing_server_key(
+    connect, network_key, harness_keypair, server_public
+):
     """A man in the middle that does not know the server's real public key
     derives the wrong shared secret aB; the server must not send msg4."""
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
@@ -80,9 +104,12 @@ async def test_rejects_client_not_knowing_server_key(connect, network_key, harne
     await expect_hang_up_without_writing(conn, "a msg3 made for another server key")
 
 
-@requirement("ssb.shs.server.rejects-tampered-msg3", "MUST",
-             "SSB guide, Handshake, 3. Client authenticate (Server verifies)",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.shs.server.rejects-tampered-msg3",
+    "MUST",
+    "SSB guide, Handshake, 3. Client authenticate (Server verifies)",
+    depends=[HANDSHAKE],
+)
 async def test_rejects_tampered_msg3(connect, network_key, harness_keypair, server_public):
     """One bit of msg3 flipped in transit: the secret box fails to open."""
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
@@ -96,14 +123,18 @@ async def test_rejects_tampered_msg3(connect, network_key, harness_keypair, serv
     await expect_hang_up_without_writing(conn, "a tampered msg3")
 
 
-@requirement("ssb.shs.server.rejects-replayed-handshake", "MUST",
-             "SSB guide, Handshake (\"Past handshakes cannot be replayed\"), 3. Client authenticate",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.shs.server.rejects-replayed-handshake",
+    "MUST",
+    'SSB guide, Handshake ("Past handshakes cannot be replayed"), 3. Client authenticate',
+    depends=[HANDSHAKE],
+)
 async def test_rejects_replayed_msg1_and_msg3(connect, network_key, harness_keypair, server_public):
     """msg1 and msg3 recorded from an earlier, successful session and sent
     again: the server's new ephemeral key makes the old msg3 fail."""
-    recorded = await show_valid_handshake(connect, network_key, harness_keypair, server_public,
-                                          "earlier session, recorded")
+    recorded = await show_valid_handshake(
+        connect, network_key, harness_keypair, server_public, "earlier session, recorded"
+    )
     replay = await connect("replay")
     await replay.send(recorded.msg1, "msg1 replayed from the earlier session")
     await replay.receive_exactly(shs.HELLO_SIZE, "msg2 (server hello)")
@@ -111,24 +142,35 @@ async def test_rejects_replayed_msg1_and_msg3(connect, network_key, harness_keyp
     await expect_hang_up_without_writing(replay, "a replayed msg3")
 
 
-@requirement("ssb.shs.server.rejects-replayed-msg3-with-fresh-msg1", "MUST",
-             "SSB guide, Handshake (\"Past handshakes cannot be replayed\"), 3. Client authenticate",
-             depends=[HANDSHAKE])
-async def test_rejects_replayed_msg3_after_fresh_msg1(connect, network_key, harness_keypair, server_public):
+@requirement(
+    "ssb.shs.server.rejects-replayed-msg3-with-fresh-msg1",
+    "MUST",
+    'SSB guide, Handshake ("Past handshakes cannot be replayed"), 3. Client authenticate',
+    depends=[HANDSHAKE],
+)
+async def test_rejects_replayed_msg3_after_fresh_msg1(
+    connect, network_key, harness_keypair, server_public
+):
     """A fresh msg1 followed by the msg3 of an earlier session."""
-    recorded = await show_valid_handshake(connect, network_key, harness_keypair, server_public,
-                                          "earlier session, recorded")
+    recorded = await show_valid_handshake(
+        connect, network_key, harness_keypair, server_public, "earlier session, recorded"
+    )
     replay = await connect("replay")
-    await replay.send(shs.hello(network_key, shs.ephemeral_public(shs.generate_ephemeral_secret())),
-                      "msg1: fresh client hello")
+    await replay.send(
+        shs.hello(network_key, shs.ephemeral_public(shs.generate_ephemeral_secret())),
+        "msg1: fresh client hello",
+    )
     await replay.receive_exactly(shs.HELLO_SIZE, "msg2 (server hello)")
     await replay.send(recorded.msg3, "msg3 replayed from the earlier session")
     await expect_hang_up_without_writing(replay, "a msg3 replayed after a fresh msg1")
 
 
-@requirement("ssb.shs.server.rejects-truncated-msg1", "MUST",
-             "SSB guide, Handshake, 1. Client hello (assert(length(msg1) == 64))",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.shs.server.rejects-truncated-msg1",
+    "MUST",
+    "SSB guide, Handshake, 1. Client hello (assert(length(msg1) == 64))",
+    depends=[HANDSHAKE],
+)
 async def test_rejects_truncated_msg1(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
     msg1 = shs.hello(network_key, shs.ephemeral_public(shs.generate_ephemeral_secret()))
@@ -138,9 +180,12 @@ async def test_rejects_truncated_msg1(connect, network_key, harness_keypair, ser
     await expect_hang_up_without_writing(conn, "a msg1 truncated to 40 bytes and end of stream")
 
 
-@requirement("ssb.shs.server.rejects-truncated-msg3", "MUST",
-             "SSB guide, Handshake, 3. Client authenticate (msg3 is 112 bytes)",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.shs.server.rejects-truncated-msg3",
+    "MUST",
+    "SSB guide, Handshake, 3. Client authenticate (msg3 is 112 bytes)",
+    depends=[HANDSHAKE],
+)
 async def test_rejects_truncated_msg3(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
     hs = shs.ClientHandshake(network_key, harness_keypair, server_public)
@@ -154,9 +199,12 @@ async def test_rejects_truncated_msg3(connect, network_key, harness_keypair, ser
     await expect_hang_up_without_writing(conn, "a msg3 truncated to 100 bytes and end of stream")
 
 
-@requirement("ssb.shs.server.rejects-garbage-msg1", "MUST",
-             "SSB guide, Handshake, 1. Client hello (Server verifies)",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.shs.server.rejects-garbage-msg1",
+    "MUST",
+    "SSB guide, Handshake, 1. Client hello (Server verifies)",
+    depends=[HANDSHAKE],
+)
 async def test_rejects_garbage_msg1(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
     conn = await connect()
@@ -164,9 +212,12 @@ async def test_rejects_garbage_msg1(connect, network_key, harness_keypair, serve
     await expect_hang_up_without_writing(conn, "a random msg1")
 
 
-@requirement("ssb.shs.server.rejects-garbage-msg3", "MUST",
-             "SSB guide, Handshake, 3. Client authenticate (Server verifies)",
-             depends=[HANDSHAKE])
+@requirement(
+    "ssb.shs.server.rejects-garbage-msg3",
+    "MUST",
+    "SSB guide, Handshake, 3. Client authenticate (Server verifies)",
+    depends=[HANDSHAKE],
+)
 async def test_rejects_garbage_msg3(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
     hs = shs.ClientHandshake(network_key, harness_keypair, server_public)
@@ -177,15 +228,23 @@ async def test_rejects_garbage_msg3(connect, network_key, harness_keypair, serve
     await expect_hang_up_without_writing(conn, "a random msg3")
 
 
-@requirement("ssb.shs.server.uses-fresh-ephemeral-keys", "MUST",
-             "SSB guide, Handshake (\"Handshakes provide forward secrecy\"), 2. Server hello",
-             depends=[HANDSHAKE])
-async def test_uses_fresh_ephemeral_key_per_handshake(connect, network_key, harness_keypair, server_public):
+@requirement(
+    "ssb.shs.server.uses-fresh-ephemeral-keys",
+    "MUST",
+    'SSB guide, Handshake ("Handshakes provide forward secrecy"), 2. Server hello',
+    depends=[HANDSHAKE],
+)
+async def test_uses_fresh_ephemeral_key_per_handshake(
+    connect, network_key, harness_keypair, server_public
+):
     """Two handshakes must not reuse the server's ephemeral key: reuse
     destroys forward secrecy and makes msg3 replayable."""
-    first = await client_handshake(await connect("first"), network_key, harness_keypair, server_public)
-    second = await client_handshake(await connect("second"), network_key, harness_keypair, server_public)
+    first = await client_handshake(
+        await connect("first"), network_key, harness_keypair, server_public
+    )
+    second = await client_handshake(
+        await connect("second"), network_key, harness_keypair, server_public
+    )
     assert first.msg2[32:] != second.msg2[32:], (
-        f"the server sent the same ephemeral public key in two handshakes: {first.msg2[32:].hex()}")
-
-
+        f"the server sent the same ephemeral public key in two handshakes: {first.msg2[32:].hex()}"
+    )

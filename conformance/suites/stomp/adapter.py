@@ -45,8 +45,11 @@ SHOWN_LINES = 5
 SHOWN_CHARS = 300
 
 REQUIRED_MEMBERS: dict[str, tuple[type, ...]] = {
-    "destination": (str,), "type": (str,), "content-type": (str,),
-    "receipt": (str, type(None)), "body": (str,),
+    "destination": (str,),
+    "type": (str,),
+    "content-type": (str,),
+    "receipt": (str, type(None)),
+    "body": (str,),
 }
 
 
@@ -72,8 +75,10 @@ class AcceptedMessage:
     ``accepted_body = "json"``): the body is matched as a JSON value."""
 
     def brief(self) -> str:
-        return (f"line {self.line}: destination={self.destination!r} type={self.type!r} "
-                f"content-type={self.content_type!r} receipt={self.receipt!r} body={_cut(self.body)}")
+        return (
+            f"line {self.line}: destination={self.destination!r} type={self.type!r} "
+            f"content-type={self.content_type!r} receipt={self.receipt!r} body={_cut(self.body)}"
+        )
 
 
 def _cut(text: str, limit: int = SHOWN_CHARS) -> str:
@@ -101,21 +106,28 @@ def parse_accepted(text: str) -> list[AcceptedMessage]:
         if not line.strip():
             continue
         if len(line) > MAX_LINE_CHARS:
-            raise AdapterContractError(f"accepted adapter: line {number} has {len(line)} characters, over the "
-                                       f"bound of {MAX_LINE_CHARS} (docs/stomp-adapter.md): {_cut(line)}")
+            raise AdapterContractError(
+                f"accepted adapter: line {number} has {len(line)} characters, over the "
+                f"bound of {MAX_LINE_CHARS} (docs/stomp-adapter.md): {_cut(line)}"
+            )
         if len(records) >= MAX_RECORDS:
-            raise AdapterContractError(f"accepted adapter printed more than {MAX_RECORDS} records "
-                                       "(docs/stomp-adapter.md): point it at a queue of its own")
+            raise AdapterContractError(
+                f"accepted adapter printed more than {MAX_RECORDS} records "
+                "(docs/stomp-adapter.md): point it at a queue of its own"
+            )
         try:
             obj = json.loads(line, object_pairs_hook=_no_duplicates)
         except (ValueError, RecursionError) as exc:
             raise AdapterContractError(
                 f"accepted adapter: line {number} is not one JSON object ({exc}); the contract "
                 f"(docs/stomp-adapter.md) wants one JSON object per line and nothing else on stdout:\n"
-                f"{_context(text, number)}") from None
+                f"{_context(text, number)}"
+            ) from None
         if not isinstance(obj, dict):
-            raise AdapterContractError(f"accepted adapter: line {number} is JSON but not an object "
-                                       f"({_json_kind(obj)}); docs/stomp-adapter.md:\n{_context(text, number)}")
+            raise AdapterContractError(
+                f"accepted adapter: line {number} is JSON but not an object "
+                f"({_json_kind(obj)}); docs/stomp-adapter.md:\n{_context(text, number)}"
+            )
         problems = []
         for member, kinds in REQUIRED_MEMBERS.items():
             if member not in obj:
@@ -124,11 +136,22 @@ def parse_accepted(text: str) -> list[AcceptedMessage]:
                 wanted = " or ".join("null" if k is type(None) else "string" for k in kinds)
                 problems.append(f"{member!r} is {_json_kind(obj[member])}, not {wanted}")
         if problems:
-            raise AdapterContractError(f"accepted adapter: line {number} breaks the record form "
-                                       f"({'; '.join(problems)}); docs/stomp-adapter.md:\n"
-                                       f"{_context(text, number)}")
-        records.append(AcceptedMessage(len(records), number, obj["destination"], obj["type"],
-                                       obj["content-type"], obj["receipt"], obj["body"]))
+            raise AdapterContractError(
+                f"accepted adapter: line {number} breaks the record form "
+                f"({'; '.join(problems)}); docs/stomp-adapter.md:\n"
+                f"{_context(text, number)}"
+            )
+        records.append(
+            AcceptedMessage(
+                len(records),
+                number,
+                obj["destination"],
+                obj["type"],
+                obj["content-type"],
+                obj["receipt"],
+                obj["body"],
+            )
+        )
     return records
 
 
@@ -175,8 +198,13 @@ class OwnMessage:
     def headers(self) -> tuple[tuple[str, str], ...]:
         """The SEND headers the profile requires ("A Subset of the STOMP
         Protocol": receipt, type, content-type, persistent:true)."""
-        return (("destination", self.destination), ("receipt", self.receipt), ("type", self.type),
-                ("content-type", self.content_type), ("persistent", "true"))
+        return (
+            ("destination", self.destination),
+            ("receipt", self.receipt),
+            ("type", self.type),
+            ("content-type", self.content_type),
+            ("persistent", "true"),
+        )
 
 
 def own_message(destination: str, label: str = "m") -> OwnMessage:
@@ -184,7 +212,9 @@ def own_message(destination: str, label: str = "m") -> OwnMessage:
     the reserved range, so that its body is unique among everything the
     node holds (this run's messages, earlier runs', other clients')."""
     message = dict(example_message(MESSAGE_TYPE))
-    message["creditor_id"] = RESERVED_CREDITOR_IDS + secrets.randbelow(MAX_INT64 - RESERVED_CREDITOR_IDS)
+    message["creditor_id"] = RESERVED_CREDITOR_IDS + secrets.randbelow(
+        MAX_INT64 - RESERVED_CREDITOR_IDS
+    )
     body = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
     receipt = f"conformance-{label}-{secrets.token_hex(6)}"
     return OwnMessage(receipt, destination, MESSAGE_TYPE, JSON, body)
@@ -209,11 +239,15 @@ class Lookup:
         out = []
         for message in sent:
             if message.receipt in self.altered and message.receipt not in self.stored:
-                out.append(f"SEND receipt:{message.receipt} stored altered: "
-                           + "; ".join(self.altered[message.receipt]))
+                out.append(
+                    f"SEND receipt:{message.receipt} stored altered: "
+                    + "; ".join(self.altered[message.receipt])
+                )
             elif message.receipt not in self.stored:
-                out.append(f"SEND receipt:{message.receipt} (body {_cut(message.body, 120)}) is not among the "
-                           f"{self.total} record(s) the adapter printed")
+                out.append(
+                    f"SEND receipt:{message.receipt} (body {_cut(message.body, 120)}) is not among the "
+                    f"{self.total} record(s) the adapter printed"
+                )
         return out
 
 
@@ -245,15 +279,22 @@ def find_own(records: list[AcceptedMessage], sent: list[OwnMessage]) -> Lookup:
     missing: list[OwnMessage] = []
     for message in sent:
         value_key = json_value_key(message.body)
-        candidates = by_body.get(message.body, []) + (by_body.get(value_key, []) if value_key else [])
+        candidates = by_body.get(message.body, []) + (
+            by_body.get(value_key, []) if value_key else []
+        )
         if not candidates:
             missing.append(message)
             continue
         for record in candidates:
-            diffs = [f"{name} {got!r} instead of {want!r}" for name, got, want in (
-                ("destination", record.destination, message.destination), ("type", record.type, message.type),
-                ("content-type", record.content_type, message.content_type))
-                if got != want]
+            diffs = [
+                f"{name} {got!r} instead of {want!r}"
+                for name, got, want in (
+                    ("destination", record.destination, message.destination),
+                    ("type", record.type, message.type),
+                    ("content-type", record.content_type, message.content_type),
+                )
+                if got != want
+            ]
             if record.receipt is not None and record.receipt != message.receipt:
                 diffs.append(f"receipt {record.receipt!r} instead of {message.receipt!r}")
             if not diffs:
@@ -275,8 +316,10 @@ def adapter_timeout(runtime: TargetRuntime) -> float:
         if seconds <= 0:
             raise ValueError
     except (TypeError, ValueError):
-        raise TargetError(f"target {runtime.target.name}: params.adapter_timeout must be a positive number "
-                          f"of seconds, got {value!r}") from None
+        raise TargetError(
+            f"target {runtime.target.name}: params.adapter_timeout must be a positive number "
+            f"of seconds, got {value!r}"
+        ) from None
     return seconds
 
 
@@ -288,11 +331,14 @@ async def read_accepted(runtime: TargetRuntime, when: str) -> list[AcceptedMessa
     try:
         # run_adapter kills the command at ``timeout``; the outer wait is a
         # backstop so that a stuck thread cannot hold the case forever.
-        output = await asyncio.wait_for(asyncio.to_thread(runtime.run_adapter, ACCEPTED, {}, timeout),
-                                        timeout + 5.0)
+        output = await asyncio.wait_for(
+            asyncio.to_thread(runtime.run_adapter, ACCEPTED, {}, timeout), timeout + 5.0
+        )
     except asyncio.TimeoutError:
-        raise TargetError(f"accepted adapter of {runtime.target.name} ({when}) did not finish within "
-                          f"{timeout + 5.0:g} s") from None
+        raise TargetError(
+            f"accepted adapter of {runtime.target.name} ({when}) did not finish within "
+            f"{timeout + 5.0:g} s"
+        ) from None
     except TargetError as exc:
         # The same kind: an adapter that did not start stays TargetNotStarted.
         raise type(exc)(f"accepted adapter ({when}): {exc}") from None
@@ -302,8 +348,10 @@ async def read_accepted(runtime: TargetRuntime, when: str) -> list[AcceptedMessa
         raise AdapterContractError(f"{exc}\n(read {when})") from None
     form = runtime.params.get("accepted_body", "bytes")
     if form not in ("bytes", "json"):
-        raise TargetError(f"target {runtime.target.name}: params.accepted_body must be \"bytes\" or \"json\", "
-                          f"got {form!r} (docs/stomp-adapter.md)")
+        raise TargetError(
+            f'target {runtime.target.name}: params.accepted_body must be "bytes" or "json", '
+            f"got {form!r} (docs/stomp-adapter.md)"
+        )
     if form == "json":
         records = [dataclasses.replace(record, json_body=True) for record in records]
     return records
@@ -313,8 +361,10 @@ async def read_accepted(runtime: TargetRuntime, when: str) -> list[AcceptedMessa
 def accepted_messages(target: TargetRuntime) -> ReadAccepted:
     """``await accepted_messages("after the RECEIPT")`` -> the records the
     target's ``accepted`` adapter prints now (docs/stomp-adapter.md)."""
+
     async def read(when: str = "") -> list[AcceptedMessage]:
         return await read_accepted(target, when or "during the case")
+
     return read
 
 
@@ -324,6 +374,7 @@ def smp_destination(target: TargetRuntime) -> str:
     ``destination`` (the manifest's destination with the node id put in),
     else peer.DEFAULT_DESTINATION."""
     from .peer import settings_of
+
     return settings_of(target).destination
 
 
@@ -331,10 +382,12 @@ def smp_destination(target: TargetRuntime) -> str:
 def restart_target_server(target: TargetRuntime) -> Callable[[], Awaitable[None]]:
     """``await restart_target_server()``: SIGKILL the launched server's
     process group and start it again (capability ``restart``)."""
+
     async def restart() -> None:
         # In this thread, not asyncio.to_thread: the launched process gets
         # PR_SET_PDEATHSIG (targets._die_with_parent), which fires when the
         # *thread* that forked it ends; a worker thread of the case's event
         # loop ends with the case, and the restarted server was SIGTERMed.
         target.restart_server(True)
+
     return restart

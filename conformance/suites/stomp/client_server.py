@@ -34,8 +34,14 @@ import pytest
 from conformance.core.pki import harness_server_context, run_pki
 from conformance.core.readiness import CLIENT_EXIT_GRACE
 from conformance.core.targets import ProcessHandle, TargetError, TargetNotStarted, TargetRuntime
-from conformance.core.transport import (Deadline, DeadlineExceeded, TcpConnection, TcpServer, WireTrace,
-                                        target_bytes)
+from conformance.core.transport import (
+    Deadline,
+    DeadlineExceeded,
+    TcpConnection,
+    TcpServer,
+    WireTrace,
+    target_bytes,
+)
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame
 from reference_impl.stomp.smp import example_message
 
@@ -90,7 +96,7 @@ def manifest_text(host: str, port: int, values: dict[str, str] = MANIFEST_VALUES
     lines = [f'servers = ["{host}:{port}"]']
     lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
     # An undescribed key: manifests MAY carry them, clients must not choke.
-    lines.append("conformance-note = \"written by the conformance harness\"")
+    lines.append('conformance-note = "written by the conformance harness"')
     return "\n".join(lines) + "\n"
 
 
@@ -108,8 +114,11 @@ def show_frame(frame: Frame) -> str:
     """A frame as the bytes a failure message shows (bounded; a passcode
     masked: the harness gives none, but a client may send its own)."""
     if frame.has("passcode"):
-        frame = Frame(frame.command, tuple((k, "***" if k == "passcode" else v) for k, v in frame.headers),
-                      frame.body)
+        frame = Frame(
+            frame.command,
+            tuple((k, "***" if k == "passcode" else v) for k, v in frame.headers),
+            frame.body,
+        )
     try:
         data = encode_frame(frame, content_length=False if b"\x00" not in frame.body else None)
     except ValueError:  # a header the encoder will not write (it was read, so it is shown as read)
@@ -141,16 +150,23 @@ class ClientConnection:
     async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame | None:
         """The client's next frame (heart-beats skipped), None when it closed
         the connection. DeadlineExceeded when nothing whole comes in time."""
-        end = deadline if isinstance(deadline, Deadline) else Deadline(deadline or self.conn.deadline)
+        end = (
+            deadline if isinstance(deadline, Deadline) else Deadline(deadline or self.conn.deadline)
+        )
         while not self._queue:
             if self.closed:
                 return None
             try:
                 data = await self.conn.receive_some(end)
             except DeadlineExceeded:
-                raise DeadlineExceeded(f"no {what} within {end.seconds:g} s"
-                                       + (f" (partial frame: {self.parser.buffered[:200]!r})"
-                                          if self.parser.buffered else "")) from None
+                raise DeadlineExceeded(
+                    f"no {what} within {end.seconds:g} s"
+                    + (
+                        f" (partial frame: {self.parser.buffered[:200]!r})"
+                        if self.parser.buffered
+                        else ""
+                    )
+                ) from None
             if not data:
                 self.closed = True
                 continue
@@ -166,13 +182,19 @@ class ClientConnection:
         await self.conn.send(encode_frame(frame), note)
 
     async def answer_connect(self, frame: Frame) -> None:
-        await self.send_frame(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "0,0"),
-                                                   ("server", "conformance-harness"))),
-                              "CONNECTED (version 1.2, no heart-beats)")
+        await self.send_frame(
+            Frame(
+                "CONNECTED",
+                (("version", "1.2"), ("heart-beat", "0,0"), ("server", "conformance-harness")),
+            ),
+            "CONNECTED (version 1.2, no heart-beats)",
+        )
         self.connected = True
 
     async def receipt(self, receipt: str, note: str = "") -> None:
-        await self.send_frame(Frame("RECEIPT", (("receipt-id", receipt),)), note or f"RECEIPT for {receipt!r}")
+        await self.send_frame(
+            Frame("RECEIPT", (("receipt-id", receipt),)), note or f"RECEIPT for {receipt!r}"
+        )
 
     def drop(self, note: str) -> None:
         """Cut the connection at once (no RECEIPT, no ERROR, no TLS close)."""
@@ -216,17 +238,23 @@ class LaunchedClient:
     def expected(self, key: str) -> str:
         return substitute(self.manifest_values[key], self.node_id)
 
-    async def accept(self, what: str = "the client's connection", wait: float | None = None) -> ClientConnection:
+    async def accept(
+        self, what: str = "the client's connection", wait: float | None = None
+    ) -> ClientConnection:
         """The client's next connection with its TLS handshake done. A client
         that never connects, or whose handshake fails, is an AssertionError
         showing why (and its output)."""
         connection, failure = await self.handshake(what, wait)
         if connection is None:
-            raise AssertionError(f"{what}: the TLS handshake failed: {failure}; the client's output:\n"
-                                 f"{self.output_tail()}")
+            raise AssertionError(
+                f"{what}: the TLS handshake failed: {failure}; the client's output:\n"
+                f"{self.output_tail()}"
+            )
         return connection
 
-    async def handshake(self, what: str, wait: float | None = None) -> tuple[ClientConnection | None, str | None]:
+    async def handshake(
+        self, what: str, wait: float | None = None
+    ) -> tuple[ClientConnection | None, str | None]:
         """The client's first connection: ``(connection, None)`` when its TLS
         handshake completed, ``(None, reason)`` when it failed (the reason as
         the TLS library gives it). A client that runs and never connects is
@@ -249,12 +277,17 @@ class LaunchedClient:
                     # is no rule's failure (an error naming why).
                     raise TargetNotStarted(
                         f"{what}: the client exited with code {self.process.returncode} before it connected to "
-                        f"the harness at {self.server.host}:{self.server.port}; its output:\n{self.output_tail()}")
-                raise AssertionError(f"{what}: the client exited (code {self.process.returncode}) without "
-                                     f"a connection the harness could accept; its output:\n{self.output_tail()}")
+                        f"the harness at {self.server.host}:{self.server.port}; its output:\n{self.output_tail()}"
+                    )
+                raise AssertionError(
+                    f"{what}: the client exited (code {self.process.returncode}) without "
+                    f"a connection the harness could accept; its output:\n{self.output_tail()}"
+                )
             if end.expired:
-                raise AssertionError(f"{what}: the client did not connect to {self.server.host}:{self.server.port} "
-                                     f"within {wait:g} s; its output:\n{self.output_tail()}")
+                raise AssertionError(
+                    f"{what}: the client did not connect to {self.server.host}:{self.server.port} "
+                    f"within {wait:g} s; its output:\n{self.output_tail()}"
+                )
             try:
                 # Short slices: a failed handshake is a list entry, not an
                 # accepted connection, so the wait must look at both.
@@ -284,8 +317,14 @@ class LaunchedClient:
                 return index
         return None
 
-    async def serve(self, connection: ClientConnection, *, receipts: bool = True,
-                    window: float | None = None, until_end: bool = False) -> Session:
+    async def serve(
+        self,
+        connection: ClientConnection,
+        *,
+        receipts: bool = True,
+        window: float | None = None,
+        until_end: bool = False,
+    ) -> Session:
         """Play a conformant server on ``connection`` until the client is
         done: CONNECTED for its CONNECT, a RECEIPT for every frame asking
         for one (``receipts``), until it closes, sends DISCONNECT, or every
@@ -299,7 +338,10 @@ class LaunchedClient:
         while not end.expired:
             read_for: float | Deadline = end
             if quiet_from is not None:
-                read_for = min(end.remaining(), max(0.0, quiet_from + QUIET_AFTER_LAST_MESSAGE - time.monotonic()))
+                read_for = min(
+                    end.remaining(),
+                    max(0.0, quiet_from + QUIET_AFTER_LAST_MESSAGE - time.monotonic()),
+                )
                 if read_for <= 0:
                     session.ended = "every message receipted; the client stayed quiet"
                     break
@@ -331,10 +373,17 @@ class LaunchedClient:
                 await connection.receipt(receipt)
             if frame.command == "DISCONNECT":
                 session.after_disconnect = list(connection._queue)
-                closed, session.bytes_after_disconnect = await connection.conn.await_close(min(end.remaining(), 2.0))
+                closed, session.bytes_after_disconnect = await connection.conn.await_close(
+                    min(end.remaining(), 2.0)
+                )
                 session.ended = "DISCONNECT" + (" and close" if closed else "")
                 break
-            if receipts and len(receipted) == len(self.messages) and quiet_from is None and not until_end:
+            if (
+                receipts
+                and len(receipted) == len(self.messages)
+                and quiet_from is None
+                and not until_end
+            ):
                 quiet_from = time.monotonic()
         else:
             session.ended = f"window of {end.seconds:g} s over"
@@ -364,13 +413,19 @@ it, whether it checks hostnames or not), "server" (the run's CA, naming only
 stomp-server.invalid), "untrusted-server" (a CA the client was not given)."""
 
 
-def server_context(cert: ServerCert = "loopback-server", *, maximum: ssl.TLSVersion | None = None,
-                   require_client_cert: bool = True) -> ssl.SSLContext:
+def server_context(
+    cert: ServerCert = "loopback-server",
+    *,
+    maximum: ssl.TLSVersion | None = None,
+    require_client_cert: bool = True,
+) -> ssl.SSLContext:
     """The harness server's TLS context. ``require_client_cert``: True as a
     profile server (a trusted chain or no handshake); False asks for one
     without demanding it, so that presents-certificate can tell a client
     without a certificate from a handshake failing for another reason."""
-    return harness_server_context(run_pki(), cert=cert, maximum=maximum, require_client_cert=require_client_cert)
+    return harness_server_context(
+        run_pki(), cert=cert, maximum=maximum, require_client_cert=require_client_cert
+    )
 
 
 def _write(path: Path, text: str) -> None:
@@ -389,8 +444,12 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
     launches = [0]
 
     @asynccontextmanager
-    async def launch(cert: ServerCert = "loopback-server", *, maximum: ssl.TLSVersion | None = None,
-                     require_client_cert: bool = True) -> AsyncIterator[LaunchedClient]:
+    async def launch(
+        cert: ServerCert = "loopback-server",
+        *,
+        maximum: ssl.TLSVersion | None = None,
+        require_client_cert: bool = True,
+    ) -> AsyncIterator[LaunchedClient]:
         rng = random.Random()
         context = server_context(cert, maximum=maximum, require_client_cert=require_client_cert)
         async with TcpServer(wire_trace, deadline, ssl=context) as server:
@@ -403,15 +462,23 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
             messages_file = where / "messages.jsonl"
             _write(manifest_file, manifest_text(server.host, server.port))
             _write(messages_file, "".join(json.dumps(m, sort_keys=True) + "\n" for m in messages))
-            wire_trace.event(f"client launched with node id {node_id}, manifest {manifest_text(server.host, server.port)!r}"
-                             f" and {len(messages)} messages ({', '.join(m['type'] for m in messages)})")
-            process = target.launch_client({
-                "manifest_file": manifest_file, "node_id": node_id, "messages_file": messages_file,
-                "client_timeout": CLIENT_TIMEOUT,
-            })
+            wire_trace.event(
+                f"client launched with node id {node_id}, manifest {manifest_text(server.host, server.port)!r}"
+                f" and {len(messages)} messages ({', '.join(m['type'] for m in messages)})"
+            )
+            process = target.launch_client(
+                {
+                    "manifest_file": manifest_file,
+                    "node_id": node_id,
+                    "messages_file": messages_file,
+                    "client_timeout": CLIENT_TIMEOUT,
+                }
+            )
             processes.append(process)
             wait = target.target.launch.ready_timeout if target.target.launch else 30.0
-            client = LaunchedClient(server, process, node_id, messages, dict(MANIFEST_VALUES), deadline, wait)
+            client = LaunchedClient(
+                server, process, node_id, messages, dict(MANIFEST_VALUES), deadline, wait
+            )
             try:
                 yield client
             finally:
@@ -435,9 +502,12 @@ def require_delivered_contract(client: LaunchedClient, numbers: list[int], recei
     if not numbers:
         raise TargetError(
             f"the client printed no DELIVERED=<n> line although {receipted} message(s) were receipted: it does "
-            f"not follow the client output contract (docs/stomp-adapter.md, \"Client targets\"); its output:\n"
-            f"{client.output_tail()}")
+            f'not follow the client output contract (docs/stomp-adapter.md, "Client targets"); its output:\n'
+            f"{client.output_tail()}"
+        )
     bad = [n for n in numbers if not 0 <= n < len(client.messages)]
     if bad:
-        raise TargetError(f"the client printed DELIVERED={bad[0]}, which names no message of the messages file "
-                          f"(0..{len(client.messages) - 1}, from 0; docs/stomp-adapter.md, \"Client targets\")")
+        raise TargetError(
+            f"the client printed DELIVERED={bad[0]}, which names no message of the messages file "
+            f'(0..{len(client.messages) - 1}, from 0; docs/stomp-adapter.md, "Client targets")'
+        )

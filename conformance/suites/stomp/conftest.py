@@ -46,9 +46,13 @@ async def open_peer(target: TargetRuntime, tls: TlsFiles, wire_trace: WireTrace,
     ends."""
     opened: list[TcpConnection] = []
 
-    async def opener(label: str = "", *, cert: str | None = HARNESS,
-                     minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
-                     maximum: ssl.TLSVersion | None = None) -> StompPeer:
+    async def opener(
+        label: str = "",
+        *,
+        cert: str | None = HARNESS,
+        minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
+        maximum: ssl.TLSVersion | None = None,
+    ) -> StompPeer:
         if cert == HARNESS:
             pair: tuple[str, str] | None = (tls.cert_file, tls.key_file)
         elif cert == UNTRUSTED:
@@ -57,7 +61,9 @@ async def open_peer(target: TargetRuntime, tls: TlsFiles, wire_trace: WireTrace,
         else:
             pair = None
         context = client_context(tls.ca_file, pair, minimum=minimum, maximum=maximum)
-        conn = await TcpConnection.open(target.host, target.port, wire_trace, deadline, label, ssl=context)
+        conn = await TcpConnection.open(
+            target.host, target.port, wire_trace, deadline, label, ssl=context
+        )
         opened.append(conn)
         return StompPeer(conn)
 
@@ -67,19 +73,24 @@ async def open_peer(target: TargetRuntime, tls: TlsFiles, wire_trace: WireTrace,
 
 
 @pytest.fixture
-def connected_peer(open_peer, stomp: Settings, target: TargetRuntime
-                   ) -> Callable[..., Awaitable[StompPeer]]:
+def connected_peer(
+    open_peer, stomp: Settings, target: TargetRuntime
+) -> Callable[..., Awaitable[StompPeer]]:
     """``await connected_peer(label, heart_beat=(cx, cy))``: a session the
     target answered with CONNECTED. A refusal here is the rule of
     ``connect-gets-connected``, which every such case depends on: the case
     is blocked by it, not failed."""
+
     async def opener(label: str = "", *, heart_beat: tuple[int, int] | None = None) -> StompPeer:
         peer = await open_peer(label)
         try:
             await peer.connect(stomp.connect_headers(target, heart_beat=heart_beat))
         except AssertionError as exc:
-            blocked(CONNECTED, "failed within this case",
-                    f"a valid CONNECT was not answered with CONNECTED ({exc}), so the step after it shows nothing")
+            blocked(
+                CONNECTED,
+                "failed within this case",
+                f"a valid CONNECT was not answered with CONNECTED ({exc}), so the step after it shows nothing",
+            )
         return peer
-    return opener
 
+    return opener

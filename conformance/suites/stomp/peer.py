@@ -20,10 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.core.targets import TargetError, TargetRuntime
-from conformance.core.transport import (Deadline, DeadlineExceeded, PeerClosed, ProtocolViolation,
-                                        TcpConnection, short_hex)
-from reference_impl.stomp.frame import (HEARTBEAT, SERVER_COMMANDS, Frame, FrameError, FrameParser,
-                                        encode_frame)
+from conformance.core.transport import (
+    Deadline,
+    DeadlineExceeded,
+    PeerClosed,
+    ProtocolViolation,
+    TcpConnection,
+    short_hex,
+)
+from reference_impl.stomp.frame import (
+    HEARTBEAT,
+    SERVER_COMMANDS,
+    Frame,
+    FrameError,
+    FrameParser,
+    encode_frame,
+)
 
 from .adapter import OwnMessage, own_message
 
@@ -50,8 +62,10 @@ DEFAULT_DESTINATION = "/exchange/smp"
 def summary(frame: Frame) -> str:
     """A frame in one line for traces and failure messages: command, headers
     (values cut), body size and start."""
-    headers = ", ".join(f"{name}:{value[:80]!r}" if len(value) > 80 else f"{name}:{value}"
-                        for name, value in frame.headers[:16])
+    headers = ", ".join(
+        f"{name}:{value[:80]!r}" if len(value) > 80 else f"{name}:{value}"
+        for name, value in frame.headers[:16]
+    )
     if len(frame.headers) > 16:
         headers += f", ... (+{len(frame.headers) - 16} headers)"
     body = f" body {len(frame.body)} bytes {frame.body[:120]!r}" if frame.body else ""
@@ -74,25 +88,34 @@ def tls_files(runtime: TargetRuntime) -> TlsFiles:
     from the credentials ``client_cert``/``client_key`` when the target gives
     them (a node the harness does not launch trusts its own CA, not the
     run's), else the run's (params ``client_cert_file``/``client_key_file``)."""
+
     def pick(name: str) -> str:
         if name in runtime.target.credentials:
             return runtime.credential_file(name)
         value = runtime.params.get(f"{name}_file")
         if not value:
-            raise TargetError(f"target {runtime.target.name}: no {name}_file (a credential, or the run's own "
-                              "certificate for targets the harness launches)")
+            raise TargetError(
+                f"target {runtime.target.name}: no {name}_file (a credential, or the run's own "
+                "certificate for targets the harness launches)"
+            )
         return str(value)
 
     ca = runtime.params.get("ca_file")
     if not ca:
-        raise TargetError(f"target {runtime.target.name}: no params.ca_file (the CA the server's certificate "
-                          "chains to)")
+        raise TargetError(
+            f"target {runtime.target.name}: no params.ca_file (the CA the server's certificate "
+            "chains to)"
+        )
     return TlsFiles(str(ca), pick("client_cert"), pick("client_key"))
 
 
-def client_context(ca_file: str, cert: tuple[str, str] | None, *,
-                   minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
-                   maximum: ssl.TLSVersion | None = None) -> ssl.SSLContext:
+def client_context(
+    ca_file: str,
+    cert: tuple[str, str] | None,
+    *,
+    minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_3,
+    maximum: ssl.TLSVersion | None = None,
+) -> ssl.SSLContext:
     """The harness as a TLS client: verifies the server's chain against
     ``ca_file`` and never its hostname (the profile: "Clients SHOULD NOT
     perform hostname verification"; the run's certificates name *.invalid
@@ -109,8 +132,10 @@ def client_context(ca_file: str, cert: tuple[str, str] | None, *,
             context.load_cert_chain(cert[0], cert[1])
     except (OSError, ssl.SSLError) as exc:
         # The paths only: never the contents of a key file.
-        raise TargetError(f"cannot load the harness's TLS files (CA {ca_file}"
-                          f"{', certificate ' + cert[0] if cert else ''}): {exc}") from None
+        raise TargetError(
+            f"cannot load the harness's TLS files (CA {ca_file}"
+            f"{', certificate ' + cert[0] if cert else ''}): {exc}"
+        ) from None
     return context
 
 
@@ -119,8 +144,12 @@ class StompPeer:
 
     def __init__(self, conn: TcpConnection) -> None:
         self.conn = conn
-        self.parser = FrameParser(max_frame_bytes=MAX_FRAME_BYTES, max_headers=MAX_HEADERS,
-                                  max_header_line=MAX_HEADER_LINE, commands=SERVER_COMMANDS)
+        self.parser = FrameParser(
+            max_frame_bytes=MAX_FRAME_BYTES,
+            max_headers=MAX_HEADERS,
+            max_header_line=MAX_HEADER_LINE,
+            commands=SERVER_COMMANDS,
+        )
         self.pending: deque[Frame] = deque()
         self.heartbeats = 0
         """EOLs received between frames."""
@@ -130,8 +159,14 @@ class StompPeer:
         self.closed = False
 
     # -- sending
-    async def send_frame(self, frame: Frame, note: str = "", *, content_length: bool | None = None,
-                         eol: bytes = b"\n") -> bytes:
+    async def send_frame(
+        self,
+        frame: Frame,
+        note: str = "",
+        *,
+        content_length: bool | None = None,
+        eol: bytes = b"\n",
+    ) -> bytes:
         data = encode_frame(frame, content_length=content_length, eol=eol)
         await self.conn.send(data, (note + ": " if note else "") + summary(frame))
         return data
@@ -153,8 +188,9 @@ class StompPeer:
         try:
             items = self.parser.receive_data(data)
         except FrameError as exc:
-            raise ProtocolViolation(f"target sent a malformed frame where {what} was due ({exc.reason})",
-                                    exc.data) from None
+            raise ProtocolViolation(
+                f"target sent a malformed frame where {what} was due ({exc.reason})", exc.data
+            ) from None
         for item in items:
             if item is HEARTBEAT:
                 self.heartbeats += 1
@@ -166,15 +202,21 @@ class StompPeer:
     def closed_text(self) -> str:
         alert = f" with TLS alert {self.conn.tls_alert}" if self.conn.tls_alert else ""
         partial = self.parser.buffered
-        return (f"target closed the connection{alert}"
-                + (f" in the middle of a frame: {short_hex(partial)}" if partial else ""))
+        return f"target closed the connection{alert}" + (
+            f" in the middle of a frame: {short_hex(partial)}" if partial else ""
+        )
 
-    async def next_or_close(self, what: str, deadline: float | Deadline | None = None) -> Frame | None:
+    async def next_or_close(
+        self, what: str, deadline: float | Deadline | None = None
+    ) -> Frame | None:
         """The target's next frame (heart-beats are counted and skipped), or
         None when it closes the connection first. A deadline with neither
         fails the case."""
-        window = deadline if isinstance(deadline, Deadline) else Deadline(
-            self.conn.deadline if deadline is None else deadline)
+        window = (
+            deadline
+            if isinstance(deadline, Deadline)
+            else Deadline(self.conn.deadline if deadline is None else deadline)
+        )
         while not self.pending:
             if self.closed:
                 return None
@@ -184,9 +226,13 @@ class StompPeer:
             except DeadlineExceeded:
                 partial = self.parser.buffered
                 if partial:
-                    raise DeadlineExceeded(f"no {what}: the target sent {len(partial)} byte(s), no complete frame "
-                                           f"within {window.seconds:g} s: {short_hex(partial)}") from None
-                raise DeadlineExceeded(f"no {what} within {window.seconds:g} s (the target sent no frame)") from None
+                    raise DeadlineExceeded(
+                        f"no {what}: the target sent {len(partial)} byte(s), no complete frame "
+                        f"within {window.seconds:g} s: {short_hex(partial)}"
+                    ) from None
+                raise DeadlineExceeded(
+                    f"no {what} within {window.seconds:g} s (the target sent no frame)"
+                ) from None
         return self.pending.popleft()
 
     async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame:
@@ -195,12 +241,16 @@ class StompPeer:
             raise PeerClosed(f"{self.closed_text()} where {what} was due")
         return frame
 
-    async def expect(self, command: str, what: str, deadline: float | Deadline | None = None) -> Frame:
+    async def expect(
+        self, command: str, what: str, deadline: float | Deadline | None = None
+    ) -> Frame:
         """The next frame, which must be ``command``."""
         frame = await self.next_frame(what, deadline)
         if frame.command != command:
-            raise AssertionError(f"{what} must be a {command} frame; the target sent {summary(frame)}"
-                                 + _error_detail(frame))
+            raise AssertionError(
+                f"{what} must be a {command} frame; the target sent {summary(frame)}"
+                + _error_detail(frame)
+            )
         return frame
 
     async def await_close(self, deadline: float | Deadline | None = None) -> tuple[bool, list[str]]:
@@ -228,37 +278,58 @@ class StompPeer:
         self.closed = closed
         return closed, sent
 
-    async def await_error_then_close(self, what: str, deadline: float | Deadline | None = None) -> Frame:
+    async def await_error_then_close(
+        self, what: str, deadline: float | Deadline | None = None
+    ) -> Frame:
         """The rule of STOMP 1.2 "ERROR": the next frame is an ERROR, and the
         connection closes right after it. Anything else fails the case,
         naming ``what`` provoked it and showing the frames."""
         frame = await self.next_or_close(f"the ERROR frame for {what}", deadline)
         if frame is None:
-            raise AssertionError(f"after {what} the {self.closed_text()} without sending an ERROR frame "
-                                 "(STOMP 1.2: the server MUST send an ERROR frame and then close)")
+            raise AssertionError(
+                f"after {what} the {self.closed_text()} without sending an ERROR frame "
+                "(STOMP 1.2: the server MUST send an ERROR frame and then close)"
+            )
         if frame.command != "ERROR":
-            raise AssertionError(f"{what} must get an ERROR frame and a closed connection; the target sent "
-                                 f"{summary(frame)}")
+            raise AssertionError(
+                f"{what} must get an ERROR frame and a closed connection; the target sent "
+                f"{summary(frame)}"
+            )
         await self.close_after_error(frame, what, deadline)
         return frame
 
-    async def close_after_error(self, frame: Frame, what: str, deadline: float | Deadline | None = None) -> None:
+    async def close_after_error(
+        self, frame: Frame, what: str, deadline: float | Deadline | None = None
+    ) -> None:
         """After the ERROR ``frame`` (for ``what``), the connection must close
         and nothing but EOLs come first (STOMP 1.2, ERROR)."""
         closed, more = await self.await_close(deadline)
         if more:
-            raise AssertionError(f"after its ERROR frame for {what} the target sent more instead of closing "
-                                 f"the connection: {'; '.join(more)[:600]}")
+            raise AssertionError(
+                f"after its ERROR frame for {what} the target sent more instead of closing "
+                f"the connection: {'; '.join(more)[:600]}"
+            )
         if not closed:
-            seconds = deadline.seconds if isinstance(deadline, Deadline) else (
-                self.conn.deadline if deadline is None else deadline)
-            raise AssertionError(f"the target sent an ERROR frame for {what} but kept the connection open "
-                                 f"{seconds:g} s after it (STOMP 1.2, ERROR: it MUST then close the connection "
-                                 f"just after sending the ERROR frame); ERROR: {summary(frame)}")
+            seconds = (
+                deadline.seconds
+                if isinstance(deadline, Deadline)
+                else (self.conn.deadline if deadline is None else deadline)
+            )
+            raise AssertionError(
+                f"the target sent an ERROR frame for {what} but kept the connection open "
+                f"{seconds:g} s after it (STOMP 1.2, ERROR: it MUST then close the connection "
+                f"just after sending the ERROR frame); ERROR: {summary(frame)}"
+            )
 
     # -- sessions
-    async def connect(self, headers: tuple[tuple[str, str], ...], *, command: str = "CONNECT",
-                      eol: bytes = b"\n", note: str = "") -> Frame:
+    async def connect(
+        self,
+        headers: tuple[tuple[str, str], ...],
+        *,
+        command: str = "CONNECT",
+        eol: bytes = b"\n",
+        note: str = "",
+    ) -> Frame:
         """Send CONNECT (or STOMP) with ``headers``; the CONNECTED frame.
         Anything else fails the case with what the target sent."""
         await self.send_frame(Frame(command, headers), note or command, eol=eol)
@@ -266,8 +337,10 @@ class StompPeer:
         if frame is None:
             raise PeerClosed(f"{self.closed_text()} instead of answering {command} with CONNECTED")
         if frame.command != "CONNECTED":
-            raise AssertionError(f"{command} must get a CONNECTED frame; the target sent {summary(frame)}"
-                                 + _error_detail(frame))
+            raise AssertionError(
+                f"{command} must get a CONNECTED frame; the target sent {summary(frame)}"
+                + _error_detail(frame)
+            )
         self.connected = frame
         return frame
 
@@ -277,11 +350,15 @@ class StompPeer:
         await self.send_frame(Frame("DISCONNECT", (("receipt", receipt),)), what or "DISCONNECT")
         frame = await self.next_or_close(f"the RECEIPT for DISCONNECT receipt:{receipt}")
         if frame is None:
-            raise AssertionError(f"{self.closed_text()} instead of answering DISCONNECT receipt:{receipt} "
-                                 "with a RECEIPT")
+            raise AssertionError(
+                f"{self.closed_text()} instead of answering DISCONNECT receipt:{receipt} "
+                "with a RECEIPT"
+            )
         if frame.command != "RECEIPT" or frame.get("receipt-id") != receipt:
-            raise AssertionError(f"DISCONNECT receipt:{receipt} must get RECEIPT receipt-id:{receipt}; the target "
-                                 f"sent {summary(frame)}" + _error_detail(frame))
+            raise AssertionError(
+                f"DISCONNECT receipt:{receipt} must get RECEIPT receipt-id:{receipt}; the target "
+                f"sent {summary(frame)}" + _error_detail(frame)
+            )
         return frame
 
     def gaps(self, since: float, until: float) -> list[float]:
@@ -309,14 +386,22 @@ class Settings:
     has_passcode: bool
     node_id: str
 
-    def connect_headers(self, runtime: TargetRuntime, *, login: bool = True, passcode: bool = True,
-                        heart_beat: tuple[int, int] | None = None,
-                        accept_version: str = STOMP_VERSION) -> tuple[tuple[str, str], ...]:
+    def connect_headers(
+        self,
+        runtime: TargetRuntime,
+        *,
+        login: bool = True,
+        passcode: bool = True,
+        heart_beat: tuple[int, int] | None = None,
+        accept_version: str = STOMP_VERSION,
+    ) -> tuple[tuple[str, str], ...]:
         headers = [("accept-version", accept_version), ("host", self.host_header)]
         if login and self.login is not None:
             headers.append(("login", self.login))
         if passcode and self.has_passcode:
-            headers.append(("passcode", runtime.credential("passcode").decode("utf-8").rstrip("\r\n")))
+            headers.append(
+                ("passcode", runtime.credential("passcode").decode("utf-8").rstrip("\r\n"))
+            )
         if heart_beat is not None:
             headers.append(("heart-beat", f"{heart_beat[0]},{heart_beat[1]}"))
         return tuple(headers)
@@ -325,11 +410,13 @@ class Settings:
 def settings_of(runtime: TargetRuntime) -> Settings:
     params = runtime.params
     login = params.get("login")
-    return Settings(host_header=str(params.get("stomp_host") or DEFAULT_HOST_HEADER),
-                    destination=str(params.get("destination") or DEFAULT_DESTINATION),
-                    login=None if login is None else str(login),
-                    has_passcode="passcode" in runtime.target.credentials,
-                    node_id=str(params.get("node_id") or ""))
+    return Settings(
+        host_header=str(params.get("stomp_host") or DEFAULT_HOST_HEADER),
+        destination=str(params.get("destination") or DEFAULT_DESTINATION),
+        login=None if login is None else str(login),
+        has_passcode="passcode" in runtime.target.credentials,
+        node_id=str(params.get("node_id") or ""),
+    )
 
 
 def manifest_path(runtime: TargetRuntime) -> Path | None:
@@ -341,6 +428,7 @@ def heartbeat_sender(peer: StompPeer, every: float) -> asyncio.Task[None]:
     """A task sending an EOL every ``every`` seconds until cancelled (the
     harness's heart-beats; STOMP 1.2: "if the sender has no real STOMP frame
     to send, it MUST send an end-of-line")."""
+
     async def beat() -> None:
         try:
             while True:

@@ -34,8 +34,10 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
     problems: list[str] = []
     target = runtime.target
     if target.url:
-        problems.append(f"url {target.url!r} is not used by STOMP targets: give host and port (STOMP runs over "
-                        "TLS on a TCP port)")
+        problems.append(
+            f"url {target.url!r} is not used by STOMP targets: give host and port (STOMP runs over "
+            "TLS on a TCP port)"
+        )
     for name in NUMBER_PARAMS:
         value = runtime.params.get(name)
         if value is None:
@@ -47,7 +49,9 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
             problems.append(f"params.{name} must be a positive number, got {value!r}")
     for name in ("stomp_host", "destination", "login", "node_id"):
         value = runtime.params.get(name)
-        if value is not None and (not isinstance(value, str) or any(c in value for c in "\r\n\x00")):
+        if value is not None and (
+            not isinstance(value, str) or any(c in value for c in "\r\n\x00")
+        ):
             problems.append(f"params.{name} must be a string without CR, LF or NUL, got {value!r}")
     manifest = runtime.params.get("manifest_file")
     if manifest is not None and not Path(str(manifest)).is_file():
@@ -59,13 +63,17 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
         # The run's CA is made per run: no node started elsewhere trusts it,
         # nor has its server certificate signed by it.
         if "ca_file" not in target.params:
-            problems.append("params.ca_file is missing: the CA file the node's server certificate chains to "
-                            "(the harness verifies the chain, never the hostname)")
+            problems.append(
+                "params.ca_file is missing: the CA file the node's server certificate chains to "
+                "(the harness verifies the chain, never the hostname)"
+            )
         for name in ("client_cert", "client_key"):
             if name not in target.credentials:
-                problems.append(f"credential {name}_file is missing: the harness's client "
-                                f"{'certificate' if name == 'client_cert' else 'private key'} "
-                                "(PEM), from a CA the node trusts")
+                problems.append(
+                    f"credential {name}_file is missing: the harness's client "
+                    f"{'certificate' if name == 'client_cert' else 'private key'} "
+                    "(PEM), from a CA the node trusts"
+                )
         if problems:
             return problems
     try:
@@ -74,4 +82,3 @@ def preflight(runtime: TargetRuntime, serving: bool = True) -> list[str]:
     except TargetError as exc:
         problems.append(str(exc))
     return problems
-

@@ -18,8 +18,15 @@ from conformance.core.transport import Deadline, DeadlineExceeded
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError
 from reference_impl.stomp.smp import parse_body, validate_message
 
-from .client_server import (SUBSET_CLIENT_COMMANDS, ClientConnection, LaunchedClient, Session, reconnect_window,
-                            require_delivered_contract, show_frame)
+from .client_server import (
+    SUBSET_CLIENT_COMMANDS,
+    ClientConnection,
+    LaunchedClient,
+    Session,
+    reconnect_window,
+    require_delivered_contract,
+    show_frame,
+)
 
 PROFILE = "Swaptacular STOMP transport"
 SUBSET = f"{PROFILE}, A Subset of the STOMP Protocol"
@@ -57,17 +64,29 @@ async def refused_or_silent(client: LaunchedClient, what: str) -> tuple[bool, st
     try:
         frame = await connection.next_frame("the client's first frame", NO_FRAME_WINDOW)
     except DeadlineExceeded:
-        return True, f"the handshake completed ({connection.tls_version}) but the client sent no frame"
+        return (
+            True,
+            f"the handshake completed ({connection.tls_version}) but the client sent no frame",
+        )
     if frame is None:
-        return True, f"the handshake completed ({connection.tls_version}) but the client closed without a frame"
-    return False, (f"the handshake completed ({connection.tls_version}) and the client went on: "
-                   f"{show_frame(frame)}")
+        return (
+            True,
+            f"the handshake completed ({connection.tls_version}) but the client closed without a frame",
+        )
+    return False, (
+        f"the handshake completed ({connection.tls_version}) and the client went on: "
+        f"{show_frame(frame)}"
+    )
 
 
-@requirement(ROOT, "MUST",
-             f"{CONNECTIONS} (\"Both the client and the server must present a certificate, which the other side "
-             "verifies before proceeding\"; \"Servers MUST require clients to authenticate themselves by presenting "
-             "a trusted certificate chain\")", role="client")
+@requirement(
+    ROOT,
+    "MUST",
+    f'{CONNECTIONS} ("Both the client and the server must present a certificate, which the other side '
+    'verifies before proceeding"; "Servers MUST require clients to authenticate themselves by presenting '
+    'a trusted certificate chain")',
+    role="client",
+)
 async def test_client_presents_certificate(launched_client):
     # The harness asks for a certificate without demanding one, so that a
     # client sending none completes the handshake and is told apart from a
@@ -76,66 +95,100 @@ async def test_client_presents_certificate(launched_client):
         connection, failure = await client.handshake("the client's TLS handshake")
         assert connection is not None, (
             f"the TLS handshake with the client did not complete: {failure} (the harness presented a certificate "
-            f"from the run's CA naming 127.0.0.1, over TLS 1.2-1.3); the client's output:\n{client.output_tail()}")
+            f"from the run's CA naming 127.0.0.1, over TLS 1.2-1.3); the client's output:\n{client.output_tail()}"
+        )
         certificate = connection.peer_certificate()
-        assert certificate, (f"the client completed the TLS handshake ({connection.tls_version}) without "
-                             "presenting a certificate")
+        assert certificate, (
+            f"the client completed the TLS handshake ({connection.tls_version}) without "
+            "presenting a certificate"
+        )
 
 
-@requirement("stomp.tls.client.verifies-server-chain", "MUST",
-             f"{CONNECTIONS} (\"Clients MUST require servers to authenticate themselves by presenting a trusted "
-             "certificate chain\")", role="client", depends=[ROOT])
+@requirement(
+    "stomp.tls.client.verifies-server-chain",
+    "MUST",
+    f'{CONNECTIONS} ("Clients MUST require servers to authenticate themselves by presenting a trusted '
+    'certificate chain")',
+    role="client",
+    depends=[ROOT],
+)
 async def test_client_verifies_server_chain(launched_client):
     async with launched_client("untrusted-server", require_client_cert=False) as client:
-        refused, how = await refused_or_silent(client, "the harness presents a certificate from a CA the client "
-                                                       "was not given")
-        assert refused, ("the harness presented a certificate from a CA the client does not trust, and "
-                         f"the client proceeded: {how}")
+        refused, how = await refused_or_silent(
+            client, "the harness presents a certificate from a CA the client was not given"
+        )
+        assert refused, (
+            "the harness presented a certificate from a CA the client does not trust, and "
+            f"the client proceeded: {how}"
+        )
 
 
-@requirement("stomp.tls.client.skips-hostname-verification", "SHOULD",
-             f"{CONNECTIONS} (\"Clients SHOULD NOT perform hostname verification\", footnote 3)", role="client",
-             depends=[ROOT])
+@requirement(
+    "stomp.tls.client.skips-hostname-verification",
+    "SHOULD",
+    f'{CONNECTIONS} ("Clients SHOULD NOT perform hostname verification", footnote 3)',
+    role="client",
+    depends=[ROOT],
+)
 async def test_client_skips_hostname_verification(launched_client):
     async with launched_client("server") as client:
-        connection, failure = await client.handshake("the client's TLS handshake (certificate naming only "
-                                                     "stomp-server.invalid)")
+        connection, failure = await client.handshake(
+            "the client's TLS handshake (certificate naming only stomp-server.invalid)"
+        )
         assert connection is not None, (
             "the harness presented a certificate from the trusted CA naming only stomp-server.invalid (the "
-            f"manifest names 127.0.0.1), and the TLS handshake failed: {failure}")
-        frame = await connection.next_frame("the client's first frame after the handshake (certificate naming "
-                                            "only stomp-server.invalid)")
-        assert frame is not None, ("the client completed the TLS handshake with a certificate naming only "
-                                   "stomp-server.invalid, then closed without a frame (a hostname check after "
-                                   "the handshake?)")
+            f"manifest names 127.0.0.1), and the TLS handshake failed: {failure}"
+        )
+        frame = await connection.next_frame(
+            "the client's first frame after the handshake (certificate naming "
+            "only stomp-server.invalid)"
+        )
+        assert frame is not None, (
+            "the client completed the TLS handshake with a certificate naming only "
+            "stomp-server.invalid, then closed without a frame (a hostname check after "
+            "the handshake?)"
+        )
 
 
-@requirement("stomp.tls.client.refuses-tls-1-2", "MUST",
-             f"{CONNECTIONS} (\"STOMP connections MUST be secured by using Transport Layer Security version 1.3 "
-             "or higher\")", role="client", depends=[ROOT])
+@requirement(
+    "stomp.tls.client.refuses-tls-1-2",
+    "MUST",
+    f'{CONNECTIONS} ("STOMP connections MUST be secured by using Transport Layer Security version 1.3 '
+    'or higher")',
+    role="client",
+    depends=[ROOT],
+)
 async def test_client_refuses_tls_1_2(launched_client):
     async with launched_client(maximum=ssl.TLSVersion.TLSv1_2, require_client_cert=False) as client:
         refused, how = await refused_or_silent(client, "the harness offers TLS 1.2 at most")
         assert refused, f"the harness offered TLS 1.2 at most, and the client proceeded: {how}"
 
 
-@requirement(CONNECT_FIRST, "MUST",
-             "STOMP 1.2, Connecting (\"A STOMP client initiates the stream or TCP connection to the server by "
-             f"sending the CONNECT frame\"; STOMP frame likewise); {SUBSET} (CONNECT and STOMP \"MUST be fully "
-             "supported\")", role="client", depends=[ROOT], errata=["STOMP-E5"])
+@requirement(
+    CONNECT_FIRST,
+    "MUST",
+    'STOMP 1.2, Connecting ("A STOMP client initiates the stream or TCP connection to the server by '
+    f'sending the CONNECT frame"; STOMP frame likewise); {SUBSET} (CONNECT and STOMP "MUST be fully '
+    'supported")',
+    role="client",
+    depends=[ROOT],
+    errata=["STOMP-E5"],
+)
 async def test_client_sends_connect_first(launched_client):
     async with launched_client() as client:
         connection = await client.accept()
         frame = await connection.next_frame("the client's first frame")
         assert frame is not None, "the client closed the connection without sending a frame"
         assert frame.command in ("CONNECT", "STOMP"), (
-            f"the client's first frame is {frame.command}, not CONNECT or STOMP: {show_frame(frame)}")
+            f"the client's first frame is {frame.command}, not CONNECT or STOMP: {show_frame(frame)}"
+        )
 
 
 async def full_session(client: LaunchedClient) -> Session:
     session = await client.full_session()
     assert session.connect is not None, (
-        f"the client sent no CONNECT ({session.ended}); frames: {[f.command for f in session.frames]}")
+        f"the client sent no CONNECT ({session.ended}); frames: {[f.command for f in session.frames]}"
+    )
     return session
 
 
@@ -155,9 +208,13 @@ async def sessions_until_all_sent(client: LaunchedClient) -> Session:
     client may deliver its messages over several connections in a row."""
     session = await full_session(client)
     count, last = 1, session.ended
-    while len({frame.body for frame in session.sends}) < len(client.messages) and last.startswith(CLIENT_ENDED):
+    while len({frame.body for frame in session.sends}) < len(client.messages) and last.startswith(
+        CLIENT_ENDED
+    ):
         try:
-            connection = await client.accept("the client's next connection", wait=reconnect_window(client))
+            connection = await client.accept(
+                "the client's next connection", wait=reconnect_window(client)
+            )
         except AssertionError as exc:
             session.ended += f"; it made no connection {count + 1}: {str(exc).splitlines()[0]}"
             break
@@ -175,9 +232,14 @@ async def sends_of(client: LaunchedClient) -> Session:
     return session
 
 
-@requirement("stomp.connect.client.host-substitutes-node-id", "MUST",
-             f"{MANIFEST} (host: \"The client MUST substitute all occurrences of the string ${{NODE_ID}} in the "
-             "value, with the ID of the client's Swaptacular node\")", role="client", depends=[CONNECT_FIRST])
+@requirement(
+    "stomp.connect.client.host-substitutes-node-id",
+    "MUST",
+    f'{MANIFEST} (host: "The client MUST substitute all occurrences of the string ${{NODE_ID}} in the '
+    "value, with the ID of the client's Swaptacular node\")",
+    role="client",
+    depends=[CONNECT_FIRST],
+)
 async def test_client_host_substitutes_node_id(launched_client):
     async with launched_client() as client:
         session = await full_session(client)
@@ -185,13 +247,19 @@ async def test_client_host_substitutes_node_id(launched_client):
         got = session.connect.get("host")
         assert got == expected, (
             f"manifest host {client.manifest_values['host']!r}, node id {client.node_id}: the host header must be "
-            f"{expected!r}, the client sent {got!r}: {show_frame(session.connect)}")
+            f"{expected!r}, the client sent {got!r}: {show_frame(session.connect)}"
+        )
 
 
-@requirement("stomp.connect.client.accept-version-includes-1-2", "MUST",
-             "STOMP 1.2, CONNECT or STOMP Frame (\"STOMP 1.2 clients MUST set the following headers\"); Protocol "
-             f"Negotiation (\"From STOMP 1.1 and onwards, the CONNECT frame MUST include the accept-version "
-             f"header\"); {SUBSET}", role="client", depends=[CONNECT_FIRST])
+@requirement(
+    "stomp.connect.client.accept-version-includes-1-2",
+    "MUST",
+    'STOMP 1.2, CONNECT or STOMP Frame ("STOMP 1.2 clients MUST set the following headers"); Protocol '
+    f'Negotiation ("From STOMP 1.1 and onwards, the CONNECT frame MUST include the accept-version '
+    f'header"); {SUBSET}',
+    role="client",
+    depends=[CONNECT_FIRST],
+)
 async def test_client_accept_version(launched_client):
     """The profile's subset is STOMP 1.2's: the client's CONNECT (or STOMP)
     must name the versions it supports, 1.2 among them (without the header
@@ -199,16 +267,25 @@ async def test_client_accept_version(launched_client):
     async with launched_client() as client:
         session = await full_session(client)
         value = session.connect.get("accept-version")
-        assert value is not None, (f"the client's {session.connect.command} has no accept-version header (a STOMP "
-                                   f"1.0 {session.connect.command}): {show_frame(session.connect)}")
+        assert value is not None, (
+            f"the client's {session.connect.command} has no accept-version header (a STOMP "
+            f"1.0 {session.connect.command}): {show_frame(session.connect)}"
+        )
         versions = [version.strip() for version in value.split(",")]
-        assert "1.2" in versions, (f"the client's accept-version is {value!r}; the profile's subset is STOMP 1.2, "
-                                   f"so 1.2 must be among them: {show_frame(session.connect)}")
+        assert "1.2" in versions, (
+            f"the client's accept-version is {value!r}; the profile's subset is STOMP 1.2, "
+            f"so 1.2 must be among them: {show_frame(session.connect)}"
+        )
 
 
-@requirement("stomp.connect.client.login-substitutes-node-id", "MUST",
-             f"{MANIFEST} (login: \"The client MUST substitute all occurrences of the string ${{NODE_ID}} in the "
-             "value\")", role="client", depends=[CONNECT_FIRST])
+@requirement(
+    "stomp.connect.client.login-substitutes-node-id",
+    "MUST",
+    f'{MANIFEST} (login: "The client MUST substitute all occurrences of the string ${{NODE_ID}} in the '
+    'value")',
+    role="client",
+    depends=[CONNECT_FIRST],
+)
 async def test_client_login_substitutes_node_id(launched_client):
     async with launched_client() as client:
         session = await full_session(client)
@@ -216,26 +293,37 @@ async def test_client_login_substitutes_node_id(launched_client):
         got = session.connect.get("login")
         assert got == expected, (
             f"manifest login {client.manifest_values['login']!r}, node id {client.node_id}: the login header must "
-            f"be {expected!r}, the client sent {got!r}: {show_frame(session.connect)}")
+            f"be {expected!r}, the client sent {got!r}: {show_frame(session.connect)}"
+        )
 
 
-@requirement(SENDS_EACH, "MUST",
-             f"{CONNECTIONS} (\"the sending node opens a client STOMP connection to one (or more) of the "
-             "receiving node's servers, and issues a SEND command for each of the messages\"; the profile's "
-             "transport is that SEND, so a message never sent is never delivered)", role="client",
-             depends=[CONNECT_FIRST])
+@requirement(
+    SENDS_EACH,
+    "MUST",
+    f'{CONNECTIONS} ("the sending node opens a client STOMP connection to one (or more) of the '
+    "receiving node's servers, and issues a SEND command for each of the messages\"; the profile's "
+    "transport is that SEND, so a message never sent is never delivered)",
+    role="client",
+    depends=[CONNECT_FIRST],
+)
 async def test_client_sends_each_message(launched_client):
     async with launched_client() as client:
         session = await sessions_until_all_sent(client)
         bodies = {frame.body for frame in session.sends}
         assert len(bodies) >= len(client.messages), (
             f"the client was given {len(client.messages)} messages and sent {len(session.sends)} SEND frame(s) "
-            f"with {len(bodies)} distinct bodies ({session.ended}); frames: {[f.command for f in session.frames]}")
+            f"with {len(bodies)} distinct bodies ({session.ended}); frames: {[f.command for f in session.frames]}"
+        )
 
 
-@requirement("stomp.send.client.destination-substitutes-node-id", "MUST",
-             f"{MANIFEST} (destination: \"The client MUST substitute all occurrences of the string ${{NODE_ID}} in "
-             "the value\")", role="client", depends=[SENDS_EACH])
+@requirement(
+    "stomp.send.client.destination-substitutes-node-id",
+    "MUST",
+    f'{MANIFEST} (destination: "The client MUST substitute all occurrences of the string ${{NODE_ID}} in '
+    'the value")',
+    role="client",
+    depends=[SENDS_EACH],
+)
 async def test_client_destination_substitutes_node_id(launched_client):
     async with launched_client() as client:
         session = await sends_of(client)
@@ -244,23 +332,35 @@ async def test_client_destination_substitutes_node_id(launched_client):
         assert not wrong, (
             f"manifest destination {client.manifest_values['destination']!r}, node id {client.node_id}: every SEND "
             f"must have destination {expected!r}; {len(wrong)} of {len(session.sends)} do not, the first: "
-            f"{show_frame(wrong[0])}")
+            f"{show_frame(wrong[0])}"
+        )
 
 
-@requirement(INCLUDES_RECEIPT, "MUST",
-             f"{SUBSET} (\"every SEND command MUST include the following headers: receipt Specifies a message ID\")",
-             role="client", depends=[SENDS_EACH])
+@requirement(
+    INCLUDES_RECEIPT,
+    "MUST",
+    f'{SUBSET} ("every SEND command MUST include the following headers: receipt Specifies a message ID")',
+    role="client",
+    depends=[SENDS_EACH],
+)
 async def test_client_includes_receipt(launched_client):
     async with launched_client() as client:
         session = await sends_of(client)
         wrong = [frame for frame in session.sends if not frame.get("receipt")]
-        assert not wrong, (f"{len(wrong)} of {len(session.sends)} SEND frames have no (or an empty) receipt "
-                           f"header, the first: {show_frame(wrong[0])}")
+        assert not wrong, (
+            f"{len(wrong)} of {len(session.sends)} SEND frames have no (or an empty) receipt "
+            f"header, the first: {show_frame(wrong[0])}"
+        )
 
 
-@requirement("stomp.send.client.includes-type", "MUST",
-             f"{SUBSET} (\"every SEND command MUST include the following headers: ... type Specifies the type of "
-             "the SMP message\")", role="client", depends=[SENDS_EACH])
+@requirement(
+    "stomp.send.client.includes-type",
+    "MUST",
+    f'{SUBSET} ("every SEND command MUST include the following headers: ... type Specifies the type of '
+    'the SMP message")',
+    role="client",
+    depends=[SENDS_EACH],
+)
 async def test_client_includes_type(launched_client):
     async with launched_client() as client:
         session = await sends_of(client)
@@ -276,11 +376,15 @@ async def test_client_includes_type(launched_client):
         assert not problems, f"{len(problems)} of {len(session.sends)} SEND frames: {problems[0]}"
 
 
-@requirement("stomp.send.client.includes-content-type", "MUST",
-             f"{SUBSET} (\"content-type Specifies the MIME type of the message body\"; \"Every Swaptacular node "
-             "MUST support the JSON serialization format (the application/json MIME type)\"); "
-             f"{MANIFEST} (accepted-content-types missing: \"only application/json is supported\")",
-             role="client", depends=[SENDS_EACH])
+@requirement(
+    "stomp.send.client.includes-content-type",
+    "MUST",
+    f'{SUBSET} ("content-type Specifies the MIME type of the message body"; "Every Swaptacular node '
+    'MUST support the JSON serialization format (the application/json MIME type)"); '
+    f'{MANIFEST} (accepted-content-types missing: "only application/json is supported")',
+    role="client",
+    depends=[SENDS_EACH],
+)
 async def test_client_includes_content_type(launched_client):
     # The harness's manifest lists no accepted-content-types: the server
     # takes application/json only, so that is the one a SEND may name.
@@ -294,22 +398,35 @@ async def test_client_includes_content_type(launched_client):
                 wrong.append(frame)
         assert not wrong, (
             f"{len(wrong)} of {len(session.sends)} SEND frames lack content-type application/json (the manifest "
-            f"lists no other type), the first has {wrong[0].get('content-type')!r}: {show_frame(wrong[0])}")
+            f"lists no other type), the first has {wrong[0].get('content-type')!r}: {show_frame(wrong[0])}"
+        )
 
 
-@requirement("stomp.send.client.persistent-true", "MUST",
-             f"{SUBSET} (\"persistent MUST have the value true\")", role="client", depends=[SENDS_EACH])
+@requirement(
+    "stomp.send.client.persistent-true",
+    "MUST",
+    f'{SUBSET} ("persistent MUST have the value true")',
+    role="client",
+    depends=[SENDS_EACH],
+)
 async def test_client_persistent_true(launched_client):
     async with launched_client() as client:
         session = await sends_of(client)
         wrong = [frame for frame in session.sends if frame.get("persistent") != "true"]
-        assert not wrong, (f"{len(wrong)} of {len(session.sends)} SEND frames lack persistent:true, the first has "
-                           f"{wrong[0].get('persistent')!r}: {show_frame(wrong[0])}")
+        assert not wrong, (
+            f"{len(wrong)} of {len(session.sends)} SEND frames lack persistent:true, the first has "
+            f"{wrong[0].get('persistent')!r}: {show_frame(wrong[0])}"
+        )
 
 
-@requirement("stomp.send.client.body-is-valid-smp", "MUST",
-             f"{SUBSET} (the JSON serialization, application/json); Swaptacular Messaging Protocol 2.1, Incoming messages and Outgoing messages "
-             "(each type's fields, their types and ranges)", role="client", depends=[SENDS_EACH])
+@requirement(
+    "stomp.send.client.body-is-valid-smp",
+    "MUST",
+    f"{SUBSET} (the JSON serialization, application/json); Swaptacular Messaging Protocol 2.1, Incoming messages and Outgoing messages "
+    "(each type's fields, their types and ranges)",
+    role="client",
+    depends=[SENDS_EACH],
+)
 async def test_client_body_is_valid_smp(launched_client):
     async with launched_client() as client:
         session = await sends_of(client)
@@ -331,22 +448,31 @@ async def test_client_body_is_valid_smp(launched_client):
         assert not problems, f"{len(problems)} of {len(session.sends)} SEND bodies: {problems[0]}"
 
 
-@requirement("stomp.send.client.only-subset-commands", "MUST",
-             f"{SUBSET} (\"Swaptacular nodes MUST NOT presume that their peer nodes will understand these "
-             "commands\": SUBSCRIBE, UNSUBSCRIBE, MESSAGE, ACK, NACK, BEGIN, COMMIT, ABORT)", role="client",
-             depends=[CONNECT_FIRST])
+@requirement(
+    "stomp.send.client.only-subset-commands",
+    "MUST",
+    f'{SUBSET} ("Swaptacular nodes MUST NOT presume that their peer nodes will understand these '
+    'commands": SUBSCRIBE, UNSUBSCRIBE, MESSAGE, ACK, NACK, BEGIN, COMMIT, ABORT)',
+    role="client",
+    depends=[CONNECT_FIRST],
+)
 async def test_client_only_subset_commands(launched_client):
     async with launched_client() as client:
         session = await sessions_until_all_sent(client)
         wrong = [frame for frame in session.frames if frame.command not in SUBSET_CLIENT_COMMANDS]
         assert not wrong, (
             f"the client sent {wrong[0].command} (outside the subset CONNECT, STOMP, SEND, DISCONNECT) in its "
-            f"session: {show_frame(wrong[0])}")
+            f"session: {show_frame(wrong[0])}"
+        )
 
 
-@requirement("stomp.connect.client.nothing-after-disconnect", "MUST",
-             "STOMP 1.2, DISCONNECT (\"Clients MUST NOT send any more frames after the DISCONNECT frame is sent\")",
-             role="client", depends=[CONNECT_FIRST])
+@requirement(
+    "stomp.connect.client.nothing-after-disconnect",
+    "MUST",
+    'STOMP 1.2, DISCONNECT ("Clients MUST NOT send any more frames after the DISCONNECT frame is sent")',
+    role="client",
+    depends=[CONNECT_FIRST],
+)
 async def test_client_nothing_after_disconnect(launched_client):
     """The harness serves the client's first connection until it sends
     DISCONNECT or closes (a client may linger), answers the DISCONNECT with
@@ -357,25 +483,37 @@ async def test_client_nothing_after_disconnect(launched_client):
     async with launched_client() as client:
         session = await client.serve(await client.accept(), until_end=True)
         if not session.ended.startswith("DISCONNECT"):
-            session.connection.conn.trace.event(f"no DISCONNECT on the connection ({session.ended}): no frame "
-                                                "can follow one")
+            session.connection.conn.trace.event(
+                f"no DISCONNECT on the connection ({session.ended}): no frame can follow one"
+            )
             return
         after = list(session.after_disconnect)
         try:
-            after += [item for item in session.connection.parser.receive_data(session.bytes_after_disconnect)
-                      if item is not HEARTBEAT]
+            after += [
+                item
+                for item in session.connection.parser.receive_data(session.bytes_after_disconnect)
+                if item is not HEARTBEAT
+            ]
         except FrameError:
-            raise AssertionError(f"after its DISCONNECT the client sent bytes that are no frame: "
-                                 f"{session.bytes_after_disconnect[:200]!r}") from None
-        assert not after, (f"after its DISCONNECT the client sent {len(after)} frame(s), first "
-                           f"{show_frame(after[0])}; it must send no frame after DISCONNECT")
+            raise AssertionError(
+                f"after its DISCONNECT the client sent bytes that are no frame: "
+                f"{session.bytes_after_disconnect[:200]!r}"
+            ) from None
+        assert not after, (
+            f"after its DISCONNECT the client sent {len(after)} frame(s), first "
+            f"{show_frame(after[0])}; it must send no frame after DISCONNECT"
+        )
 
 
-@requirement("stomp.receipt.client.delivered-only-after-receipt", "MUST",
-             f"{CONNECTIONS} (\"The client MUST consider a message to be successfully delivered, only after a "
-             "RECEIPT command has been received from the server, confirming that the message has been "
-             "processed\"; footnote 2: a RECEIPT confirms the messages before it)", role="client",
-             depends=[INCLUDES_RECEIPT])
+@requirement(
+    "stomp.receipt.client.delivered-only-after-receipt",
+    "MUST",
+    f'{CONNECTIONS} ("The client MUST consider a message to be successfully delivered, only after a '
+    "RECEIPT command has been received from the server, confirming that the message has been "
+    'processed"; footnote 2: a RECEIPT confirms the messages before it)',
+    role="client",
+    depends=[INCLUDES_RECEIPT],
+)
 async def test_client_delivered_only_after_receipt(launched_client):
     async with launched_client() as client:
         connection = await client.accept()
@@ -389,7 +527,9 @@ async def test_client_delivered_only_after_receipt(launched_client):
             elif frame.command == "SEND":
                 first_send = frame
         receipt = first_send.get("receipt")
-        await connection.receipt(receipt, f"RECEIPT for the first SEND only ({receipt!r}); the others get none")
+        await connection.receipt(
+            receipt, f"RECEIPT for the first SEND only ({receipt!r}); the others get none"
+        )
         confirmed = client.message_index(first_send)
         # What the client delivers now is up to the first SEND; the RECEIPT
         # confirms nothing after it. Its output must say so within the
@@ -406,25 +546,35 @@ async def test_client_delivered_only_after_receipt(launched_client):
         # confirms anything.
         try:
             while True:
-                frame = await connection.next_frame("more frames (no RECEIPT given)", Deadline(UNRECEIPTED_WINDOW))
+                frame = await connection.next_frame(
+                    "more frames (no RECEIPT given)", Deadline(UNRECEIPTED_WINDOW)
+                )
                 if frame is None:
                     break
         except DeadlineExceeded:
             pass
-        connection.drop("harness drops the connection: the SENDs after the first were never receipted")
+        connection.drop(
+            "harness drops the connection: the SENDs after the first were never receipted"
+        )
         await asyncio.sleep(UNRECEIPTED_WINDOW / 2)
         reported = client.delivered()
         # Unidentified bodies (not the JSON given): one report may stand for
         # the receipted SEND, any second one is too many.
-        extra = (sorted(set(reported) - {confirmed}) if confirmed is not None else sorted(set(reported))[1:])
+        extra = (
+            sorted(set(reported) - {confirmed})
+            if confirmed is not None
+            else sorted(set(reported))[1:]
+        )
         assert not extra, (
             f"only the first SEND (message {confirmed if confirmed is not None else '?'}, from 0) was receipted, "
             f"and the client reported message(s) {extra} delivered too (its DELIVERED=n lines: {reported}); the "
-            f"messages of its SENDs: {[client.message_index(f) for f in connection.frames if f.command == 'SEND']}")
+            f"messages of its SENDs: {[client.message_index(f) for f in connection.frames if f.command == 'SEND']}"
+        )
 
 
-async def receipt_batch(client: LaunchedClient, connection: ClientConnection, batch: list[Frame],
-                        first: bool) -> tuple[list[int] | None, list[Frame]]:
+async def receipt_batch(
+    client: LaunchedClient, connection: ClientConnection, batch: list[Frame], first: bool
+) -> tuple[list[int] | None, list[Frame]]:
     """Answer the last SEND of ``batch`` carrying a receipt header, and only
     it, with a RECEIPT; then every message of the SENDs up to it must be
     reported delivered within the read deadline (footnote 2, STOMP-E8).
@@ -433,18 +583,25 @@ async def receipt_batch(client: LaunchedClient, connection: ClientConnection, ba
     it (none carry a receipt header: they wait for the next batch)."""
     ends = [position for position, frame in enumerate(batch) if frame.get("receipt") is not None]
     if not ends:
-        connection.conn.trace.event(f"none of the {len(batch)} SEND(s) carries a receipt header: no RECEIPT")
+        connection.conn.trace.event(
+            f"none of the {len(batch)} SEND(s) carries a receipt header: no RECEIPT"
+        )
         return None, []
-    covered, rest = batch[:ends[-1] + 1], batch[ends[-1] + 1:]
+    covered, rest = batch[: ends[-1] + 1], batch[ends[-1] + 1 :]
     receipt = covered[-1].get("receipt")
     indexes = [client.message_index(frame) for frame in covered]
     confirmed = sorted({index for index in indexes if index is not None})
-    await connection.receipt(receipt, f"RECEIPT for the last of {len(covered)} unreceipted SEND(s) only "
-                                      f"({receipt!r}; messages {indexes}, from 0): footnote 2 makes it confirm "
-                                      f"all of them (STOMP-E8)")
+    await connection.receipt(
+        receipt,
+        f"RECEIPT for the last of {len(covered)} unreceipted SEND(s) only "
+        f"({receipt!r}; messages {indexes}, from 0): footnote 2 makes it confirm "
+        f"all of them (STOMP-E8)",
+    )
     if not confirmed:
-        connection.conn.trace.event(f"none of the {len(covered)} SEND(s) carries a message the client was given "
-                                    "(its JSON body): nothing to judge in this batch")
+        connection.conn.trace.event(
+            f"none of the {len(covered)} SEND(s) carries a message the client was given "
+            "(its JSON body): nothing to judge in this batch"
+        )
         return [], rest
     wait = Deadline(client.deadline)
     reported = client.delivered()
@@ -459,15 +616,22 @@ async def receipt_batch(client: LaunchedClient, connection: ClientConnection, ba
         f"(receipt-id:{receipt}), as Swaptacular's own server does (swpt_stomp, erratum STOMP-E8); footnote 2 "
         f"makes it confirm every one of them, and within {wait.seconds:g} s the client reported only "
         f"{sorted(set(reported))} delivered (its DELIVERED=n lines): message(s) {missing} not, so it would wait "
-        f"for RECEIPTs that never come; the SEND receipted: {show_frame(covered[-1])}")
+        f"for RECEIPTs that never come; the SEND receipted: {show_frame(covered[-1])}"
+    )
     return confirmed, rest
 
 
-@requirement("stomp.receipt.client.accepts-cumulative-receipt", "MUST",
-             f"{CONNECTIONS} (\"The client MUST consider a message to be successfully delivered, only after a "
-             "RECEIPT command has been received from the server, confirming that the message has been "
-             "processed\"; footnote 2: \"Every STOMP RECEIPT command confirms the delivery of all preceding "
-             "messages\")", role="client", depends=[INCLUDES_RECEIPT], errata=["STOMP-E8"])
+@requirement(
+    "stomp.receipt.client.accepts-cumulative-receipt",
+    "MUST",
+    f'{CONNECTIONS} ("The client MUST consider a message to be successfully delivered, only after a '
+    "RECEIPT command has been received from the server, confirming that the message has been "
+    'processed"; footnote 2: "Every STOMP RECEIPT command confirms the delivery of all preceding '
+    'messages")',
+    role="client",
+    depends=[INCLUDES_RECEIPT],
+    errata=["STOMP-E8"],
+)
 async def test_client_accepts_cumulative_receipt(launched_client):
     """Swaptacular's own server (swpt_stomp) answers SENDs confirmed together
     with one RECEIPT, the last one's (erratum STOMP-E8). The harness reads
@@ -489,8 +653,9 @@ async def test_client_accepts_cumulative_receipt(launched_client):
         idle = Deadline(max(4 * client.deadline, 10.0))
         while not everything <= confirmed:
             try:
-                frame = await connection.next_frame("a frame from the client",
-                                                    Deadline(BATCH_QUIET) if batch else idle)
+                frame = await connection.next_frame(
+                    "a frame from the client", Deadline(BATCH_QUIET) if batch else idle
+                )
             except DeadlineExceeded:
                 if not batch:
                     ended = f"the client sent nothing for {idle.seconds:g} s"
@@ -518,24 +683,35 @@ async def test_client_accepts_cumulative_receipt(launched_client):
                     await connection.receipt(frame.get("receipt"), "RECEIPT for the DISCONNECT")
                 await connection.conn.await_close(2.0)
             if batch:
-                connection.conn.trace.event(f"{how} with {len(batch)} SEND(s) not receipted: not judged")
+                connection.conn.trace.event(
+                    f"{how} with {len(batch)} SEND(s) not receipted: not judged"
+                )
                 batch = []
             try:
-                connection = await client.accept("the client's next connection", wait=reconnect_window(client))
+                connection = await client.accept(
+                    "the client's next connection", wait=reconnect_window(client)
+                )
             except AssertionError as exc:
                 ended = f"{how}, then no connection: {str(exc).splitlines()[0]}"
                 break
             idle = Deadline(max(4 * client.deadline, 10.0))
         if not batches:
             assert unidentified, f"the client sent no SEND carrying a receipt header ({ended})"
-            connection.conn.trace.event("no SEND carried a message the client was given: nothing judged")
+            connection.conn.trace.event(
+                "no SEND carried a message the client was given: nothing judged"
+            )
 
 
-@requirement("stomp.receipt.client.resends-unreceipted-after-drop", "SHOULD",
-             f"{CONNECTIONS} (a message is delivered \"only after a RECEIPT\", so one whose connection dropped "
-             "before its RECEIPT is still to be delivered); Swaptacular Messaging Protocol 2.1, Overview "
-             "(\"Messages may ... be delivered more than once, without causing any problems\": sending again is "
-             "the remedy; no sentence says MUST resend: SHOULD)", role="client", depends=[SENDS_EACH])
+@requirement(
+    "stomp.receipt.client.resends-unreceipted-after-drop",
+    "SHOULD",
+    f'{CONNECTIONS} (a message is delivered "only after a RECEIPT", so one whose connection dropped '
+    "before its RECEIPT is still to be delivered); Swaptacular Messaging Protocol 2.1, Overview "
+    '("Messages may ... be delivered more than once, without causing any problems": sending again is '
+    "the remedy; no sentence says MUST resend: SHOULD)",
+    role="client",
+    depends=[SENDS_EACH],
+)
 async def test_client_resends_unreceipted_after_drop(launched_client):
     async with launched_client() as client:
         first = await client.accept()
@@ -552,13 +728,19 @@ async def test_client_resends_unreceipted_after_drop(launched_client):
         unreceipted = [f for f in first.frames if f.command == "SEND"]
         connection = await client.accept(
             f"the harness dropped the connection before the RECEIPT of {len(unreceipted)} SEND(s); the client did "
-            f"not connect again to send them", wait=reconnect_window(client))
+            f"not connect again to send them",
+            wait=reconnect_window(client),
+        )
         session = await client.serve(connection)
         again = {frame.body for frame in session.sends}
         indexes = {client.message_index(frame) for frame in session.sends} - {None}
-        missing = [frame for frame in unreceipted
-                   if frame.body not in again and client.message_index(frame) not in indexes]
+        missing = [
+            frame
+            for frame in unreceipted
+            if frame.body not in again and client.message_index(frame) not in indexes
+        ]
         assert not missing, (
             f"{len(missing)} SEND(s) of the dropped connection were never receipted and the client's next "
             f"connection did not carry them ({session.ended}; {len(session.sends)} SENDs on it); the first: "
-            f"{show_frame(missing[0])}")
+            f"{show_frame(missing[0])}"
+        )

@@ -31,8 +31,10 @@ from .prerequisites import ACCEPTS_BEATS, DISCONNECT_RECEIPT, SESSION, TLS
 
 CONNECTING = "STOMP 1.2, Connecting"
 HEART_BEATING = "STOMP 1.2, Heart-beating"
-SUBSET = "Swaptacular STOMP profile, A Subset of the STOMP Protocol (\"The STOMP 1.2 commands STOMP, CONNECT, " \
-         "CONNECTED, SEND, RECEIPT, ERROR, and DISCONNECT MUST be fully supported\")"
+SUBSET = (
+    'Swaptacular STOMP profile, A Subset of the STOMP Protocol ("The STOMP 1.2 commands STOMP, CONNECT, '
+    'CONNECTED, SEND, RECEIPT, ERROR, and DISCONNECT MUST be fully supported")'
+)
 MANIFEST = "Swaptacular STOMP profile, STOMP Servers Manifest Files"
 
 HARNESS_BEAT_MS = 500
@@ -63,29 +65,44 @@ def server_heart_beat(connected: Frame) -> tuple[int, int]:
     try:
         return parse_heart_beat(value)
     except ValueError:
-        raise AssertionError(f"CONNECTED heart-beat:{value!r} is not two integers 'sx,sy' ({HEART_BEATING}: it "
-                             f"\"MUST contain two positive integers separated by a comma\"); {summary(connected)}")
+        raise AssertionError(
+            f"CONNECTED heart-beat:{value!r} is not two integers 'sx,sy' ({HEART_BEATING}: it "
+            f'"MUST contain two positive integers separated by a comma"); {summary(connected)}'
+        )
 
 
-@requirement("stomp.connect.server.connect-gets-connected", "MUST", f"{SUBSET}; {CONNECTING} (\"If the server accepts the connection attempt it will "
-             "respond with a CONNECTED frame\")", depends=[TLS])
+@requirement(
+    "stomp.connect.server.connect-gets-connected",
+    "MUST",
+    f'{SUBSET}; {CONNECTING} ("If the server accepts the connection attempt it will '
+    'respond with a CONNECTED frame")',
+    depends=[TLS],
+)
 async def test_connect_gets_connected(open_peer, stomp, target):
     peer = await open_peer("CONNECT")
     await connect_with(peer, stomp, target)
 
 
-@requirement("stomp.connect.server.stomp-command-gets-connected", "MUST",
-             "STOMP 1.2, CONNECT or STOMP Frame (\"STOMP servers MUST handle a STOMP frame in the same manner as a "
-             "CONNECT frame\"); Swaptacular STOMP profile, footnote 5", depends=SESSION)
+@requirement(
+    "stomp.connect.server.stomp-command-gets-connected",
+    "MUST",
+    'STOMP 1.2, CONNECT or STOMP Frame ("STOMP servers MUST handle a STOMP frame in the same manner as a '
+    'CONNECT frame"); Swaptacular STOMP profile, footnote 5',
+    depends=SESSION,
+)
 async def test_stomp_command_gets_connected(open_peer, stomp, target):
     peer = await open_peer("STOMP instead of CONNECT")
     await peer.connect(stomp.connect_headers(target), command="STOMP")
 
 
-@requirement("stomp.connect.server.connected-says-version-1-2", "MUST",
-             "STOMP 1.2, CONNECTED Frame (\"STOMP 1.2 servers MUST set ... version\") and Protocol Negotiation (\"the "
-             "highest protocol version that both the client and server have in common\"); Swaptacular STOMP profile, "
-             "A Subset of the STOMP Protocol (STOMP 1.2)", depends=SESSION)
+@requirement(
+    "stomp.connect.server.connected-says-version-1-2",
+    "MUST",
+    'STOMP 1.2, CONNECTED Frame ("STOMP 1.2 servers MUST set ... version") and Protocol Negotiation ("the '
+    'highest protocol version that both the client and server have in common"); Swaptacular STOMP profile, '
+    "A Subset of the STOMP Protocol (STOMP 1.2)",
+    depends=SESSION,
+)
 async def test_connected_says_version_1_2(open_peer, stomp, target):
     """The harness offers 1.1 and 1.2; a server of the profile speaks 1.2,
     the highest version in common."""
@@ -93,40 +110,61 @@ async def test_connected_says_version_1_2(open_peer, stomp, target):
     connected = await connect_with(peer, stomp, target, accept_version="1.1," + STOMP_VERSION)
     version = connected.all("version")
     assert version, f"CONNECTED carries no version header: {summary(connected)}"
-    assert version[0] == STOMP_VERSION, (f"CONNECTED says version:{version[0]} to a client accepting 1.1 and 1.2; "
-                                         f"the session must use 1.2: {summary(connected)}")
+    assert version[0] == STOMP_VERSION, (
+        f"CONNECTED says version:{version[0]} to a client accepting 1.1 and 1.2; "
+        f"the session must use 1.2: {summary(connected)}"
+    )
 
 
-@requirement("stomp.connect.server.error-on-no-common-version", "MUST",
-             "STOMP 1.2, Protocol Negotiation (\"If the client and server do not share any common protocol versions, "
-             "then the server MUST respond with an ERROR frame ... and then close the connection\")", depends=SESSION)
+@requirement(
+    "stomp.connect.server.error-on-no-common-version",
+    "MUST",
+    'STOMP 1.2, Protocol Negotiation ("If the client and server do not share any common protocol versions, '
+    'then the server MUST respond with an ERROR frame ... and then close the connection")',
+    depends=SESSION,
+)
 async def test_error_on_no_common_version(open_peer, stomp, target):
     """CONNECT accept-version:9.9, a version no server speaks; the same
     CONNECT with 1.2 is connect-gets-connected."""
     peer = await open_peer("CONNECT accept-version:9.9")
-    await peer.send_frame(Frame("CONNECT", stomp.connect_headers(target, accept_version="9.9")),
-                          "CONNECT offering only version 9.9")
-    await peer.await_error_then_close("a CONNECT whose accept-version (9.9) shares no version with STOMP 1.2")
+    await peer.send_frame(
+        Frame("CONNECT", stomp.connect_headers(target, accept_version="9.9")),
+        "CONNECT offering only version 9.9",
+    )
+    await peer.await_error_then_close(
+        "a CONNECT whose accept-version (9.9) shares no version with STOMP 1.2"
+    )
 
 
-@requirement("stomp.connect.server.does-not-require-login", "SHOULD",
-             f"{MANIFEST} (\"Servers SHOULD NOT require clients to include a login header\")", depends=SESSION)
+@requirement(
+    "stomp.connect.server.does-not-require-login",
+    "SHOULD",
+    f'{MANIFEST} ("Servers SHOULD NOT require clients to include a login header")',
+    depends=SESSION,
+)
 async def test_does_not_require_login(open_peer, stomp, target):
     peer = await open_peer("CONNECT without login")
     await connect_with(peer, stomp, target, login=False)
 
 
-@requirement("stomp.connect.server.does-not-require-passcode", "SHOULD",
-             f"{MANIFEST} (\"Servers SHOULD NOT require clients to include a passcode header\")", depends=SESSION)
+@requirement(
+    "stomp.connect.server.does-not-require-passcode",
+    "SHOULD",
+    f'{MANIFEST} ("Servers SHOULD NOT require clients to include a passcode header")',
+    depends=SESSION,
+)
 async def test_does_not_require_passcode(open_peer, stomp, target):
     peer = await open_peer("CONNECT without passcode")
     await connect_with(peer, stomp, target, passcode=False)
 
 
-@requirement("stomp.connect.server.disconnect-gets-receipt", "MUST",
-             f"STOMP 1.2, DISCONNECT and RECEIPT (\"A RECEIPT frame is sent from the server to the client once a "
-             f"server has successfully processed a client frame that requests a receipt\"); {SUBSET}",
-             depends=SESSION)
+@requirement(
+    "stomp.connect.server.disconnect-gets-receipt",
+    "MUST",
+    f'STOMP 1.2, DISCONNECT and RECEIPT ("A RECEIPT frame is sent from the server to the client once a '
+    f'server has successfully processed a client frame that requests a receipt"); {SUBSET}',
+    depends=SESSION,
+)
 async def test_disconnect_gets_receipt(connected_peer):
     peer = await connected_peer("DISCONNECT with receipt")
     await peer.disconnect(f"disconnect-{secrets.token_hex(4)}")
@@ -156,10 +194,14 @@ async def stay_quiet(peer: StompPeer, seconds: float, what: str) -> None:
     raise AssertionError(f"the target sent {summary(frame)} {since:.1f} s into {what}")
 
 
-@requirement("stomp.connect.server.sends-heart-beats", "MUST",
-             f"{HEART_BEATING} (\"the sender MUST send new data over the network connection at least every <n> "
-             "milliseconds\"; \"if the sender has no real STOMP frame to send, it MUST send an end-of-line\")",
-             depends=[*SESSION, ACCEPTS_BEATS], errata=["STOMP-E1"])
+@requirement(
+    "stomp.connect.server.sends-heart-beats",
+    "MUST",
+    f'{HEART_BEATING} ("the sender MUST send new data over the network connection at least every <n> '
+    'milliseconds"; "if the sender has no real STOMP frame to send, it MUST send an end-of-line")',
+    depends=[*SESSION, ACCEPTS_BEATS],
+    errata=["STOMP-E1"],
+)
 async def test_sends_heart_beats(connected_peer):
     """heart-beat:500,500 (the harness sends its own, so that no server has
     a reason to drop it meanwhile); the server's beats are due every
@@ -171,12 +213,16 @@ async def test_sends_heart_beats(connected_peer):
     sx, _ = server_heart_beat(peer.connected)
     interval = heart_beat_interval(sx, HARNESS_BEAT_MS)
     if not interval:
-        not_applicable(f"the target's CONNECTED declares it sends no heart-beats "
-                       f"(heart-beat:{peer.connected.get('heart-beat') or 'absent'}), which STOMP 1.2 allows")
+        not_applicable(
+            f"the target's CONNECTED declares it sends no heart-beats "
+            f"(heart-beat:{peer.connected.get('heart-beat') or 'absent'}), which STOMP 1.2 allows"
+        )
     beats = heartbeat_sender(peer, HARNESS_BEAT_MS / 2000)
     try:
         window = watch_window(interval) + tolerance(interval)
-        await stay_quiet(peer, window, f"watching the target's heart-beats (due every {interval} ms)")
+        await stay_quiet(
+            peer, window, f"watching the target's heart-beats (due every {interval} ms)"
+        )
     finally:
         beats.cancel()
     end = time.monotonic()
@@ -187,13 +233,18 @@ async def test_sends_heart_beats(connected_peer):
         f"heart-beats agreed every {interval} ms (CONNECTED heart-beat:{peer.connected.get('heart-beat')}, ours "
         f"{HARNESS_BEAT_MS},{HARNESS_BEAT_MS}), but the target sent nothing for {longest:.2f} s (allowed with the "
         f"error margin: {allowed:.2f} s); gaps between its data in {end - start:.1f} s: "
-        f"{', '.join(f'{g:.2f}' for g in gaps)}; heart-beats received: {peer.heartbeats}")
+        f"{', '.join(f'{g:.2f}' for g in gaps)}; heart-beats received: {peer.heartbeats}"
+    )
 
 
-@requirement("stomp.connect.server.accepts-heart-beats", "MUST",
-             f"{HEART_BEATING} (heart-beats are EOLs: \"if the sender has no real STOMP frame to send, it MUST send an "
-             "end-of-line\"); STOMP 1.2, Augmented BNF (a frame may be followed by EOLs)",
-             depends=[*SESSION, DISCONNECT_RECEIPT], errata=["STOMP-E1"])
+@requirement(
+    "stomp.connect.server.accepts-heart-beats",
+    "MUST",
+    f'{HEART_BEATING} (heart-beats are EOLs: "if the sender has no real STOMP frame to send, it MUST send an '
+    'end-of-line"); STOMP 1.2, Augmented BNF (a frame may be followed by EOLs)',
+    depends=[*SESSION, DISCONNECT_RECEIPT],
+    errata=["STOMP-E1"],
+)
 async def test_accepts_heart_beats(connected_peer):
     """heart-beat:500,0: the harness sends an EOL every 250 ms for a few
     seconds (twice as often as it declared, which satisfies any agreed
@@ -204,20 +255,28 @@ async def test_accepts_heart_beats(connected_peer):
     server_heart_beat(peer.connected)
     beats = heartbeat_sender(peer, HARNESS_BEAT_MS / 2000)
     try:
-        await stay_quiet(peer, ACCEPTS_BEATS_SECONDS,
-                         f"the harness's heart-beats (an EOL every {HARNESS_BEAT_MS // 2} ms)")
+        await stay_quiet(
+            peer,
+            ACCEPTS_BEATS_SECONDS,
+            f"the harness's heart-beats (an EOL every {HARNESS_BEAT_MS // 2} ms)",
+        )
     finally:
         beats.cancel()
     try:
-        await peer.disconnect(f"after-beats-{secrets.token_hex(4)}", "DISCONNECT after the heart-beats")
+        await peer.disconnect(
+            f"after-beats-{secrets.token_hex(4)}", "DISCONNECT after the heart-beats"
+        )
     except AssertionError as exc:
         raise AssertionError(f"after {ACCEPTS_BEATS_SECONDS:g} s of heart-beats: {exc}") from None
 
 
-@requirement("stomp.connect.server.missing-heart-beat-means-none", "MUST",
-             f"{HEART_BEATING} (\"A missing heart-beat header MUST be treated the same way as a \"heart-beat:0,0\" "
-             "header, that is: the party cannot send and does not want to receive heart-beats\")",
-             depends=[*SESSION, DISCONNECT_RECEIPT])
+@requirement(
+    "stomp.connect.server.missing-heart-beat-means-none",
+    "MUST",
+    f'{HEART_BEATING} ("A missing heart-beat header MUST be treated the same way as a "heart-beat:0,0" '
+    'header, that is: the party cannot send and does not want to receive heart-beats")',
+    depends=[*SESSION, DISCONNECT_RECEIPT],
+)
 async def test_missing_heart_beat_means_none(connected_peer, target):
     """A CONNECT without heart-beat header promises no heart-beats: the
     harness then sends nothing at all for ``idle_seconds`` (default 12 s),
@@ -227,17 +286,27 @@ async def test_missing_heart_beat_means_none(connected_peer, target):
     than such an interval)."""
     idle = float(target.params.get("idle_seconds", DEFAULT_IDLE_SECONDS))
     peer = await connected_peer("no heart-beat header, silent")
-    await stay_quiet(peer, idle, "a silent session whose CONNECT had no heart-beat header (heart-beat:0,0)")
+    await stay_quiet(
+        peer, idle, "a silent session whose CONNECT had no heart-beat header (heart-beat:0,0)"
+    )
     try:
-        await peer.disconnect(f"after-silence-{secrets.token_hex(4)}", "DISCONNECT after the silence")
+        await peer.disconnect(
+            f"after-silence-{secrets.token_hex(4)}", "DISCONNECT after the silence"
+        )
     except AssertionError as exc:
-        raise AssertionError(f"after {idle:g} s of silence on a session without heart-beats: {exc}") from None
+        raise AssertionError(
+            f"after {idle:g} s of silence on a session without heart-beats: {exc}"
+        ) from None
 
 
-@requirement("stomp.connect.server.keeps-idle-connection", "SHOULD",
-             "Swaptacular STOMP profile, STOMP Connections (\"The client MAY decide to keep the STOMP connection open "
-             "for any length of time, and the server SHOULD NOT terminate the connection unilaterally, without a "
-             "reason\")", depends=[*SESSION, ACCEPTS_BEATS, DISCONNECT_RECEIPT])
+@requirement(
+    "stomp.connect.server.keeps-idle-connection",
+    "SHOULD",
+    'Swaptacular STOMP profile, STOMP Connections ("The client MAY decide to keep the STOMP connection open '
+    "for any length of time, and the server SHOULD NOT terminate the connection unilaterally, without a "
+    'reason")',
+    depends=[*SESSION, ACCEPTS_BEATS, DISCONNECT_RECEIPT],
+)
 async def test_keeps_idle_connection(connected_peer, target):
     """An idle session that honours the heart-beats it agreed is no reason
     to drop: the harness declares heart-beat:4000,0, sends an EOL every half
@@ -252,12 +321,18 @@ async def test_keeps_idle_connection(connected_peer, target):
     interval = heart_beat_interval(cx, sy)
     beats = heartbeat_sender(peer, interval / 2000) if interval else None
     try:
-        await stay_quiet(peer, idle, f"an idle session (heart-beats agreed every {interval or 'never'} ms"
-                                     f"{', sent every ' + str(interval // 2) + ' ms' if interval else ''})")
+        await stay_quiet(
+            peer,
+            idle,
+            f"an idle session (heart-beats agreed every {interval or 'never'} ms"
+            f"{', sent every ' + str(interval // 2) + ' ms' if interval else ''})",
+        )
     finally:
         if beats is not None:
             beats.cancel()
     try:
-        await peer.disconnect(f"after-idle-{secrets.token_hex(4)}", "DISCONNECT after the idle time")
+        await peer.disconnect(
+            f"after-idle-{secrets.token_hex(4)}", "DISCONNECT after the idle time"
+        )
     except AssertionError as exc:
         raise AssertionError(f"after {idle:g} s idle: {exc}") from None

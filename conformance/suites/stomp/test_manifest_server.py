@@ -25,9 +25,11 @@ from reference_impl.stomp.manifest import ManifestError, load_manifest
 
 from .peer import manifest_path
 
-CITE = ("Swaptacular STOMP profile, STOMP Servers Manifest Files (\"Every Swaptacular node MUST publicly provide a "
-        "STOMP servers manifest file, which describes the STOMP servers that the node runs\"; the keys servers, host, "
-        "login, passcode, destination, accepted-content-types)")
+CITE = (
+    'Swaptacular STOMP profile, STOMP Servers Manifest Files ("Every Swaptacular node MUST publicly provide a '
+    'STOMP servers manifest file, which describes the STOMP servers that the node runs"; the keys servers, host, '
+    "login, passcode, destination, accepted-content-types)"
+)
 EXAMPLE_NODE_ID = "12345678"
 """The node id of the profile's own example, to check that substitution
 works on the manifest's values."""
@@ -37,12 +39,16 @@ works on the manifest's values."""
 async def test_provides_valid_manifest(target):
     path = manifest_path(target)
     if path is None:
-        not_applicable(f"target {target.target.name} gives no params.manifest_file (a copy of the stomp.toml the "
-                       "node publishes)")
+        not_applicable(
+            f"target {target.target.name} gives no params.manifest_file (a copy of the stomp.toml the "
+            "node publishes)"
+        )
     try:
         manifest = load_manifest(path)
     except ManifestError as exc:
-        raise AssertionError(f"the node's manifest {path} is not a valid STOMP servers manifest: {exc}") from None
+        raise AssertionError(
+            f"the node's manifest {path} is not a valid STOMP servers manifest: {exc}"
+        ) from None
     except OSError as exc:
         raise TargetError(f"params.manifest_file {path}: {exc.strerror or exc}") from None
     substituted = manifest.substituted(EXAMPLE_NODE_ID)

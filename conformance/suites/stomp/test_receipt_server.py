@@ -40,9 +40,11 @@ from .prerequisites import ACCEPTED_STATE, SESSION
 
 RECEIPT_CITE = "STOMP 1.2, RECEIPT"
 PROFILE = "Swaptacular STOMP profile, STOMP Connections"
-FOOTNOTE = f"{PROFILE}, footnote 2 (\"Every STOMP RECEIPT command confirms the delivery of all preceding messages\")"
-STORED = f"{PROFILE} (\"MUST consider a message to be successfully delivered, only after a RECEIPT ... confirming " \
-         "that the message has been processed\"); " + RECEIPT_CITE
+FOOTNOTE = f'{PROFILE}, footnote 2 ("Every STOMP RECEIPT command confirms the delivery of all preceding messages")'
+STORED = (
+    f'{PROFILE} ("MUST consider a message to be successfully delivered, only after a RECEIPT ... confirming '
+    'that the message has been processed"); ' + RECEIPT_CITE
+)
 
 ECHO = "stomp.receipt.server.receipt-id-echoes-receipt"
 IS_STORED = "stomp.receipt.server.receipted-message-is-stored"
@@ -71,8 +73,11 @@ async def send_one(peer: StompPeer, message: OwnMessage, note: str) -> None:
 async def send_all(peer: StompPeer, messages: list[OwnMessage], note: str) -> None:
     """All SENDs in one write: pipelined, none waits for a RECEIPT."""
     data = b"".join(encode_frame(send_frame(m)) for m in messages)
-    await peer.send_raw(data, f"{note}: {len(messages)} SEND frames, receipt:{messages[0].receipt} .. "
-                              f"receipt:{messages[-1].receipt}")
+    await peer.send_raw(
+        data,
+        f"{note}: {len(messages)} SEND frames, receipt:{messages[0].receipt} .. "
+        f"receipt:{messages[-1].receipt}",
+    )
 
 
 async def next_receipt(peer: StompPeer, what: str) -> Frame:
@@ -82,11 +87,14 @@ async def next_receipt(peer: StompPeer, what: str) -> Frame:
     frame = await peer.next_frame(what, Deadline(peer.conn.deadline))
     assert frame.command == "RECEIPT", (
         f"awaiting {what}, the target sent {summary(frame)}; every SEND was valid (the profile's headers, a "
-        "valid SMP body), so a RECEIPT was due")
+        "valid SMP body), so a RECEIPT was due"
+    )
     return frame
 
 
-async def receipts_until(peer: StompPeer, messages: list[OwnMessage], last: OwnMessage, what: str) -> list[str]:
+async def receipts_until(
+    peer: StompPeer, messages: list[OwnMessage], last: OwnMessage, what: str
+) -> list[str]:
     """The receipt-ids of the RECEIPTs that come, in arrival order, up to
     and including the one for ``last``. Receipts for other SENDs may be
     skipped: footnote 2 makes one RECEIPT confirm every preceding message,
@@ -100,17 +108,25 @@ async def receipts_until(peer: StompPeer, messages: list[OwnMessage], last: OwnM
         got.append(receipt_id)
         if receipt_id == last.receipt:
             return got
-    raise AssertionError(f"{len(got)} RECEIPTs, none for {what} (receipt:{last.receipt}): receipt-ids {got[:10]}...")
+    raise AssertionError(
+        f"{len(got)} RECEIPTs, none for {what} (receipt:{last.receipt}): receipt-ids {got[:10]}..."
+    )
 
 
 def note_records(trace: WireTrace, records, found, when: str) -> None:
-    trace.event(f"accepted adapter {when}: {len(records)} record(s); ours stored: {len(found.stored)}, "
-                f"altered: {len(found.altered)}, missing: {len(found.missing)}")
+    trace.event(
+        f"accepted adapter {when}: {len(records)} record(s); ours stored: {len(found.stored)}, "
+        f"altered: {len(found.altered)}, missing: {len(found.missing)}"
+    )
 
 
-@requirement(ECHO, "MUST", f"{RECEIPT_CITE} (\"A RECEIPT frame MUST include the header receipt-id, where the value "
-             "is the value of the receipt header in the frame which this is a receipt for\")",
-             depends=SESSION)
+@requirement(
+    ECHO,
+    "MUST",
+    f'{RECEIPT_CITE} ("A RECEIPT frame MUST include the header receipt-id, where the value '
+    'is the value of the receipt header in the frame which this is a receipt for")',
+    depends=SESSION,
+)
 async def test_receipt_id_echoes_receipt(connected_peer, smp_destination):
     """One valid SEND with a fresh receipt value: the RECEIPT's receipt-id
     is that value, byte for byte (after STOMP unescaping). A wire rule:
@@ -122,12 +138,18 @@ async def test_receipt_id_echoes_receipt(connected_peer, smp_destination):
     assert frame.has("receipt-id"), f"the RECEIPT has no receipt-id header: {summary(frame)}"
     assert frame.get("receipt-id") == message.receipt, (
         f"the SEND had receipt:{message.receipt}, the RECEIPT says receipt-id:{frame.get('receipt-id')!r}: "
-        f"{summary(frame)}")
+        f"{summary(frame)}"
+    )
 
 
-@requirement("stomp.receipt.server.receipts-in-order", "MUST",
-             f"{FOOTNOTE}; {RECEIPT_CITE} (\"Since STOMP is stream based, the receipt is also a cumulative "
-             "acknowledgment\")", depends=(ECHO,), errata=["STOMP-E4"])
+@requirement(
+    "stomp.receipt.server.receipts-in-order",
+    "MUST",
+    f'{FOOTNOTE}; {RECEIPT_CITE} ("Since STOMP is stream based, the receipt is also a cumulative '
+    'acknowledgment")',
+    depends=(ECHO,),
+    errata=["STOMP-E4"],
+)
 async def test_receipts_in_order(connected_peer, smp_destination):
     """20 SENDs written at once; once the RECEIPT of the 20th arrives, a
     21st SEND: the RECEIPTs up to the 21st's come in the order of their
@@ -145,7 +167,9 @@ async def test_receipts_in_order(connected_peer, smp_destination):
     burst, closing = messages[:-1], messages[-1]
     await send_all(peer, burst, f"{IN_ORDER_COUNT} valid SENDs in one write")
     got = await receipts_until(peer, burst, burst[-1], f"SEND {IN_ORDER_COUNT}")
-    await send_one(peer, closing, f"SEND {IN_ORDER_COUNT + 1}, after the RECEIPT of SEND {IN_ORDER_COUNT}")
+    await send_one(
+        peer, closing, f"SEND {IN_ORDER_COUNT + 1}, after the RECEIPT of SEND {IN_ORDER_COUNT}"
+    )
     got += await receipts_until(peer, messages, closing, f"SEND {IN_ORDER_COUNT + 1}")
     number = {m.receipt: n for n, m in enumerate(messages, start=1)}
     unknown = [r for r in got if r not in number]
@@ -154,12 +178,22 @@ async def test_receipts_in_order(connected_peer, smp_destination):
     for before, after in zip(order, order[1:]):
         assert after > before, (
             f"the RECEIPT for SEND {after} came after the RECEIPT for SEND {before}: receipts by SEND number, in "
-            f"the order they arrived: {order}")
+            f"the order they arrived: {order}"
+        )
 
 
-@requirement("stomp.receipt.server.receipt-confirms-pipelined-sends", "MUST", FOOTNOTE,
-             needs=(ACCEPTED,), depends=(ECHO, IS_STORED), errata=["STOMP-E4"], shares=[ACCEPTED_STATE])
-async def test_receipt_confirms_pipelined_sends(connected_peer, smp_destination, accepted_messages, wire_trace):
+@requirement(
+    "stomp.receipt.server.receipt-confirms-pipelined-sends",
+    "MUST",
+    FOOTNOTE,
+    needs=(ACCEPTED,),
+    depends=(ECHO, IS_STORED),
+    errata=["STOMP-E4"],
+    shares=[ACCEPTED_STATE],
+)
+async def test_receipt_confirms_pipelined_sends(
+    connected_peer, smp_destination, accepted_messages, wire_trace
+):
     """50 SENDs written at once; the moment the RECEIPT of the last one
     arrives, the adapter must show all 50: that RECEIPT confirms the
     delivery of every preceding message (footnote 2), however the node
@@ -175,12 +209,16 @@ async def test_receipt_confirms_pipelined_sends(connected_peer, smp_destination,
     problems = found.problems(messages)
     assert not problems, (
         f"the RECEIPT of the last of {PIPELINED_COUNT} pipelined SENDs (receipt-id {messages[-1].receipt}) confirms "
-        f"all of them, yet {len(problems)} are not stored as sent: " + "; ".join(problems[:5])
-        + (f"; ... ({len(problems) - 5} more)" if len(problems) > 5 else ""))
+        f"all of them, yet {len(problems)} are not stored as sent: "
+        + "; ".join(problems[:5])
+        + (f"; ... ({len(problems) - 5} more)" if len(problems) > 5 else "")
+    )
 
 
 @requirement(IS_STORED, "MUST", STORED, needs=(ACCEPTED,), depends=(ECHO,), shares=[ACCEPTED_STATE])
-async def test_receipted_message_is_stored(connected_peer, smp_destination, accepted_messages, wire_trace):
+async def test_receipted_message_is_stored(
+    connected_peer, smp_destination, accepted_messages, wire_trace
+):
     """One SEND; right after its RECEIPT the adapter shows it with the body,
     destination, type and content-type sent. The connection stays open: a
     node that only stores once the client leaves, or stores later in the
@@ -196,9 +234,17 @@ async def test_receipted_message_is_stored(connected_peer, smp_destination, acce
     assert not problems, f"the target receipted a SEND it does not hold: {problems[0]}"
 
 
-@requirement("stomp.receipt.server.stored-after-connection-cut", "MUST", STORED,
-             needs=(ACCEPTED,), depends=(IS_STORED,), shares=[ACCEPTED_STATE])
-async def test_stored_after_connection_cut(connected_peer, smp_destination, accepted_messages, wire_trace):
+@requirement(
+    "stomp.receipt.server.stored-after-connection-cut",
+    "MUST",
+    STORED,
+    needs=(ACCEPTED,),
+    depends=(IS_STORED,),
+    shares=[ACCEPTED_STATE],
+)
+async def test_stored_after_connection_cut(
+    connected_peer, smp_destination, accepted_messages, wire_trace
+):
     """One SEND; the moment its RECEIPT arrives the harness aborts the TCP
     connection (RST, no DISCONNECT, no TLS close_notify), lets the node
     notice, and reads what it holds: the receipted message is still there.
@@ -215,14 +261,23 @@ async def test_stored_after_connection_cut(connected_peer, smp_destination, acce
     found = find_own(records, [message])
     note_records(wire_trace, records, found, "after the cut")
     problems = found.problems([message])
-    assert not problems, (f"after the connection was cut right after its RECEIPT, the target no longer holds the "
-                          f"SEND: {problems[0]}")
+    assert not problems, (
+        f"after the connection was cut right after its RECEIPT, the target no longer holds the "
+        f"SEND: {problems[0]}"
+    )
 
 
-@requirement("stomp.receipt.server.stored-after-restart", "MUST", STORED,
-             needs=(ACCEPTED, RESTART), depends=(IS_STORED,), shares=[ACCEPTED_STATE, NODE_STATE])
-async def test_stored_after_restart(connected_peer, smp_destination, accepted_messages, restart_target_server,
-                                    wire_trace):
+@requirement(
+    "stomp.receipt.server.stored-after-restart",
+    "MUST",
+    STORED,
+    needs=(ACCEPTED, RESTART),
+    depends=(IS_STORED,),
+    shares=[ACCEPTED_STATE, NODE_STATE],
+)
+async def test_stored_after_restart(
+    connected_peer, smp_destination, accepted_messages, restart_target_server, wire_trace
+):
     """3 SENDs, each once the previous one is receipted (no burst: burst
     handling is receipt-confirms-pipelined-sends' rule); the moment the
     last RECEIPT arrives the harness kills the server's process group with
@@ -234,7 +289,9 @@ async def test_stored_after_restart(connected_peer, smp_destination, accepted_me
     for number, message in enumerate(messages, start=1):
         await send_one(peer, message, f"valid SEND {number} of {RESTART_COUNT}")
         await receipts_until(peer, [message], message, f"SEND {number}")
-    wire_trace.event("harness kills the server (SIGKILL) right after the last RECEIPT and starts it again")
+    wire_trace.event(
+        "harness kills the server (SIGKILL) right after the last RECEIPT and starts it again"
+    )
     await restart_target_server()
     peer.conn.abort()
     records = await accepted_messages("after the server was killed and restarted")
@@ -243,4 +300,5 @@ async def test_stored_after_restart(connected_peer, smp_destination, accepted_me
     problems = found.problems(messages)
     assert not problems, (
         f"{len(problems)} of the {len(messages)} receipted SENDs are gone after SIGKILL and restart: "
-        + "; ".join(problems))
+        + "; ".join(problems)
+    )

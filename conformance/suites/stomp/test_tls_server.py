@@ -44,31 +44,42 @@ async def refusal_of(open_peer, stomp, target, label: str, **tls) -> str:
         return f"handshake refused: {exc}"
     version = peer.conn.tls.version() if peer.conn.tls else "?"
     # Quietly: a TLS 1.3 server may already have sent its alert and closed.
-    await peer.conn.send_quietly(encode_frame(Frame("CONNECT", stomp.connect_headers(target))),
-                                 "CONNECT (to see whether the server proceeds)")
+    await peer.conn.send_quietly(
+        encode_frame(Frame("CONNECT", stomp.connect_headers(target))),
+        "CONNECT (to see whether the server proceeds)",
+    )
     try:
         frame = await peer.next_or_close(f"a refusal of the {label}")
     except DeadlineExceeded:
         raise AssertionError(
             f"with a {label} ({version}), the target neither refused the connection (no alert, no close) nor "
             f"answered CONNECT within {peer.conn.deadline:g} s: the connection must be refused, not left "
-            "hanging") from None
+            "hanging"
+        ) from None
     except PeerClosed as exc:
         return f"connection closed ({exc})"
     if frame is None:
         alert = peer.conn.tls_alert
-        return f"after the {version} handshake, " + (f"TLS alert {alert}" if alert else "the connection was closed")
+        return f"after the {version} handshake, " + (
+            f"TLS alert {alert}" if alert else "the connection was closed"
+        )
     if frame.command == "ERROR":
         # A server judging the certificate above TLS (after the handshake)
         # refuses the session with ERROR, then must close (STOMP 1.2, ERROR).
         await peer.close_after_error(frame, f"CONNECT from a {label}")
         return f"ERROR then close: {summary(frame)}"
-    raise AssertionError(f"with a {label} ({version}) the target proceeded with the connection: it answered "
-                         f"CONNECT with {summary(frame)}")
+    raise AssertionError(
+        f"with a {label} ({version}) the target proceeded with the connection: it answered "
+        f"CONNECT with {summary(frame)}"
+    )
 
 
-@requirement("stomp.tls.server.completes-mutual-handshake", "MUST", f"{CITE} (\"Both the client and the server must present a certificate, which the other "
-             "side verifies before proceeding\"; TLS 1.3 or higher)")
+@requirement(
+    "stomp.tls.server.completes-mutual-handshake",
+    "MUST",
+    f'{CITE} ("Both the client and the server must present a certificate, which the other '
+    'side verifies before proceeding"; TLS 1.3 or higher)',
+)
 async def test_completes_mutual_handshake(open_peer, stomp, target):
     """The valid counterpart of every TLS case: TLS 1.3 with the harness's
     trusted client certificate (whose name, ``stomp-client.invalid``, is no
@@ -80,8 +91,9 @@ async def test_completes_mutual_handshake(open_peer, stomp, target):
     try:
         peer: StompPeer = await open_peer("harness certificate, TLS 1.3")
     except TlsRefused as exc:
-        raise AssertionError(f"the TLS 1.3 handshake with the harness's trusted client certificate failed: "
-                             f"{exc}") from None
+        raise AssertionError(
+            f"the TLS 1.3 handshake with the harness's trusted client certificate failed: {exc}"
+        ) from None
     # The harness's context allows nothing below TLS 1.3: no version check needed here.
     await peer.send_frame(Frame("CONNECT", stomp.connect_headers(target)), "CONNECT")
     what = "an answer to CONNECT on a mutually authenticated connection"
@@ -89,44 +101,72 @@ async def test_completes_mutual_handshake(open_peer, stomp, target):
         frame = await peer.next_or_close(what)
     except (DeadlineExceeded, ProtocolViolation) as exc:
         if not peer.arrivals:
-            raise AssertionError(f"after a TLS 1.3 handshake with a trusted client certificate the target sent "
-                                 f"nothing: {exc}") from None
+            raise AssertionError(
+                f"after a TLS 1.3 handshake with a trusted client certificate the target sent "
+                f"nothing: {exc}"
+            ) from None
         # Bytes came over the authenticated connection: the server proceeded.
-        peer.conn.trace.event(f"the target proceeded after the handshake (it sent application data); what it "
-                              f"sent is judged by {CONNECTED}: {exc}")
+        peer.conn.trace.event(
+            f"the target proceeded after the handshake (it sent application data); what it "
+            f"sent is judged by {CONNECTED}: {exc}"
+        )
         return
     if frame is None:
         alert = peer.conn.tls_alert
         if alert is None and peer.arrivals:
-            peer.conn.trace.event(f"the target proceeded after the handshake (it sent application data), then "
-                                  f"closed without a frame; judged by {CONNECTED}")
+            peer.conn.trace.event(
+                f"the target proceeded after the handshake (it sent application data), then "
+                f"closed without a frame; judged by {CONNECTED}"
+            )
             return
-        raise AssertionError("after the TLS 1.3 handshake the target refused the harness's trusted client "
-                             "certificate: " + (f"TLS alert {alert}" if alert else "it closed the connection "
-                                                "without sending a byte"))
+        raise AssertionError(
+            "after the TLS 1.3 handshake the target refused the harness's trusted client "
+            "certificate: "
+            + (f"TLS alert {alert}" if alert else "it closed the connection without sending a byte")
+        )
 
 
-@requirement("stomp.tls.server.refuses-tls-1-2", "MUST",
-             f"{CITE} (\"STOMP connections MUST be secured by using Transport Layer Security version 1.3 or "
-             "higher\")", depends=[TLS])
+@requirement(
+    "stomp.tls.server.refuses-tls-1-2",
+    "MUST",
+    f'{CITE} ("STOMP connections MUST be secured by using Transport Layer Security version 1.3 or '
+    'higher")',
+    depends=[TLS],
+)
 async def test_refuses_tls_1_2(open_peer, stomp, target):
     """A client offering at most TLS 1.2, with the trusted certificate: the
     handshake must fail, or, if it completes, the server must not serve
     STOMP over it (an alert, a close, or ERROR then close answering CONNECT)."""
-    await refusal_of(open_peer, stomp, target, "client offering only TLS 1.2 (trusted certificate)",
-                     minimum=ssl.TLSVersion.TLSv1_2, maximum=ssl.TLSVersion.TLSv1_2)
+    await refusal_of(
+        open_peer,
+        stomp,
+        target,
+        "client offering only TLS 1.2 (trusted certificate)",
+        minimum=ssl.TLSVersion.TLSv1_2,
+        maximum=ssl.TLSVersion.TLSv1_2,
+    )
 
 
-@requirement("stomp.tls.server.requires-client-certificate", "MUST",
-             f"{CITE} (\"Servers MUST require clients to authenticate themselves by presenting a trusted "
-             "certificate chain\")", depends=[TLS])
+@requirement(
+    "stomp.tls.server.requires-client-certificate",
+    "MUST",
+    f'{CITE} ("Servers MUST require clients to authenticate themselves by presenting a trusted '
+    'certificate chain")',
+    depends=[TLS],
+)
 async def test_requires_client_certificate(open_peer, stomp, target):
     await refusal_of(open_peer, stomp, target, "client without a certificate", cert=None)
 
 
-@requirement("stomp.tls.server.refuses-untrusted-client-certificate", "MUST",
-             f"{CITE} (\"Servers MUST require clients to authenticate themselves by presenting a trusted "
-             "certificate chain\")", depends=[TLS])
+@requirement(
+    "stomp.tls.server.refuses-untrusted-client-certificate",
+    "MUST",
+    f'{CITE} ("Servers MUST require clients to authenticate themselves by presenting a trusted '
+    'certificate chain")',
+    depends=[TLS],
+)
 async def test_refuses_untrusted_client_certificate(open_peer, stomp, target):
     """The certificate comes from the run's second CA, which nobody trusts."""
-    await refusal_of(open_peer, stomp, target, "client certificate from an untrusted CA", cert=UNTRUSTED)
+    await refusal_of(
+        open_peer, stomp, target, "client certificate from an untrusted CA", cert=UNTRUSTED
+    )

@@ -23,17 +23,36 @@ def main() -> int:
         if not line.strip():
             continue
         vector = json.loads(line)
-        body = bytes.fromhex(vector["body_hex"]) if "body_hex" in vector else vector["body"].encode("utf-8")
-        message = Message(id="1", type=vector["type"], body=bytearray(body), content_type="application/json")
+        body = (
+            bytes.fromhex(vector["body_hex"])
+            if "body_hex" in vector
+            else vector["body"].encode("utf-8")
+        )
+        message = Message(
+            id="1", type=vector["type"], body=bytearray(body), content_type="application/json"
+        )
         try:
             parse_message_body(message)
         except ProcessingError as exc:
             cause = exc.__cause__
-            detail = f"{exc.error_message}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
-            print(json.dumps({"id": vector["id"], "accepted": False, "error": detail[:500]}), flush=True)
+            detail = f"{exc.error_message}" + (
+                f" ({type(cause).__name__}: {cause})" if cause else ""
+            )
+            print(
+                json.dumps({"id": vector["id"], "accepted": False, "error": detail[:500]}),
+                flush=True,
+            )
         except Exception as exc:  # a crash of the validator is a refusal too, shown as such
-            print(json.dumps({"id": vector["id"], "accepted": False,
-                              "error": f"crash: {type(exc).__name__}: {exc}"[:500]}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "id": vector["id"],
+                        "accepted": False,
+                        "error": f"crash: {type(exc).__name__}: {exc}"[:500],
+                    }
+                ),
+                flush=True,
+            )
         else:
             print(json.dumps({"id": vector["id"], "accepted": True, "error": None}), flush=True)
     return 0
