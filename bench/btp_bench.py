@@ -192,7 +192,10 @@ def measure(
     for name, packet in packets.items():
         wire = encode_packet(packet)
         assert decode_packet(wire) == packet
-        calls = {"decode": lambda: decode_packet(wire), "encode": lambda: encode_packet(packet)}
+        calls = {
+            "decode": lambda wire=wire: decode_packet(wire),
+            "encode": lambda packet=packet: encode_packet(packet),
+        }
         py[name] = {}
         if js is not None:
             js[name] = {}

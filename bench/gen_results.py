@@ -268,7 +268,6 @@ def night_runs(plan: Plan, night: int) -> list[tuple[str, list[str], bool]]:
     rng = np.random.default_rng([args.seed, night, 7])
     start_night = FIRST_NIGHT + timedelta(days=night)
     runs = []
-    interop_slot = len(plan.impls)
     for impl_i, (impl, protocol) in enumerate(plan.impls):
         release = night // plan.release_every[impl_i] + impl_i % 5
         t0 = start_night + timedelta(minutes=3 * impl_i, seconds=int(rng.integers(0, 60)))

@@ -73,8 +73,11 @@ def main(argv: list[str]) -> int:
         for key in keys:
             if before.get(key) != after.get(key):
                 differences.append((name, key[2], before.get(key), after.get(key)))
+
+    def show(v):
+        return "missing" if v is None else v[0] + (f" (by {v[1]})" if v[1] else "")
+
     for name, case, was, now in differences:
-        show = lambda v: "missing" if v is None else v[0] + (f" (by {v[1]})" if v[1] else "")
         print(f"DIFFERENT {name} {case}: before {show(was)}, after {show(now)}")
     print(f"{len(differences)} difference(s) over {len(before.keys() | after.keys())} case results")
     return 1 if differences else 0

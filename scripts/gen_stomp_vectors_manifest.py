@@ -412,7 +412,7 @@ def build() -> dict[Path, str]:
                 raise SystemExit(
                     f"{vector['id']}: expected key {vector['key']!r} index {vector.get('index')}, "
                     f"the module blames {exc.key!r} index {exc.index}: {exc}"
-                )
+                ) from exc
             reason = exc.reason
         else:
             raise SystemExit(f"{vector['id']}: the module accepts it")

@@ -32,10 +32,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from conformance.core import impair
-from conformance.core.results import read_results
-from conformance.mutation import FAULT_REGISTRIES, run_mutation, variant_specs
-from reference_impl.variants import LATE_ANSWERS
+from conformance.core import impair  # noqa: E402 (after the sys.path line)
+from conformance.core.results import read_results  # noqa: E402 (after the sys.path line)
+from conformance.mutation import FAULT_REGISTRIES, run_mutation, variant_specs  # noqa: E402 (after the sys.path line)
+from reference_impl.variants import LATE_ANSWERS  # noqa: E402 (after the sys.path line)
 
 MUST_HOLD = ("fragment", "coalesce", "delay", "throttle")
 """The profiles under which no verdict may change (issue 25, item 3);
@@ -82,7 +82,6 @@ def _one(
     if refused:
         return row
     started = time.monotonic()
-    quiet = lambda line: None
     params = PARAMS.get(protocol)
     faults = run_mutation(
         [protocol],
@@ -90,7 +89,7 @@ def _one(
         jobs,
         work / "faults",
         deadline=deadline,
-        progress=quiet,
+        progress=lambda line: None,
         impairment=impairment,
         params=params,
     )
@@ -100,7 +99,7 @@ def _one(
         jobs,
         work / "variants",
         deadline=deadline,
-        progress=quiet,
+        progress=lambda line: None,
         reference=False,
         faults=False,
         impairment=impairment,
@@ -113,7 +112,7 @@ def _one(
         1,
         work / "late",
         deadline=deadline,
-        progress=quiet,
+        progress=lambda line: None,
         reference=False,
         faults=False,
         impairment=impairment,

@@ -557,7 +557,7 @@ def definition_problems(target: Target, serving: bool = True) -> list[str]:
     if target.url:
         parts = urllib.parse.urlsplit(target.url)
         try:
-            parts.port
+            _ = parts.port  # raises ValueError for a port out of range
         except ValueError:
             problems.append(f"url {target.url!r} has an invalid port")
         if not parts.scheme or not parts.hostname:

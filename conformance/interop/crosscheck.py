@@ -209,7 +209,7 @@ def cross_check(
     searched = [Path(d).resolve() for d in certified_in] or [run_dir.parent]
     wanted = {}
     for pair in pairs:
-        for name, role in ((pair.client, "client"), (pair.server, "server")):
+        for name in (pair.client, pair.server):
             target = targets[name]
             wanted[name] = (target.protocol, tuple(target.roles))
     certifications = latest_certifications([d for d in searched if d != run_dir], wanted)

@@ -155,10 +155,10 @@ def load_deltas_file(path: str) -> list[DeltaSpec]:
             FieldValue(name, bytes.fromhex(value)) for name, value in item.get("fields", {}).items()
         ]
         delta: DeltaT = {
-            "set": lambda: SetDelta(fields),
-            "patch": lambda: PatchDelta(fields),
-            "remove": RemoveDelta,
-        }[op]()
+            "set": SetDelta,
+            "patch": PatchDelta,
+            "remove": lambda _fields: RemoveDelta(),
+        }[op](fields)
         specs.append(
             DeltaSpec(
                 str(item["output"]), _key_bytes(str(item["key"])), delta, item.get("sequence_no")

@@ -27,7 +27,6 @@ from .docker_support import (
     REPO_ROOT,
     build_images,
     container_tier,
-    docker,
     docker_problem,
     labelled,
     remove_labelled,

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -106,7 +105,7 @@ def test_reference_node_certifies_with_every_artifact(tmp_path):
     assert "harness -> target  64 bytes  msg1: client hello" in attachment.read_text()
     # The node's secret key never lands in anything the run wrote.
     secret_text = json.loads(
-        "\n".join(l for l in key_file.read_text().splitlines() if not l.startswith("#"))
+        "\n".join(line for line in key_file.read_text().splitlines() if not line.startswith("#"))
     )["private"]
     secret_b64 = secret_text.split(".")[0]
     for path in run.run_dir.rglob("*"):

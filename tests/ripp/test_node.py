@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from reference_impl.ripp.envelope import HEADER_SIZE, MAX_PAYLOAD
 from reference_impl.ripp.node import (

@@ -243,7 +243,7 @@ def test_heartbeats_at_the_negotiated_interval():
     sent = []
     for t in range(0, 1000 * MS + 1, 10 * MS):
         sent += [e for e in p.poll(t) if isinstance(e, HeartbeatSent)]
-        events = pump(p, c, t)
+        pump(p, c, t)
         assert not c.closed
         assert c.poll(t) == []
     times = [e.heartbeat.timestamp_ns for e in sent]
@@ -320,7 +320,7 @@ def test_consumer_takes_any_payload_in_a_sound_envelope(msg_type, payload):
     c, p, _, _ = connect()
     fp = fingerprint(V2) if msg_type == MsgType.DELTA else bytes(32)
     env = make_envelope(msg_type, payload, sequence=9, timestamp_ns=0, fingerprint=fp)
-    events = c.receive_data(encode_envelope(env), 5)
+    c.receive_data(encode_envelope(env), 5)
     if c.closed:
         # refused: nothing sent back (profile P9)
         assert c.data_to_send() == b""

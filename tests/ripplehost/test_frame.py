@@ -22,7 +22,6 @@ from reference_impl.ripplehost.frame import (
     Reassembler,
     decode_body,
     encode_frame,
-    encode_message,
     header_problem,
     message_frames,
     parse_frames,

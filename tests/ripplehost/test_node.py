@@ -293,9 +293,9 @@ def test_command_line_serve_and_connect(tmp_path):
         )
         assert client.returncode == 0, client.stderr
         answers = [
-            json.loads(l.split(" ", 1)[1])
-            for l in client.stdout.splitlines()
-            if l.startswith("RIPPLE_ANSWER")
+            json.loads(line.split(" ", 1)[1])
+            for line in client.stdout.splitlines()
+            if line.startswith("RIPPLE_ANSWER")
         ]
         assert [a["body"] for a in answers] == [{"type": "pong"}, {"type": "echo", "n": 1}]
         unknown = tmp_path / "unknown.json"

@@ -135,7 +135,9 @@ def test_huge_claimed_sizes_keep_memory_bounded():
         session = RippleSession(Role.ACCEPTOR, "b.example")
         session.receive_data(HOST_ID)
         session.data_to_send()
-        peak = peak_while_offering(session.receive_data, header, lambda: session.closed)
+        peak = peak_while_offering(
+            session.receive_data, header, lambda session=session: session.closed
+        )
         assert session.closed, header[:40]
         assert peak < 4 << 20, f"{peak} bytes for {header[:40]!r}"
 

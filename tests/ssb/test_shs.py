@@ -590,7 +590,7 @@ class TestStateErrors:
         for machine in (client, server):
             assert not machine.complete
             with pytest.raises(RuntimeError):
-                machine.result
+                _ = machine.result
 
     def test_client_must_send_msg1_before_receiving(self):
         client, _ = new_pair()

@@ -182,7 +182,7 @@ def test_huge_header_and_body_are_refused_with_bounded_memory():
         conn = ServerConnection(max_frame_bytes=1 << 20)
         conn.receive_data(CONNECT)
         conn.data_to_send()
-        peak = peak_while_offering(conn.receive_data, prefix, lambda: conn.closing)
+        peak = peak_while_offering(conn.receive_data, prefix, lambda conn=conn: conn.closing)
         [error] = [f for f in FrameParser().receive_data(conn.data_to_send()) if f is not HEARTBEAT]
         assert error.command == "ERROR" and conn.finished, prefix
         assert peak < 12 << 20, f"{peak} bytes for {prefix!r}"

@@ -133,7 +133,7 @@ async def test_consumer_applies_each_delta_once(target, peer_target, wire_trace,
         except PayloadError as exc:
             raise AssertionError(
                 f"the producer's Delta does not decode as Delta.t ({exc}): {seen.describe()}"
-            )
+            ) from exc
         received.append(f"{d.source_output}#{d.sequence_no}{'*' if seen.injected else ''}")
     own = relay.messages("client->server", DeltaMsg, injected=False)
     assert len(own) >= COUNT, (

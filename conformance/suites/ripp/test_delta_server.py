@@ -22,7 +22,7 @@ async def send_deltas(peer, output, numbers, *, keys=None) -> ExpectedState:
     name, schema = output
     expected = ExpectedState(schema)
     data = b""
-    for position, seq in enumerate(numbers):
+    for seq in numbers:
         k = key((keys or {}).get(seq, "AAPL"))
         delta = set_delta(schema, seq) if seq != 4 or keys is None else RemoveDelta()
         data += peer.delta_bytes(name, schema, seq, k, delta)

@@ -68,7 +68,7 @@ def server_heart_beat(connected: Frame) -> tuple[int, int]:
         raise AssertionError(
             f"CONNECTED heart-beat:{value!r} is not two integers 'sx,sy' ({HEART_BEATING}: it "
             f'"MUST contain two positive integers separated by a comma"); {summary(connected)}'
-        )
+        ) from None
 
 
 @requirement(
