@@ -39,6 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from conformance.core.results import read_results  # noqa: E402
+from conformance.core.run_folder import RunFolder  # noqa: E402
 from conformance.core.targets import Target, load_targets  # noqa: E402
 from conformance.interop.pairs import missing_tools  # noqa: E402
 
@@ -127,7 +128,7 @@ def run_mode(
             if m:
                 session_s[m.group(1)] = float(m.group(2))
     try:
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        summary = json.loads(RunFolder(run_dir).summary.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         summary = {}
     return {
@@ -145,7 +146,7 @@ def run_mode(
         "outcomes": sorted(
             {
                 (r["target"], r["case_id"], r["outcome"])
-                for r in read_results(run_dir / "results.jsonl")
+                for r in read_results(RunFolder(run_dir).results)
             }
         ),
     }

@@ -45,6 +45,12 @@ from pathlib import Path
 
 import numpy as np
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from conformance.core.run_folder import RunFolder  # noqa: E402 (after the sys.path line)
+
 HARNESS_VERSION = "0.1.0"
 FIRST_NIGHT = datetime(2026, 1, 1, 2, 0, 0, tzinfo=timezone.utc)
 
@@ -430,10 +436,10 @@ def write_night(args_dict: dict, night: int) -> dict:
                 lines.insert(p + j, kinds[j % 3])
             bad = len(pos)
         text = "".join(lines) + torn
-        (run_dir / "results.jsonl").write_text(text, encoding="utf-8")
+        RunFolder(run_dir).results.write_text(text, encoding="utf-8")
         rows = len(lines) - bad
         if not unfinished:
-            (run_dir / "summary.json").write_text(
+            RunFolder(run_dir).summary.write_text(
                 json.dumps(
                     {
                         "run_id": run_id,

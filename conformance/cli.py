@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .core.run_folder import RunFolder, session_label
 from .core.results import (
     BLOCKED,
     CONSOLE_WIDTH,
@@ -42,7 +43,6 @@ from .core.results import (
     NOT_STARTED,
     OUTCOMES,
     PASSED,
-    RESULTS_FILE,
     ResultRecord,
     ResultWriter,
     console_text,
@@ -175,10 +175,10 @@ def run_suite(
         "-q",
         "--tb=short",
         "--alluredir",
-        str(run_dir / "allure-results"),
+        str(RunFolder(run_dir).allure_results),
         # Per session: interop --all runs one client against several servers.
         "--junitxml",
-        str(run_dir / f"junit-{target.name}{'+' + peer.name if peer else ''}.xml"),
+        str(RunFolder(run_dir).junit(target.name, peer.name if peer else None)),
         # Every target's file holds the same test names: its suite says whose.
         "-o",
         f"junit_suite_name={target.name}{'+' + peer.name if peer else ''}",
@@ -203,14 +203,10 @@ def run_suite(
     if args.keyword:
         argv += ["-k", args.keyword]
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    log = run_dir / f"pytest-{target.name}{'-with-' + peer.name if peer else ''}.log"
-    from .plugin import PREFLIGHT_FILE, session_label
+    log = RunFolder(run_dir).pytest_log(target.name, peer.name if peer else None)
 
     # A reused --run-dir: only this session's preflight may stop the run.
-    (
-        run_dir
-        / PREFLIGHT_FILE.format(session=session_label(target.name, peer.name if peer else None))
-    ).unlink(missing_ok=True)
+    RunFolder(run_dir).preflight(target.name, peer.name if peer else None).unlink(missing_ok=True)
     with open(log, "wb") as out:
         try:
             if output is None:
@@ -272,11 +268,8 @@ def record_unfinished(
 ) -> int:
     """Record as ``error`` every case of a killed session's plan that has no
     result line yet; returns how many."""
-    from .plugin import PLAN_FILE, session_label
 
-    plan_file = run_dir / PLAN_FILE.format(
-        session=session_label(target.name, peer.name if peer else None)
-    )
+    plan_file = RunFolder(run_dir).plan(target.name, peer.name if peer else None)
     try:
         planned = [
             json.loads(line)
@@ -287,7 +280,7 @@ def record_unfinished(
         return 0  # killed before it collected: nothing is known to be missing
     peer_impl = peer.implementation if peer else None
     done: dict[str, int] = {}
-    for rec in read_results(run_dir / RESULTS_FILE):
+    for rec in read_results(RunFolder(run_dir).results):
         if rec.get("target") == target.name and rec.get("peer_implementation") == peer_impl:
             done[rec["case_id"]] = done.get(rec["case_id"], 0) + 1
     writer = ResultWriter(run_dir)
@@ -324,11 +317,8 @@ def record_unfinished(
 
 def preflight_error(run_dir: Path, target: Target, peer: Target | None = None) -> str | None:
     """The error with which the session's preflight stopped it, if it did."""
-    from .plugin import PREFLIGHT_FILE, session_label
 
-    path = run_dir / PREFLIGHT_FILE.format(
-        session=session_label(target.name, peer.name if peer else None)
-    )
+    path = RunFolder(run_dir).preflight(target.name, peer.name if peer else None)
     try:
         return str(json.loads(path.read_text(encoding="utf-8"))["error"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -344,7 +334,7 @@ def report_run_deadline(
     peer_impl = peer.implementation if peer else None
     hit = [
         r
-        for r in read_results(run_dir / RESULTS_FILE)
+        for r in read_results(RunFolder(run_dir).results)
         if r["target"] == target.name
         and r.get("peer_implementation") == peer_impl
         and r["outcome"] == ERROR
@@ -387,7 +377,7 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
         # The whole messages, for what the node did (the summary keeps a shortened one).
         messages = {
             (rec["target"], rec["case_id"]): rec.get("message") or ""
-            for rec in read_results(records_file or run_dir / RESULTS_FILE)
+            for rec in read_results(records_file or RunFolder(run_dir).results)
         }
         print(
             "root causes (failed or errored for their own rule; the cases they blocked did not run):"
@@ -470,7 +460,7 @@ def report_exit_code(run_dir: Path, target: Target, code: int) -> None:
     if code not in (0, 1, KILLED_AFTER_RUN_TIMEOUT):
         print(
             f"   pytest exited with code {code} (5: no case ran); "
-            f"see {run_dir / ('pytest-' + target.name + '.log')}",
+            f"see {RunFolder(run_dir).pytest_log(target.name)}",
             file=sys.stderr,
         )
 
@@ -487,7 +477,7 @@ def stop_for_preflight(
     target), no per-case records of it, and the run stops (exit 2, as for a
     usage error). Under --jobs the targets already running were let finish
     (their records count in summary.json); the rest were not started."""
-    (run_dir / RESULTS_FILE).touch()
+    (RunFolder(run_dir).results).touch()
     not_run = [t.name for t in chosen if t.name not in codes]
     first_target, first_error = failures[0]
     extra = {
@@ -571,7 +561,7 @@ def certify_jobs(
         if not serial:
             mine = [
                 r
-                for r in read_results(run_dir / RESULTS_FILE)
+                for r in read_results(RunFolder(run_dir).results)
                 if r["target"] == target.name and r.get("peer_implementation") is None
             ]
             summary = summarize(mine)
@@ -744,7 +734,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     codes, failures, seconds_of = certify_jobs(chosen, run_dir, run_id, args)
     if failures:
         return stop_for_preflight(run_dir, run_id, started, chosen, codes, failures)
-    records_file = run_dir / "results.jsonl"
+    records_file = RunFolder(run_dir).results
     records_file.touch()
     extra = {
         "targets_requested": [t.name for t in chosen],
@@ -780,7 +770,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     print_summary(summary, run_dir, records_file)
     for name in missing:
         print(
-            f"{name}: NOT CONFORMANT (no case result recorded; see {run_dir / ('pytest-' + name + '.log')})"
+            f"{name}: NOT CONFORMANT (no case result recorded; see {RunFolder(run_dir).pytest_log(name)})"
         )
     print(f"wall time {summary['duration_s']:.1f} s")
     if missing or summary["verdict"] not in ("CONFORMANT", NOT_STARTED):
@@ -857,7 +847,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
     codes = interop_jobs(to_run, targets, run_dir, run_id, args, stop_at_preflight=True)
     stopped = next((pair for pair in to_run if pair.error), None)
     if stopped is not None:
-        (run_dir / "results.jsonl").touch()
+        (RunFolder(run_dir).results).touch()
         write_summary(
             run_dir,
             run_id,
@@ -872,7 +862,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
         print(f"conformance: error: preflight: {stopped.error}", file=sys.stderr)
         print(f"results: {run_dir} (summary.json has preflight_error)", file=sys.stderr)
         return EXIT_USAGE
-    (run_dir / "results.jsonl").touch()
+    (RunFolder(run_dir).results).touch()
     extra = {"kind": "interop", "pytest_exit_codes": codes, **impairment_extra(args)}
     if args.run_timeout is not None:
         extra["run_timeout_s"] = args.run_timeout
@@ -886,7 +876,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
     )
     records = [
         json.loads(line)
-        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        for line in (RunFolder(run_dir).results).read_text().splitlines()
         if line.strip()
     ]
     print()
@@ -948,7 +938,7 @@ def interop_jobs(
     serial = args.jobs <= 1
     console = Console()
     output = ChildOutput(console, prefixed=not serial)
-    results = run_dir / RESULTS_FILE
+    results = RunFolder(run_dir).results
     by_label: dict[str, tuple] = {}
     before: dict[str, int] = {}
     sessions = []
@@ -1070,7 +1060,7 @@ def cmd_interop_all(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir or Path(args.reports_dir) / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     args.run_dir_made = run_dir  # for the lines an interrupt prints
-    (run_dir / RESULTS_FILE).touch()
+    (RunFolder(run_dir).results).touch()
     started = time.monotonic()
     to_run = [p for p in pairs if not p.skipped]
     print(
@@ -1378,7 +1368,7 @@ def print_interrupted(args: argparse.Namespace, how: str) -> None:
     if run_dir is None:
         print("conformance: no result was written", file=sys.stderr)
         return
-    results = Path(run_dir) / RESULTS_FILE
+    results = RunFolder(run_dir).results
     if results.is_file():
         kept = sum(1 for _ in read_results(results))
         print(

@@ -43,6 +43,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .core.run_folder import RunFolder
 from .core.results import (
     BLOCKED,
     ERROR,
@@ -310,8 +311,8 @@ def certify_one(
     run_id = new_run_id()
     run_dir = work_dir / target_name
     started = time.monotonic()
-    if resume and (run_dir / "summary.json").is_file():
-        code = json.loads((run_dir / "summary.json").read_text(encoding="utf-8")).get(
+    if resume and RunFolder(run_dir).summary.is_file():
+        code = json.loads(RunFolder(run_dir).summary.read_text(encoding="utf-8")).get(
             "exit_code", 0
         )
     else:
@@ -327,13 +328,13 @@ def certify_one(
             impairment=impairment,
         )
         code = run_suite(target, run_dir, run_id, options)
-        records = list(read_results(run_dir / "results.jsonl"))
-        (run_dir / "summary.json").write_text(
+        records = list(read_results(RunFolder(run_dir).results))
+        RunFolder(run_dir).summary.write_text(
             json.dumps({"exit_code": code, **summarize(records)}), encoding="utf-8"
         )
     records = {
         rec["case_id"]: rec
-        for rec in read_results(run_dir / "results.jsonl")
+        for rec in read_results(RunFolder(run_dir).results)
         if rec["target"] == target_name
     }
     return Certification(target_name, fault, records, code, run_dir, time.monotonic() - started)

@@ -54,6 +54,7 @@ from .core.results import (
     utc_now,
 )
 from .core.redact import Redactor
+from .core.run_folder import RunFolder, session_label
 from .core.selection import hint, selected
 from .core.targets import (
     Target,
@@ -106,11 +107,6 @@ class RunDeadlineExceeded(Exception):
 PREFLIGHT_EXIT_CODE = 4
 """pytest's exit status when the preflight stopped the run (pytest's own
 code for a usage error: the target's definition or address is wrong)."""
-PREFLIGHT_FILE = "preflight-{session}.json"
-"""Written into the run dir when the preflight stops the run, for the CLI."""
-PLAN_FILE = "planned-{session}.jsonl"
-"""The cases a session is about to run, one JSON line each, so that the CLI
-can record the ones a killed session never reached."""
 
 
 @dataclass
@@ -180,7 +176,7 @@ class RunState:
             peer = self.targets[self.peer_name]
             _interrupt_on_sigterm(self)
             runtime = TargetRuntime(
-                peer, make_work_dir(peer.name), self.run_dir / "logs", run_id=self.run_id
+                peer, make_work_dir(peer.name), RunFolder(self.run_dir).logs, run_id=self.run_id
             )
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
@@ -211,7 +207,7 @@ class RunState:
             target = self.targets[name]
             _interrupt_on_sigterm(self)
             runtime = TargetRuntime(
-                target, make_work_dir(target.name), self.run_dir / "logs", run_id=self.run_id
+                target, make_work_dir(target.name), RunFolder(self.run_dir).logs, run_id=self.run_id
             )
             runtime.log_dir.mkdir(parents=True, exist_ok=True)
             try:
@@ -417,7 +413,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # A pytest-xdist worker (certify --case-jobs N) records under the
     # controller's run id, not one of its own.
     run_id = config.getoption("--run-id") or (workerinput or {}).get(_RUN_ID_KEY) or new_run_id()
-    run_dir = Path(config.getoption("--run-dir") or Path("reports") / "runs" / run_id)
+    run_dir = Path(config.getoption("--run-dir") or RunFolder.default(run_id).path)
     try:
         targets = load_targets(config.getoption("--targets-file"))
     except TargetError as exc:
@@ -1035,7 +1031,8 @@ def pytest_runtestloop(session: pytest.Session) -> None:
         state.run_dir.mkdir(parents=True, exist_ok=True)
         error = state.redactor.text(error)
         _write_atomically(
-            state.run_dir / PREFLIGHT_FILE.format(session=session_label(name, state.peer_name)),
+            # For the runner: why this session stopped before its first case.
+            RunFolder(state.run_dir).preflight(name, state.peer_name),
             json.dumps(
                 {"target": name, "peer": state.peer_name, "error": error, "time": utc_now()},
                 indent=2,
@@ -1079,7 +1076,8 @@ def _write_plan(state: RunState, name: str, cases: list[pytest.Item]) -> None:
         )
     state.run_dir.mkdir(parents=True, exist_ok=True)
     _write_atomically(
-        state.run_dir / PLAN_FILE.format(session=session_label(name, state.peer_name)),
+        # For the runner: it records the cases a killed session never reached.
+        RunFolder(state.run_dir).plan(name, state.peer_name),
         "\n".join(lines) + "\n",
     )
 
@@ -1099,11 +1097,6 @@ def _print_readded(readded: list[str]) -> None:
         f"  prerequisites run although --case/-k/--deselect left them out: {len(readded)} "
         f"({', '.join(readded[:5])}{', ...' if len(readded) > 5 else ''})\n"
     )
-
-
-def session_label(target: str, peer: str | None) -> str:
-    """One pytest session's name in the run dir's file names."""
-    return f"{target}+{peer}" if peer else target
 
 
 def preflight(state: RunState, protocol: str) -> str | None:
@@ -1631,12 +1624,10 @@ def _record(item: pytest.Item, req: Requirement, state: RunState, case: dict[str
     trace_file = None
     rendered = item.stash.get(_RENDERED, None)
     if rendered is not None:
-        # One folder per target (and peer, in interop runs): a run that
-        # certifies several targets runs the same case ids for each.
-        folder = target.name if target else (state.target_name or "unknown")
-        if state.peer_runtime:
-            folder += f"+{state.peer_runtime.target.name}"
-        traces = state.run_dir / "traces" / folder
+        traces = RunFolder(state.run_dir).traces(
+            target.name if target else (state.target_name or "unknown"),
+            state.peer_runtime.target.name if state.peer_runtime else None,
+        )
         traces.mkdir(parents=True, exist_ok=True)
         path = traces / f"{req.case_id}.txt"
         header = (

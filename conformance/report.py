@@ -33,15 +33,14 @@ from datetime import datetime
 from pathlib import Path
 
 from . import __version__
-from .core.results import RESULTS_FILE, SUMMARY_FILE, partial_scope, read_results, summarize
+from .core.results import partial_scope, read_results, summarize
+from .core.run_folder import ALLURE_REPORT_DIR, RunFolder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INSTALL_SCRIPT = "scripts/install-report-deps.sh"
 BUNDLED_ALLURE = REPO_ROOT / "interop" / "report" / "node_modules" / ".bin" / "allure"
 ALLURE_ENV = "CONFORMANCE_ALLURE"
 """Environment variable naming the ``allure`` executable to use instead."""
-RESULTS_DIR = "allure-results"
-REPORT_DIR = "allure-report"
 HISTORY_DIR = "history"
 
 EXIT_OK = 0
@@ -70,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--out",
         metavar="DIR",
         default=None,
-        help=f"where to write the report (default RUN_DIR/{REPORT_DIR}); it is replaced",
+        help=f"where to write the report (default RUN_DIR/{ALLURE_REPORT_DIR}); it is replaced",
     )
     history = parser.add_mutually_exclusive_group()
     history.add_argument(
@@ -131,18 +130,20 @@ def run_time(run_dir: Path) -> float:
     """When a run ended, as a POSIX timestamp: summary.json's `finished`, or
     for an unfinished run the time of its last result, or file times."""
     try:
-        finished = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")).get("finished")
+        finished = json.loads((RunFolder(run_dir).summary).read_text(encoding="utf-8")).get(
+            "finished"
+        )
         if finished:
             return datetime.fromisoformat(finished.replace("Z", "+00:00")).timestamp()
     except (OSError, ValueError, AttributeError):
         pass
-    times = [r.get("time") for r in read_results(run_dir / RESULTS_FILE) if r.get("time")]
+    times = [r.get("time") for r in read_results(RunFolder(run_dir).results) if r.get("time")]
     for value in reversed(times):
         try:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
         except ValueError:
             continue
-    for candidate in (run_dir / RESULTS_FILE, run_dir / RESULTS_DIR, run_dir):
+    for candidate in (RunFolder(run_dir).results, RunFolder(run_dir).allure_results, run_dir):
         if candidate.exists():
             return candidate.stat().st_mtime
     return 0.0
@@ -158,7 +159,7 @@ def previous_history(run_dir: Path) -> Path | None:
     except OSError:
         return None
     for other in siblings:
-        history = other / REPORT_DIR / HISTORY_DIR
+        history = RunFolder(other).allure_report / HISTORY_DIR
         if other == run_dir or not other.is_dir() or not (history / "history.json").is_file():
             continue
         when = run_time(other)
@@ -169,12 +170,12 @@ def previous_history(run_dir: Path) -> Path | None:
 
 def history_source(given: Path) -> Path:
     given = given.resolve()
-    for candidate in (given / HISTORY_DIR, given / REPORT_DIR / HISTORY_DIR, given):
+    for candidate in (given / HISTORY_DIR, RunFolder(given).allure_report / HISTORY_DIR, given):
         if (candidate / "history.json").is_file() or (candidate / "history-trend.json").is_file():
             return candidate
     raise ReportError(
         f"--history-from {given}: no Allure history there (looked for history/, "
-        f"{REPORT_DIR}/history/ and the folder itself)",
+        f"{ALLURE_REPORT_DIR}/history/ and the folder itself)",
         EXIT_USAGE,
     )
 
@@ -195,10 +196,10 @@ def run_facts(run_dir: Path) -> dict:
     """Run id, completeness and targets, from summary.json or, for a run that
     did not finish, from its results.jsonl."""
     try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        summary = json.loads((RunFolder(run_dir).summary).read_text(encoding="utf-8"))
         complete = True
     except (OSError, ValueError):
-        records = list(read_results(run_dir / RESULTS_FILE))
+        records = list(read_results(RunFolder(run_dir).results))
         summary = summarize(records)
         summary["run_id"] = records[0]["run_id"] if records else run_dir.name
         summary["harness_version"] = records[0].get("harness_version") if records else None
@@ -312,9 +313,9 @@ def check_out_dir(out: Path, run_dir: Path) -> None:
     """`allure generate --clean` deletes --out first: refuse anything that is
     not an earlier Allure report or an empty or new folder."""
     if (
-        out in (run_dir, run_dir / RESULTS_DIR)
+        out in (run_dir, RunFolder(run_dir).allure_results)
         or out in run_dir.parents
-        or (run_dir / RESULTS_DIR) in out.parents
+        or (RunFolder(run_dir).allure_results) in out.parents
     ):
         raise ReportError(
             f"--out {out} would overwrite the run's own files; choose another folder", EXIT_USAGE
@@ -337,7 +338,7 @@ def build_report(
     no_history: bool = False,
 ) -> int:
     run_dir = run_dir.resolve()
-    results = run_dir / RESULTS_DIR
+    results = RunFolder(run_dir).allure_results
     if not run_dir.is_dir():
         raise ReportError(
             f"{run_dir} is not a folder (give a run directory written by `conformance certify`)",
@@ -349,7 +350,7 @@ def build_report(
             "directory written by `conformance certify`, and did any case run?",
             EXIT_USAGE,
         )
-    out = (out or run_dir / REPORT_DIR).resolve()
+    out = (out or RunFolder(run_dir).allure_report).resolve()
     check_out_dir(out, run_dir)
     if no_history:
         source = None

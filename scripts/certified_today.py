@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from conformance.core.results import read_results  # noqa: E402
+from conformance.core.run_folder import RunFolder  # noqa: E402
 from conformance.interop.crosscheck import suite_cases_by_role  # noqa: E402
 
 DATA = REPO / "docs" / "certified-today.json"
@@ -57,12 +58,12 @@ TARGETS = _known_targets()
 
 def collect(run_dirs: list[Path]) -> dict:
     """Each target's newest complete certification among the runs."""
-    runs = sorted(run_dirs, key=lambda run: (run / "results.jsonl").stat().st_mtime, reverse=True)
+    runs = sorted(run_dirs, key=lambda run: RunFolder(run).results.stat().st_mtime, reverse=True)
     targets: dict[str, dict] = {}
     suites: dict[str, dict[str, set[str]]] = {}
     for run in runs:
         by_target: dict[str, dict[str, dict]] = {}
-        for record in read_results(run / "results.jsonl"):
+        for record in read_results(RunFolder(run).results):
             if record.get("peer_implementation") is None:
                 by_target.setdefault(record["target"], {})[record["case_id"]] = record
         for name, records in by_target.items():
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_data:
         data = json.loads(DATA.read_text(encoding="utf-8"))
     else:
-        missing = [run for run in args.runs if not (run / "results.jsonl").is_file()]
+        missing = [run for run in args.runs if not RunFolder(run).is_run()]
         if not args.runs or missing:
             parser.error(
                 f"give certify run dirs holding results.jsonl (missing: {missing or 'none given'})"

@@ -27,11 +27,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from conformance.core.run_folder import RunFolder  # noqa: E402 (after the sys.path line)
+
 Key = tuple[str, str, str]  # target, peer implementation ("" if none), case id
 
 
 def outcomes(run_dir: Path) -> dict[Key, tuple[str, str]]:
-    path = run_dir / "results.jsonl"
+    path = RunFolder(run_dir).results
     if not path.is_file():
         raise SystemExit(f"compare_verdicts: {path}: no such file (not a run dir?)")
     found: dict[Key, tuple[str, str]] = {}

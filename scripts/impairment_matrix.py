@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from conformance.core import impair  # noqa: E402 (after the sys.path line)
+from conformance.core.run_folder import RunFolder  # noqa: E402 (after the sys.path line)
 from conformance.core.results import read_results  # noqa: E402 (after the sys.path line)
 from conformance.mutation import FAULT_REGISTRIES, run_mutation, variant_specs  # noqa: E402 (after the sys.path line)
 from reference_impl.variants import LATE_ANSWERS  # noqa: E402 (after the sys.path line)
@@ -176,14 +177,10 @@ def _certify(
     done = subprocess.run(
         command, check=False, cwd=REPO, capture_output=True, text=True, timeout=1800
     )
-    records = (
-        list(read_results(run_dir / "results.jsonl"))
-        if (run_dir / "results.jsonl").is_file()
-        else []
-    )
+    records = list(read_results(RunFolder(run_dir).results)) if RunFolder(run_dir).is_run() else []
     outcomes = {record["case_id"]: record["outcome"] for record in records}
     messages = {record["case_id"]: record.get("message") or "" for record in records}
-    summary = run_dir / "summary.json"
+    summary = RunFolder(run_dir).summary
     verdict = (
         json.loads(summary.read_text(encoding="utf-8"))["verdict"]
         if summary.is_file()

@@ -89,7 +89,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ..core.results import OUTCOMES, RESULTS_FILE, SUMMARY_FILE
+from ..core.results import OUTCOMES
+from ..core.run_folder import RESULTS_FILE, RunFolder
 
 LEVELS = ("MUST", "SHOULD", "MAY")
 ROLES = ("server", "client")
@@ -214,9 +215,9 @@ class RunInput:
 
 
 def _run_input(run_dir: Path) -> RunInput:
-    results = run_dir / RESULTS_FILE
+    results = RunFolder(run_dir).results
     stat = results.stat()
-    complete = (run_dir / SUMMARY_FILE).is_file()
+    complete = RunFolder(run_dir).is_finished()
     return RunInput(
         run_dir,
         results,
@@ -231,7 +232,7 @@ def _summary_partial(run_dir: Path) -> bool:
     """Whether the run's summary.json marks it partial (a selection left
     cases out); an unreadable summary does not."""
     try:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        summary = json.loads(RunFolder(run_dir).summary.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(summary, dict) and summary.get("partial") is True
@@ -249,7 +250,7 @@ def find_runs(paths: Iterable[str | os.PathLike]) -> list[RunInput]:
         candidates: list[Path] = []
         if path.is_file() and path.name == RESULTS_FILE:
             candidates = [path.parent]
-        elif (path / RESULTS_FILE).is_file():
+        elif RunFolder(path).is_run():
             candidates = [path]
         elif path.is_dir():
             candidates = sorted(p.parent for p in path.glob(f"*/{RESULTS_FILE}"))
@@ -1283,7 +1284,7 @@ def _progress_counts(
         f"{sum(counted.duplicates.values()):,} duplicate record(s) dropped: {seconds:.1f} s"
     )
     for run_dir, n in sorted(counted.malformed.items())[:10]:
-        progress(f"    {n} malformed line(s) in {run_dir / RESULTS_FILE}")
+        progress(f"    {n} malformed line(s) in {RunFolder(run_dir).results}")
     if len(counted.malformed) > 10:
         progress(
             f"    ... and {len(counted.malformed) - 10} more file(s); all are listed in the ingest report"
@@ -1513,7 +1514,7 @@ def _match_run(uri: str, by_path: dict[str, RunInput]) -> RunInput:
 
 def _summary_run_id(run: RunInput) -> str | None:
     try:
-        value = json.loads((run.run_dir / SUMMARY_FILE).read_text(encoding="utf-8")).get("run_id")
+        value = json.loads(RunFolder(run.run_dir).summary.read_text(encoding="utf-8")).get("run_id")
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, str) and value else None

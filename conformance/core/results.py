@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .. import __version__ as HARNESS_VERSION
+from .run_folder import RunFolder
 
 PASSED = "passed"
 FAILED = "failed"
@@ -37,9 +38,6 @@ NOT_STARTED = "NOT CERTIFIED: the target did not start"
 case failed for its own rule (or errored, or was blocked, with the target
 started); the target (a role of it) did not start and no MUST case failed
 for its own rule, so the run says nothing about the rules."""
-
-RESULTS_FILE = "results.jsonl"
-SUMMARY_FILE = "summary.json"
 
 
 def new_run_id() -> str:
@@ -105,7 +103,7 @@ class ResultWriter:
     """Appends records to ``<run_dir>/results.jsonl`` durably."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / RESULTS_FILE
+        self.path = RunFolder(run_dir).results
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, record: ResultRecord) -> None:
@@ -400,7 +398,8 @@ def write_summary(
     """summary.json: :func:`summarize` of the run's records, ``extra``, and
     with ``suite_cases`` (protocol -> the suite's case ids) whether each
     target's run was partial (:func:`mark_partial`)."""
-    records = list(read_results(Path(run_dir) / RESULTS_FILE))
+    folder = RunFolder(run_dir)
+    records = list(read_results(folder.results))
     summary = summarize(records)
     if suite_cases is not None:
         mark_partial(summary, records, selection, suite_cases)
@@ -411,7 +410,7 @@ def write_summary(
         finished=utc_now(),
         **extra,
     )
-    tmp = Path(run_dir) / (SUMMARY_FILE + ".tmp")
+    tmp = folder.summary.with_name(folder.summary.name + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(Path(run_dir) / SUMMARY_FILE)
+    tmp.replace(folder.summary)
     return summary

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.run_folder import RunFolder
 from ..core.results import FAILED, PASSED, console_text, read_results
 
-GAPS_FILE = "coverage-gaps.json"
 LOOKBACK = 200
 """Run dirs read per directory, newest first."""
 
@@ -75,14 +75,14 @@ def latest_certifications(
     case of each of its roles; interop records (with a peer) never do."""
     runs: list[Path] = []
     for base in dirs:
-        if (base / "results.jsonl").is_file():
+        if RunFolder(base).is_run():
             runs.append(base)
         else:
             try:
                 runs += [path.parent for path in base.glob("*/results.jsonl")]
             except OSError:
                 continue
-    runs.sort(key=lambda run: (run / "results.jsonl").stat().st_mtime, reverse=True)
+    runs.sort(key=lambda run: RunFolder(run).results.stat().st_mtime, reverse=True)
     suites: dict[str, dict[str, set[str]]] = {}
     found: dict[str, Certification] = {}
     for run in runs[: LOOKBACK * max(1, len(dirs))]:
@@ -91,7 +91,7 @@ def latest_certifications(
         partial = partial_targets(run)
         by_target: dict[str, dict[str, dict]] = {}
         try:
-            for record in read_results(run / "results.jsonl"):
+            for record in read_results(RunFolder(run).results):
                 if record.get("peer_implementation") is None and record["target"] in wanted:
                     by_target.setdefault(record["target"], {})[record["case_id"]] = record
         except (OSError, ValueError, KeyError):
@@ -122,7 +122,7 @@ def partial_targets(run: Path) -> set[str]:
     cases of their suite out); ``{"*"}`` when it marks the run partial
     without saying which. A run without a readable summary marks none."""
     try:
-        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        summary = json.loads(RunFolder(run).summary.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return set()
     if not isinstance(summary, dict):
@@ -170,7 +170,7 @@ def coverage_gaps(
 
 
 def write_gaps(run_dir: Path, gaps: list[CoverageGap], searched: list[Path]) -> Path:
-    path = run_dir / GAPS_FILE
+    path = RunFolder(run_dir).coverage_gaps
     path.write_text(
         json.dumps(
             {"searched": [str(d) for d in searched], "gaps": [asdict(g) for g in gaps]}, indent=2
@@ -213,7 +213,7 @@ def cross_check(
             target = targets[name]
             wanted[name] = (target.protocol, tuple(target.roles))
     certifications = latest_certifications([d for d in searched if d != run_dir], wanted)
-    records = list(read_results(run_dir / "results.jsonl"))
+    records = list(read_results(RunFolder(run_dir).results))
     gaps = coverage_gaps(
         pairs, records, certifications, {name: targets[name].implementation for name in wanted}
     )

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.core.targets import REPO_ROOT, Target
+from conformance.core.run_folder import RunFolder
 
 INTEROP_DIR = Path(__file__).resolve().parent
-SUMMARY_FILE = "interop-summary.json"
 
 # What a launch command needs beyond its own file, by the file it runs
 # (a path under {repo}): the installs the project's scripts make. Each entry
@@ -202,7 +202,7 @@ def table(pairs: list[Pair]) -> str:
 
 
 def write_summary(run_dir: Path, run_id: str, pairs: list[Pair], duration_s: float) -> Path:
-    path = run_dir / SUMMARY_FILE
+    path = RunFolder(run_dir).interop_summary
     data = {
         "run_id": run_id,
         "kind": "interop-all",

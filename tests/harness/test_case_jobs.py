@@ -16,7 +16,8 @@ import pytest
 
 from conformance import cli
 from conformance.core.requirements import Requirement, requirement
-from conformance.plugin import PLAN_FILE, case_groups
+from conformance.core.run_folder import RunFolder
+from conformance.plugin import case_groups
 
 from .cli_runner import certify
 from .fake_suite import Listener, run_suite, targets_file, write_suite
@@ -136,7 +137,7 @@ def test_groups_stay_serial_and_the_rest_runs_at_once(tmp_path, monkeypatch):
 
     # Once each: the plan (written by one worker), progress lines (printed by
     # the controller), JUnit (written by the controller).
-    plan = (parallel.run_dir / PLAN_FILE.format(session="fake")).read_text().splitlines()
+    plan = RunFolder(parallel.run_dir).plan("fake").read_text().splitlines()
     assert sorted(json.loads(line)["case_id"] for line in plan) == sorted(
         r["case_id"] for r in serial.records
     )

@@ -13,7 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from conformance.core.results import ResultRecord, ResultWriter
-from conformance.interop.crosscheck import GAPS_FILE, coverage_gaps, latest_certifications, render
+from conformance.core.run_folder import RunFolder
+from conformance.interop.crosscheck import coverage_gaps, latest_certifications, render
 from conformance.mutation import suite_case_ids
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,6 +200,6 @@ def test_interop_writes_the_cross_check_with_real_certifications(tmp_path):
     assert interop.returncode == 1, (
         interop.stdout[-2000:] + interop.stderr[-2000:]
     )  # the mutant's pair fails
-    gaps = json.loads((tmp_path / "interop" / GAPS_FILE).read_text())
+    gaps = json.loads(RunFolder(tmp_path / "interop").coverage_gaps.read_text())
     assert gaps["gaps"] == [] and str(runs / "certify") in gaps["searched"]
     assert "coverage gaps" not in interop.stdout

@@ -1,0 +1,116 @@
+"""What a run folder holds, named once.
+
+A run (``conformance certify``, ``interop``, ``mutation``) writes one folder,
+``reports/runs/<run-id>/`` by default. The harness (the pytest plugin, in
+the child process that runs a suite), the runner that starts that child and
+reads its files back, the report, the cross-check, ingest and the scripts
+all find the same files here; none of them spells a file name.
+
+Layout:
+
+    results.jsonl               one ResultRecord per case and target (core/results.py)
+    summary.json                counts, verdicts, exit code: written last
+    planned-<session>.jsonl     the cases a pytest session was to run, in order
+    preflight-<session>.json    why a session's preflight stopped it
+    junit-<session>.xml         JUnit XML of a session
+    pytest-<target>[-with-<peer>].log   the child pytest's own output
+    interop-summary.json        the pairs an interop run certified
+    coverage-gaps.json          what the cross-check found no case for
+    allure-results/             Allure's raw results; allure-report/ the HTML
+    logs/                       each target's own output (stdout, stderr)
+    traces/<session>/<case>.txt the wire trace of each case
+
+A *session* is one pytest run: a target alone (``NAME``) or an interop pair
+(``CLIENT+SERVER``), see :func:`session_label`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+RESULTS_FILE = "results.jsonl"
+SUMMARY_FILE = "summary.json"
+INTEROP_SUMMARY_FILE = "interop-summary.json"
+COVERAGE_GAPS_FILE = "coverage-gaps.json"
+ALLURE_RESULTS_DIR = "allure-results"
+ALLURE_REPORT_DIR = "allure-report"
+LOGS_DIR = "logs"
+TRACES_DIR = "traces"
+DEFAULT_RUNS_DIR = Path("reports") / "runs"
+
+
+def session_label(target: str, peer: str | None = None) -> str:
+    """One pytest session's name in the run folder's file names."""
+    return f"{target}+{peer}" if peer else target
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """The files and folders of one run, under ``path``."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @classmethod
+    def default(cls, run_id: str) -> RunFolder:
+        return cls(DEFAULT_RUNS_DIR / run_id)
+
+    @property
+    def results(self) -> Path:
+        return self.path / RESULTS_FILE
+
+    @property
+    def summary(self) -> Path:
+        return self.path / SUMMARY_FILE
+
+    @property
+    def interop_summary(self) -> Path:
+        return self.path / INTEROP_SUMMARY_FILE
+
+    @property
+    def coverage_gaps(self) -> Path:
+        return self.path / COVERAGE_GAPS_FILE
+
+    @property
+    def allure_results(self) -> Path:
+        return self.path / ALLURE_RESULTS_DIR
+
+    @property
+    def allure_report(self) -> Path:
+        return self.path / ALLURE_REPORT_DIR
+
+    @property
+    def logs(self) -> Path:
+        return self.path / LOGS_DIR
+
+    @property
+    def traces_root(self) -> Path:
+        return self.path / TRACES_DIR
+
+    def traces(self, target: str, peer: str | None = None) -> Path:
+        """One folder per session: a run that certifies several targets runs
+        the same case ids for each."""
+        return self.traces_root / session_label(target, peer)
+
+    def plan(self, target: str, peer: str | None = None) -> Path:
+        return self.path / f"planned-{session_label(target, peer)}.jsonl"
+
+    def preflight(self, target: str, peer: str | None = None) -> Path:
+        return self.path / f"preflight-{session_label(target, peer)}.json"
+
+    def junit(self, target: str, peer: str | None = None) -> Path:
+        return self.path / f"junit-{session_label(target, peer)}.xml"
+
+    def pytest_log(self, target: str, peer: str | None = None) -> Path:
+        return self.path / f"pytest-{target}{'-with-' + peer if peer else ''}.log"
+
+    def is_run(self) -> bool:
+        """A folder some run wrote results into (finished or not)."""
+        return self.results.is_file()
+
+    def is_finished(self) -> bool:
+        """The summary is written last: without it the run was cut short."""
+        return self.summary.is_file()
