@@ -4,6 +4,7 @@ the generated docs."""
 from __future__ import annotations
 
 import textwrap
+import os
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,27 @@ from conformance.coverage.tool import (
     render_markdown,
     specs_dir,
 )
+from conformance.coverage.tool import CoverageError
 
 DOCS = REPO / "docs" / "coverage"
+REQUIRE_SPECS = "CONFORMANCE_REQUIRE_SPECS"
+
+
+@pytest.fixture
+def spec_texts() -> Path:
+    """The spec texts (<repo>/../shared/specs, or $CONFORMANCE_SPECS_DIR).
+
+    A clone that is not beside the project's shared/ folder has none: the
+    tests that read them are skipped there, saying why and how to point at
+    the texts. In CI (CI=true) or with CONFORMANCE_REQUIRE_SPECS=1 their
+    absence fails instead: a CI without the texts would otherwise pass
+    without ever checking the coverage tables against them."""
+    try:
+        return specs_dir()
+    except CoverageError as exc:
+        if os.environ.get("CI") == "true" or os.environ.get(REQUIRE_SPECS) == "1":
+            pytest.fail(f"the spec texts are required here (CI or {REQUIRE_SPECS}=1): {exc}")
+        pytest.skip(f"needs the spec texts: {exc}")
 
 
 def test_sentences_end_at_stop_marks_not_at_abbreviations_or_ranges():
@@ -345,14 +365,12 @@ def test_citations_may_join_headings_with_and_and_name_footnotes(tmp_path):
     )
 
 
-def test_missing_table_of_a_protocol_with_a_suite_is_an_error(tmp_path):
-    coverage = analyse("btp", specs_dir(), {}, [], tables_dir=tmp_path)
+def test_missing_table_of_a_protocol_with_a_suite_is_an_error(tmp_path, spec_texts):
+    coverage = analyse("btp", spec_texts, {}, [], tables_dir=tmp_path)
     assert any("has a suite but no coverage table" in str(p) for p in coverage.problems)
 
 
 def test_missing_specs_dir_is_a_clear_error(tmp_path, monkeypatch):
-    from conformance.coverage.tool import CoverageError
-
     monkeypatch.setenv("CONFORMANCE_SPECS_DIR", str(tmp_path / "absent"))
     with pytest.raises(CoverageError, match="--specs-dir"):
         specs_dir()
@@ -366,16 +384,16 @@ def test_every_protocol_with_a_suite_has_a_table(protocol):
 
 
 @pytest.mark.parametrize("protocol", protocols_with_tables())
-def test_table_passes_the_check(protocol):
-    coverage = analyse(protocol, specs_dir())
+def test_table_passes_the_check(protocol, spec_texts):
+    coverage = analyse(protocol, spec_texts)
     assert not coverage.problems, "\n".join(str(p) for p in coverage.problems)
     assert coverage.counts["uncovered"] == 0
 
 
 @pytest.mark.parametrize("protocol", protocols_with_tables())
-def test_generated_docs_are_current(protocol):
+def test_generated_docs_are_current(protocol, spec_texts):
     written = DOCS / f"{protocol}.md"
-    expected = render_markdown(analyse(protocol, specs_dir()))
+    expected = render_markdown(analyse(protocol, spec_texts))
     assert written.exists() and written.read_text(encoding="utf-8") == expected, (
         f"{written} is out of date: run `conformance coverage --protocol {protocol} --format markdown "
         "--write docs/coverage/`"
@@ -386,3 +404,39 @@ def test_cli_check_exit_status(tmp_path):
     from conformance.cli import main
 
     assert main(["coverage", "--protocol", "btp", "--specs-dir", str(tmp_path / "absent")]) == 2
+
+
+def test_absent_texts_skip_with_the_reason_outside_ci_and_fail_in_ci(tmp_path, monkeypatch):
+    """The spec_texts fixture's two behaviours, run for real in a child pytest
+    with the texts pointed at a folder that does not exist."""
+    import subprocess
+    import sys
+
+    test = tmp_path / "test_needs_texts.py"
+    test.write_text(
+        "from tests.coverage.test_coverage import spec_texts  # noqa: F401\n"
+        "def test_reads(spec_texts):\n    assert spec_texts.is_dir()\n"
+    )
+    env = {**os.environ, "CONFORMANCE_SPECS_DIR": str(tmp_path / "absent"), "PYTHONPATH": str(REPO)}
+    env.pop("CI", None)
+    env.pop(REQUIRE_SPECS, None)
+
+    def child(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q", str(test)],
+            cwd=tmp_path,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    skipped = child({})
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout
+    assert "needs the spec texts" in skipped.stdout and "--specs-dir" in skipped.stdout
+    for extra in ({"CI": "true"}, {REQUIRE_SPECS: "1"}):
+        failed = child(extra)
+        # pytest counts a fixture's failure as an error of the test: exit 1 all the same
+        assert failed.returncode == 1 and "1 error" in failed.stdout, failed.stdout
+        assert "the spec texts are required here" in failed.stdout
