@@ -25,6 +25,8 @@
 #                   workers than cores pays). 1 runs in this process, serial.
 #   --times FILE    one JSON line per test phase into FILE (tests/times_plugin.py);
 #                   scripts/test_times.py FILE makes the table of docs/testing.md.
+#   --setup-only    install what the tier needs, then stop without testing
+#                   (scripts/fresh-machine-check.sh runs it in a new container)
 #
 # Which tests each tier runs, and which tests share a worker (those sharing
 # a module- or session-scoped fixture), is decided in tests/conftest.py. Exit code 5 from pytest (no tests collected) is turned
@@ -33,7 +35,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-tier=full workers="${TEST_WORKERS:-8}" times="" pytest_args=()
+tier=full workers="${TEST_WORKERS:-8}" times="" setup_only=0 pytest_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --fast) tier=fast ;;
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
         --workers=*) workers="${1#--workers=}" ;;
         --times) shift; times="${1:-}" ;;
         --times=*) times="${1#--times=}" ;;
+        --setup-only) setup_only=1 ;;
         *) pytest_args+=("$1") ;;
     esac
     shift
@@ -65,6 +68,10 @@ case "$tier" in
         scripts/setup.sh --test --node --rabbitmq --ocaml --swpt --activemq
         scripts/install-report-deps.sh ;;
 esac
+if [ "$setup_only" -eq 1 ]; then
+    echo "test.sh: tier $tier set up (--setup-only: no test run)" >&2
+    exit 0
+fi
 if [ -n "$times" ]; then
     export CONFORMANCE_TEST_TIMES="$(realpath -m "$times")"
     rm -f "$CONFORMANCE_TEST_TIMES"
