@@ -42,6 +42,13 @@ TESTS = Path(__file__).resolve().parent
 TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "aggregate/": ("spark",),
     "containers/": ("containers",),
+    # A new machine's whole setup in a fresh container: many minutes of
+    # apt-get, pip and npm. The containers tier runs it, and the nightly
+    # fresh-machine workflow; the full tier (CI's) leaves it out.
+    "containers/test_fresh_machine.py::test_the_full_tier_sets_itself_up_on_a_fresh_machine": (
+        "containers",
+        "fresh_machine",
+    ),
     "interop/": ("node_interop",),
     "report/": ("report_ui",),
     "ci/": ("nightly_workflow",),
@@ -132,6 +139,7 @@ NOT_FAST = (
     "activemq",
     "nightly_workflow",
     "full",
+    "fresh_machine",
 )
 """Marks that keep a test out of the fast tier."""
 
@@ -142,7 +150,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=TIERS,
         default=None,
         help="run one tier of the test suite (docs/testing.md): fast = no test marked "
-        f"{', '.join(NOT_FAST)}; containers = only the container tier; full = all; "
+        f"{', '.join(NOT_FAST)}; containers = only the container tier; full = all but "
+        "fresh_machine; "
         "nightly = the Hypothesis property tests with the nightly profile (10,000 examples "
         "each). Default: every collected test.",
     )
@@ -158,10 +167,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     tier = config.getoption("--tier")
-    if tier in ("fast", "containers", "nightly"):
+    if tier in ("fast", "containers", "nightly", "full"):
 
         def wanted(item: pytest.Item) -> bool:
             marks = {mark.name for mark in item.iter_markers()}
+            if tier == "full":
+                return "fresh_machine" not in marks
             if tier == "nightly":
                 # The property tests (Hypothesis marks what it wraps).
                 return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
@@ -213,6 +224,11 @@ def pytest_configure(config: pytest.Config) -> None:
         ),
         ("nightly_workflow", "lints the nightly workflow (actionlint) and runs its steps"),
         ("full", "too long for the fast tier's 3 minutes: full tier only"),
+        (
+            "fresh_machine",
+            "a new machine's setup in a fresh container (scripts/fresh-machine-check.sh): "
+            "the containers tier and the fresh-machine workflow, not the full tier",
+        ),
     ):
         config.addinivalue_line("markers", f"{name}: {about}")
 

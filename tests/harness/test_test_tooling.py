@@ -72,6 +72,18 @@ def test_container_tier_is_the_container_tests():
     assert containers and all(nodeid.startswith("tests/containers/") for nodeid in containers)
 
 
+def test_the_fresh_machine_setup_runs_in_the_container_tier_not_the_full_one():
+    """CI runs the full tier: the minutes of installs in a fresh container
+    belong to the containers tier and the fresh-machine workflow."""
+    fresh = "tests/containers/test_fresh_machine.py::test_the_full_tier_sets_itself_up_on_a_fresh_machine"
+    full = _collect("--tier", "full")
+    assert fresh in _collect("--tier", "containers") and fresh not in full
+    assert (
+        "tests/containers/test_fresh_machine.py::test_a_missing_archive_is_named_with_the_way_to_give_it"
+        in full
+    )
+
+
 GROUPED = textwrap.dedent("""
     import os
     import pytest
