@@ -15,7 +15,8 @@
 #
 # Needs: a Docker engine with conformance/base:bookworm (scripts/docker-setup.sh,
 # as root) and the package registries (Debian's, PyPI, npm) from the host's
-# network. The full tier also needs the swpt_stomp source snapshot:
+# network, trusted with the host's CA bundle (FRESH_MACHINE_CA_BUNDLE, default
+# /etc/ssl/certs/ca-certificates.crt, mounted read-only). The full tier also needs the swpt_stomp source snapshot:
 # $SWPT_STOMP_ARCHIVE, else ../shared/thirdparty/swpt_stomp-50f80ca3bc8e.tar.gz
 # beside the checkout; it is mounted read-only into the container and named
 # there by SWPT_STOMP_ARCHIVE, as a user without shared/ beside the clone
@@ -66,6 +67,17 @@ say "clone of $(git -C "$repo" rev-parse --short HEAD) in $work/clone; log: $log
 
 mounts=(-v "$work/clone:/home/user/conformance-harness")
 envs=()
+# The host's trust store, so that a network that inspects TLS on its way to
+# the registries (as this project's machines' does) is trusted inside as it
+# is outside; apt goes over plain HTTP and needs none. Mounted beside the
+# container's own store, which installing ca-certificates rewrites.
+host_ca="${FRESH_MACHINE_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+if [ -r "$host_ca" ]; then
+    mounts+=(-v "$(realpath "$host_ca"):/host-ca/ca-certificates.crt:ro")
+    envs+=(-e PIP_CERT=/host-ca/ca-certificates.crt -e SSL_CERT_FILE=/host-ca/ca-certificates.crt
+           -e NODE_EXTRA_CA_CERTS=/host-ca/ca-certificates.crt
+           -e npm_config_cafile=/host-ca/ca-certificates.crt)
+fi
 if [ "$tier" = full ]; then
     archive="${SWPT_STOMP_ARCHIVE:-$repo/../shared/thirdparty/swpt_stomp-$swpt_commit.tar.gz}"
     [ -r "$archive" ] || die "the full tier's setup needs swpt_stomp's source snapshot: set SWPT_STOMP_ARCHIVE=PATH (not at $archive)" 2
