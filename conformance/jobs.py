@@ -1,6 +1,6 @@
 """Several pytest sessions at once: ``certify --jobs N`` and ``interop --all --jobs N``.
 
-Each session is its own child process (``cli.run_suite``) with its own files
+Each session is its own child process (``runner.run_suite``) with its own files
 in the run dir (``planned-<session>.jsonl``, ``preflight-<session>.json``,
 ``pytest-<session>.log``, ``junit-<session>.xml``, ``traces/<session>/``,
 uuid-named ``allure-results/`` files, logs named after the target and its
@@ -9,7 +9,7 @@ every session appends to with single ``O_APPEND`` writes, one line each.
 
 The children's stderr (the ``--progress`` lines) is read line by line and
 written with the session's name in front, one whole line at a time under a
-lock shared with the CLI's own start and end lines, so that no two lines
+lock shared with the runner's own start and end lines, so that no two lines
 mix. A session that must not overlap another (the same interop key, or the
 same target not started by the harness) waits until the other has ended.
 """
@@ -49,10 +49,19 @@ class Console:
         """Held while a line is written; hold it to print several lines together."""
 
     def line(self, text: str, stream: TextIO | None = None) -> None:
+        self.lines([text], stream)
+
+    def lines(self, texts: list[str], stream: TextIO | None = None) -> None:
+        """Several lines together, none of another writer's between them."""
         stream = stream or sys.stdout
         with self.lock:
-            stream.write(text + "\n")
+            for text in texts:
+                stream.write(text + "\n")
             stream.flush()
+
+    def error(self, *texts: str) -> None:
+        """Lines to stderr, together: what went wrong, apart from the results."""
+        self.lines(list(texts), sys.stderr)
 
 
 class ChildOutput:

@@ -3,7 +3,7 @@
 Each reference node can break one rule on purpose (``--fault NAME``; the
 registries are ``reference_impl/<protocol>/faults.py``). The command
 certifies the conformant reference node once, then once per fault, with the
-ordinary certify machinery (:func:`conformance.cli.run_suite`) on a
+ordinary certify machinery (:func:`conformance.runner.run_suite`) on a
 generated targets file whose targets copy the reference target with
 ``--fault NAME`` appended to the launch command of the role the fault
 affects. A fault is *caught* when every case the registry expects failed
@@ -31,7 +31,6 @@ import argparse
 import copy
 import importlib
 import json
-import re
 import shutil
 import sys
 import time
@@ -55,9 +54,16 @@ from .core.results import (
     summarize,
 )
 from .core.selection import hint, no_match_message, select, unmatched
-from .core.targets import load_targets
+from .core.targets import TargetError, load_targets
+from .runner import (
+    RunOptions,
+    add_impair_options,
+    impairment_line,
+    resolve_impairment,
+    run_suite,
+    suite_case_ids,
+)
 
-SUITES_DIR = Path(__file__).resolve().parent / "suites"
 FAULT_REGISTRIES = {
     "ssb": "reference_impl.ssb.faults",
     "btp": "reference_impl.btp.faults",
@@ -70,9 +76,6 @@ VARIANT_REGISTRIES = {
     protocol: f"reference_impl.{protocol}.variants" for protocol in FAULT_REGISTRIES
 }
 """Protocol -> the module holding its conformant variants' SPECS."""
-_CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
-_CASE_ID_CONSTANT = re.compile(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,")
-_STRING_CONSTANT = re.compile(r"^([A-Z_][A-Z0-9_]*) = \"([^\"]+)\"$", re.MULTILINE)
 NOT_OWN_RULE = (FAILED, ERROR)
 """Outcomes that, outside a fault's expected cases, mean a case blamed the
 wrong rule (or could not judge)."""
@@ -97,24 +100,6 @@ def late_seconds(protocol: str, deadline: float) -> float:
     its variants module, e.g. RIPP's liveness window)."""
     module = importlib.import_module(VARIANT_REGISTRIES[protocol])
     return min(deadline / 2, getattr(module, "LATE_SECONDS_MAX", deadline / 2))
-
-
-def suite_case_ids(protocol: str, suites_dir: Path = SUITES_DIR) -> list[str]:
-    """The case ids the protocol's suite declares, from its sources (every
-    ``@requirement("id", ...)`` in conformance/suites/<protocol>/; the
-    interop cases with ``suites_dir`` conformance/interop)."""
-    ids: list[str] = []
-    texts = [
-        path.read_text(encoding="utf-8") for path in sorted((suites_dir / protocol).glob("*.py"))
-    ]
-    # @requirement(NAME, ...) with NAME = "case.id" a constant of the suite: of the module, or imported
-    # from a sibling (the STOMP suite keeps prerequisite ids in prerequisites.py); the module's own wins.
-    shared = {name: value for text in texts for name, value in _STRING_CONSTANT.findall(text)}
-    for text in texts:
-        ids += _CASE_ID.findall(text)
-        constants = {**shared, **dict(_STRING_CONSTANT.findall(text))}
-        ids += [constants[name] for name in _CASE_ID_CONSTANT.findall(text) if name in constants]
-    return ids
 
 
 def registry_problems(protocol: str) -> list[str]:
@@ -301,11 +286,10 @@ def certify_one(
     cases: list[str] | None = None,
     impairment: Any = None,
 ) -> Certification:
-    """One certification of ``target_name`` through cli.run_suite (one
+    """One certification of ``target_name`` through runner.run_suite (one
     pytest session in a child process), in its own run directory. With
     ``resume``, a run directory that already holds a finished run (its
     summary.json) is read instead of certified again."""
-    from .cli import run_suite  # cli imports this module for its subcommand
 
     target = load_targets([str(targets_file)])[target_name]
     run_id = new_run_id()
@@ -319,10 +303,9 @@ def certify_one(
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        options = argparse.Namespace(
+        options = RunOptions(
             targets_file=[str(targets_file)],
             deadline=deadline,
-            keyword=None,
             case_jobs=case_jobs,
             case=list(cases or []),
             impairment=impairment,
@@ -684,17 +667,19 @@ def cmd_mutation(args: argparse.Namespace) -> int:
             )
             return 2
         protocols = [p for p in protocols if select(suite_case_ids(p), args.case)]
-    from .cli import impairment_line, resolve_impairment
-    from .core.targets import TargetError
-
     try:
         references = load_targets([])
-        resolve_impairment(args, [references[f"reference-{p}"] for p in protocols])
+        impairment = resolve_impairment(
+            args.impair,
+            args.impair_seed,
+            args.deadline,
+            [references[f"reference-{p}"] for p in protocols],
+        )
     except TargetError as exc:
         print(f"conformance: error: {exc}", file=sys.stderr)
         return 2
-    if impairment_line(args):
-        print(impairment_line(args), file=sys.stderr, flush=True)
+    if impairment_line(impairment):
+        print(impairment_line(impairment), file=sys.stderr, flush=True)
     run = run_mutation(
         protocols,
         args.fault,
@@ -707,7 +692,7 @@ def cmd_mutation(args: argparse.Namespace) -> int:
         case_jobs=args.case_jobs,
         variants=list(args.variant) if (args.variants or args.variant) else None,
         cases=args.case,
-        impairment=args.impairment,
+        impairment=impairment,
     )
     print(render_markdown(run) if args.format == "markdown" else render_text(run))
     if args.case:
@@ -783,7 +768,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="only the cases whose id matches (id or shell-style glob; repeatable): a partial "
         "score, judged on the selected cases; faults breaking none of them are left out",
     )
-    from .cli import add_impair_options
-
     add_impair_options(parser)
     parser.set_defaults(func=cmd_mutation)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import traceback
 import sys
 import time
 from datetime import UTC, datetime
@@ -35,7 +35,18 @@ sys.path.insert(0, str(REPO))
 from conformance.core import impair  # noqa: E402 (after the sys.path line)
 from conformance.core.run_folder import RunFolder  # noqa: E402 (after the sys.path line)
 from conformance.core.results import read_results  # noqa: E402 (after the sys.path line)
+from conformance.core.targets import TargetError, load_targets  # noqa: E402 (after the sys.path line)
+from conformance.jobs import Console  # noqa: E402 (after the sys.path line)
 from conformance.mutation import FAULT_REGISTRIES, run_mutation, variant_specs  # noqa: E402 (after the sys.path line)
+from conformance.runner import (  # noqa: E402 (after the sys.path line)
+    EXIT_HARNESS_ERROR,
+    EXIT_USAGE,
+    RunOptions,
+    certify,
+    choose_targets,
+    new_run_dir,
+    resolve_impairment,
+)
 from reference_impl.variants import LATE_ANSWERS  # noqa: E402 (after the sys.path line)
 
 MUST_HOLD = ("fragment", "coalesce", "delay", "throttle")
@@ -154,29 +165,45 @@ def _variant_names(protocol: str) -> list[str]:
     return [spec.name for spec in variant_specs(protocol)]
 
 
+CERTIFY_TIMEOUT = 1800.0
+"""Seconds one certification's session may run (its --run-timeout): a node
+that hangs is recorded as such, and the table goes on."""
+
+
+class _Quiet(Console):
+    """The sessions' own lines go nowhere: the matrix prints a line per
+    certification itself."""
+
+    def lines(self, texts: list[str], stream=None) -> None:
+        pass
+
+
 def _certify(
     target: str, run_dir: Path, impairment: impair.Impairment | None, deadline: float
 ) -> dict:
-    """One `conformance certify` of a built-in target: {case: outcome} and
-    where the run is."""
-    command = [
-        sys.executable,
-        "-m",
-        "conformance.cli",
-        "certify",
-        "--target",
-        target,
-        "--run-dir",
-        str(run_dir),
-        "--deadline",
-        f"{deadline:g}",
-    ]
-    if impairment is not None:
-        command += ["--impair", impairment.profile.text(), "--impair-seed", str(impairment.seed)]
+    """One certification of a built-in target, as `conformance certify
+    --target TARGET` runs it (conformance/runner): {case: outcome} and where
+    the run is."""
     started = time.monotonic()
-    done = subprocess.run(
-        command, check=False, cwd=REPO, capture_output=True, text=True, timeout=1800
-    )
+    try:
+        chosen = choose_targets(load_targets([]), [target], [])
+        # As the command does: a profile that would break an answer time is refused.
+        resolved = resolve_impairment(
+            impairment.profile.text() if impairment is not None else None,
+            impairment.seed if impairment is not None else None,
+            deadline,
+            chosen,
+        )
+        run_id, run_dir = new_run_dir(str(run_dir), "")
+        options = RunOptions(deadline=deadline, run_timeout=CERTIFY_TIMEOUT, impairment=resolved)
+        code = certify(chosen, run_dir, run_id, options, _Quiet()).exit_code
+    except TargetError as exc:
+        print(f"impairment_matrix: {target}: {exc}", file=sys.stderr, flush=True)
+        code = EXIT_USAGE
+    except Exception:
+        # A harness bug: this certification has no verdict, the table goes on.
+        traceback.print_exc()
+        code = EXIT_HARNESS_ERROR
     records = list(read_results(RunFolder(run_dir).results)) if RunFolder(run_dir).is_run() else []
     outcomes = {record["case_id"]: record["outcome"] for record in records}
     messages = {record["case_id"]: record.get("message") or "" for record in records}
@@ -184,12 +211,12 @@ def _certify(
     verdict = (
         json.loads(summary.read_text(encoding="utf-8"))["verdict"]
         if summary.is_file()
-        else f"no verdict (exit {done.returncode})"
+        else f"no verdict (exit {code})"
     )
     return {
         "outcomes": outcomes,
         "messages": messages,
-        "exit": done.returncode,
+        "exit": code,
         "verdict": verdict,
         "run_dir": str(run_dir),
         "seconds": round(time.monotonic() - started, 1),

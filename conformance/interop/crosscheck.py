@@ -26,6 +26,7 @@ from typing import Any
 
 from ..core.run_folder import RunFolder
 from ..core.results import FAILED, PASSED, console_text, read_results
+from ..runner.plan import suite_case_ids
 
 LOOKBACK = 200
 """Run dirs read per directory, newest first."""
@@ -58,8 +59,6 @@ def _role_of(case_id: str) -> str:
 
 
 def suite_cases_by_role(protocol: str) -> dict[str, set[str]]:
-    from ..mutation import suite_case_ids
-
     by_role: dict[str, set[str]] = {}
     for case in suite_case_ids(protocol):
         by_role.setdefault(_role_of(case), set()).add(case)

@@ -17,7 +17,9 @@ import pytest
 from conformance import cli
 from conformance.core.requirements import Requirement, requirement
 from conformance.core.run_folder import RunFolder
+from conformance.core.targets import load_targets
 from conformance.plugin import case_groups
+from conformance.runner import session
 
 from .cli_runner import certify
 from .fake_suite import Listener, run_suite, targets_file, write_suite
@@ -305,12 +307,12 @@ def test_one_case_job_runs_pytest_as_before(tmp_path, monkeypatch):
         def wait(self, timeout=None) -> int:
             return 0
 
-    monkeypatch.setattr(cli.subprocess, "Popen", Process)
-    target = cli.load_targets([])["reference-ripplehost"]
+    monkeypatch.setattr(session.subprocess, "Popen", Process)
+    target = load_targets([])["reference-ripplehost"]
     parser = cli.build_parser()
     for jobs in ("1", "4"):
         args = parser.parse_args(["certify", "--case-jobs", jobs])
-        cli.run_suite(target, tmp_path, "run-id", args)
+        session.run_suite(target, tmp_path, "run-id", cli.run_options(args))
     assert not any("xdist" in arg for arg in seen[0]) and "-n" not in seen[0]
     assert seen[1][seen[1].index("-n") : seen[1].index("-n") + 4] == [
         "-n",

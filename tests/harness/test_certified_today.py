@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from conformance.core.results import ResultRecord, ResultWriter
-from conformance.mutation import suite_case_ids
+from conformance.runner import suite_case_ids
 
 REPO = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(

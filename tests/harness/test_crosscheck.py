@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from conformance.core.results import ResultRecord, ResultWriter
 from conformance.core.run_folder import RunFolder
 from conformance.interop.crosscheck import coverage_gaps, latest_certifications, render
-from conformance.mutation import suite_case_ids
+from conformance.runner import suite_case_ids
 
 REPO = Path(__file__).resolve().parents[2]
 RIPP = "ripp"

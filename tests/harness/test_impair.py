@@ -406,7 +406,8 @@ def test_a_certification_records_its_impairment_and_seed(tmp_path):
 def test_reference_verdicts_hold_under_impairment(protocol, profile, tmp_path):
     """Every reference node, through each profile that must change no
     verdict: every case of the suite passes, as on clean loopback."""
-    from conformance.mutation import run_mutation, suite_case_ids
+    from conformance.mutation import run_mutation
+    from conformance.runner import suite_case_ids
 
     from ..mutation.test_mutation import TEST_PARAMS
 

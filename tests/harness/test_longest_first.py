@@ -8,9 +8,9 @@ import json
 import os
 import re
 
-from conformance.cli import suite_case_counts
 from conformance.core.targets import load_targets
 from conformance.jobs import SUMMARY_SECONDS_KEY, last_durations, longest_first
+from conformance.runner import suite_case_counts
 
 from .cli_runner import certify
 

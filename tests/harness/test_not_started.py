@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import EXIT_NOT_CONFORMANT, EXIT_NOT_STARTED
 from conformance.core.readiness import accept_launched_client
 from conformance.core.results import NOT_STARTED
 from conformance.core.targets import (
@@ -31,6 +30,7 @@ from conformance.core.targets import (
     load_targets_file,
 )
 from conformance.core.transport import DeadlineExceeded, TcpServer, WireTrace
+from conformance.runner import EXIT_NOT_CONFORMANT, EXIT_NOT_STARTED
 
 from .cli_runner import certify
 

@@ -11,6 +11,7 @@ import pytest
 
 from conformance.core.results import summarize
 from conformance.core.targets import load_targets_file
+from conformance.runner import suite_case_ids
 from conformance.mutation import (
     FAULT_REGISTRIES,
     builtin_tables,
@@ -19,7 +20,6 @@ from conformance.mutation import (
     registry,
     registry_problems,
     run_mutation,
-    suite_case_ids,
     targets_toml,
 )
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from conformance.runner import suite_case_ids
 from conformance.mutation import (
     FAULT_REGISTRIES,
     builtin_tables,
     late_seconds,
     run_mutation,
-    suite_case_ids,
     targets_toml,
     variant_name,
     variant_specs,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli, report
+from conformance import report, runner
 from tests.harness.cli_runner import WRONG_MSGNO_TARGET, run_cli
 
 TARGETS = ("reference-ripplehost", "wrong-msgno")
@@ -56,7 +56,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         for target in TARGETS:
             args += ["--target", target]
         done = run_cli(*args, timeout=300)
-        assert done.returncode == cli.EXIT_NOT_CONFORMANT, done.stdout + done.stderr
+        assert done.returncode == runner.EXIT_NOT_CONFORMANT, done.stdout + done.stderr
         dirs.append(run_dir)
     return Runs(*dirs)
 

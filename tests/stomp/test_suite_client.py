@@ -8,7 +8,7 @@ and no other case failed, is tests/mutation/test_mutation.py's."""
 
 from __future__ import annotations
 
-from conformance.mutation import suite_case_ids
+from conformance.runner import suite_case_ids
 from reference_impl.stomp.faults import SPECS
 
 CLIENT_CASES = {
