@@ -1,5 +1,5 @@
-"""Targets in containers: a ``[targets.NAME.container]`` table names an image,
-and the harness runs the node's server role in a container for the run
+"""Targets in containers: a ``[targets.NAME.container]`` table names an image
+(read and checked by container_spec.py), and the harness runs the node's server role in a container for the run
 (with ``testcontainers``), publishes its port(s) on 127.0.0.1 on ports the
 engine picks, waits until it is ready, and removes it afterwards.
 
@@ -41,10 +41,10 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
+from .container_spec import ContainerClientSpec, ContainerSpec
 from .readiness import (
     Exited,
     ReadyWhen,
@@ -53,9 +53,38 @@ from .readiness import (
     read_outputs,
     wait_until_ready,
 )
+from .redact import Redactor
+from .target_errors import TargetError, TargetNotStarted
 
 if TYPE_CHECKING:
-    from .targets import TargetRuntime
+    # For annotations only: the reaper process (python -m
+    # conformance.core.containers reap) must start fast, and target_spec
+    # imports pytest (through requirements).
+    from .target_spec import Target
+
+
+class TargetRuntimeView(Protocol):
+    """What a container needs of its target's runtime (target_runtime's
+    TargetRuntime, which starts the containers, so that this module does not
+    import it): the target and the run's dirs and id, placeholders and
+    credentials; and the address and params it sets once the server is
+    ready (the published port, the outputs)."""
+
+    target: Target
+    run_id: str
+    work_dir: Path
+    log_dir: Path
+    host: str
+    port: int
+    url: str
+    params: dict[str, Any]
+
+    def _expand_text(self, text: str, extra: Mapping[str, Any] = ...) -> str: ...
+
+    def credential(self, name: str) -> bytes: ...
+
+    def secret_values(self) -> list[bytes]: ...
+
 
 RUN_LABEL = "org.conformance.run"
 """Label of every container a run starts: the run id (``conformance certify``
@@ -73,275 +102,6 @@ containers: a container whose creation was under way when the harness died
 appears a moment later."""
 ALLURE_LOG_LIMIT = 64 * 1024
 """Bytes of a case's container log attached to its Allure result at most."""
-
-_ADDRESS_OUTPUTS = ("host", "port", "url")
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    image: str
-    command: tuple[str, ...] = ()
-    ports: tuple[int, ...] = ()
-    url: str = ""
-    env: Mapping[str, str] = field(default_factory=dict)
-    credential_env: Mapping[str, str] = field(default_factory=dict)
-    mounts: Mapping[str, str] = field(default_factory=dict)
-    writable: Mapping[str, str] = field(default_factory=dict)
-    ready: str = ""
-    ready_port: bool = False
-    ready_timeout: float = 30.0
-    outputs: Mapping[str, str] = field(default_factory=dict)
-    client: "ContainerClientSpec | None" = None
-    """The client role's containers; None: client-role cases are not
-    applicable."""
-
-    @property
-    def serves(self) -> bool:
-        """Whether the harness runs the server role in a container (a
-        client-only target's table has no ports)."""
-        return bool(self.ports)
-
-
-@dataclass(frozen=True)
-class ContainerClientSpec:
-    """``[targets.NAME.container.client]``: the node's client role, one
-    container per launch (per case), on the host's network."""
-
-    image: str
-    command: tuple[str, ...]
-    entrypoint: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    credential_env: Mapping[str, str] = field(default_factory=dict)
-    mounts: Mapping[str, str] = field(default_factory=dict)
-    writable: Mapping[str, str] = field(default_factory=dict)
-
-
-CONTAINER_FIELDS = (
-    "image",
-    "command",
-    "ports",
-    "url",
-    "env",
-    "credential_env",
-    "mounts",
-    "writable",
-    "ready",
-    "ready_port",
-    "ready_timeout",
-    "outputs",
-    "client",
-)
-CLIENT_FIELDS = ("image", "entrypoint", "command", "env", "credential_env", "mounts", "writable")
-SERVER_ONLY_FIELDS = (
-    "command",
-    "ports",
-    "url",
-    "env",
-    "credential_env",
-    "mounts",
-    "writable",
-    "ready",
-    "ready_port",
-    "ready_timeout",
-    "outputs",
-)
-"""Fields of the container table that configure the server role; a
-client-only target's table has only image and client."""
-
-
-def _string_tables(
-    table: dict, cwhere: str, names: tuple[str, ...], credentials: Mapping[str, Any]
-) -> dict[str, dict[str, str]]:
-    """The tables of strings of a container (or client) table, validated:
-    one path for both roles, so both give the same errors."""
-    from .targets import TargetError
-
-    tables: dict[str, dict[str, str]] = {}
-    for name in names:
-        value = table.get(name, {})
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise TargetError(f"{cwhere}: {name} must be a table of strings, got {value!r}")
-        tables[name] = dict(value)
-    for variable, credential in tables["credential_env"].items():
-        if credential not in credentials:
-            raise TargetError(
-                f"{cwhere}: credential_env {variable} names credential {credential!r}, which the "
-                f"target does not have (credentials: {sorted(credentials) or 'none'})"
-            )
-    for variable in tables["env"]:
-        if variable in tables["credential_env"]:
-            raise TargetError(f"{cwhere}: {variable} is in both env and credential_env")
-    for name in ("mounts", "writable"):
-        for inside in tables[name]:
-            if not inside.startswith("/") or ":" in inside:
-                raise TargetError(
-                    f"{cwhere}: {name} key {inside!r} must be an absolute path in the container "
-                    "(without ':')"
-                )
-    both = set(tables["mounts"]) & set(tables["writable"])
-    if both:
-        raise TargetError(f"{cwhere}: {sorted(both)} in both mounts and writable")
-    return tables
-
-
-def _image(value: Any, cwhere: str) -> str:
-    from .targets import TargetError
-
-    if not isinstance(value, str) or not value.strip() or any(ch.isspace() for ch in value):
-        raise TargetError(
-            f"{cwhere}: image must be an image reference such as 'conformance/reference:dev', "
-            f"got {value!r}"
-        )
-    return value
-
-
-def parse_client(
-    table: Any,
-    where: str,
-    image: str,
-    roles: tuple[str, ...],
-    credentials: Mapping[str, Any],
-    argv: Any,
-) -> ContainerClientSpec:
-    """The ``[targets.NAME.container.client]`` table, validated."""
-    from .targets import TargetError
-
-    cwhere = f"{where} [container.client]"
-    if not isinstance(table, dict):
-        raise TargetError(
-            f"{cwhere}: must be a table (command, and optionally image, entrypoint, env, "
-            "credential_env, mounts, writable)"
-        )
-    unknown = set(table) - set(CLIENT_FIELDS)
-    if unknown:
-        raise TargetError(
-            f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CLIENT_FIELDS)}"
-        )
-    if "client" not in roles:
-        raise TargetError(
-            f"{cwhere}: runs the node's client role, but roles does not list 'client'"
-        )
-    command = argv(table.get("command"), f"{cwhere} command")
-    if not command:
-        raise TargetError(
-            f"{cwhere}: command is required: the client's arguments, with placeholders such as "
-            "{peer_host} {peer_port} (the harness's server, on the host's loopback)"
-        )
-    entrypoint = argv(table.get("entrypoint"), f"{cwhere} entrypoint")
-    tables = _string_tables(
-        table, cwhere, ("env", "credential_env", "mounts", "writable"), credentials
-    )
-    return ContainerClientSpec(
-        image=_image(table.get("image", image), cwhere),
-        command=command,
-        entrypoint=entrypoint,
-        env=tables["env"],
-        credential_env=tables["credential_env"],
-        mounts=tables["mounts"],
-        writable=tables["writable"],
-    )
-
-
-def parse_container(
-    table: Any, where: str, roles: tuple[str, ...], credentials: Mapping[str, Any], argv: Any
-) -> ContainerSpec:
-    """The ``[targets.NAME.container]`` table, validated; ``argv`` is
-    targets._argv (commands are split like launch commands)."""
-    from .targets import TargetError
-
-    cwhere = f"{where} [container]"
-    if not isinstance(table, dict):
-        raise TargetError(f"{cwhere}: must be a table")
-    unknown = set(table) - set(CONTAINER_FIELDS)
-    if unknown:
-        raise TargetError(
-            f"{cwhere}: unknown field(s) {sorted(unknown)}; known: {sorted(CONTAINER_FIELDS)}"
-        )
-    image = _image(table.get("image"), cwhere)
-    client = (
-        parse_client(table["client"], where, image, roles, credentials, argv)
-        if "client" in table
-        else None
-    )
-    if "server" not in roles:
-        if client is None:
-            raise TargetError(
-                f"{cwhere}: a container without a [container.client] table runs the node's server "
-                "role, but roles does not list 'server'"
-            )
-        server_fields = sorted(set(table) & set(SERVER_ONLY_FIELDS))
-        if server_fields:
-            raise TargetError(
-                f"{cwhere}: {', '.join(server_fields)} configure(s) the server role, which the "
-                f"target does not play (roles: {', '.join(roles)}); the client's fields go in "
-                "[container.client]"
-            )
-        return ContainerSpec(image=image, client=client)
-    ports = table.get("ports")
-    if (
-        not isinstance(ports, list)
-        or not ports
-        or not all(
-            isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= 65535 for p in ports
-        )
-    ):
-        raise TargetError(
-            f"{cwhere}: ports must be a non-empty list of container ports 1..65535 (the first is "
-            f"the server role's; each is published on 127.0.0.1), got {ports!r}"
-        )
-    if len(set(ports)) != len(ports):
-        raise TargetError(f"{cwhere}: ports lists a port twice: {ports}")
-    tables = _string_tables(
-        table, cwhere, ("env", "credential_env", "mounts", "writable", "outputs"), credentials
-    )
-    for param in tables["outputs"]:
-        if param in _ADDRESS_OUTPUTS:
-            raise TargetError(
-                f"{cwhere}: outputs cannot set {param!r}: a container's address is its published "
-                "port on 127.0.0.1 (ports, url)"
-            )
-    ready = table.get("ready", "")
-    if not isinstance(ready, str):
-        raise TargetError(f"{cwhere}: ready must be a regular expression string, got {ready!r}")
-    if ready:
-        try:
-            re.compile(ready)
-        except re.error as exc:
-            raise TargetError(f"{cwhere}: ready is not a valid regex: {exc}") from None
-    ready_port = table.get("ready_port", not ready)
-    if not isinstance(ready_port, bool):
-        raise TargetError(f"{cwhere}: ready_port must be true or false, got {ready_port!r}")
-    if not ready and not ready_port:
-        raise TargetError(
-            f"{cwhere}: no readiness check: give ready (a regex on the log) or ready_port = true"
-        )
-    timeout = table.get("ready_timeout", 30.0)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise TargetError(
-            f"{cwhere}: ready_timeout must be a positive number of seconds, got {timeout!r}"
-        )
-    url = table.get("url", "")
-    if not isinstance(url, str):
-        raise TargetError(
-            f"{cwhere}: url must be a string such as 'ws://{{host}}:{{port}}/', got {url!r}"
-        )
-    return ContainerSpec(
-        image=image,
-        command=argv(table.get("command"), f"{cwhere} command"),
-        ports=tuple(ports),
-        url=url,
-        env=tables["env"],
-        credential_env=tables["credential_env"],
-        mounts=tables["mounts"],
-        writable=tables["writable"],
-        ready=ready,
-        ready_port=ready_port,
-        ready_timeout=float(timeout),
-        outputs=tables["outputs"],
-        client=client,
-    )
 
 
 # ------------------------------------------------------------------ reaper
@@ -390,8 +150,6 @@ def ensure_reaper(log_dir: Path) -> None:
         process.wait()
         code = None
     if code != 0:
-        from .targets import TargetError
-
         raise TargetError(f"the container reaper did not start (exit {code}); see {log_dir}")
     _reaper = process
     atexit.register(release_reaper)
@@ -409,7 +167,9 @@ def release_reaper() -> None:
 
 
 def docker_client() -> Any:
-    import docker  # the Docker SDK, a dependency of testcontainers
+    # Imported here: the Docker SDK (a dependency of testcontainers) is needed
+    # by container targets only.
+    import docker
 
     return docker.from_env(timeout=DOCKER_API_TIMEOUT)
 
@@ -475,8 +235,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def require_image(image: str, what: str) -> None:
     """The image must be in the engine already: never pulled (no registry)."""
-    from .targets import TargetError
-
     try:
         client = docker_client()
         try:
@@ -495,7 +253,9 @@ def require_image(image: str, what: str) -> None:
 
 
 def environment(
-    runtime: "TargetRuntime", spec: "ContainerSpec | ContainerClientSpec", extra: Mapping[str, Any]
+    runtime: TargetRuntimeView,
+    spec: "ContainerSpec | ContainerClientSpec",
+    extra: Mapping[str, Any],
 ) -> dict[str, str]:
     """A container's variables: ``env`` expanded, ``credential_env`` values."""
     out = {key: runtime._expand_text(value, extra) for key, value in spec.env.items()}
@@ -505,15 +265,13 @@ def environment(
 
 
 def volumes(
-    runtime: "TargetRuntime",
+    runtime: TargetRuntimeView,
     spec: "ContainerSpec | ContainerClientSpec",
     extra: Mapping[str, Any],
     what: str,
 ) -> list[tuple[str, str, str]]:
     """(host path, path inside, mode) of ``mounts`` (read-only, must exist)
     and ``writable`` (read-write, created 0700)."""
-    from .targets import TargetError
-
     out = []
     for inside, host in spec.mounts.items():
         path = Path(runtime._expand_text(host, extra))
@@ -530,7 +288,7 @@ def volumes(
 class ContainerServer:
     """The server role of a container target during a run."""
 
-    def __init__(self, runtime: "TargetRuntime", spec: ContainerSpec) -> None:
+    def __init__(self, runtime: TargetRuntimeView, spec: ContainerSpec) -> None:
         self.runtime = runtime
         self.spec = spec
         self.container: Any = None  # testcontainers DockerContainer
@@ -554,9 +312,9 @@ class ContainerServer:
         )
 
     def start(self) -> None:
-        from .targets import TargetError, TargetNotStarted
-
         os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+        # Imported here, not at the top: testcontainers (and the Docker SDK)
+        # is an optional dependency that only container targets need.
         try:
             from testcontainers.core.config import testcontainers_config
             from testcontainers.core.container import DockerContainer
@@ -610,8 +368,6 @@ class ContainerServer:
             return f"(container log unavailable: {exc})"
         text = raw.decode("utf-8", "replace")
         if self._redactor is None:
-            from .redact import Redactor
-
             self._redactor = Redactor(self.runtime.secret_values())
         return self._redactor.text(text) if self._redactor else text
 
@@ -671,8 +427,6 @@ class ContainerServer:
         self._read_address(text)
 
     def _read_address(self, text: str) -> None:
-        from .targets import TargetError
-
         runtime, spec = self.runtime, self.spec
         self.container.get_wrapped_container().reload()
         try:
@@ -703,8 +457,6 @@ class ContainerServer:
         same container again: its filesystem and mounted directories, and so
         what the node stored, stay. The published port may change; it is
         read again, as are the outputs, from the log written since."""
-        from .targets import TargetError
-
         offset = len(self.logs())
         wrapped = self.container.get_wrapped_container()
         try:
@@ -755,7 +507,7 @@ class ContainerClient:
     """One launch of a container target's client role (one case): a
     container on the host's network, so that the harness's server on
     127.0.0.1 is the container's 127.0.0.1 too. It offers what the suites
-    use of a launched process (``targets.ProcessHandle``): ``output``,
+    use of a launched process (``target_runtime.ProcessHandle``): ``output``,
     ``tail``, ``running``, ``wait``, ``stop``, ``returncode``.
 
     The target's private work dir is bind-mounted read-write at its own
@@ -765,7 +517,7 @@ class ContainerClient:
 
     def __init__(
         self,
-        runtime: "TargetRuntime",
+        runtime: TargetRuntimeView,
         spec: ContainerClientSpec,
         extra: Mapping[str, Any],
         launch: int,
@@ -795,8 +547,6 @@ class ContainerClient:
         )
 
     def start(self) -> None:
-        from .targets import TargetNotStarted
-
         runtime, spec, extra = self.runtime, self.spec, self._extra
         # The work dir at its own path: per-case files the suites write there
         # are named by host paths in the placeholders.
@@ -882,8 +632,6 @@ class ContainerClient:
             return self._final_log or f"(container log unavailable: {exc})"
         text = raw.decode("utf-8", "replace")
         if self._redactor is None:
-            from .redact import Redactor
-
             self._redactor = Redactor(self.runtime.secret_values())
         return self._redactor.text(text) if self._redactor else text
 

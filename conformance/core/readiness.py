@@ -1,6 +1,6 @@
 """Waiting for a server the harness started, and reading what it printed.
 
-A launched process (``[targets.NAME.launch]``, targets.TargetRuntime) and a
+A launched process (``[targets.NAME.launch]``, target_runtime.TargetRuntime) and a
 container (``[targets.NAME.container]``, containers.ContainerServer) are
 ready by the same rule: a line of their log matches the ``ready`` regex
 and/or their port accepts TCP, before a deadline, while they run. Both may
@@ -23,6 +23,8 @@ import socket
 import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping, Protocol, TypeVar
+
+from .target_errors import TargetError, TargetNotStarted
 
 LOG_TAIL_LINES = 30
 """Lines of a server's log an error shows: enough for a stack trace."""
@@ -89,8 +91,6 @@ def wait_until_ready(server: StartingServer, when: ReadyWhen, poll_interval: flo
     A server that printed the ready line and then ended is not ready: the
     cases would meet a dead node. Both errors are TargetNotStarted: the
     server did not start, which is no rule's failure."""
-    from .targets import TargetNotStarted
-
     pattern = re.compile(when.pattern) if when.pattern else None
     deadline = time.monotonic() + when.timeout
     while True:
@@ -126,8 +126,6 @@ def read_outputs(text: str, wanted: Mapping[str, str], what: str, log_name: str)
     """The value of each ``param = "KEY"`` of ``wanted`` from the KEY=VALUE
     words of ``text`` (where a key appears twice, the later one). A missing
     key is a TargetError."""
-    from .targets import TargetError
-
     found = dict(OUTPUT_PAIR.findall(text))
     values: dict[str, str] = {}
     for param, key in wanted.items():
@@ -150,7 +148,7 @@ Accepted = TypeVar("Accepted")
 
 
 class LaunchedClient(Protocol):
-    """What a launched client offers (targets.ProcessHandle,
+    """What a launched client offers (target_runtime.ProcessHandle,
     containers.ContainerClient)."""
 
     def running(self) -> bool: ...
@@ -181,8 +179,6 @@ async def accept_launched_client(
     a failure), as does one that reached the harness without a connection
     being queued (``connected()``: e.g. its TLS handshake failed) and then
     exited."""
-    from .targets import TargetNotStarted
-
     task = asyncio.ensure_future(accept(wait))
     try:
         while True:

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.containers import ROLE_LABEL, ContainerClient, ContainerClientSpec
+from conformance.core.container_spec import ContainerClientSpec
+from conformance.core.containers import ROLE_LABEL, ContainerClient
 from conformance.core.targets import TargetRuntime, load_targets_file, make_work_dir
 
 from .docker_support import (

@@ -281,7 +281,7 @@ def _start_ripplehost(tmp_path: Path) -> tuple[Container, str]:
     )
     try:
         # The hostname it announces is no param: no Ripple host case reads one,
-        # and an unknown param is refused as a typo (conformance/core/targets.py).
+        # and an unknown param is refused as a typo (conformance/core/target_spec.py).
         container.wait_ready(r"RIPPLE_READY .*hostname=(\S+)")
         port = container.host_port()
     except BaseException:

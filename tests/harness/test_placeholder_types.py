@@ -38,8 +38,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from conformance.core.target_commands import PLACEHOLDER
 from conformance.core.targets import (
-    _PLACEHOLDER,
     PLACEHOLDER_TYPES,
     REPO_ROOT,
     Target,
@@ -156,7 +156,7 @@ def test_every_placeholder_is_documented_with_its_type():
             | {f"{c}_file" for c in target.credentials}
         )
         for text in texts(target):
-            for name in _PLACEHOLDER.findall(text):
+            for name in PLACEHOLDER.findall(text):
                 if name not in documented and name not in own:
                     unknown.setdefault(target.name, set()).add(name)
     assert not unknown, f"placeholders not in docs/targets.md's table: {unknown}"
@@ -538,7 +538,7 @@ def test_the_program_accepts_what_the_suites_pass(tmp_path, listeners, name, wha
         and template[0].endswith("ocaml-ripp-peer.sh")
     )
     peer = hanging_up if ocaml else holding
-    typed = [n for part in template for n in _PLACEHOLDER.findall(part) if n in PLACEHOLDER_TYPES]
+    typed = [n for part in template for n in PLACEHOLDER.findall(part) if n in PLACEHOLDER_TYPES]
     checked = False
     for round_ in range(ROUNDS if typed else 1):
         work = tmp_path / f"round-{round_}"
@@ -554,7 +554,7 @@ def test_the_program_accepts_what_the_suites_pass(tmp_path, listeners, name, wha
         # The same expansion as a launch: a value of the wrong type is refused here.
         argv = [runtime._expand_text(part, extra) for part in template]
         for part, expanded in zip(template, argv):
-            for placeholder in _PLACEHOLDER.findall(part):
+            for placeholder in PLACEHOLDER.findall(part):
                 if PLACEHOLDER_TYPES.get(placeholder) is int and part == f"{{{placeholder}}}":
                     assert re.fullmatch(r"\d+", expanded), (placeholder, expanded)
         if image is not None:

@@ -1,4 +1,4 @@
-"""The targets' work dirs (conformance/core/targets.py make_work_dir) hold
+"""The targets' work dirs (conformance/core/work_dirs.py make_work_dir) hold
 their credentials (a BTP auth token, keys) and node state; every way a run
 ends removes them: Ctrl-C, SIGTERM, --jobs, --case-jobs, the --run-timeout
 backstop. A run killed by SIGKILL cannot clean up; the next run removes its

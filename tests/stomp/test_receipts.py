@@ -13,10 +13,10 @@ from conformance.suites.stomp.adapter import (
     MAX_LINE_CHARS,
     AcceptedMessage,
     AdapterContractError,
-    OwnMessage,
     find_own,
     parse_accepted,
 )
+from conformance.suites.stomp.own_messages import OwnMessage, own_message, own_messages
 
 
 def record(**overrides) -> dict:
@@ -217,7 +217,6 @@ def test_find_own_matches_json_values_only_for_a_node_that_stores_them():
 
 
 def test_own_messages_are_valid_smp_with_unique_unreserved_creditor_ids():
-    from conformance.suites.stomp.adapter import own_messages
     from reference_impl.stomp.smp import validate_message
 
     messages = own_messages("/exchange/smp", 200, "t")
@@ -241,7 +240,6 @@ def test_reference_accepted_command_output_parses_and_matches(tmp_path):
     import subprocess
     import sys
 
-    from conformance.suites.stomp.adapter import own_message
     from reference_impl.stomp.store import Store, StoredMessage
 
     sent = [own_message("/exchange/smp:x\\n", "cli"), own_message("/exchange/smp", "cli")]

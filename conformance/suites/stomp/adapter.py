@@ -17,14 +17,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import secrets
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 import pytest
 
-from conformance.core.targets import TargetError, TargetRuntime
-from reference_impl.stomp.smp import example_message
+from conformance.core.target_errors import TargetError
+from conformance.core.target_runtime import TargetRuntime
+
+from .own_messages import OwnMessage
+from .peer import settings_of
 
 ACCEPTED = "accepted"
 """Capability and adapter name."""
@@ -174,54 +176,7 @@ def _context(text: str, number: int) -> str:
     return "\n".join(f"  {n:>5}| {_cut(lines[n - 1])}" for n in range(first, number + 1))
 
 
-# -- the harness's own messages ----------------------------------------------------------
-
-JSON = "application/json"
-MESSAGE_TYPE = "ConfigureAccount"
-RESERVED_CREDITOR_IDS = 1 << 32
-"""SMP 2.1, ConfigureAccount, footnote reserved-creditor-ids: creditor ids
-0..4294967295 are reserved; ours are drawn above them."""
-MAX_INT64 = (1 << 63) - 1
-
-
-@dataclass(frozen=True)
-class OwnMessage:
-    """A SEND the harness makes: its receipt id and the headers and body it
-    expects to find through the adapter."""
-
-    receipt: str
-    destination: str
-    type: str
-    content_type: str
-    body: str
-
-    def headers(self) -> tuple[tuple[str, str], ...]:
-        """The SEND headers the profile requires ("A Subset of the STOMP
-        Protocol": receipt, type, content-type, persistent:true)."""
-        return (
-            ("destination", self.destination),
-            ("receipt", self.receipt),
-            ("type", self.type),
-            ("content-type", self.content_type),
-            ("persistent", "true"),
-        )
-
-
-def own_message(destination: str, label: str = "m") -> OwnMessage:
-    """A valid SMP ConfigureAccount with a creditor_id drawn at random above
-    the reserved range, so that its body is unique among everything the
-    node holds (this run's messages, earlier runs', other clients')."""
-    message = dict(example_message(MESSAGE_TYPE))
-    message["creditor_id"] = RESERVED_CREDITOR_IDS + secrets.randbelow(
-        MAX_INT64 - RESERVED_CREDITOR_IDS
-    )
-    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-    receipt = f"conformance-{label}-{secrets.token_hex(6)}"
-    return OwnMessage(receipt, destination, MESSAGE_TYPE, JSON, body)
-
-
-def own_messages(destination: str, count: int, label: str = "m") -> list[OwnMessage]:
-    return [own_message(destination, f"{label}{n}") for n in range(count)]
+# -- finding the harness's own messages among the records --------------------------------
 
 
 @dataclass
@@ -265,7 +220,7 @@ def json_value_key(body: str) -> str | None:
 
 def find_own(records: list[AcceptedMessage], sent: list[OwnMessage]) -> Lookup:
     """Match sent messages to records by body (unique per message, see
-    :func:`own_message`), then compare the headers the contract carries.
+    :func:`.own_messages.own_message`), then compare the headers the contract carries.
     A record of a node that stores JSON values (``json_body``) matches a
     message whose body parses to the same value; every other record only
     the exact text sent."""
@@ -373,8 +328,6 @@ def smp_destination(target: TargetRuntime) -> str:
     """The destination the receipt cases SEND to: the target's param
     ``destination`` (the manifest's destination with the node id put in),
     else peer.DEFAULT_DESTINATION."""
-    from .peer import settings_of
-
     return settings_of(target).destination
 
 
@@ -385,7 +338,7 @@ def restart_target_server(target: TargetRuntime) -> Callable[[], Awaitable[None]
 
     async def restart() -> None:
         # In this thread, not asyncio.to_thread: the launched process gets
-        # PR_SET_PDEATHSIG (targets._die_with_parent), which fires when the
+        # PR_SET_PDEATHSIG (target_runtime._die_with_parent), which fires when the
         # *thread* that forked it ends; a worker thread of the case's event
         # loop ends with the case, and the restarted server was SIGTERMed.
         target.restart_server(True)

@@ -19,7 +19,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.core.targets import TargetError, TargetRuntime
+from conformance.core.target_errors import TargetError
+from conformance.core.target_runtime import TargetRuntime
 from conformance.core.transport import (
     Deadline,
     DeadlineExceeded,
@@ -37,7 +38,7 @@ from reference_impl.stomp.frame import (
     encode_frame,
 )
 
-from .adapter import OwnMessage, own_message
+from .own_messages import OwnMessage, own_message
 
 MAX_FRAME_BYTES = 256 * 1024
 """Largest frame the harness accepts from a target. Its answers are

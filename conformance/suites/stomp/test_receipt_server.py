@@ -34,7 +34,8 @@ from conformance.core.requirements import NODE_STATE, requirement
 from conformance.core.transport import Deadline, WireTrace
 from reference_impl.stomp.frame import Frame, encode_frame
 
-from .adapter import ACCEPTED, RESTART, OwnMessage, find_own, own_message, own_messages
+from .adapter import ACCEPTED, RESTART, find_own
+from .own_messages import OwnMessage, own_message, own_messages
 from .peer import StompPeer, summary
 from .prerequisites import ACCEPTED_STATE, SESSION
 
