@@ -16,6 +16,7 @@ from .dataset import file_stats, manifest_from_data, read_data_files
 from .errors import IngestError, Progress
 from .schema import PARTITION_COLUMNS, RUNS_SCHEMA_DDL
 from .versions import (
+    MANIFEST_FORMAT,
     RESULTS_DIR,
     DatasetLock,
     iso,
@@ -31,7 +32,6 @@ from .versions import (
     staging,
     write_manifest,
     write_report,
-    MANIFEST_FORMAT,
 )
 
 
