@@ -602,10 +602,17 @@ def main() -> int:
         help="also time the least a Spark rebuild must do (bench/spark_floor.py; ~2.5 min at 10M)",
     )
     args = parser.parse_args()
+    import importlib.util
+
     from conformance.aggregate import ingest as ingest_module
     from conformance.aggregate.spark import DRIVER_MEMORY
 
-    incremental = hasattr(ingest_module, "read_manifest")
+    # The manifest moved from the ingest module to the versions module;
+    # either says the ingest is incremental (older trees are benchmarked too).
+    incremental = (
+        hasattr(ingest_module, "read_manifest")
+        or importlib.util.find_spec("conformance.aggregate.versions") is not None
+    )
     work = args.keep or Path(tempfile.mkdtemp(prefix="spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()

@@ -43,6 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conformance.aggregate import ingest  # noqa: E402
+from conformance.aggregate.runs import find_runs  # noqa: E402
+from conformance.aggregate.schema import PARTITION_COLUMNS, RECORD_SCHEMA_DDL  # noqa: E402
 from conformance.aggregate.spark import get_session  # noqa: E402
 
 
@@ -56,24 +58,24 @@ def main(argv: list[str]) -> int:
 
     started = time.monotonic()
     if step == "read":
-        runs = ingest.find_runs([argv[1]])
+        runs = find_runs([argv[1]])
         (
-            spark.read.schema(ingest._record_schema())
-            .option("mode", "PERMISSIVE")  # noqa: SLF001
+            spark.read.schema(RECORD_SCHEMA_DDL)
+            .option("mode", "PERMISSIVE")
             .json([r.uri for r in runs])
             .write.format("noop")
             .mode("overwrite")
             .save()
         )
     elif step in ("write", "dedupe"):
-        runs = ingest.find_runs([argv[1]])
+        runs = find_runs([argv[1]])
         rows = ingest.parse_lines(spark, runs).where(F.col("kind") == "record").drop("kind")
-        rows = rows.repartition(*ingest.PARTITION_COLUMNS)
+        rows = rows.repartition(*PARTITION_COLUMNS)
         if step == "dedupe":
             from pyspark.sql import Window
 
             key = [
-                *ingest.PARTITION_COLUMNS,
+                *PARTITION_COLUMNS,
                 "run_id",
                 "target",
                 "case_id",
@@ -83,7 +85,7 @@ def main(argv: list[str]) -> int:
                 Window.partitionBy(*key).orderBy(F.col("time").desc_nulls_last())
             )
             rows = rows.withColumn("_newest", newest).where(F.col("_newest") == 1).drop("_newest")
-        rows.write.partitionBy(*ingest.PARTITION_COLUMNS).mode("overwrite").parquet(argv[2])
+        rows.write.partitionBy(*PARTITION_COLUMNS).mode("overwrite").parquet(argv[2])
     else:
         res = spark.read.parquet(argv[1])
         peer = F.coalesce(F.col("peer_implementation"), F.lit(""))

@@ -161,7 +161,7 @@ def _spark_job(failed: str, job: Callable[[], Any]) -> tuple[int, Any]:
     dataset) is a usage problem, SparkUnavailable or a failed Spark job
     exit 3; each printed as one error line, a failed job as ``failed`` and
     the first line of the exception."""
-    from .ingest import IngestError
+    from .errors import IngestError
     from .spark import SparkUnavailable
 
     try:
@@ -180,7 +180,8 @@ def _spark_job(failed: str, job: Callable[[], Any]) -> tuple[int, Any]:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from .ingest import find_runs, ingest
+    from .ingest import ingest
+    from .runs import find_runs
 
     def job() -> dict[str, Any]:
         find_runs(args.run_dirs)  # fail on bad paths before paying for a JVM
@@ -200,7 +201,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from .ingest import compact, require_dataset
+    from .compaction import compact
+    from .versions import require_dataset
 
     def job() -> None:
         require_dataset(args.dataset)  # before starting a JVM
@@ -211,8 +213,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from .ingest import require_dataset
     from .matrix import Window, run
+    from .versions import require_dataset
 
     if args.since and args.until and args.since > args.until:
         _error(f"--since {args.since} is after --until {args.until}")

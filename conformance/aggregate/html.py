@@ -7,6 +7,11 @@ pass rate; every cell carries a ``title`` (hover text) with the numbers
 behind its colour, and a legend explains the colours. Large matrices are
 cut for the page (newest versions, latest nights, worst flaky cases) with a
 note naming the CSV that holds everything.
+
+A blocked cell names its root cause (the prerequisite case that did not
+pass) in its hover text and, visibly, in the list under its heatmap or in
+the cell; a target that did not start is shown as "did not start", in a
+colour of its own, never as a rule's error.
 """
 
 from __future__ import annotations
@@ -16,19 +21,35 @@ from datetime import datetime, timezone
 from html import escape
 from typing import Any
 
-from .matrix import PAGE_VERSIONS, Matrix, Window
+from .tables import (
+    CLEAN,
+    DID_NOT_START,
+    DID_NOT_START_STATUS,
+    PAGE_VERSIONS,
+    Matrix,
+    Window,
+    verdict_text,
+)
 
 MAX_NIGHTS = 180
 MAX_LIST = 12
+MAX_CAUSES = 60
+"""Blocked and did-not-start cells listed under a heatmap; the CSV has all."""
 
 VERDICT_CLASS = {
     "passed": "v-pass",
     "failed": "v-fail",
     "error": "v-err",
+    DID_NOT_START: "v-dns",
     "blocked": "v-blk",
     "not_applicable": "v-na",
 }
-STATUS_CLASS = {"certified": "c-ok", "not certified": "c-fail", "no complete run": "c-none"}
+STATUS_CLASS = {
+    "certified": "c-ok",
+    "not certified": "c-fail",
+    DID_NOT_START_STATUS: "c-dns",
+    "no complete run": "c-none",
+}
 
 
 def _rate_class(rate: float | None) -> str:
@@ -63,6 +84,8 @@ th{background:#f4f4f4;font-weight:600} td.num{text-align:right;font-variant-nume
 .v-pass{background:#2e9d4b} .v-passflaky{background:#9fd49b} .v-fail{background:#d7301f}
 .v-err{background:#7b3294} .v-na{background:#c9c9c9} .v-none{background:#fff}
 .v-blk{background:repeating-linear-gradient(45deg,#f1a340 0 3px,#fee0b6 3px 6px)}
+.v-dns{background:repeating-linear-gradient(-45deg,#4d4d4d 0 3px,#bababa 3px 6px)}
+.c-dns{background:#4d4d4d;color:#fff} .cause{font-size:.85em;margin:.3em 0 0 1em;padding-left:1em}
 .c-ok{background:#2e9d4b;color:#fff} .c-fail{background:#d7301f;color:#fff} .c-none{background:#c9c9c9}
 .r-none{background:#eee}
 .r0{background:#b2182b;color:#fff}.r1{background:#c8372d;color:#fff}.r2{background:#d6604d;color:#fff}
@@ -80,7 +103,11 @@ def _legend() -> str:
         ("v-passflaky", "latest passed, some runs did not"),
         ("v-fail", "failed"),
         ("v-err", "error (no verdict)"),
-        ("v-blk", "blocked (a prerequisite did not pass; not a failure of this rule)"),
+        ("v-dns", "did not start (the target did not start; says nothing about the rule)"),
+        (
+            "v-blk",
+            "blocked by its root cause (a prerequisite did not pass; not a failure of this rule)",
+        ),
         ("v-na", "not applicable"),
         ("v-none", "not run"),
     ]
@@ -93,12 +120,13 @@ def _legend() -> str:
     status = [
         ("c-ok", "certified"),
         ("c-fail", "not certified"),
+        ("c-dns", "did not start"),
         ("c-none", "no complete run in the window"),
     ]
     return (
         '<div class="legend"><p><b>Latest verdict:</b>'
         + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in verdicts)
-        + "</p><p><b>Pass rate</b> (passed / (passed + failed + error + blocked)):"
+        + "</p><p><b>Pass rate</b> (passed / (passed + failed + error + did not start + blocked)):"
         + rates
         + '<span class="sw r-none"></span>no verdict</p><p><b>Certification:</b>'
         + "".join(f'<span class="sw {c}"></span>{escape(t)}' for c, t in status)
@@ -135,19 +163,29 @@ def _certification(table: Matrix) -> str:
             if r["run_id"]:
                 title += (
                     f"\nlatest complete run {r['run_id']} ({r['run_time']})\nMUST passed {r['must_passed']}, "
-                    f"failed {r['must_failed']}, error {r['must_error']}, blocked {r['must_blocked']}, "
+                    f"failed {r['must_failed']}, error {r['must_error']}, "
+                    f"did not start {r['must_did_not_start']}, blocked {r['must_blocked']}, "
                     f"n/a {r['must_not_applicable']}"
                 )
                 if r["failed_must"]:
                     title += "\nfailed (root causes): " + _list(r["failed_must"])
                 if r["blocked_must"]:
-                    title += "\nblocked by them: " + _list(r["blocked_must"])
+                    title += "\nblocked: " + _list(r["blocked_must"])
+                    title += "\nblocked by (root causes): " + _list(r["blocked_must_root_causes"])
+                if r["did_not_start_must"]:
+                    title += "\ndid not start: " + _list(r["did_not_start_must"])
             title += f"\nruns in window: {r['runs']} ({r['complete_runs']} complete)"
             if others.get((impl, proto)):
                 title += "\nother versions: " + _list(sorted(others[(impl, proto)]))
+            causes = (
+                f"<br><small>blocked by {escape(_list(r['blocked_must_root_causes']))}</small>"
+                if r["run_id"] and r["blocked_must_root_causes"]
+                else ""
+            )
             out.append(
                 f'<td class="{STATUS_CLASS[r["status"]]}" title="{_a(title)}">'
-                f"{escape(r['implementation_version'])}<br><small>{escape(r['status'])}</small></td>"
+                f"{escape(r['implementation_version'])}<br><small>{escape(r['status'])}</small>"
+                f"{causes}</td>"
             )
         out.append("</tr>")
     out.append("</table>")
@@ -179,8 +217,8 @@ def _interop(table: Matrix) -> str:
                     continue
                 title = (
                     f"client {c} × server {s} ({proto})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
-                    f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, n/a {r['not_applicable']} "
-                    f"over {r['runs']} run(s)"
+                    f"failed {r['failed']}, error {r['error']}, did not start {r['did_not_start']}, "
+                    f"blocked {r['blocked']}, n/a {r['not_applicable']} over {r['runs']} run(s)"
                     f"\nlatest run {r['latest_run_id']}: {_pct(r['latest_pass_rate'])}"
                 )
                 if r["latest_not_passed"]:
@@ -220,6 +258,7 @@ def _requirements(table: Matrix) -> str:
             "all.</p>"
         )
     for proto, cols in sorted(columns.items()):
+        outside: list[str] = []
         cases = sorted({case for (p, case) in levels if p == proto})
         out.append(
             f'<h3>{escape(proto)}: {len(cases)} requirement(s)</h3><table class="heat"><tr><th></th>'
@@ -245,16 +284,49 @@ def _requirements(table: Matrix) -> str:
                     and r["pass_rate"] < 1
                 ):
                     cls = "v-passflaky"
+                latest = _latest_text(r)
                 title = (
-                    f"{impl} {version}\n{case} ({r['level']})\nlatest: {r['latest_outcome']} "
+                    f"{impl} {version}\n{case} ({r['level']})\nlatest: {latest} "
                     f"({r['latest_time']})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
-                    f"failed {r['failed']}, error {r['error']}, blocked {r['blocked']}, "
-                    f"n/a {r['not_applicable']} of {r['records']}"
+                    f"failed {r['failed']}, error {r['error']}, did not start {r['did_not_start']}, "
+                    f"blocked {r['blocked']}, n/a {r['not_applicable']} of {r['records']}"
                 )
                 out.append(f'<td class="cell {cls}" title="{_a(title)}"></td>')
+                if r["latest_outcome"] in ("blocked", DID_NOT_START):
+                    outside.append(f"{case} ({impl} {version}): {latest}")
             out.append("</tr>")
         out.append("</table>")
+        out.append(_outside_the_rule(outside))
     return "".join(out)
+
+
+def _latest_text(row: dict[str, Any]) -> str:
+    """A requirements row's latest verdict as the page says it: ``blocked
+    by <root cause>``, ``did not start``, or the outcome."""
+    if row["latest_outcome"] == "blocked":
+        return f"blocked by {row.get('latest_blocked_by') or '(root cause not recorded)'}"
+    return verdict_text(row["latest_outcome"])
+
+
+def _outside_the_rule(lines: list[str]) -> str:
+    """The cells of a heatmap whose latest verdict says nothing about the
+    case's own rule (blocked, with the root cause; did not start), listed
+    visibly under it."""
+    if not lines:
+        return ""
+    more = (
+        f"<li>... and {len(lines) - MAX_CAUSES} more: requirements.csv has them all "
+        "(latest_outcome, latest_blocked_by)</li>"
+        if len(lines) > MAX_CAUSES
+        else ""
+    )
+    return (
+        "<p class=note>Latest verdict blocked (with its root cause) or did not start:</p>"
+        "<ul class=cause>"
+        + "".join(f"<li>{escape(line)}</li>" for line in lines[:MAX_CAUSES])
+        + more
+        + "</ul>"
+    )
 
 
 def _flaky(table: Matrix) -> str:
@@ -291,7 +363,8 @@ def _flaky(table: Matrix) -> str:
             f'<td class=num title="{_a(span)}">'
             f'<span class=bar style="width:{width}px"></span> {_pct(r["fail_rate"])}</td>'
             f"<td class=num>{r['passed']}</td><td class=num>{r['failed']}</td><td class=num>{r['error']}</td>"
-            f"<td class='{VERDICT_CLASS.get(r['latest_outcome'], '')}'>{escape(r['latest_outcome'])}</td></tr>"
+            f"<td class='{VERDICT_CLASS.get(r['latest_outcome'], '')}'>"
+            f"{escape(verdict_text(r['latest_outcome']))}</td></tr>"
         )
     out.append("</table>")
     return "".join(out)
@@ -326,7 +399,8 @@ def _trends(table: Matrix) -> str:
             x = index[day] * step
             title = (
                 f"{impl} {day}: passed {r['passed']}, failed {r['failed']}, error {r['error']}, "
-                f"blocked {r['blocked']}, n/a {r['not_applicable']} in {r['runs']} run(s); "
+                f"did not start {r['did_not_start']}, blocked {r['blocked']}, "
+                f"n/a {r['not_applicable']} in {r['runs']} run(s); "
                 f"pass rate {_pct(r['pass_rate'])}"
             )
             bars.append(
@@ -372,9 +446,9 @@ def _by_network(table: Matrix, *columns: str) -> Matrix:
     impairment as a row (or column) of its own beside its clean run."""
     rows = []
     for row in table.rows:
-        network = row.get("network") or "clean"
+        network = row.get("network") or CLEAN
         rows.append(
-            row if network == "clean" else {**row, **{c: f"{row[c]} [{network}]" for c in columns}}
+            row if network == CLEAN else {**row, **{c: f"{row[c]} [{network}]" for c in columns}}
         )
     return Matrix(
         table.name, table.title, table.description, table.columns, table.key, rows, table.count

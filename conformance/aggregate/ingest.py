@@ -8,11 +8,12 @@ Why this shape:
   re-ingest everything it has (or a run that was unfinished last time).
 * **Nothing already ingested is ever lost.** Every ingest builds a complete
   new *version* of the dataset next to the current one and then switches the
-  ``current`` symlink atomically (``rename(2)``). Files the ingest does
+  ``current`` symlink atomically (:mod:`.versions`). Files the ingest does
   not rewrite are hard links to the previous version's, so building a
-  version costs only the files that change. If the job dies at any
-  point before the switch, ``current`` still names the old, complete
-  version; the next ingest removes the debris.
+  version costs only the files that change.
+* **Every field of a record is kept.** The data files' columns are derived
+  from ResultRecord (:mod:`.schema`); data files written before a column
+  existed read it as NULL.
 * **Unfinished runs are kept.** A run without ``summary.json`` is ingested
   like any other and marked ``complete = false`` in the runs table, so the
   matrices can ignore it for certification but still count its verdicts.
@@ -36,294 +37,56 @@ Why this shape:
   data files holding those run ids (the manifest says which) are rewritten
   without them, the others stay hard links. A run that only gained its
   summary.json is updated in the runs table without reading its results.
-* **Compaction is its own step** (``conformance compact``, :func:`compact`):
-  the small files the nightly ingests add to a partition are rewritten into
-  one file per partition, sorted by run, in a new version with the same rows.
+* **Compaction is its own step** (``conformance compact``,
+  :mod:`.compaction`).
 
-Dataset layout (DATASET defaults to ``reports/dataset``); the contract
-readers rely on::
-
-    DATASET/current -> versions/v000003         the version to read (switched by rename(2))
-    DATASET/versions/v000003/results/month=2026-11/protocol=ssb/*.parquet
-        any number of files per partition: one per ingest that added rows to
-        it (until compacted), each a complete Parquet file of RESULT_COLUMNS;
-        month is YYYY-MM of the run's date, so a date window prunes by month
-    DATASET/versions/v000003/runs/part-*.parquet   one row per run (RUNS_SCHEMA_DDL), in one
-                                                 file per ingest until compacted
-    DATASET/versions/v000003/manifest.json       see below (absent in datasets made
-                                                 before it existed: rebuilt on the next ingest)
-    DATASET/versions/v000003/version.json
-    DATASET/ingest-reports/<ingest-id>.json      one per ingest or compaction
-    DATASET/.staging/, DATASET/.lock             work area and lock of a running ingest
-
-A version directory never changes once ``current`` names it: files are only
-ever added to a *new* version directory, so a reader that resolved
-``current`` reads one consistent version (the one before it is kept until
-the next ingest after that). ``manifest.json``::
-
-    {"format": 1,
-     "sources": {"/abs/run/results.jsonl": {"size": 123, "mtime_ns": 1, "complete": true,
-                 "torn": false, "malformed_lines": 0, "run_ids": ["20261122T..."],
-                 "uri": "file:///abs/run/results.jsonl", "ingest_id": "..."}},
-     "files": {"results/month=2026-11/protocol=ssb/part-....parquet":
-               {"run_ids": ["20261122T..."], "rows": 18400}},
-     "runs_files": {"runs/part-....parquet": {"run_ids": ["20261122T..."]}}}
-
-``read_results(spark, dataset)``, ``read_runs(spark, dataset)`` and
-``read_manifest(dataset)`` read the current version.
+An ingest runs these steps (:func:`_ingest_locked`): plan (which results
+files the manifest holds unchanged), parse (the others, into a staging
+copy), rewrite (the data files holding rows of runs parsed again), assemble
+(the new version's data files and manifest sources), the runs table, then
+publish.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import time
-import urllib.parse
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from ..core.results import OUTCOMES
-from ..core.run_folder import RESULTS_FILE, RunFolder
+from ..core.run_folder import RunFolder
+from .dataset import file_stats, manifest_from_data, read_data_files, runs_rows, write_runs
+from .errors import IngestError, Progress
+from .runs import RunInput, find_runs, run_input, summary_run_id
+from .schema import LEVELS, PARTITION_COLUMNS, RECORD_SCHEMA_DDL, RESULT_COLUMNS, ROLES
+from .versions import (
+    MANIFEST_FORMAT,
+    RESULTS_DIR,
+    DatasetLock,
+    current_version,
+    empty_manifest,
+    file_path,
+    iso,
+    job_id,
+    link_files,
+    load_manifest_file,
+    move_runs_files,
+    move_written,
+    new_version,
+    now,
+    publish,
+    run_index,
+    staging,
+    write_manifest,
+    write_report,
+)
 
-LEVELS = ("MUST", "SHOULD", "MAY")
-ROLES = ("server", "client")
-KEY_COLUMNS = ("run_id", "target", "case_id", "peer_implementation")
-PARTITION_COLUMNS = ("month", "protocol")
-CURRENT = "current"
-MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
-VERSIONS = "versions"
-STAGING = ".staging"
-REPORTS = "ingest-reports"
 MAX_MALFORMED_SAMPLES = 20
 
-# (name, Spark SQL type) of a results.jsonl record, as ResultRecord writes it.
-RECORD_FIELDS = (
-    ("run_id", "string"),
-    ("time", "string"),
-    ("harness_version", "string"),
-    ("target", "string"),
-    ("implementation", "string"),
-    ("implementation_version", "string"),
-    ("protocol", "string"),
-    ("role", "string"),
-    ("case_id", "string"),
-    ("level", "string"),
-    ("citation", "string"),
-    ("outcome", "string"),
-    ("duration_s", "double"),
-    ("message", "string"),
-    ("peer_implementation", "string"),
-    ("trace_file", "string"),
-    ("host", "string"),
-    ("impairment", "string"),
-)
-# Columns of the dataset's data files, in order (month and protocol are the
-# partition directories). ``time`` is a timestamp (UTC); ``date`` is the
-# run's date (from the run id, else from the record time); ``source_uri``
-# is the results.jsonl the record came from, as Spark names it.
-RESULT_COLUMNS = (
-    "run_id",
-    "time",
-    "date",
-    "harness_version",
-    "target",
-    "implementation",
-    "implementation_version",
-    "role",
-    "case_id",
-    "level",
-    "citation",
-    "outcome",
-    "duration_s",
-    "message",
-    "peer_implementation",
-    "trace_file",
-    "host",
-    "source_uri",
-    "impairment",
-)
-RESULTS_SCHEMA_DDL = (
-    "run_id string, time timestamp, date date, harness_version string, target string, implementation string, "
-    "implementation_version string, role string, case_id string, level string, citation string, outcome string, "
-    "duration_s double, message string, peer_implementation string, trace_file string, host string, "
-    "source_uri string, impairment string, month string, protocol string"
-)
-"""The data files' columns (RESULT_COLUMNS and the partition columns), for
-reading them: files written before a column existed (``impairment``, the
-network impairment a record ran under, ``certify --impair``) read it as
-NULL, whichever file Spark would have taken its schema from."""
-RUNS_SCHEMA_DDL = (
-    "run_id string, run_dir string, date date, complete boolean, records long, malformed_lines long, "
-    "torn_last_line boolean, first_time timestamp, last_time timestamp, implementations array<string>, "
-    "protocols array<string>, ingest_id string, ingested_at timestamp, partial boolean"
-)
-"""``partial``: the run's summary.json says a selection (``--case``, ``-k``)
-left cases of a target's suite out; such a run certifies nothing (the
-certification matrix passes it over). NULL in rows written before the
-column existed, and for runs without a summary: not partial."""
-
-Progress = Callable[[str], None]
-
-
-class IngestError(RuntimeError):
-    """A problem the user can fix (no runs found, dataset locked, ...)."""
-
-
-@dataclass(frozen=True)
-class RunInput:
-    """One run directory to ingest."""
-
-    run_dir: Path
-    results: Path
-    complete: bool
-    """summary.json exists: the run finished."""
-    size: int
-    mtime_ns: int
-    """With ``size``, how the manifest recognises a file already ingested."""
-    partial: bool = False
-    """summary.json marks the run partial (conformance.core.results.mark_partial)."""
-
-    @property
-    def uri(self) -> str:
-        return self.results.as_uri()
-
-    @property
-    def key(self) -> str:
-        """The manifest's name for this results file."""
-        return str(self.results)
-
-    @cached_property
-    def torn(self) -> bool:
-        """The file does not end with a newline: its last line was cut off.
-        Read only for files that are parsed (a skipped file is not opened)."""
-        if not self.size:
-            return False
-        with open(self.results, "rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            return handle.read(1) != b"\n"
-
-
-# ---------------------------------------------------------------- discovery
-
-
-def _run_input(run_dir: Path) -> RunInput:
-    results = RunFolder(run_dir).results
-    stat = results.stat()
-    complete = RunFolder(run_dir).is_finished()
-    return RunInput(
-        run_dir,
-        results,
-        complete,
-        stat.st_size,
-        stat.st_mtime_ns,
-        complete and _summary_partial(run_dir),
-    )
-
-
-def _summary_partial(run_dir: Path) -> bool:
-    """Whether the run's summary.json marks it partial (a selection left
-    cases out); an unreadable summary does not."""
-    try:
-        summary = json.loads(RunFolder(run_dir).summary.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(summary, dict) and summary.get("partial") is True
-
-
-def find_runs(paths: Iterable[str | os.PathLike]) -> list[RunInput]:
-    """The runs named by ``paths``: a run directory (holds results.jsonl), a
-    results.jsonl file, or a directory of run directories (such as
-    ``reports/runs``, or ``reports`` itself). Sorted by directory name, which
-    for harness run ids is start-time order."""
-    found: dict[Path, RunInput] = {}
-    missing = []
-    for raw in paths:
-        path = Path(raw).expanduser().resolve()
-        candidates: list[Path] = []
-        if path.is_file() and path.name == RESULTS_FILE:
-            candidates = [path.parent]
-        elif RunFolder(path).is_run():
-            candidates = [path]
-        elif path.is_dir():
-            candidates = sorted(p.parent for p in path.glob(f"*/{RESULTS_FILE}"))
-            if not candidates:
-                candidates = sorted(p.parent for p in path.glob(f"runs/*/{RESULTS_FILE}"))
-            if not candidates:
-                missing.append(
-                    f"{raw} (a directory without {RESULTS_FILE} in it or in its subdirectories)"
-                )
-        else:
-            missing.append(f"{raw} (does not exist)")
-        for run_dir in candidates:
-            found.setdefault(run_dir, _run_input(run_dir))
-    if missing:
-        raise IngestError(
-            "no runs found in "
-            + "; ".join(missing)
-            + f": a run directory holds {RESULTS_FILE} (conformance certify writes reports/runs/<run-id>/)"
-        )
-    if not found:
-        raise IngestError("no runs given")
-    return sorted(found.values(), key=lambda r: (r.run_dir.name, str(r.run_dir)))
-
-
-# ------------------------------------------------------------------ layout
-
-
-def current_version(dataset: Path) -> Path | None:
-    """The directory of the current version, or None for an empty dataset."""
-    link = Path(dataset) / CURRENT
-    if not link.is_symlink() and not link.exists():
-        return None
-    target = link.resolve()
-    if not target.is_dir():
-        raise IngestError(f"{link} points at {target}, which is missing: the dataset is damaged")
-    return target
-
-
-def list_partitions(results_dir: Path) -> dict[tuple[str, str], Path]:
-    """(month, protocol) -> directory, for a results directory."""
-    out: dict[tuple[str, str], Path] = {}
-    if not results_dir.is_dir():
-        return out
-    for month_dir in results_dir.glob("month=*"):
-        for proto_dir in month_dir.glob("protocol=*"):
-            if proto_dir.is_dir():
-                out[
-                    (
-                        _unescape(month_dir.name.split("=", 1)[1]),
-                        _unescape(proto_dir.name.split("=", 1)[1]),
-                    )
-                ] = proto_dir
-    return out
-
-
-def _unescape(value: str) -> str:
-    # Spark escapes partition values like Hive (%XX); none of ours need it,
-    # but a protocol name might.
-    return urllib.parse.unquote(value)
-
-
-def _data_files(directory: Path) -> list[Path]:
-    return [p for p in directory.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
-
-
 # ------------------------------------------------------------------- spark
-
-
-def _record_schema() -> Any:
-    from pyspark.sql import types as T
-
-    kinds = {"string": T.StringType(), "double": T.DoubleType()}
-    return T.StructType([T.StructField(name, kinds[kind]) for name, kind in RECORD_FIELDS])
 
 
 def parse_lines(spark: Any, runs: list[RunInput]) -> Any:
@@ -331,14 +94,15 @@ def parse_lines(spark: Any, runs: list[RunInput]) -> Any:
     ``kind`` ('record' or 'malformed'), ``month`` and ``source_uri``.
 
     Lenient on purpose: the reader gives NULL for what it cannot read (a
-    torn line, a value of the wrong type), and a row is 'record' only if
-    every column the matrices rely on is usable."""
+    torn line, a value of the wrong type, a field a file written before it
+    existed lacks), and a row is 'record' only if every column the matrices
+    rely on is usable."""
     from pyspark.sql import functions as F
 
     # Spark's JSON reader with a fixed schema: faster than from_json over
     # text lines, skips blank lines, and gives NULLs for what it cannot read.
     rows = (
-        spark.read.schema(_record_schema())
+        spark.read.schema(RECORD_SCHEMA_DDL)
         .option("mode", "PERMISSIVE")
         .json([r.uri for r in runs])
         .withColumn("source_uri", F.input_file_name())
@@ -417,128 +181,6 @@ def stage_frame(spark: Any, runs: list[RunInput]) -> Any:
 # ------------------------------------------------------------------ ingest
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _iso(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return (
-            value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        )
-    return str(value)
-
-
-class _Lock:
-    """One ingest at a time per dataset (two would both build version N+1)."""
-
-    def __init__(self, dataset: Path) -> None:
-        self.path = dataset / ".lock"
-        self.handle = None
-
-    def __enter__(self) -> "_Lock":
-        self.handle = open(self.path, "a+")
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            self.handle.close()
-            raise IngestError(
-                f"another ingest is running on {self.path.parent} (lock {self.path})"
-            ) from exc
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.handle is not None
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
-
-
-def _cleanup_debris(dataset: Path, progress: Progress) -> None:
-    """Remove what a dead ingest left: its staging dir and its unfinished
-    version (never the current one, which it had not replaced)."""
-    staging = dataset / STAGING
-    if staging.exists():
-        for child in staging.iterdir():
-            progress(f"removing leftovers of an interrupted ingest: {child}")
-            shutil.rmtree(child, ignore_errors=True)
-    versions = dataset / VERSIONS
-    if not versions.is_dir():
-        return
-    for child in versions.iterdir():
-        if child.name.endswith(".tmp"):
-            progress(f"removing an unfinished version: {child}")
-            shutil.rmtree(child, ignore_errors=True)
-
-
-@contextmanager
-def _staging(dataset: Path, job_id: str, progress: Progress) -> Iterator[Path]:
-    """A fresh staging directory for one ingest or compaction (under the
-    dataset's lock), made once what a killed one left is cleared; removed,
-    with STAGING when that is empty, however the job ends."""
-    _cleanup_debris(dataset, progress)
-    work = dataset / STAGING / job_id
-    work.mkdir(parents=True)
-    try:
-        yield work
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        try:
-            (dataset / STAGING).rmdir()
-        except OSError:
-            pass
-
-
-def _prune_versions(dataset: Path, current: Path) -> None:
-    """Keep the current version and the one before it (a reader that opened
-    the previous version a moment ago can still finish)."""
-    versions = sorted(
-        p
-        for p in (dataset / VERSIONS).iterdir()
-        if p.is_dir() and p.name.startswith("v") and not p.name.endswith(".tmp")
-    )
-    keep = {current.name}
-    older = [p for p in versions if p.name < current.name]
-    if older:
-        keep.add(older[-1].name)
-    for p in versions:
-        if p.name not in keep:
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _next_version_name(dataset: Path) -> str:
-    versions = dataset / VERSIONS
-    numbers = (
-        [int(p.name[1:7]) for p in versions.glob("v[0-9]*") if p.name[1:7].isdigit()]
-        if versions.is_dir()
-        else []
-    )
-    return f"v{(max(numbers) + 1 if numbers else 1):06d}"
-
-
-def _swap_current(dataset: Path, version_dir: Path) -> None:
-    """Point DATASET/current at version_dir in one rename(2)."""
-    link = dataset / CURRENT
-    tmp = dataset / f".{CURRENT}.{uuid.uuid4().hex[:8]}"
-    os.symlink(os.path.relpath(version_dir, dataset), tmp)
-    os.replace(tmp, link)
-    fd = os.open(dataset, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def _malformed_samples(runs: list[RunInput], limit: int = 3) -> list[dict[str, Any]]:
     """Line numbers and starts of malformed lines, read back in Python for
     the report (Spark does not know line numbers)."""
@@ -597,7 +239,7 @@ def ingest(
     runs = find_runs(paths)
     dataset = Path(dataset).expanduser().resolve()
     dataset.mkdir(parents=True, exist_ok=True)
-    ingest_id = _now().strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+    ingest_id = job_id()
     complete = sum(r.complete for r in runs)
     total_bytes = sum(r.size for r in runs)
     progress(
@@ -605,9 +247,9 @@ def ingest(
         f"{total_bytes / 1e6:,.1f} MB of results -> {dataset}"
     )
 
-    with _Lock(dataset):
+    with DatasetLock(dataset):
         previous = current_version(dataset)
-        with _staging(dataset, ingest_id, progress) as work:
+        with staging(dataset, ingest_id, progress) as work:
             get_spark = spark if callable(spark) else (lambda: spark)
             report = _ingest_locked(
                 get_spark, runs, dataset, previous, work, ingest_id, progress, started
@@ -615,223 +257,44 @@ def ingest(
     return report
 
 
-# ---------------------------------------------------------------- manifest
+@dataclass
+class _Plan:
+    """Which results files an ingest parses, from the previous version's
+    manifest (``old``)."""
+
+    old: dict[str, Any]
+    new: list[RunInput] = field(default_factory=list)
+    changed: list[RunInput] = field(default_factory=list)
+    """Grown or changed since their last ingest: their rows are replaced."""
+    unchanged: list[RunInput] = field(default_factory=list)
+    """Size and mtime as the manifest has them: not read."""
+    completion: list[RunInput] = field(default_factory=list)
+    """Unchanged, but finished (or marked partial) since their last ingest."""
+    to_parse: dict[str, RunInput] = field(default_factory=dict)
+    pulled: list[RunInput] = field(default_factory=list)
+    """Parsed again for sharing a run id with a file parsed now."""
+    index: dict[str, list[str]] = field(default_factory=dict)
+    """run id -> the results files of the previous version that gave it rows."""
+
+    @property
+    def sources(self) -> dict[str, dict[str, Any]]:
+        return self.old["sources"]
+
+    @property
+    def parsed(self) -> int:
+        return len(self.new) + len(self.changed) + len(self.pulled)
 
 
-def _empty_manifest() -> dict[str, Any]:
-    return {"format": MANIFEST_FORMAT, "sources": {}, "files": {}, "runs_files": {}}
+@dataclass
+class _Rewrite:
+    """The data files rewritten without the rows of the runs parsed again."""
 
-
-def _load_manifest_file(version: Path) -> dict[str, Any] | None:
-    path = version / MANIFEST
-    if not path.is_file():
-        return None
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise IngestError(
-            f"{path} has format {manifest.get('format')!r}; this harness reads format "
-            f"{MANIFEST_FORMAT}"
-        )
-    return manifest
-
-
-def read_manifest(dataset: str | os.PathLike) -> dict[str, Any]:
-    """The current version's manifest (see the module docstring)."""
-    version = require_dataset(dataset)
-    manifest = _load_manifest_file(version)
-    if manifest is None:
-        raise IngestError(
-            f"{version} has no {MANIFEST} (it was made before manifests existed): "
-            f"the next `conformance ingest` adds one"
-        )
-    return manifest
-
-
-def _file_path(uri: str) -> str:
-    """A local path from what Spark calls a file (file:/a%20b, file:///a%20b or /a b)."""
-    return (
-        urllib.parse.unquote(urllib.parse.urlparse(uri).path)
-        if ":" in uri.split("/", 1)[0]
-        else uri
-    )
-
-
-def _file_stats(spark: Any, root: Path) -> dict[str, dict[str, Any]]:
-    """Parquet files under ``root`` (path relative to root) -> run ids and rows."""
-    from pyspark.sql import functions as F
-
-    out: dict[str, dict[str, Any]] = {}
-    if not list_partitions(root):
-        return out
-    rows = (
-        spark.read.option("basePath", str(root))
-        .parquet(str(root))
-        .groupBy(F.col("_metadata.file_path").alias("file"), "run_id")
-        .count()
-        .collect()
-    )
-    for row in rows:
-        entry = out.setdefault(
-            os.path.relpath(_file_path(row.file), root), {"run_ids": set(), "rows": 0}
-        )
-        entry["run_ids"].add(row.run_id)
-        entry["rows"] += row["count"]
-    return {k: {"run_ids": sorted(v["run_ids"]), "rows": v["rows"]} for k, v in out.items()}
-
-
-def _manifest_from_data(spark: Any, version: Path, progress: Progress) -> dict[str, Any]:
-    """A manifest for a version written before manifests existed, from one
-    scan of its data. Its sources get no size, so each is parsed again the
-    next time it is given and then replaces its rows."""
-    from pyspark.sql import functions as F
-
-    progress(f"  {version.name} has no {MANIFEST}: reading its data files once to make one")
-    manifest = _empty_manifest()
-    results = version / "results"
-    rows = (
-        spark.read.option("basePath", str(results))
-        .parquet(str(results))
-        .groupBy(F.col("_metadata.file_path").alias("file"), "run_id", "source_uri")
-        .count()
-        .collect()
-        if list_partitions(results)
-        else []
-    )
-    files: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        entry = files.setdefault(
-            "results/" + os.path.relpath(_file_path(row.file), results),
-            {"run_ids": set(), "rows": 0},
-        )
-        entry["run_ids"].add(row.run_id)
-        entry["rows"] += row["count"]
-        source = manifest["sources"].setdefault(
-            _file_path(row.source_uri),
-            {
-                "size": -1,
-                "mtime_ns": -1,
-                "complete": None,
-                "torn": None,
-                "malformed_lines": 0,
-                "run_ids": [],
-                "uri": row.source_uri,
-                "ingest_id": None,
-            },
-        )
-        if row.run_id not in source["run_ids"]:
-            source["run_ids"].append(row.run_id)
-    manifest["files"] = {
-        k: {"run_ids": sorted(v["run_ids"]), "rows": v["rows"]} for k, v in files.items()
-    }
-    runs_files: dict[str, set[str]] = {}
-    if (version / "runs").is_dir() and _data_files(version / "runs"):
-        for row in (
-            spark.read.schema(RUNS_SCHEMA_DDL)
-            .parquet(str(version / "runs"))
-            .select(F.col("_metadata.file_path").alias("file"), "run_id")
-            .collect()
-        ):
-            runs_files.setdefault("runs/" + os.path.basename(_file_path(row.file)), set()).add(
-                row.run_id
-            )
-    manifest["runs_files"] = {k: {"run_ids": sorted(v)} for k, v in runs_files.items()}
-    return manifest
-
-
-def _write_manifest(version: Path, manifest: dict[str, Any]) -> None:
-    (version / MANIFEST).write_text(
-        json.dumps(manifest, sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8"
-    )
-
-
-def _run_index(sources: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
-    """run id -> the results files (manifest keys) that gave it rows."""
-    index: dict[str, list[str]] = {}
-    for key, source in sources.items():
-        for run_id in source["run_ids"]:
-            index.setdefault(run_id, []).append(key)
-    return index
-
-
-# ------------------------------------------------------------- versions
-
-
-def _link_files(src_version: Path, dst_version: Path, rels: Iterable[str]) -> int:
-    """Hard-link the files ``rels`` (relative paths) of one version into another."""
-    made: set[Path] = set()
-    count = 0
-    for rel in rels:
-        dst = dst_version / rel
-        if dst.parent not in made:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            made.add(dst.parent)
-        _link_or_copy(src_version / rel, dst)
-        count += 1
-    return count
-
-
-def _move_written(written: Path, dst_results: Path) -> list[str]:
-    """Move the Parquet files Spark wrote under ``written`` (month=/protocol=
-    directories) into a version's results directory; their paths relative
-    to the version."""
-    moved = []
-    made: set[Path] = set()
-    for part_dir in list_partitions(written).values():
-        for file in _data_files(part_dir):
-            rel = os.path.relpath(file, written)
-            dst = dst_results / rel
-            if dst.parent not in made:
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                made.add(dst.parent)
-            os.replace(file, dst)
-            moved.append("results/" + rel)
-    return moved
-
-
-def _publish(
-    dataset: Path, building: Path, name: str, report: dict[str, Any], progress: Progress, t: float
-) -> None:
-    """Rename the finished version into place, switch ``current``, keep the report."""
-    (building / "version.json").write_text(
-        json.dumps(
-            {
-                "version": name,
-                "ingest_id": report["ingest_id"],
-                "created": report["finished"],
-                "previous": report["previous_version"],
-                "runs": report["dataset_runs"],
-                "records": report["dataset_records"],
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
-    report["phases"]["publish"] = round(time.monotonic() - t, 2)
-    report["seconds"] = round(time.monotonic() - report.pop("_started"), 2)
-    (building / "ingest-report.json").write_text(
-        json.dumps(report, indent=2) + "\n", encoding="utf-8"
-    )
-    final = dataset / VERSIONS / name
-    os.replace(building, final)
-    _swap_current(dataset, final)
-    _prune_versions(dataset, final)
-    _write_report(dataset, report)
-    progress(
-        f"  published {name}: {report['dataset_records']:,} record(s) in {report['dataset_runs']} run(s) "
-        f"({report['phases']['publish']:.1f} s)"
-    )
-
-
-def _write_report(dataset: Path, report: dict[str, Any]) -> Path:
-    reports = dataset / REPORTS
-    reports.mkdir(exist_ok=True)
-    path = reports / f"{report['ingest_id']}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return path
-
-
-# ---------------------------------------------------------------- ingest
+    replaced_ids: set[str]
+    affected: list[str]
+    """The previous version's data files (relative paths) that held such rows."""
+    rewritten: dict[str, dict[str, Any]]
+    """The files written instead (relative to the rewrite's directory) -> run ids and rows."""
+    directory: Path
 
 
 def _ingest_locked(
@@ -845,71 +308,149 @@ def _ingest_locked(
     started: float,
 ) -> dict[str, Any]:
     phases: dict[str, float] = {}
-    # 1. Plan: which results files the manifest already holds unchanged.
     t = time.monotonic()
     if previous is None:
-        old = _empty_manifest()
+        old = empty_manifest()
     else:
-        old = _load_manifest_file(previous) or _manifest_from_data(get_spark(), previous, progress)
-    sources = old["sources"]
-    new, changed, unchanged, completion = [], [], [], []
-    for run in runs:
-        entry = sources.get(run.key)
-        if entry is None:
-            new.append(run)
-        elif entry["size"] != run.size or entry["mtime_ns"] != run.mtime_ns:
-            changed.append(run)
-        else:
-            unchanged.append(run)
-            if entry["complete"] != run.complete or bool(entry.get("partial")) != run.partial:
-                completion.append(run)
-    to_parse = {r.key: r for r in new + changed}
-    index = _run_index(sources)
-    pulled = _pull_in(to_parse, {i for r in changed for i in sources[r.key]["run_ids"]}, index)
+        old = load_manifest_file(previous) or manifest_from_data(get_spark(), previous, progress)
+    plan = _plan(runs, old)
     phases["plan"] = round(time.monotonic() - t, 2)
     progress(
-        f"  {len(new)} new results file(s), {len(changed)} grown or changed since their ingest, "
-        f"{len(unchanged)} unchanged (skipped, not read), {len(completion)} of them finished since; "
-        f"{len(pulled)} more parsed again for sharing a run id: {phases['plan']:.1f} s"
+        f"  {len(plan.new)} new results file(s), {len(plan.changed)} grown or changed since their ingest, "
+        f"{len(plan.unchanged)} unchanged (skipped, not read), {len(plan.completion)} of them finished "
+        f"since; {len(plan.pulled)} more parsed again for sharing a run id: {phases['plan']:.1f} s"
     )
-
-    if not to_parse and not completion:
-        report = _report(
-            ingest_id,
-            dataset,
-            previous,
-            previous,
-            runs,
-            new,
-            changed,
-            unchanged,
-            completion,
-            pulled,
-            {},
-            phases,
-            started,
-        )
-        report["published"] = False
-        report["seconds"] = round(time.monotonic() - report.pop("_started"), 2)
-        path = _write_report(dataset, report)
-        progress(
-            f"  nothing new: {previous.name if previous else 'no version'} stays current; report {path}"
-        )
-        progress(f"ingest done in {report['seconds']:.1f} s")
-        return report
+    if not plan.to_parse and not plan.completion:
+        return _nothing_new(ingest_id, dataset, previous, runs, plan, phases, started, progress)
 
     spark = get_spark()
+    staged, batch, counted = _parse(spark, plan, work, phases, progress)
+    _progress_counts(counted, batch, progress, phases["count"])
+
+    t = time.monotonic()
+    rewrite = _rewrite_replaced_runs(spark, previous, plan, counted, staged, work, progress, t)
+    phases["rewrite"] = round(time.monotonic() - t, 2)
+
+    t = time.monotonic()
+    name, building = new_version(dataset)
+    files, linked, added, parts = _assemble_results(
+        previous, building, plan, staged, counted, rewrite
+    )
+    stamp = now()
+    sources = _new_sources(plan, counted, ingest_id)
+    fresh, empty = _fresh_runs_rows(batch, counted, sources, ingest_id, stamp, progress)
+    runs_files, runs_linked, runs_rewritten = _write_runs_table(
+        spark, previous, building, work, plan, sources, fresh, rewrite.replaced_ids
+    )
+    write_manifest(
+        building,
+        {
+            "format": MANIFEST_FORMAT,
+            "sources": sources,
+            "files": files,
+            "runs_files": runs_files,
+        },
+    )
+
+    report = _report(
+        ingest_id,
+        dataset,
+        previous,
+        None,
+        runs,
+        plan,
+        counted.summary(batch, empty),
+        phases,
+        started,
+    )
+    report.update(
+        {
+            "version": name,
+            "finished": iso(stamp),
+            "partitions": parts,
+            "files": {
+                "linked": linked,
+                "added": len(added),
+                "rewritten": len(rewrite.affected),
+                "written_by_rewrite": len(rewrite.rewritten),
+                "total": len(files),
+            },
+            "runs_files": {
+                "linked": runs_linked,
+                "rewritten": runs_rewritten,
+                "total": len(runs_files),
+            },
+            "dataset_runs": len({i for f in runs_files.values() for i in f["run_ids"]}),
+            "dataset_records": sum(f["rows"] for f in files.values()),
+            "published": True,
+        }
+    )
+    progress(
+        f"  version {name}: {linked} file(s) linked from {previous.name if previous else '(none)'}, "
+        f"{len(added)} added, {len(rewrite.affected)} rewritten into {len(rewrite.rewritten)}"
+    )
+    publish(dataset, building, name, report, progress, t)
+    progress(f"ingest done in {report['seconds']:.1f} s")
+    return report
+
+
+def _plan(runs: list[RunInput], old: dict[str, Any]) -> _Plan:
+    """Step 1: which results files the manifest already holds unchanged."""
+    plan = _Plan(old)
+    for run in runs:
+        entry = plan.sources.get(run.key)
+        if entry is None:
+            plan.new.append(run)
+        elif entry["size"] != run.size or entry["mtime_ns"] != run.mtime_ns:
+            plan.changed.append(run)
+        else:
+            plan.unchanged.append(run)
+            if entry["complete"] != run.complete or bool(entry.get("partial")) != run.partial:
+                plan.completion.append(run)
+    plan.to_parse = {r.key: r for r in plan.new + plan.changed}
+    plan.index = run_index(plan.sources)
+    plan.pulled = _pull_in(
+        plan.to_parse, {i for r in plan.changed for i in plan.sources[r.key]["run_ids"]}, plan.index
+    )
+    return plan
+
+
+def _nothing_new(
+    ingest_id: str,
+    dataset: Path,
+    previous: Path | None,
+    runs: list[RunInput],
+    plan: _Plan,
+    phases: dict[str, float],
+    started: float,
+    progress: Progress,
+) -> dict[str, Any]:
+    """The report of an ingest that publishes no version (no Spark needed)."""
+    report = _report(ingest_id, dataset, previous, previous, runs, plan, {}, phases, started)
+    report["published"] = False
+    report["seconds"] = round(time.monotonic() - report.pop("_started"), 2)
+    path = write_report(dataset, report)
+    progress(
+        f"  nothing new: {previous.name if previous else 'no version'} stays current; report {path}"
+    )
+    progress(f"ingest done in {report['seconds']:.1f} s")
+    return report
+
+
+def _parse(
+    spark: Any, plan: _Plan, work: Path, phases: dict[str, float], progress: Progress
+) -> tuple[Path, list[RunInput], _Counted]:
+    """Step 2: parse the new and grown files once, into a columnar staging
+    copy, and count it. Should they hold a run id that other, unparsed files
+    of the dataset also gave rows to, those are parsed with them (a run's
+    duplicates are resolved over all its files, as a full ingest does)."""
     from pyspark.sql import functions as F
 
-    # 2. Parse the new and grown files once, into a columnar staging copy.
-    # Should they hold a run id that other, unparsed files of the dataset
-    # also gave rows to, those are parsed with them (a run's duplicates are
-    # resolved over all its files, as a full ingest does).
     attempt = 0
     while True:
         t = time.monotonic()
         staged = work / f"parsed{attempt}"
-        batch = sorted(to_parse.values(), key=lambda r: (r.run_dir.name, r.key))
+        batch = sorted(plan.to_parse.values(), key=lambda r: (r.run_dir.name, r.key))
         if batch:
             stage_frame(spark, batch).write.partitionBy("kind", *PARTITION_COLUMNS).parquet(
                 str(staged)
@@ -921,99 +462,119 @@ def _ingest_locked(
         t = time.monotonic()
         counted = _count_staged(spark, staged, batch, F) if batch else _Counted()
         phases["count"] = round(phases.get("count", 0) + time.monotonic() - t, 2)
-        more = _pull_in(to_parse, set(counted.per_run), index)
+        more = _pull_in(plan.to_parse, set(counted.per_run), plan.index)
         if not more:
-            break
-        pulled += more
+            return staged, batch, counted
+        plan.pulled += more
         attempt += 1
         progress(
             f"    run id(s) of this batch were also given by {len(more)} other file(s) of the dataset: "
             "parsing again with them"
         )
-    _progress_counts(counted, batch, progress, phases["count"])
 
-    # 3. Rewrite the data files that hold rows of the runs parsed again,
-    # without those rows; every other file stays as it is.
-    t = time.monotonic()
+
+def _rewrite_replaced_runs(
+    spark: Any,
+    previous: Path | None,
+    plan: _Plan,
+    counted: _Counted,
+    staged: Path,
+    work: Path,
+    progress: Progress,
+    t: float,
+) -> _Rewrite:
+    """Step 3: rewrite the data files that hold rows of the runs parsed
+    again, without those rows; every other file stays as it is."""
+    from pyspark.sql import functions as F
+
+    sources = plan.sources
     replaced_ids = set(counted.per_run) | {
-        i for k in to_parse if k in sources for i in sources[k]["run_ids"]
+        i for k in plan.to_parse if k in sources for i in sources[k]["run_ids"]
     }
     replaced_uris = sorted(
-        {sources[k]["uri"] for k in to_parse if k in sources and sources[k].get("uri")}
+        {sources[k]["uri"] for k in plan.to_parse if k in sources and sources[k].get("uri")}
     )
-    affected = sorted(rel for rel, f in old["files"].items() if replaced_ids & set(f["run_ids"]))
+    affected = sorted(
+        rel for rel, f in plan.old["files"].items() if replaced_ids & set(f["run_ids"])
+    )
+    rewrite = _Rewrite(replaced_ids, affected, {}, work / "rewritten")
+    if not affected:
+        return rewrite
+    assert previous is not None
     # Files of the dataset no longer on disk that gave rows to those runs:
     # their rows stay unless this batch has a record with the same key.
     orphans = sorted(
-        k for k, s in sources.items() if k not in to_parse and replaced_ids & set(s["run_ids"])
+        k for k, s in sources.items() if k not in plan.to_parse and replaced_ids & set(s["run_ids"])
     )
-    rewritten_dir = work / "rewritten"
-    if affected:
-        assert previous is not None
-        kept = read_data_files(spark, previous / "results", *(previous / rel for rel in affected))
-        if replaced_uris:
-            kept = kept.where(~F.col("source_uri").isin(*replaced_uris))
-        if orphans:
-            keys = ["run_id", "target", "case_id", "peer_key"]
-            batch_keys = (
-                spark.read.parquet(str(staged / "kind=record")).select(*_key_cols())
-                if (staged / "kind=record").is_dir()
-                else None
-            )
-            if batch_keys is not None:
-                kept = (
-                    kept.withColumn("peer_key", F.coalesce("peer_implementation", F.lit("")))
-                    .join(batch_keys, keys, "left_anti")
-                    .drop("peer_key")
-                )
-        (
-            kept.repartition(*PARTITION_COLUMNS)
-            .sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
-            .write.partitionBy(*PARTITION_COLUMNS)
-            .parquet(str(rewritten_dir))
+    kept = read_data_files(spark, previous / RESULTS_DIR, *(previous / rel for rel in affected))
+    if replaced_uris:
+        kept = kept.where(~F.col("source_uri").isin(*replaced_uris))
+    if orphans and (staged / "kind=record").is_dir():
+        keys = ["run_id", "target", "case_id", "peer_key"]
+        batch_keys = spark.read.parquet(str(staged / "kind=record")).select(*_key_cols())
+        kept = (
+            kept.withColumn("peer_key", F.coalesce("peer_implementation", F.lit("")))
+            .join(batch_keys, keys, "left_anti")
+            .drop("peer_key")
         )
-        rewritten = _file_stats(spark, rewritten_dir)
-        progress(
-            f"  rewrote {len(affected)} data file(s) holding rows of {len(replaced_ids)} run(s) parsed again "
-            f"({len(orphans)} of their results files no longer exist): {time.monotonic() - t:.1f} s"
-        )
-    else:
-        rewritten = {}
-    phases["rewrite"] = round(time.monotonic() - t, 2)
+    (
+        kept.repartition(*PARTITION_COLUMNS)
+        .sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
+        .write.partitionBy(*PARTITION_COLUMNS)
+        .parquet(str(rewrite.directory))
+    )
+    rewrite.rewritten = file_stats(spark, rewrite.directory)
+    progress(
+        f"  rewrote {len(affected)} data file(s) holding rows of {len(replaced_ids)} run(s) parsed again "
+        f"({len(orphans)} of their results files no longer exist): {time.monotonic() - t:.1f} s"
+    )
+    return rewrite
 
-    # 4. Assemble the new version: links to every file not rewritten, the
-    # batch's new files, the rewritten ones.
-    t = time.monotonic()
-    name = _next_version_name(dataset)
-    building = dataset / VERSIONS / f"{name}.tmp"
-    (building / "results").mkdir(parents=True)
-    keep = [rel for rel in old["files"] if rel not in set(affected)]
-    linked = _link_files(previous, building, keep) if previous else 0
-    files = {rel: old["files"][rel] for rel in keep}
+
+def _assemble_results(
+    previous: Path | None,
+    building: Path,
+    plan: _Plan,
+    staged: Path,
+    counted: _Counted,
+    rewrite: _Rewrite,
+) -> tuple[dict[str, dict[str, Any]], int, list[str], dict[str, int]]:
+    """Step 4: the new version's data files: links to every file not
+    rewritten, the batch's new files, the rewritten ones. Returns the
+    manifest's files, how many were linked, the files added and how many
+    partitions were new, appended to, rewritten and kept."""
+    old_files = plan.old["files"]
+    affected = set(rewrite.affected)
+    keep = [rel for rel in old_files if rel not in affected]
+    linked = link_files(previous, building, keep) if previous else 0
+    files = {rel: old_files[rel] for rel in keep}
     record_root = staged / "kind=record"
-    added = _move_written(record_root, building / "results") if record_root.is_dir() else []
+    added = move_written(record_root, building / RESULTS_DIR) if record_root.is_dir() else []
     for rel in added:
         files[rel] = counted.files[rel]
-    for rel in _move_written(rewritten_dir, building / "results") if affected else []:
-        files[rel] = rewritten[os.path.relpath(rel, "results")]
-    old_parts = {os.path.dirname(rel) for rel in old["files"]}
+    for rel in move_written(rewrite.directory, building / RESULTS_DIR) if affected else []:
+        files[rel] = rewrite.rewritten[os.path.relpath(rel, RESULTS_DIR)]
+    old_parts = {os.path.dirname(rel) for rel in old_files}
+    added_parts = {os.path.dirname(r) for r in added}
+    rewritten_parts = {os.path.dirname(r) for r in affected}
     parts = {
-        "new": len({os.path.dirname(r) for r in added} - old_parts),
-        "appended": len({os.path.dirname(r) for r in added} & old_parts),
-        "rewritten": len({os.path.dirname(r) for r in affected}),
-        "kept": len(
-            old_parts - {os.path.dirname(r) for r in added} - {os.path.dirname(r) for r in affected}
-        ),
+        "new": len(added_parts - old_parts),
+        "appended": len(added_parts & old_parts),
+        "rewritten": len(rewritten_parts),
+        "kept": len(old_parts - added_parts - rewritten_parts),
     }
+    return files, linked, added, parts
 
-    # The manifest's sources: the parsed files' new entries, finished flags.
-    now = _now()
-    new_sources = dict(sources)
-    for key, run in to_parse.items():
+
+def _new_sources(plan: _Plan, counted: _Counted, ingest_id: str) -> dict[str, dict[str, Any]]:
+    """Step 5: the manifest's sources: the parsed files' new entries, and
+    the finished (and partial) flags of the files that only finished."""
+    sources = dict(plan.sources)
+    for key, run in plan.to_parse.items():
         ids = sorted(counted.ids_by_source.get(key, ())) or [
-            _summary_run_id(run) or run.run_dir.name
+            summary_run_id(run) or run.run_dir.name
         ]
-        new_sources[key] = {
+        sources[key] = {
             "size": run.size,
             "mtime_ns": run.mtime_ns,
             "complete": run.complete,
@@ -1024,16 +585,23 @@ def _ingest_locked(
             "uri": counted.uris.get(key),
             "ingest_id": ingest_id,
         }
-    for run in completion:
-        new_sources[run.key] = dict(
-            new_sources[run.key], complete=run.complete, partial=run.partial
-        )
-    new_index = _run_index(new_sources)
+    for run in plan.completion:
+        sources[run.key] = dict(sources[run.key], complete=run.complete, partial=run.partial)
+    return sources
 
-    # The runs table, kept like the results: one new runs file holds the
-    # rows of the runs parsed or updated now; a runs file holding an older
-    # row of any of them is rewritten into it; the others are hard links.
-    by_dir = {r.run_dir: r for r in to_parse.values()}
+
+def _fresh_runs_rows(
+    batch: list[RunInput],
+    counted: _Counted,
+    sources: dict[str, dict[str, Any]],
+    ingest_id: str,
+    stamp: Any,
+    progress: Progress,
+) -> tuple[dict[str, dict[str, Any]], list[RunInput]]:
+    """Step 6a: the runs table's rows of the runs parsed now (by run id),
+    and the parsed files that gave no valid record (kept too: the runs
+    table says the run exists and holds nothing usable)."""
+    by_dir = {r.run_dir: r for r in batch}
     fresh: dict[str, dict[str, Any]] = {}
     for run_id, entry in counted.per_run.items():
         fresh[run_id] = {
@@ -1050,14 +618,13 @@ def _ingest_locked(
             "implementations": sorted(entry["implementations"]),
             "protocols": sorted(entry["protocols"]),
             "ingest_id": ingest_id,
-            "ingested_at": now,
+            "ingested_at": stamp,
         }
     with_records = {d for e in counted.per_run.values() for d in e["dirs"]}
     empty = [r for r in batch if r.run_dir not in with_records]
     for run in empty:
-        # Kept too: the runs table says the run exists and holds nothing usable.
         progress(f"    no valid record in {run.results}")
-        run_id = new_sources[run.key]["run_ids"][0]
+        run_id = sources[run.key]["run_ids"][0]
         fresh[run_id] = {
             "run_id": run_id,
             "run_dir": str(run.run_dir),
@@ -1072,92 +639,54 @@ def _ingest_locked(
             "implementations": [],
             "protocols": [],
             "ingest_id": ingest_id,
-            "ingested_at": now,
+            "ingested_at": stamp,
         }
-    finished_now = {i for r in completion for i in new_sources[r.key]["run_ids"]}
+    return fresh, empty
+
+
+def _write_runs_table(
+    spark: Any,
+    previous: Path | None,
+    building: Path,
+    work: Path,
+    plan: _Plan,
+    sources: dict[str, dict[str, Any]],
+    fresh: dict[str, dict[str, Any]],
+    replaced_ids: set[str],
+) -> tuple[dict[str, dict[str, Any]], int, int]:
+    """Step 6b: the runs table, kept like the results: one new runs file
+    holds the rows of the runs parsed or updated now; a runs file holding an
+    older row of any of them is rewritten into it; the others are hard
+    links. Returns the manifest's runs files, how many were linked and how
+    many rewritten."""
+    index = run_index(sources)
+    finished_now = {i for r in plan.completion for i in sources[r.key]["run_ids"]}
     touched = replaced_ids | set(fresh) | finished_now
-    runs_files = dict(old["runs_files"])
-    affected_runs = sorted(rel for rel, f in runs_files.items() if touched & set(f["run_ids"]))
-    carried = _read_runs(spark, previous, affected_runs) if affected_runs else {}
-    for rel in affected_runs:
+    runs_files = dict(plan.old["runs_files"])
+    affected = sorted(rel for rel, f in runs_files.items() if touched & set(f["run_ids"]))
+    carried = runs_rows(spark, previous, affected) if affected else {}
+    for rel in affected:
         del runs_files[rel]
     # A run parsed again that no results file gives any more is gone; one
     # still held by a results file no longer on disk keeps its row.
-    rows_out = {
-        k: v
-        for k, v in carried.items()
-        if k not in fresh and (k not in replaced_ids or k in new_index)
+    rows = {
+        k: v for k, v in carried.items() if k not in fresh and (k not in replaced_ids or k in index)
     }
-    rows_out.update(fresh)
+    rows.update(fresh)
     for run_id in finished_now | set(fresh):
         # A run is finished when any of its results files' directories holds a summary.
-        if run_id in rows_out:
-            rows_out[run_id] = dict(
-                rows_out[run_id],
-                complete=any(bool(new_sources[k]["complete"]) for k in new_index.get(run_id, ())),
-                partial=any(bool(new_sources[k].get("partial")) for k in new_index.get(run_id, ())),
+        if run_id in rows:
+            rows[run_id] = dict(
+                rows[run_id],
+                complete=any(bool(sources[k]["complete"]) for k in index.get(run_id, ())),
+                partial=any(bool(sources[k].get("partial")) for k in index.get(run_id, ())),
             )
-    (building / "runs").mkdir()
-    runs_linked = _link_files(previous, building, runs_files) if previous else 0
-    if rows_out:
-        _write_runs(spark, rows_out, work / "runs")
-        for file in _data_files(work / "runs"):
-            os.replace(file, building / "runs" / file.name)
-            runs_files[f"runs/{file.name}"] = {"run_ids": sorted(rows_out)}
-    _write_manifest(
-        building,
-        {
-            "format": MANIFEST_FORMAT,
-            "sources": new_sources,
-            "files": files,
-            "runs_files": runs_files,
-        },
-    )
-
-    report = _report(
-        ingest_id,
-        dataset,
-        previous,
-        None,
-        runs,
-        new,
-        changed,
-        unchanged,
-        completion,
-        pulled,
-        counted.summary(batch, empty),
-        phases,
-        started,
-    )
-    report.update(
-        {
-            "version": name,
-            "finished": _iso(now),
-            "partitions": parts,
-            "files": {
-                "linked": linked,
-                "added": len(added),
-                "rewritten": len(affected),
-                "written_by_rewrite": len(rewritten),
-                "total": len(files),
-            },
-            "runs_files": {
-                "linked": runs_linked,
-                "rewritten": len(affected_runs),
-                "total": len(runs_files),
-            },
-            "dataset_runs": len({i for f in runs_files.values() for i in f["run_ids"]}),
-            "dataset_records": sum(f["rows"] for f in files.values()),
-            "published": True,
-        }
-    )
-    progress(
-        f"  version {name}: {linked} file(s) linked from {previous.name if previous else '(none)'}, "
-        f"{len(added)} added, {len(affected)} rewritten into {len(rewritten)}"
-    )
-    _publish(dataset, building, name, report, progress, t)
-    progress(f"ingest done in {report['seconds']:.1f} s")
-    return report
+    linked = link_files(previous, building, runs_files) if previous else 0
+    if rows:
+        write_runs(spark, rows, work / "runs")
+        for rel in move_runs_files(work / "runs", building):
+            runs_files[rel] = {"run_ids": sorted(rows)}
+    return runs_files, linked, len(affected)
 
 
 def _pull_in(
@@ -1172,7 +701,7 @@ def _pull_in(
                 continue
             path = Path(key)
             if path.is_file():
-                to_parse[key] = _run_input(path.parent)
+                to_parse[key] = run_input(path.parent)
                 added.append(to_parse[key])
     return added
 
@@ -1240,7 +769,7 @@ def _count_staged(spark: Any, staged: Path, batch: list[RunInput], F: Any) -> _C
         if row.kind == "duplicate":
             out.duplicates[row.run] = out.duplicates.get(row.run, 0) + row.n
             continue
-        rel = "results/" + os.path.relpath(_file_path(row.file), record_root)
+        rel = f"{RESULTS_DIR}/" + os.path.relpath(file_path(row.file), record_root)
         file_entry = out.files.setdefault(rel, {"run_ids": [], "rows": 0})
         if row.run not in file_entry["run_ids"]:
             file_entry["run_ids"] = sorted(file_entry["run_ids"] + [row.run])
@@ -1273,6 +802,14 @@ def _count_staged(spark: Any, staged: Path, batch: list[RunInput], F: Any) -> _C
     return out
 
 
+def _match_run(uri: str, by_path: dict[str, RunInput]) -> RunInput:
+    """The RunInput a row's source_uri names (Spark writes file:///a%20b/...)."""
+    run = by_path.get(file_path(uri))
+    if run is None:
+        raise IngestError(f"internal error: Spark read {uri}, which is none of the given runs")
+    return run
+
+
 def _progress_counts(
     counted: _Counted, batch: list[RunInput], progress: Progress, seconds: float
 ) -> None:
@@ -1302,35 +839,30 @@ def _report(
     previous: Path | None,
     version: Path | None,
     runs: list[RunInput],
-    new: list,
-    changed: list,
-    unchanged: list,
-    completion: list,
-    pulled: list,
+    plan: _Plan,
     summary: dict[str, Any],
     phases: dict[str, float],
     started: float,
 ) -> dict[str, Any]:
     malformed = summary.get("malformed", {})
-    parsed = len(new) + len(changed) + len(pulled)
     return {
         "ingest_id": ingest_id,
         "dataset": str(dataset),
         "version": version.name if version else None,
         "previous_version": previous.name if previous else None,
-        "finished": _iso(_now()),
+        "finished": iso(now()),
         "_started": started,
         "runs": {
             "given": len(runs),
             "finished": sum(r.complete for r in runs),
             "unfinished": sum(not r.complete for r in runs),
-            "parsed": parsed,
-            "new": len(new),
-            "replaced": len(changed),
-            "pulled_in": len(pulled),
-            "skipped_unchanged": len(unchanged),
-            "completion_updated": len(completion),
-            "ingested_before": len(changed) + len(unchanged),
+            "parsed": plan.parsed,
+            "new": len(plan.new),
+            "replaced": len(plan.changed),
+            "pulled_in": len(plan.pulled),
+            "skipped_unchanged": len(plan.unchanged),
+            "completion_updated": len(plan.completion),
+            "ingested_before": len(plan.changed) + len(plan.unchanged),
             "with_records": summary.get("with_records", 0),
             "without_valid_records": [str(r.run_dir) for r in summary.get("empty", [])],
             "in_several_directories": summary.get("shared", []),
@@ -1347,232 +879,3 @@ def _report(
         ),
         "phases": phases,
     }
-
-
-# ------------------------------------------------------------- compaction
-
-
-def compact(
-    spark: Any,
-    dataset: str | os.PathLike,
-    progress: Progress = print,
-    min_files: int = 2,
-    max_rows_per_file: int = 2_000_000,
-) -> dict[str, Any]:
-    """Rewrite every partition of the current version that holds at least
-    ``min_files`` data files into one file (more above ``max_rows_per_file``
-    rows), sorted by run, target and case, in a new version; other files are
-    hard links. The rows are the same before and after (checked against the
-    manifest's counts before publishing). Returns the report (also written
-    to DATASET/ingest-reports/)."""
-    started = time.monotonic()
-    dataset = Path(dataset).expanduser().resolve()
-    require_dataset(dataset)
-    compact_id = _now().strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8] + "-compact"
-    with _Lock(dataset):
-        previous = require_dataset(dataset)
-        with _staging(dataset, compact_id, progress) as work:
-            report = _compact_locked(
-                spark,
-                dataset,
-                previous,
-                work,
-                compact_id,
-                progress,
-                started,
-                min_files,
-                max_rows_per_file,
-            )
-    return report
-
-
-def _compact_locked(
-    spark: Any,
-    dataset: Path,
-    previous: Path,
-    work: Path,
-    compact_id: str,
-    progress: Progress,
-    started: float,
-    min_files: int,
-    max_rows_per_file: int,
-) -> dict[str, Any]:
-    t = time.monotonic()
-    manifest = _load_manifest_file(previous) or _manifest_from_data(spark, previous, progress)
-    by_part: dict[str, list[str]] = {}
-    for rel in manifest["files"]:
-        by_part.setdefault(os.path.dirname(rel), []).append(rel)
-    chosen = {part: sorted(rels) for part, rels in by_part.items() if len(rels) >= min_files}
-    replaced = [rel for rels in chosen.values() for rel in rels]
-    rows_before = sum(manifest["files"][rel]["rows"] for rel in replaced)
-    report = {
-        "ingest_id": compact_id,
-        "kind": "compaction",
-        "dataset": str(dataset),
-        "previous_version": previous.name,
-        "version": previous.name,
-        "_started": started,
-        "partitions": {"compacted": len(chosen), "kept": len(by_part) - len(chosen)},
-        "files": {"before": len(manifest["files"]), "replaced": len(replaced)},
-        "rows_compacted": rows_before,
-        "phases": {},
-        "dataset_records": sum(f["rows"] for f in manifest["files"].values()),
-    }
-    progress(
-        f"compact {previous.name}: {len(chosen)} of {len(by_part)} partition(s) hold {min_files} or more "
-        f"files ({len(replaced)} files, {rows_before:,} rows)"
-    )
-    if not chosen and len(manifest["runs_files"]) < min_files:
-        report["published"] = False
-        report["finished"] = _iso(_now())
-        report["seconds"] = round(time.monotonic() - report.pop("_started"), 2)
-        progress(
-            f"  nothing to compact: {previous.name} stays current; report {_write_report(dataset, report)}"
-        )
-        return report
-
-    out = work / "compacted"
-    if replaced:
-        (
-            read_data_files(spark, previous / "results", *(previous / rel for rel in replaced))
-            .repartition(*PARTITION_COLUMNS)
-            .sortWithinPartitions(*PARTITION_COLUMNS, "run_id", "target", "case_id")
-            .write.option("maxRecordsPerFile", max_rows_per_file)
-            .partitionBy(*PARTITION_COLUMNS)
-            .parquet(str(out))
-        )
-    written = _file_stats(spark, out)
-    rows_after = sum(f["rows"] for f in written.values())
-    if rows_after != rows_before:
-        raise IngestError(
-            f"compaction wrote {rows_after:,} rows for {rows_before:,}: not published, "
-            f"{previous.name} stays current"
-        )
-    report["phases"]["rewrite"] = round(time.monotonic() - t, 2)
-    progress(
-        f"  rewrote {len(replaced)} file(s) into {len(written)}: {report['phases']['rewrite']:.1f} s"
-    )
-
-    t = time.monotonic()
-    name = _next_version_name(dataset)
-    building = dataset / VERSIONS / f"{name}.tmp"
-    (building / "results").mkdir(parents=True)
-    keep = [rel for rel in manifest["files"] if os.path.dirname(rel) not in chosen]
-    files = {rel: manifest["files"][rel] for rel in keep}
-    linked = _link_files(previous, building, keep)
-    for rel in _move_written(out, building / "results"):
-        files[rel] = written[os.path.relpath(rel, "results")]
-    # The runs table's files (one per ingest) become one too.
-    runs_files = dict(manifest["runs_files"])
-    (building / "runs").mkdir()
-    if len(runs_files) >= min_files:
-        (
-            spark.read.schema(RUNS_SCHEMA_DDL)
-            .parquet(*(str(previous / rel) for rel in sorted(runs_files)))
-            .coalesce(1)
-            .sortWithinPartitions("run_id")
-            .write.parquet(str(work / "runs"))
-        )
-        ids = sorted({i for f in runs_files.values() for i in f["run_ids"]})
-        runs_files = {}
-        for file in _data_files(work / "runs"):
-            os.replace(file, building / "runs" / file.name)
-            runs_files[f"runs/{file.name}"] = {"run_ids": ids}
-    else:
-        linked += _link_files(previous, building, runs_files)
-    _write_manifest(
-        building,
-        {
-            "format": MANIFEST_FORMAT,
-            "sources": manifest["sources"],
-            "files": files,
-            "runs_files": runs_files,
-        },
-    )
-    report.update(
-        {
-            "version": name,
-            "finished": _iso(_now()),
-            "published": True,
-            "dataset_runs": len({i for f in runs_files.values() for i in f["run_ids"]}),
-            "files": dict(report["files"], written=len(written), linked=linked, after=len(files)),
-            "runs_files": {"before": len(manifest["runs_files"]), "after": len(runs_files)},
-        }
-    )
-    _publish(dataset, building, name, report, progress, t)
-    progress(f"compaction done in {report['seconds']:.1f} s")
-    return report
-
-
-def _match_run(uri: str, by_path: dict[str, RunInput]) -> RunInput:
-    """The RunInput a row's source_uri names (Spark writes file:///a%20b/...)."""
-    run = by_path.get(_file_path(uri))
-    if run is None:
-        raise IngestError(f"internal error: Spark read {uri}, which is none of the given runs")
-    return run
-
-
-def _summary_run_id(run: RunInput) -> str | None:
-    try:
-        value = json.loads(RunFolder(run.run_dir).summary.read_text(encoding="utf-8")).get("run_id")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) and value else None
-
-
-def _read_runs(spark: Any, version: Path, rels: list[str]) -> dict[str, dict[str, Any]]:
-    """The rows of some runs files of a version, by run id."""
-    rows = (
-        spark.read.schema(RUNS_SCHEMA_DDL).parquet(*(str(version / rel) for rel in rels)).collect()
-    )
-    return {r.run_id: r.asDict() for r in rows}
-
-
-def _write_runs(spark: Any, runs: dict[str, dict[str, Any]], path: Path) -> None:
-    from pyspark.sql import types as T
-
-    schema = T._parse_datatype_string(RUNS_SCHEMA_DDL)  # noqa: SLF001 (public in effect)
-    names = [f.name for f in schema.fields]
-    rows = [tuple(r.get(n) for n in names) for _, r in sorted(runs.items())]
-    spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(path))
-
-
-def read_results(spark: Any, dataset: str | os.PathLike) -> Any:
-    """The current version's records as a DataFrame (month and protocol
-    included as columns). Raises IngestError for a missing or empty dataset."""
-    version = require_dataset(dataset)
-    path = version / "results"
-    if not list_partitions(path):
-        raise IngestError(f"the dataset {dataset} holds no records yet (version {version.name})")
-    return read_data_files(spark, path, path)
-
-
-def read_data_files(spark: Any, root: str | os.PathLike, *paths: str | os.PathLike) -> Any:
-    """Data files (or partition directories) under ``root``, with the
-    dataset's columns (RESULTS_SCHEMA_DDL)."""
-    return (
-        spark.read.schema(RESULTS_SCHEMA_DDL)
-        .option("basePath", str(root))
-        .parquet(*(str(p) for p in paths))
-    )
-
-
-def read_runs(spark: Any, dataset: str | os.PathLike) -> Any:
-    version = require_dataset(dataset)
-    return spark.read.schema(RUNS_SCHEMA_DDL).parquet(str(version / "runs"))
-
-
-def require_dataset(dataset: str | os.PathLike) -> Path:
-    path = Path(dataset).expanduser()
-    if not path.exists():
-        raise IngestError(
-            f"dataset {path} does not exist: run `conformance ingest RUN_DIR... "
-            f"--dataset {path}` first"
-        )
-    version = current_version(path)
-    if version is None:
-        raise IngestError(
-            f"{path} is not an ingested dataset (no {CURRENT} link): "
-            f"run `conformance ingest RUN_DIR... --dataset {path}` first"
-        )
-    return version

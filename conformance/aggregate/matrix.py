@@ -5,23 +5,26 @@ them all):
 
 ``requirements``
     implementation and version × requirement (case id): latest verdict and
-    pass rate. Only records where the harness itself was the peer count: in
-    an interop run a failure may be the other implementation's.
+    pass rate, and for a latest verdict ``blocked`` its root cause
+    (``latest_blocked_by``). Only records where the harness itself was the
+    peer count: in an interop run a failure may be the other implementation's.
 ``certification``
     implementation (and version) × protocol: certified when every MUST case
     passed (or was not applicable) and at least one passed, in the latest
     *complete* run of that version (a partial run, ``--case`` or ``-k``, is
     not complete here); ``newest`` marks the version shown in the
     implementation × protocol grid (the one tested most recently, then the
-    highest version).
+    highest version). Status ``did not start`` when a MUST case ended because
+    the target did not start and none failed for its own rule; the root
+    causes of blocked MUST cases are listed (``blocked_must_root_causes``).
 ``interop``
     client implementation × server implementation per protocol, from
     records with ``peer_implementation``: the record's ``role`` is the role
     ``implementation`` played, the peer played the other one.
 ``flaky``
     a case both passed and failed (or errored) for the same implementation,
-    version, protocol and peer; being blocked is no failure of the case's
-    own rule, so it does not make a case flaky.
+    version, protocol and peer; being blocked, or the target not starting,
+    is no failure of the case's own rule, so it does not make a case flaky.
 ``trends``
     per night (the run's date) and implementation: verdict counts and runs.
 
@@ -32,10 +35,14 @@ or ``delay:ms=200,jitter=50``), and groups by it: a node certified on clean
 loopback and failing under ``fragment`` has a row of each
 (docs/impairment.md).
 
-Pass rate everywhere is passed / (passed + failed + error + blocked): not
-applicable is not a verdict, and a blocked case (a prerequisite did not
-pass) did not pass. Every matrix counts ``blocked`` in its own column, apart
-from ``failed``; certification needs no MUST case blocked either.
+A record's verdict is its outcome, except that an ``error`` whose target
+did not start (``start_failure``) is ``did_not_start``, kept apart from a
+rule's ``error``. Pass rate everywhere is passed / (passed + failed + error
++ did_not_start + blocked): not applicable is not a verdict, and a blocked
+case (a prerequisite did not pass) or one whose target did not start did
+not pass. Every matrix counts ``blocked`` and ``did_not_start`` in columns
+of their own, apart from ``failed`` and ``error``; certification needs
+neither for any MUST case.
 
 The window: ``--since``/``--until`` bound the run date (inclusive), and
 ``--last-runs N`` keeps, for each implementation, its N most recent runs in
@@ -48,8 +55,9 @@ aggregates only (Spark's fast hash aggregation; a string or struct
 "latest" would force a sort of every record): per case (requirements,
 flaky), per run (certification, interop, trends) and over the few failed
 records (the case lists). "Latest verdict" is the maximum of one number,
-time in ms * 32 + outcome * 4 + level, so ties resolve the same way every
-time. Every file is sorted on its key columns, with fixed number formats:
+time in ms * 32 + verdict * 4 + level, so ties resolve the same way every
+time; the latest blocked record's root cause (a string) comes from a
+fourth aggregation over the blocked records alone. Every file is sorted on its key columns, with fixed number formats:
 the files are byte-identical whichever Spark ran the job (local or a
 standalone cluster) and however it split the work. The big requirements
 matrix is written by Spark; the small ones are collected in one job, each
@@ -65,83 +73,41 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .ingest import (
-    IngestError,
-    list_partitions,
-    read_data_files,
-    read_results,
-    read_runs,
-    require_dataset,
+from .dataset import read_data_files, read_results, read_runs
+from .errors import IngestError, Progress
+from .html import render
+from .tables import (
+    CLEAN,
+    COUNTED,
+    DID_NOT_START,
+    DID_NOT_START_STATUS,
+    NOT_PASSED,
+    PAGE_VERSIONS,
+    Matrix,
+    Window,
 )
+from .versions import list_partitions, require_dataset
+
+__all__ = ["MATRICES", "Matrix", "Window", "build", "run", "select_window"]
 
 MATRICES = ("requirements", "certification", "interop", "flaky", "trends")
-CLEAN = "clean"
-"""``network`` of a record that ran without impairment."""
 TS_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-OUTCOME_CODES = ("passed", "not_applicable", "blocked", "failed", "error")
+OUTCOME_CODES = ("passed", "not_applicable", "blocked", DID_NOT_START, "failed", "error")
 """Index = code in the latest-verdict number; on a tie in time the worse
-outcome wins."""
-COUNTED = ("passed", "failed", "error", "blocked", "not_applicable")
-"""The outcomes each matrix counts, one column each."""
+verdict wins (a rule's failure outranks a target that did not start)."""
 LEVEL_CODES = ("MAY", "SHOULD", "MUST")
-PAGE_VERSIONS = 2
-"""Versions per implementation (the most recently tested) that the page's
-requirements heatmap shows; the CSV has all."""
 FLAKY_PAGE_ROWS = 150
 """The flakiest cases the page lists; the CSV has all."""
 MAX_PUSHED_RUN_IDS = 2000
 """Up to this many runs, ``--last-runs`` also filters the records by run id
 (cheap in the scan); beyond it the plan's IN list would cost more than it saves."""
-
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Window:
-    since: date | None = None
-    until: date | None = None
-    last_runs: int | None = None
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "since": self.since.isoformat() if self.since else None,
-            "until": self.until.isoformat() if self.until else None,
-            "last_runs_per_implementation": self.last_runs,
-        }
-
-    def text(self) -> str:
-        parts = [
-            f"since {self.since}" if self.since else "",
-            f"until {self.until}" if self.until else "",
-            f"last {self.last_runs} run(s) per implementation" if self.last_runs else "",
-        ]
-        return ", ".join(p for p in parts if p) or "all runs"
-
-
-@dataclass
-class Matrix:
-    """One matrix: its ``columns``, the key it is sorted on, its row count
-    and the rows the HTML page shows (collected).
-
-    A small matrix is collected whole: ``lines`` holds each row as the CSV
-    line and the JSON line Spark's CSV and JSON writers would write for it,
-    in key order, and Python writes the files. The big one (requirements)
-    is written by Spark from ``frame`` (exactly ``columns``, typed)."""
-
-    name: str
-    title: str
-    description: str
-    columns: list[str]
-    key: list[str]
-    rows: list[dict[str, Any]]
-    count: int = 0
-    lines: list[tuple[str, str]] | None = None
-    frame: Any = None
+BLOCKED_BY_MESSAGE = r"^blocked by (\S+)"
+"""The root cause a blocked record's message names (conformance.core.results.blocked_by):
+records written before ``blocked_by`` existed have only the message."""
 
 
 # ------------------------------------------------------------------ window
@@ -213,8 +179,31 @@ def read_months(spark: Any, dataset: str | os.PathLike, months: set[str] | None)
     return read_data_files(spark, root, *dirs)
 
 
+def _verdict(F: Any) -> Any:
+    """A record's outcome, with an ``error`` whose target did not start
+    (``start_failure``; NULL in data files written before the column
+    existed: false) as ``did_not_start``, apart from a rule's error."""
+    did_not_start = (F.col("outcome") == "error") & F.coalesce(F.col("start_failure"), F.lit(False))
+    return F.when(did_not_start, F.lit(DID_NOT_START)).otherwise(F.col("outcome"))
+
+
+def _blocked_by(F: Any) -> Any:
+    """A blocked record's root cause: its ``blocked_by``, else (a record
+    written, or data file ingested, before the field existed) the case id
+    its message starts with; NULL for any other record. Spark reads
+    ``message`` only for the aggregations that use this column."""
+    from_message = F.regexp_extract(F.col("message"), BLOCKED_BY_MESSAGE, 1)
+    cause = F.coalesce(
+        F.when(F.length("blocked_by") > 0, F.col("blocked_by")),
+        F.when(F.length(from_message) > 0, from_message),
+    )
+    return F.when(F.col("outcome") == "blocked", cause)
+
+
 def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any:
-    """The dataset's records in the window (only the columns used).
+    """The dataset's records in the window (only the columns used), with
+    each record's ``verdict`` (its outcome, ``did_not_start`` apart from a
+    rule's error) and a blocked record's root cause (``blocked_by``).
 
     Reads only the month partitions the window can hold: ``--since`` and
     ``--until`` bound the month (the directories read) and the run date
@@ -246,7 +235,8 @@ def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any
         "role",
         "case_id",
         "level",
-        "outcome",
+        _verdict(F).alias("verdict"),
+        _blocked_by(F).alias("blocked_by"),
         "peer_implementation",
         "month",
         # The impairment without its seed: one network condition, night after night.
@@ -277,13 +267,13 @@ def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any
 
 
 def _counts(F: Any, prefix: str = "", where: Any = None) -> list[Any]:
-    def count(outcome: str) -> Any:
-        cond = F.col("outcome") == outcome
+    def count(verdict: str) -> Any:
+        cond = F.col("verdict") == verdict
         if where is not None:
             cond = cond & where
-        return F.sum(F.when(cond, 1).otherwise(0)).alias(prefix + outcome)
+        return F.sum(F.when(cond, 1).otherwise(0)).alias(prefix + verdict)
 
-    return [count(o) for o in COUNTED]
+    return [count(v) for v in COUNTED]
 
 
 def _sums(F: Any, prefix: str = "") -> list[Any]:
@@ -291,10 +281,9 @@ def _sums(F: Any, prefix: str = "") -> list[Any]:
 
 
 def _rate(F: Any, prefix: str = "") -> Any:
-    """passed / (passed + failed + error + blocked): blocked did not pass."""
-    denominator = sum(
-        (F.col(prefix + o) for o in ("failed", "error", "blocked")), F.col(prefix + "passed")
-    )
+    """passed / (passed + failed + error + did_not_start + blocked): blocked
+    and did not start did not pass."""
+    denominator = sum((F.col(prefix + v) for v in NOT_PASSED), F.col(prefix + "passed"))
     return F.when(denominator > 0, F.round(F.col(prefix + "passed") / denominator, 4))
 
 
@@ -425,14 +414,32 @@ def build(
     t = time.monotonic()
     latest_code = (
         F.unix_millis("time") * 32
-        + _code(F, "outcome", OUTCOME_CODES) * 4
+        + _code(F, "verdict", OUTCOME_CODES) * 4
         + _code(F, "level", LEVEL_CODES)
+    )
+    case_keys = [
+        "implementation",
+        "implementation_version",
+        "protocol",
+        "network",
+        "case_id",
+        "peer",
+    ]
+    # The root cause of each case's latest blocked record: a string taken by
+    # the latest code (max_by), which Spark's hash aggregation cannot hold,
+    # so it is aggregated over the blocked records alone and joined on.
+    blocked = (
+        res.where(F.col("verdict") == "blocked")
+        .withColumn("peer", peer)
+        .groupBy(*case_keys)
+        .agg(
+            F.max(latest_code).alias("_blocked_code"),
+            F.max_by("blocked_by", latest_code).alias("_blocked_by"),
+        )
     )
     per_case = (
         res.withColumn("peer", peer)
-        .groupBy(
-            "implementation", "implementation_version", "protocol", "network", "case_id", "peer"
-        )
+        .groupBy(*case_keys)
         .agg(
             *_counts(F),
             F.count(F.lit(1)).alias("records"),
@@ -440,11 +447,20 @@ def build(
             F.min("time").alias("_first"),
             F.max("time").alias("_last"),
         )
+        .join(blocked, case_keys, "left")
         .select(
-            "*",
+            *case_keys,
+            *COUNTED,
+            "records",
+            "_first",
+            "_last",
             _decode(F, F.expr("_code % 4"), LEVEL_CODES).alias("level"),
             _decode(F, F.expr("(_code div 4) % 8"), OUTCOME_CODES).alias("latest_outcome"),
             _ts(F, F.timestamp_millis(F.expr("_code div 32"))).alias("latest_time"),
+            # Only when the latest record is the latest blocked one.
+            F.when(F.col("_blocked_code") == F.col("_code"), F.col("_blocked_by")).alias(
+                "latest_blocked_by"
+            ),
         )
         .cache()
     )
@@ -516,12 +532,9 @@ def build(
         .withColumn("complete", F.coalesce("complete", F.lit(False)))
         .localCheckpoint()
     )
-    own_failure = F.col("outcome").isin("failed", "error")
+    verdict = F.col("verdict")
     failures = (
-        res.where(
-            F.col("outcome").isin("failed", "error", "blocked")
-            & (must | F.col("peer_implementation").isNotNull())
-        )
+        res.where(verdict.isin(*NOT_PASSED) & (must | F.col("peer_implementation").isNotNull()))
         .withColumn("peer", peer)
         .groupBy(
             "implementation",
@@ -534,11 +547,14 @@ def build(
         )
         .agg(
             F.sort_array(F.collect_set("case_id")).alias("not_passed"),
-            F.sort_array(F.collect_set(F.when(must & own_failure, F.col("case_id")))).alias(
-                "failed_must"
-            ),
-            F.sort_array(F.collect_set(F.when(must & ~own_failure, F.col("case_id")))).alias(
-                "blocked_must"
+            *(
+                F.sort_array(F.collect_set(F.when(must & cond, F.col(column)))).alias(name)
+                for name, cond, column in (
+                    ("failed_must", verdict.isin("failed", "error"), "case_id"),
+                    ("blocked_must", verdict == "blocked", "case_id"),
+                    ("blocked_must_root_causes", verdict == "blocked", "blocked_by"),
+                    ("did_not_start_must", verdict == DID_NOT_START, "case_id"),
+                )
             ),
         )
         .localCheckpoint()
@@ -593,12 +609,9 @@ def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tup
         "case_id",
         "level",
         "latest_outcome",
+        "latest_blocked_by",
         "pass_rate",
-        "passed",
-        "failed",
-        "error",
-        "blocked",
-        "not_applicable",
+        *COUNTED,
         "records",
         "latest_time",
     ]
@@ -628,7 +641,9 @@ def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tup
         "requirements",
         "Implementation and version × requirement",
         "Latest verdict and pass rate of each case for each implementation version; only records where the "
-        "harness was the peer.",
+        "harness was the peer. latest_blocked_by: when the latest verdict is blocked, its root cause (the "
+        "prerequisite case that did not pass); did_not_start: errors because the target did not start, "
+        "apart from a rule's error.",
         columns,
         key,
         [],
@@ -664,8 +679,9 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
             F.array_sort(F.array_distinct(F.flatten(F.collect_list("failed_must")))).alias(
                 "failed_must"
             ),
-            F.array_sort(F.array_distinct(F.flatten(F.collect_list("blocked_must")))).alias(
-                "blocked_must"
+            *(
+                F.array_sort(F.array_distinct(F.flatten(F.collect_list(name)))).alias(name)
+                for name in ("blocked_must", "blocked_must_root_causes", "did_not_start_must")
             ),
         )
     )
@@ -680,12 +696,17 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
     certified = (
         (F.col("must_failed") == 0)
         & (F.col("must_error") == 0)
+        & (F.col("must_did_not_start") == 0)
         & (F.col("must_blocked") == 0)
         & (F.col("must_passed") > 0)
     )
+    # As the run's own verdict (conformance.core.results.summarize): a
+    # breach seen on the wire outranks a role that did not start.
+    did_not_start = (F.col("must_did_not_start") > 0) & (F.col("must_failed") == 0)
     status = (
         F.when(F.col("run_id").isNull(), F.lit("no complete run"))
         .when(certified, F.lit("certified"))
+        .when(did_not_start, F.lit(DID_NOT_START_STATUS))
         .otherwise(F.lit("not certified"))
     )
     newest_order = W.partitionBy("implementation", "protocol", "network").orderBy(
@@ -700,13 +721,11 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
         "status",
         "run_id",
         "run_time",
-        "must_passed",
-        "must_failed",
-        "must_error",
-        "must_blocked",
-        "must_not_applicable",
+        *(f"must_{v}" for v in COUNTED),
         "failed_must",
         "blocked_must",
+        "blocked_must_root_causes",
+        "did_not_start_must",
         "runs",
         "complete_runs",
         "first_seen",
@@ -715,8 +734,17 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
     frame = (
         frame.withColumn("status", status)
         .withColumn("newest", F.row_number().over(newest_order) == 1)
-        .withColumn("failed_must", F.coalesce("failed_must", F.array().cast("array<string>")))
-        .withColumn("blocked_must", F.coalesce("blocked_must", F.array().cast("array<string>")))
+        .withColumns(
+            {
+                name: F.coalesce(name, F.array().cast("array<string>"))
+                for name in (
+                    "failed_must",
+                    "blocked_must",
+                    "blocked_must_root_causes",
+                    "did_not_start_must",
+                )
+            }
+        )
         .withColumn("run_time", _ts(F, "run_time"))
         .withColumn("first_seen", _ts(F, "_first"))
         .withColumn("last_seen", _ts(F, "_last"))
@@ -728,7 +756,10 @@ def _certification(F: Any, W: Any, per_run: Any, failures: Any) -> Matrix:
         "Certified: every MUST case passed or was not applicable, and at least one passed, in the latest "
         "complete run of that implementation version (a partial run, --case or -k, is not complete: it "
         "certifies nothing; a blocked MUST case did not pass; failed_must lists "
-        "the MUST cases that failed for their own rule, blocked_must those blocked by a prerequisite). "
+        "the MUST cases that failed for their own rule, blocked_must those blocked by a prerequisite, "
+        "blocked_must_root_causes the prerequisites that blocked them, did_not_start_must those that "
+        "ended because the target did not start). Status 'did not start': some MUST case ended because "
+        "the target did not start and none failed for its own rule. "
         "'newest' marks the version tested most recently. 'network': clean loopback or the impairment profile "
         "the runs went through (certify --impair).",
         columns,
@@ -764,20 +795,14 @@ def _interop(F: Any, per_run: Any, failures: Any) -> Matrix:
         )
     )
     runs = runs.join(not_passed, keys + ["run_id"], "left")
-    latest = F.max(
-        F.struct("run_time", "run_id", "passed", "failed", "error", "blocked", "not_passed")
-    )
+    latest = F.max(F.struct("run_time", "run_id", *COUNTED, "not_passed"))
     columns = [
         "protocol",
         "client_implementation",
         "server_implementation",
         "network",
         "pass_rate",
-        "passed",
-        "failed",
-        "error",
-        "blocked",
-        "not_applicable",
+        *COUNTED,
         "runs",
         "latest_run_id",
         "latest_pass_rate",
@@ -816,11 +841,7 @@ def _flaky(F: Any, per_case: Any) -> Matrix:
         "peer_implementation",
         "level",
         "fail_rate",
-        "passed",
-        "failed",
-        "error",
-        "blocked",
-        "not_applicable",
+        *COUNTED,
         "records",
         "latest_outcome",
         "first_time",
@@ -839,7 +860,8 @@ def _flaky(F: Any, per_case: Any) -> Matrix:
         "flaky",
         "Flaky cases",
         "Cases that both passed and failed (or errored) for the same implementation, version, protocol and "
-        "peer (empty peer: the harness).",
+        "peer (empty peer: the harness); being blocked, or the target not starting, is no failure of the "
+        "case's own rule.",
         columns,
         [
             "implementation",
@@ -859,11 +881,7 @@ def _trends(F: Any, per_run: Any) -> Matrix:
         "date",
         "implementation",
         "network",
-        "passed",
-        "failed",
-        "error",
-        "blocked",
-        "not_applicable",
+        *COUNTED,
         "records",
         "runs",
         "pass_rate",
@@ -990,8 +1008,6 @@ def write_outputs(
     Each file is written next to its final name and renamed into place, so
     a reader never sees half a file."""
     from pyspark.sql import functions as F
-
-    from .html import render
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

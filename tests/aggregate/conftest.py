@@ -194,13 +194,13 @@ def jsonl_records(run_dirs: list[Path]) -> list[dict]:
 
 
 def dataset_records(spark, dataset: Path) -> list[dict]:
-    from conformance.aggregate.ingest import read_results
+    from conformance.aggregate.dataset import read_results
 
     return [r.asDict() for r in read_results(spark, dataset).collect()]
 
 
 def dataset_runs(spark, dataset: Path) -> dict[str, dict]:
-    from conformance.aggregate.ingest import read_runs
+    from conformance.aggregate.dataset import read_runs
 
     return {r["run_id"]: r.asDict() for r in read_runs(spark, dataset).collect()}
 

@@ -17,7 +17,10 @@ from typing import Any, Callable
 
 import pytest
 
-from conformance.aggregate.ingest import compact, ingest, read_manifest, read_results, read_runs
+from conformance.aggregate.compaction import compact
+from conformance.aggregate.dataset import read_results, read_runs
+from conformance.aggregate.ingest import ingest
+from conformance.aggregate.versions import read_manifest
 from conformance.aggregate.matrix import run as run_matrix
 
 from .conftest import generate_runs

@@ -12,7 +12,8 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from conformance.aggregate.ingest import ingest, read_results
+from conformance.aggregate.dataset import read_results
+from conformance.aggregate.ingest import ingest
 from conformance.aggregate.matrix import run as matrix
 
 from .conftest import record, write_run

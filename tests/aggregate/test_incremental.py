@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.aggregate.ingest import compact, current_version, ingest, read_manifest
+from conformance.aggregate.compaction import compact
+from conformance.aggregate.ingest import ingest
+from conformance.aggregate.versions import current_version, read_manifest
 
 from .conftest import dataset_runs, generate_runs, record, write_run
 
@@ -26,7 +28,7 @@ quiet = lambda line: None  # noqa: E731
 def rows(spark, dataset: Path) -> list[tuple]:
     """Every stored row, every column, as sorted tuples of strings: two
     datasets are equal when these lists are."""
-    from conformance.aggregate.ingest import read_results
+    from conformance.aggregate.dataset import read_results
 
     frame = read_results(spark, dataset)
     return sorted(

@@ -8,7 +8,8 @@ from dataclasses import asdict
 
 import pytest
 
-from conformance.aggregate.ingest import IngestError, ingest
+from conformance.aggregate.errors import IngestError
+from conformance.aggregate.ingest import ingest
 
 from .conftest import dataset_records, dataset_runs, jsonl_records, record, write_run
 

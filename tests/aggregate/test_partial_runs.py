@@ -10,7 +10,8 @@ import shutil
 import time
 from pathlib import Path
 
-from conformance.aggregate.ingest import ingest, read_runs
+from conformance.aggregate.dataset import read_runs
+from conformance.aggregate.ingest import ingest
 from conformance.aggregate.matrix import run as matrix
 from conformance.core.results import write_summary
 
