@@ -41,13 +41,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("conformance", "reference_impl")
 
-PENDING_CYCLES: set[frozenset[str]] = {
-    # Another piece of work in progress removes this one (issue 29). This set
-    # must become empty: a circle removed there is an error here until it is
-    # taken out of this set, so that it cannot come back unnoticed.
-    frozenset({"conformance.aggregate.matrix", "conformance.aggregate.html"}),
-}
-
 
 def module_name(root: Path, path: Path) -> str:
     """The dotted name of the module in ``path`` (a package's ``__init__.py``
@@ -165,16 +158,13 @@ def describe(component: frozenset[str], graph: dict[str, set[str]]) -> str:
 
 
 def test_no_import_circle():
+    """Issue 29 removed the last four (cli, mutation and the cross-check;
+    core targets, containers and readiness; aggregate matrix and html; the
+    STOMP suite's adapter and peer): none may come back."""
     graph = import_graph(REPO, ROOTS)
     found = circles(graph)
-    unexpected = [c for c in found if c not in PENDING_CYCLES]
-    assert not unexpected, "import circles:\n" + "\n".join(
-        describe(c, graph) for c in sorted(unexpected, key=sorted)
-    )
-    gone = PENDING_CYCLES - set(found)
-    assert not gone, (
-        "circles listed in PENDING_CYCLES are gone (or changed): take them out of the set, so "
-        f"that they cannot come back: {[sorted(c) for c in gone]}"
+    assert not found, "import circles:\n" + "\n".join(
+        describe(c, graph) for c in sorted(found, key=sorted)
     )
 
 
@@ -219,10 +209,3 @@ def test_detector_finds_circles_in_a_synthetic_package(tmp_path):
     graph = import_graph(tmp_path, ("pkg",))
     assert frozenset({"pkg", "pkg.uses_init"}) in circles(graph)
     assert "pkg.uses_init imports pkg" in describe(frozenset({"pkg", "pkg.uses_init"}), graph)
-
-
-@pytest.mark.parametrize("pending", sorted(PENDING_CYCLES, key=sorted), ids=lambda c: min(c))
-def test_pending_circles_are_modules_of_the_project(pending):
-    """A name mistyped in PENDING_CYCLES would allow nothing and pass."""
-    modules = find_modules(REPO, ROOTS)
-    assert pending <= set(modules)
