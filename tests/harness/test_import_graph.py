@@ -36,7 +36,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("conformance", "reference_impl")
