@@ -53,14 +53,12 @@ from .ordering import (
     STARTED_WALL_KEY,
     CaseJobsController,
     PrerequisiteOrder,
-    case_groups,
     pytest_collection_modifyitems,
 )
 from .outcomes import (
     CaseInterrupted,
     ConformanceFailure,
     RunDeadlineExceeded,
-    assertion_message,
     pytest_runtest_call,
     pytest_runtest_protocol,
     pytest_runtest_setup,
@@ -99,9 +97,7 @@ __all__ = [
     "target",
     "wire_trace",
     "ws_connect",
-    # used elsewhere, and the exceptions cases end with
-    "assertion_message",
-    "case_groups",
+    # the exceptions cases end with (their names are conformance.plugin.*)
     "CaseInterrupted",
     "ConformanceFailure",
     "RunDeadlineExceeded",
