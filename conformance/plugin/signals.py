@@ -7,12 +7,22 @@ import asyncio
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import pytest
 
-if TYPE_CHECKING:
-    from .state import RunState
+from ..core.targets import TargetRuntime
+
+
+class RunState(Protocol):
+    """What SIGTERM handling needs of the session's state (state.RunState,
+    which uses this module to start its targets)."""
+
+    runtime: TargetRuntime | None
+    peer_runtime: TargetRuntime | None
+    session: Any
+    finishing: bool
+    sigterm_handler: Any
 
 
 class SessionTerminated(KeyboardInterrupt):
