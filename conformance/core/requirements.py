@@ -12,8 +12,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NoReturn, Sequence
 
 import pytest
+
+from .case_outcome import (  # noqa: F401 (the prefixes: imported from here too)
+    BLOCKED_PREFIX,
+    NOT_APPLICABLE_PREFIX,
+    BlockedBy,
+    CaseOutcome,
+    end_case,
+)
 
 CASE_ID_PATTERN = re.compile(r"^[a-z0-9]+(\.[a-z0-9][a-z0-9-]*){3,}$")
 ROLES = ("server", "client")
@@ -164,26 +173,18 @@ def requirement_of(item: pytest.Item) -> Requirement | None:
     )
 
 
-NOT_APPLICABLE_PREFIX = "not applicable: "
-
-
-def not_applicable(reason: str) -> None:
+def not_applicable(reason: str) -> NoReturn:
     """End the case as not applicable: the target lacks a role, capability or
     precondition the case needs. Reported with the reason, never as passed."""
-    pytest.skip(NOT_APPLICABLE_PREFIX + reason)
+    end_case(CaseOutcome.not_applicable(reason))
 
 
-BLOCKED_PREFIX = "blocked by "
-
-
-def blocked(root_case_id: str, root_outcome: str, root_message: str, via: str = "") -> None:
+def blocked(
+    root_case_id: str, root_outcome: str, root_message: str, via: Sequence[str] = ()
+) -> NoReturn:
     """End the case as blocked: a prerequisite (``depends``) did not pass, so
     the case cannot tell its own rule apart. ``root_*`` name the case that
     did not pass for its own rule (a blocked prerequisite passes its root on),
     ``via`` the chain of blocked prerequisites in between. Reported with the
     root cause, never as passed and never as a failure of this case's rule."""
-    first_line = (root_message.strip().splitlines() or [""])[0]
-    text = f"{BLOCKED_PREFIX}{root_case_id} ({root_outcome}): {first_line}"
-    if via:
-        text += f"\nthrough the blocked prerequisite(s) {via}"
-    pytest.skip(text)
+    end_case(CaseOutcome.blocked(BlockedBy(root_case_id, root_outcome, root_message, tuple(via))))

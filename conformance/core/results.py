@@ -13,23 +13,38 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Iterator
 
 from .. import __version__ as HARNESS_VERSION
 from .run_folder import RunFolder
 
-PASSED = "passed"
-FAILED = "failed"
-NOT_APPLICABLE = "not_applicable"
-ERROR = "error"
-"""The case could not give a verdict (harness problem, target not started);
-counts as not passed."""
-BLOCKED = "blocked"
-"""A prerequisite case (``depends``) did not pass in the same run, so this
-case could not tell its own rule apart: not passed, but not a failure of its
-own rule either. The message names the prerequisite, the root cause."""
-OUTCOMES = (PASSED, FAILED, NOT_APPLICABLE, ERROR, BLOCKED)
+
+class Outcome(StrEnum):
+    """A case's outcome; its value is what results.jsonl records."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_APPLICABLE = "not_applicable"
+    ERROR = "error"
+    """The case could not give a verdict (harness problem, target not
+    started); counts as not passed."""
+    BLOCKED = "blocked"
+    """A prerequisite case (``depends``) did not pass in the same run, so
+    this case could not tell its own rule apart: not passed, but not a
+    failure of its own rule either. The message names the prerequisite, the
+    root cause."""
+
+
+# The values as plain strings, as records and summaries hold them (and as
+# pytest-xdist can send them between processes: it sends no str subclass).
+PASSED = Outcome.PASSED.value
+FAILED = Outcome.FAILED.value
+NOT_APPLICABLE = Outcome.NOT_APPLICABLE.value
+ERROR = Outcome.ERROR.value
+BLOCKED = Outcome.BLOCKED.value
+OUTCOMES = tuple(outcome.value for outcome in Outcome)
 
 CONFORMANT = "CONFORMANT"
 NOT_CONFORMANT = "NOT CONFORMANT"

@@ -18,7 +18,7 @@ from conformance import cli
 from conformance.core.requirements import Requirement, requirement
 from conformance.core.run_folder import RunFolder
 from conformance.core.targets import load_targets
-from conformance.plugin import case_groups
+from conformance.plugin.ordering import case_groups
 from conformance.runner import session
 
 from .cli_runner import certify

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.plugin import assertion_message
+from conformance.plugin.outcomes import assertion_message
 
 from .fake_suite import Listener, run_suite, targets_file, write_suite
 
