@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 from ..node_cli import positive_float, run_command, serve_until_stopped
-from ..faults import add_fault_option, fault_help
+from ..faults import FaultPoints, add_fault_option, fault_help
 from ..variants import Shape, add_variant_option, variant_help
 from .variants import SPECS as VARIANT_SPECS
 from .faults import SPECS as FAULT_SPECS
-from .faults import Fault
 from .feed import FeedError
 from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
 from .node import (
@@ -217,9 +216,9 @@ async def _replicate(args: argparse.Namespace) -> int:
     print(
         f"SSB_REPLICATED feed={feed_id} count={len(messages)} latest_sequence={latest}", flush=True
     )
-    if Fault.CLIENT_FAIL_AFTER_REPLICATION.value in args.fault:
-        return EXIT_ERROR  # the fault: a verified replication reported as failed
-    return EXIT_OK
+    return FaultPoints(FAULT_SPECS, args.fault).apply(
+        "replication-exit-status", EXIT_OK, error_status=EXIT_ERROR
+    )
 
 
 # --- parser ---------------------------------------------------------------------------

@@ -12,9 +12,13 @@ decoder in the wrong state (a caller bug) raises RuntimeError.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import nacl.bindings
 from nacl.exceptions import CryptoError
 
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 
 MAX_BODY = 4096
@@ -32,15 +36,6 @@ _secretbox_open = nacl.bindings.crypto_secretbox_open_easy
 # The largest body a header can declare; seal_box allows up to this so that
 # callers can forge headers that exceed MAX_BODY.
 _MAX_DECLARABLE_BODY = (1 << (8 * _LENGTH_SIZE)) - 1
-
-
-def _open_unchecked(box: bytes, nonce: bytes, key: bytes) -> bytes:
-    """Decrypt a secret box (tag + ciphertext) without checking its tag: the
-    fault a receiver must never have (Fault.SKIP_HEADER_AUTH/SKIP_BODY_AUTH).
-    Sealing zeros yields the XSalsa20 key stream the ciphertext was made with."""
-    ciphertext = box[_TAG_SIZE:]
-    stream = _secretbox(bytes(len(ciphertext)), nonce, key)[_TAG_SIZE:]
-    return bytes(a ^ b for a, b in zip(ciphertext, stream))
 
 
 class BoxStreamError(Exception):
@@ -98,10 +93,11 @@ def _check_key_and_nonce(key: bytes, nonce: bytes) -> None:
 class BoxStreamEncoder:
     """Turns plaintext into box stream bytes for one direction."""
 
-    def __init__(self, key: bytes, nonce: bytes, *, faults: frozenset[Fault] = frozenset()) -> None:
+    def __init__(self, key: bytes, nonce: bytes, *, faults: Iterable[Fault | str] = ()) -> None:
         _check_key_and_nonce(key, nonce)
-        # Fault.NO_BOX_SPLIT (faults.py): one box per call, however long.
-        self._max_body = _MAX_DECLARABLE_BODY if Fault.NO_BOX_SPLIT in faults else MAX_BODY
+        # Rules broken on purpose (faults.py), applied at the fault points.
+        points = FaultPoints(FAULT_SPECS, frozenset(faults))
+        self._max_body = points.apply("largest-box-body", MAX_BODY)
         self._key = bytes(key)
         # The nonce is kept as an integer: incrementing it is then one
         # addition, and only the nonces actually used are turned into bytes.
@@ -183,11 +179,11 @@ class BoxStreamDecoder:
         nonce: bytes,
         max_body: int = MAX_BODY,
         *,
-        faults: frozenset[Fault] = frozenset(),
+        faults: Iterable[Fault | str] = (),
     ) -> None:
         _check_key_and_nonce(key, nonce)
-        # Rules broken on purpose (faults.py); looked at only when a tag fails.
-        self._faults = frozenset(faults)
+        # Rules broken on purpose (faults.py); their points are met only when a tag fails.
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
         self._key = bytes(key)
         self._counter = int.from_bytes(nonce, "big")
         self._max_body = max_body
@@ -276,16 +272,15 @@ class BoxStreamDecoder:
                     if end - position < HEADER_SIZE:
                         break
                     header_box = source[position : position + HEADER_SIZE]
+                    header_nonce = counter.to_bytes(NONCE_SIZE, "big")
                     try:
-                        plaintext = _secretbox_open(
-                            header_box, counter.to_bytes(NONCE_SIZE, "big"), key
-                        )
+                        plaintext = _secretbox_open(header_box, header_nonce, key)
                     except CryptoError:
-                        if Fault.SKIP_HEADER_AUTH not in self._faults:
-                            raise BoxStreamError("header authentication failed") from None
-                        plaintext = _open_unchecked(
-                            header_box, counter.to_bytes(NONCE_SIZE, "big"), key
+                        plaintext = self._points.apply(
+                            "unauthentic-header", None, box=header_box, nonce=header_nonce, key=key
                         )
+                        if plaintext is None:
+                            raise BoxStreamError("header authentication failed") from None
                     position += HEADER_SIZE
                     if plaintext == _GOODBYE_PLAINTEXT:
                         self._ended = True
@@ -305,9 +300,11 @@ class BoxStreamDecoder:
                 try:
                     body = _secretbox_open(body_box, body_nonce, key)
                 except CryptoError:
-                    if Fault.SKIP_BODY_AUTH not in self._faults:
+                    body = self._points.apply(
+                        "unauthentic-body", None, box=body_box, nonce=body_nonce, key=key
+                    )
+                    if body is None:
                         raise BoxStreamError("body authentication failed") from None
-                    body = _open_unchecked(body_box, body_nonce, key)
                 position += length
                 pending = None
                 counter = (counter + 2) & _NONCE_MASK

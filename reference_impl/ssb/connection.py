@@ -18,12 +18,14 @@ only help an attacker.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Union
 
 from .boxstream import BoxStreamDecoder, BoxStreamEncoder, BoxStreamError
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .keys import Keypair, public_to_feed_id
 from .rpc import (
@@ -116,12 +118,13 @@ class SsbConnection:
         handshake: ClientHandshake | ServerHandshake,
         *,
         max_rpc_body: int = DEFAULT_MAX_BODY,
-        faults: frozenset[Fault] = frozenset(),
+        faults: Iterable[Fault | str] = (),
     ) -> None:
         self._handshake = handshake
         self._max_rpc_body = max_rpc_body
-        # Rules broken on purpose (faults.py), handed to each layer.
-        self._faults = frozenset(faults)
+        # Rules broken on purpose (faults.py), applied at this layer's fault
+        # points and handed to the box stream and RPC layers.
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
         self._state = ConnectionState.HANDSHAKE
         self._encoder: BoxStreamEncoder | None = None
         self._decoder: BoxStreamDecoder | None = None
@@ -145,9 +148,10 @@ class SsbConnection:
         *,
         ephemeral_secret: bytes | None = None,
         max_rpc_body: int = DEFAULT_MAX_BODY,
-        faults: frozenset[Fault] = frozenset(),
+        faults: Iterable[Fault | str] = (),
     ) -> SsbConnection:
         """The dialling side. Its first :meth:`data_to_send` is the client hello."""
+        faults = frozenset(faults)
         return cls(
             ClientHandshake(network_key, keypair, server_public, ephemeral_secret, faults=faults),
             max_rpc_body=max_rpc_body,
@@ -163,21 +167,13 @@ class SsbConnection:
         *,
         ephemeral_secret: bytes | None = None,
         max_rpc_body: int = DEFAULT_MAX_BODY,
-        insecure_skip_hello_check: bool = False,
-        faults: frozenset[Fault] = frozenset(),
+        faults: Iterable[Fault | str] = (),
     ) -> SsbConnection:
         """The accepting side. ``authorize`` sees the client's public key after
-        msg3 and may refuse it. ``insecure_skip_hello_check`` is fault
-        injection only (see ServerHandshake)."""
+        msg3 and may refuse it."""
+        faults = frozenset(faults)
         return cls(
-            ServerHandshake(
-                network_key,
-                keypair,
-                ephemeral_secret,
-                authorize,
-                insecure_skip_hello_check=insecure_skip_hello_check,
-                faults=faults,
-            ),
+            ServerHandshake(network_key, keypair, ephemeral_secret, authorize, faults=faults),
             max_rpc_body=max_rpc_body,
             faults=faults,
         )
@@ -281,13 +277,10 @@ class SsbConnection:
         if not self._handshake.complete:
             return b""
         params = self._handshake.result
-        self._encoder = BoxStreamEncoder(
-            params.encrypt_key, params.encrypt_nonce, faults=self._faults
-        )
-        self._decoder = BoxStreamDecoder(
-            params.decrypt_key, params.decrypt_nonce, faults=self._faults
-        )
-        self._rpc = RpcEndpoint(self._max_rpc_body, faults=self._faults)
+        faults = self._points.active
+        self._encoder = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce, faults=faults)
+        self._decoder = BoxStreamDecoder(params.decrypt_key, params.decrypt_nonce, faults=faults)
+        self._rpc = RpcEndpoint(self._max_rpc_body, faults=faults)
         self._peer_public = params.peer_public
         self._state = ConnectionState.OPEN
         events.append(HandshakeComplete(params.peer_public))
@@ -402,5 +395,4 @@ class SsbConnection:
         if not self._rpc.goodbye_sent:
             self._rpc_plaintext += self._rpc.goodbye()
         self._box_pending_rpc()
-        if not {Fault.HANG_UP_WITHOUT_GOODBYE, Fault.CLIENT_HANG_UP_WITHOUT_GOODBYE} & self._faults:
-            self._outgoing += self._encoder.goodbye()
+        self._outgoing += self._points.apply("box-stream-goodbye", self._encoder.goodbye())

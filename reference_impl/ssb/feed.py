@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .keys import Keypair, feed_id_to_public, verify_signature
 
@@ -365,7 +369,7 @@ def _utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _check_content(content: Any, faults: frozenset[Fault] = frozenset()) -> None:
+def _check_content(content: Any, points: FaultPoints) -> None:
     if isinstance(content, str):
         if not _ENCRYPTED_CONTENT.match(content):
             raise FeedError("content", "string content must be <base64>.box (encrypted)")
@@ -380,9 +384,8 @@ def _check_content(content: Any, faults: frozenset[Fault] = frozenset()) -> None
         raise FeedError("content", "content.type must be a string")
     # The guide counts "code units": JS string length, i.e. UTF-16.
     length = _utf16_length(content_type)
-    if (
-        not CONTENT_TYPE_MIN <= length <= CONTENT_TYPE_MAX
-        and Fault.CLIENT_SKIP_CONTENT_TYPE_LENGTH_CHECK not in faults
+    if not points.apply(
+        "message-rule", CONTENT_TYPE_MIN <= length <= CONTENT_TYPE_MAX, rule="content-type-length"
     ):
         raise FeedError(
             "content",
@@ -423,9 +426,13 @@ def _as_integer(value: Any) -> int | None:
     return None
 
 
-def verify_message(
-    msg: dict, previous: dict | None, *, faults: frozenset[Fault] = frozenset()
-) -> str:
+@functools.cache
+def _fault_points(faults: frozenset) -> FaultPoints:
+    """One FaultPoints per set of faults: verify_message runs once per message."""
+    return FaultPoints(FAULT_SPECS, faults)
+
+
+def verify_message(msg: dict, previous: dict | None, *, faults: Iterable[Fault | str] = ()) -> str:
     """Check ``msg`` as the successor of ``previous`` (None: first message).
 
     Returns the message id. Raises FeedError whose ``reason`` names the first
@@ -439,17 +446,13 @@ def verify_message(
     indent, or Python's json.dumps): still invalid, but named precisely
     because it is a common implementation mistake.
 
-    ``faults`` (mutation testing, faults.py) each skip one of these checks.
+    ``faults``: rules broken on purpose (faults.py), applied at the fault
+    points "message-fields" and "message-rule".
     """
+    points = _fault_points(frozenset(faults))
     if not isinstance(msg, dict):
         raise FeedError("fields", f"a message is a JSON object, got {type(msg).__name__}")
-    keys = tuple(msg)
-    if Fault.CLIENT_ACCEPT_EXTRA_FIELDS in faults:
-        keys = tuple(key for key in keys if key in FIELD_ORDER)
-    if Fault.CLIENT_ACCEPT_ANY_FIELD_ORDER in faults and sorted(map(str, keys)) == sorted(
-        FIELD_ORDER
-    ):
-        keys = FIELD_ORDER
+    keys = points.apply("message-fields", tuple(msg), order=FIELD_ORDER)
     if keys not in (FIELD_ORDER, LEGACY_FIELD_ORDER):
         raise FeedError(
             "fields",
@@ -461,10 +464,8 @@ def verify_message(
         public = feed_id_to_public(author)
     except ValueError as exc:
         raise FeedError("author", str(exc)) from None
-    if (
-        previous is not None
-        and previous.get("author") != author
-        and Fault.CLIENT_ACCEPT_FOREIGN_AUTHOR not in faults
+    if previous is not None and not points.apply(
+        "message-rule", previous.get("author") == author, rule="author"
     ):
         raise FeedError(
             "author",
@@ -473,22 +474,22 @@ def verify_message(
 
     sequence = _as_integer(msg["sequence"])
     expected_sequence = 1 if previous is None else (_as_integer(previous.get("sequence")) or 0) + 1
-    if sequence != expected_sequence and Fault.CLIENT_SKIP_SEQUENCE_CHECK not in faults:
+    if not points.apply("message-rule", sequence == expected_sequence, rule="sequence"):
         raise FeedError(
             "sequence", f"sequence must be {expected_sequence}, got {msg['sequence']!r}"
         )
 
     expected_previous = None if previous is None else message_id(previous)
-    if msg["previous"] != expected_previous and Fault.CLIENT_SKIP_PREVIOUS_CHECK not in faults:
+    if not points.apply("message-rule", msg["previous"] == expected_previous, rule="previous"):
         raise FeedError(
             "previous", f"previous must be {expected_previous!r}, got {msg['previous']!r}"
         )
 
     if not _is_number(msg["timestamp"]):
         raise FeedError("timestamp", f"timestamp must be a number, got {msg['timestamp']!r}")
-    if msg["hash"] != HASH_NAME and Fault.CLIENT_ACCEPT_ANY_HASH_NAME not in faults:
+    if not points.apply("message-rule", msg["hash"] == HASH_NAME, rule="hash"):
         raise FeedError("hash", f"hash must be {HASH_NAME!r}, got {msg['hash']!r}")
-    _check_content(msg["content"], faults)
+    _check_content(msg["content"], points)
 
     unfaithful = _find_unfaithful_value(msg)
     if unfaithful:
@@ -502,14 +503,16 @@ def verify_message(
         )
 
     signature = _decode_signature(msg["signature"])
-    if Fault.CLIENT_SKIP_SIGNATURE_CHECK in faults:
-        return message_id(msg)
-    if not verify_signature(public, signing_input(msg), signature):
+    signature_valid = points.apply(
+        "message-rule",
+        verify_signature(public, signing_input(msg), signature),
+        rule="signature",
+        msg=msg,
+        public=public,
+        signature=signature,
+    )
+    if not signature_valid:
         unsigned = _unsigned(msg)
-        if Fault.CLIENT_ACCEPT_COMPACT_JSON_SIGNATURE in faults and verify_signature(
-            public, json_stringify(unsigned).encode("utf-8"), signature
-        ):
-            return message_id(msg)
         for misformatted in _common_misformattings(unsigned):
             if verify_signature(public, misformatted, signature):
                 raise FeedError(

@@ -7,7 +7,8 @@ guide's "createHistoryStream" section), ``whoami`` and ``publish``. The
 
 It is deliberately minimal (no gossip, no EBT, no blobs, no persistence): it
 exists so that conformance suites have a known-good peer to test against,
-and, through :class:`Fault`, known-bad ones that the suites must flag.
+and, through :class:`Fault`, known-bad ones that the suites must flag (each
+declared in faults.py as what it changes at the fault points met here).
 
 Every read has a deadline (the handshake's, then the idle timeout) and every
 buffer is bounded, so a silent or hostile peer cannot hold the node forever
@@ -17,10 +18,8 @@ or make it buffer without limit.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -40,13 +39,14 @@ from .connection import (
     StreamData,
     StreamEnd,
 )
+from ..faults import FaultPoints
 from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .variants import UNPROMPTED_INTERVAL
-from .feed import SIGNATURE_SUFFIX, Feed, FeedError, create_message, message_id, verify_message
+from .feed import Feed, FeedError, create_message, verify_message
 from .keys import MAIN_NETWORK_KEY, Keypair, feed_id_to_public
 from .rpc import ASYNC_TYPES, RpcError
-from .shs import generate_ephemeral_secret
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +64,6 @@ MAX_RPC_BODY = 256 * 1024
 """Largest RPC body accepted. Real requests are a few hundred bytes and a
 message is at most 8 KiB, so this only bounds what a hostile peer can make us
 buffer."""
-CLIENT_FIXED_EPHEMERAL_SECRET = bytes(range(1, 33))
-"""Fault.CLIENT_REUSE_EPHEMERAL_KEY: the client's ephemeral secret in every
-handshake of every process (no forward secrecy, replayable)."""
 MAX_STREAMS_PER_CONNECTION = 64
 MAX_CONNECTIONS = 128
 LINGER_SECONDS = 5.0
@@ -124,7 +121,7 @@ def _bool_option(options: dict, name: str, default: bool) -> bool:
     return value
 
 
-def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) -> HistoryOptions:
+def parse_history_options(args: list) -> HistoryOptions:
     """Check the arguments of a createHistoryStream request.
 
     Raises ValueError with a message fit for the error reply. Follows the
@@ -132,8 +129,7 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
     both with different values is an error) is the first sequence number to
     send (SSB-E1), from the beginning when absent; ``live`` defaults
     to false, ``old`` and ``keys`` to true. A negative ``limit`` means no
-    limit, as in the JS stack where -1 is the default. ``faults`` (mutation
-    testing, reference_impl/ssb/faults.py) each misread one option.
+    limit, as in the JS stack where -1 is the default.
     """
     if not args or not isinstance(args[0], dict):
         raise ValueError("createHistoryStream takes one argument, an options object")
@@ -146,13 +142,8 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
     except ValueError as exc:
         raise ValueError(f"createHistoryStream: invalid id: {exc}") from None
     sequence = _sequence_option(options, "sequence")
-    seq = None if Fault.IGNORE_SEQ_ALIAS in faults else _sequence_option(options, "seq")
-    if (
-        sequence is not None
-        and seq is not None
-        and sequence != seq
-        and Fault.ACCEPT_CONFLICTING_SEQ not in faults
-    ):
+    seq = _sequence_option(options, "seq")
+    if sequence is not None and seq is not None and sequence != seq:
         raise ValueError(f"createHistoryStream: sequence ({sequence}) and seq ({seq}) conflict")
     limit = options.get("limit")
     if limit is not None:
@@ -160,34 +151,16 @@ def parse_history_options(args: list, faults: frozenset[Fault] = frozenset()) ->
             limit = int(limit)
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise ValueError(f"limit must be an integer, got {limit!r}")
-        if limit < 0 or Fault.IGNORE_LIMIT in faults:
+        if limit < 0:
             limit = None
-    absent = 2 if Fault.DEFAULT_SEQUENCE_SKIPS_FIRST in faults else 0
-    live = _bool_option(options, "live", False) and Fault.IGNORE_LIVE not in faults
-    if Fault.LIVE_FALSE_KEEPS_STREAM_OPEN in faults and options.get("live") is False:
-        live = True
-    old_default = not (live and Fault.LIVE_OLD_DEFAULT_FALSE in faults)
     return HistoryOptions(
         feed_id=feed_id,
-        sequence=sequence if sequence is not None else (seq if seq is not None else absent),
+        sequence=sequence if sequence is not None else (seq if seq is not None else 0),
         limit=limit,
-        live=live,
-        old=_bool_option(options, "old", old_default) or Fault.IGNORE_OLD_FALSE in faults,
-        keys=(
-            _bool_option(options, "keys", Fault.KEYS_DEFAULT_FALSE not in faults)
-            or Fault.IGNORE_KEYS_FALSE in faults
-        ),
+        live=_bool_option(options, "live", False),
+        old=_bool_option(options, "old", True),
+        keys=_bool_option(options, "keys", True),
     )
-
-
-def flip_signature_byte(msg: dict) -> dict:
-    """A copy of ``msg`` whose signature has its first byte inverted."""
-    encoded = msg["signature"][: -len(SIGNATURE_SUFFIX)]
-    raw = bytearray(base64.b64decode(encoded))
-    raw[0] ^= 0xFF
-    copy = dict(msg)
-    copy["signature"] = base64.b64encode(bytes(raw)).decode("ascii") + SIGNATURE_SUFFIX
-    return copy
 
 
 # --- The node ---------------------------------------------------------------------
@@ -237,8 +210,7 @@ class SsbNode:
         self.network_key = network_key
         # Rules broken on purpose (faults.py); ``fault`` is one more.
         self.faults = frozenset(Fault(name) for name in (*faults, *([fault] if fault else [])))
-        # Fault.REUSE_EPHEMERAL_KEY: the one ephemeral secret of every handshake.
-        self._fixed_ephemeral_secret = generate_ephemeral_secret()
+        self._points = FaultPoints(FAULT_SPECS, self.faults)
         self.handshake_timeout = handshake_timeout
         self.idle_timeout = idle_timeout
         self._clock = clock
@@ -271,9 +243,7 @@ class SsbNode:
         Raises FeedError if the content is not valid message content.
         """
         stored = self._feeds[self.feed_id]
-        timestamp = self._clock()
-        if Fault.TIMESTAMP_IN_SECONDS in self.faults:
-            timestamp //= 1000
+        timestamp = self._points.apply("new-message-timestamp", self._clock())
         latest = stored.feed.latest
         msg = create_message(
             self.keypair,
@@ -315,20 +285,14 @@ class SsbNode:
         value = stored.feed.get(sequence)
         assert value is not None
         index = sequence - 1
-        key = stored.ids[index]
-        if Fault.BROKEN_CHAIN in self.faults and feed_id == self.feed_id and sequence > 1:
-            value = create_message(
-                self.keypair, None, sequence, value["timestamp"], value["content"]
-            )
-            key = message_id(value)
-        if Fault.BAD_SIGNATURE in self.faults:
-            value = flip_signature_byte(value)
-            key = message_id(value)
-        if Fault.WRONG_MESSAGE_KEY in self.faults:
-            key = stored.ids[index - 1]  # the first message gets the last one's id
-        if not keys:
-            return value
-        return {"key": key, "value": value, "timestamp": stored.received[index]}
+        item = self._points.apply(
+            "history-item",
+            {"key": stored.ids[index], "value": value, "timestamp": stored.received[index]},
+            own_feed=feed_id == self.feed_id,
+            keypair=self.keypair,
+            key_before=stored.ids[index - 1],
+        )
+        return item if keys else item["value"]
 
     def _feed_length(self, feed_id: str) -> int:
         stored = self._feeds.get(feed_id)
@@ -444,6 +408,12 @@ class _Link:
             pass
 
 
+def _answer_with_error(conn: SsbConnection, request: Request, name: str, message: str) -> None:
+    """The guide's answer to a request the node cannot serve: an error, which
+    ends the request (the end/err flag; a stream's end)."""
+    conn.respond_error(request.req, name, message)
+
+
 class _ServerSession:
     """One accepted connection: handshake, then answer requests until goodbye."""
 
@@ -452,15 +422,9 @@ class _ServerSession:
     ) -> None:
         self.node = node
         self.conn = SsbConnection.server(
-            node.network_key,
-            node.keypair,
-            max_rpc_body=MAX_RPC_BODY,
-            insecure_skip_hello_check=Fault.ACCEPT_ANY_NETWORK_KEY in node.faults,
-            ephemeral_secret=(
-                node._fixed_ephemeral_secret if Fault.REUSE_EPHEMERAL_KEY in node.faults else None
-            ),
-            faults=node.faults,
+            node.network_key, node.keypair, max_rpc_body=MAX_RPC_BODY, faults=node.faults
         )
+        self._points = node._points
         self.link = _Link(self.conn, reader, shape_writer(writer, node.shape), node.idle_timeout)
         self.peer_address = writer.get_extra_info("peername")
         # Variant unprompted-traffic: this node's own whoami requests (their
@@ -589,25 +553,26 @@ class _ServerSession:
             # This node makes no requests on accepted connections.
             log.warning("%s: reply to a request we never made: %r", self.peer_id, event)
 
-    def _on_goodbye(self, what: str) -> None:
-        if Fault.IGNORE_GOODBYE in self.node.faults:
-            log.info("%s: ignoring %s (fault injection)", self.peer_id, what)
-            return
-        log.info("%s: %s; closing", self.peer_id, what)
-        if not self.conn.closing:
+    def _on_goodbye(self, what: str) -> bool:
+        """The peer said goodbye: answer with ours and end the connection.
+        Returns whether the node answered it."""
+        answer = self._points.apply("answer-goodbye", True)
+        log.info("%s: %s; %s", self.peer_id, what, "closing" if answer else "not answering")
+        if answer and not self.conn.closing:
             self._begin_close()
+        return answer
 
     def _on_closed(self, event: Closed) -> None:
         if not event.failed:
-            self._on_goodbye(event.reason)
-            if Fault.IGNORE_GOODBYE not in self.node.faults:
-                self._finished = True
+            self._finished = self._on_goodbye(event.reason)
             return
         log.info("%s: connection failed (%s): %s", self.peer_address, event.stage, event.reason)
         # A truncated handshake message (end of stream within it) is as bad as a wrong one.
-        in_handshake = event.stage == "handshake" or self.conn.handshake.bytes_needed > 0
-        if in_handshake and Fault.WRITE_AFTER_BAD_HANDSHAKE in self.node.faults:
-            self.link.writer.write(os.urandom(16))
+        if event.stage == "handshake" or self.conn.handshake.bytes_needed > 0:
+            # Nothing is said after a rejected handshake: the peer learns only the hang-up.
+            last_words = self._points.apply("bytes-after-rejected-handshake", b"")
+            if last_words:
+                self.link.writer.write(last_words)
         self._finished = True
 
     # --- our own request to the peer
@@ -701,17 +666,11 @@ class _ServerSession:
         dotted = ".".join(request.name)
         message = f"no such procedure: {dotted} ({request.type})"
         log.info("%s: %s", self.peer_id, message)
-        if Fault.NO_ERROR_ON_UNKNOWN not in self.node.faults:
-            self.conn.respond_error(request.req, _ERROR_NAME, message)
-            if Fault.CLOSE_AFTER_UNKNOWN_PROCEDURE in self.node.faults:
-                self._begin_close()
-            return
-        # The broken answer: the error object without the end/err flag.
-        body = {"name": _ERROR_NAME, "message": message, "stack": ""}
-        if request.type in ASYNC_TYPES:
-            self.conn.respond(request.req, body)
-        elif request.type != "sink":  # the responder sends no data on a sink
-            self.conn.stream_send(request.req, body)
+        answer = self._points.apply("unknown-procedure-answer", _answer_with_error)
+        answer(self.conn, request, _ERROR_NAME, message)
+        # An error answers one request; it does not end the session.
+        if not self._points.apply("stay-open-after-error", True):
+            self._begin_close()
 
     def _publish(self, request: Request) -> None:
         if self.conn.peer_public != self.node.keypair.public:
@@ -736,26 +695,27 @@ class _ServerSession:
             request.req,
             json.dumps(request.args)[:300],
         )
-        if (
-            Fault.MISSING_ID_ENDS_NORMALLY in self.node.faults
-            and request.args
-            and isinstance(request.args[0], dict)
-            and "id" not in request.args[0]
-        ):
-            self.conn.stream_end(request.req)
-            return
+        args = self._points.apply("history-request", request.args)
         try:
-            options = parse_history_options(request.args, self.node.faults)
+            options = parse_history_options(args)
         except ValueError as exc:
-            self.conn.respond_error(request.req, _ERROR_NAME, str(exc))
+            refusal = self._points.apply("history-refusal", str(exc), args=args)
+            if refusal is None:
+                self.conn.stream_end(request.req)
+            else:
+                self.conn.respond_error(request.req, _ERROR_NAME, refusal)
             return
         if len(self._streams) >= MAX_STREAMS_PER_CONNECTION:
             self.conn.respond_error(request.req, _ERROR_NAME, "too many open streams")
             return
+        options = self._points.apply(
+            "history-options",
+            options,
+            requested=args[0],
+            feed_held=options.feed_id in self.node._feeds,
+        )
         # Where to start is fixed now, before anything else can append.
         first = options.start
-        if Fault.EXCLUSIVE_SEQUENCE in self.node.faults:
-            first = options.sequence + 1
         if not options.old:
             first = max(first, self.node._feed_length(options.feed_id) + 1)
         task = asyncio.create_task(self._serve_history(request.req, options, first))
@@ -776,10 +736,7 @@ class _ServerSession:
                     # A connection carrying live messages is not idle.
                     self._last_activity = asyncio.get_running_loop().time()
                     await self.link.drain()
-                elif options.live or (
-                    Fault.NO_END_FOR_UNKNOWN_FEED in node.faults
-                    and options.feed_id not in node._feeds
-                ):
+                elif options.live:
                     await node._wait_for_append(options.feed_id)
                 else:
                     break
@@ -836,11 +793,11 @@ async def replicate(
     the RPC and box stream goodbyes. Raises ReplicationError. ``faults``:
     the client-role rules broken on purpose (faults.py).
     """
-    broken = frozenset(Fault(name) for name in faults)
+    points = FaultPoints(FAULT_SPECS, frozenset(faults))
     try:
         async with asyncio.timeout(timeout):
             return await _replicate(
-                host, port, network_key, keypair, peer_public, feed_id, latest, broken, shape
+                host, port, network_key, keypair, peer_public, feed_id, latest, points, shape
             )
     except TimeoutError:
         raise ReplicationError(
@@ -856,7 +813,7 @@ async def _replicate(
     peer_public: bytes,
     feed_id: str,
     latest: dict | None,
-    faults: frozenset[Fault] = frozenset(),
+    points: FaultPoints,
     shape: Shape = Shape(),
 ) -> list[dict]:
     try:
@@ -864,31 +821,23 @@ async def _replicate(
     except OSError as exc:
         raise ReplicationError("connect", f"cannot connect to {host}:{port}: {exc}") from None
     conn = SsbConnection.client(
-        network_key,
-        keypair,
-        peer_public,
-        max_rpc_body=MAX_RPC_BODY,
-        faults=faults,
-        ephemeral_secret=(
-            CLIENT_FIXED_EPHEMERAL_SECRET if Fault.CLIENT_REUSE_EPHEMERAL_KEY in faults else None
-        ),
+        network_key, keypair, peer_public, max_rpc_body=MAX_RPC_BODY, faults=points.active
     )
     # The overall timeout bounds every read and write here.
     link = _Link(conn, reader, shape_writer(writer, shape), write_timeout=DEFAULT_IDLE_TIMEOUT)
     try:
         link.flush()
-        early_events = await _client_handshake(link, host, port, faults)
+        early_events = await _client_handshake(link, host, port, points)
         options: dict[str, Any] = {"id": feed_id}
         if latest is not None:
             # The first message wanted, as the network reads `sequence`
             # (erratum SSB-E1): ssb-replicate asks for `last + 1` too.
             options["sequence"] = latest["sequence"] + 1
-        if Fault.CLIENT_USES_SEQ_NAME in faults:
-            options["seq"] = options.pop("sequence", 1)
         options.update({"live": False, "keys": True})
+        options = points.apply("replication-request", options)
         req = conn.request(["createHistoryStream"], [options], "source")
         link.flush()
-        received = await _receive_history(link, req, feed_id, latest, early_events, faults)
+        received = await _receive_history(link, req, feed_id, latest, early_events, points)
         conn.close()
         link.flush()
         await link.drain()
@@ -907,7 +856,7 @@ async def _read_events(link: _Link) -> list[ConnectionEvent]:
 
 
 async def _client_handshake(
-    link: _Link, host: str, port: int, faults: frozenset[Fault] = frozenset()
+    link: _Link, host: str, port: int, points: FaultPoints
 ) -> list[ConnectionEvent]:
     """Run the handshake; return the events that came in with its last
     message (the peer may start RPC right after msg4)."""
@@ -917,11 +866,10 @@ async def _client_handshake(
             if isinstance(event, Closed):
                 if event.stage == "handshake":
                     raise ReplicationError("handshake", f"handshake failed: {event.reason}")
-                if (
-                    Fault.CLIENT_WRITE_ON_EOF_IN_HANDSHAKE in faults
-                    and not link.writer.is_closing()
-                ):
-                    link.writer.write(os.urandom(16))
+                # The server hung up mid-handshake: nothing is left to say.
+                last_words = points.apply("bytes-after-handshake-cut", b"")
+                if last_words and not link.writer.is_closing():
+                    link.writer.write(last_words)
                 raise ReplicationError(
                     "handshake",
                     f"{host}:{port} closed the connection during the handshake "
@@ -939,7 +887,7 @@ async def _receive_history(
     feed_id: str,
     latest: dict | None,
     events: list[ConnectionEvent],
-    faults: frozenset[Fault] = frozenset(),
+    points: FaultPoints,
 ) -> list[dict]:
     """Collect and verify the replies to our createHistoryStream ``req``,
     starting with ``events`` already received."""
@@ -949,7 +897,7 @@ async def _receive_history(
     while True:
         for event in events:
             if isinstance(event, StreamData) and event.req == -req:
-                previous = _accept_history_item(event, feed_id, previous, faults)
+                previous = _accept_history_item(event, feed_id, previous, points)
                 received.append(previous)
             elif isinstance(event, StreamEnd) and event.req == -req:
                 if event.error is not None:
@@ -977,10 +925,12 @@ async def _receive_history(
 
 
 def _accept_history_item(
-    event: StreamData, feed_id: str, previous: dict | None, faults: frozenset[Fault] = frozenset()
+    event: StreamData,
+    feed_id: str,
+    previous: dict | None,
+    points: FaultPoints,
 ) -> dict:
-    """Verify one createHistoryStream reply (keys=true form); return the message.
-    ``faults``: the feed rules broken on purpose (faults.py)."""
+    """Verify one createHistoryStream reply (keys=true form); return the message."""
     position = (previous["sequence"] + 1) if previous else 1
     try:
         item = event.msg.json()
@@ -992,19 +942,13 @@ def _accept_history_item(
             f"message {position}: expected {{key, value, timestamp}}, got {item!r:.200}",
         )
     value = item["value"]
-    foreign = isinstance(value, dict) and Fault.CLIENT_ACCEPT_FOREIGN_AUTHOR in faults
-    if not isinstance(value, dict) or (value.get("author") != feed_id and not foreign):
+    if not isinstance(value, dict) or not points.apply(
+        "message-rule", value.get("author") == feed_id, rule="author"
+    ):
         raise ReplicationError("invalid-message", f"message {position}: not a message of {feed_id}")
-    if Fault.CLIENT_SORT_CONTENT_KEYS in faults and isinstance(value.get("content"), dict):
-        content = value["content"]
-        value = {
-            **value,
-            "content": {
-                key: content[key] for key in sorted(content, key=lambda k: (k != "type", k))
-            },
-        }
+    value = points.apply("received-message", value)
     try:
-        msg_id = verify_message(value, previous, faults=faults)
+        msg_id = verify_message(value, previous, faults=points.active)
     except FeedError as exc:
         raise ReplicationError("invalid-message", f"message {position}: {exc}") from None
     if item["key"] != msg_id:
@@ -1038,7 +982,6 @@ __all__ = [
     "HistoryOptions",
     "ReplicationError",
     "SsbNode",
-    "flip_signature_byte",
     "parse_history_options",
     "replicate",
 ]

@@ -12,12 +12,14 @@ every method that sends returns the bytes to write.
 
 from __future__ import annotations
 
-import json
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Union
 
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .feed import json_stringify, parse_json
 
@@ -171,16 +173,12 @@ class RpcDecoder:
     """
 
     def __init__(
-        self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()
+        self, max_body: int = DEFAULT_MAX_BODY, *, faults: Iterable[Fault | str] = ()
     ) -> None:
         self.max_body = max_body
-        # Fault.DROP_RPC_SPLIT_ACROSS_BOXES / FIRST_RPC_PER_BOX (faults.py):
-        # misreadings of "RPC messages need not align with boxes", one call
-        # being one box body.
-        self._drop_partial = bool(
-            {Fault.DROP_RPC_SPLIT_ACROSS_BOXES, Fault.CLIENT_DROP_RPC_SPLIT_ACROSS_BOXES} & faults
-        )
-        self._first_only = Fault.FIRST_RPC_PER_BOX in faults
+        # Rules broken on purpose (faults.py), applied at the fault points;
+        # one call to receive_data is one box body.
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
         self.ended = False
         self._buffer = bytearray()
         self._error: RpcError | None = None
@@ -222,10 +220,9 @@ class RpcDecoder:
                     body=body,
                 )
             )
-            if self._first_only:
-                self._buffer.clear()
-        if self._drop_partial:
-            self._buffer.clear()
+            self._buffer = self._points.apply("rpc-bytes-after-message", self._buffer)
+        # RPC messages need not align with boxes: an unfinished one waits for the next box.
+        self._buffer = self._points.apply("rpc-bytes-at-box-end", self._buffer)
         return messages
 
     def end_of_data(self) -> None:
@@ -353,16 +350,13 @@ class RpcEndpoint:
     """
 
     def __init__(
-        self, max_body: int = DEFAULT_MAX_BODY, *, faults: frozenset[Fault] = frozenset()
+        self, max_body: int = DEFAULT_MAX_BODY, *, faults: Iterable[Fault | str] = ()
     ) -> None:
+        faults = frozenset(faults)
         self._decoder = RpcDecoder(max_body, faults=faults)
-        # Rules broken on purpose (faults.py); never set otherwise.
-        self._faults = frozenset(faults)
-        self._next_req = (
-            2
-            if {Fault.CLIENT_FIRST_REQUEST_NUMBER_2, Fault.FIRST_REQUEST_NUMBER_2} & self._faults
-            else 1
-        )
+        # Rules broken on purpose (faults.py), applied at the fault points.
+        self._points = FaultPoints(FAULT_SPECS, faults)
+        self._next_req = self._points.apply("first-request-number", 1)
         self._outgoing: dict[int, _Call] = {}  # our requests, by our number
         self._incoming: dict[int, _Call] = {}  # the peer's, by its number
         self._highest_incoming = 0
@@ -403,18 +397,8 @@ class RpcEndpoint:
         req = self._next_req
         call = _Call(type)
         body = {"name": list(name), "type": type, "args": list(args)}
-        if Fault.CLIENT_INDENTED_JSON in self._faults:
-            data = self._send(
-                RpcMessage(
-                    req,
-                    stream=call.is_stream,
-                    end=False,
-                    body_type=BodyType.JSON,
-                    body=json_stringify(body, 2).encode("utf-8"),
-                )
-            )
-        else:
-            data = self._send(RpcMessage.from_json(req, body, stream=call.is_stream))
+        message = RpcMessage.from_json(req, body, stream=call.is_stream)
+        data = self._send(self._points.apply("request-message", message, body=body))
         self._next_req += 1
         self._outgoing[req] = call
         return req, data
@@ -448,9 +432,7 @@ class RpcEndpoint:
         call = self._incoming.get(req)
         if call is None:
             raise RpcError(f"no request {req} from the peer is open")
-        body = _error_body(name, message)
-        if Fault.ERROR_BODY_WITHOUT_NAME in self._faults:
-            del body["name"]
+        body = self._points.apply("error-body", _error_body(name, message))
         if call.is_stream:
             return self.stream_end(req, body)
         del self._incoming[req]
@@ -461,32 +443,19 @@ class RpcEndpoint:
         call = self._open_stream(self._incoming, req, "the peer's request")
         if call.type not in _RESPONDER_SENDS:
             raise RpcError(f"the responder sends no data on a {call.type} stream")
-        wire_req = (
-            self._highest_incoming
-            if Fault.NUMBER_REPLIES_BY_LATEST_REQUEST in self._faults
-            else req
-        )
-        stream = Fault.NO_STREAM_FLAG not in self._faults
-        if Fault.INDENTED_JSON in self._faults and not isinstance(
-            value, (bytes, bytearray, memoryview, str)
-        ):
-            return self._send(
-                RpcMessage(
-                    -wire_req,
-                    stream=stream,
-                    end=False,
-                    body_type=BodyType.JSON,
-                    body=json.dumps(value, indent=2).encode("utf-8"),
-                )
+        message = RpcMessage.from_value(-req, value, stream=True)
+        return self._send(
+            self._points.apply(
+                "stream-data-message", message, value=value, latest_request=self._highest_incoming
             )
-        return self._send(RpcMessage.from_value(-wire_req, value, stream=stream))
+        )
 
     def stream_end(self, req: int, error: Any = None) -> bytes:
         """End our side of the peer's stream request ``req``: body ``true``, or
         ``error`` (e.g. {"name","message","stack"}) to end it with an error."""
         call = self._open_stream(self._incoming, req, "the peer's request")
         if error is None:
-            error = Fault.END_STREAM_WITH_FALSE not in self._faults  # the fault ends with false
+            error = self._points.apply("stream-end-body", True)
         return self._end(self._incoming, req, call, -req, error)
 
     def goodbye(self) -> bytes:
@@ -628,11 +597,9 @@ class RpcEndpoint:
         if call.we_ended or self.goodbye_sent:
             # Closed now; after our goodbye nothing more may be sent anyway.
             del table[req]
-        elif (Fault.KEEP_STREAM_OPEN_AFTER_ABORT in self._faults and table is self._incoming) or (
-            Fault.CLIENT_KEEP_STREAM_OPEN_AFTER_END in self._faults and table is self._outgoing
+        elif self._points.apply(
+            "end-stream-the-peer-ended", True, our_request=table is self._outgoing
         ):
-            pass  # the fault: our side stays open
-        else:
             # "source type requests must always be closed by both ends": the
             # peer ended, so we end our side too.
             self._pending += self._end(table, req, call, our_wire_req, True)

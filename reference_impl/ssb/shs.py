@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import nacl.bindings
 import nacl.exceptions
 import nacl.utils
 
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .keys import Keypair, public_to_feed_id, verify_signature
 
@@ -108,6 +110,12 @@ def hello(network_key: bytes, ephemeral_public: bytes) -> bytes:
     return nacl_auth(network_key, ephemeral_public) + ephemeral_public
 
 
+def hello_is_authentic(network_key: bytes, msg: bytes) -> bool:
+    """Whether a hello's HMAC is its ephemeral key's under ``network_key``."""
+    tag, peer_ephemeral_public = msg[:_HMAC_SIZE], msg[_HMAC_SIZE:]
+    return hmac.compare_digest(tag, nacl_auth(network_key, peer_ephemeral_public))
+
+
 def open_hello(network_key: bytes, msg: bytes, *, step: str = "msg1") -> bytes:
     """Verify a hello and return the sender's ephemeral public key.
 
@@ -116,10 +124,9 @@ def open_hello(network_key: bytes, msg: bytes, *, step: str = "msg1") -> bytes:
     """
     if len(msg) != HELLO_SIZE:
         raise HandshakeError(step, "wrong length")
-    tag, peer_ephemeral_public = msg[:_HMAC_SIZE], msg[_HMAC_SIZE:]
-    if not hmac.compare_digest(tag, nacl_auth(network_key, peer_ephemeral_public)):
+    if not hello_is_authentic(network_key, msg):
         raise HandshakeError(step, "hmac mismatch")
-    return peer_ephemeral_public
+    return msg[_HMAC_SIZE:]
 
 
 # --- Shared secrets ----------------------------------------------------------
@@ -160,9 +167,10 @@ def _client_auth_box_key(
     return _sha256(network_key + shared_secret_ab + shared_secret_aB)
 
 
-def _client_auth_signed_message(
+def client_auth_signed_message(
     network_key: bytes, server_public: bytes, shared_secret_ab: bytes
 ) -> bytes:
+    """What the client signs for message 3: ``N || B || sha256(a·b)``."""
     return network_key + server_public + _sha256(shared_secret_ab)
 
 
@@ -171,7 +179,7 @@ def client_auth_signature(
 ) -> bytes:
     """``detached_signature_A``: the client signs ``N || B || sha256(a·b)``."""
     return client_keypair.sign(
-        _client_auth_signed_message(network_key, server_public, shared_secret_ab)
+        client_auth_signed_message(network_key, server_public, shared_secret_ab)
     )
 
 
@@ -214,18 +222,11 @@ def client_auth(
     )
 
 
-def open_client_auth(
-    *,
-    network_key: bytes,
-    server_public: bytes,
-    shared_secret_ab: bytes,
-    shared_secret_aB: bytes,
-    msg3: bytes,
-    insecure_skip_signature_check: bool = False,
+def unbox_client_auth(
+    *, network_key: bytes, shared_secret_ab: bytes, shared_secret_aB: bytes, msg3: bytes
 ) -> tuple[bytes, bytes]:
-    """Open and verify message 3; return ``(detached_signature_A, client_public)``.
-    ``insecure_skip_signature_check`` is fault injection only
-    (Fault.SKIP_CLIENT_AUTH_SIGNATURE_CHECK): never set it otherwise."""
+    """Open message 3's box, its signature unchecked; return
+    ``(detached_signature_A, client_public)``."""
     if len(msg3) != CLIENT_AUTH_SIZE:
         raise HandshakeError("msg3", "wrong length")
     try:
@@ -234,11 +235,43 @@ def open_client_auth(
         )
     except nacl.exceptions.CryptoError:
         raise HandshakeError("msg3", "secretbox open failed") from None
-    detached_signature_A = plaintext[:_SIGNATURE_SIZE]
-    client_public = plaintext[_SIGNATURE_SIZE:]
-    signed = _client_auth_signed_message(network_key, server_public, shared_secret_ab)
-    if not insecure_skip_signature_check and not verify_signature(
-        client_public, signed, detached_signature_A
+    return plaintext[:_SIGNATURE_SIZE], plaintext[_SIGNATURE_SIZE:]
+
+
+def client_auth_signature_is_valid(
+    *,
+    network_key: bytes,
+    server_public: bytes,
+    shared_secret_ab: bytes,
+    detached_signature_A: bytes,
+    client_public: bytes,
+) -> bool:
+    """Whether message 3's signature is the client's over ``N || B || sha256(a·b)``."""
+    signed = client_auth_signed_message(network_key, server_public, shared_secret_ab)
+    return verify_signature(client_public, signed, detached_signature_A)
+
+
+def open_client_auth(
+    *,
+    network_key: bytes,
+    server_public: bytes,
+    shared_secret_ab: bytes,
+    shared_secret_aB: bytes,
+    msg3: bytes,
+) -> tuple[bytes, bytes]:
+    """Open and verify message 3; return ``(detached_signature_A, client_public)``."""
+    detached_signature_A, client_public = unbox_client_auth(
+        network_key=network_key,
+        shared_secret_ab=shared_secret_ab,
+        shared_secret_aB=shared_secret_aB,
+        msg3=msg3,
+    )
+    if not client_auth_signature_is_valid(
+        network_key=network_key,
+        server_public=server_public,
+        shared_secret_ab=shared_secret_ab,
+        detached_signature_A=detached_signature_A,
+        client_public=client_public,
     ):
         raise HandshakeError("msg3", "bad signature")
     return detached_signature_A, client_public
@@ -253,9 +286,10 @@ def _server_accept_box_key(
     return _sha256(network_key + shared_secret_ab + shared_secret_aB + shared_secret_Ab)
 
 
-def _server_accept_signed_message(
+def server_accept_signed_message(
     network_key: bytes, detached_signature_A: bytes, client_public: bytes, shared_secret_ab: bytes
 ) -> bytes:
+    """What the server signs for message 4: ``N || sig_A || A || sha256(a·b)``."""
     return network_key + detached_signature_A + client_public + _sha256(shared_secret_ab)
 
 
@@ -269,7 +303,7 @@ def server_accept_signature(
 ) -> bytes:
     """``detached_signature_B``: the server signs ``N || sig_A || A || sha256(a·b)``."""
     return server_keypair.sign(
-        _server_accept_signed_message(
+        server_accept_signed_message(
             network_key, detached_signature_A, client_public, shared_secret_ab
         )
     )
@@ -327,11 +361,8 @@ def open_server_accept(
     shared_secret_aB: bytes,
     shared_secret_Ab: bytes,
     msg4: bytes,
-    insecure_skip_signature_check: bool = False,
 ) -> bytes:
-    """Open and verify message 4; return ``detached_signature_B``.
-    ``insecure_skip_signature_check`` is fault injection only
-    (Fault.CLIENT_SKIP_SERVER_ACCEPT_SIGNATURE_CHECK): never set it otherwise."""
+    """Open and verify message 4; return ``detached_signature_B``."""
     if len(msg4) != SERVER_ACCEPT_SIZE:
         raise HandshakeError("msg4", "wrong length")
     try:
@@ -344,12 +375,10 @@ def open_server_accept(
         )
     except nacl.exceptions.CryptoError:
         raise HandshakeError("msg4", "secretbox open failed") from None
-    signed = _server_accept_signed_message(
+    signed = server_accept_signed_message(
         network_key, detached_signature_A, client_public, shared_secret_ab
     )
-    if not insecure_skip_signature_check and not verify_signature(
-        server_public, signed, detached_signature_B
-    ):
+    if not verify_signature(server_public, signed, detached_signature_B):
         raise HandshakeError("msg4", "bad signature")
     return detached_signature_B
 
@@ -425,14 +454,22 @@ class _Handshake:
     _incoming: tuple[tuple[str, int], ...]
 
     def __init__(
-        self, network_key: bytes, keypair: Keypair, ephemeral_secret: bytes | None
+        self,
+        network_key: bytes,
+        keypair: Keypair,
+        ephemeral_secret: bytes | None,
+        faults: Iterable[Fault | str],
     ) -> None:
+        # Rules broken on purpose (faults.py), applied at the fault points.
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
         self._network_key = _check_size(network_key, NETWORK_KEY_SIZE, "network key")
         self._keypair = keypair
         if ephemeral_secret is None:
             ephemeral_secret = generate_ephemeral_secret()
         self._ephemeral_secret = _check_size(
-            ephemeral_secret, EPHEMERAL_KEY_SIZE, "ephemeral secret"
+            self._points.apply("ephemeral-secret", ephemeral_secret),
+            EPHEMERAL_KEY_SIZE,
+            "ephemeral secret",
         )
         self._ephemeral_public = ephemeral_public(self._ephemeral_secret)
         self._buffer = bytearray()
@@ -517,11 +554,9 @@ class ClientHandshake(_Handshake):
         server_public: bytes,
         ephemeral_secret: bytes | None = None,
         *,
-        faults: frozenset[Fault] = frozenset(),
+        faults: Iterable[Fault | str] = (),
     ) -> None:
-        super().__init__(network_key, keypair, ephemeral_secret)
-        # Rules broken on purpose (faults.py); never set otherwise.
-        self._faults = frozenset(faults)
+        super().__init__(network_key, keypair, ephemeral_secret, faults)
         self._server_public = _check_size(server_public, _PUBLIC_KEY_SIZE, "server public key")
         # Fail now, not at msg2, if the key we were told to dial is unusable.
         _ed25519_public_to_curve25519(self._server_public)
@@ -537,10 +572,9 @@ class ClientHandshake(_Handshake):
         if self._msg1_taken:
             return b""
         self._msg1_taken = True
-        key = self._network_key
-        if Fault.CLIENT_BAD_HELLO in self._faults:
-            key = bytes(byte ^ 0xFF for byte in key)
-        msg1 = hello(key, self._ephemeral_public)
+        msg1 = hello(
+            self._points.apply("client-hello-key", self._network_key), self._ephemeral_public
+        )
         self._transcript["msg1"] = msg1
         return msg1
 
@@ -557,10 +591,11 @@ class ClientHandshake(_Handshake):
         return b""
 
     def _handle_server_hello(self, msg2: bytes) -> bytes:
-        if Fault.CLIENT_ACCEPT_ANY_NETWORK_KEY in self._faults:
-            self._server_ephemeral_public = msg2[_HMAC_SIZE:]
-        else:
-            self._server_ephemeral_public = open_hello(self._network_key, msg2, step="msg2")
+        if not self._points.apply(
+            "server-hello-authentic", hello_is_authentic(self._network_key, msg2)
+        ):
+            raise HandshakeError("msg2", "hmac mismatch")
+        self._server_ephemeral_public = msg2[_HMAC_SIZE:]
         try:
             self._shared_secret_ab = shared_secret_ab(
                 self._ephemeral_secret, self._server_ephemeral_public
@@ -573,15 +608,11 @@ class ClientHandshake(_Handshake):
             )
         except ValueError:
             raise HandshakeError("msg2", "invalid ephemeral key") from None
-        self._detached_signature_A = client_auth_signature(
-            network_key=self._network_key,
-            client_keypair=self._keypair,
-            server_public=self._server_public,
-            shared_secret_ab=(
-                bytes(32)
-                if Fault.CLIENT_BAD_AUTH_SIGNATURE in self._faults
-                else self._shared_secret_ab
-            ),
+        signed = client_auth_signed_message(
+            self._network_key, self._server_public, self._shared_secret_ab
+        )
+        self._detached_signature_A = self._keypair.sign(
+            self._points.apply("client-auth-signed-data", signed)
         )
         msg3 = box_client_auth(
             network_key=self._network_key,
@@ -594,8 +625,9 @@ class ClientHandshake(_Handshake):
         return msg3
 
     def _handle_server_accept(self, msg4: bytes) -> None:
-        if Fault.CLIENT_SKIP_SERVER_ACCEPT_CHECK not in self._faults:
-            self._open_server_accept(msg4)
+        error = self._points.apply("server-accept-error", self._server_accept_error(msg4))
+        if error is not None:
+            raise error
         self._result = box_stream_params(
             network_key=self._network_key,
             shared_secret_ab=self._shared_secret_ab,
@@ -607,19 +639,23 @@ class ClientHandshake(_Handshake):
             peer_ephemeral_public=self._server_ephemeral_public,
         )
 
-    def _open_server_accept(self, msg4: bytes) -> None:
-        open_server_accept(
-            network_key=self._network_key,
-            server_public=self._server_public,
-            detached_signature_A=self._detached_signature_A,
-            client_public=self._keypair.public,
-            shared_secret_ab=self._shared_secret_ab,
-            shared_secret_aB=self._shared_secret_aB,
-            shared_secret_Ab=self._shared_secret_Ab,
-            msg4=msg4,
-            insecure_skip_signature_check=Fault.CLIENT_SKIP_SERVER_ACCEPT_SIGNATURE_CHECK
-            in self._faults,
-        )
+    def _server_accept_error(self, msg4: bytes) -> HandshakeError | None:
+        """Why msg4 is to be refused (its box does not open, or its signature
+        is not the server's over the guide's data); None when it is valid."""
+        try:
+            open_server_accept(
+                network_key=self._network_key,
+                server_public=self._server_public,
+                detached_signature_A=self._detached_signature_A,
+                client_public=self._keypair.public,
+                shared_secret_ab=self._shared_secret_ab,
+                shared_secret_aB=self._shared_secret_aB,
+                shared_secret_Ab=self._shared_secret_Ab,
+                msg4=msg4,
+            )
+        except HandshakeError as error:
+            return error
+        return None
 
 
 class ServerHandshake(_Handshake):
@@ -628,11 +664,6 @@ class ServerHandshake(_Handshake):
     ``authorize``, if given, is called with the client's long-term public key
     once msg3 has been verified; returning False rejects the client with
     HandshakeError("msg3", "unauthorized client") before anything is sent.
-
-    ``insecure_skip_hello_check`` makes the server accept a client hello
-    whatever network key its hmac was made with. It exists only so that the
-    reference node can play a broken server (fault injection) and prove that
-    conformance suites catch one; never set it otherwise.
     """
 
     _incoming = (("msg1", HELLO_SIZE), ("msg3", CLIENT_AUTH_SIZE))
@@ -644,14 +675,10 @@ class ServerHandshake(_Handshake):
         ephemeral_secret: bytes | None = None,
         authorize: Callable[[bytes], bool] | None = None,
         *,
-        insecure_skip_hello_check: bool = False,
-        faults: frozenset[Fault] = frozenset(),
+        faults: Iterable[Fault | str] = (),
     ) -> None:
-        super().__init__(network_key, keypair, ephemeral_secret)
-        # Rules broken on purpose (faults.py); never set otherwise.
-        self._faults = frozenset(faults)
+        super().__init__(network_key, keypair, ephemeral_secret, faults)
         self._authorize = authorize
-        self._insecure_skip_hello_check = insecure_skip_hello_check
         self._client_ephemeral_public = b""
         self._shared_secret_ab = b""
         self._shared_secret_aB = b""
@@ -668,10 +695,11 @@ class ServerHandshake(_Handshake):
         return self._handle_client_auth(message)
 
     def _handle_client_hello(self, msg1: bytes) -> bytes:
-        if self._insecure_skip_hello_check:
-            self._client_ephemeral_public = msg1[_HMAC_SIZE:]
-        else:
-            self._client_ephemeral_public = open_hello(self._network_key, msg1, step="msg1")
+        if not self._points.apply(
+            "client-hello-authentic", hello_is_authentic(self._network_key, msg1)
+        ):
+            raise HandshakeError("msg1", "hmac mismatch")
+        self._client_ephemeral_public = msg1[_HMAC_SIZE:]
         try:
             self._shared_secret_ab = shared_secret_ab(
                 self._ephemeral_secret, self._client_ephemeral_public
@@ -686,14 +714,21 @@ class ServerHandshake(_Handshake):
         return msg2
 
     def _handle_client_auth(self, msg3: bytes) -> bytes:
-        detached_signature_A, client_public = open_client_auth(
+        detached_signature_A, client_public = unbox_client_auth(
             network_key=self._network_key,
-            server_public=self._keypair.public,
             shared_secret_ab=self._shared_secret_ab,
             shared_secret_aB=self._shared_secret_aB,
             msg3=msg3,
-            insecure_skip_signature_check=Fault.SKIP_CLIENT_AUTH_SIGNATURE_CHECK in self._faults,
         )
+        signature_valid = client_auth_signature_is_valid(
+            network_key=self._network_key,
+            server_public=self._keypair.public,
+            shared_secret_ab=self._shared_secret_ab,
+            detached_signature_A=detached_signature_A,
+            client_public=client_public,
+        )
+        if not self._points.apply("client-auth-signature-valid", signature_valid):
+            raise HandshakeError("msg3", "bad signature")
         self.client_public = client_public
         if self._authorize is not None and not self._authorize(client_public):
             raise HandshakeError("msg3", "unauthorized client")
@@ -703,19 +738,17 @@ class ServerHandshake(_Handshake):
             # The signature verified, yet the key has no usable Curve25519 form
             # (e.g. it carries a small-order component).
             raise HandshakeError("msg3", "invalid client key") from None
-        msg4 = server_accept(
+        signed = server_accept_signed_message(
+            self._network_key, detached_signature_A, client_public, self._shared_secret_ab
+        )
+        msg4 = box_server_accept(
             network_key=self._network_key,
-            server_keypair=self._keypair,
-            # Fault.BAD_SERVER_ACCEPT: sign something else than the guide's data.
-            detached_signature_A=(
-                bytes(len(detached_signature_A))
-                if Fault.BAD_SERVER_ACCEPT in self._faults
-                else detached_signature_A
-            ),
-            client_public=client_public,
             shared_secret_ab=self._shared_secret_ab,
             shared_secret_aB=self._shared_secret_aB,
             shared_secret_Ab=shared_secret_Ab,
+            detached_signature_B=self._keypair.sign(
+                self._points.apply("server-accept-signed-data", signed)
+            ),
         )
         self._transcript["msg4"] = msg4
         self._result = box_stream_params(

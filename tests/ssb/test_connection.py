@@ -17,6 +17,7 @@ from reference_impl.ssb.connection import (
     StreamData,
     StreamEnd,
 )
+from reference_impl.ssb.faults import Fault
 from reference_impl.ssb.keys import Keypair
 from reference_impl.ssb.rpc import HEADER_SIZE as RPC_HEADER_SIZE
 from reference_impl.ssb.rpc import RpcMessage
@@ -135,9 +136,9 @@ class TestHandshakeFailureWritesNothing:
         assert events[0].stage == "handshake" and events[0].reason == "msg2: hmac mismatch"
         assert client.data_to_send() == b""
 
-    def test_skip_hello_check_is_only_a_fault_switch(self):
+    def test_accepting_any_hello_is_only_a_fault(self):
         wrong_network_client = SsbConnection.client(bytes(32), CLIENT, SERVER.public)
-        server = SsbConnection.server(NETWORK_KEY, SERVER, insecure_skip_hello_check=True)
+        server = SsbConnection.server(NETWORK_KEY, SERVER, faults={Fault.ACCEPT_ANY_NETWORK_KEY})
         assert server.receive_data(wrong_network_client.data_to_send()) == []
         assert len(server.data_to_send()) == HELLO_SIZE  # it answered: the fault
 

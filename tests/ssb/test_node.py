@@ -29,13 +29,13 @@ from reference_impl.ssb.connection import (
     StreamData,
     StreamEnd,
 )
+from reference_impl.ssb.faults import flip_signature_byte
 from reference_impl.ssb.feed import message_id, verify_feed
 from reference_impl.ssb.keys import Keypair
 from reference_impl.ssb.node import (
     Fault,
     ReplicationError,
     SsbNode,
-    flip_signature_byte,
     parse_history_options,
     replicate,
 )

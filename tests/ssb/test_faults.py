@@ -1,0 +1,158 @@
+"""The SSB fault registry (reference_impl/ssb/faults.py) against the cores:
+every fault is declared as what it changes at fault points the cores meet,
+and the cores' correct paths hold no fault branch.
+
+What each fault does end to end (the cases that catch it, and only those)
+is the mutation run's (tests/mutation/test_mutation.py); here the points and
+a few changes are checked without a network."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from reference_impl.faults import FaultPoints, check_points
+from reference_impl.ssb import shs
+from reference_impl.ssb.faults import FIXED_EPHEMERAL_SECRET, POINTS, SPECS, Fault
+from reference_impl.ssb.keys import Keypair
+from reference_impl.ssb.node import parse_history_options
+
+SSB_DIR = Path(__file__).resolve().parents[2] / "reference_impl" / "ssb"
+CORE_MODULES = ("shs.py", "boxstream.py", "rpc.py", "connection.py", "feed.py", "node.py")
+"""The sans-I/O cores and the node layer; __main__.py (the command line) is
+checked with them."""
+
+FAULT_BRANCHES = re.compile(
+    r"\bFault\.[A-Z]"  # a fault named in a test or a branch
+    r"|\b_faults\b"  # a set of faults kept to be looked at
+    r"|\bfaults\s*&|&\s*(self\.)?faults\b"  # the faults of a set of them
+    r"|\bin\s+(self\.|node\.|self\.node\.)?faults\b(?!\.py)"  # membership tests
+    r"|\binsecure_"  # fault switches passed as arguments
+)
+
+FEED = Keypair.from_seed(bytes([3]) * 32).feed_id
+
+
+def test_every_fault_changes_declared_points():
+    assert check_points(SPECS, POINTS) == []
+
+
+def test_every_point_is_changed_by_a_fault():
+    changed = {point for spec in SPECS for point in spec.changes}
+    assert set(POINTS) - changed == set()
+
+
+@pytest.mark.parametrize("point", sorted(POINTS))
+def test_every_point_is_met_in_the_code(point):
+    sources = [(SSB_DIR / name).read_text() for name in (*CORE_MODULES, "__main__.py")]
+    assert any(f'"{point}"' in source for source in sources), f"no core applies {point!r}"
+
+
+@pytest.mark.parametrize("module", [*CORE_MODULES, "__main__.py"])
+def test_cores_hold_no_fault_branch(module):
+    source = (SSB_DIR / module).read_text()
+    found = [
+        f"{module}:{number}: {line.strip()}"
+        for number, line in enumerate(source.splitlines(), 1)
+        if FAULT_BRANCHES.search(line)
+    ]
+    assert found == []
+
+
+def test_the_branch_pattern_finds_the_old_forms():
+    for line in (
+        "if Fault.IGNORE_LIMIT in faults:",
+        "self._faults = frozenset(faults)",
+        "if {Fault.A, Fault.B} & self._faults:",
+        "if name in self.node.faults:",
+        "insecure_skip_hello_check=True,",
+    ):
+        assert FAULT_BRANCHES.search(line), line
+    assert not FAULT_BRANCHES.search("declared in faults.py as what it changes")
+
+
+def test_no_fault_changes_nothing():
+    points = FaultPoints(SPECS)
+    assert points.apply("first-request-number", 1) == 1
+    assert points.apply("history-refusal", "no", args=[]) == "no"
+
+
+# --- createHistoryStream: the options as the faulty nodes read them -------------------------
+
+HISTORY_OPTION_FAULTS = [
+    # fault, the options asked, the attribute, its correct reading, the faulty one
+    (Fault.IGNORE_LIMIT, {"limit": 2}, "limit", 2, None),
+    (Fault.DEFAULT_SEQUENCE_SKIPS_FIRST, {}, "start", 1, 2),
+    (Fault.EXCLUSIVE_SEQUENCE, {"sequence": 3}, "start", 3, 4),
+    (Fault.IGNORE_SEQ_ALIAS, {"seq": 3}, "start", 3, 1),
+    (Fault.KEYS_DEFAULT_FALSE, {}, "keys", True, False),
+    (Fault.IGNORE_KEYS_FALSE, {"keys": False}, "keys", False, True),
+    (Fault.IGNORE_LIVE, {"live": True}, "live", True, False),
+    (Fault.LIVE_FALSE_KEEPS_STREAM_OPEN, {"live": False}, "live", False, True),
+    (Fault.LIVE_OLD_DEFAULT_FALSE, {"live": True}, "old", True, False),
+    (Fault.IGNORE_OLD_FALSE, {"old": False}, "old", False, True),
+    (Fault.NO_END_FOR_UNKNOWN_FEED, {}, "live", False, True),
+]
+
+
+def _read(points: FaultPoints, options: dict):
+    args = points.apply("history-request", [{"id": FEED, **options}])
+    parsed = parse_history_options(args)
+    return points.apply("history-options", parsed, requested=args[0], feed_held=False)
+
+
+@pytest.mark.parametrize("fault,options,attribute,correct,faulty", HISTORY_OPTION_FAULTS)
+def test_each_history_option_fault_misreads_its_option(fault, options, attribute, correct, faulty):
+    assert getattr(_read(FaultPoints(SPECS), options), attribute) == correct
+    assert getattr(_read(FaultPoints(SPECS, {fault}), options), attribute) == faulty
+
+
+@pytest.mark.parametrize("fault,options,attribute,correct,faulty", HISTORY_OPTION_FAULTS)
+def test_each_history_option_fault_leaves_the_plain_request_alone(
+    fault, options, attribute, correct, faulty
+):
+    """A request that names no option the fault misreads is read correctly
+    (a feed the node holds; no-end-for-unknown-feed is about the others)."""
+    points = FaultPoints(SPECS, {fault})
+    args = points.apply("history-request", [{"id": FEED, "sequence": 1, "keys": True}])
+    parsed = parse_history_options(args)
+    read = points.apply("history-options", parsed, requested=args[0], feed_held=True)
+    expected = parse_history_options([{"id": FEED, "sequence": 1, "keys": True}])
+    if fault is Fault.EXCLUSIVE_SEQUENCE:
+        expected = parse_history_options([{"id": FEED, "sequence": 2, "keys": True}])
+    assert read == expected
+
+
+def test_conflicting_seq_is_followed_by_sequence_only_with_its_fault():
+    conflicting = [{"id": FEED, "sequence": 1, "seq": 3}]
+    with pytest.raises(ValueError, match="conflict"):
+        parse_history_options(FaultPoints(SPECS).apply("history-request", conflicting))
+    points = FaultPoints(SPECS, {Fault.ACCEPT_CONFLICTING_SEQ})
+    assert parse_history_options(points.apply("history-request", conflicting)).start == 1
+
+
+def test_missing_id_ends_the_stream_only_with_its_fault():
+    refusal = "createHistoryStream: the id option is required"
+    no_id = [{"limit": 1}]
+    assert FaultPoints(SPECS).apply("history-refusal", refusal, args=no_id) == refusal
+    points = FaultPoints(SPECS, {Fault.MISSING_ID_ENDS_NORMALLY})
+    assert points.apply("history-refusal", refusal, args=no_id) is None
+    # An id given as null is refused as before: only an absent one ends normally.
+    assert points.apply("history-refusal", refusal, args=[{"id": None}]) == refusal
+
+
+# --- the handshake ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", [Fault.REUSE_EPHEMERAL_KEY, Fault.CLIENT_REUSE_EPHEMERAL_KEY])
+def test_reusing_the_ephemeral_key_is_one_key_for_every_handshake(fault):
+    keys = Keypair.generate()
+    fresh = {shs.ClientHandshake(bytes(32), keys, keys.public).data_to_send() for _ in range(2)}
+    assert len(fresh) == 2
+    reused = {
+        shs.ClientHandshake(bytes(32), keys, keys.public, faults={fault}).data_to_send()
+        for _ in range(2)
+    }
+    assert reused == {shs.hello(bytes(32), shs.ephemeral_public(FIXED_EPHEMERAL_SECRET))}
