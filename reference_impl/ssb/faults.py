@@ -164,7 +164,7 @@ def _inverted(network_key: bytes) -> bytes:
     return bytes(byte ^ 0xFF for byte in network_key)
 
 
-def _authentic(verdict: bool) -> bool:
+def _always_passes(verdict: bool) -> bool:
     """A check that passes whatever it was given."""
     return True
 
@@ -245,11 +245,13 @@ def _without_name(body: dict) -> dict:
     return {key: value for key, value in body.items() if key != "name"}
 
 
-def _open_after_requester_abort(end: bool, *, our_request: bool) -> bool:
+def _left_open_after_requester_abort(end: bool, *, our_request: bool) -> bool:
+    """Our side of the peer's stream stays open once the peer aborted it."""
     return end and our_request
 
 
-def _open_after_responder_end(end: bool, *, our_request: bool) -> bool:
+def _left_open_after_responder_end(end: bool, *, our_request: bool) -> bool:
+    """Our side of our own stream stays open once the responder ended it."""
     return end and not our_request
 
 
@@ -404,7 +406,7 @@ def _answer_as_data(conn: Any, request: Any, name: str, message: str) -> None:
     async request gets it as its response, a source or duplex stream as data
     (and stays open); a sink, on which the responder sends nothing, gets nothing."""
     body = {"name": name, "message": message, "stack": ""}
-    if request.type in ("async", "sync"):
+    if request.type in ("async", "sync"):  # rpc.ASYNC_TYPES
         conn.respond(request.req, body)
     elif request.type != "sink":
         conn.stream_send(request.req, body)
@@ -447,7 +449,7 @@ SPECS: tuple[FaultSpec, ...] = (
         "server",
         "accept a client hello whatever network key its HMAC was made with (answer msg2)",
         (SHS + "rejects-wrong-network-key", SHS + "rejects-garbage-msg1"),
-        changes={"client-hello-authentic": _authentic},
+        changes={"client-hello-authentic": _always_passes},
     ),
     FaultSpec(
         "write-after-bad-handshake",
@@ -555,7 +557,7 @@ SPECS: tuple[FaultSpec, ...] = (
         "server",
         "do not close our end of a stream the requester aborted",
         (RPC + "closes-stream-on-requester-abort",),
-        changes={"end-stream-the-peer-ended": _open_after_requester_abort},
+        changes={"end-stream-the-peer-ended": _left_open_after_requester_abort},
     ),
     FaultSpec(
         "indented-json",
@@ -723,7 +725,7 @@ SPECS: tuple[FaultSpec, ...] = (
         "client",
         "the client accepts a server hello whatever network key its HMAC was made with",
         ("ssb.shs.client.rejects-wrong-network-key",),
-        changes={"server-hello-authentic": _authentic},
+        changes={"server-hello-authentic": _always_passes},
     ),
     FaultSpec(
         "client-skip-server-accept-check",
@@ -750,7 +752,7 @@ SPECS: tuple[FaultSpec, ...] = (
         "client",
         "the client does not close its end of a source stream the responder ended",
         ("ssb.rpc.client.closes-stream-after-responder-end",),
-        changes={"end-stream-the-peer-ended": _open_after_responder_end},
+        changes={"end-stream-the-peer-ended": _left_open_after_responder_end},
     ),
     # --- cases from the coverage tables (issue 11)
     FaultSpec(
@@ -761,7 +763,7 @@ SPECS: tuple[FaultSpec, ...] = (
             SHS + "rejects-msg3-signed-by-another-key",
             SHS + "rejects-msg3-signed-for-another-server",
         ),
-        changes={"client-auth-signature-valid": _authentic},
+        changes={"client-auth-signature-valid": _always_passes},
     ),
     FaultSpec(
         "client-fail-after-replication",
