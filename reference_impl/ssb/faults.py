@@ -11,8 +11,8 @@ take an explicit ``faults`` set of :data:`Fault` members, compute the correct
 value at each point and pass it through :class:`~reference_impl.faults.FaultPoints`;
 their correct paths hold no fault branch.
 
-This module imports no core: the cores import it. The few changes that
-build a message of a feed look feed.py up when they act (:func:`_feed`).
+This module imports no core (the cores import it), only the codecs its
+changes build wrong outputs with: keys.py and message.py.
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ import nacl.bindings
 
 from ..faults import FaultSpec, fault_enum
 from .keys import Keypair, verify_signature
+from .message import (
+    SIGNATURE_SUFFIX,
+    create_message,
+    json_stringify,
+    message_id,
+    without_signature,
+)
 
 SHS = "ssb.shs.server."
 BOX = "ssb.boxstream.server."
@@ -139,14 +146,6 @@ POINTS: dict[str, str] = {
 is and what context comes with it."""
 
 
-def _feed() -> Any:
-    """feed.py, looked up when a change acts: feed.py imports this module for
-    its own fault points, so this module cannot import it at its top."""
-    from . import feed
-
-    return feed
-
-
 # --- secret handshake
 
 FIXED_EPHEMERAL_SECRET = bytes(range(1, 33))
@@ -220,7 +219,7 @@ def _number_2(first: int) -> int:
 
 
 def _indented_request(message: Any, *, body: Any) -> Any:
-    return replace(message, body=_feed().json_stringify(body, 2).encode("utf-8"))
+    return replace(message, body=json_stringify(body, 2).encode("utf-8"))
 
 
 def _numbered_by_latest_request(message: Any, *, value: Any, latest_request: int) -> Any:
@@ -281,8 +280,7 @@ def _compact_json_signature_too(holds: bool, *, rule: str, **context: Any) -> bo
     besides one over its canonical JSON."""
     if holds or rule != "signature":
         return holds
-    unsigned = {key: value for key, value in context["msg"].items() if key != "signature"}
-    compact = _feed().json_stringify(unsigned).encode("utf-8")
+    compact = json_stringify(without_signature(context["msg"])).encode("utf-8")
     return verify_signature(context["public"], compact, context["signature"])
 
 
@@ -305,15 +303,14 @@ def _in_seconds(timestamp_ms: int) -> int:
 
 def flip_signature_byte(msg: dict) -> dict:
     """A copy of ``msg`` whose signature has its first byte inverted."""
-    suffix = _feed().SIGNATURE_SUFFIX
-    raw = bytearray(base64.b64decode(msg["signature"][: -len(suffix)]))
+    raw = bytearray(base64.b64decode(msg["signature"][: -len(SIGNATURE_SUFFIX)]))
     raw[0] ^= 0xFF
-    return {**msg, "signature": base64.b64encode(bytes(raw)).decode("ascii") + suffix}
+    return {**msg, "signature": base64.b64encode(bytes(raw)).decode("ascii") + SIGNATURE_SUFFIX}
 
 
 def _bad_signature(item: dict, **context: Any) -> dict:
     value = flip_signature_byte(item["value"])
-    return {**item, "key": _feed().message_id(value), "value": value}
+    return {**item, "key": message_id(value), "value": value}
 
 
 def _key_of_message_before(item: dict, *, key_before: str, **context: Any) -> dict:
@@ -326,11 +323,8 @@ def _resigned_without_previous(
     value = item["value"]
     if not own_feed or value["sequence"] == 1:
         return item
-    feed = _feed()
-    value = feed.create_message(
-        keypair, None, value["sequence"], value["timestamp"], value["content"]
-    )
-    return {**item, "key": feed.message_id(value), "value": value}
+    value = create_message(keypair, None, value["sequence"], value["timestamp"], value["content"])
+    return {**item, "key": message_id(value), "value": value}
 
 
 def _options_object(args: list) -> dict | None:

@@ -21,7 +21,7 @@ from typing import Any, Union
 from ..faults import FaultPoints
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
-from .feed import json_stringify, parse_json
+from .message import json_stringify, parse_json
 
 FLAG_STREAM = 0x08
 FLAG_END = 0x04
