@@ -72,20 +72,6 @@ from .frame import (
     message_frames,
 )
 
-__all__ = [
-    "AnswerReceived",
-    "Closed",
-    "Event",
-    "Fault",
-    "HostIdentified",
-    "MessageReceived",
-    "RippleSession",
-    "Role",
-    "SessionError",
-    "error_body",
-    "valid_hostname",
-]
-
 DEFAULT_CHUNK_SIZE = 16384
 """Content bytes per frame the reference writes; longer messages are chunked."""
 MAX_HOSTNAME_LEN = 253
