@@ -388,21 +388,16 @@ class BtpConnection:
     async def run(self) -> None:
         """Serve the connection until it ends; then close the WebSocket."""
         loop = asyncio.get_running_loop()
-        auth_deadline = loop.time() + self.auth_timeout
+        started = loop.time()
+        points = self.session.fault_points
         try:
             await self.flush()  # a client's auth Message
             while not self.session.closed:
-                # The faults: no auth deadline at all, or none left once an
-                # auth Error went out (the connection then simply stays open).
-                if (
-                    self.session.state is SessionState.AUTHENTICATING
-                    and Fault.NO_AUTH_TIMEOUT not in self.session.faults
-                    and not (
-                        Fault.STAY_OPEN_AFTER_AUTH_ERROR in self.session.faults
-                        and self.auth_failure is not None
-                    )
-                ):
-                    timeout: float | None = auth_deadline - loop.time()
+                auth_timeout = points.apply(
+                    "auth-timeout", self.auth_timeout, auth_failed=self.auth_failure is not None
+                )
+                if self.session.state is SessionState.AUTHENTICATING and auth_timeout is not None:
+                    timeout: float | None = started + auth_timeout - loop.time()
                     if timeout <= 0:
                         self._handle(self.session.auth_timed_out())
                         break
@@ -542,7 +537,7 @@ class BtpNode:
         self.auth_timeout = auth_timeout
         self.idle_timeout = idle_timeout
         self.request_timeout = request_timeout
-        self.faults = frozenset(Fault(fault) for fault in faults)
+        self.faults = frozenset(map(Fault, faults))
         self.requests = tuple(requests)
         self._on_event = on_event
         self._on_result = on_result
@@ -573,7 +568,7 @@ class BtpNode:
         log.info(
             "BTP node listening on %s (faults: %s)",
             self.url,
-            ", ".join(sorted(fault.value for fault in self.faults)) or "none",
+            ", ".join(sorted(self.faults)) or "none",  # Fault members are their names
         )
         return self.host, self.port
 
@@ -723,12 +718,8 @@ async def run_client(
             )
         for spec in requests:
             result = await conn.request(spec, timeout)
-            if (
-                Fault.CLIENT_RETRY_AFTER_FINAL_ERROR in session.faults
-                and isinstance(result.packet, Error)
-                and result.packet.code.startswith("F")
-            ):
-                result = await conn.request(spec, timeout)  # the fault: the same request again
+            if session.fault_points.apply("send-again", False, answer=result.packet):
+                result = await conn.request(spec, timeout)
             run.results.append(result)
             if on_result is not None:
                 on_result(result)

@@ -104,7 +104,9 @@ Transfers are always settled here so the balance rule cannot be broken):
   acknowledged the same way.
 
 Faults (:class:`Fault`) break one rule each on purpose, so tests can prove
-that the harness notices.
+that the harness notices.  faults.py declares each by what it changes at
+the session's named fault points (``self._points.apply(point, value)``):
+the code below computes the correct value at each and holds no fault branch.
 """
 
 from __future__ import annotations
@@ -118,6 +120,8 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Union
 
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .variants import (
     AUTH_TIMEOUT_MESSAGE,
@@ -182,19 +186,6 @@ BALANCE = "balance"
 """Primary sub-protocol of the adapter's balance query (docs/btp-adapter.md)."""
 ECHO = "echo"
 """Primary sub-protocol the reference node answers with the entry itself."""
-
-
-_WRONG_ID_FAULTS = frozenset({Fault.WRONG_REQUEST_ID, Fault.CLIENT_WRONG_REQUEST_ID})
-_ERROR_FAULTS = frozenset(
-    {
-        Fault.NONSTANDARD_ERROR_CODE,
-        Fault.ERROR_NAME_MISMATCH,
-        Fault.TRIGGERED_AT_LOCAL_TIME,
-        Fault.TRIGGERED_AT_TRAILING_ZERO,
-        Fault.OVERSIZED_ERROR_DATA,
-        Fault.ERROR_CODE_FOUR_CHARACTERS,
-    }
-)
 
 
 class Role(str, Enum):
@@ -415,7 +406,7 @@ class BtpSession:
 
         self._ledger = ledger if ledger is not None else Ledger()
         self._auto_respond = auto_respond
-        self._faults = frozenset(Fault(fault) for fault in faults)
+        self._points = FaultPoints(FAULT_SPECS, tuple(faults))
         self._now = now
         self._random_id = random_id or (lambda: secrets.randbits(32))
         self._check_token = check_token
@@ -433,25 +424,17 @@ class BtpSession:
                 auth_token.decode("utf-8")
             except UnicodeDecodeError:
                 raise ValueError("auth_token must be UTF-8") from None
-            entries = (
-                ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
-                *self._extra_entries(),  # variant: "among the secondary entries", not right after auth
-                ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, bytes(auth_token)),
-                *extra_auth_data,
+            entries = self._points.apply(
+                "auth-entries",
+                (
+                    ProtocolDataEntry(AUTH, ContentType.APPLICATION_OCTET_STREAM, b""),
+                    *self._extra_entries(),  # variant: "among the secondary entries", not right after auth
+                    ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, bytes(auth_token)),
+                    *extra_auth_data,
+                ),
             )
-            if Fault.CLIENT_OMITS_AUTH_TOKEN in self._faults:
-                entries = tuple(entry for entry in entries if entry.name != AUTH_TOKEN)
-            if Fault.CLIENT_MESSAGE_BEFORE_AUTH in self._faults:
-                self._send_request(
-                    Message(
-                        self._new_id(),
-                        (
-                            ProtocolDataEntry(
-                                "fault_probe", ContentType.TEXT_PLAIN_UTF8, b"before auth"
-                            ),
-                        ),
-                    )
-                )
+            for request in self._points.apply("requests-before-auth", [], new_id=self._new_id):
+                self._send_request(request)
             self._auth_request_id = self._send_request(Message(self._new_id(), entries))
         elif check_token is None:
             raise ValueError("a server needs check_token")
@@ -554,7 +537,12 @@ class BtpSession:
 
     @property
     def faults(self) -> frozenset[Fault]:
-        return self._faults
+        return frozenset(Fault(name) for name in self._points.active)
+
+    @property
+    def fault_points(self) -> FaultPoints:
+        """The session's fault points, which the node layer applies too (its timings)."""
+        return self._points
 
     @property
     def in_flight(self) -> frozenset[int]:
@@ -590,15 +578,13 @@ class BtpSession:
             raise RuntimeError("the client has not authenticated yet")
 
     def _request_id(self, request_id: int | None) -> int:
-        if (
-            request_id is None
-            and Fault.CLIENT_REUSE_REQUEST_ID in self._faults
-            and self._auth_request_id is not None
-            and self._auth_request_id not in self._in_flight
-        ):
-            return self._auth_request_id  # the fault: the auth Message's id again
         if request_id is None:
-            return self._new_id()
+            return self._points.apply(
+                "request-id",
+                self._new_id(),
+                auth_request_id=self._auth_request_id,
+                in_flight=frozenset(self._in_flight),
+            )
         if request_id in self._in_flight:
             raise ValueError(f"request id {request_id} is already in flight")
         return request_id
@@ -640,50 +626,46 @@ class BtpSession:
     # --- answering
 
     def _answer_id(self, request_id: int) -> int:
-        if (
-            self._faults & _WRONG_ID_FAULTS
-            and self._state is SessionState.OPEN
-            and request_id != self._auth_request_id
-        ):
-            return (request_id + 1) & MAX_REQUEST_ID
-        return request_id
+        return self._points.apply(
+            "answer-id",
+            request_id,
+            authenticated=self._state is SessionState.OPEN,
+            auth_request_id=self._auth_request_id,
+        )
 
     def _error_packet(self, request_id: int, code: str, data: bytes | str = b"") -> Error:
         if isinstance(data, str):
             data = data.encode("utf-8")
-        name = ERROR_CODES[code]
-        triggered_at = self._triggered_at()
-        data = data[:8192]
-        if self._faults & _ERROR_FAULTS:
-            if Fault.NONSTANDARD_ERROR_CODE in self._faults:
-                code, name = "F99", "NotAcceptedError"
-            if Fault.ERROR_NAME_MISMATCH in self._faults:
-                codes = list(ERROR_CODES)
-                name = ERROR_CODES[codes[(codes.index(code) + 1) % len(codes)]]
-            if Fault.TRIGGERED_AT_LOCAL_TIME in self._faults:
-                triggered_at = triggered_at.removesuffix("Z")
-            if Fault.TRIGGERED_AT_TRAILING_ZERO in self._faults:
-                triggered_at = triggered_at[:15] + triggered_at[15] + "0Z"  # .mmmZ -> .m0Z
-            if Fault.OVERSIZED_ERROR_DATA in self._faults:
-                data = data.ljust(9000, b".")
-            if Fault.ERROR_CODE_FOUR_CHARACTERS in self._faults:
-                code += "0"  # written as 4 bytes where the fixed-size code has 3
-        return Error(
-            self._answer_id(request_id), code, name, triggered_at, data, self._extra_entries()
+        return self._points.apply(
+            "error",
+            Error(
+                self._answer_id(request_id),
+                code,
+                ERROR_CODES[code],
+                self._triggered_at(),
+                data[:8192],
+                self._extra_entries(),
+            ),
         )
+
+    def _responses(
+        self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = (), *, rule: str
+    ) -> list[bytes]:
+        """The encoded Response to the peer's request ``request_id``; ``rule``
+        names which of the session's answers it is (see faults.POINTS)."""
+        response = Response(
+            self._answer_id(request_id), tuple(protocol_data) + self._extra_entries()
+        )
+        return self._points.apply("responses", [encode_packet(response)], rule=rule)
 
     def _queue_response(
-        self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()
+        self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = (), *, rule: str
     ) -> None:
-        self._outbox.append(
-            encode_packet(
-                Response(self._answer_id(request_id), tuple(protocol_data) + self._extra_entries())
-            )
-        )
+        self._outbox.extend(self._responses(request_id, protocol_data, rule=rule))
 
     def _encode_error(self, error: Error) -> bytes:
-        # The Error faults make packets the codec's checks refuse to encode.
-        return encode_packet(error, validate=not self._faults & _ERROR_FAULTS)
+        # An Error a fault changed breaks the codec's checks on purpose.
+        return encode_packet(error, validate=not self._points.changes("error"))
 
     def _queue_error(self, request_id: int, code: str, data: bytes | str = b"") -> None:
         self._outbox.append(self._encode_error(self._error_packet(request_id, code, data)))
@@ -698,7 +680,7 @@ class BtpSession:
     def respond(self, request_id: int, protocol_data: Sequence[ProtocolDataEntry] = ()) -> None:
         """Answer the peer's Message ``request_id`` with a Response (``auto_respond=False``)."""
         self._take_unanswered(request_id)
-        self._queue_response(request_id, protocol_data)
+        self._queue_response(request_id, protocol_data, rule="application")
 
     def respond_error(self, request_id: int, code: str, data: bytes | str = b"") -> None:
         """Answer the peer's Message ``request_id`` with an Error (``auto_respond=False``)."""
@@ -768,28 +750,14 @@ class BtpSession:
         Never raises on bad input.  Ignored once the session is closed."""
         if self._state is SessionState.CLOSED:
             return []
+        reading: Packet | BtpDecodeError
         try:
-            packet = decode_packet(bytes(payload))
+            reading = decode_packet(bytes(payload))
         except BtpDecodeError as exc:
-            packet = None
-            if (
-                Fault.SERVE_UNKNOWN_TYPE_AS_MESSAGE in self._faults
-                and exc.reason == "unknown packet type"
-            ):
-                try:  # the fault: an undefined type read as a Message
-                    packet = decode_packet(b"\x06" + bytes(payload[1:]))
-                except BtpDecodeError:
-                    pass
-            if packet is None:
-                return self._unreadable(exc.reason, str(exc), payload)
-        if Fault.REJECT_EXTRA_BYTES_IN_ENVELOPE in self._faults and len(
-            encode_packet(packet, validate=False)
-        ) != len(payload):
-            # The fault: what the decoder ignored (bytes after protocolData
-            # inside the envelope) makes the packet unreadable.
-            return self._unreadable(
-                "extra bytes in the envelope", "bytes after protocolData", payload
-            )
+            reading = exc
+        packet = self._points.apply("reading", reading, payload=payload)
+        if isinstance(packet, BtpDecodeError):
+            return self._unreadable(packet.reason, str(packet), payload)
         if isinstance(packet, (Prepare, Fulfill, Reject)):
             kind = payload[0]
             return self._unreadable(
@@ -805,126 +773,130 @@ class BtpSession:
         return self._dispatch(packet)
 
     def _unreadable(self, reason: str, detail: str, payload: bytes) -> list[SessionEvent]:
-        events: list[SessionEvent] = [UnreadablePacket(reason, detail)]
-        if self._faults & {Fault.REPLY_TO_UNREADABLE, Fault.CLIENT_REPLY_TO_UNREADABLE}:
-            request_id = int.from_bytes(payload[1:5], "big") if len(payload) >= 5 else 0
-            self._queue_error(request_id, "F01", f"unreadable packet: {reason}")
-        return events
+        # Flow: "no response to an unexpected packet" (an unreadable one included).
+        for answer in self._points.apply(
+            "answers-to-unreadable", [], payload=payload, reason=reason
+        ):
+            self._queue_error(*answer)
+        return [UnreadablePacket(reason, detail)]
 
     def _dispatch(self, packet: Packet) -> list[SessionEvent]:
         if isinstance(packet, (Response, Error)):
             if packet.request_id in self._in_flight:
                 self._in_flight.discard(packet.request_id)
                 return [ResponseReceived(packet.request_id, packet)]
-            events: list[SessionEvent] = [
+            for answer in self._points.apply("answers-to-unexpected", [], packet=packet):
+                self._queue_error(*answer)
+            return [
                 UnexpectedPacket(
                     f"{type(packet).__name__} to request {packet.request_id}, which is not in flight",
                     packet,
                 )
             ]
-            if self._faults & {Fault.REPLY_TO_UNEXPECTED, Fault.CLIENT_REPLY_TO_UNEXPECTED} or (
-                Fault.CLIENT_REPLY_TO_UNEXPECTED_ERROR in self._faults and isinstance(packet, Error)
-            ):
-                self._queue_error(packet.request_id, "F00", "unexpected response")
-            return events
         return self._serve_request(packet)
 
     # --- server side of auth
 
     def _server_auth(self, packet: Packet) -> list[SessionEvent]:
-        if Fault.NO_AUTH_REQUIRED in self._faults and not (
-            isinstance(packet, Message)
-            and (entry := primary(packet)) is not None
-            and entry.name == AUTH
-        ):
-            # The fault: serve it as if the client had authenticated.
+        if self._points.apply("serve-before-auth", False, packet=packet):
             return self._dispatch(packet)
-        if (Fault.SERVE_TRANSFER_BEFORE_AUTH in self._faults and isinstance(packet, Transfer)) or (
-            Fault.SERVE_MESSAGE_BEFORE_AUTH in self._faults
-            and isinstance(packet, Message)
-            and getattr(primary(packet), "name", None) != AUTH
-        ):
-            return self._dispatch(packet)
-        problem = self._auth_problem(packet)
-        if problem is not None:
-            code, reason = problem
+        problems = self._points.apply("auth-problems", self._auth_problems(packet), packet=packet)
+        if problems:
+            _rule, code, reason = problems[0]
             self._queue_error(packet.request_id, code, reason)
-            if Fault.STAY_OPEN_AFTER_AUTH_ERROR in self._faults:
-                return [AuthFailed(reason, code)]
-            return [AuthFailed(reason, code), self._close(f"auth failed: {reason}")]
+            events: list[SessionEvent] = [AuthFailed(reason, code)]
+            # "If the server sent an Error, it subsequently closes the connection."
+            if self._points.apply("close-after-auth-error", True):
+                events.append(self._close(f"auth failed: {reason}"))
+            return events
         self._auth_request_id = packet.request_id
         self._state = SessionState.OPEN
-        self._queue_response(packet.request_id)
-        if Fault.ANSWER_AUTH_TWICE in self._faults:
-            self._queue_response(packet.request_id)
+        self._queue_response(packet.request_id, rule="auth")
         return [Authenticated(packet.request_id)]
 
-    def _auth_problem(self, packet: Packet) -> tuple[str, str] | None:
-        """(code, reason) why ``packet`` is not an acceptable auth Message."""
+    def _auth_problems(self, packet: Packet) -> list[tuple[str, str, str]]:
+        """Why ``packet`` is not an acceptable auth Message: (rule, code,
+        reason) for each rule it breaks, in the order they are checked (the
+        first is answered); empty when it is acceptable."""
         if not isinstance(packet, Message):
-            return "F00", f"the first packet must be the auth Message, got {type(packet).__name__}"
+            return [
+                (
+                    "auth-first",
+                    "F00",
+                    f"the first packet must be the auth Message, got {type(packet).__name__}",
+                )
+            ]
         entry = primary(packet)
         if entry is None or entry.name != AUTH:
             name = entry.name if entry is not None else None
-            return (
-                "F00",
-                f"the primary protocol data entry of the first Message must be 'auth', got {name!r}",
-            )
+            return [
+                (
+                    "auth-primary",
+                    "F00",
+                    f"the primary protocol data entry of the first Message must be 'auth', got {name!r}",
+                )
+            ]
+        problems = []
         if entry.content_type != ContentType.APPLICATION_OCTET_STREAM or entry.data:
-            return "F01", (
-                "the auth entry must have content type 0 (application/octet-stream) and empty "
-                f"data, got content type {entry.content_type} and {len(entry.data)} byte(s)"
+            problems.append(
+                (
+                    "auth-entry",
+                    "F01",
+                    "the auth entry must have content type 0 (application/octet-stream) and empty "
+                    f"data, got content type {entry.content_type} and {len(entry.data)} byte(s)",
+                )
             )
         dups = duplicate_names(packet)
-        if dups and Fault.ACCEPT_DUPLICATE_NAMES_IN_AUTH not in self._faults:
-            return "F01", f"protocol data entries with the same name: {', '.join(dups)}"
+        if dups:
+            problems.append(
+                (
+                    "duplicate-names",
+                    "F01",
+                    f"protocol data entries with the same name: {', '.join(dups)}",
+                )
+            )
         token_entry = next((e for e in packet.protocol_data[1:] if e.name == AUTH_TOKEN), None)
         if token_entry is None:
-            if Fault.ACCEPT_MISSING_AUTH_TOKEN in self._faults:
-                return None
-            return "F01", "the auth Message has no auth_token entry"
+            problems.append(
+                ("auth-token-missing", "F01", "the auth Message has no auth_token entry")
+            )
+            return problems
         try:
             token_entry.data.decode("utf-8")
         except UnicodeDecodeError:
-            return "F01", "the auth_token is not UTF-8"
-        if Fault.ACCEPT_WRONG_TOKEN in self._faults:
-            return None
+            problems.append(("auth-token-utf8", "F01", "the auth_token is not UTF-8"))
+            return problems
         assert self._check_token is not None
         try:
             accepted = bool(self._check_token(token_entry.data))
         except Exception:  # a broken checker rejects rather than crashes
             accepted = False
         if not accepted:
-            return "F00", "the auth_token is not accepted"
-        if Fault.REFUSE_EXTRA_AUTH_ENTRIES in self._faults and len(packet.protocol_data) > 2:
-            return "F01", "further secondary entries refused (fault refuse-extra-auth-entries)"
-        if Fault.REFUSE_VALID_AUTH in self._faults:
-            return "F00", "refused although valid (fault refuse-valid-auth)"
-        return None
+            problems.append(("auth-token-rejected", "F00", "the auth_token is not accepted"))
+        return problems
 
     # --- client side of auth
 
     def _client_auth_answer(self, packet: Response | Error) -> list[SessionEvent]:
         self._in_flight.discard(packet.request_id)
-        if (
-            isinstance(packet, Response)
-            and packet.protocol_data
-            and Fault.CLIENT_REFUSE_AUTH_RESPONSE_WITH_DATA in self._faults
-        ):
-            reason = "the server's auth Response carries protocol data (fault client-refuse-auth-response-with-data)"
-            return [AuthFailed(reason, None), self._close(reason)]
-        if isinstance(packet, Response):
+        refusal = self._points.apply(
+            "auth-refusal",
+            None
+            if isinstance(packet, Response)
+            else f"the server refused the auth Message: {packet.code} {packet.name}",
+            answer=packet,
+        )
+        if refusal is None:
             self._state = SessionState.OPEN
             return [Authenticated(packet.request_id)]
-        reason = f"the server refused the auth Message: {packet.code} {packet.name}"
-        return [AuthFailed(reason, packet.code), self._close(reason)]
+        return [AuthFailed(refusal, getattr(packet, "code", None)), self._close(refusal)]
 
     # --- serving the peer's requests
 
     def _serve_request(self, packet: Message | Transfer) -> list[SessionEvent]:
         events: list[SessionEvent] = [RequestReceived(packet)]
-        dups = duplicate_names(packet)
-        if dups and Fault.ACCEPT_DUPLICATE_NAMES not in self._faults:
+        dups = self._points.apply("duplicate-names", duplicate_names(packet), request=packet)
+        if dups:
             # RFC 23, Authentication: "any of the other protocol rules are
             # violated (e.g. having two subprotos with the same name)".
             self._queue_error(
@@ -932,13 +904,8 @@ class BtpSession:
                 "F01",
                 f"protocol data entries with the same name: {', '.join(dups)}",
             )
-            if (
-                Fault.BALANCE_ON_ERROR in self._faults
-                and isinstance(packet, Transfer)
-                and self._ledger.balance + packet.amount <= MAX_AMOUNT
-            ):
-                self._ledger.balance += packet.amount
-                events.append(BalanceChanged(self._ledger.balance, packet.amount))
+            if isinstance(packet, Transfer):
+                events.extend(self._book(self._transfer_credit(packet, refused_with="F01")))
             return events
         if isinstance(packet, Transfer):
             events.extend(self._settle_transfer(packet))
@@ -950,19 +917,19 @@ class BtpSession:
         elif not self._auto_respond:
             self._unanswered.add(packet.request_id)
         elif name == BALANCE:
-            self._queue_response(packet.request_id, (balance_response_entry(self._ledger.balance),))
+            self._queue_response(
+                packet.request_id, (balance_response_entry(self._ledger.balance),), rule="balance"
+            )
         elif name == ECHO:
             assert entry is not None
-            self._queue_response(packet.request_id, (entry,))
+            self._queue_response(packet.request_id, (entry,), rule="echo")
         elif REFUSE_UNKNOWN_SUBPROTOCOLS in self._variants:
             # The variant: "Error is returned if the peer is not able to process the Message".
             self._queue_error(
                 packet.request_id, "F00", f"sub-protocol {name!r} is not processed by this node"
             )
         else:
-            self._queue_response(packet.request_id)
-            if Fault.ANSWER_TWICE in self._faults:
-                self._queue_response(packet.request_id)
+            self._queue_response(packet.request_id, rule="acknowledge")
         return events
 
     def _settle_transfer(self, packet: Transfer) -> list[SessionEvent]:
@@ -976,17 +943,11 @@ class BtpSession:
         without the Response.
         """
         ledger = self._ledger
-        new_balance = ledger.balance + packet.amount
-        if new_balance <= ledger.max_balance:
-            payload = encode_packet(
-                Response(self._answer_id(packet.request_id), self._extra_entries())
-            )
-            if Fault.RESPONSE_WITHOUT_BALANCE_UPDATE in self._faults:
-                self._outbox.append(payload)
-                return []
-            ledger.balance = new_balance
-            self._outbox.append(payload)
-            return [BalanceChanged(new_balance, packet.amount)]
+        if ledger.fits(packet.amount):
+            payloads = self._responses(packet.request_id, rule="transfer")
+            credit = self._transfer_credit(packet, refused_with=None)
+            self._outbox.extend(payloads)
+            return self._book(credit)
         payload = self._encode_error(
             self._error_packet(
                 packet.request_id,
@@ -994,8 +955,25 @@ class BtpSession:
                 f"the transfer of {packet.amount} would take the balance over its maximum of {ledger.max_balance}",
             )
         )
+        credit = self._transfer_credit(packet, refused_with="F08")
         self._outbox.append(payload)
-        if Fault.BALANCE_ON_ERROR in self._faults:
-            ledger.balance = new_balance
-            return [BalanceChanged(new_balance, packet.amount)]
-        return []
+        return self._book(credit)
+
+    def _transfer_credit(self, packet: Transfer, *, refused_with: str | None) -> int | None:
+        """What ``packet`` credits to the ledger: its amount when it is answered
+        with a Response (``refused_with`` None), nothing (None) when it is
+        refused with Error ``refused_with``."""
+        return self._points.apply(
+            "transfer-credit",
+            packet.amount if refused_with is None else None,
+            transfer=packet,
+            balance=self._ledger.balance,
+            refused_with=refused_with,
+        )
+
+    def _book(self, credit: int | None) -> list[SessionEvent]:
+        """Add ``credit`` (None: nothing) to the balance."""
+        if credit is None:
+            return []
+        self._ledger.balance += credit
+        return [BalanceChanged(self._ledger.balance, credit)]

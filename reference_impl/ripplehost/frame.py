@@ -207,6 +207,11 @@ def message_frames(
     ]
 
 
+def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
+    """The profile's ERR body."""
+    return {"type": "error", "error": code, "message": message, **details}
+
+
 def encode_message(type_: str, msgno: int, body: dict[str, Any] | bytes, **options: Any) -> bytes:
     """The bytes of one message's frames in order (options as :func:`message_frames`)."""
     return b"".join(encode_frame(frame) for frame in message_frames(type_, msgno, body, **options))

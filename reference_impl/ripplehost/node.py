@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
-from .faults import Fault
 from .variants import UNPROMPTED_INTERVAL
 from .frame import DEFAULT_MAX_SIZE, Message
 from .session import (
@@ -95,7 +94,7 @@ def _bad(text: str) -> Answer:
     return Answer(True, error_body("bad-request", text))
 
 
-def answer_for(body: dict[str, Any], faults: frozenset = frozenset()) -> Answer:
+def answer_for(body: dict[str, Any]) -> Answer:
     """The reference node's answer to a MSG body (pure; see the module table)."""
     kind = body["type"]
     if kind == "ping":
@@ -117,8 +116,6 @@ def answer_for(body: dict[str, Any], faults: frozenset = frozenset()) -> Answer:
         if type(count) is not int or not 1 <= count <= MAX_PING_ME:
             return _bad(f"count must be an integer in 1..{MAX_PING_ME}")
         return Answer(False, {"type": "ok", "count": count}, pings=count)
-    if Fault.RPY_TO_UNKNOWN_TYPE in faults:
-        return Answer(False, {"type": "ok"})
     return Answer(
         True,
         error_body(
@@ -275,8 +272,8 @@ class Association:
         session = self.session
         try:
             session.start()
-            if session.identified or Fault.CLIENT_NO_WAIT_FOR_HOST_ID in session.faults:
-                self._send_messages()  # the faults client-no-host-id, client-no-wait-for-host-id: no waiting
+            if session.may_send:
+                self._send_messages()
             await self._flush()
             while not session.closed:
                 timeout, why = self._read_timeout(loop.time())
@@ -374,7 +371,9 @@ class Association:
             self._write_pending()
 
     def _serve(self, message: Message) -> None:
-        answer = answer_for(message.body, self.session.faults)
+        answer = self.session.fault_points.apply(
+            "service-answer", answer_for(message.body), body=message.body
+        )
         if answer.delay:
             self._start_timer(self._later(message.msgno, answer))
             return

@@ -33,7 +33,9 @@ Identification") and the project's profile (docs/ripplehost-profile.md):
 Nothing is sent after the session closes; what was queued before the
 offending frame (answers to earlier valid messages) stays queued, so the node
 flushes it and then closes. ``faults`` (reference_impl/ripplehost/faults.py)
-bend these rules on purpose.
+bend these rules on purpose: each is declared there by what it changes at the
+session's named fault points (``self._points.apply(point, value)``); the code
+below computes the correct value at each and holds no fault branch.
 
 Usage (the node does exactly this)::
 
@@ -50,6 +52,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .frame import (
     DEFAULT_MAX_HEADER_LINE,
@@ -64,6 +68,7 @@ from .frame import (
     Message,
     Reassembler,
     encode_frame,
+    error_body,
     message_frames,
 )
 
@@ -121,11 +126,6 @@ class Closed:
 Event = HostIdentified | MessageReceived | AnswerReceived | Closed
 
 
-def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
-    """The profile's ERR body."""
-    return {"type": "error", "error": code, "message": message, **details}
-
-
 def valid_hostname(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_HOSTNAME_LEN
 
@@ -158,16 +158,12 @@ class RippleSession:
         self.role = Role(role)
         self.hostname = hostname
         self.version = version
-        self.faults = frozenset(faults)
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
+        self.faults = frozenset(Fault(name) for name in self._points.active)
         self.chunk_size = min(chunk_size, max_size)
-        self._parser_options = {
-            "max_header_line": max_header_line,
-            "max_size": max_size,
-            "lenient_trailer": bool(
-                {Fault.ACCEPT_MISSING_END, Fault.CLIENT_ACCEPT_MISSING_END} & self.faults
-            ),
-            "size_by_search": bool({Fault.IGNORE_SIZE, Fault.CLIENT_IGNORE_SIZE} & self.faults),
-        }
+        self._parser_options = self._points.apply(
+            "parser-options", {"max_header_line": max_header_line, "max_size": max_size}
+        )
         self.parser = FrameParser(**self._parser_options)
         self.reassembler = Reassembler(max_message=max_message, max_in_progress=max_in_progress)
         self.peer_hostname: str | None = None
@@ -179,18 +175,24 @@ class RippleSession:
         self._out = bytearray()
         self._host_id_msgno: int | None = None
         self._started = False
+        # "The host that initiated the association must use only even-numbered
+        # msgnos and the host that received the association must use only
+        # odd-numbered msgnos."
         initiator = self.role is Role.INITIATOR
-        own_even = initiator != (
-            Fault.EVEN_MSGNOS in self.faults or Fault.CLIENT_ODD_MSGNOS in self.faults
-        )
-        self._own_parity = 0 if own_even else 1
+        self._own_parity = self._points.apply("own-parity", 0 if initiator else 1)
         self._peer_parity = 1 if initiator else 0
         self._next_msgno = self._own_parity
-        self._reused = 0
-        """With the fault reuse-msgno: how many of our MSGs carry the one msgno and await their answers."""
-        self._peer_msgnos: set[int] = set()
-        """With the fault close-on-answered-msgno: every msgno of the peer's MSGs so far."""
-        """With the fault reuse-msgno: how many of our MSGs carry the one msgno and await their answers."""
+
+    @property
+    def fault_points(self) -> FaultPoints:
+        """The session's fault points, which the node layer applies too."""
+        return self._points
+
+    @property
+    def may_send(self) -> bool:
+        """Whether :meth:`send_message` may be called now: once the host-id
+        exchange is done."""
+        return self._points.apply("may-send", self.identified, started=self._started)
 
     # ------------------------------------------------------------ output
 
@@ -199,16 +201,19 @@ class RippleSession:
         self._out.clear()
         return data
 
-    def _queue(self, frames: list[Frame]) -> None:
+    def _queue(self, frames: list[Frame], body: dict[str, Any] | bytes) -> int:
+        """Queue the frames of one message; returns the msgno they carry."""
+        frames = self._points.apply(
+            "outgoing-frames", frames, identified=self.identified, body=body
+        )
+        self._queue_frames(frames)
+        return frames[0].msgno
+
+    def _queue_frames(self, frames: list[Frame]) -> None:
         for frame in frames:
             self._out += encode_frame(frame)
 
     def _allocate_msgno(self) -> int:
-        if Fault.CLIENT_REUSE_MSGNO in self.faults and self.identified:
-            return 2
-        if Fault.REUSE_MSGNO in self.faults and self.identified and self.role is Role.ACCEPTOR:
-            self._reused += 1
-            return self._own_parity
         for _ in range(len(self.outstanding) + 1):
             msgno = self._next_msgno
             self._next_msgno = msgno + 2 if msgno + 2 <= MAX_MSGNO else self._own_parity
@@ -224,14 +229,19 @@ class RippleSession:
         if self._started:
             return
         self._started = True
-        if self.role is Role.INITIATOR and Fault.CLIENT_NO_HOST_ID not in self.faults:
-            body = {"type": HOST_ID, "hostname": self.hostname}
+        if self.role is not Role.INITIATOR:
+            return
+        opening = self._points.apply(
+            "initiator-opening", [{"type": HOST_ID, "hostname": self.hostname}]
+        )
+        for body in opening:
             msgno = self._allocate_msgno()
             self._host_id_msgno = msgno
             self.outstanding[msgno] = body
-            self._queue(message_frames("MSG", msgno, body, version=self.version))
-        elif self.role is Role.INITIATOR:
-            self.identified = True  # the fault: behave as if the exchange were done
+            self._queue(message_frames("MSG", msgno, body, version=self.version), body)
+        # Identified once the host-id RPY comes (_on_answer); an opening
+        # without a host-id MSG leaves nothing to wait for.
+        self.identified = not opening
 
     def send_message(
         self,
@@ -245,13 +255,11 @@ class RippleSession:
         returns its msgno. Needs the host-id exchange done."""
         if self.closed:
             raise SessionError("the association is closed")
-        if not self.identified and not (
-            Fault.CLIENT_NO_WAIT_FOR_HOST_ID in self.faults and self._started
-        ):
+        if not self.may_send:
             raise SessionError("the host-id exchange is not complete")
         msgno = self._allocate_msgno()
         self.outstanding[msgno] = body if isinstance(body, dict) else {}
-        self._queue(
+        return self._queue(
             message_frames(
                 "MSG",
                 msgno,
@@ -260,9 +268,9 @@ class RippleSession:
                 to_user=to_user,
                 from_user=from_user,
                 chunk_size=chunk_size or self.chunk_size,
-            )
+            ),
+            body,
         )
-        return msgno
 
     def reply(
         self,
@@ -277,28 +285,22 @@ class RippleSession:
         once closed (a late answer to a dead association is dropped)."""
         if self.closed:
             return
-        request = self.unanswered.pop(msgno, None)
+        request = self.unanswered.get(msgno)
         if request is None:
             raise SessionError(f"no MSG {msgno} awaits an answer")
-        wire_msgno = msgno
-        wrong = (
-            Fault.REPLY_WRONG_MSGNO in self.faults or Fault.CLIENT_REPLY_WRONG_MSGNO in self.faults
-        )
-        if wrong and body.get("type") != HOST_ID:
-            wire_msgno = (msgno + 2) % (MAX_MSGNO + 1)
-        to_user, from_user = request.from_user, request.to_user
-        if Fault.NODE_ANSWER_AS_HOST in self.faults:
-            to_user = from_user = None
+        if self._points.apply("release-answered-msgno", True, msgno=msgno):
+            del self.unanswered[msgno]
         self._queue(
             message_frames(
                 "ERR" if error else "RPY",
-                wire_msgno,
+                msgno,
                 body,
                 version=self.version,
-                to_user=to_user,
-                from_user=from_user,
+                to_user=request.from_user,
+                from_user=request.to_user,
                 chunk_size=chunk_size or self.chunk_size,
-            )
+            ),
+            body,
         )
 
     def close(self, reason: str) -> list[Event]:
@@ -340,65 +342,28 @@ class RippleSession:
         return events
 
     def _on_grammar_error(self, error: FrameError) -> list[Event]:
-        if (
-            Fault.STAY_OPEN_ON_MALFORMED in self.faults
-            or Fault.CLIENT_STAY_OPEN_ON_MALFORMED in self.faults
-        ):
-            self.parser = FrameParser(**self._parser_options)  # drop what was buffered, carry on
+        # A frame that fits neither format closes the association, without an answer.
+        if not self._points.apply("close-on-grammar-error", True, error=error):
+            self.parser = FrameParser(**self._parser_options)  # drop what was buffered, read on
             return []
-        if Fault.ANSWER_MALFORMED in self.faults or Fault.CLIENT_ANSWER_MALFORMED in self.faults:
-            self._queue(
-                message_frames(
-                    "ERR", 0, error_body("malformed-frame", error.reason), version=self.version
-                )
-            )
+        self._queue_frames(
+            self._points.apply("grammar-error-answers", [], error=error, version=self.version)
+        )
         return self.close(f"frame breaks the grammar: {error.reason}")
 
     def _on_frame(self, frame: Frame) -> list[Event]:
-        refused = self._refused_by_fault(frame)
-        if refused:
-            return self.close(f"fault: refusing {refused}")
-        if frame.type == "MSG":
-            if (
-                frame.msgno % 2 != self._peer_parity
-                and Fault.ACCEPT_WRONG_PARITY not in self.faults
-            ):
-                return self.close(
-                    f"MSG msgno {frame.msgno} has the wrong parity for the "
-                    f"{'initiator' if self.role is Role.ACCEPTOR else 'acceptor'}"
-                )
-            if (
-                frame.msgno in self.unanswered
-                and not self.reassembler.in_progress("MSG", frame.msgno)
-                and Fault.ACCEPT_REUSED_MSGNO not in self.faults
-            ):
-                return self.close(
-                    f"MSG reuses msgno {frame.msgno}, whose MSG still awaits its answer"
-                )
-            if (
-                Fault.CLOSE_ON_ANSWERED_MSGNO in self.faults
-                and frame.msgno in self._peer_msgnos
-                and not self.reassembler.in_progress("MSG", frame.msgno)
-            ):
-                return self.close(f"fault: MSG reuses msgno {frame.msgno}, used before")
-        else:
-            if frame.msgno not in self.outstanding:
-                if Fault.ACCEPT_UNKNOWN_REPLY in self.faults:
-                    return []
-                return self.close(
-                    f"{frame.type} for msgno {frame.msgno}, which is not an outstanding MSG"
-                )
-            other = "ERR" if frame.type == "RPY" else "RPY"
-            if self.reassembler.in_progress(other, frame.msgno):
-                return self.close(f"RPY and ERR both in progress for msgno {frame.msgno}")
-        if (
-            Fault.NO_INTERLEAVE in self.faults
-            and self.reassembler.pending
-            and not self.reassembler.in_progress(frame.type, frame.msgno)
-        ):
-            return self.close(
-                "a frame of another message arrived while a chunked message was incomplete"
+        if frame.type != "MSG":
+            frame = frame._replace(
+                msgno=self._points.apply("answer-msgno", frame.msgno, outstanding=self.outstanding)
             )
+        if self._points.apply("frame-ignored", False, frame=frame, outstanding=self.outstanding):
+            return []
+        refusals = self._points.apply(
+            "frame-refusals", self._refusals(frame), frame=frame, reassembler=self.reassembler
+        )
+        if refusals:
+            _rule, reason = refusals[0]
+            return self.close(reason)
         try:
             message = self.reassembler.add(frame)
         except FrameError as exc:
@@ -409,22 +374,46 @@ class RippleSession:
             return self._on_msg(message)
         return self._on_answer(message)
 
-    def _refused_by_fault(self, frame: Frame) -> str | None:
-        """What a fault makes this session refuse in an otherwise valid frame (None without those faults)."""
-        if (
-            Fault.REFUSE_CHUNKED in self.faults or Fault.CLIENT_REFUSE_CHUNKED in self.faults
-        ) and frame.more:
-            return "a chunked frame"
-        if Fault.REFUSE_CRLF_BEFORE_END in self.faults and frame.payload.endswith(b"\r\n"):
-            return "content ending in CRLF"
-        if Fault.REFUSE_NODE_FRAMES in self.faults and frame.is_node:
-            return "a node frame"
-        return None
+    def _refusals(self, frame: Frame) -> list[tuple[str, str]]:
+        """Why the association closes on ``frame`` (of valid grammar): (rule,
+        reason) for each rule it breaks, in the order they are checked; empty
+        when the frame is taken."""
+        refusals = []
+        if frame.type == "MSG":
+            if frame.msgno % 2 != self._peer_parity:
+                refusals.append(
+                    (
+                        "wrong-parity",
+                        f"MSG msgno {frame.msgno} has the wrong parity for the "
+                        f"{'initiator' if self.role is Role.ACCEPTOR else 'acceptor'}",
+                    )
+                )
+            if frame.msgno in self.unanswered and not self.reassembler.in_progress(
+                "MSG", frame.msgno
+            ):
+                refusals.append(
+                    (
+                        "reused-msgno",
+                        f"MSG reuses msgno {frame.msgno}, whose MSG still awaits its answer",
+                    )
+                )
+            return refusals
+        if frame.msgno not in self.outstanding:
+            refusals.append(
+                (
+                    "unknown-msgno",
+                    f"{frame.type} for msgno {frame.msgno}, which is not an outstanding MSG",
+                )
+            )
+        other = "ERR" if frame.type == "RPY" else "RPY"
+        if self.reassembler.in_progress(other, frame.msgno):
+            refusals.append(
+                ("rpy-and-err", f"RPY and ERR both in progress for msgno {frame.msgno}")
+            )
+        return refusals
 
     def _on_msg(self, message: Message) -> list[Event]:
         body = message.body
-        if Fault.CLOSE_ON_ANSWERED_MSGNO in self.faults:
-            self._peer_msgnos.add(message.msgno)
         if not self.identified:
             if self.role is Role.INITIATOR:
                 return self.close("the acceptor sent a MSG before answering the host-id")
@@ -434,7 +423,7 @@ class RippleSession:
                 or not valid_hostname(body.get("hostname"))
             ):
                 self.unanswered[message.msgno] = message
-                if Fault.SERVE_BEFORE_HOST_ID in self.faults and body["type"] != HOST_ID:
+                if self._points.apply("serve-before-host-id", False, message=message):
                     return [MessageReceived(message)]
                 self.reply(
                     message.msgno,
@@ -448,11 +437,14 @@ class RippleSession:
                 return self.close("the initiator's first message is not a valid host-id")
             self.peer_hostname = body["hostname"]
             self.identified = True
-            if Fault.MSG_BEFORE_HOST_ID_REPLY in self.faults:
-                self.send_message({"type": "ping"})
-            if Fault.NO_HOST_ID_REPLY not in self.faults:
+            for early in self._points.apply("messages-before-host-id-reply", []):
+                self.send_message(early)
+            reply = self._points.apply(
+                "host-id-reply", {"type": HOST_ID, "hostname": self.hostname}
+            )
+            if reply is not None:
                 self.unanswered[message.msgno] = message
-                self.reply(message.msgno, {"type": HOST_ID, "hostname": self.hostname})
+                self.reply(message.msgno, reply)
             return [HostIdentified(self.peer_hostname)]
         self.unanswered[message.msgno] = message
         if body["type"] == HOST_ID:
@@ -462,7 +454,9 @@ class RippleSession:
                 error=True,
             )
             return []
-        if message.version != self.version and Fault.SERVE_ANY_VERSION not in self.faults:
+        if not self._points.apply(
+            "version-accepted", message.version == self.version, message=message
+        ):
             self.reply(
                 message.msgno,
                 error_body(
@@ -476,12 +470,7 @@ class RippleSession:
         return [MessageReceived(message)]
 
     def _on_answer(self, message: Message) -> list[Event]:
-        if self._reused > 1 and message.msgno == self._own_parity:
-            self._reused -= 1  # the fault reuse-msgno: another of our MSGs with this msgno still awaits its answer
-            request = self.outstanding[message.msgno]
-        else:
-            self._reused = 0 if message.msgno == self._own_parity else self._reused
-            request = self.outstanding.pop(message.msgno)
+        request = self.outstanding.pop(message.msgno)
         if message.msgno == self._host_id_msgno and not self.identified:
             self._host_id_msgno = None
             body = message.body
