@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 from google_crc32c import value as _crc32c_value
 
+from ..faults import FaultPoints
+
 MAGIC = b"RIPP"
 VERSION = 1
 HEADER_SIZE = 59
@@ -248,10 +250,15 @@ class EnvelopeReader:
     that stream can be trusted (profile P1: close the connection).
     """
 
-    def __init__(self, max_payload: int = MAX_PAYLOAD) -> None:
+    def __init__(self, max_payload: int = MAX_PAYLOAD, points: FaultPoints | None = None) -> None:
         if not 0 <= max_payload <= MAX_PAYLOAD:
             raise ValueError(f"max_payload must be within 0..{MAX_PAYLOAD}")
         self.max_payload = max_payload
+        self._points = points if points is not None else FaultPoints(())
+        """The node's faults (reference_impl/ripp/faults.py): the receiver
+        checks they switch off, at the points payload-bound, magic-accepted
+        and received-envelope."""
+        self._bound = self._points.apply("payload-bound", max_payload)
         self._buf = bytearray()
         self._error: EnvelopeError | None = None
 
@@ -274,18 +281,17 @@ class EnvelopeReader:
         try:
             while len(buf) - pos >= HEADER_SIZE:
                 length = _LENGTH.unpack_from(buf, pos + 55)[0]
-                _check_length_field(length, self.max_payload)
-                if buf[pos : pos + 4] != MAGIC:
-                    raise EnvelopeError(
-                        f"magic {bytes(buf[pos : pos + 4]).hex()} is not 52495050 (RIPP)", "magic"
-                    )
+                _check_length_field(length, self._bound)
+                magic = bytes(buf[pos : pos + 4])
+                if not self._points.apply("magic-accepted", magic == MAGIC, magic=magic):
+                    raise EnvelopeError(f"magic {magic.hex()} is not 52495050 (RIPP)", "magic")
                 total = OVERHEAD + length
                 if len(buf) - pos < total:
                     break
-                out.append(
-                    decode_envelope(bytes(buf[pos : pos + total]), max_payload=self.max_payload)
-                )
+                raw = self._points.apply("received-envelope", bytes(buf[pos : pos + total]))
                 pos += total
+                if raw is not None:
+                    out.append(decode_envelope(raw, max_payload=self._bound))
         except EnvelopeError as exc:
             # The envelopes before the bad one were sound: hand them over on
             # the exception so the session can act on them before closing.

@@ -7,11 +7,268 @@ reference_impl/faults.py and docs/mutation.md.
 
 Roles: "server" faults go to ``consume`` (the accepting consumer),
 "client" faults to ``produce`` (the connecting producer).
+
+Each fault is declared as what it changes at the named points of
+:data:`POINTS`: the sessions (session.py), their envelope reader
+(envelope.py) and the producer run (node.py) compute the correct value
+there and pass it through :class:`~reference_impl.faults.FaultPoints`, so
+the rules read without the ways of breaking them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import struct
+from typing import Any, Optional
+
 from ..faults import FaultSpec, fault_enum
+from .envelope import CRC_SIZE, MAGIC, VERSION, MsgType, crc32c
+from .payloads import (
+    DEFAULT_HEARTBEAT_MS,
+    PROTOCOL_VERSION,
+    DeltaMsg,
+    DeltaT,
+    FieldValue,
+    PatchDelta,
+    SetDelta,
+    decode_payload,
+    key_bytes,
+    sample_value,
+)
+from .schema import negotiate
+
+POINTS: dict[str, str] = {
+    # --- receiving envelopes (envelope.EnvelopeReader)
+    "payload-bound": "the largest payload length the reader accepts in a header (max_payload); "
+    "no context",
+    "magic-accepted": "whether the first 4 bytes of a buffered header are accepted (they are the "
+    "magic); context: magic (the 4 bytes)",
+    "received-envelope": "the bytes of one complete envelope as received, before the envelope "
+    "checks run on them; a change returns the bytes the checks see instead, or None to skip the "
+    "envelope; no context",
+    # --- sending envelopes (session._Session._send)
+    "envelope-sequence": "the sequence number of an envelope the node sends; no context",
+    "envelope-flags": "the flags byte of an envelope the node sends (0); no context",
+    "sent-envelope": "the encoded bytes of an envelope the node sends; no context",
+    # --- the consumer (session.ConsumerSession)
+    "negotiation-errors": "the consumer's errors for a Handshake (empty: ok = true); context: "
+    "handshake, registry (output name -> reader schema)",
+    "checkpoint-request-answered": "whether the consumer answers a Checkpoint_request it reads "
+    "(True); no context",
+    "checkpoint-ack": "the Checkpoint_ack the consumer sends; context: sources (output name -> "
+    "SourceTrack)",
+    "delta-fingerprint": "the schema fingerprint a Delta's envelope is checked with (its own); "
+    "context: envelope, sources",
+    "compared-last": "the sequence number a Delta's sequence_no must exceed to be applied (its "
+    "source's last applied one); context: sequence_no, track (its SourceTrack), sources",
+    "delta-record": "what the consumer keeps of a source's history for the faults (None: nothing), "
+    "updated as a Delta arrives, before it is applied; context: sequence_no, track, applying "
+    "(whether it will be applied)",
+    "liveness-deadline": "when the consumer closes a producer that sent no Heartbeat (ns, None: "
+    "never); no context",
+    # --- the producer (session.ProducerSession, node.run_producer)
+    "deltas-before-handshake": "the Deltas (output, key, delta) the producer sends before its "
+    "Handshake (none); context: outputs (name, writer schema)",
+    "sending-states": "the states in which the producer may send Deltas and Checkpoint_requests "
+    '({"open"}); no context',
+    "negotiation-accepted": "whether the producer goes on after a Schema_negotiation of its "
+    "protocol version (its ok field); context: negotiation",
+    "heartbeat-interval-ms": "the Heartbeat interval the producer keeps, in ms (the negotiated "
+    "one); no context",
+    "heartbeat-deadline": "when the producer's next Heartbeat is due (ns, None: never); no context",
+    "delta-sequence-no": "the sequence_no of a Delta the producer sends; no context",
+    "delta": "the Delta.t a Delta the producer sends carries; context: output",
+    "deltas-before-negotiation": "whether the producer run sends its Deltas right after the "
+    "Handshake rather than once the ok Schema_negotiation arrived (False); no context",
+}
+
+
+# --- what the faults change ----------------------------------------------------------------
+
+
+def _crc_ok(raw: bytes) -> bool:
+    return raw[-CRC_SIZE:] == struct.pack("<I", crc32c(raw[:-CRC_SIZE]))
+
+
+def _with_crc(raw: bytes, wrong: bool = False) -> bytes:
+    """``raw`` with its CRC-32C computed anew (``wrong``: that CRC XOR 1)."""
+    return raw[:-CRC_SIZE] + struct.pack("<I", crc32c(raw[:-CRC_SIZE]) ^ wrong)
+
+
+def _patched(raw: Optional[bytes], offset: int, value: bytes) -> Optional[bytes]:
+    """``raw`` with ``value`` at ``offset``, its CRC right only if it was:
+    switching one check off leaves the others to run on the bytes as
+    received (a CRC that was wrong is still refused)."""
+    if raw is None or raw[offset : offset + len(value)] == value:
+        return raw
+    return _with_crc(raw[:offset] + value + raw[offset + len(value) :], wrong=not _crc_ok(raw))
+
+
+def accept_any_magic(accepted: bool, **_: Any) -> bool:
+    return True
+
+
+def magic_rewritten(raw: Optional[bytes]) -> Optional[bytes]:
+    return _patched(raw, 0, MAGIC)
+
+
+def version_rewritten(raw: Optional[bytes]) -> Optional[bytes]:
+    return _patched(raw, 4, bytes([VERSION]))
+
+
+def flags_cleared(raw: Optional[bytes]) -> Optional[bytes]:
+    return _patched(raw, 6, b"\x00")
+
+
+def crc_recomputed(raw: Optional[bytes]) -> Optional[bytes]:
+    return None if raw is None else _with_crc(raw)
+
+
+def unknown_type_skipped(raw: Optional[bytes]) -> Optional[bytes]:
+    """An envelope of an undefined type is dropped once the checks before the
+    type's (magic, CRC) passed; one that fails them is left to be refused."""
+    if raw is None or raw[5] in set(MsgType) or not _crc_ok(raw):
+        return raw
+    return None
+
+
+FAULTY_MAX_PAYLOAD = 64 << 20
+"""The no-length-bound fault still stops somewhere: it proves the case
+catches a node that waits for the claimed bytes, not that the machine has
+2 GiB to spare."""
+
+
+def no_length_bound(bound: int) -> int:
+    return FAULTY_MAX_PAYLOAD
+
+
+def always_one(number: int, **_: Any) -> int:
+    return 1
+
+
+def flag_one(flags: int) -> int:
+    return 1
+
+
+def crc_flipped(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 1])
+
+
+def negotiated_whatever_version(
+    errors: list[str], *, handshake: Any, registry: dict, **_: Any
+) -> list[str]:
+    return negotiate(registry, dataclasses.replace(handshake, protocol_version=PROTOCOL_VERSION))
+
+
+def every_schema_accepted(errors: list[str], *, handshake: Any, **_: Any) -> list[str]:
+    """As if the registry read every output as written (the version still counts)."""
+    return negotiate(dict(handshake.output_schemas), handshake)
+
+
+def every_schema_refused(errors: list[str], **_: Any) -> list[str]:
+    return ["refused"]
+
+
+def never(answered: bool) -> bool:
+    return False
+
+
+def skip_fingerprint_check(fp: bytes, *, envelope: Any, sources: dict, **_: Any) -> bytes:
+    """The fingerprint of the schema the Delta's output was negotiated with,
+    whatever the envelope carries (a Delta that does not decode, or names an
+    output not negotiated, keeps its own: the core refuses it as usual)."""
+    try:
+        msg = decode_payload(envelope.msg_type, envelope.payload)
+    except ValueError:
+        return fp
+    track = sources.get(msg.source_output) if isinstance(msg, DeltaMsg) else None
+    return fp if track is None else track.fingerprint
+
+
+def _arrived(track: Any) -> frozenset:
+    return (track.fault_record or {}).get("arrived", frozenset())
+
+
+def arrival_recorded(record: Optional[dict], *, sequence_no: int, **_: Any) -> dict:
+    record = record or {}
+    return {**record, "arrived": record.get("arrived", frozenset()) | {sequence_no}}
+
+
+def duplicate_applied(last: int, *, sequence_no: int, track: Any, **_: Any) -> int:
+    """A sequence_no that arrived before is applied as if it were next."""
+    if sequence_no <= last and sequence_no in _arrived(track):
+        return sequence_no - 1
+    return last
+
+
+def late_gap_fill_applied(last: int, *, sequence_no: int, track: Any, **_: Any) -> int:
+    """A sequence_no below the last applied that never arrived (a gap's late
+    filler) is applied as if it were next (the last applied stays as it was)."""
+    if sequence_no <= last and sequence_no not in _arrived(track):
+        return sequence_no - 1
+    return last
+
+
+def held_after_gap(last: int, *, sequence_no: int, **_: Any) -> int:
+    """A Delta past a gap is discarded, as if it had arrived before."""
+    return sequence_no if sequence_no > last + 1 else last
+
+
+def one_counter(last: int, *, sources: dict, **_: Any) -> int:
+    """The highest sequence number applied for any source."""
+    return max((track.last for track in sources.values()), default=last)
+
+
+def digest_before_recorded(
+    record: Optional[dict], *, track: Any, applying: bool, **_: Any
+) -> Optional[dict]:
+    if not applying:
+        return record
+    return {**(record or {}), "digest_before": track.digest()}
+
+
+def digests_before_last(ack: Any, *, sources: dict, **_: Any) -> Any:
+    """Each source's state digest as it was before its last applied Delta."""
+    for state in ack.sources:
+        record = sources[state.source_output].fault_record or {}
+        state.state_digest = record.get("digest_before", state.state_digest)
+    return ack
+
+
+def no_deadline(deadline: Optional[int]) -> None:
+    return None
+
+
+def first_delta_early(deltas: list, *, outputs: list, **_: Any) -> list:
+    """A Set of the first output's first key, with sample values."""
+    if not outputs:
+        return deltas
+    name, schema = outputs[0]
+    first = [FieldValue(f.field_name, sample_value(f.field_type, 1)) for f in schema.fields]
+    return [*deltas, (name, key_bytes("K1"), SetDelta(first))]
+
+
+def also_awaiting_negotiation(states: frozenset) -> frozenset:
+    return states | {"await_negotiation"}
+
+
+def rejection_ignored(ok: bool, **_: Any) -> bool:
+    return True
+
+
+def default_heartbeat_interval(interval_ms: int) -> int:
+    return DEFAULT_HEARTBEAT_MS
+
+
+def undeclared_field_added(delta: DeltaT, **_: Any) -> DeltaT:
+    if isinstance(delta, (SetDelta, PatchDelta)):
+        return type(delta)([*delta.fields, FieldValue("undeclared_field", b"\x00")])
+    return delta
+
+
+def at_once(early: bool) -> bool:
+    return True
+
 
 SERVER = "ripp.envelope.server."
 HANDSHAKE = "ripp.handshake.server."
@@ -25,78 +282,91 @@ SPECS: tuple[FaultSpec, ...] = (
         "server",
         "apply envelopes whose CRC-32C does not match (the CRC is not checked)",
         (SERVER + "rejects-flipped-bit",),
+        changes={"received-envelope": crc_recomputed},
     ),
     FaultSpec(
         "skip-magic-check",
         "server",
         "read envelopes whatever their first 4 bytes are",
         (SERVER + "rejects-bad-magic",),
+        changes={"magic-accepted": accept_any_magic, "received-envelope": magic_rewritten},
     ),
     FaultSpec(
         "ignore-envelope-version",
         "server",
         "read envelopes of any version byte as version 1",
         (SERVER + "rejects-unsupported-version",),
+        changes={"received-envelope": version_rewritten},
     ),
     FaultSpec(
         "accept-unknown-type",
         "server",
         "skip envelopes of an undefined message type instead of closing",
         (SERVER + "rejects-unknown-type",),
+        changes={"received-envelope": unknown_type_skipped},
     ),
     FaultSpec(
         "accept-nonzero-flags",
         "server",
         "read envelopes whatever their flags byte is (profile P1's check 6 skipped)",
         (SERVER + "rejects-nonzero-flags",),
+        changes={"received-envelope": flags_cleared},
     ),
     FaultSpec(
         "consumer-repeat-envelope-sequence",
         "server",
         "number every envelope it sends 1 (Schema_negotiation and Checkpoint_acks alike)",
         (SERVER + "sequence-increases",),
+        changes={"envelope-sequence": always_one},
     ),
     FaultSpec(
         "no-length-bound",
         "server",
         "wait for (and buffer) whatever payload length a header claims instead of refusing it",
         (SERVER + "rejects-oversized-length",),
+        changes={"payload-bound": no_length_bound},
     ),
     FaultSpec(
         "nonzero-flags",
         "server",
         "write flags 0x01 in every envelope it sends",
         (SERVER + "sends-zero-flags",),
+        changes={"envelope-flags": flag_one},
     ),
     FaultSpec(
         "bad-outgoing-crc",
         "server",
         "write a wrong CRC-32C (the correct one XOR 1) in every envelope it sends",
         (SERVER + "sends-valid-envelopes",),
+        changes={"sent-envelope": crc_flipped},
     ),
     FaultSpec(
         "ignore-handshake-version",
         "server",
         "negotiate whatever protocol_version the Handshake names",
         (HANDSHAKE + "refuses-unsupported-protocol-version",),
+        changes={"negotiation-errors": negotiated_whatever_version},
     ),
     FaultSpec(
         "accept-incompatible-schema",
         "server",
         "answer every Handshake with ok=true, whatever check_backward says",
         (HANDSHAKE + "refuses-incompatible-schema",),
+        changes={"negotiation-errors": every_schema_accepted},
     ),
     FaultSpec(
         "apply-duplicates",
         "server",
         "apply again a Delta whose sequence_no arrived before (a duplicate) instead of discarding it",
         (DELTA + "discards-duplicates",),
+        changes={"delta-record": arrival_recorded, "compared-last": duplicate_applied},
     ),
     FaultSpec(
         "hold-after-gap",
         "server",
         "discard Deltas after a gap until the missing sequence numbers arrive",
         (DELTA + "applies-after-gap",),
+        changes={"compared-last": held_after_gap},
     ),
     FaultSpec(
         "apply-late-gap-fill",
@@ -104,42 +374,49 @@ SPECS: tuple[FaultSpec, ...] = (
         "apply a Delta whose sequence_no is below the last applied but never arrived before (a late filler "
         "of a gap) instead of discarding it",
         (DELTA + "applies-after-gap",),
+        changes={"delta-record": arrival_recorded, "compared-last": late_gap_fill_applied},
     ),
     FaultSpec(
         "one-counter-for-all-sources",
         "server",
         "keep one last-applied sequence number for all sources instead of one per source",
         (DELTA + "tracks-sources-apart",),
+        changes={"compared-last": one_counter},
     ),
     FaultSpec(
         "skip-fingerprint-check",
         "server",
         "decode Deltas whatever schema fingerprint their envelope carries",
         (DELTA + "refuses-unknown-fingerprint",),
+        changes={"delta-fingerprint": skip_fingerprint_check},
     ),
     FaultSpec(
         "refuse-all-schemas",
         "server",
         'answer every Handshake with ok=false (error "refused"), whatever check_backward says',
         (HANDSHAKE + "accepts-compatible-schema",),
+        changes={"negotiation-errors": every_schema_refused},
     ),
     FaultSpec(
         "ignore-checkpoint-request",
         "server",
         "read Checkpoint_requests and never answer them",
         ("ripp.checkpoint.server.answers-request",),
+        changes={"checkpoint-request-answered": never},
     ),
     FaultSpec(
         "no-liveness-check",
         "server",
         "never close a producer that stops sending Heartbeats (profile P8's three intervals)",
         ("ripp.heartbeat.server.closes-without-heartbeats",),
+        changes={"liveness-deadline": no_deadline},
     ),
     FaultSpec(
         "wrong-ack-digest",
         "server",
         "report the digest of the state before the last applied Delta in Checkpoint_acks",
         (DELTA + "applies-in-order",),
+        changes={"delta-record": digest_before_recorded, "checkpoint-ack": digests_before_last},
     ),
     # --- producer (client role)
     FaultSpec(
@@ -147,42 +424,49 @@ SPECS: tuple[FaultSpec, ...] = (
         "client",
         "never send a Heartbeat",
         ("ripp.heartbeat.client.sends-at-interval",),
+        changes={"heartbeat-deadline": no_deadline},
     ),
     FaultSpec(
         "default-heartbeat-interval",
         "client",
         "send Heartbeats every 5 s (the text's default) whatever interval the consumer stated",
         ("ripp.heartbeat.client.sends-at-interval",),
+        changes={"heartbeat-interval-ms": default_heartbeat_interval},
     ),
     FaultSpec(
         "client-nonzero-flags",
         "client",
         "write flags 0x01 in every envelope it sends",
         (CLIENT + "sends-zero-flags",),
+        changes={"envelope-flags": flag_one},
     ),
     FaultSpec(
         "client-bad-crc",
         "client",
         "write a wrong CRC-32C (the correct one XOR 1) in every envelope it sends",
         (CLIENT + "sends-valid-envelopes",),
+        changes={"sent-envelope": crc_flipped},
     ),
     FaultSpec(
         "repeat-envelope-sequence",
         "client",
         "number every envelope it sends 1",
         (CLIENT + "sequence-increases",),
+        changes={"envelope-sequence": always_one},
     ),
     FaultSpec(
         "delta-before-handshake",
         "client",
         "send its first Delta before the Handshake",
         ("ripp.handshake.client.sends-handshake-first",),
+        changes={"deltas-before-handshake": first_delta_early},
     ),
     FaultSpec(
         "client-ignore-envelope-version",
         "client",
         "the producer reads envelopes of any version byte as version 1",
         (CLIENT + "rejects-unsupported-version",),
+        changes={"received-envelope": version_rewritten},
     ),
     FaultSpec(
         "client-no-wait-for-negotiation",
@@ -190,24 +474,28 @@ SPECS: tuple[FaultSpec, ...] = (
         "send its Deltas right after the Handshake, before the Schema_negotiation arrives (which it then "
         "reads as usual)",
         ("ripp.handshake.client.waits-for-negotiation",),
+        changes={"sending-states": also_awaiting_negotiation, "deltas-before-negotiation": at_once},
     ),
     FaultSpec(
         "ignore-rejection",
         "client",
         "go on sending Deltas after a Schema_negotiation with ok=false",
         ("ripp.handshake.client.stops-after-rejection",),
+        changes={"negotiation-accepted": rejection_ignored},
     ),
     FaultSpec(
         "repeat-delta-sequence",
         "client",
         "give every Delta sequence_no 1",
         ("ripp.delta.client.sends-deltas",),
+        changes={"delta-sequence-no": always_one},
     ),
     FaultSpec(
         "delta-undeclared-field",
         "client",
         "every Set or Patch Delta also names a field its writer schema does not have (undeclared_field)",
         ("ripp.delta.client.deltas-match-handshake",),
+        changes={"delta": undeclared_field_added},
     ),
 )
 

@@ -420,3 +420,31 @@ def type_by_name(name: str) -> bp.BinType:
     if name in _BASE_TYPES:
         return _BASE_TYPES[name]
     raise ValueError(f"unknown type {name!r}")
+
+
+# --- values the reference producer generates ---------------------------------------------
+
+
+def key_bytes(text: str) -> bytes:
+    # The text: "key : string (* bin_prot encoded key *)": a symbol, as a bin_prot string.
+    out = bytearray()
+    bp.write_string(out, text.encode("utf-8"))
+    return bytes(out)
+
+
+def sample_value(field_type: FieldType, i: int) -> bytes:
+    """A deterministic value of ``field_type`` for generated delta number ``i``
+    (a peer that knows ``i`` can compute the state the deltas build)."""
+
+    def value(t: FieldType) -> Any:
+        return {
+            "Int": lambda: i,
+            "Int64": lambda: i * 1000,
+            "Float": lambda: i / 4,
+            "Bool": lambda: i % 2 == 1,
+            "String": lambda: f"v{i}".encode(),
+            "Option": lambda: value(t.inner),
+            "List": lambda: [value(t.inner)],
+        }[t.kind]()
+
+    return bp.encode(field_type.bintype(), value(field_type))

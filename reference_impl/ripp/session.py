@@ -26,13 +26,20 @@ Rules (profile sections in brackets):
   protocol version other than 1; after ``ok`` sends a Heartbeat every
   negotiated interval [P8] and whatever deltas and checkpoint requests its
   owner asks for.
+
+Faults (``--fault``, reference_impl/ripp/faults.py) reach a session as
+``faults=...``; each changes a value at a named point
+(:meth:`FaultPoints.apply`), so with none on the code below is the rule as
+written.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
+
+from ..faults import FaultPoints
 
 from . import binprot as bp
 from .envelope import (
@@ -70,6 +77,7 @@ from .payloads import (
     fingerprint,
     msg_type_of,
 )
+from .faults import SPECS as FAULT_SPECS
 from .schema import negotiate
 
 NS_PER_MS = 1_000_000
@@ -170,6 +178,9 @@ class SourceTrack:
     last: int = 0
     applied: int = 0
     entries: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)
+    fault_record: Optional[dict] = None
+    """What an active fault keeps of this source's history (the point
+    delta-record); None without faults."""
     # field name -> descriptor of its value, from the writer schema
     field_types: dict[str, bp.BinType] = field(default_factory=dict)
 
@@ -220,10 +231,14 @@ class _Session:
         *,
         max_payload: int = MAX_PAYLOAD,
         handshake_timeout_ns: int = HANDSHAKE_TIMEOUT_NS,
+        faults: Iterable[Any] = (),
     ) -> None:
         self.worker_id = worker_id
         self.handshake_timeout_ns = handshake_timeout_ns
-        self._reader = EnvelopeReader(max_payload)
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
+        self.faults = self._points.active
+        """The names of the faults on (none: the conformant session)."""
+        self._reader = EnvelopeReader(max_payload, self._points)
         self._out = bytearray()
         self._sequence = 0
         self.closed: Optional[Closed] = None
@@ -304,11 +319,12 @@ class _Session:
         env = make_envelope(
             msg_type_of(msg),
             encode_payload(msg),
-            sequence=self._sequence,
+            sequence=self._points.apply("envelope-sequence", self._sequence),
             timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns,
             fingerprint=fingerprint,
+            flags=self._points.apply("envelope-flags", 0),
         )
-        self._out += encode_envelope(env)
+        self._out += self._points.apply("sent-envelope", encode_envelope(env))
         self.sent_log.append(env)
         return env
 
@@ -370,7 +386,7 @@ class ConsumerSession(_Session):
         self.state = "await_handshake"
 
     def checkpoint_ack(self, checkpoint_id: int) -> CheckpointAck:
-        return CheckpointAck(
+        ack = CheckpointAck(
             checkpoint_id,
             self.worker_id,
             [
@@ -380,11 +396,15 @@ class ConsumerSession(_Session):
                 )
             ],
         )
+        return self._points.apply("checkpoint-ack", ack, sources=self.sources)
 
     def _open_deadline(self) -> Optional[int]:
         if self.state != "open" or self.last_heartbeat_ns is None:
             return None
-        return self.last_heartbeat_ns + LIVENESS_INTERVALS * self.heartbeat_interval_ms * NS_PER_MS
+        return self._points.apply(
+            "liveness-deadline",
+            self.last_heartbeat_ns + LIVENESS_INTERVALS * self.heartbeat_interval_ms * NS_PER_MS,
+        )
 
     def _open_poll(self, now_ns: int) -> list[Any]:
         deadline = self._open_deadline()
@@ -412,6 +432,8 @@ class ConsumerSession(_Session):
         if t == MsgType.DELTA:
             return self._on_delta(env)
         if t == MsgType.CHECKPOINT_REQUEST:
+            if not self._points.apply("checkpoint-request-answered", True):
+                return []
             req = self._decode(env)
             if req is None:
                 return [self.closed]
@@ -436,7 +458,9 @@ class ConsumerSession(_Session):
 
     def _on_handshake(self, hs: Handshake, now_ns: int) -> list[Any]:
         self.handshake = hs
-        errors = negotiate(self.registry, hs)
+        errors = self._points.apply(
+            "negotiation-errors", negotiate(self.registry, hs), handshake=hs, registry=self.registry
+        )
         ok = not errors
         self._send(
             SchemaNegotiation(
@@ -459,11 +483,14 @@ class ConsumerSession(_Session):
 
     def _on_delta(self, env: Envelope) -> list[Any]:
         # P4: the fingerprint is checked before the payload is decoded
-        if env.fingerprint not in self._by_fingerprint:
+        fp = self._points.apply(
+            "delta-fingerprint", env.fingerprint, envelope=env, sources=self.sources
+        )
+        if fp not in self._by_fingerprint:
             return [
                 self._close(
                     "protocol",
-                    f"Delta fingerprint {env.fingerprint!r} is not a negotiated writer schema",
+                    f"Delta fingerprint {fp!r} is not a negotiated writer schema",
                 )
             ]
         msg: DeltaMsg = self._decode(env)
@@ -477,17 +504,23 @@ class ConsumerSession(_Session):
                     f"Delta for output {msg.source_output!r}, not declared in the Handshake",
                 )
             ]
-        if track.fingerprint != env.fingerprint:
+        if track.fingerprint != fp:
             return [
                 self._close(
                     "protocol",
                     f"Delta for {msg.source_output!r} carries the fingerprint "
-                    f"{env.fingerprint!r}, its schema's is {track.fingerprint!r}",
+                    f"{fp!r}, its schema's is {track.fingerprint!r}",
                 )
             ]
         seq = msg.sequence_no
-        if seq <= track.last:
+        last = self._points.apply(
+            "compared-last", track.last, sequence_no=seq, track=track, sources=self.sources
+        )
+        if seq <= last:
             # the text's set_remote: "Already seen -- idempotent discard"
+            track.fault_record = self._points.apply(
+                "delta-record", track.fault_record, sequence_no=seq, track=track, applying=False
+            )
             return [DuplicateDiscarded(msg.source_output, seq, track.last)]
         try:
             delta = decode_delta(msg.delta_bytes)
@@ -495,10 +528,13 @@ class ConsumerSession(_Session):
         except PayloadError as exc:
             return [self._close("payload", f"Delta {msg.source_output!r} #{seq}: {exc}")]
         events: list[Any] = []
-        if seq > track.last + 1:
-            events.append(GapDetected(msg.source_output, track.last + 1, seq - 1))
+        if seq > last + 1:
+            events.append(GapDetected(msg.source_output, last + 1, seq - 1))
+        track.fault_record = self._points.apply(
+            "delta-record", track.fault_record, sequence_no=seq, track=track, applying=True
+        )
         track.apply(msg.key, delta)
-        track.last = seq
+        track.last = max(track.last, seq)  # the last applied never goes back
         events.append(DeltaApplied(msg.source_output, seq, msg.key, delta))
         return events
 
@@ -546,16 +582,23 @@ class ProducerSession(_Session):
             raise RuntimeError("already started")
         self.started_ns = now_ns
         self.state = "await_negotiation"
+        for output, key, delta in self._points.apply(
+            "deltas-before-handshake", [], outputs=self.outputs
+        ):
+            self._send_delta(output, key, delta, now_ns)
         self._send(Handshake(self.worker_id, self.outputs, self.protocol_version), now_ns)
 
     @property
     def heartbeat_interval_ns(self) -> Optional[int]:
+        if self.negotiation is None:
+            return None
         return (
-            None if self.negotiation is None else self.negotiation.heartbeat_interval_ms * NS_PER_MS
+            self._points.apply("heartbeat-interval-ms", self.negotiation.heartbeat_interval_ms)
+            * NS_PER_MS
         )
 
     def _require_open(self) -> None:
-        if self.state != "open":
+        if self.state not in self._points.apply("sending-states", frozenset({"open"})):
             raise RuntimeError(f"cannot send in state {self.state}")
 
     def send_delta(
@@ -572,10 +615,33 @@ class ProducerSession(_Session):
         """Send one Delta; ``sequence_no`` overrides the per-output counter
         (tests resend old numbers).  Returns the sequence number used."""
         self._require_open()
+        return self._send_delta(
+            output,
+            key,
+            delta,
+            now_ns,
+            sequence_no=sequence_no,
+            watermark_ns=watermark_ns,
+            timestamp_ns=timestamp_ns,
+        )
+
+    def _send_delta(
+        self,
+        output: str,
+        key: bytes,
+        delta: DeltaT,
+        now_ns: int,
+        *,
+        sequence_no: Optional[int] = None,
+        watermark_ns: Optional[int] = None,
+        timestamp_ns: Optional[int] = None,
+    ) -> int:
         if output not in self.fingerprints:
             raise KeyError(f"output {output!r} is not declared in the Handshake")
         seq = self.next_sequence_no[output] if sequence_no is None else sequence_no
+        seq = self._points.apply("delta-sequence-no", seq)
         self.next_sequence_no[output] = max(self.next_sequence_no[output], seq + 1)
+        delta = self._points.apply("delta", delta, output=output)
         msg = DeltaMsg(output, key, encode_delta(delta), seq, watermark_ns)
         self._send(msg, now_ns, fingerprint=self.fingerprints[output], timestamp_ns=timestamp_ns)
         return seq
@@ -586,14 +652,13 @@ class ProducerSession(_Session):
         self._send(CheckpointRequest(checkpoint_id), now_ns)
 
     def _open_deadline(self) -> Optional[int]:
-        return self._next_heartbeat_ns if self.state == "open" else None
+        if self.state != "open":
+            return None
+        return self._points.apply("heartbeat-deadline", self._next_heartbeat_ns)
 
     def _open_poll(self, now_ns: int) -> list[Any]:
-        if (
-            self.state != "open"
-            or self._next_heartbeat_ns is None
-            or now_ns < self._next_heartbeat_ns
-        ):
+        due = self._open_deadline()
+        if due is None or now_ns < due:
             return []
         hb = Heartbeat(self.worker_id, now_ns, self.load)
         self._send(hb, now_ns)
@@ -621,7 +686,7 @@ class ProducerSession(_Session):
                         "protocol", f"consumer speaks protocol version {neg.protocol_version}"
                     )
                 )
-            elif not neg.ok:
+            elif not self._points.apply("negotiation-accepted", neg.ok, negotiation=neg):
                 events.append(
                     self._close("rejected", "; ".join(neg.errors) or "negotiation failed")
                 )

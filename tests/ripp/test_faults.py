@@ -1,0 +1,92 @@
+"""The RIPP faults live beside their specs (reference_impl/ripp/faults.py),
+not inside the rules: every fault changes declared points, and no core
+module tests for a fault. The mutation run (tests/mutation) proves that each
+fault still breaks its rule."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from reference_impl.faults import FaultPoints, check_points
+from reference_impl.ripp import faults as ripp_faults
+from reference_impl.ripp.envelope import (
+    MAX_PAYLOAD,
+    EnvelopeError,
+    EnvelopeReader,
+    MsgType,
+    encode_envelope,
+    make_envelope,
+)
+from reference_impl.ripp.payloads import Heartbeat, encode_payload
+from reference_impl.ripp.session import ProducerSession
+
+RIPP = Path(__file__).resolve().parents[2] / "reference_impl" / "ripp"
+CORE_MODULES = ("session.py", "node.py", "envelope.py", "payloads.py", "schema.py", "binprot.py")
+FAULT_TEST = re.compile(r"Fault\.|self\._faults|faults &|in faults|in self\.faults")
+
+
+def test_every_fault_changes_declared_points():
+    assert check_points(ripp_faults.SPECS, ripp_faults.POINTS) == []
+
+
+@pytest.mark.parametrize("module", CORE_MODULES)
+def test_no_core_module_tests_for_a_fault(module):
+    lines = (RIPP / module).read_text(encoding="utf-8").splitlines()
+    found = [
+        f"{module}:{n}: {line.strip()}"
+        for n, line in enumerate(lines, 1)
+        if FAULT_TEST.search(line)
+    ]
+    assert found == []
+
+
+def _heartbeat(**changes) -> bytearray:
+    env = make_envelope(
+        MsgType.HEARTBEAT, encode_payload(Heartbeat("w", 1, 0.0)), sequence=1, timestamp_ns=1
+    )
+    data = bytearray(encode_envelope(env))
+    for offset, value in changes.items():
+        data[int(offset[1:])] = value
+    return data
+
+
+def test_reader_faults_switch_off_their_check_only():
+    bad_version = bytes(_heartbeat(b4=9))
+    with pytest.raises(EnvelopeError) as refused:
+        EnvelopeReader().receive_data(bad_version)
+    assert refused.value.check == "crc"  # the byte changed after the CRC was computed
+    points = FaultPoints(ripp_faults.SPECS, {ripp_faults.Fault.IGNORE_ENVELOPE_VERSION})
+    # With the version fault on, the CRC is still checked on the bytes as received.
+    with pytest.raises(EnvelopeError) as still:
+        EnvelopeReader(points=points).receive_data(bad_version)
+    assert still.value.check == "crc"
+    fixed = ripp_faults._with_crc(bad_version)
+    with pytest.raises(EnvelopeError) as version:
+        EnvelopeReader().receive_data(fixed)
+    assert version.value.check == "version"
+    [env] = EnvelopeReader(points=points).receive_data(fixed)
+    assert env.version == 1 and env.msg_type == MsgType.HEARTBEAT
+    unknown = ripp_faults._with_crc(bytes(_heartbeat(b5=99)))
+    skip = FaultPoints(ripp_faults.SPECS, {ripp_faults.Fault.ACCEPT_UNKNOWN_TYPE})
+    assert EnvelopeReader(points=skip).receive_data(unknown) == []
+    bound = FaultPoints(ripp_faults.SPECS, {ripp_faults.Fault.NO_LENGTH_BOUND})
+    header = bytearray(_heartbeat())[:59]
+    header[55:59] = (MAX_PAYLOAD + 1).to_bytes(4, "little")
+    with pytest.raises(EnvelopeError):
+        EnvelopeReader().receive_data(bytes(header))
+    assert EnvelopeReader(points=bound).receive_data(bytes(header)) == []  # waits for the bytes
+
+
+def test_outgoing_envelope_faults():
+    session = ProducerSession("w", [], faults={ripp_faults.Fault.CLIENT_NONZERO_FLAGS})
+    session.start(1)
+    data = session.data_to_send()
+    assert data[6] == 1
+    session = ProducerSession("w", [], faults={ripp_faults.Fault.CLIENT_BAD_CRC})
+    session.start(1)
+    with pytest.raises(EnvelopeError) as refused:
+        EnvelopeReader().receive_data(session.data_to_send())
+    assert refused.value.check == "crc"
