@@ -17,7 +17,7 @@ import argparse
 import logging
 import sys
 
-from ..faults import add_fault_option, fault_help
+from ..faults import FaultPoints, add_fault_option, fault_help
 from ..node_cli import port_number, positive_float, run_command, serve_until_stopped
 from ..variants import Shape, add_variant_option, variant_help
 from .faults import SPECS as FAULT_SPECS
@@ -79,13 +79,9 @@ async def _serve(args: argparse.Namespace) -> int:
             from .manifest import render_manifest
 
             address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            text = render_manifest([address], "/", args.manifest_destination)
-            if Fault.MANIFEST_WITHOUT_DESTINATION in faults:
-                text = "".join(
-                    line
-                    for line in text.splitlines(keepends=True)
-                    if not line.startswith("destination")
-                )
+            text = FaultPoints(FAULT_SPECS, faults).apply(
+                "manifest-text", render_manifest([address], "/", args.manifest_destination)
+            )
             with open(args.manifest, "w", encoding="utf-8") as handle:
                 handle.write(text)
             line += f" manifest={args.manifest}"

@@ -53,8 +53,10 @@ is "the profile", ``stomp-specification-1.2.md`` "STOMP"):
 
 Faults (``reference_impl/stomp/faults.py``, role "client"; :class:`ClientFault`
 has the same names) reach the session as ``ClientSession(faults=...)``, the
-TLS context as :func:`tls_context(faults=...)`, the ``${NODE_ID}`` ones
-:func:`settings_from_manifest` and body-not-json :func:`parse_messages`.
+TLS context as :func:`tls_context(faults=...)` and the ``${NODE_ID}`` ones
+:func:`settings_from_manifest`; each changes a value at a named point
+(:meth:`FaultPoints.apply`), so with none on the code below is the rule as
+written.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ import argparse
 import asyncio
 import dataclasses
 import enum
+import itertools
 import json
 import logging
 import random
@@ -73,7 +76,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ..faults import FaultPoints
 from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
+from .faults import SPECS as FAULT_SPECS
+from .faults import ClientFault
 from .frame import (
     HEARTBEAT,
     Frame,
@@ -120,33 +126,6 @@ MAX_SERVER_HEADERS = 128
 MAX_SERVER_HEADER_LINE = 8192
 
 
-class ClientFault(str, enum.Enum):
-    """The faults the sans-I/O session and the asyncio layer act on. The names
-    are the ``--fault`` names of ``reference_impl/stomp/faults.py`` (role
-    "client"); that registry lists the cases that catch each one."""
-
-    COUNT_BEFORE_RECEIPT = "count-before-receipt"
-    NO_RESEND = "no-resend"
-    OMIT_RECEIPT = "omit-receipt"
-    OMIT_TYPE = "omit-type"
-    OMIT_CONTENT_TYPE = "omit-content-type"
-    PERSISTENT_FALSE = "persistent-false"
-    SEND_SUBSCRIBE = "send-subscribe"
-    BODY_NOT_JSON = "body-not-json"
-    LITERAL_NODE_ID_HOST = "literal-node-id-host"
-    LITERAL_NODE_ID_LOGIN = "literal-node-id-login"
-    LITERAL_NODE_ID_DESTINATION = "literal-node-id-destination"
-    CHECK_HOSTNAME = "check-hostname"
-    NO_VERIFY = "no-verify"
-    ALLOW_TLS_1_2 = "allow-tls-1-2"
-    NO_CLIENT_CERTIFICATE = "no-client-certificate"
-    SEND_BEFORE_CONNECT = "send-before-connect"
-    SKIP_FIRST_MESSAGE = "skip-first-message"
-    SEND_AFTER_DISCONNECT = "send-after-disconnect"
-    OMIT_ACCEPT_VERSION = "omit-accept-version"
-    EXACT_RECEIPTS = "client-exact-receipts"
-
-
 def client_faults(names: Iterable[str] | None) -> frozenset[ClientFault]:
     """The members for ``--fault`` names (a ValueError names an unknown one)."""
     return frozenset(ClientFault(name) for name in names or ())
@@ -164,14 +143,12 @@ class OutgoingMessage:
     content_type: str = JSON_CONTENT_TYPE
 
     @classmethod
-    def from_json(cls, type_name: str, body: object, *, not_json: bool = False) -> OutgoingMessage:
-        """The JSON text of ``body``, compact, UTF-8 (``not_json``: the fault
-        body-not-json, the same text cut one byte short so no JSON parser
-        accepts it)."""
+    def from_json(cls, type_name: str, body: object) -> OutgoingMessage:
+        """The JSON text of ``body``, compact, UTF-8."""
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
             "utf-8"
         )
-        return cls(type_name, text[:-1] if not_json else text)
+        return cls(type_name, text)
 
 
 def _connect_safe(name: str, value: str | None) -> None:
@@ -281,7 +258,9 @@ class ClientSession:
     ) -> None:
         self.settings = settings
         self.messages = tuple(messages)
-        self.faults = frozenset(faults)
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
+        self.faults = self._points.active
+        """The names of the faults on (none: the conformant client)."""
         self.variants = frozenset(variants)
         """Conformant variants (reference_impl/stomp/variants.py): the frame
         ones (style, header order and extras, charset) and linger act here;
@@ -295,14 +274,15 @@ class ClientSession:
         self.delivered: list[int] = []
         """Indexes of delivered messages, in the order they were confirmed."""
         self.abandoned: list[int] = []
-        """Indexes given up (only with the fault no-resend)."""
+        """Indexes given up (only with a fault on)."""
         self.connections = 0
         self._delivered_set: set[int] = set()
         # deques: a benchmark may hand over 10^5 messages; both ends are used.
-        self._pending: deque[int] = deque(range(len(self.messages)))  # to send, in order
-        if ClientFault.SKIP_FIRST_MESSAGE in self.faults and self._pending:
-            # The fault skip-first-message: the first message is never sent.
-            self.abandoned.append(self._pending.popleft())
+        to_send = self._points.apply("messages-to-send", list(range(len(self.messages))))
+        self._pending: deque[int] = deque(to_send)  # to send, in order
+        if len(to_send) < len(self.messages):
+            sent = set(to_send)
+            self.abandoned += [index for index in range(len(self.messages)) if index not in sent]
         self._in_flight: deque[_InFlight] = deque()  # sent on this connection, not receipted
         self._counted_early: set[int] = set()
         self._outgoing = bytearray()
@@ -353,20 +333,19 @@ class ClientSession:
         )
         self._outgoing.clear()
         headers = [("accept-version", "1.2"), ("host", self.settings.host)]
-        if ClientFault.OMIT_ACCEPT_VERSION in self.faults:
-            headers = headers[1:]
         if self.settings.login is not None:
             headers.append(("login", self.settings.login))
         if self.settings.passcode is not None:
             headers.append(("passcode", self.settings.passcode))
         headers.append(("heart-beat", "%d,%d" % self.settings.heart_beat))
+        headers = self._points.apply("connect-headers", headers)
         if EXTRA_HEADERS in self.variants:  # heart-beat, ..., accept-version
             headers.reverse()
-        if ClientFault.SEND_BEFORE_CONNECT in self.faults and self._pending:
-            # The fault send-before-connect: the first SEND goes out ahead
-            # of CONNECT.
-            self._outgoing += self.style.encode(self._send_frame(self._pending[0]))
-        self._outgoing += self.style.encode(Frame("CONNECT", tuple(headers)))
+        first_pending = self._send_frame(self._pending[0]) if self._pending else None
+        for frame in self._points.apply(
+            "connect-frames", [Frame("CONNECT", tuple(headers))], first_pending=first_pending
+        ):
+            self._outgoing += self.style.encode(frame)
         self.state = State.CONNECTING
 
     def data_to_send(self) -> bytes:
@@ -388,13 +367,12 @@ class ClientSession:
 
     def connection_lost(self) -> None:
         """The connection is gone. Everything sent on it and not receipted is
-        pending again, ahead of what was never sent (the fault no-resend gives
-        it up instead)."""
+        pending again, ahead of what was never sent."""
         unconfirmed = [item.index for item in self._in_flight]
-        if ClientFault.NO_RESEND in self.faults:
-            self.abandoned += unconfirmed
-        else:
-            self._pending.extendleft(reversed(unconfirmed))
+        resent = self._points.apply("resent-after-drop", unconfirmed)
+        self._pending.extendleft(reversed(resent))
+        if len(resent) < len(unconfirmed):
+            self.abandoned += [index for index in unconfirmed if index not in resent]
         self._in_flight.clear()
         self._outgoing.clear()
         self._parser = None
@@ -468,59 +446,51 @@ class ClientSession:
                 heart_beat_interval(server_cx, our_cy),
             )
         ]
-        if ClientFault.SEND_SUBSCRIBE in self.faults:
-            # The fault send-subscribe: a command outside the profile's subset.
-            self._outgoing += self.style.encode(
-                Frame(
-                    "SUBSCRIBE",
-                    (("id", "0"), ("destination", self.settings.destination), ("ack", "auto")),
-                )
-            )
+        for extra in self._points.apply(
+            "frames-after-connected", [], destination=self.settings.destination
+        ):
+            self._outgoing += self.style.encode(extra)
         events += self._pump()
         return events
 
     def _send_frame(self, index: int) -> Frame:
         message = self.messages[index]
-        headers = [("destination", self.settings.destination)]
-        receipt = None if ClientFault.OMIT_RECEIPT in self.faults else self.receipt_for(index)
-        if receipt is not None:
-            headers.append(("receipt", receipt))
-        if ClientFault.OMIT_TYPE not in self.faults:
-            headers.append(("type", message.type))
-        if ClientFault.OMIT_CONTENT_TYPE not in self.faults:
-            content_type = message.content_type
-            if JSON_CHARSET in self.variants and content_type == JSON_CONTENT_TYPE:
-                content_type += ";charset=utf-8"
-            headers.append(("content-type", content_type))
-        headers.append(
-            ("persistent", "false" if ClientFault.PERSISTENT_FALSE in self.faults else "true")
-        )
+        content_type = message.content_type
+        if JSON_CHARSET in self.variants and content_type == JSON_CONTENT_TYPE:
+            content_type += ";charset=utf-8"
+        headers = [
+            ("destination", self.settings.destination),
+            ("receipt", self.receipt_for(index)),
+            ("type", message.type),
+            ("content-type", content_type),
+            ("persistent", "true"),
+        ]
+        headers = self._points.apply("send-headers", headers)
         if (
             EXTRA_HEADERS in self.variants
         ):  # a user-defined header, then persistent, ..., destination
             headers = [VARIANT_HEADER, *reversed(headers)]
-        return Frame("SEND", tuple(headers), message.body)
+        return Frame("SEND", tuple(headers), self._points.apply("send-body", message.body))
 
     def _pump(self) -> list[Event]:
         """Send pending messages up to the window; DISCONNECT once all is done."""
         if self.state is not State.OPEN:
             return []
         events: list[Event] = []
-        omit_receipt = ClientFault.OMIT_RECEIPT in self.faults
-        room = len(self._pending) if omit_receipt else self.settings.window - len(self._in_flight)
+        room = self._points.apply(
+            "send-window", self.settings.window - len(self._in_flight), pending=len(self._pending)
+        )
+        counted_when_written = self._points.apply("counted-when-written", False)
         while self._pending and room > 0:
             index = self._pending.popleft()
             frame = self._send_frame(index)
             self._outgoing += self.style.encode(frame)
             self._in_flight.append(_InFlight(index, frame.get("receipt")))
             room -= 1
-            if ClientFault.COUNT_BEFORE_RECEIPT in self.faults and index not in self._counted_early:
-                # The fault count-before-receipt: written is taken for delivered.
+            if counted_when_written and index not in self._counted_early:
                 self._counted_early.add(index)
                 events.append(Delivered(index, None))
-        if omit_receipt and self._in_flight:
-            # Without receipts on the SENDs only a receipted DISCONNECT can
-            # confirm them (a RECEIPT confirms everything before it).
+        if self._points.apply("disconnect-after-sends", False, in_flight=len(self._in_flight)):
             self._send_disconnect()
         elif not self._pending and not self._in_flight:
             if LINGER in self.variants:
@@ -542,20 +512,25 @@ class ClientSession:
         self._disconnect_receipt = (
             f"{self.settings.receipt_prefix}-disconnect-{self._disconnect_count}"
         )
-        self._outgoing += self.style.encode(
-            Frame("DISCONNECT", (("receipt", self._disconnect_receipt),))
-        )
-        if ClientFault.SEND_AFTER_DISCONNECT in self.faults and self.messages:
-            self._outgoing += self.style.encode(
-                self._send_frame(0)
-            )  # the fault: a frame after DISCONNECT
+        first_send = self._send_frame(0) if self.messages else None
+        for frame in self._points.apply(
+            "disconnect-frames",
+            [Frame("DISCONNECT", (("receipt", self._disconnect_receipt),))],
+            first_send=first_send,
+        ):
+            self._outgoing += self.style.encode(frame)
         self.state = State.DISCONNECTING
 
-    def _confirm(self, upto: int) -> list[Event]:
-        """The first ``upto`` SENDs in flight are confirmed."""
+    def _confirm(self, confirmed: list[_InFlight]) -> list[Event]:
+        """The SENDs ``confirmed`` (in flight) are delivered."""
         events: list[Event] = []
-        for _ in range(upto):
-            item = self._in_flight.popleft()
+        if all(item is head for item, head in zip(confirmed, self._in_flight)):
+            for _ in confirmed:  # the usual case: the oldest ones
+                self._in_flight.popleft()
+        else:
+            gone = {id(item) for item in confirmed}
+            self._in_flight = deque(item for item in self._in_flight if id(item) not in gone)
+        for item in confirmed:
             if item.index in self._delivered_set:
                 continue
             self._delivered_set.add(item.index)
@@ -572,20 +547,15 @@ class ClientSession:
             # Everything before the DISCONNECT is confirmed with it.
             # (DISCONNECT goes out only when nothing is pending: no frame may
             # follow it, STOMP 1.2 "DISCONNECT".)
-            events = self._confirm(len(self._in_flight))
+            events = self._confirm(list(self._in_flight))
             self._disconnect_receipt = None
             self.state = State.CLOSING
             return events + [Disconnected()]
         for position, item in enumerate(self._in_flight):
             if item.receipt == receipt_id:
-                if ClientFault.EXACT_RECEIPTS in self.faults:
-                    # The fault client-exact-receipts: the RECEIPT confirms the
-                    # SEND it names only; the earlier ones stay in flight.
-                    self._in_flight.rotate(-position)
-                    events = self._confirm(1)
-                    self._in_flight.rotate(position)
-                else:
-                    events = self._confirm(position + 1)
+                # footnote 2: it confirms every SEND before it too
+                up_to_it = list(itertools.islice(self._in_flight, position + 1))
+                events = self._confirm(self._points.apply("confirmed-by-receipt", up_to_it))
                 if (
                     self.state is State.OPEN
                     and CONNECTION_PER_MESSAGE in self.variants
@@ -639,19 +609,11 @@ READ_CHUNK = 65536
 def tls_context(
     cert_file: str, key_file: str, ca_file: str, faults: frozenset[ClientFault] = frozenset()
 ) -> ssl.SSLContext:
-    """The profile's client context (tls.client_context), or one that breaks
-    one TLS rule on purpose."""
-    if ClientFault.NO_CLIENT_CERTIFICATE in faults:
-        context = client_context(None, None, ca_file)
-    else:
-        context = client_context(cert_file, key_file, ca_file)
-    if ClientFault.ALLOW_TLS_1_2 in faults:
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if ClientFault.NO_VERIFY in faults:
-        context.verify_mode = ssl.CERT_NONE
-    if ClientFault.CHECK_HOSTNAME in faults:
-        context.check_hostname = True
-    return context
+    """The profile's client context (tls.client_context), as the TLS faults
+    change it (the points client-certificate and client-tls-context)."""
+    points = FaultPoints(FAULT_SPECS, faults)
+    cert, key = points.apply("client-certificate", (cert_file, key_file))
+    return points.apply("client-tls-context", client_context(cert, key, ca_file))
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:
@@ -856,7 +818,7 @@ class ClientUsageError(ValueError):
     """A problem with the command line or its files: one line to stderr, exit 2."""
 
 
-def parse_messages(text: str, *, not_json: bool = False) -> list[OutgoingMessage]:
+def parse_messages(text: str) -> list[OutgoingMessage]:
     """The messages of a JSON-lines file: one ``{"type": str, "body": {...}}``
     object per line, blank lines skipped; message n (counting from 0) is the
     n-th object."""
@@ -887,7 +849,7 @@ def parse_messages(text: str, *, not_json: bool = False) -> list[OutgoingMessage
             raise ClientUsageError(
                 f'--messages line {number}: "body" must be a JSON object (an SMP message)'
             )
-        message = OutgoingMessage.from_json(type_name, body, not_json=not_json)
+        message = OutgoingMessage.from_json(type_name, body)
         if len(message.body) > MAX_MESSAGE_BODY_BYTES:
             raise ClientUsageError(
                 f"--messages line {number}: body of {len(message.body)} bytes is larger than "
@@ -901,17 +863,15 @@ def settings_from_manifest(
     manifest, node_id: str, faults: frozenset[ClientFault], receipt_prefix: str
 ) -> ClientSettings:
     """CONNECT and SEND values from ``manifest`` with ``${NODE_ID}`` replaced
-    (profile, manifest keys host, login, destination); a literal-node-id-*
-    fault keeps the manifest's text for its one header."""
-    substituted = manifest.substituted(node_id)
-
-    def pick(name: str, fault: ClientFault):
-        return getattr(manifest if fault in faults else substituted, name)
-
+    (profile, manifest keys host, login, destination; a fault may keep the
+    manifest's text, the point manifest-values)."""
+    substituted = FaultPoints(FAULT_SPECS, faults).apply(
+        "manifest-values", manifest.substituted(node_id), manifest=manifest
+    )
     return ClientSettings(
-        host=pick("host", ClientFault.LITERAL_NODE_ID_HOST),
-        destination=pick("destination", ClientFault.LITERAL_NODE_ID_DESTINATION),
-        login=pick("login", ClientFault.LITERAL_NODE_ID_LOGIN),
+        host=substituted.host,
+        destination=substituted.destination,
+        login=substituted.login,
         passcode=substituted.passcode,
         receipt_prefix=receipt_prefix,
     )
@@ -951,9 +911,7 @@ async def client_command(args) -> int:
 
     faults = client_faults(args.fault)
     if faults:
-        log.warning(
-            "fault injection active: %s", ", ".join(sorted(fault.value for fault in faults))
-        )
+        log.warning("fault injection active: %s", ", ".join(sorted(set(args.fault))))
     try:
         manifest = parse_manifest(
             _read_text(args.manifest, "--manifest", MAX_MANIFEST_BYTES).encode("utf-8")
@@ -963,10 +921,7 @@ async def client_command(args) -> int:
             settings_from_manifest(manifest, args.node_id, faults, receipt_prefix),
             frozenset(args.variant),
         )
-        messages = parse_messages(
-            _read_text(args.messages, "--messages", MAX_MESSAGES_FILE_BYTES),
-            not_json=ClientFault.BODY_NOT_JSON in faults,
-        )
+        messages = parse_messages(_read_text(args.messages, "--messages", MAX_MESSAGES_FILE_BYTES))
         context = tls_context(args.cert, args.key, args.ca, faults)
     except ManifestError as exc:
         raise ClientUsageError(f"--manifest: {exc}") from None

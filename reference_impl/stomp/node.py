@@ -19,6 +19,10 @@
 - Every read is bounded (65536 bytes at a time, frames by the core's
   parser), every write has :data:`WRITE_TIMEOUT`, connections are capped at
   ``max_connections``; nothing a peer sends can raise out of a handler.
+
+Faults (``--fault``, reference_impl/stomp/faults.py) go to every
+connection's core as ``faults=...``; the node's own points (the TLS context,
+the store, read timeouts, heart-beats, when stores happen) are applied here.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..variants import UNPROMPTED_TRAFFIC, Shape, shape_writer
-from .faults import Fault
+from ..faults import FaultPoints
+from .faults import FAULT_STORE_DELAY
+from .faults import SPECS as FAULT_SPECS
 from .server import DEFAULT_HEART_BEAT, ServerConnection
 from .store import Store, StoredMessage, StoreError
 from .tls import server_context
@@ -44,9 +50,6 @@ DEFAULT_CONNECT_TIMEOUT = 30.0
 """Seconds a client gets, after the TLS handshake, to send CONNECT."""
 DEFAULT_MAX_CONNECTIONS = 256
 READ_SIZE = 65536
-FAULT_STORE_DELAY = 3.0
-"""How late the fault ``receipt-before-store`` writes a receipted message."""
-FAULT_IDLE_DROP = 2.0
 MAX_TIMER_SECONDS = 86400.0
 """heart-beat values are unbounded integers; timers are capped at a day."""
 
@@ -66,19 +69,9 @@ def grace_seconds(expect_ms: int, margin: float = DEFAULT_GRACE_MARGIN) -> float
 def server_ssl_context(
     cert_file: str, key_file: str, ca_file: str, faults: frozenset = frozenset()
 ) -> ssl.SSLContext:
-    """tls.server_context, bent by the TLS faults when asked."""
-    context = server_context(cert_file, key_file, ca_file)
-    if Fault.UNTRUSTED_SERVER_CERTIFICATE in faults:
-        import trustme  # only this fault needs it: a CA nobody was given
-
-        trustme.CA().issue_cert("stomp-server.invalid").configure_cert(context)
-    if Fault.ACCEPT_TLS_1_2 in faults:
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if Fault.NO_CLIENT_CERTIFICATE_CHECK in faults:
-        context.verify_mode = ssl.CERT_NONE
-    elif Fault.CLIENT_CERTIFICATE_OPTIONAL in faults:
-        context.verify_mode = ssl.CERT_OPTIONAL
-    return context
+    """tls.server_context, as the TLS faults change it (the point server-tls-context)."""
+    points = FaultPoints(FAULT_SPECS, faults)
+    return points.apply("server-tls-context", server_context(cert_file, key_file, ca_file))
 
 
 class Committer:
@@ -149,6 +142,7 @@ class StompServerNode:
         shape: Shape = Shape(),
     ) -> None:
         self.faults = frozenset(faults)
+        self._points = FaultPoints(FAULT_SPECS, self.faults)
         self.variants = frozenset(variants)
         """Conformant variants (reference_impl/stomp/variants.py): the frame
         ones go to each ServerConnection; other-heart-beats replaces
@@ -159,7 +153,7 @@ class StompServerNode:
         if OTHER_HEART_BEATS in self.variants:
             heart_beat = SERVER_HEART_BEAT
         self.ssl_context = server_ssl_context(cert_file, key_file, ca_file, self.faults)
-        self.store = Store(store_dir, wipe=Fault.STORE_LOST_ON_RESTART in self.faults)
+        self.store = Store(store_dir, wipe=self._points.apply("store-wiped-on-start", False))
         self.committer = Committer(self.store)
         self.heart_beat = heart_beat
         self.connect_timeout = connect_timeout
@@ -220,14 +214,14 @@ class StompServerNode:
         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT)
 
     def _read_timeout(self, conn: ServerConnection, link: _Link) -> float | None:
-        if Fault.DROP_IDLE_CONNECTIONS in self.faults:
-            return FAULT_IDLE_DROP
-        if (
-            Fault.MISSING_HEART_BEAT_EXPECTS_BEATS in self.faults
-            and conn.connected
-            and conn.heart_beat_header_missing
-        ):
-            return FAULT_IDLE_DROP  # the fault: as if a CONNECT without heart-beat promised the client's beats
+        return self._points.apply(
+            "read-timeout",
+            self._correct_read_timeout(conn, link),
+            connected=conn.connected,
+            heart_beat_header_missing=conn.heart_beat_header_missing,
+        )
+
+    def _correct_read_timeout(self, conn: ServerConnection, link: _Link) -> float | None:
         if not conn.connected:
             return max(0.0, link.connect_deadline - asyncio.get_running_loop().time())
         expect_ms = conn.heart_beats[1]
@@ -260,7 +254,8 @@ class StompServerNode:
                 link.last_write = asyncio.get_running_loop().time()
 
     def _store_late(self, message: StoredMessage) -> None:
-        """Fault receipt-before-store: the write happens well after the RECEIPT."""
+        """A deferred store (the point deferred-stores): the write happens
+        well after the RECEIPT."""
 
         async def later() -> None:
             await asyncio.sleep(FAULT_STORE_DELAY)
@@ -283,6 +278,9 @@ class StompServerNode:
         link = _Link(last_write=loop.time(), connect_deadline=loop.time() + self.connect_timeout)
         beats: asyncio.Task | None = None
         unprompted: asyncio.Task | None = None
+        # What the connection stored is kept only for a fault that reads it
+        # (the point removed-after-cut): the store does not keep messages in memory.
+        keep_stored = self._points.changes("removed-after-cut")
         log.info("connection %s from %s", conn.session_id, peer)
         try:
             while not conn.finished:
@@ -301,27 +299,16 @@ class StompServerNode:
                     conn.receive_eof()
                     break
                 requests = conn.receive_data(data)
-                if (
-                    beats is None
-                    and conn.connected
-                    and conn.heart_beats[0]
-                    and Fault.NO_HEART_BEATS not in self.faults
-                ):
-                    beats = asyncio.create_task(
-                        self._heart_beats(writer, link, conn.heart_beats[0])
-                    )
+                send_every = self._points.apply("heart-beat-send-interval", conn.heart_beats[0])
+                if beats is None and conn.connected and send_every:
+                    beats = asyncio.create_task(self._heart_beats(writer, link, send_every))
                 if unprompted is None and conn.connected and UNPROMPTED_TRAFFIC in self.variants:
                     unprompted = asyncio.create_task(self._unprompted(writer, link))
-                if Fault.RECEIPT_BEFORE_STORE in self.faults:
-                    for request in requests:
-                        self._store_late(request.message)
-                        conn.stored(request.request_id)
-                    requests = []
-                elif Fault.PIPELINED_STORED_LATE in self.faults and len(requests) > 1:
-                    for request in requests[:-1]:
-                        self._store_late(request.message)
-                        conn.stored(request.request_id)
-                    requests = requests[-1:]
+                deferred = self._points.apply("deferred-stores", [], requests=requests)
+                for request in deferred:
+                    self._store_late(request.message)
+                    conn.stored(request.request_id)
+                requests = [request for request in requests if request not in deferred]
                 futures = [
                     (request, self.committer.submit(request.message)) for request in requests
                 ]
@@ -334,9 +321,7 @@ class StompServerNode:
                         log.error("%s: store failed: %s", conn.session_id, exc)
                         conn.store_failed(request.request_id, str(exc))
                         break
-                    if (
-                        Fault.FORGET_ON_CONNECTION_CUT in self.faults
-                    ):  # only that fault needs the list
+                    if keep_stored:
                         link.stored.append(request.message)
                     conn.stored(request.request_id)
                 await self._write(writer, link, conn.data_to_send())
@@ -346,12 +331,11 @@ class StompServerNode:
             for task in (beats, unprompted):
                 if task is not None:
                     task.cancel()
-            if (
-                Fault.FORGET_ON_CONNECTION_CUT in self.faults
-                and not conn.disconnected
-                and link.stored
-            ):
-                await asyncio.to_thread(self.store.remove, link.stored)
+            removed = self._points.apply(
+                "removed-after-cut", [], stored=link.stored, disconnected=conn.disconnected
+            )
+            if removed:
+                await asyncio.to_thread(self.store.remove, removed)
             log.info("%s: closed (%s)", conn.session_id, conn.error or "no error")
             await self._close(writer)
 

@@ -56,6 +56,11 @@ An ERROR carries ``message`` (short), ``content-type: text/plain``, the
 ``receipt-id`` of the frame it answers when that frame had a ``receipt``, and
 a body explaining the refusal (with the start of the offending frame, except
 for CONNECT frames, whose passcode must not be echoed).
+
+Faults (``--fault``, reference_impl/stomp/faults.py) reach the connection as
+``faults=...``; each changes a value at a named point
+(:meth:`FaultPoints.apply`), so with none on the code below is the rule as
+written.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..faults import FaultPoints
+from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .frame import (
     ALL_COMMANDS,
@@ -73,7 +80,6 @@ from .frame import (
     FrameError,
     FrameParser,
     encode_frame,
-    escape_header_value,
     heart_beat_interval,
     parse_heart_beat,
 )
@@ -128,15 +134,18 @@ class ProtocolRefusal(Exception):
         frame: Frame | None = None,
         *,
         extra_headers: tuple[tuple[str, str], ...] = (),
-        profile: bool = False,
+        kind: str = "refused",
     ) -> None:
         super().__init__(message)
         self.message = message
         self.detail = detail
         self.frame = frame
         self.extra_headers = extra_headers
-        self.profile = profile
-        """A SEND header the profile requires of clients is missing or wrong."""
+        self.kind = kind
+        """What is refused: "malformed" (the frame grammar or a bound),
+        "profile" (a SEND header the profile requires of clients is missing
+        or wrong), "body" (a SEND body that is not a valid SMP message) or
+        "refused" (any other reason)."""
 
 
 def _excerpt(data: bytes) -> str:
@@ -190,7 +199,9 @@ class ServerConnection:
         validate_body: BodyValidator = smp_problems,
         variants: Iterable[str] = (),
     ) -> None:
-        self.faults = frozenset(faults)
+        self._points = FaultPoints(FAULT_SPECS, frozenset(faults))
+        self.faults = self._points.active
+        """The names of the faults on (none: the conformant server)."""
         self.variants = frozenset(variants)
         """Conformant variants (reference_impl/stomp/variants.py) that change
         the frames written: their style, header order, extra headers, bare ERRORs."""
@@ -240,41 +251,24 @@ class ServerConnection:
         """Process bytes from the client; the messages to store, in order."""
         if self.closing or self.ignore_input:
             return []
-        if Fault.REFUSE_CRLF in self.faults and b"\r\n" in data:
-            self._refuse(
-                ProtocolRefusal("malformed frame", "CRLF line ends are not accepted"),
-                malformed=True,
-            )
+        refused = self._points.apply("received-bytes-refusal", None, data=data)
+        if refused is not None:
+            self._refuse(ProtocolRefusal("malformed frame", refused, kind="malformed"))
             return []
         requests: list[StoreRequest] = []
         try:
-            items = deque(self.parser.receive_data(data))
+            items = self._points.apply("received-items", self.parser.receive_data(data))
         except FrameError as exc:
             self._malformed(exc)
             return requests
-        while items:
-            item = items.popleft()
+        for item in items:
             if self.closing or self.ignore_input:
                 break
-            if (
-                Fault.BODY_ENDS_AT_NUL in self.faults
-                and isinstance(item, Frame)
-                and b"\x00" in item.body
-            ):
-                # The fault reads the body only up to its first NUL and the rest as more frames.
-                body, _, rest = item.body.partition(b"\x00")
-                item = Frame(
-                    item.command, tuple(h for h in item.headers if h[0] != "content-length"), body
-                )
-                try:
-                    items.extendleft(reversed(FrameParser().receive_data(rest + b"\x00")))
-                except FrameError:
-                    pass
             try:
                 request = self._handle(item)
             except ProtocolRefusal as refusal:
-                self._refuse(refusal)
-                break
+                self._refuse(refusal)  # closes, unless a fault says otherwise
+                continue
             if request is not None:
                 requests.append(request)
         if not self.closing and not self.ignore_input and self.parser.failed is not None:
@@ -355,33 +349,21 @@ class ServerConnection:
         )
 
     def _emit(self, frame: Frame, *, needs: int | None = None, receipt: bool = False) -> None:
-        if Fault.BODY_ON_RECEIPT in self.faults and frame.command == "RECEIPT":
-            frame = Frame(frame.command, frame.headers, b"receipted\n")
+        frame = self._points.apply("outgoing-frame", frame)
         self._queue.append(
             (self._requested if needs is None else needs, self.style.encode(frame), receipt)
         )
         self._release()
 
     def _release(self) -> None:
-        if (
-            Fault.RECEIPTS_OUT_OF_ORDER in self.faults
-            and self._failed_from is None
-            and self._confirmed < self._requested
-        ):
-            # The node confirms stores one at a time; hold the frames until the
-            # whole pending batch is durable, so its RECEIPTs are released
-            # together and the fault can reverse them.
+        stores_pending = self._failed_from is None and self._confirmed < self._requested
+        if self._points.apply("release-held", False, stores_pending=stores_pending):
             return
         released: list[tuple[bytes, bool]] = []
         while self._queue and self._queue[0][0] <= self._confirmed:
             _, data, receipt = self._queue.popleft()
             released.append((data, receipt))
-        if Fault.RECEIPTS_OUT_OF_ORDER in self.faults:
-            receipts = [data for data, receipt in released if receipt][::-1]
-            released = [
-                (receipts.pop(0), True) if receipt else (data, False) for data, receipt in released
-            ]
-        for data, receipt in released:
+        for data, receipt in self._points.apply("released-frames", released):
             if receipt and CUMULATIVE_RECEIPTS in self.variants:
                 # Variant cumulative-receipts: of the SEND RECEIPTs released
                 # before the caller writes (the SENDs stored together), only
@@ -400,31 +382,27 @@ class ServerConnection:
 
     def _malformed(self, exc: FrameError) -> None:
         self._refuse(
-            ProtocolRefusal("malformed frame", f"{exc.reason}\nframe: {_excerpt(exc.data)}"),
-            malformed=True,
+            ProtocolRefusal(
+                "malformed frame", f"{exc.reason}\nframe: {_excerpt(exc.data)}", kind="malformed"
+            )
         )
 
-    def _refuse(self, refusal: ProtocolRefusal, *, malformed: bool = False) -> None:
-        if malformed and Fault.NO_ERROR_ON_MALFORMED in self.faults:
+    def _refuse(self, refusal: ProtocolRefusal) -> None:
+        """ERROR, then close."""
+        send_error, then = self._points.apply("refusal-answer", (True, "close"), kind=refusal.kind)
+        if send_error:
+            self._queue_error(refusal)
+        if then == "close":
             self.closing = True
-            return
-        self._queue_error(refusal)
-        if refusal.profile and Fault.OPEN_AFTER_PROFILE_ERROR in self.faults:
+        elif then == "ignore-input":
             self.ignore_input = True
-            return
-        if malformed and Fault.OPEN_AFTER_ERROR in self.faults:
-            self.ignore_input = True  # the parser is dead; we just never close
-            return
-        self.closing = True
 
     def _queue_error(self, refusal: ProtocolRefusal, needs: int | None = None) -> None:
-        headers: list[tuple[str, str]] = (
-            [] if Fault.ERROR_WITHOUT_MESSAGE in self.faults else [("message", refusal.message)]
-        )
+        headers: list[tuple[str, str]] = [("message", refusal.message)]
         frame = refusal.frame
         if frame is not None and frame.command != "CONNECT" and frame.command != "STOMP":
             receipt = frame.get("receipt")
-            if receipt is not None and Fault.ERROR_WITHOUT_RECEIPT_ID not in self.faults:
+            if receipt is not None:
                 headers.append(("receipt-id", receipt))
         headers += refusal.extra_headers
         self.error = refusal.message
@@ -451,8 +429,9 @@ class ServerConnection:
 
     def _handle(self, item: Frame | object) -> StoreRequest | None:
         if item is HEARTBEAT:
-            if self.connected and Fault.REFUSE_HEART_BEATS in self.faults:
-                raise ProtocolRefusal("unexpected EOL", "an EOL between frames")
+            refused = self._points.apply("eol-refusal", None, connected=self.connected)
+            if refused is not None:
+                raise ProtocolRefusal(*refused)
             return None
         frame: Frame = item  # type: ignore[assignment]
         command = frame.command
@@ -486,10 +465,6 @@ class ServerConnection:
         )
 
     def _connect(self, frame: Frame) -> None:
-        if frame.command == "STOMP" and Fault.REFUSE_STOMP_COMMAND in self.faults:
-            raise ProtocolRefusal("STOMP not supported", "use CONNECT")
-        if frame.command == "CONNECT" and Fault.REFUSE_CONNECT_COMMAND in self.faults:
-            raise ProtocolRefusal("CONNECT not supported", "use STOMP")
         accept = frame.get("accept-version")
         if accept is None:
             raise ProtocolRefusal(
@@ -498,10 +473,8 @@ class ServerConnection:
                 "supported protocol versions are 1.2",
                 extra_headers=(("version", "1.2"),),
             )
-        if (
-            "1.2" not in (part.strip() for part in accept.split(","))
-            and Fault.IGNORE_ACCEPT_VERSION not in self.faults
-        ):
+        speaks_1_2 = "1.2" in (part.strip() for part in accept.split(","))
+        if not self._points.apply("version-accepted", speaks_1_2, accept=accept):
             raise ProtocolRefusal(
                 "unsupported protocol version",
                 f"accept-version {accept[:80]!r}: supported protocol versions are 1.2",
@@ -511,10 +484,10 @@ class ServerConnection:
             raise ProtocolRefusal(
                 "missing host header", "STOMP 1.2 clients MUST set the host header"
             )
-        if Fault.REQUIRE_LOGIN in self.faults and frame.get("login") is None:
-            raise ProtocolRefusal("login required", "no login header")
-        if Fault.REQUIRE_PASSCODE in self.faults and frame.get("passcode") is None:
-            raise ProtocolRefusal("passcode required", "no passcode header")
+        # login and passcode are never required, nor checked (see above)
+        refused = self._points.apply("connect-refusal", None, frame=frame)
+        if refused is not None:
+            raise ProtocolRefusal(*refused)
         cx, cy = 0, 0
         value = frame.get("heart-beat")
         if value is not None:
@@ -527,10 +500,7 @@ class ServerConnection:
         sx, sy = self.heart_beat
         self.heart_beats = (heart_beat_interval(sx, cy), heart_beat_interval(cx, sy))
         self.heart_beat_header_missing = value is None
-        headers: list[tuple[str, str]] = []
-        if Fault.CONNECTED_WITHOUT_VERSION not in self.faults:
-            headers.append(("version", "1.2"))
-        headers.append(("heart-beat", f"{sx},{sy}"))
+        headers = [("version", "1.2"), ("heart-beat", f"{sx},{sy}")]
         if MINIMAL_CONNECTED not in self.variants:
             headers.append(("server", SERVER_NAME))
             if self.session_id is not None:
@@ -545,9 +515,9 @@ class ServerConnection:
             raise ProtocolRefusal(
                 "body on DISCONNECT", "DISCONNECT frames MUST NOT have a body", frame
             )
-        receipt = frame.get("receipt")
+        receipt = self._points.apply("disconnect-receipt", frame.get("receipt"))
         self.disconnected = True
-        if receipt is not None and Fault.NO_DISCONNECT_RECEIPT not in self.faults:
+        if receipt is not None:
             self._emit(Frame("RECEIPT", self._arrange([("receipt-id", receipt)])))
         self.closing = True
 
@@ -555,16 +525,14 @@ class ServerConnection:
         values = frame.all(name)
         if not values:
             return None
-        value = values[-1] if Fault.LAST_HEADER_WINS in self.faults else values[0]
-        if Fault.NO_HEADER_UNESCAPE in self.faults:
-            value = escape_header_value(value)
-        if Fault.TRIM_HEADER_VALUES in self.faults:
-            value = value.strip(" ")
-        return value
+        value = self._points.apply("header-choice", values[0], values=values)
+        return self._points.apply("header-value", value)
 
     def _send(self, frame: Frame) -> StoreRequest | None:
         destination = self._header(frame, "destination")
-        if not destination and Fault.ACCEPT_MISSING_DESTINATION not in self.faults:
+        if not self._points.apply(
+            "destination-accepted", bool(destination), destination=destination
+        ):
             what = "no destination header" if destination is None else "an empty destination header"
             raise ProtocolRefusal(
                 "missing destination", f"SEND with {what}: destination is REQUIRED", frame
@@ -592,7 +560,7 @@ class ServerConnection:
                     f"missing {name} header",
                     f"the Swaptacular STOMP profile requires every SEND to include {name}",
                     frame,
-                    profile=True,
+                    kind="profile",
                 )
         persistent = self._header(frame, "persistent")
         if persistent != "true":
@@ -601,7 +569,7 @@ class ServerConnection:
                 "persistent must be true",
                 f"persistent header {shown}: the profile says it MUST have the value true",
                 frame,
-                profile=True,
+                kind="profile",
             )
         content_type = self._header(frame, "content-type") or ""
         problem = _json_content_type(content_type)
@@ -615,13 +583,12 @@ class ServerConnection:
                 frame,
             )
         problems = self.validate_body(type_name, frame.body)
-        if problems and Fault.SILENT_ON_INVALID_BODY in self.faults:
-            return None
         if problems:
             raise ProtocolRefusal(
                 "invalid SMP message",
                 f"the body is not a valid SMP 2.1 {type_name} message: " + "; ".join(problems[:10]),
                 frame,
+                kind="body",
             )
         return self._accept(frame, destination or "", type_name, content_type, receipt)
 
@@ -644,11 +611,10 @@ class ServerConnection:
         self._receipts[request.request_id] = receipt
         self.accepted += 1
         if receipt is not None:
-            receipt_id = receipt + "-x" if Fault.WRONG_RECEIPT_ID in self.faults else receipt
-            needs = 0 if Fault.RECEIPT_BEFORE_STORE in self.faults else None
+            receipt_id = self._points.apply("send-receipt-id", receipt)
             self._emit(
                 Frame("RECEIPT", self._arrange([("receipt-id", receipt_id)])),
-                needs=needs,
+                needs=self._points.apply("receipt-needs", self._requested),
                 receipt=True,
             )
         return request

@@ -521,9 +521,16 @@ def test_fault_send_subscribe_sends_a_subscribe():
 
 def test_fault_body_not_json():
     text = json.dumps({"type": "T", "body": {"a": 1}})
-    (message,) = parse_messages(text, not_json=True)
+    messages_read = parse_messages(text)
+    json.loads(messages_read[0].body)  # the message as read is JSON; the fault cuts the SEND's
+    session = ClientSession(settings(), messages_read, faults={ClientFault.BODY_NOT_JSON})
+    session.start_connection()
+    session.data_to_send()
+    session.receive_data(CONNECTED)
+    (send,) = [frame for frame in frames_of(session.data_to_send()) if frame.command == "SEND"]
+    assert send.body == messages_read[0].body[:-1]
     with pytest.raises(ValueError):
-        json.loads(message.body)
+        json.loads(send.body)
 
 
 # --------------------------------------------------------------------------- end to end
