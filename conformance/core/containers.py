@@ -3,19 +3,7 @@
 (with ``testcontainers``), publishes its port(s) on 127.0.0.1 on ports the
 engine picks, waits until it is ready, and removes it afterwards.
 
-    [targets.my-node.container]
-    image = "conformance/reference:dev"
-    command = "btp serve --host 0.0.0.0 --port 7768 --auth-token-file /run/secrets/token"
-    ports = [7768]                       # the first is the server role's
-    url = "ws://{host}:{port}/"          # URL-addressed protocols: the published address
-    mounts = { "/run/secrets/token" = "{auth_token_file}" }   # read-only bind mounts
-    writable = { "/keys" = "{workdir}/keys" }                # read-write host directories
-    env = { LOG_LEVEL = "info" }
-    credential_env = { NODE_TOKEN = "auth_token" }          # a credential's value as a variable
-    ready = "BTP_READY"                  # regex on the container's log
-    ready_port = false                   # also wait until the port accepts TCP
-    ready_timeout = 30
-    outputs = { public_key = "id" }      # params from KEY=VALUE pairs in the log
+The table's keys, with an example, are in container_spec.py's docstring.
 
 Secrets reach a container only as mounted files or environment variables
 set when it is created, never through an image.
