@@ -26,8 +26,7 @@ DOCS = REPO / "docs" / "coverage"
 REQUIRE_SPECS = "CONFORMANCE_REQUIRE_SPECS"
 
 
-@pytest.fixture
-def spec_texts() -> Path:
+def require_spec_texts() -> Path:
     """The spec texts (<repo>/../shared/specs, or $CONFORMANCE_SPECS_DIR).
 
     A clone that is not beside the project's shared/ folder has none: the
@@ -41,6 +40,11 @@ def spec_texts() -> Path:
         if os.environ.get("CI") == "true" or os.environ.get(REQUIRE_SPECS) == "1":
             pytest.fail(f"the spec texts are required here (CI or {REQUIRE_SPECS}=1): {exc}")
         pytest.skip(f"needs the spec texts: {exc}")
+
+
+@pytest.fixture
+def spec_texts() -> Path:
+    return require_spec_texts()
 
 
 def test_sentences_end_at_stop_marks_not_at_abbreviations_or_ranges():
@@ -407,36 +411,13 @@ def test_cli_check_exit_status(tmp_path):
 
 
 def test_absent_texts_skip_with_the_reason_outside_ci_and_fail_in_ci(tmp_path, monkeypatch):
-    """The spec_texts fixture's two behaviours, run for real in a child pytest
-    with the texts pointed at a folder that does not exist."""
-    import subprocess
-    import sys
-
-    test = tmp_path / "test_needs_texts.py"
-    test.write_text(
-        "from tests.coverage.test_coverage import spec_texts  # noqa: F401\n"
-        "def test_reads(spec_texts):\n    assert spec_texts.is_dir()\n"
-    )
-    env = {**os.environ, "CONFORMANCE_SPECS_DIR": str(tmp_path / "absent"), "PYTHONPATH": str(REPO)}
-    env.pop("CI", None)
-    env.pop(REQUIRE_SPECS, None)
-
-    def child(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q", str(test)],
-            cwd=tmp_path,
-            env={**env, **extra},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    skipped = child({})
-    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout
-    assert "needs the spec texts" in skipped.stdout and "--specs-dir" in skipped.stdout
-    for extra in ({"CI": "true"}, {REQUIRE_SPECS: "1"}):
-        failed = child(extra)
-        # pytest counts a fixture's failure as an error of the test: exit 1 all the same
-        assert failed.returncode == 1 and "1 error" in failed.stdout, failed.stdout
-        assert "the spec texts are required here" in failed.stdout
+    monkeypatch.setenv("CONFORMANCE_SPECS_DIR", str(tmp_path / "absent"))
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv(REQUIRE_SPECS, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="needs the spec texts.*--specs-dir"):
+        require_spec_texts()
+    for variable, value in (("CI", "true"), (REQUIRE_SPECS, "1")):
+        with monkeypatch.context() as env:
+            env.setenv(variable, value)
+            with pytest.raises(pytest.fail.Exception, match="the spec texts are required here"):
+                require_spec_texts()
