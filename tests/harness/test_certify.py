@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -284,18 +286,31 @@ def test_killed_run_keeps_every_finished_case(tmp_path):
     # The launched node dies with the harness (it gets SIGTERM when its
     # parent dies): gone within 1 s, as soon as it is.
     gone_by = time.monotonic() + 1
+    node = re.compile(
+        rf"reference_impl\.ssb serve.*{re.escape(str(tmpdir))}/conformance-reference-ssb"
+    )
     while True:
-        leftover = subprocess.run(
-            ["pgrep", "-f", f"reference_impl.ssb serve.*{tmpdir}/conformance-reference-ssb"],
-            capture_output=True,
-            text=True,
-        )
-        if not leftover.stdout.strip() or time.monotonic() > gone_by:
+        leftover = processes_matching(node)
+        if not leftover or time.monotonic() > gone_by:
             break
         time.sleep(0.05)
-    assert not leftover.stdout.strip(), (
-        f"node still running 1 s after the harness was killed: {leftover.stdout}"
-    )
+    assert not leftover, f"node still running 1 s after the harness was killed: {leftover}"
+
+
+def processes_matching(pattern: re.Pattern[str]) -> list[str]:
+    """The command lines (from /proc, as `pgrep -f` reads them, without
+    needing procps, which a new Debian lacks) that match ``pattern``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        if cmdline.parent.name == str(os.getpid()):  # as pgrep, not this process
+            continue
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # the process ended while we looked
+            continue
+        if pattern.search(text):
+            found.append(f"{cmdline.parent.name}: {text}")
+    return found
 
 
 @pytest.fixture(autouse=True)
