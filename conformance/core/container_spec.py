@@ -85,19 +85,7 @@ CONTAINER_FIELDS = (
     "client",
 )
 CLIENT_FIELDS = ("image", "entrypoint", "command", "env", "credential_env", "mounts", "writable")
-SERVER_ONLY_FIELDS = (
-    "command",
-    "ports",
-    "url",
-    "env",
-    "credential_env",
-    "mounts",
-    "writable",
-    "ready",
-    "ready_port",
-    "ready_timeout",
-    "outputs",
-)
+SERVER_ONLY_FIELDS = tuple(field for field in CONTAINER_FIELDS if field not in ("image", "client"))
 """Fields of the container table that configure the server role; a
 client-only target's table has only image and client."""
 

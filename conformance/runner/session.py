@@ -35,6 +35,22 @@ nodes to stop, before the runner kills it."""
 KILLED_AFTER_RUN_TIMEOUT = -9
 
 
+PYTEST_PLUGIN_ARGS = (
+    "-p",
+    "pytest_asyncio.plugin",
+    "-p",
+    "allure_pytest.plugin",
+    "-p",
+    "conformance.plugin",
+    "-o",
+    "asyncio_mode=auto",
+    "-o",
+    "asyncio_default_fixture_loop_scope=function",
+)
+"""The plugins and options a suite's pytest runs with: the runner's, and the
+harness tests' fake suites', so that both run a suite the same way."""
+
+
 def run_suite(
     target: Target,
     run_dir: Path,
@@ -57,16 +73,7 @@ def run_suite(
         "-m",
         "pytest",
         str(suite),
-        "-p",
-        "pytest_asyncio.plugin",
-        "-p",
-        "allure_pytest.plugin",
-        "-p",
-        "conformance.plugin",
-        "-o",
-        "asyncio_mode=auto",
-        "-o",
-        "asyncio_default_fixture_loop_scope=function",
+        *PYTEST_PLUGIN_ARGS,
         "-o",
         "console_output_style=classic",
         "-p",

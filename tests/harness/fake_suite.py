@@ -14,6 +14,8 @@ import textwrap
 import threading
 import time
 from dataclasses import dataclass
+
+from conformance.runner.session import PYTEST_PLUGIN_ARGS
 from pathlib import Path
 
 from .cli_runner import REPO_ROOT
@@ -115,16 +117,7 @@ def run_suite(
         "-m",
         "pytest",
         str(suite),
-        "-p",
-        "pytest_asyncio.plugin",
-        "-p",
-        "allure_pytest.plugin",
-        "-p",
-        "conformance.plugin",
-        "-o",
-        "asyncio_mode=auto",
-        "-o",
-        "asyncio_default_fixture_loop_scope=function",
+        *PYTEST_PLUGIN_ARGS,
         "-p",
         "no:cacheprovider",
         "--rootdir",
