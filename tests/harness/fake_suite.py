@@ -51,6 +51,23 @@ class Listener:
         self.close()
 
 
+class ClosedPort:
+    """A loopback port that refuses connections for as long as it is held:
+    bound, never listening. Released at once, a port could be taken by
+    another test's listener in the meantime and the target become reachable."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+    def __enter__(self) -> "ClosedPort":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
 def targets_file(
     tmp_path: Path,
     port: int,

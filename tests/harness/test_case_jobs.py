@@ -23,7 +23,7 @@ from conformance.plugin.ordering import case_groups
 from conformance.runner import session
 
 from .cli_runner import certify
-from .fake_suite import Listener, run_suite, targets_file, write_suite
+from .fake_suite import ClosedPort, Listener, run_suite, targets_file, write_suite
 
 XDIST = ("-p", "xdist.plugin", "-n", "3", "--dist", "loadgroup")
 
@@ -195,10 +195,8 @@ def test_preflight_stops_every_worker_with_its_exit_status(tmp_path):
             pass
         """,
     )
-    with Listener() as listener:
-        port = listener.port
-    targets = targets_file(tmp_path, port)
-    run = run_suite(tmp_path, suite, targets, *XDIST)
+    with ClosedPort() as closed:
+        run = run_suite(tmp_path, suite, targets_file(tmp_path, closed.port), *XDIST)
     assert run.code == 4, run.output
     assert run.records == []
     error = json.loads((run.run_dir / "preflight-fake.json").read_text())["error"]

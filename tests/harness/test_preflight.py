@@ -5,7 +5,6 @@ error per case."""
 from __future__ import annotations
 
 import json
-import socket
 import textwrap
 
 import pytest
@@ -13,14 +12,7 @@ import pytest
 from reference_impl.ssb.keys import Keypair
 
 from .cli_runner import certify, run_cli
-from .fake_suite import Listener
-
-
-def closed_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from .fake_suite import ClosedPort, Listener
 
 
 def ssb_target(port: int, public_key: str, extra: str = "") -> str:
@@ -74,10 +66,11 @@ def test_malformed_public_key_stops_the_run_once(tmp_path, listener):
 
 
 def test_unreachable_port_stops_the_run_once(tmp_path):
-    port = closed_port()
     targets = tmp_path / "targets.toml"
-    targets.write_text(ssb_target(port, Keypair.generate().feed_id))
-    run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
+    with ClosedPort() as closed:
+        port = closed.port
+        targets.write_text(ssb_target(port, Keypair.generate().feed_id))
+        run = certify(tmp_path, "--targets-file", str(targets), "--target", "node", timeout=120)
     assert_stopped_by_preflight(run, "target node is unreachable", f"127.0.0.1:{port}")
 
 
@@ -158,22 +151,23 @@ def test_node_whose_output_lacks_an_outputs_key_stops_the_run_once(tmp_path):
 
 
 def test_interop_with_an_unreachable_server_stops_once(tmp_path):
-    port = closed_port()
     targets = tmp_path / "targets.toml"
-    targets.write_text(ssb_target(port, Keypair.generate().feed_id))
     run_dir = tmp_path / "run"
-    completed = run_cli(
-        "interop",
-        "--run-dir",
-        str(run_dir),
-        "--targets-file",
-        str(targets),
-        "--client",
-        "reference-ssb",
-        "--server",
-        "node",
-        timeout=120,
-    )
+    with ClosedPort() as closed:
+        port = closed.port
+        targets.write_text(ssb_target(port, Keypair.generate().feed_id))
+        completed = run_cli(
+            "interop",
+            "--run-dir",
+            str(run_dir),
+            "--targets-file",
+            str(targets),
+            "--client",
+            "reference-ssb",
+            "--server",
+            "node",
+            timeout=120,
+        )
     assert completed.returncode == 2, completed.stdout + completed.stderr
     errors = [
         line
