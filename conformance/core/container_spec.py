@@ -67,6 +67,9 @@ class ContainerClientSpec:
     credential_env: Mapping[str, str] = field(default_factory=dict)
     mounts: Mapping[str, str] = field(default_factory=dict)
     writable: Mapping[str, str] = field(default_factory=dict)
+    ready_timeout: float = 30.0
+    """Seconds a launched client has to connect to the harness (as
+    launch.ready_timeout for a process: the container's start is part of it)."""
 
 
 CONTAINER_FIELDS = (
@@ -84,7 +87,16 @@ CONTAINER_FIELDS = (
     "outputs",
     "client",
 )
-CLIENT_FIELDS = ("image", "entrypoint", "command", "env", "credential_env", "mounts", "writable")
+CLIENT_FIELDS = (
+    "image",
+    "entrypoint",
+    "command",
+    "env",
+    "credential_env",
+    "mounts",
+    "writable",
+    "ready_timeout",
+)
 SERVER_ONLY_FIELDS = tuple(field for field in CONTAINER_FIELDS if field not in ("image", "client"))
 """Fields of the container table that configure the server role; a
 client-only target's table has only image and client."""
@@ -175,7 +187,17 @@ def parse_client(
         credential_env=tables["credential_env"],
         mounts=tables["mounts"],
         writable=tables["writable"],
+        ready_timeout=_ready_timeout(table, cwhere),
     )
+
+
+def _ready_timeout(table: dict, cwhere: str) -> float:
+    timeout = table.get("ready_timeout", 30.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise TargetError(
+            f"{cwhere}: ready_timeout must be a positive number of seconds, got {timeout!r}"
+        )
+    return float(timeout)
 
 
 def parse_container(
@@ -249,11 +271,6 @@ def parse_container(
         raise TargetError(
             f"{cwhere}: no readiness check: give ready (a regex on the log) or ready_port = true"
         )
-    timeout = table.get("ready_timeout", 30.0)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise TargetError(
-            f"{cwhere}: ready_timeout must be a positive number of seconds, got {timeout!r}"
-        )
     url = table.get("url", "")
     if not isinstance(url, str):
         raise TargetError(
@@ -270,7 +287,7 @@ def parse_container(
         writable=tables["writable"],
         ready=ready,
         ready_port=ready_port,
-        ready_timeout=float(timeout),
+        ready_timeout=_ready_timeout(table, cwhere),
         outputs=tables["outputs"],
         client=client,
     )

@@ -177,6 +177,17 @@ class Target:
         return self.launch is not None and bool(getattr(self.launch, role))
 
     @property
+    def client_connect_timeout(self) -> float:
+        """Seconds a launched client (a launch.client process or a
+        [container.client] container) has to connect to the harness: its
+        ready_timeout, since its start is part of the wait."""
+        if self.container is not None and self.container.client is not None:
+            return self.container.client.ready_timeout
+        if self.launch is not None:
+            return self.launch.ready_timeout
+        return LaunchSpec.ready_timeout
+
+    @property
     def harness_starts_server(self) -> bool:
         """Whether the harness starts the server role (a launch.server command
         or a container), so that it gets the run's files (e.g. its TLS CA)."""

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from conformance.core.containers import ContainerServer
-from conformance.core.targets import TargetError, TargetRuntime, load_targets_file
+from conformance.core.targets import (
+    TargetError,
+    TargetRuntime,
+    builtin_targets,
+    load_targets_file,
+)
 
 BASE = """
 [targets.node]
@@ -192,6 +197,40 @@ def test_a_client_table_gives_the_target_a_launchable_client_role(tmp_path: Path
     assert not load(tmp_path, BASE).can_launch("client")
 
 
+def test_a_client_container_has_its_own_connect_timeout(tmp_path: Path) -> None:
+    """The client's wait for its connection is [container.client]'s
+    ready_timeout (30 s by default), not the server container's."""
+    assert load(tmp_path, CLIENT).client_connect_timeout == 30.0
+    slow = CLIENT.replace(
+        'env = { LOG_LEVEL = "debug" }', 'env = { LOG_LEVEL = "debug" }\nready_timeout = 90'
+    )
+    target = load(tmp_path, slow)
+    assert target.container.client.ready_timeout == 90.0 == target.client_connect_timeout
+    assert target.container.ready_timeout == 30.0
+
+
+def test_shipped_client_containers_wait_as_long_as_their_processes() -> None:
+    """A container-X target's client has as long to connect as the built-in
+    X's launched process (its broker's or runtime's start is in the wait too)."""
+    containers = load_targets_file(
+        "containers.toml",
+        resources.files("conformance.targets").joinpath("containers.toml").read_text("utf-8"),
+    )
+    processes = builtin_targets()
+    pairs = {
+        name: processes[name.removeprefix("container-")]
+        for name, target in containers.items()
+        if target.can_launch("client") and name.removeprefix("container-") in processes
+    }
+    assert len(pairs) >= 10
+    differ = {
+        name: (containers[name].client_connect_timeout, process.client_connect_timeout)
+        for name, process in pairs.items()
+        if containers[name].client_connect_timeout != process.client_connect_timeout
+    }
+    assert not differ, differ
+
+
 def test_a_client_only_container_target_starts_no_server(tmp_path: Path) -> None:
     target = load(tmp_path, CLIENT_ONLY)
     assert (
@@ -275,6 +314,11 @@ def test_the_client_placeholders_expand_to_host_paths_the_work_dir_mount_keeps(
             'env = { LOG_LEVEL = "debug" }',
             'credential_env = { T = "passcode" }',
             r"\[container.client\]: credential_env T names credential 'passcode', which the target does not have",
+        ),
+        (
+            'env = { LOG_LEVEL = "debug" }',
+            "ready_timeout = 0",
+            r"\[container.client\]: ready_timeout must be a positive number of seconds, got 0",
         ),
         (
             'env = { LOG_LEVEL = "debug" }',

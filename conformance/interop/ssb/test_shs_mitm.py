@@ -51,7 +51,7 @@ def mitm(target, peer_target, wire_trace, deadline) -> ShsMitm:
             }
         )
 
-    wait = target.target.launch.ready_timeout if target.target.launch else 30
+    wait = target.target.client_connect_timeout
     return ShsMitm(
         trace=wire_trace,
         network_key=network_key_of(peer_target, MAIN_NETWORK_KEY),

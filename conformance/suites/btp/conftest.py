@@ -79,7 +79,7 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
                 }
             )
             processes.append(process)
-            wait = target.target.launch.ready_timeout if target.target.launch else 30
+            wait = target.target.client_connect_timeout
             try:
                 # Exiting before it connects: it did not start (an error).
                 conn = await accept_launched_client(

@@ -173,7 +173,7 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
                 }
             )
             processes.append(process)
-            wait = target.target.launch.ready_timeout if target.target.launch else 30.0
+            wait = target.target.client_connect_timeout
             yield LaunchedClient(server, process, list(messages), wait)
 
     yield launch

@@ -475,7 +475,7 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
                 }
             )
             processes.append(process)
-            wait = target.target.launch.ready_timeout if target.target.launch else 30.0
+            wait = target.target.client_connect_timeout
             client = LaunchedClient(
                 server, process, node_id, messages, dict(MANIFEST_VALUES), deadline, wait
             )
