@@ -56,8 +56,12 @@ def test_findings_file_lists_cases_in_its_table():
     assert all(case.startswith("stomp.") for _, case, _ in rows)
 
 
+# The hang guard is the certification's own deadline (certify's timeout=900):
+# swpt-client's 20 client cases each start a private RabbitMQ (about 7 s
+# apiece on a quiet machine, 140 s in all; past 300 s under the CI's load).
 @needs_swpt
 @needs_rabbitmq
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("target", ["swpt-server", "swpt-client"])
 def test_harness_certifies_swpt_stomp_with_the_known_findings(tmp_path, target):
     from ..harness.cli_runner import certify
