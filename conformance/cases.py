@@ -96,6 +96,7 @@ def describe(req: Requirement, kind: str) -> dict[str, Any]:
         "protocol": req.protocol,
         "suite": kind,
         "level": req.level.value,
+        "basis": str(req.basis),
         "role": req.role,
         "citation": req.full_citation,
         "depends": list(req.depends),
@@ -149,7 +150,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
         width = max(len(req.case_id) for req in cases)
         for req in cases:
             after = f"  after {', '.join(req.depends)}" if req.depends else ""
-            print(f"  {req.level.value:<6} {req.role:<6} {req.case_id:<{width}}{after}".rstrip())
+            print(f"  {req.level_shown:<6} {req.role:<6} {req.case_id:<{width}}{after}".rstrip())
         print()
     return 0
 

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from . import __version__
+from .core.requirements import level_with_basis
 from .core.results import (
     CONSOLE_WIDTH,
     NOT_STARTED,
@@ -123,7 +124,8 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
         )
         for group, cause in causes:
             print(
-                f"  {cause['outcome'] or '?':<6} {cause['level'] or '?':<6} {group['target']}: "
+                f"  {cause['outcome'] or '?':<6} "
+                f"{level_with_basis(cause['level'] or '?', cause.get('basis')):<6} {group['target']}: "
                 f"{cause['case_id'] or '(unknown case)'}"
             )
             full = messages.get((group["target"], cause["case_id"]))

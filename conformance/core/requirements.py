@@ -34,6 +34,95 @@ target's server: every connection to it is affected, so the case is grouped
 with every server-role case."""
 
 
+class BasisKind(str, Enum):
+    """What binds a case's level (docs/levels.md). A maintainer whose node
+    fails a case reads the sentence it cites: the basis says whether that
+    sentence's own word sets the level, or what else does."""
+
+    KEYWORD = "keyword"
+    """An upper-case RFC 2119 keyword (MUST, SHOULD, MAY, ...) in the sentence
+    the case checks, at or above the case's level."""
+    PLAIN_WORDS = "plain-words"
+    """A lower-case "must", "should" or "may" in the sentence: the text's own
+    imperative in a text that does not use RFC 2119 key words (the SSB guide,
+    RFC 23's prose, the Ripple host binding)."""
+    WIRE_FORMAT = "wire-format"
+    """The layout or grammar a text defines, stated without a keyword: a peer
+    whose bytes deviate from it cannot be read."""
+    PROFILE = "profile"
+    """A rule of the project's profile of a text (docs/*-profile.md), where
+    the text leaves the choice open and interoperability needs one."""
+    ERRATUM = "erratum"
+    """An erratum (docs/errata/<protocol>.md) with its evidence: what the
+    implementations the network runs on do where the text says otherwise or
+    nothing."""
+    INFERENCE = "inference"
+    """The harness's inference from the text, argued in one sentence: never
+    the text's own keyword."""
+
+    @property
+    def from_the_text(self) -> bool:
+        """Whether the level is the cited sentence's own word."""
+        return self in (BasisKind.KEYWORD, BasisKind.PLAIN_WORDS)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """``kind`` and, for every kind but keyword and plain words, the one
+    sentence that names what binds the level: the format element, the
+    profile rule, the erratum id, or the inference's argument. Written in a
+    requirement as ``"keyword"`` or ``"inference: <argument>"``."""
+
+    kind: BasisKind
+    note: str = ""
+
+    @classmethod
+    def parse(cls, text: str, where: str = "") -> "Basis":
+        head, _, note = text.partition(":")
+        try:
+            kind = BasisKind(head.strip())
+        except ValueError:
+            raise ValueError(
+                f"{where}basis {text!r} must start with one of "
+                f"{', '.join(k.value for k in BasisKind)}"
+            ) from None
+        note = note.strip()
+        if kind.from_the_text and note:
+            raise ValueError(f"{where}basis {kind.value} takes no note (the citation is its text)")
+        if not kind.from_the_text and not note:
+            raise ValueError(
+                f"{where}basis {kind.value} needs its note after a colon: "
+                + {
+                    BasisKind.WIRE_FORMAT: "the format element the text defines",
+                    BasisKind.PROFILE: "the profile rule and its document",
+                    BasisKind.ERRATUM: "the erratum id",
+                    BasisKind.INFERENCE: "the argument, in one sentence",
+                }[kind]
+            )
+        return cls(kind, note)
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.note}" if self.note else self.kind.value
+
+    @property
+    def word(self) -> str:
+        """The word shown beside a level, empty when the level is the
+        keyword of the sentence cited: "MUST (inference)"."""
+        return "" if self.kind is BasisKind.KEYWORD else self.kind.value
+
+
+KEYWORD_BASIS = Basis(BasisKind.KEYWORD)
+
+
+def level_with_basis(level: str, basis: str | Basis | None) -> str:
+    """``MUST`` or ``MUST (inference)``: the level as reports show it."""
+    if basis is None or basis == "":
+        return level
+    if isinstance(basis, str):
+        basis = Basis.parse(basis)
+    return f"{level} ({basis.word})" if basis.word else level
+
+
 class Level(str, Enum):
     MUST = "MUST"
     SHOULD = "SHOULD"
@@ -70,6 +159,14 @@ class Requirement:
     naming one state run one after another in one worker, in file order
     (see docs/concurrency.md); ``node`` puts the case with every case that
     talks to the target's server."""
+    basis: Basis = KEYWORD_BASIS
+    """What binds ``level`` (BasisKind); ``conformance coverage --check``
+    holds it against the texts."""
+
+    @property
+    def level_shown(self) -> str:
+        """The level with its basis's word: ``MUST`` or ``MUST (inference)``."""
+        return level_with_basis(self.level.value, self.basis)
 
     @property
     def full_citation(self) -> str:
@@ -107,6 +204,11 @@ class Requirement:
                 raise ValueError(
                     f"case {self.case_id}: erratum id {erratum!r} must look like SSB-E1"
                 )
+        if self.basis.kind is BasisKind.ERRATUM and self.basis.note.split()[0] not in self.errata:
+            raise ValueError(
+                f"case {self.case_id}: basis erratum {self.basis.note.split()[0]!r} is not one "
+                f"of the errata the case follows ({', '.join(self.errata) or 'none'})"
+            )
         for state in self.shares:
             if not SHARED_STATE_PATTERN.match(state):
                 raise ValueError(
@@ -125,11 +227,17 @@ def requirement(
     depends: tuple[str, ...] | list[str] = (),
     errata: tuple[str, ...] | list[str] = (),
     shares: tuple[str, ...] | list[str] = (),
+    basis: str = "keyword",
 ) -> pytest.MarkDecorator:
     """The marker for a case: ``@requirement("ssb.shs.server.rejects-wrong-network-key",
     "MUST", "guide §Secret handshake, step 1", role="server",
     depends=["ssb.shs.server.completes-valid-handshake"])``; a case that
     changes state other cases read adds e.g. ``shares=["balance"]``.
+
+    ``basis`` is what binds the level (BasisKind): ``"keyword"`` when the
+    cited sentence's RFC 2119 keyword does, else ``"plain-words"``,
+    ``"wire-format: <element>"``, ``"profile: <rule>"``, ``"erratum: <id>"``
+    or ``"inference: <argument>"`` (docs/levels.md).
 
     Validates the arguments at import time so that a typo in a suite is an
     error when the suite loads, not a silently mislabelled result."""
@@ -142,6 +250,7 @@ def requirement(
         tuple(depends),
         tuple(errata),
         tuple(shares),
+        Basis.parse(basis, f"case {case_id}: "),
     )
     return pytest.mark.requirement(
         spec.case_id,
@@ -152,6 +261,7 @@ def requirement(
         depends=spec.depends,
         errata=spec.errata,
         shares=spec.shares,
+        basis=str(spec.basis),
     )
 
 
@@ -170,6 +280,7 @@ def requirement_of(item: pytest.Item) -> Requirement | None:
         tuple(marker.kwargs.get("depends", ())),
         tuple(marker.kwargs.get("errata", ())),
         tuple(marker.kwargs.get("shares", ())),
+        Basis.parse(marker.kwargs.get("basis", "keyword")),
     )
 
 

@@ -104,6 +104,12 @@ class ResultRecord:
     """The case was not selected (``--case``, ``-k``, ``--deselect``) but
     ran because a selected case depends on it (conformance.core.selection).
     Files written before this field existed lack it: false."""
+    basis: str = "keyword"
+    """What binds ``level`` (requirements.BasisKind): ``keyword`` (the cited
+    sentence's RFC 2119 keyword), ``plain-words``, ``wire-format``,
+    ``profile``, ``erratum`` or ``inference``, with its note after a colon
+    (``inference: <argument>``). Files written before this field existed
+    lack it: keyword."""
     impairment: str | None = None
     """The network impairment the case ran under (``certify --impair``):
     its profile and seed, e.g. ``fragment seed=123``; None on clean
@@ -289,6 +295,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 {
                     "case_id": rec["case_id"],
                     "level": rec["level"],
+                    "basis": rec.get("basis") or "keyword",
                     "outcome": rec["outcome"],
                     "message": text,
                     "trace_file": rec.get("trace_file"),
@@ -314,6 +321,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
                 causes[root] = {
                     "case_id": root,
                     "level": known["level"] if known else None,
+                    "basis": (known.get("basis") or "keyword") if known else None,
                     "outcome": known["outcome"] if known else None,
                     "message": (
                         "its valid step failed within the blocked case(s)"

@@ -24,6 +24,9 @@ class SuiteCase:
     role: str
     source: str
     """``path:line`` of the decorator, relative to the repository."""
+    basis: str = "keyword"
+    """What binds the level (requirements.Basis), as written."""
+    errata: tuple[str, ...] = ()
 
     @property
     def protocol(self) -> str:
@@ -118,12 +121,12 @@ def cases_in_file(path: Path, repo: Path) -> tuple[list[SuiteCase], list[str]]:
             where = f"{relative}:{decorator.lineno}"
             try:
                 case_id, level, citation = (_evaluate(arg, constants) for arg in decorator.args[:3])
-                # Only the role matters here; depends/needs/errata may name
-                # constants imported from other modules.
+                # Only the role, basis and errata matter here; depends and
+                # needs may name constants imported from other modules.
                 keywords = {
                     k.arg: _evaluate(k.value, constants)
                     for k in decorator.keywords
-                    if k.arg == "role"
+                    if k.arg in ("role", "basis", "errata")
                 }
             except (NotConstant, ValueError, TypeError) as exc:
                 problems.append(
@@ -137,6 +140,8 @@ def cases_in_file(path: Path, repo: Path) -> tuple[list[SuiteCase], list[str]]:
                     str(citation),
                     str(keywords.get("role", "server")),
                     where,
+                    str(keywords.get("basis", "keyword")),
+                    tuple(str(e) for e in keywords.get("errata", ()) or ()),
                 )
             )
     return cases, problems

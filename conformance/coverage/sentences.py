@@ -51,6 +51,36 @@ def plain(text: str) -> str:
     return normalize_space(text)
 
 
+KEYWORD_RANK = {
+    "MUST": 3,
+    "MUST NOT": 3,
+    "SHALL": 3,
+    "SHALL NOT": 3,
+    "REQUIRED": 3,
+    "SHOULD": 2,
+    "SHOULD NOT": 2,
+    "RECOMMENDED": 2,
+    "MAY": 1,
+    "OPTIONAL": 1,
+}
+"""The level each RFC 2119 key word states (3 MUST, 2 SHOULD, 1 MAY); NEVER
+and ALWAYS mark a sentence normative but state no level of their own."""
+LEVEL_RANK = {"MUST": 3, "SHOULD": 2, "MAY": 1}
+
+
+def keyword_ranks(text: str) -> tuple[int, int]:
+    """The highest level ``text`` states in upper-case RFC 2119 key words,
+    and in its words of any case ("must", "should", "may"): 0 for none."""
+    upper = anycase = 0
+    for match in KEYWORD_PATTERN.finditer(text):
+        written = " ".join(match.group(1).split())
+        rank = KEYWORD_RANK.get(written.upper(), 0)
+        anycase = max(anycase, rank)
+        if written.isupper():
+            upper = max(upper, rank)
+    return upper, anycase
+
+
 def keywords_in(text: str) -> list[str]:
     """The requirement keywords in ``text``, upper case, in order, once each."""
     found: list[str] = []

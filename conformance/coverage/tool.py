@@ -56,7 +56,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cases import SuiteCase, collect_cases
-from .sentences import Sentence, SpecFile, normalize_space, parse_spec_file, plain
+from ..core.requirements import Basis, BasisKind
+from .sentences import (
+    LEVEL_RANK,
+    Sentence,
+    SpecFile,
+    keyword_ranks,
+    normalize_space,
+    parse_spec_file,
+    plain,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO = PACKAGE_DIR.parents[1]
@@ -147,6 +156,18 @@ class Coverage:
     problems: list[Problem] = field(default_factory=list)
     cases_defined: int = 0
     cases_traced: int = 0
+    levels: list[dict] = field(default_factory=list)
+    """Per case: its level, the basis it declares, and the highest level the
+    sentences it checks state in upper-case key words and in words of any
+    case (check_basis)."""
+
+    @property
+    def bases(self) -> dict[str, int]:
+        """How many cases rest on each basis kind."""
+        counts = {kind.value: 0 for kind in BasisKind}
+        for entry in self.levels:
+            counts[entry["basis"].split(":", 1)[0]] += 1
+        return counts
 
     @property
     def counts(self) -> dict[str, int]:
@@ -170,6 +191,8 @@ class Coverage:
             "counts": self.counts,
             "rows": [r.as_dict() for r in self.rows],
             "out_of_scope": [vars(o) for o in self.out_of_scope],
+            "bases": self.bases,
+            "levels": self.levels,
             "problems": [p.as_dict() for p in self.problems],
         }
 
@@ -527,14 +550,19 @@ def analyse(
         for i in hits:
             matches.setdefault(i, []).append({"cases": rule_cases, "reason": reason})
 
+    # Per case: the highest level its sentences state, (upper case, any case).
+    stated: dict[str, tuple[int, int]] = {}
     for i, sentence in enumerate(sentence_list):
         keywords = sentence.keywords
         rules = matches.get(i, [])
         if not keywords and not rules:
             continue
         row = Row(sentence.file, sentence.section.title, sentence.line, sentence.text, keywords)
+        ranks = keyword_ranks(sentence.plain)
         for rule in rules:
             for case_id in rule["cases"]:
+                had = stated.get(case_id, (0, 0))
+                stated[case_id] = (max(had[0], ranks[0]), max(had[1], ranks[1]))
                 case = cases.get(case_id)
                 column = (
                     row.client_cases
@@ -582,8 +610,98 @@ def analyse(
                 )
             )
         problems.extend(check_citation(case, specs, cite_as))
+        entry, problem = check_basis(case, stated.get(case_id, (0, 0)))
+        coverage.levels.append(entry)
+        if problem and case_id in traced:
+            # An untraced case has its problem above; its level has no sentence to rest on.
+            problems.append(Problem(problem))
     coverage.cases_traced = len(traced & set(protocol_cases))
     return coverage
+
+
+RANK_LEVEL = {rank: level for level, rank in LEVEL_RANK.items()}
+ERRATA_DIR = REPO / "docs" / "errata"
+
+
+def _stated(rank: int) -> str:
+    return RANK_LEVEL.get(rank, "no level")
+
+
+def check_basis(case: SuiteCase, stated: tuple[int, int]) -> tuple[dict, str]:
+    """The case's level held against its basis (docs/levels.md): keyword
+    needs an upper-case key word at or above the level in a sentence the
+    case checks; plain-words a word of any case ("must") there, and no
+    upper-case one (then it is keyword); erratum an erratum the case follows
+    and docs/errata/ defines; profile a docs/*-profile.md it names; the
+    other kinds their note (checked when the case is read). Returns the
+    case's entry of ``levels`` and the problem, or ""."""
+    upper, anycase = stated
+    entry = {
+        "case_id": case.case_id,
+        "level": case.level,
+        "basis": case.basis,
+        "keyword_level": _stated(upper),
+        "words_level": _stated(anycase),
+        "source": case.source,
+    }
+    where = f"case {case.case_id} ({case.source}) is {case.level}"
+    try:
+        basis = Basis.parse(case.basis)
+    except ValueError as exc:
+        return entry, f"{where}: {exc}"
+    level = LEVEL_RANK[case.level]
+    if basis.kind is BasisKind.KEYWORD and upper < level:
+        hint = (
+            f"; in words of any case they say {_stated(anycase)}: basis plain-words"
+            if anycase >= level
+            else ""
+        )
+        return entry, (
+            f"{where} on basis keyword, but the sentences it checks state {_stated(upper)} in "
+            f"upper-case key words{hint}. Lower the level to what the text states, or declare "
+            'what binds it: basis="plain-words", "wire-format: ...", "profile: ...", '
+            '"erratum: ..." or "inference: ..."'
+        )
+    if basis.kind is BasisKind.PLAIN_WORDS:
+        if upper >= level:
+            return (
+                entry,
+                f"{where} on basis plain-words, but its sentence states {_stated(upper)} in an upper-case key word: basis keyword",
+            )
+        if anycase < level:
+            return entry, (
+                f"{where} on basis plain-words, but the sentences it checks say at most "
+                f"{_stated(anycase)}"
+            )
+    if basis.kind is BasisKind.INFERENCE and level > LEVEL_RANK["SHOULD"]:
+        return entry, (
+            f"{where} on an inference: an inference is never reported as the text's MUST. "
+            "Lower the level to SHOULD (or what the text states), or name what binds it "
+            "(a keyword sentence, the wire format, a profile rule, an erratum with its evidence)"
+        )
+    if basis.kind is BasisKind.ERRATUM:
+        erratum = basis.note.split()[0]
+        if erratum not in case.errata:
+            return (
+                entry,
+                f"{where} on erratum {erratum}, which the case does not follow (errata=...)",
+            )
+        errata_file = ERRATA_DIR / f"{case.protocol}.md"
+        if not errata_file.is_file() or not re.search(
+            rf"^#+ .*\b{re.escape(erratum)}\b", errata_file.read_text("utf-8"), re.MULTILINE
+        ):
+            return (
+                entry,
+                f"{where} on erratum {erratum}, which {_shown(errata_file)} does not define",
+            )
+    if basis.kind is BasisKind.PROFILE:
+        named = re.findall(r"docs/[\w.-]+-profile\.md", basis.note)
+        if not named or not all((REPO / doc).is_file() for doc in named):
+            return entry, (
+                f"{where} on a profile rule, but its note names no docs/<protocol>-profile.md "
+                f"that exists: {basis.note!r}"
+            )
+    return entry, ""
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -624,6 +742,8 @@ def render_text(coverage: Coverage) -> str:
         "\n"
         + "; ".join(f"{label}: {counts[key]}" for key, label in COUNT_LABELS)
         + f"; cases traced: {counts['cases_traced']}/{counts['cases_defined']}"
+        + "\ncases by the basis of their level: "
+        + ", ".join(f"{kind} {n}" for kind, n in coverage.bases.items())
     )
     return "\n".join(lines) + "\n"
 
@@ -668,6 +788,25 @@ def render_markdown(coverage: Coverage) -> str:
                 f"| {_cell(row.section)} | {_cell(row.sentence)} | {row.level} | "
                 f"{_cell('<br>'.join(row.server_cases))} | {_cell('<br>'.join(row.client_cases))} | "
                 f"{_cell(reason.strip())} |"
+            )
+        lines.append("")
+    if coverage.levels:
+        bases = coverage.bases
+        lines += [
+            "## Levels and their basis",
+            "",
+            "What binds each case's level (docs/levels.md), and the highest level the sentences "
+            "it checks state in upper-case RFC 2119 key words and in words of any case. "
+            + ", ".join(f"{kind}: {n}" for kind, n in bases.items() if n)
+            + ".",
+            "",
+            "| case | level | basis | key words state | words state |",
+            "|---|---|---|---|---|",
+        ]
+        for entry in sorted(coverage.levels, key=lambda e: e["case_id"]):
+            lines.append(
+                f"| `{entry['case_id']}` | {entry['level']} | {_cell(entry['basis'])} | "
+                f"{entry['keyword_level']} | {entry['words_level']} |"
             )
         lines.append("")
     if coverage.out_of_scope:

@@ -197,6 +197,7 @@ class CaseJobsController:
             case["message"],
             case.get("prerequisite_only", False),
             case.get("blocked_by"),
+            case.get("basis", "keyword"),
         )
 
 

@@ -280,7 +280,7 @@ def pytest_runtest_call(item: pytest.Item):
         text = state.redactor.text(assertion_message(exc))
         exc.args = (text,)
         raise ConformanceFailure(
-            f"{req.case_id} [{req.level.value}, {req.full_citation}]: {text}"
+            f"{req.case_id} [{req.level_shown}, {req.full_citation}]: {text}"
         ) from exc
     else:
         state_of(item.config).silent_cases = 0

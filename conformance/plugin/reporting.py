@@ -15,7 +15,7 @@ import pytest
 
 from .. import __version__
 from ..core.case_outcome import BLOCKED_PREFIX, BlockedBy, CaseOutcome
-from ..core.requirements import Requirement, requirement_of
+from ..core.requirements import Requirement, level_with_basis, requirement_of
 from ..core.results import (
     BLOCKED,
     ERROR,
@@ -94,6 +94,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.conformance_case = {  # type: ignore[attr-defined]
                 "case_id": req.case_id,
                 "level": req.level.value,
+                "basis": str(req.basis),
                 "outcome": recorded.outcome.value,
                 "duration": item.stash[DURATION],
                 "message": recorded.message,
@@ -151,6 +152,7 @@ def write_plan(state: RunState, name: str, cases: list[pytest.Item]) -> None:
                     "role": req.role,
                     "case_id": req.case_id,
                     "level": req.level.value,
+                    "basis": str(req.basis),
                     "citation": req.full_citation,
                     "depends": list(req.depends),
                     "errata": list(req.errata),
@@ -195,6 +197,7 @@ def label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> No
     allure.dynamic.label("component", req.component)
     allure.dynamic.label("requirement", req.case_id)
     allure.dynamic.label("level", req.level.value)
+    allure.dynamic.label("basis", req.basis.kind.value)
     allure.dynamic.label("role", req.role)
     # A run certifies several targets of one protocol (the nightly: 21), each
     # running the same cases: the target (and interop peer) is a parameter,
@@ -211,7 +214,9 @@ def label_for_allure(item: pytest.Item, req: Requirement, state: RunState) -> No
     allure.dynamic.tag(req.level.value)
     allure.dynamic.title(req.case_id)
     allure.dynamic.description(
-        f"{req.level.value}: {req.full_citation}\n\n{(item.obj.__doc__ or '').strip()}"
+        f"{req.level_shown}: {req.full_citation}\n\n"
+        + (f"The level's basis: {req.basis}.\n\n" if req.basis.word else "")
+        + (item.obj.__doc__ or "").strip()
         if hasattr(item, "obj")
         else req.full_citation
     )
@@ -349,7 +354,8 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
         traces.mkdir(parents=True, exist_ok=True)
         path = traces / f"{req.case_id}.txt"
         header = (
-            f"{req.case_id} [{req.level.value}, {req.full_citation}]\noutcome: {outcome}\n"
+            f"{req.case_id} [{req.level_shown}, {req.full_citation}]\noutcome: {outcome}\n"
+            + (f"level's basis: {req.basis}\n" if req.basis.word else "")
             + (f"impairment: {state.impairment.describe()}\n" if state.impairment else "")
             + f"{message}\n\n"
         )
@@ -377,6 +383,7 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
             ),
             depends=list(req.depends),
             errata=list(req.errata),
+            basis=str(req.basis),
             blocked_by=(
                 decided.blocked_by.case_id
                 if decided.outcome is Outcome.BLOCKED and decided.blocked_by
@@ -400,6 +407,7 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
             message,
             item.nodeid in state.readded,
             recorded.blocked_by.case_id if recorded.blocked_by else None,
+            str(req.basis),
         )
     return recorded
 
@@ -425,6 +433,7 @@ def print_progress(
     message: str,
     prerequisite_only: bool = False,
     blocked_by: str | None = None,
+    basis: str = "keyword",
 ) -> None:
     """One line per finished case, and under it what the node did (the
     message after its ``<case id> [<level>, <citation>]: `` prefix, its
@@ -452,8 +461,8 @@ def print_progress(
     flush_blocked(state)
     text = console_text(message, case_id) if message and outcome != PASSED else ""
     line = (
-        f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} {level:<6} "
-        f"{case_id} ({duration:.2f}s)"
+        f"  [{state.done:>3}/{state.total}] {_OUTCOME_LABEL[outcome]} "
+        f"{level_with_basis(level, basis):<6} {case_id} ({duration:.2f}s)"
         + (" (prerequisite of the selection)" if prerequisite_only else "")
     )
     _write_progress(line + (f"\n        {text}" if text else ""))

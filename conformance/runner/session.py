@@ -223,6 +223,7 @@ def record_unfinished(
                 peer_implementation=peer_impl,
                 depends=case.get("depends", []),
                 errata=case.get("errata", []),
+                basis=case.get("basis", "keyword"),
                 impairment=impairment,
             )
         )
