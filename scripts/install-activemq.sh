@@ -6,6 +6,11 @@
 #
 # Usage: scripts/install-activemq.sh        (as root, or with sudo available)
 #
+# Pinned: ActiveMQ 5.17.2 (upstream version), the one docs/findings/
+# activemq-5.17.md was found with; Debian's revisions of it (5.17.2+dfsg-2,
+# +deb12u1, ...) patch no STOMP or transport code. ACTIVEMQ_VERSION=5.17.x
+# installs another upstream release, whose findings are then unchecked.
+#
 # The package's own service ("main" instance, /etc/activemq, /var/lib/activemq)
 # is neither enabled nor started: the project runs a private broker per run
 # (scripts/activemq.sh), with its own configuration, data and ports.
@@ -16,6 +21,9 @@ die() {
     exit 1
 }
 
+want="${ACTIVEMQ_VERSION:-5.17.2}"
+# The Debian version's upstream part: 5.17.2+dfsg-2+deb12u1 -> 5.17.2.
+upstream() { local v="${1#*:}"; v="${v%%-*}"; echo "${v%%+*}"; }
 jar=/usr/share/activemq/bin/activemq.jar
 stomp_jar=/usr/share/activemq/lib/activemq-stomp.jar
 installed() {
@@ -23,7 +31,10 @@ installed() {
         && command -v openssl >/dev/null 2>&1
 }
 if installed; then
-    echo "install-activemq.sh: activemq $(dpkg-query -W -f='${Version}' activemq 2>/dev/null || echo '?') already installed"
+    have="$(dpkg-query -W -f='${Version}' activemq 2>/dev/null || echo '?')"
+    [ "$(upstream "$have")" = "$want" ] \
+        || die "activemq $have is installed, the findings are for $want: remove it (apt-get remove activemq) or set ACTIVEMQ_VERSION=$(upstream "$have")"
+    echo "install-activemq.sh: activemq $have already installed"
     exit 0
 fi
 
@@ -54,15 +65,21 @@ export DEBIAN_FRONTEND=noninteractive
 # The policy is read whole before grep looks at it: under pipefail,
 # `apt-cache policy | grep -q` fails with 141 whenever grep quits at its match
 # while apt-cache is still writing (SIGPIPE).
-candidate_517() { grep -q 'Candidate: 5\.17\.' <<<"$(apt-cache policy activemq 2>/dev/null || true)"; }
-if ! candidate_517; then
+# The newest Debian revision of the pinned upstream version in the sources.
+pinned() {
+    apt-cache madison activemq 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' \
+        | while read -r v; do [ "$(upstream "$v")" = "$want" ] && echo "$v"; done | head -n 1 || true
+}
+version="$(pinned)"
+if [ -z "$version" ]; then
     "${sudo[@]}" apt-get update -qq
+    version="$(pinned)"
 fi
-candidate_517 \
-    || die "no activemq 5.17 candidate in the apt sources (Debian 12 has 5.17.2+dfsg)"
+[ -n "$version" ] \
+    || die "no activemq $want in the apt sources (Debian 12 has 5.17.2+dfsg; ACTIVEMQ_VERSION picks another)"
 # openjdk-17-jre-headless brings java and keytool; openssl makes the key store.
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends activemq openjdk-17-jre-headless openssl >/dev/null \
-    || die "apt-get install activemq failed"
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "activemq=$version" openjdk-17-jre-headless openssl >/dev/null \
+    || die "apt-get install activemq=$version failed"
 
 installed || die "activemq installed but $jar, $stomp_jar, java, keytool or openssl is missing"
 echo "install-activemq.sh: installed activemq $(dpkg-query -W -f='${Version}' activemq)"

@@ -5,6 +5,11 @@
 #
 # Usage: scripts/install-rabbitmq.sh        (as root, or with sudo available)
 #
+# Pinned: RabbitMQ 3.10.8 (upstream version), the one docs/findings/
+# rabbitmq-3.10.md was found with (Debian 12's 3.10.8-1.1 and its security
+# revisions). RABBITMQ_VERSION=3.10.x installs another upstream release,
+# whose findings are then unchecked.
+#
 # The package's own service is not started: the project runs a private
 # RabbitMQ per run (scripts/rabbitmq.sh), with its own data directory, node
 # name and ports, and never touches the system node.
@@ -15,10 +20,16 @@ die() {
     exit 1
 }
 
+want="${RABBITMQ_VERSION:-3.10.8}"
+# The Debian version's upstream part: 3.10.8-1.1+deb12u1 -> 3.10.8.
+upstream() { local v="${1#*:}"; v="${v%%-*}"; echo "${v%%+*}"; }
 if command -v rabbitmq-server >/dev/null 2>&1 \
     || [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
     if ls /usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_stomp-* >/dev/null 2>&1; then
-        echo "install-rabbitmq.sh: rabbitmq-server $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?') already installed"
+        have="$(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo '?')"
+        [ "$(upstream "$have")" = "$want" ] \
+            || die "rabbitmq-server $have is installed, the findings are for $want: remove it (apt-get remove rabbitmq-server) or set RABBITMQ_VERSION=$(upstream "$have")"
+        echo "install-rabbitmq.sh: rabbitmq-server $have already installed"
         exit 0
     fi
 fi
@@ -47,13 +58,20 @@ remove_policy() {
 trap remove_policy EXIT
 
 export DEBIAN_FRONTEND=noninteractive
-# Read whole before grep: `apt-cache policy | grep -q` under pipefail fails
-# with 141 when grep quits at its match while apt-cache still writes.
-if ! grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy rabbitmq-server 2>/dev/null || true)"; then
+# The newest Debian revision of the pinned upstream version in the sources.
+pinned() {
+    apt-cache madison rabbitmq-server 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' \
+        | while read -r v; do [ "$(upstream "$v")" = "$want" ] && echo "$v"; done | head -n 1 || true
+}
+version="$(pinned)"
+if [ -z "$version" ]; then
     "${sudo[@]}" apt-get update -qq
+    version="$(pinned)"
 fi
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends rabbitmq-server >/dev/null \
-    || die "apt-get install rabbitmq-server failed"
+[ -n "$version" ] \
+    || die "no rabbitmq-server $want in the apt sources (Debian 12 has 3.10.8-1.1; RABBITMQ_VERSION picks another)"
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "rabbitmq-server=$version" >/dev/null \
+    || die "apt-get install rabbitmq-server=$version failed"
 
 # If the package started the system node anyway, stop it: it would hold
 # epmd's default port and a node named rabbit@<host>.
