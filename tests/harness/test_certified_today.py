@@ -68,3 +68,26 @@ def test_newest_complete_certification_counts(tmp_path):
     assert entry["must_failed"] == [clients[1]] and entry["roles"] == ["client"]
     table = certified_today.render(data)
     assert f"`{clients[1]}`" in table and "`new` (2026-11-26)" in table
+
+
+def test_a_failed_case_shows_the_basis_of_its_level():
+    data = {
+        "targets": {
+            "node": {
+                "implementation": "node",
+                "version": "1",
+                "protocol": "btp",
+                "roles": ["server"],
+                "verdict": "NOT CONFORMANT",
+                "cases": 3,
+                "counts": {"failed": 2, "passed": 1},
+                "must_failed": ["btp.flow.server.silent-on-garbage", "btp.auth.server.x"],
+                "should_failed": [],
+                "bases": {"btp.flow.server.silent-on-garbage": "plain-words"},
+                "run_id": "r",
+                "date": "2026-12-07",
+            }
+        }
+    }
+    row = certified_today.render(data).splitlines()[-1]
+    assert "`btp.flow.server.silent-on-garbage` (plain-words)<br>`btp.auth.server.x` |" in row
