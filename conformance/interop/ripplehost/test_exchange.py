@@ -65,6 +65,7 @@ async def association(target, peer_target, wire_trace, messages: list[dict]):
     f'{SPEC}, Host Identification ("the initiating host must send a host-id message"; the accepting '
     'host "must reply with its own host-id message"; docs/ripplehost-profile.md section 4)',
     role="client",
+    basis="plain-words",
 )
 async def test_host_id_exchange(target, peer_target, wire_trace):
     code, tail, sent, answered = await association(target, peer_target, wire_trace, [])
@@ -100,6 +101,7 @@ async def test_host_id_exchange(target, peer_target, wire_trace):
     "docs/ripplehost-profile.md section 7: ping -> pong, echo -> same body)",
     role="client",
     depends=[HOST_IDS],
+    basis="plain-words",
 )
 async def test_ping_and_echo_round_trip(target, peer_target, wire_trace):
     token = secrets.token_hex(8)

@@ -41,6 +41,27 @@ TRAILER = (
     f'{README} ("A frame is the header line, CRLF, exactly size content bytes, then END CRLF")'
 )
 
+# What binds the level of each close case (docs/levels.md). The text's own
+# "must be immediately closed" binds the close itself (plain words, not an
+# RFC 2119 key word); the silence, and the trailer the grammar lost, rest
+# on the profile and on erratum RIPPLEHOST-E1.
+PROFILE_DOC = "docs/ripplehost-profile.md"
+SILENT_BASIS = (
+    "profile: section 2, a frame that fits neither format closes the association at once, with "
+    "nothing sent in answer (the text's immediately, read as RFC 3080 2.2.1.1 does), "
+    f"{PROFILE_DOC}"
+)
+MISSING_END_BASIS = (
+    "erratum: RIPPLEHOST-E1 the END trailer the page's grammar lost is part of the frame (the size "
+    "sentence, the printed page, RFC 3080), so size bytes not followed by END CRLF fit neither "
+    "format and the association must be closed (silently: profile section 2)"
+)
+WRONG_SIZE_BASIS = (
+    "erratum: RIPPLEHOST-E1 the frame is exactly size content bytes then END CRLF (the size "
+    "sentence, the printed page, RFC 3080), so a frame whose END is not where size puts it fits "
+    "neither format and the association must be closed (silently: profile section 2)"
+)
+
 
 def ping_frame(msgno: int) -> bytes:
     return encode_frame(Frame("MSG", VERSION, msgno, False, encode_body({"type": "ping"})))

@@ -16,8 +16,12 @@ from .malformed import (
     CLOSE,
     CLOSE_SILENTLY,
     HOST_MESSAGES,
+    MISSING_END_BASIS,
+    PROFILE_DOC,
+    SILENT_BASIS,
     SIZE,
     TRAILER,
+    WRONG_SIZE_BASIS,
     malformed_headers,
     missing_end_frames,
     wrong_size_frames,
@@ -92,6 +96,7 @@ async def expect_close_on_forged_frame(
     'must send a host-id message")',
     role="client",
     errata=["RIPPLEHOST-E3"],
+    basis="plain-words",
 )
 async def test_client_sends_host_id_first(launched_client):
     async with launched_client() as client:
@@ -122,6 +127,8 @@ async def test_client_sends_host_id_first(launched_client):
     role="client",
     depends=[CLIENT_HOST_ID],
     errata=["RIPPLEHOST-E3"],
+    basis=f"profile: section 4, the initiator sends no other MSG before the acceptor's host-id RPY "
+    f"arrives (it cannot know whom it talks to before), {PROFILE_DOC}",
 )
 async def test_client_waits_for_host_id_reply(launched_client, deadline):
     async with launched_client() as client:
@@ -158,6 +165,7 @@ async def test_client_waits_for_host_id_reply(launched_client, deadline):
     PARITY,
     role="client",
     depends=[CLIENT_HOST_ID],
+    basis="plain-words",
 )
 async def test_client_uses_even_msgnos(launched_client):
     async with launched_client() as client:
@@ -179,6 +187,7 @@ async def test_client_uses_even_msgnos(launched_client):
     'yet received a complete response")',
     role="client",
     depends=[CLIENT_HOST_ID],
+    basis="plain-words",
 )
 async def test_client_unique_outstanding_msgnos(launched_client):
     async with launched_client() as client:
@@ -198,6 +207,7 @@ async def test_client_unique_outstanding_msgnos(launched_client):
     f'{HOST_MESSAGES} ("For RPY and ERR types, msgno must be identical to the original MSG")',
     role="client",
     depends=[CLIENT_HOST_ID],
+    basis="plain-words",
 )
 async def test_client_reply_carries_msgno(launched_client):
     async with launched_client() as client:
@@ -231,7 +241,14 @@ async def test_client_reply_carries_msgno(launched_client):
             )
 
 
-@requirement(CLIENT_CLOSES_ON_MALFORMED, "MUST", CLOSE, role="client", depends=[CLIENT_HOST_ID])
+@requirement(
+    CLIENT_CLOSES_ON_MALFORMED,
+    "MUST",
+    CLOSE,
+    role="client",
+    depends=[CLIENT_HOST_ID],
+    basis="plain-words",
+)
 async def test_client_closes_on_malformed_header(launched_client):
     for rule, data in malformed_headers(OWN, NEXT):
         await expect_close_on_forged_frame(
@@ -249,6 +266,7 @@ async def test_client_closes_on_malformed_header(launched_client):
     CLOSE_SILENTLY,
     role="client",
     depends=[CLIENT_HOST_ID, CLIENT_CLOSES_ON_MALFORMED],
+    basis=SILENT_BASIS,
 )
 async def test_client_closes_silently_on_malformed_header(launched_client):
     for rule, data in malformed_headers(OWN, NEXT):
@@ -268,6 +286,7 @@ async def test_client_closes_silently_on_malformed_header(launched_client):
     role="client",
     depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY],
     errata=["RIPPLEHOST-E1"],
+    basis=MISSING_END_BASIS,
 )
 async def test_client_closes_on_missing_end(launched_client):
     for rule, data in missing_end_frames(OWN, NEXT):
@@ -287,6 +306,7 @@ async def test_client_closes_on_missing_end(launched_client):
     role="client",
     depends=[CLIENT_HOST_ID, CLIENT_CLOSES_SILENTLY],
     errata=["RIPPLEHOST-E1"],
+    basis=WRONG_SIZE_BASIS,
 )
 async def test_client_closes_on_wrong_size(launched_client):
     for rule, data in wrong_size_frames(OWN, NEXT):
@@ -306,6 +326,8 @@ async def test_client_closes_on_wrong_size(launched_client):
     'this is the final frame")',
     role="client",
     depends=[CLIENT_HOST_ID, CLIENT_REPLY_MSGNO],
+    basis="profile: section 3, a message is the content of its frames joined in order, the more flag "
+    f"saying whether another frame follows (the text's meaning of the flag), {PROFILE_DOC}",
 )
 async def test_client_reassembles_chunked(launched_client):
     async with launched_client() as client:

@@ -12,10 +12,14 @@ from .malformed import (
     CLOSE,
     CLOSE_SILENTLY,
     HOST_MESSAGES,
+    MISSING_END_BASIS,
     NODE_MESSAGES,
+    PROFILE_DOC,
     README,
+    SILENT_BASIS,
     SIZE,
     TRAILER,
+    WRONG_SIZE_BASIS,
     malformed_headers,
     missing_end_frames,
     wrong_size_frames,
@@ -28,13 +32,21 @@ MORE = (
     'the final frame")'
 )
 CLOSES_SILENTLY = "ripplehost.frame.server.closes-silently-on-malformed-header"
+REASSEMBLY_BASIS = (
+    "profile: section 3, a message is the content of its frames joined in order, the more flag "
+    f"saying whether another frame follows (the text's meaning of the flag), {PROFILE_DOC}"
+)
 OWN, NEXT = 2, 4
 """The msgnos of a forged frame and of the valid ping after it: the harness is
 the initiator here, whose msgnos are even."""
 
 
 @requirement(
-    "ripplehost.frame.server.closes-on-malformed-header", "MUST", CLOSE, depends=IDENTIFIED
+    "ripplehost.frame.server.closes-on-malformed-header",
+    "MUST",
+    CLOSE,
+    depends=IDENTIFIED,
+    basis="plain-words",
 )
 async def test_closes_on_malformed_header(identified_peer):
     for rule, data in malformed_headers(OWN, NEXT):
@@ -43,7 +55,13 @@ async def test_closes_on_malformed_header(identified_peer):
         await expect_close(peer, f"a frame with {rule}", silent=False)
 
 
-@requirement(CLOSES_SILENTLY, "MUST", CLOSE_SILENTLY, depends=[*IDENTIFIED, CLOSES_ON_MALFORMED])
+@requirement(
+    CLOSES_SILENTLY,
+    "MUST",
+    CLOSE_SILENTLY,
+    depends=[*IDENTIFIED, CLOSES_ON_MALFORMED],
+    basis=SILENT_BASIS,
+)
 async def test_closes_silently_on_malformed_header(identified_peer):
     for rule, data in malformed_headers(OWN, NEXT):
         peer = await identified_peer(rule)
@@ -57,6 +75,7 @@ async def test_closes_silently_on_malformed_header(identified_peer):
     f"{TRAILER}; {CLOSE}",
     depends=[*IDENTIFIED, CLOSES_SILENTLY],
     errata=["RIPPLEHOST-E1"],
+    basis=MISSING_END_BASIS,
 )
 async def test_closes_on_missing_end(identified_peer):
     for rule, data in missing_end_frames(OWN, NEXT):
@@ -71,6 +90,7 @@ async def test_closes_on_missing_end(identified_peer):
     f"{SIZE}; {CLOSE}",
     depends=[*IDENTIFIED, CLOSES_SILENTLY],
     errata=["RIPPLEHOST-E1"],
+    basis=WRONG_SIZE_BASIS,
 )
 async def test_closes_on_wrong_size(identified_peer):
     for rule, data in wrong_size_frames(OWN, NEXT):
@@ -81,7 +101,13 @@ async def test_closes_on_wrong_size(identified_peer):
         await expect_close(peer, f"a frame with {rule}", silent=True)
 
 
-@requirement("ripplehost.chunk.server.reassembles-chunked", "MUST", MORE, depends=IDENTIFIED)
+@requirement(
+    "ripplehost.chunk.server.reassembles-chunked",
+    "MUST",
+    MORE,
+    depends=IDENTIFIED,
+    basis=REASSEMBLY_BASIS,
+)
 async def test_reassembles_chunked(identified_peer):
     peer = await identified_peer("a chunked message")
     body = probe_body("chunked-" + "0123456789" * 30)
@@ -101,6 +127,9 @@ async def test_reassembles_chunked(identified_peer):
     f'{HOST_MESSAGES} ("This allows a host to chunk messages into discrete bits in order to interleave '
     'messages in the same stream")',
     depends=[*IDENTIFIED, REASSEMBLES],
+    basis=f"profile: section 3, frames are keyed by type and msgno and the chunks of several messages "
+    f"may interleave in any order (the text: the more flag lets a host interleave messages, and the "
+    f"TCP binding needs it), {PROFILE_DOC}",
 )
 async def test_reassembles_interleaved(identified_peer):
     peer = await identified_peer("interleaved chunked messages")
@@ -154,6 +183,9 @@ async def test_reassembles_interleaved(identified_peer):
     'END is content and is counted")',
     depends=IDENTIFIED,
     errata=["RIPPLEHOST-E1"],
+    basis="erratum: RIPPLEHOST-E1 a frame is exactly size content bytes then END CRLF, so a CRLF "
+    "written before END is content and counted in size (the README's second example, which the "
+    "erratum names this case for)",
 )
 async def test_counts_crlf_before_end(identified_peer):
     peer = await identified_peer("CRLF before END")
@@ -169,10 +201,13 @@ async def test_counts_crlf_before_end(identified_peer):
 
 @requirement(
     "ripplehost.node.server.accepts-node-frame",
-    "MUST",
+    "SHOULD",
     f'{NODE_MESSAGES} ("Node messages are sent in frames of the following format"; "(type) (version) '
     '(msgno) (more) (size) (to-user) (from-user)(CRLF)")',
     depends=IDENTIFIED,
+    basis="inference: the text defines the node frame as one of the two formats hosts exchange (its "
+    "close rule names both), so a host that does not serve a MSG in a valid node frame cannot carry "
+    "node messages; no sentence says a host must serve one",
 )
 async def test_accepts_node_frame(identified_peer):
     peer = await identified_peer("a node frame")
@@ -194,6 +229,8 @@ async def test_accepts_node_frame(identified_peer):
     f'{NODE_MESSAGES} ("The to-user and from-user fields need only specify usernames"; profile section '
     "6: answers to a node frame are node frames with the users swapped)",
     depends=[*IDENTIFIED, "ripplehost.node.server.accepts-node-frame"],
+    basis=f"profile: section 6, answers to a node frame are node frames with to-user and from-user "
+    f"swapped, {PROFILE_DOC}",
 )
 async def test_answer_swaps_users(identified_peer):
     peer = await identified_peer("the users of an answer to a node frame")
@@ -214,6 +251,8 @@ async def test_answer_swaps_users(identified_peer):
     f'{HOST_MESSAGES} ("Message types MSG, RPY, and ERR correspond to the Ripple message types message, '
     'reply, and error"; profile section 6: a MSG of a type the host does not serve gets ERR unknown-type)',
     depends=IDENTIFIED,
+    basis=f"profile: section 6, a MSG of a type the host does not serve is answered with ERR "
+    f"unknown-type and the association stays, {PROFILE_DOC}",
 )
 async def test_err_for_unknown_type(identified_peer):
     peer = await identified_peer("a MSG of an unknown type")
@@ -238,6 +277,8 @@ async def test_err_for_unknown_type(identified_peer):
     f'{HOST_MESSAGES} ("The version indicates the Ripple protocol version"; profile section 6: a MSG of '
     "a version the host does not speak gets ERR unsupported-version)",
     depends=IDENTIFIED,
+    basis=f"profile: section 6, a MSG whose version is not the host's gets ERR unsupported-version, "
+    f"{PROFILE_DOC}",
 )
 async def test_err_for_unsupported_version(identified_peer):
     peer = await identified_peer("a MSG of another protocol version")

@@ -32,6 +32,11 @@ CLOSE = (
     f'{BINDING}, Node Messages ("If a received frame does not meet either the host or node message format, the '
     'association must be immediately closed"; profile section 5: msgno rules are part of the format)'
 )
+PROFILE_DOC = "docs/ripplehost-profile.md"
+MSGNO_CLOSE = (
+    "close at once, no answer (the profile reads the msgno rules as part of the frame format the "
+    "text's close rule names, after RFC 3080 2.2.1.1)"
+)
 
 
 @requirement(
@@ -40,6 +45,7 @@ CLOSE = (
     f'{HOST_IDENTIFICATION} ("Upon receiving a host-id message, the accepting host must reply with its own '
     "host-id message\"; profile section 4: an RPY of the host-id MSG's msgno)",
     errata=["RIPPLEHOST-E3"],
+    basis="plain-words",
 )
 async def test_replies_with_host_id(open_peer):
     peer = await open_peer("host-id")
@@ -57,6 +63,8 @@ async def test_replies_with_host_id(open_peer):
     'host-id message"; profile section 4: the acceptor sends nothing before that RPY)',
     depends=[HOST_ID],
     errata=["RIPPLEHOST-E3"],
+    basis=f"profile: section 4, the acceptor sends nothing before its host-id RPY (an initiator "
+    f"closes on a MSG of the acceptor that comes first), {PROFILE_DOC}",
 )
 async def test_sends_nothing_before_host_id_reply(open_peer):
     peer = await open_peer("nothing before the host-id RPY")
@@ -73,7 +81,13 @@ async def test_sends_nothing_before_host_id_reply(open_peer):
     )
 
 
-@requirement("ripplehost.msgno.server.reply-carries-msgno", "MUST", SAME_MSGNO, depends=[HOST_ID])
+@requirement(
+    "ripplehost.msgno.server.reply-carries-msgno",
+    "MUST",
+    SAME_MSGNO,
+    depends=[HOST_ID],
+    basis="plain-words",
+)
 async def test_reply_carries_msgno(identified_peer):
     peer = await identified_peer("answers carry the MSG's msgno")
     # Two MSGs in flight with unrelated msgnos: the answers are matched by
@@ -143,7 +157,12 @@ async def ping_me(peer, count: int, *, answer: bool) -> list:
 
 
 @requirement(
-    "ripplehost.msgno.server.uses-odd-msgnos", "MUST", PARITY, needs=["ping-me"], depends=IDENTIFIED
+    "ripplehost.msgno.server.uses-odd-msgnos",
+    "MUST",
+    PARITY,
+    needs=["ping-me"],
+    depends=IDENTIFIED,
+    basis="plain-words",
 )
 async def test_uses_odd_msgnos(identified_peer):
     peer = await identified_peer("the acceptor's own MSGs")
@@ -162,6 +181,7 @@ async def test_uses_odd_msgnos(identified_peer):
     UNIQUE,
     needs=["ping-me"],
     depends=IDENTIFIED,
+    basis="plain-words",
 )
 async def test_unique_outstanding_msgnos(identified_peer):
     peer = await identified_peer("the acceptor's own MSGs, left unanswered")
@@ -180,6 +200,8 @@ async def test_unique_outstanding_msgnos(identified_peer):
     "MUST",
     f"{PARITY}; {CLOSE}",
     depends=IDENTIFIED,
+    basis=f"profile: section 5, a MSG whose msgno has the sender's wrong parity: {MSGNO_CLOSE}, "
+    f"{PROFILE_DOC}",
 )
 async def test_closes_on_wrong_parity(identified_peer):
     peer = await identified_peer("a MSG with the acceptor's parity")
@@ -195,6 +217,8 @@ async def test_closes_on_wrong_parity(identified_peer):
     f"{UNIQUE}; {CLOSE}",
     needs=["hold"],
     depends=IDENTIFIED,
+    basis=f"profile: section 5, a MSG reusing the msgno of the peer's MSG still awaiting its answer: "
+    f"{MSGNO_CLOSE}, {PROFILE_DOC}",
 )
 async def test_closes_on_reused_msgno(identified_peer):
     peer = await identified_peer("a reused outstanding msgno")
@@ -246,6 +270,8 @@ async def test_closes_on_reused_msgno(identified_peer):
     "MUST",
     f"{SAME_MSGNO}; {CLOSE}",
     depends=IDENTIFIED,
+    basis=f"profile: section 5, an RPY or ERR whose msgno is none of our MSGs awaiting an answer: "
+    f"{MSGNO_CLOSE}, {PROFILE_DOC}",
 )
 async def test_closes_on_reply_to_unknown_msgno(identified_peer):
     for kind, body in (
@@ -270,6 +296,9 @@ async def test_closes_on_reply_to_unknown_msgno(identified_peer):
     "association closes)",
     depends=IDENTIFIED,
     errata=["RIPPLEHOST-E3"],
+    basis=f"profile: section 4, an acceptor whose first complete MSG is not a host-id answers it with "
+    f"ERR host-id-required and closes (a response of the profile's, SHOULD as erratum RIPPLEHOST-E3 "
+    f"says), {PROFILE_DOC}",
 )
 async def test_refuses_msg_before_host_id(open_peer):
     peer = await open_peer("a MSG before the host-id")
