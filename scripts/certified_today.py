@@ -13,7 +13,11 @@ writes:
   roles, verdict, the failed MUST and SHOULD case ids and outcome counts,
   with the run id and date it came from;
 - the section of README.md between ``<!-- certified-today:start -->`` and
-  ``<!-- certified-today:end -->``, rendered from that file only.
+  ``<!-- certified-today:end -->``, rendered from that file only;
+- in every findings file (docs/findings/) that has one, the section between
+  ``<!-- certification:start -->`` and ``<!-- certification:end -->``: its
+  targets' verdicts, outcomes per level and the cases that did not pass,
+  from that file only.
 
 tests/harness/test_certified_today.py checks that the README section is the
 rendering of the JSON file, so the table can only change by running this.
@@ -98,8 +102,20 @@ def collect(run_dirs: list[Path]) -> dict:
                 if (records[case].get("basis") or "keyword") != "keyword"
             }
             counts: dict[str, int] = {}
+            levels: dict[str, dict[str, int]] = {}
             for rec in records.values():
                 counts[rec["outcome"]] = counts.get(rec["outcome"], 0) + 1
+                by_outcome = levels.setdefault(rec["level"], {})
+                by_outcome[rec["outcome"]] = by_outcome.get(rec["outcome"], 0) + 1
+            not_passed = {
+                case: {
+                    "level": rec["level"],
+                    "outcome": rec["outcome"],
+                    "basis": rec.get("basis") or "keyword",
+                }
+                for case, rec in sorted(records.items())
+                if rec["outcome"] in ("failed", "error", "blocked")
+            }
             started = [rec for rec in records.values() if rec.get("start_failure")]
             verdict = (
                 "NOT CERTIFIED: the target did not start"
@@ -116,6 +132,12 @@ def collect(run_dirs: list[Path]) -> dict:
                 "verdict": verdict,
                 "cases": len(records),
                 "counts": dict(sorted(counts.items())),
+                "levels": {
+                    level: dict(sorted(levels[level].items()))
+                    for level in ("MUST", "SHOULD", "MAY")
+                    if level in levels
+                },
+                "not_passed": not_passed,
                 "must_failed": failed["MUST"],
                 "should_failed": failed["SHOULD"],
                 "bases": bases,
@@ -136,6 +158,13 @@ def findings_file(implementation: str, version: str) -> str | None:
     return None
 
 
+def _shown_case(case: str, bases: dict[str, str]) -> str:
+    """The case id, with the basis's word when the level is not the cited
+    sentence's key word."""
+    word = bases[case].split(":", 1)[0] if case in bases else ""
+    return f"`{case}`" + (f" ({word})" if word else "")
+
+
 def render(data: dict) -> str:
     rows = [
         "| protocol | target | implementation | roles | verdict | MUST failed | SHOULD failed | cases (passed / failed / blocked / n/a) | findings |",
@@ -149,14 +178,8 @@ def render(data: dict) -> str:
         if counts.get("error"):
             shown += f" (+{counts['error']} error)"
         bases = t.get("bases", {})
-
-        def shown_case(case: str) -> str:
-            # The basis's word beside a case whose level is not the text's key word.
-            word = bases[case].split(":", 1)[0] if case in bases else ""
-            return f"`{case}`" + (f" ({word})" if word else "")
-
-        failed_must = "<br>".join(shown_case(c) for c in t["must_failed"]) or "none"
-        failed_should = "<br>".join(shown_case(c) for c in t["should_failed"]) or "none"
+        failed_must = "<br>".join(_shown_case(c, bases) for c in t["must_failed"]) or "none"
+        failed_should = "<br>".join(_shown_case(c, bases) for c in t["should_failed"]) or "none"
         found = (
             findings_file(t["implementation"], t["version"])
             if not name.startswith("reference-")
@@ -180,12 +203,87 @@ def render(data: dict) -> str:
     )
 
 
-def replace_section(text: str, table: str) -> str:
-    if START not in text or END not in text:
-        raise SystemExit(f"README.md has no {START} ... {END} section")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table}{END}{tail}"
+def replace_section(text: str, table: str, start: str = START, end: str = END) -> str:
+    if start not in text or end not in text:
+        raise SystemExit(f"no {start} ... {end} section")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{table}{end}{tail}"
+
+
+FINDINGS_START, FINDINGS_END = "<!-- certification:start -->", "<!-- certification:end -->"
+OUTCOME_ORDER = ("passed", "failed", "error", "blocked", "not_applicable")
+
+
+def findings_targets(data: dict) -> dict[str, list[str]]:
+    """Findings file -> the targets whose certification it reports."""
+    files: dict[str, list[str]] = {}
+    for name, t in data["targets"].items():
+        if name.startswith("reference-"):
+            continue
+        found = findings_file(t["implementation"], t["version"])
+        if found:
+            files.setdefault(found, []).append(name)
+    return files
+
+
+def render_findings_block(data: dict, names: list[str]) -> str:
+    """A findings file's certification section: per target, the verdict and
+    the outcomes per level, then every case that did not pass with its
+    level (and the basis's word) and outcome; from the data file only."""
+    lines = [
+        "Generated by `scripts/certified_today.py --write` from the last certification "
+        "(`docs/certified-today.json`); never edited by hand.",
+        "",
+        "| target | run | verdict | MUST | SHOULD | MAY |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        t = data["targets"][name]
+        cells = []
+        for level in ("MUST", "SHOULD", "MAY"):
+            counts = t.get("levels", {}).get(level, {})
+            cells.append(
+                ", ".join(
+                    f"{counts[o]} {o.replace('_', ' ')}" for o in OUTCOME_ORDER if counts.get(o)
+                )
+                or "-"
+            )
+        lines.append(
+            f"| `{name}` | `{t['run_id']}` ({t['date']}, {t['cases']} cases) | {t['verdict']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    rows = [
+        (name, case, rec)
+        for name in names
+        for case, rec in data["targets"][name].get("not_passed", {}).items()
+    ]
+    if rows:
+        lines += ["", "| target | case | level | outcome |", "|---|---|---|---|"]
+        for name, case, rec in rows:
+            word = rec["basis"].split(":", 1)[0]
+            shown = rec["level"] + (f" ({word})" if word != "keyword" else "")
+            lines.append(f"| `{name}` | `{case}` | {shown} | {rec['outcome']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_findings(data: dict) -> list[str]:
+    """Rewrites the certification section of every findings file that has
+    one; returns the files written."""
+    written = []
+    for found, names in sorted(findings_targets(data).items()):
+        path = REPO / found
+        text = path.read_text(encoding="utf-8")
+        if FINDINGS_START not in text:
+            continue
+        new = replace_section(
+            text, render_findings_block(data, names), FINDINGS_START, FINDINGS_END
+        )
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            written.append(found)
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,8 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         README.write_text(
             replace_section(README.read_text(encoding="utf-8"), table), encoding="utf-8"
         )
+        findings = write_findings(data)
         print(
-            f"wrote {DATA.relative_to(REPO)} and README.md's table ({len(data['targets'])} targets)"
+            f"wrote {DATA.relative_to(REPO)}, README.md's table ({len(data['targets'])} targets)"
+            + (f" and the certification section of {', '.join(findings)}" if findings else "")
         )
     else:
         print(table)
