@@ -92,6 +92,9 @@ def require_negotiation(
     'RIPP, Handshake ("Responds with Schema_negotiation (compatible/incompatible + error details)"); '
     "Handshake Protocol (profile P5: the consumer accepts the producer's compatible schemas)",
     role="client",
+    basis="profile: P5 handshake and schema negotiation (the consumer answers the producer's "
+    "Handshake with one Schema_negotiation, ok=true when the declared schemas pass "
+    "check_backward), docs/ripp-profile.md",
 )
 async def test_consumer_accepts_the_producers_handshake(target, peer_target, wire_trace, deadline):
     relay, code, tail = await exchange(target, peer_target, wire_trace, deadline, replay=False)
@@ -114,6 +117,9 @@ async def test_consumer_accepts_the_producers_handshake(target, peer_target, wir
     "(profile P6, P7: the Checkpoint_ack's last_sequence_no, applied_count, state_digest per source)",
     role="client",
     depends=[NEGOTIATED],
+    basis="profile: P6 sequence numbers and deltas (the consumer applies a Delta only when its "
+    "sequence_no is above the last of its source, and discards the others silently) and P7 "
+    "checkpoint (what was applied, shown in the Checkpoint_ack), docs/ripp-profile.md",
 )
 async def test_consumer_applies_each_delta_once(target, peer_target, wire_trace, deadline):
     relay, code, tail = await exchange(target, peer_target, wire_trace, deadline)
@@ -178,6 +184,9 @@ async def test_consumer_applies_each_delta_once(target, peer_target, wire_trace,
     "the consumer's heartbeat_interval_ms; the consumer closes after 3 silent intervals)",
     role="client",
     depends=[NEGOTIATED],
+    basis="profile: P8 heartbeats (the producer adopts the consumer's heartbeat_interval_ms and "
+    "sends one Heartbeat every interval; the consumer closes after 3 intervals without one), "
+    "docs/ripp-profile.md",
 )
 async def test_heartbeats_keep_the_session(target, peer_target, wire_trace, deadline):
     # The producer stays for more than 3 of the consumer's intervals: a

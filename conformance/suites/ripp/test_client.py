@@ -73,9 +73,13 @@ async def read_all(peer, count: int, **kw) -> list:
     CLIENT_ENVELOPES,
     "MUST",
     'RIPP, Message Envelope Format; Field Details ("Covers all bytes from offset 0 through the end of the '
-    'payload")',
+    'payload") (profile P1, P3; P4: a Delta carries the fingerprint of its writer schema)',
     role="client",
     errata=["RIPP-E2"],
+    basis="wire-format: the envelope layout of Message Envelope Format (magic, version 1, type, "
+    "little-endian fields, CRC-32C over bytes 0..58+N as RIPP-E2 reads it) in the envelopes the "
+    "node sends, with the payload layouts of profile P3 and a Delta's non-empty fingerprint "
+    "(profile P4)",
 )
 async def test_client_sends_valid_envelopes(launched_producer):
     async with launched_producer(count=3) as peer:
@@ -94,9 +98,12 @@ async def test_client_sends_valid_envelopes(launched_producer):
 @requirement(
     CLIENT_HANDSHAKE,
     "MUST",
-    'RIPP, Handshake ("Sent on connection establishment"); Handshake Protocol',
+    'RIPP, Handshake ("Sent on connection establishment"); Handshake Protocol (profile P2: the '
+    "producer sends the Handshake once, first; P5)",
     role="client",
     depends=[CLIENT_ENVELOPES],
+    basis="profile: P2 message types and directions (Handshake: sent by the producer, the "
+    "connecting side, once, first) and P5 (protocol_version 1), docs/ripp-profile.md",
 )
 async def test_client_sends_handshake_first(launched_producer):
     async with launched_producer(count=1) as peer:
@@ -116,6 +123,9 @@ async def test_client_sends_handshake_first(launched_producer):
     'Currently always 0.")',
     role="client",
     depends=[CLIENT_ENVELOPES],
+    basis="wire-format: the Flags byte at offset 6 of the envelope, reserved and currently always 0 "
+    "(Field Details) in every envelope the node sends; a receiver of the profile refuses any "
+    "other value (P1, check 6)",
 )
 async def test_client_sends_zero_flags(launched_producer):
     async with launched_producer(count=2) as peer:
@@ -131,10 +141,13 @@ async def test_client_sends_zero_flags(launched_producer):
 @requirement(
     "ripp.envelope.client.sequence-increases",
     "MUST",
-    'RIPP, Field Details ("Sequence number: Monotonically increasing per sender")',
+    'RIPP, Field Details ("Sequence number: Monotonically increasing per sender") (profile P6: '
+    "the sender's per-connection envelope counter)",
     role="client",
     depends=[CLIENT_HANDSHAKE],
     errata=["RIPP-E3"],
+    basis="profile: P6 sequence numbers (the envelope sequence is the sender's per-connection "
+    "counter, 1 then +1 for each envelope), docs/ripp-profile.md",
 )
 async def test_client_envelope_sequence_increases(launched_producer):
     async with launched_producer(count=4) as peer:
@@ -148,11 +161,15 @@ async def test_client_envelope_sequence_increases(launched_producer):
 
 @requirement(
     "ripp.delta.client.sends-deltas",
-    "MUST",
+    "SHOULD",
     'RIPP, Sequence Numbering ("Each worker maintains a monotonically increasing sequence counter per '
     'output")',
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="inference: the text states the producer's counter per output as a fact, not a rule, and "
+    "neither it nor the profile says a producer must keep it; but a receiver following set_remote "
+    "(profile P6) silently discards every Delta whose sequence_no is not above the last of its "
+    "output, so a producer whose numbers do not increase loses its data",
 )
 async def test_client_delta_sequence_per_output(launched_producer):
     async with launched_producer(count=4) as peer:
@@ -177,6 +194,10 @@ async def test_client_delta_sequence_per_output(launched_producer):
     "naming a field outside the writer schema is a protocol error; P4)",
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="profile: P4 schema fingerprint (a Delta carries the fingerprint of the writer schema of "
+    "its source_output as declared in the Handshake) and P6 deltas (an undeclared output, "
+    "delta_bytes not decoding as Delta.t, or a field outside the writer schema is a protocol "
+    "error), docs/ripp-profile.md",
 )
 async def test_client_deltas_match_the_handshake(launched_producer):
     """Found by interop as a cross-check: a producer whose Deltas name a
@@ -217,6 +238,8 @@ async def test_client_deltas_match_the_handshake(launched_producer):
     "Deltas, Heartbeats and Checkpoint_requests only after an ok Schema_negotiation)",
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="profile: P2 message types and directions (Delta, Checkpoint_request and Heartbeat are "
+    "sent by the producer after an ok Schema_negotiation) and P5, docs/ripp-profile.md",
 )
 async def test_client_waits_for_negotiation(launched_producer, deadline):
     async with launched_producer(count=3, stay=2.0) as peer:
@@ -256,6 +279,7 @@ async def test_client_waits_for_negotiation(launched_producer, deadline):
     role="client",
     depends=[CLIENT_HANDSHAKE, CLIENT_WAITS],
     errata=["RIPP-E3"],
+    basis="plain-words",
 )
 async def test_client_rejects_unsupported_version(launched_producer):
     async with launched_producer(count=3, stay=2.0) as peer:
@@ -290,9 +314,12 @@ async def test_client_rejects_unsupported_version(launched_producer):
 @requirement(
     "ripp.handshake.client.stops-after-rejection",
     "MUST",
-    'RIPP, Handshake Protocol ("If schema negotiation fails"; "[connection rejected]") (profile P5)',
+    'RIPP, Handshake Protocol ("If schema negotiation fails"; "[connection rejected]") (profile P5: '
+    "a producer receiving ok=false closes; P9)",
     role="client",
     depends=[CLIENT_HANDSHAKE, CLIENT_WAITS],
+    basis="profile: P5 handshake and schema negotiation (a producer receiving ok = false closes; "
+    "P9: negotiation ok=false, the producer closes), docs/ripp-profile.md",
 )
 async def test_client_stops_after_rejection(launched_producer):
     async with launched_producer(count=3, stay=2.0) as peer:
@@ -310,6 +337,8 @@ async def test_client_stops_after_rejection(launched_producer):
     'RIPP, Heartbeat ("Sent periodically (default every 5 seconds)"); Message Types (profile P8)',
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="profile: P8 heartbeats (the producer adopts the consumer's heartbeat_interval_ms; gaps "
+    "between consecutive Heartbeats in [0.5, 1.5] intervals), docs/ripp-profile.md",
 )
 async def test_client_heartbeats_at_negotiated_interval(launched_producer, deadline):
     interval = HEARTBEAT_MS / 1000

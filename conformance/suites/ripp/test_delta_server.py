@@ -48,8 +48,12 @@ async def assert_state(peer, output, expected: ExpectedState, count: int, what: 
 @requirement(
     APPLIES,
     "MUST",
-    f'{SEQ} ("Ordering: within a single source, deltas are applied in sequence order");  (profile P6, P7)',
+    f'{SEQ} ("Ordering: within a single source, deltas are applied in sequence order") (profile P6, '
+    "P7)",
     depends=[CHECKPOINT],
+    basis="profile: P6 sequence numbers and deltas (sequence_no = last + 1 is applied; Set, Patch, "
+    "Remove on the applied state) and P7 checkpoint (last_sequence_no, applied_count, "
+    "state_digest), docs/ripp-profile.md",
 )
 async def test_applies_in_order(ready_peer, output):
     peer = await ready_peer()
@@ -63,9 +67,11 @@ async def test_applies_in_order(ready_peer, output):
     "ripp.delta.server.discards-duplicates",
     "MUST",
     f'{SEQ} ("Idempotent delivery: duplicate messages (from at-least-once transport) are silently '
-    'discarded")',
+    'discarded") (profile P6: sequence_no <= last is discarded silently, not applied, not counted)',
     depends=[APPLIES],
     errata=["RIPP-E3"],
+    basis="profile: P6 sequence numbers and deltas (sequence_no <= last: discarded silently, not "
+    "applied, not counted), docs/ripp-profile.md",
 )
 async def test_discards_duplicates(ready_peer, output):
     peer = await ready_peer()
@@ -78,9 +84,12 @@ async def test_discards_duplicates(ready_peer, output):
 @requirement(
     "ripp.delta.server.applies-after-gap",
     "MUST",
-    f'{SEQ} ("Gap detection: if sequence jumps from 42 to 44, sequence 43 was lost")',
+    f'{SEQ} ("Gap detection: if sequence jumps from 42 to 44, sequence 43 was lost") (profile P6: '
+    "sequence_no > last + 1 is applied)",
     depends=[APPLIES],
     errata=["RIPP-E3"],
+    basis="profile: P6 sequence numbers and deltas (sequence_no > last + 1: applied, last := "
+    "sequence_no; a later lower number is discarded), docs/ripp-profile.md",
 )
 async def test_applies_after_gap(ready_peer, output):
     peer = await ready_peer()
@@ -99,8 +108,10 @@ async def test_applies_after_gap(ready_peer, output):
 @requirement(
     "ripp.delta.server.tracks-sources-apart",
     "MUST",
-    f'{SEQ} ("The receiver tracks the last-seen sequence number per source")',
+    f'{SEQ} ("The receiver tracks the last-seen sequence number per source") (profile P6)',
     depends=[APPLIES],
+    basis="profile: P6 sequence numbers and deltas (the consumer keeps last per source_output of "
+    "the Handshake), docs/ripp-profile.md",
 )
 async def test_tracks_sources_apart(ready_peer, registry):
     outputs = list(registry.items())
@@ -122,9 +133,13 @@ async def test_tracks_sources_apart(ready_peer, registry):
     "ripp.delta.server.refuses-unknown-fingerprint",
     "MUST",
     'RIPP, Field Details ("The receiver compares this against its local schema registry to verify '
-    'compatibility before deserialization") (profile P4)',
+    'compatibility before deserialization") (profile P4: an unknown fingerprint is a protocol '
+    "error, the connection closes)",
     depends=[APPLIES],
     errata=["RIPP-E4"],
+    basis="profile: P4 schema fingerprint (a Delta's fingerprint not among the writer schemas "
+    "accepted in the negotiation is a protocol error: close, before decoding the payload), "
+    "docs/ripp-profile.md",
 )
 async def test_refuses_unknown_fingerprint(ready_peer, output):
     name, schema = output

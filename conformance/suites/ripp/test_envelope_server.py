@@ -54,8 +54,11 @@ async def refused(ready_peer, output, mutate, what: str, *, half_close: bool = F
 @requirement(
     "ripp.envelope.server.rejects-bad-magic",
     "MUST",
-    f'{FIELDS} ("Allows detection of protocol mismatch or corrupt stream start"); Message Envelope Format',
+    f'{FIELDS} ("Allows detection of protocol mismatch or corrupt stream start"); Message Envelope Format '
+    "(profile P1: receiver check 2, magic, refuses the envelope; the connection closes, nothing sent)",
     depends=[APPLIES],
+    basis="profile: P1 envelope, receiver check 2 (magic) and a refused envelope closes the "
+    "connection at once, sending nothing, docs/ripp-profile.md",
 )
 async def test_rejects_bad_magic(ready_peer, output):
     def mutate(data):
@@ -68,9 +71,11 @@ async def test_rejects_bad_magic(ready_peer, output):
 @requirement(
     "ripp.envelope.server.rejects-unsupported-version",
     "MUST",
-    f'{FIELDS} ("The receiver must reject messages with an unsupported version")',
+    f'{FIELDS} ("The receiver must reject messages with an unsupported version") (profile P1: '
+    "receiver check 4; a refused envelope closes the connection, nothing sent)",
     depends=[APPLIES],
     errata=["RIPP-E3"],
+    basis="plain-words",
 )
 async def test_rejects_unsupported_version(ready_peer, output):
     def mutate(data):
@@ -83,8 +88,11 @@ async def test_rejects_unsupported_version(ready_peer, output):
 @requirement(
     "ripp.envelope.server.rejects-unknown-type",
     "MUST",
-    f'{FIELDS} ("Message type: Single byte identifying the payload variant") (profile P1)',
+    f'{FIELDS} ("Message type: Single byte identifying the payload variant") (profile P1: '
+    "receiver check 5, type not in the table P2, refuses the envelope)",
     depends=[APPLIES],
+    basis="profile: P1 envelope, receiver check 5 (type not in table P2) and a refused envelope "
+    "closes the connection at once, sending nothing, docs/ripp-profile.md",
 )
 async def test_rejects_unknown_type(ready_peer, output):
     def mutate(data):
@@ -102,6 +110,8 @@ async def test_rejects_unknown_type(ready_peer, output):
     f'{FIELDS} ("Flags: Reserved for future use (e.g., compression bit, priority). Currently always '
     '0.") (profile P1: receiver check 6, flags not 0, refuses the envelope)',
     depends=[APPLIES],
+    basis="profile: P1 envelope, receiver check 6 (flags not 0) and a refused envelope closes the "
+    "connection at once, sending nothing, docs/ripp-profile.md",
 )
 async def test_rejects_nonzero_flags(ready_peer, output):
     def mutate(data):
@@ -115,9 +125,13 @@ async def test_rejects_nonzero_flags(ready_peer, output):
     "ripp.envelope.server.rejects-flipped-bit",
     "MUST",
     f'{FIELDS} ("A single bit flip in any field is detected before deserialization"); CRC-32C Integrity '
-    '("Rejects the message on mismatch (no deserialization attempted)")',
+    '("Rejects the message on mismatch (no deserialization attempted)") (profile P1: receiver '
+    "checks 1 to 6, the CRC-32C of RIPP-E2; a refused envelope closes the connection, nothing sent)",
     depends=[APPLIES],
     errata=["RIPP-E2"],
+    basis="profile: P1 envelope, receiver checks (a flipped bit fails the CRC-32C of RIPP-E2 or an "
+    "earlier check) and a refused envelope closes the connection at once, sending nothing, "
+    "docs/ripp-profile.md",
 )
 async def test_rejects_flipped_bit_at_every_offset(ready_peer, output):
     name, schema = output
@@ -151,8 +165,12 @@ async def test_rejects_flipped_bit_at_every_offset(ready_peer, output):
 @requirement(
     "ripp.envelope.server.rejects-oversized-length",
     "MUST",
-    f'{FIELDS} ("Payload length: 32-bit little-endian integer") (profile P1)',
+    f'{FIELDS} ("Payload length: 32-bit little-endian integer") (profile P1: receiver check 1, '
+    "a length negative or above MAX_PAYLOAD refused without waiting for the bytes)",
     depends=[CHECKPOINT],
+    basis="profile: P1 envelope, receiver check 1 (length negative or above MAX_PAYLOAD, refused "
+    "as soon as the 59 header bytes are in, without waiting for the claimed bytes) and a refused "
+    "envelope closes the connection at once, sending nothing, docs/ripp-profile.md",
 )
 async def test_rejects_oversized_length(ready_peer, output):
     name, schema = output

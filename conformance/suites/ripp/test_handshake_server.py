@@ -38,8 +38,13 @@ def required_field(schema):
 @requirement(
     VALID_ENVELOPES,
     "MUST",
-    f'{FORMAT}; Field Details ("Covers all bytes from offset 0 through the end of the payload")',
+    f'{FORMAT}; Field Details ("Covers all bytes from offset 0 through the end of the payload") '
+    "(profile P1, P3; P4: a control message carries 32 zero bytes as its fingerprint)",
     errata=["RIPP-E2"],
+    basis="wire-format: the envelope layout of Message Envelope Format (magic, version 1, type, "
+    "little-endian fields, CRC-32C over bytes 0..58+N as RIPP-E2 reads it) in the envelopes the "
+    "node sends, with the payload layout of profile P3 and the zero fingerprint of a control "
+    "message (profile P4)",
 )
 async def test_sends_valid_envelopes(open_peer, registry):
     peer = await open_peer()
@@ -57,6 +62,9 @@ async def test_sends_valid_envelopes(open_peer, registry):
     'RIPP, Field Details ("Flags: Reserved for future use (e.g., compression bit, priority). '
     'Currently always 0.")',
     depends=[VALID_ENVELOPES],
+    basis="wire-format: the Flags byte at offset 6 of the envelope, reserved and currently always 0 "
+    "(Field Details) in every envelope the node sends; a receiver of the profile refuses any "
+    "other value (P1, check 6)",
 )
 async def test_sends_zero_flags(open_peer, registry):
     peer = await open_peer()
@@ -71,8 +79,12 @@ async def test_sends_zero_flags(open_peer, registry):
 @requirement(
     HANDSHAKE,
     "MUST",
-    f'{HANDSHAKE_TEXT} ("Schema_negotiation(ok=true)")',
+    f'{HANDSHAKE_TEXT} ("Schema_negotiation(ok=true)") (profile P5: ok is true exactly when '
+    "check_backward gives no error)",
     depends=[VALID_ENVELOPES],
+    basis="profile: P5 handshake and schema negotiation (the consumer answers a Handshake with one "
+    "Schema_negotiation, ok=true with no errors when the declared writer schemas pass "
+    "check_backward against its registry), docs/ripp-profile.md",
 )
 async def test_accepts_compatible_schema(open_peer, registry):
     peer = await open_peer()
@@ -89,8 +101,11 @@ async def test_accepts_compatible_schema(open_peer, registry):
 @requirement(
     "ripp.handshake.server.refuses-incompatible-schema",
     "MUST",
-    f'{HANDSHAKE_TEXT} ("If schema negotiation fails"; "[connection rejected]");  (profile P5)',
+    f'{HANDSHAKE_TEXT} ("If schema negotiation fails"; "[connection rejected]") (profile P5: '
+    "ok=false with the error missing field, then the consumer closes)",
     depends=[HANDSHAKE],
+    basis="profile: P5 handshake and schema negotiation (check_backward gives missing field <f>; "
+    "after ok=false the consumer closes once the answer is written), docs/ripp-profile.md",
 )
 async def test_refuses_incompatible_schema(open_peer, output):
     name, schema = output
@@ -114,10 +129,13 @@ async def test_refuses_incompatible_schema(open_peer, output):
 @requirement(
     "ripp.handshake.server.refuses-unsupported-protocol-version",
     "MUST",
-    'RIPP, Field Details ("The receiver must reject messages with an unsupported version"); Handshake '
-    '("Protocol version compatibility")',
+    'RIPP, Handshake ("Protocol version compatibility"); Field Details ("The receiver must reject '
+    'messages with an unsupported version") (profile P5: a Handshake protocol_version other than 1 '
+    "gets ok=false, then the consumer closes; RIPP-E3 reads that must as the envelope's version)",
     depends=[HANDSHAKE],
     errata=["RIPP-E3"],
+    basis="profile: P5 handshake and schema negotiation (protocol_version of the Handshake not 1: "
+    "ok=false, and after ok=false the consumer closes), docs/ripp-profile.md",
 )
 async def test_refuses_unsupported_protocol_version(open_peer, registry):
     peer = await open_peer()
@@ -136,6 +154,8 @@ async def test_refuses_unsupported_protocol_version(open_peer, registry):
     "sender's per-connection envelope counter)",
     depends=[CHECKPOINT],
     errata=["RIPP-E3"],
+    basis="profile: P6 sequence numbers (the envelope sequence is the sender's per-connection "
+    "counter, 1 then +1 for each envelope, for consumers as for producers), docs/ripp-profile.md",
 )
 async def test_sequence_increases(ready_peer):
     # The Schema_negotiation and two Checkpoint_acks: three envelopes of the
@@ -161,6 +181,8 @@ MAX_LIVENESS_WAIT = 30.0
     'RIPP, Heartbeat ("The coordinator uses heartbeats for liveness detection and load-aware partition '
     'assignment.") (profile P8: 3 intervals with no Heartbeat, the consumer closes; P9)',
     depends=[CHECKPOINT],
+    basis="profile: P8 heartbeats (the consumer treats a producer as dead when 3 intervals pass "
+    "with no Heartbeat, and closes; P9), docs/ripp-profile.md",
 )
 async def test_closes_without_heartbeats(open_peer, registry, deadline):
     peer = await open_peer()
@@ -214,6 +236,9 @@ async def test_closes_without_heartbeats(open_peer, registry, deadline):
     "MUST",
     'RIPP, Message Types ("2Checkpoint_requestcoordinator -> workerTrigger checkpoint") (profile P7)',
     depends=[HANDSHAKE],
+    basis="profile: P7 checkpoint (the consumer answers a Checkpoint_request with one "
+    "Checkpoint_ack, one source_state per declared output, 0, 0 and the empty state's digest "
+    "before any Delta), docs/ripp-profile.md",
 )
 async def test_answers_checkpoint_request(ready_peer, registry):
     peer = await ready_peer()
