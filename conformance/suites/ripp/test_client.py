@@ -161,15 +161,14 @@ async def test_client_envelope_sequence_increases(launched_producer):
 
 @requirement(
     "ripp.delta.client.sends-deltas",
-    "SHOULD",
+    "MUST",
     'RIPP, Sequence Numbering ("Each worker maintains a monotonically increasing sequence counter per '
     'output")',
     role="client",
     depends=[CLIENT_HANDSHAKE],
-    basis="inference: the text states the producer's counter per output as a fact, not a rule, and "
-    "neither it nor the profile says a producer must keep it; but a receiver following set_remote "
-    "(profile P6) silently discards every Delta whose sequence_no is not above the last of its "
-    "output, so a producer whose numbers do not increase loses its data",
+    basis="wire-format: sequence_no, whose value the text fixes as the worker's monotonically "
+    "increasing counter per output (Sequence Numbering); a receiver reads a number at or below "
+    "the last of its output as a duplicate and discards the Delta (set_remote, profile P6)",
 )
 async def test_client_delta_sequence_per_output(launched_producer):
     async with launched_producer(count=4) as peer:
