@@ -78,6 +78,7 @@ async def server_feed_ids(peer, feed: str) -> list[str]:
     'any new messages"; sequence, read as "from"); Feeds (end to end)',
     role="client",
     errata=["SSB-E1"],
+    basis="erratum: SSB-E1 ssb-server's legacy replication asks for latest + 1 and must get every message from it",
 )
 async def test_client_replicates_every_message_of_the_server_feed(target, peer_target, wire_trace):
     feed = peer_target.params.get("public_key")

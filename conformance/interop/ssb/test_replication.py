@@ -22,6 +22,7 @@ CLIENT_TIMEOUT = 30
     "MUST",
     "SSB guide, Handshake; Box stream; RPC protocol; createHistoryStream; Feeds (end to end)",
     role="client",
+    basis="wire-format: the handshake messages, box stream, RPC header and feed message layouts the guide defines, end to end between two implementations: replication stops where either one's bytes deviate",
 )
 async def test_client_replicates_the_server_feed(target, peer_target, wire_trace):
     feed = peer_target.params.get("public_key")

@@ -24,6 +24,7 @@ QUIET_SECONDS = 1.0
     'SSB guide, Box stream, Keys and nonces ("The starting nonce is used for the first header in the '
     'stream" ... "then incremented for the first body")',
     depends=[HANDSHAKE],
+    basis="wire-format: box stream nonces, Keys and nonces (box_stream_params figure): the starting nonce for the first header, incremented for its body, then for the next header",
 )
 async def test_nonces_increment_per_box(open_session, server_feed_id):
     """Reads the target's boxes by hand: header k opens with the key from the
@@ -83,6 +84,7 @@ async def test_nonces_increment_per_box(open_session, server_feed_id):
     "MUST",
     'SSB guide, Box stream, Goodbye ("The stream ends with a special ... header")',
     depends=[HANDSHAKE],
+    basis="wire-format: the end of a box stream, Goodbye (box_stream_goodbye figure): the stream ends with a secret box of 18 zero bytes",
 )
 async def test_ends_its_stream_with_goodbye(open_session, deadline):
     """When the target ends the connection the last thing on its box stream

@@ -61,9 +61,10 @@ async def send_tampered_box_and_expect_close(
 
 @requirement(
     "ssb.boxstream.server.ends-on-tampered-header",
-    "MUST",
+    "SHOULD",
     'SSB guide, Box stream ("designed to protect messages from being ... modified"), Receiving',
     depends=SESSION,
+    basis="inference: a header that fails to open cannot say how long its body is, and the box stream is 'designed to protect messages from being ... modified', so a reader that goes on reads what it cannot trust",
 )
 async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
     """A box whose encrypted header was altered does not authenticate; the
@@ -73,9 +74,10 @@ async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
 
 @requirement(
     "ssb.boxstream.server.ends-on-tampered-body",
-    "MUST",
+    "SHOULD",
     "SSB guide, Box stream, Receiving (the body's secret box must open)",
     depends=SESSION,
+    basis="inference: a body whose secret box fails to open is not the peer's message, and the box stream is 'designed to protect messages from being ... modified', so a reader that answers it acts on what it cannot trust",
 )
 async def test_ends_connection_on_tampered_body(open_session, server_feed_id):
     await send_tampered_box_and_expect_close(
@@ -100,6 +102,7 @@ def _answers_in(session, data: bytes, req: int) -> list[str]:
     "SHOULD",
     'SSB guide, Box stream, Goodbye ("they will know that the connection is finished")',
     depends=SESSION,
+    basis="inference: after the goodbye a receiver 'will know that the connection is finished', so a peer that keeps it open holds a finished connection",
 )
 async def test_closes_after_goodbye(open_session, server_feed_id):
     """After the harness's RPC and box stream goodbyes, the target ends the
@@ -123,6 +126,7 @@ async def test_closes_after_goodbye(open_session, server_feed_id):
     "MUST",
     'SSB guide, RPC protocol ("a single RPC message may be split over several boxes")',
     depends=READS_STREAM,
+    basis="wire-format: RPC messages over the box stream, RPC protocol (rpc_alignment figure): they are not aligned to boxes, so a reader of the format reassembles one split over several boxes",
 )
 async def test_accepts_rpc_message_split_across_boxes(open_session, server_feed_id):
     session = await open_session()
@@ -144,6 +148,7 @@ async def test_accepts_rpc_message_split_across_boxes(open_session, server_feed_
     "MUST",
     'SSB guide, RPC protocol ("Multiple RPC messages may be put inside one box")',
     depends=READS_STREAM,
+    basis="wire-format: RPC messages over the box stream, RPC protocol (rpc_alignment figure): they are not aligned to boxes, so a reader of the format reads several from one box",
 )
 async def test_accepts_several_rpc_messages_in_one_box(open_session, server_feed_id):
     session = await open_session()
@@ -165,6 +170,7 @@ async def test_accepts_several_rpc_messages_in_one_box(open_session, server_feed
     needs=("publish",),
     depends=[*READS_STREAM, KEYS_FALSE, LIMIT_DEFAULT, SPLIT_ACROSS_BOXES],
     shares=[FEED_STATE],
+    basis="wire-format: box stream body length, 1 to 4096 bytes (box_stream_send figure)",
 )
 async def test_splits_rpc_messages_larger_than_a_box(open_session, publish, server_feed_id):
     """A message longer than one box body must reach us split over several

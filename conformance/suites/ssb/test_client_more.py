@@ -208,6 +208,7 @@ async def expect_rejected(
     'was really posted by a particular identity")',
     role="client",
     depends=[CLIENT_HANDSHAKE, CLIENT_HISTORY_REQUEST],
+    basis="plain-words",
 )
 async def test_client_replicates_a_valid_feed(
     launched_client, network_key, harness_keypair, deadline
@@ -229,6 +230,7 @@ async def test_client_replicates_a_valid_feed(
     'be in the same order that you received them")',
     role="client",
     depends=[REPLICATES],
+    basis="plain-words",
 )
 async def test_client_verifies_with_content_keys_in_received_order(
     launched_client, network_key, harness_keypair, deadline
@@ -257,6 +259,7 @@ async def test_client_verifies_with_content_keys_in_received_order(
     'may be split over several boxes")',
     role="client",
     depends=[REPLICATES],
+    basis="wire-format: RPC messages over the box stream, RPC protocol (rpc_alignment figure): they are not aligned to boxes, so a reader of the format reads them split or packed",
 )
 async def test_client_accepts_rpc_messages_split_and_packed(
     launched_client, network_key, harness_keypair, deadline
@@ -284,6 +287,7 @@ async def test_client_accepts_rpc_messages_split_and_packed(
     'SSB guide, Box stream, Goodbye ("The stream ends with a special ... header")',
     role="client",
     depends=[REPLICATES],
+    basis="wire-format: the end of a box stream, Goodbye (box_stream_goodbye figure): the stream ends with a secret box of 18 zero bytes",
 )
 async def test_client_ends_its_box_stream_with_goodbye(
     launched_client, network_key, harness_keypair, deadline
@@ -302,10 +306,11 @@ async def test_client_ends_its_box_stream_with_goodbye(
 
 @requirement(
     "ssb.feed.client.rejects-bad-signature",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Signature ("All messages in a feed are signed by that feed\'s long-term secret key")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: the guide gives how to verify a signature and says signing 'enables recipients to verify' a message, but not what a recipient does with one that fails; storing it keeps a forged message",
 )
 async def test_client_rejects_a_bad_signature(
     launched_client, network_key, harness_keypair, deadline
@@ -323,10 +328,11 @@ async def test_client_rejects_a_bad_signature(
 
 @requirement(
     "ssb.feed.client.rejects-foreign-author",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Message format (author: "Public key of the feed that the message will be posted in")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: author is the 'Public key of the feed that the message will be posted in', so a message by another identity is not one of the feed asked for; the guide does not say what a recipient does with it",
 )
 async def test_client_rejects_a_message_by_another_author(
     launched_client, network_key, harness_keypair, deadline
@@ -348,10 +354,11 @@ async def test_client_rejects_a_message_by_another_author(
 
 @requirement(
     "ssb.feed.client.rejects-broken-previous-link",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Structure ("Each message (except the first one) references the ID of the previous message")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: each message 'references the ID of the previous message', so a broken link is not part of the feed's chain; the guide does not say what a recipient does with it",
 )
 async def test_client_rejects_a_wrong_previous(
     launched_client, network_key, harness_keypair, deadline
@@ -373,10 +380,11 @@ async def test_client_rejects_a_wrong_previous(
 
 @requirement(
     "ssb.feed.client.rejects-wrong-sequence",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Message format (sequence: "1 for the first message in a feed, 2 for the second and so on")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: sequence is '1 for the first message in a feed, 2 for the second and so on', so a gap is not the feed's next message; the guide does not say what a recipient does with it",
 )
 async def test_client_rejects_a_sequence_gap(
     launched_client, network_key, harness_keypair, deadline
@@ -395,10 +403,11 @@ async def test_client_rejects_a_sequence_gap(
 
 @requirement(
     "ssb.feed.client.rejects-invalid-content-type",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Message format (content type "must be a Unicode string between 3 and 52 code units long")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: the type field 'must be a Unicode string between 3 and 52 code units long', a rule of the message, not of what a recipient does with one that breaks it",
 )
 async def test_client_rejects_a_too_short_content_type(
     launched_client, network_key, harness_keypair, deadline
@@ -420,10 +429,11 @@ async def test_client_rejects_a_too_short_content_type(
 
 @requirement(
     "ssb.feed.client.rejects-extra-field",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Message format ("Only these fields are allowed and they all must be present")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: 'Only these fields are allowed and they all must be present' is a rule of the message, not of what a recipient does with one that breaks it",
 )
 async def test_client_rejects_an_extra_field(
     launched_client, network_key, harness_keypair, deadline
@@ -442,10 +452,11 @@ async def test_client_rejects_an_extra_field(
 
 @requirement(
     "ssb.feed.client.rejects-fields-out-of-order",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Message format ("Fields must appear in this order")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: 'Fields must appear in this order' is a rule of the message, not of what a recipient does with one that breaks it",
 )
 async def test_client_rejects_fields_out_of_order(
     launched_client, network_key, harness_keypair, deadline
@@ -474,10 +485,11 @@ async def test_client_rejects_fields_out_of_order(
 
 @requirement(
     "ssb.feed.client.rejects-wrong-hash-name",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Message format (hash: "The fixed string sha256")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: hash is 'The fixed string sha256', so another name is not a message of the format; the guide does not say what a recipient does with it",
 )
 async def test_client_rejects_another_hash_name(
     launched_client, network_key, harness_keypair, deadline
@@ -496,11 +508,12 @@ async def test_client_rejects_another_hash_name(
 
 @requirement(
     "ssb.feed.client.rejects-non-canonical-signing",
-    "MUST",
+    "SHOULD",
     f'{FEED_CITE}, Signature ("Before signing a message it must be serialized according to a specific '
     'canonical JSON format")',
     role="client",
     depends=REJECTS_PREREQUISITES,
+    basis="inference: a message 'must be serialized according to a specific canonical JSON format' before signing, a rule of the signer, not of what a recipient does with a signature made otherwise",
 )
 async def test_client_rejects_a_signature_over_compact_json(
     launched_client, network_key, harness_keypair, deadline
@@ -526,10 +539,11 @@ async def test_client_rejects_a_signature_over_compact_json(
 
 @requirement(
     "ssb.shs.client.uses-fresh-ephemeral-keys",
-    "MUST",
+    "SHOULD",
     'SSB guide, Handshake ("Handshakes provide forward secrecy"), 1. Client hello',
     role="client",
     depends=[CLIENT_HELLO],
+    basis="inference: the forward secrecy and replay protection the guide says handshakes provide rest on a freshly generated ephemeral key per handshake",
 )
 async def test_client_uses_a_fresh_ephemeral_key_per_handshake(launched_client, harness_keypair):
     keys = []
@@ -546,10 +560,11 @@ async def test_client_uses_a_fresh_ephemeral_key_per_handshake(launched_client, 
 
 @requirement(
     "ssb.shs.client.rejects-truncated-msg2",
-    "MUST",
+    "SHOULD",
     "SSB guide, Handshake, 2. Server hello (assert(length(msg2) == 64))",
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="inference: step 2 asserts length(msg2) == 64, so a client that answers a short msg2 with msg3 has gone on past a failed check",
 )
 async def test_client_rejects_a_truncated_server_hello(
     launched_client, network_key, harness_keypair
@@ -564,10 +579,11 @@ async def test_client_rejects_a_truncated_server_hello(
 
 @requirement(
     "ssb.shs.client.rejects-msg4-with-bad-signature",
-    "MUST",
+    "SHOULD",
     'SSB guide, Handshake, 4. Server accept ("the client opens the box and verifies the server\'s signature")',
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="inference: step 4 asserts the server's signature (assert_nacl_sign_verify_detached), so a client that starts the box stream after a wrong one has gone on past a failed check",
 )
 async def test_client_rejects_a_server_accept_with_a_wrong_signature(
     launched_client, network_key, harness_keypair
@@ -611,10 +627,11 @@ async def test_client_rejects_a_server_accept_with_a_wrong_signature(
 
 @requirement(
     "ssb.shs.client.rejects-replayed-server-hello-and-accept",
-    "MUST",
+    "SHOULD",
     'SSB guide, Handshake ("Past handshakes cannot be replayed"), 4. Server accept',
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="inference: the guide lists 'Past handshakes cannot be replayed' among the handshake's properties; a client that accepts a recorded msg2 and msg4 lets a replay through",
 )
 async def test_client_rejects_a_replayed_server_handshake(
     launched_client, network_key, harness_keypair
@@ -649,11 +666,12 @@ async def test_client_rejects_a_replayed_server_handshake(
 
 @requirement(
     "ssb.rpc.client.first-request-is-number-1",
-    "MUST",
+    "SHOULD",
     'SSB guide, RPC protocol, Source example ("Because this is the first RPC request, the request '
     'number is 1")',
     role="client",
     depends=[CLIENT_HANDSHAKE],
+    basis="inference: the Source example numbers a peer's first request 1; a responder answers whatever number it is given, so the numbering is the network's convention, not a layout a reader depends on",
 )
 async def test_client_numbers_requests_from_one(launched_client, network_key, harness_keypair):
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
@@ -669,6 +687,7 @@ async def test_client_numbers_requests_from_one(launched_client, network_key, ha
     'when sent over the wire")',
     role="client",
     depends=[CLIENT_HISTORY_REQUEST],
+    basis="inference: the guide says JSON 'don't have indentation or whitespace when sent over the wire' as a fact of the network, and indented JSON still parses",
 )
 async def test_client_request_json_is_compact(launched_client, network_key, harness_keypair):
     async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):

@@ -32,6 +32,7 @@ covers slow start-ups without letting seconds pass for milliseconds."""
     needs=("publish",),
     depends=READS_STREAM + [LIMIT_DEFAULT, KEYS_FALSE],
     shares=[FEED_STATE],
+    basis="wire-format: the message field timestamp, Message format: the number of milliseconds since 1 January 1970 00:00 UTC at the message's creation",
 )
 async def test_new_message_timestamp_is_milliseconds_since_epoch(
     open_session, publish, server_feed_id

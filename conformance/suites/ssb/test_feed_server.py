@@ -25,7 +25,11 @@ async def served_feed(open_session, feed_id: str):
 
 
 @requirement(
-    "ssb.feed.server.signatures-verify", "MUST", "SSB guide, Feeds, Signature", depends=FEED_READING
+    "ssb.feed.server.signatures-verify",
+    "MUST",
+    "SSB guide, Feeds, Signature",
+    depends=FEED_READING,
+    basis="plain-words",
 )
 async def test_served_messages_have_valid_signatures(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
@@ -47,6 +51,7 @@ async def test_served_messages_have_valid_signatures(open_session, server_feed_i
     "MUST",
     "SSB guide, Feeds, Message ID; createHistoryStream (keys)",
     depends=FEED_READING,
+    basis="plain-words",
 )
 async def test_served_keys_are_message_ids(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)
@@ -64,6 +69,7 @@ async def test_served_keys_are_message_ids(open_session, server_feed_id):
     "MUST",
     "SSB guide, Feeds, Structure; Message format (previous, author, sequence)",
     depends=[*FEED_READING, SIGNATURES],
+    basis="plain-words",
 )
 async def test_served_feed_is_a_valid_chain(open_session, server_feed_id):
     items = await served_feed(open_session, server_feed_id)

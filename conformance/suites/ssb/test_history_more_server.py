@@ -41,7 +41,9 @@ def sequences(items) -> list:
     "MUST",
     f'{CITE} (limit: "Default: unlimited")',
     depends=READS_STREAM + [KEYS_FALSE, LIMIT],
+    errata=["SSB-E3"],
     shares=[FEED_STATE],
+    basis="erratum: SSB-E3 ssb-server's replication asks without a limit and needs every message from the one it asked for",
 )
 async def test_no_limit_serves_as_much_as_a_large_limit(open_session, server_feed_id):
     """Without limit the target serves every message it serves when asked
@@ -61,10 +63,11 @@ async def test_no_limit_serves_as_much_as_a_large_limit(open_session, server_fee
 
 @requirement(
     "ssb.history.server.ends-stream-when-not-live",
-    "MUST",
+    "SHOULD",
     f"{CITE} (live: \"If false, end the stream after messages are sent and don't wait for new ones. "
     'Default: false.")',
     depends=STREAM_BASICS,
+    basis="inference: the guide describes live false, the default, as ending the stream after the existing messages; a stream that stays open leaves the requester waiting for an end that does not come",
 )
 async def test_stream_ends_when_live_is_false_or_absent(open_session, server_feed_id):
     """live false, and live not given: after the existing messages the
@@ -88,11 +91,12 @@ async def test_stream_ends_when_live_is_false_or_absent(open_session, server_fee
 
 @requirement(
     "ssb.history.server.live-old-default-sends-existing",
-    "MUST",
+    "SHOULD",
     f'{CITE} (old: "If true, start by sending existing messages already posted by this feed" ... '
     '"Default: true")',
     depends=READS_STREAM + [KEYS_FALSE, ABORT, LIMIT_DEFAULT],
     shares=[FEED_STATE],
+    basis="inference: the guide describes old, default true, as starting a live stream with the existing messages; a stream without them leaves the requester without the feed",
 )
 async def test_live_stream_starts_with_existing_messages(open_session, server_feed_id, deadline):
     """live true, old not given: the existing messages come first, and the

@@ -110,8 +110,12 @@ async def shows_valid_sequence(session, feed_id: str, sequence: int, what: str):
 @requirement(
     "ssb.history.server.serves-whole-feed-in-order",
     "MUST",
-    f"{CITE} (id; sequence default: from the beginning)",
+    f'{CITE} (sequence: "If not specified then start from the very beginning of the feed"); '
+    'Feeds, Structure ("Each message (except the first one) references the ID of the previous '
+    'message"; paraphrase: every message, in sequence order, per erratum SSB-E3)',
     depends=READS_STREAM,
+    errata=["SSB-E3"],
+    basis="erratum: SSB-E3 the network's replication validates each served message against the one before it, so a feed served out of sequence order loses messages",
 )
 async def test_serves_whole_feed_in_order(open_session, server_feed_id):
     session = await open_session()
@@ -128,6 +132,7 @@ async def test_serves_whole_feed_in_order(open_session, server_feed_id):
     "MUST",
     f"{CITE} (keys ... Default: true)",
     depends=READS_STREAM,
+    basis="wire-format: the createHistoryStream item without keys given: {key, value, timestamp} (keys: 'Default: true'; the keys true response example)",
 )
 async def test_keys_default_true(open_session, server_feed_id):
     # limit only spares traffic: the first item is judged whatever limit does.
@@ -147,6 +152,7 @@ async def test_keys_default_true(open_session, server_feed_id):
     "MUST",
     f'{CITE} (keys: "If false, just send the messages themselves")',
     depends=READS_STREAM,
+    basis="wire-format: the createHistoryStream item with keys false: the message itself (keys: 'If false, just send the messages themselves'; the keys false response example)",
 )
 async def test_keys_false_sends_messages_only(open_session, server_feed_id):
     # limit only spares traffic: the first item is judged whatever limit does.
@@ -169,6 +175,7 @@ async def test_keys_false_sends_messages_only(open_session, server_feed_id):
     depends=[*READS_STREAM, WHOLE_FEED],
     errata=["SSB-E1"],
     shares=[FEED_STATE],
+    basis="erratum: SSB-E1 the network reads sequence as the first message wanted",
 )
 async def test_sequence_starts_at_the_given_message(request, open_session, server_feed_id):
     """The network's reading (erratum SSB-E1, docs/errata/ssb.md): legacy
@@ -194,6 +201,7 @@ async def test_sequence_starts_at_the_given_message(request, open_session, serve
     f'{CITE} ("both sequence and seq should be accepted")',
     depends=READS_STREAM,
     shares=[FEED_STATE],
+    basis="plain-words",
 )
 async def test_accepts_seq_as_legacy_name(request, open_session, server_feed_id):
     await feed_of_at_least(request, open_session, server_feed_id, 3)
@@ -213,6 +221,7 @@ async def test_accepts_seq_as_legacy_name(request, open_session, server_feed_id)
     f'{CITE} ("both sequence and seq arguments with conflicting values must be considered an error")',
     depends=READS_STREAM,
     shares=[FEED_STATE],
+    basis="plain-words",
 )
 async def test_rejects_conflicting_seq_and_sequence(request, open_session, server_feed_id):
     """A negative case: it passes only once the target has served the same
@@ -242,7 +251,9 @@ async def test_rejects_conflicting_seq_and_sequence(request, open_session, serve
     "MUST",
     f'{CITE} (limit: "only the earliest messages are returned")',
     depends=[*READS_STREAM, WHOLE_FEED],
+    errata=["SSB-E3"],
     shares=[FEED_STATE],
+    basis="erratum: SSB-E3 a limited answer is the first messages of the feed in sequence order, none skipped",
 )
 async def test_limit_returns_earliest_messages(request, open_session, server_feed_id):
     await feed_of_at_least(request, open_session, server_feed_id, 3)
@@ -258,6 +269,7 @@ async def test_limit_returns_earliest_messages(request, open_session, server_fee
     "SHOULD",
     f'{CITE} (id: "Required")',
     depends=[*SESSION, WHOLE_FEED],
+    basis="inference: id is 'Required.' of the requester, so a request without it names no feed to serve, and the Error example answers a mistaken request with an error",
 )
 async def test_missing_id_is_an_error(open_session):
     session = await open_session()
@@ -270,11 +282,12 @@ async def test_missing_id_is_an_error(open_session):
 
 @requirement(
     "ssb.history.server.live-sends-new-messages",
-    "MUST",
+    "SHOULD",
     f'{CITE} (live: "keep the stream alive and send new messages")',
     needs=("publish",),
     depends=[*READS_STREAM, LIMIT_DEFAULT],
     shares=[FEED_STATE],
+    basis="inference: the guide describes live true as keeping the stream open and sending new messages as they are posted; a stream that stays silent leaves the requester without them until it asks again",
 )
 async def test_live_stream_delivers_new_messages(open_session, publish, server_feed_id, deadline):
     feed = await full_feed(open_session, server_feed_id)
@@ -306,11 +319,12 @@ async def test_live_stream_delivers_new_messages(open_session, publish, server_f
 
 @requirement(
     "ssb.history.server.live-old-false-skips-existing",
-    "MUST",
+    "SHOULD",
     f'{CITE} (old: "If false, don\'t send existing messages")',
     needs=("publish",),
     depends=[*READS_STREAM, LIMIT_DEFAULT],
     shares=[FEED_STATE],
+    basis="inference: the guide describes old false as sending only new messages; a requester that asked so already holds the existing ones",
 )
 async def test_live_without_old_sends_only_new_messages(
     request, open_session, publish, server_feed_id, deadline

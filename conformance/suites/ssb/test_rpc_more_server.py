@@ -30,6 +30,7 @@ def compact(value) -> bytes:
     "MUST",
     "SSB guide, RPC protocol, Header structure; Source example (the responses' body type is JSON)",
     depends=READS_STREAM,
+    basis="wire-format: RPC header body type (rpc_header figure: 10 = JSON)",
 )
 async def test_json_bodies_declare_json_body_type(open_session, server_feed_id):
     """Every createHistoryStream response and the end are JSON; the low two
@@ -60,6 +61,7 @@ async def test_json_bodies_declare_json_body_type(open_session, server_feed_id):
     "SSB guide, RPC protocol, Source example (\"JSON messages don't have indentation or whitespace "
     'when sent over the wire")',
     depends=READS_STREAM,
+    basis="inference: the guide says JSON 'don't have indentation or whitespace when sent over the wire' as a fact of the network, and indented JSON still parses",
 )
 async def test_json_bodies_have_no_whitespace(open_session, server_feed_id):
     """Compared with the compact form of the same value, key order kept.

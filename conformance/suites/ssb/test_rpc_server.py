@@ -40,6 +40,7 @@ def author_of(msg) -> str | None:
     "MUST",
     'SSB guide, RPC protocol, Source example ("the same request number ... but negative")',
     depends=[HANDSHAKE],
+    basis="wire-format: RPC header request number (rpc_header figure): a response carries its request's number negated",
 )
 async def test_responses_use_negated_request_number(open_session, server_feed_id):
     """Two requests in flight at once: each answer carries minus its request's
@@ -107,10 +108,11 @@ target's own requests (a peer answers the other's first call with its own)."""
 
 @requirement(
     "ssb.rpc.server.numbers-own-requests-from-1",
-    "MUST",
+    "SHOULD",
     'SSB guide, RPC protocol, Source example ("The other peer will also use request number 1 for their '
     'first request"; "The next request made by this peer will be numbered 2")',
     depends=READS_STREAM,
+    basis="inference: the Source example numbers a peer's first request 1 and its next 2; a responder answers whatever number it is given, so the numbering is the network's convention, not a layout a reader depends on",
 )
 async def test_numbers_own_requests_from_1(open_session, server_feed_id):
     """Peers make requests to each other (ssb-server and the reference node
@@ -148,6 +150,7 @@ async def test_numbers_own_requests_from_1(open_session, server_feed_id):
     "MUST",
     'SSB guide, RPC protocol, Source example ("their RPC headers have the stream flag set")',
     depends=SESSION,
+    basis="wire-format: RPC header stream flag (rpc_header figure): set on every message of a stream",
 )
 async def test_source_responses_set_stream_flag(open_session, server_feed_id):
     """Every answer that came to a source request, its end too if it came
@@ -172,6 +175,7 @@ async def test_source_responses_set_stream_flag(open_session, server_feed_id):
     "MUST",
     'SSB guide, RPC protocol, Source example ("both the stream and end/err flags set and a JSON body of true")',
     depends=SESSION,
+    basis="wire-format: the closing message of a source stream, Source example: stream and end/err flags set, JSON body true",
 )
 async def test_ends_source_stream_with_true(open_session, server_feed_id):
     """Two finished source streams, each read to its end: the target's own
@@ -206,6 +210,7 @@ async def test_ends_source_stream_with_true(open_session, server_feed_id):
     "MUST",
     'SSB guide, RPC protocol, Source example ("to abort a stream ... the responder closes their own end")',
     depends=SESSION,
+    basis="plain-words",
 )
 async def test_closes_own_end_when_requester_aborts(open_session, server_feed_id, deadline):
     """A live stream aborted by the requester: the responder answers with its end.
@@ -244,9 +249,10 @@ async def test_closes_own_end_when_requester_aborts(open_session, server_feed_id
 
 @requirement(
     "ssb.rpc.server.unknown-async-procedure-gets-error",
-    "MUST",
+    "SHOULD",
     'SSB guide, RPC protocol, Error example ("the response has the end/err flag set")',
     depends=SESSION,
+    basis="inference: the guide never names an unknown procedure an error, but a responder that cannot perform the call has no value to return, and the Error example answers a failed call with the end/err flag set",
 )
 async def test_unknown_async_procedure_gets_error(open_session):
     session = await open_session()
@@ -260,9 +266,10 @@ async def test_unknown_async_procedure_gets_error(open_session):
 
 @requirement(
     "ssb.rpc.server.unknown-source-procedure-ends-stream-with-error",
-    "MUST",
+    "SHOULD",
     'SSB guide, RPC protocol, Error example ("For source type procedures an error will also end the stream")',
     depends=[*SESSION, STREAM_END],
+    basis="inference: the guide never names an unknown procedure an error, but a responder that cannot perform the call has nothing to stream, and 'For source type procedures an error will also end the stream'",
 )
 async def test_unknown_source_procedure_ends_stream_with_error(open_session):
     session = await open_session()
@@ -280,6 +287,7 @@ async def test_unknown_source_procedure_ends_stream_with_error(open_session):
     "SHOULD",
     "SSB guide, RPC protocol, Error example (JSON body with name and message)",
     depends=[*SESSION, UNKNOWN_ASYNC_ERROR],
+    basis="inference: the Error example's body has name and message, which 'The reference Scuttlebot implementation also includes'; a requester learns what failed only from them",
 )
 async def test_error_body_has_name_and_message(open_session):
     session = await open_session()
@@ -295,9 +303,10 @@ async def test_error_body_has_name_and_message(open_session):
 
 @requirement(
     "ssb.rpc.server.serves-after-an-error",
-    "MUST",
+    "SHOULD",
     'SSB guide, RPC protocol ("can interleave multiple requests"), Error example',
     depends=[*SESSION, STREAM_END, UNKNOWN_ASYNC_ERROR],
+    basis="inference: an error answers one request ('the response has the end/err flag set'), and the RPC protocol 'can interleave multiple requests', so one failed call gives no reason to stop serving the others",
 )
 async def test_session_continues_after_an_error(open_session, server_feed_id):
     """An error answers one request; it does not end the session."""
