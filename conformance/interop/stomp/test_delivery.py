@@ -118,6 +118,8 @@ async def test_delivered_messages_are_stored(target, peer_target, wire_trace):
     'no reason to send it again); SMP 2.1, Overview ("Messages may arrive out-of-order, or be delivered '
     'more than once, without causing any problems": receivers cope, so this is not a MUST)',
     role="client",
+    basis="inference: a message counts as delivered once its RECEIPT arrives, so a client that keeps "
+    "its connection has no reason to send a message twice; no sentence forbids it",
 )
 async def test_no_duplicate_without_reconnect(target, peer_target, wire_trace):
     _needs_accepted(peer_target)

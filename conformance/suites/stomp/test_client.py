@@ -302,7 +302,8 @@ async def test_client_login_substitutes_node_id(launched_client):
     "MUST",
     f'{CONNECTIONS} ("the sending node opens a client STOMP connection to one (or more) of the '
     "receiving node's servers, and issues a SEND command for each of the messages\"; the profile's "
-    "transport is that SEND, so a message never sent is never delivered)",
+    f'transport is that SEND, so a message never sent is never delivered); {SUBSET} (SEND "MUST be '
+    'fully supported", as clients too)',
     role="client",
     depends=[CONNECT_FIRST],
 )
@@ -631,6 +632,9 @@ async def receipt_batch(
     role="client",
     depends=[INCLUDES_RECEIPT],
     errata=["STOMP-E8"],
+    basis="erratum: STOMP-E8 swpt_stomp, the server every node runs, sends one RECEIPT for the last "
+    "of the SENDs confirmed together, so a client that counts only the SEND it names never counts "
+    "the others",
 )
 async def test_client_accepts_cumulative_receipt(launched_client):
     """Swaptacular's own server (swpt_stomp) answers SENDs confirmed together

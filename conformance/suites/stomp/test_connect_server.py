@@ -240,8 +240,9 @@ async def test_sends_heart_beats(connected_peer):
 @requirement(
     "stomp.connect.server.accepts-heart-beats",
     "MUST",
-    f'{HEART_BEATING} (heart-beats are EOLs: "if the sender has no real STOMP frame to send, it MUST send an '
-    'end-of-line"); STOMP 1.2, Augmented BNF (a frame may be followed by EOLs)',
+    f"{SUBSET}; {HEART_BEATING} (a part of Connecting: declared in CONNECT and CONNECTED; heart-beats "
+    'are EOLs: "if the sender has no real STOMP frame to send, it MUST send an end-of-line"); STOMP '
+    "1.2, Augmented BNF (a frame may be followed by EOLs)",
     depends=[*SESSION, DISCONNECT_RECEIPT],
     errata=["STOMP-E1"],
 )

@@ -53,10 +53,14 @@ async def receipt_for(peer: StompPeer, receipt: str, what: str) -> Frame:
 
 @requirement(
     "stomp.frame.server.error-then-close-on-malformed-frame",
-    "MUST",
+    "SHOULD",
     f'{BNF}; {SEND_RULE}; STOMP 1.2, ERROR ("it MUST then close the connection just after sending the '
     'ERROR frame")',
     depends=SESSION_AND_ECHO,
+    basis="inference: a header line without a colon is no header of the grammar, so the harness takes "
+    "the SEND for one the server cannot successfully process, which SEND answers with ERROR then close; "
+    "no sentence says a server cannot process it (ActiveMQ 5.17 reads the line as a header with an "
+    "empty value)",
 )
 async def test_error_then_close_on_malformed_frame(connected_peer, stomp):
     """A valid SEND with one more header line that has no colon: not a

@@ -150,6 +150,9 @@ async def test_receipt_id_echoes_receipt(connected_peer, smp_destination):
     'acknowledgment")',
     depends=(ECHO,),
     errata=["STOMP-E4"],
+    basis="erratum: STOMP-E4 footnote 2 as the harness applies it to SENDs: each RECEIPT confirms "
+    "every SEND before it, so one for an earlier SEND after a later one's goes backwards (swpt_stomp's "
+    "client acknowledges its source queue up to the receipt-id)",
 )
 async def test_receipts_in_order(connected_peer, smp_destination):
     """20 SENDs written at once; once the RECEIPT of the 20th arrives, a
@@ -190,6 +193,9 @@ async def test_receipts_in_order(connected_peer, smp_destination):
     needs=(ACCEPTED,),
     depends=(ECHO, IS_STORED),
     errata=["STOMP-E4"],
+    basis="erratum: STOMP-E4 footnote 2 as the harness applies it to SENDs: a RECEIPT confirms that "
+    "every SEND before it was processed (stored), not only received as STOMP 1.2 says; RabbitMQ "
+    "receipts a SEND on the broker's confirm",
     shares=[ACCEPTED_STATE],
 )
 async def test_receipt_confirms_pipelined_sends(
