@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from conformance.core.requirements import level_with_basis
 from conformance.suites.stomp.adapter import (
     MAX_LINE_CHARS,
     AcceptedMessage,
@@ -290,13 +291,6 @@ RECEIPT_CASES = {
     "stomp.receipt.server.stored-after-restart",
 }
 
-ERRATUM_BASED = {
-    "stomp.receipt.server.receipts-in-order",
-    "stomp.receipt.server.receipt-confirms-pipelined-sends",
-}
-"""The receipt cases whose MUST is erratum STOMP-E4's decision (footnote 2
-read as the harness applies it to SENDs), shown "MUST (erratum)"."""
-
 
 def receipt_faults() -> dict[str, set[str]]:
     """The reference server's faults that break a receipt rule (the fault
@@ -422,7 +416,9 @@ def test_each_receipt_fault_fails_exactly_its_own_cases(certified):
             if case in expected:
                 # The message names the requirement, its level with what binds
                 # it, and its citation.
-                shown = "MUST (erratum)" if case in ERRATUM_BASED else "MUST"
+                # The level with its basis's word: "MUST (erratum)" for the
+                # cases whose MUST is erratum STOMP-E4's decision.
+                shown = level_with_basis(record["level"], record["basis"])
                 assert record["message"].startswith(f"{case} [{shown}, "), record["message"]
             elif record["outcome"] != "passed":
                 # A case relying on a broken rule is blocked by it, never failed.
