@@ -75,11 +75,11 @@ def assert_aborted(report: EndpointReport | None, deadline: float) -> None:
 
 @requirement(
     "ssb.mitm.client.aborts-on-substituted-ephemeral-key",
-    "SHOULD",
+    "MUST",
     f"{GUIDE} {SWAP}, 4. Server accept (Client verifies)",
     role="client",
     depends=[REPLICATION],
-    basis="inference: a relay that swaps the ephemeral keys breaks the shared secrets, so step 4's open-and-verify fails and a client that goes on has gone past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 4: the relay's msg4 does not verify; close, nothing past msg3, no exit 0), docs/ssb-profile.md",
 )
 async def test_client_aborts_on_substituted_ephemeral_key(mitm, deadline):
     outcome = await mitm.run(Scenario.SUBSTITUTED_EPHEMERAL)
@@ -88,11 +88,11 @@ async def test_client_aborts_on_substituted_ephemeral_key(mitm, deadline):
 
 @requirement(
     "ssb.mitm.server.aborts-on-substituted-ephemeral-key",
-    "SHOULD",
+    "MUST",
     f"{GUIDE} {SWAP}, 3. Client authenticate (Server verifies)",
     role="client",
     depends=[REPLICATION],
-    basis="inference: a relay that swaps the ephemeral keys breaks the shared secrets, so step 3's open-and-verify fails and a server that goes on has gone past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: msg3 over the substituted keys does not open; close, nothing past msg2), docs/ssb-profile.md",
 )
 async def test_server_aborts_on_substituted_ephemeral_key(mitm, deadline):
     outcome = await mitm.run(Scenario.SUBSTITUTED_EPHEMERAL)
@@ -115,12 +115,12 @@ async def test_client_aborts_on_impostor_server_key(mitm, deadline):
 
 @requirement(
     "ssb.mitm.server.aborts-on-impostor-client-key",
-    "SHOULD",
+    "MUST",
     f'{GUIDE} ("a message that only the real server can read and not a man-in-the-middle"), '
     "3. Client authenticate (Server verifies)",
     role="client",
     depends=[REPLICATION],
-    basis="inference: msg3 made for another server key does not open under the real server's secret (step 3 asserts it), so a server that goes on has gone past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: the relay's forged msg3 does not open; close, nothing past msg2), docs/ssb-profile.md",
 )
 async def test_server_aborts_on_impostor_client_key(mitm, deadline):
     outcome = await mitm.run(Scenario.IMPOSTOR_KEY)
@@ -129,11 +129,11 @@ async def test_server_aborts_on_impostor_client_key(mitm, deadline):
 
 @requirement(
     "ssb.mitm.server.aborts-on-replayed-client-handshake",
-    "SHOULD",
+    "MUST",
     f"{GUIDE} {REPLAY}, 3. Client authenticate (Server verifies)",
     role="client",
     depends=[REPLICATION],
-    basis="inference: the guide lists 'Past handshakes cannot be replayed' among the handshake's properties; a server that accepts a replayed client handshake lets a replay through",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: the replayed msg3 does not open under this handshake's keys; close, nothing past msg2), docs/ssb-profile.md",
 )
 async def test_server_aborts_on_replayed_client_handshake(mitm, deadline):
     outcome = await mitm.run(Scenario.REPLAYED_CLIENT_HANDSHAKE)
@@ -142,11 +142,11 @@ async def test_server_aborts_on_replayed_client_handshake(mitm, deadline):
 
 @requirement(
     "ssb.mitm.client.aborts-on-replayed-server-handshake",
-    "SHOULD",
+    "MUST",
     f"{GUIDE} {REPLAY}, 4. Server accept (Client verifies)",
     role="client",
     depends=[REPLICATION],
-    basis="inference: the guide lists 'Past handshakes cannot be replayed' among the handshake's properties; a client that accepts a replayed server handshake lets a replay through",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 4: the replayed msg4 does not open under this handshake's keys; close, nothing past msg3, no exit 0), docs/ssb-profile.md",
 )
 async def test_client_aborts_on_replayed_server_handshake(mitm, deadline):
     outcome = await mitm.run(Scenario.REPLAYED_SERVER_HANDSHAKE)

@@ -61,10 +61,10 @@ async def send_tampered_box_and_expect_close(
 
 @requirement(
     "ssb.boxstream.server.ends-on-tampered-header",
-    "SHOULD",
+    "MUST",
     'SSB guide, Box stream ("designed to protect messages from being ... modified"), Receiving',
     depends=SESSION,
-    basis="inference: a header that fails to open cannot say how long its body is, and the box stream is 'designed to protect messages from being ... modified', so a reader that goes on reads what it cannot trust",
+    basis="profile: S2 a box that does not open ends the stream (a header that does not open: no answer to what it carries, close), docs/ssb-profile.md",
 )
 async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
     """A box whose encrypted header was altered does not authenticate; the
@@ -74,10 +74,10 @@ async def test_ends_connection_on_tampered_header(open_session, server_feed_id):
 
 @requirement(
     "ssb.boxstream.server.ends-on-tampered-body",
-    "SHOULD",
+    "MUST",
     "SSB guide, Box stream, Receiving (the body's secret box must open)",
     depends=SESSION,
-    basis="inference: a body whose secret box fails to open is not the peer's message, and the box stream is 'designed to protect messages from being ... modified', so a reader that answers it acts on what it cannot trust",
+    basis="profile: S2 a box that does not open ends the stream (a body that does not open: no answer to what it carries, close), docs/ssb-profile.md",
 )
 async def test_ends_connection_on_tampered_body(open_session, server_feed_id):
     await send_tampered_box_and_expect_close(

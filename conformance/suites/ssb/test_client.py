@@ -262,11 +262,11 @@ async def test_client_hello_authenticates_under_network_key(
 
 @requirement(
     "ssb.shs.client.rejects-wrong-network-key",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 2. Server hello (Client verifies: assert_nacl_auth_verify)",
     role="client",
     depends=[CLIENT_HANDSHAKE],
-    basis="inference: the client verifies msg2 with assert_nacl_auth_verify, which errors on an hmac made under another key, so a client that sends msg3 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 2: msg2's hmac does not verify under the network key; close, no msg3), docs/ssb-profile.md",
 )
 async def test_client_rejects_server_hello_of_another_network(
     launched_client, network_key, harness_keypair
@@ -281,11 +281,11 @@ async def test_client_rejects_server_hello_of_another_network(
 
 @requirement(
     "ssb.shs.client.rejects-forged-server-accept",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 4. Server accept (Client verifies)",
     role="client",
     depends=[CLIENT_HANDSHAKE],
-    basis="inference: step 4 has the client open msg4 and assert the server's signature, so a client that starts the box stream after a forged msg4 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 4: a forged msg4 fails assert_nacl_secretbox_open; close, no box stream), docs/ssb-profile.md",
 )
 async def test_client_rejects_forged_server_accept(launched_client, network_key, harness_keypair):
     """A man in the middle without the server's secret key cannot produce

@@ -306,11 +306,11 @@ async def test_client_ends_its_box_stream_with_goodbye(
 
 @requirement(
     "ssb.feed.client.rejects-bad-signature",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Signature ("All messages in a feed are signed by that feed\'s long-term secret key")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: the guide gives how to verify a signature and says signing 'enables recipients to verify' a message, but not what a recipient does with one that fails; storing it keeps a forged message",
+    basis="profile: S3 a replicating client keeps only messages that verify (the signature does not verify), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_bad_signature(
     launched_client, network_key, harness_keypair, deadline
@@ -328,11 +328,11 @@ async def test_client_rejects_a_bad_signature(
 
 @requirement(
     "ssb.feed.client.rejects-foreign-author",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Message format (author: "Public key of the feed that the message will be posted in")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: author is the 'Public key of the feed that the message will be posted in', so a message by another identity is not one of the feed asked for; the guide does not say what a recipient does with it",
+    basis="profile: S3 a replicating client keeps only messages that verify (author is not the feed asked for), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_message_by_another_author(
     launched_client, network_key, harness_keypair, deadline
@@ -354,11 +354,11 @@ async def test_client_rejects_a_message_by_another_author(
 
 @requirement(
     "ssb.feed.client.rejects-broken-previous-link",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Structure ("Each message (except the first one) references the ID of the previous message")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: each message 'references the ID of the previous message', so a broken link is not part of the feed's chain; the guide does not say what a recipient does with it",
+    basis="profile: S3 a replicating client keeps only messages that verify (previous is not the id of the message before it), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_wrong_previous(
     launched_client, network_key, harness_keypair, deadline
@@ -380,11 +380,11 @@ async def test_client_rejects_a_wrong_previous(
 
 @requirement(
     "ssb.feed.client.rejects-wrong-sequence",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Message format (sequence: "1 for the first message in a feed, 2 for the second and so on")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: sequence is '1 for the first message in a feed, 2 for the second and so on', so a gap is not the feed's next message; the guide does not say what a recipient does with it",
+    basis="profile: S3 a replicating client keeps only messages that verify (sequence is not one more than the message before it), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_sequence_gap(
     launched_client, network_key, harness_keypair, deadline
@@ -403,11 +403,11 @@ async def test_client_rejects_a_sequence_gap(
 
 @requirement(
     "ssb.feed.client.rejects-invalid-content-type",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Message format (content type "must be a Unicode string between 3 and 52 code units long")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: the type field 'must be a Unicode string between 3 and 52 code units long', a rule of the message, not of what a recipient does with one that breaks it",
+    basis="profile: S3 a replicating client keeps only messages that verify (content type shorter than 3 code units), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_too_short_content_type(
     launched_client, network_key, harness_keypair, deadline
@@ -429,11 +429,11 @@ async def test_client_rejects_a_too_short_content_type(
 
 @requirement(
     "ssb.feed.client.rejects-extra-field",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Message format ("Only these fields are allowed and they all must be present")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: 'Only these fields are allowed and they all must be present' is a rule of the message, not of what a recipient does with one that breaks it",
+    basis="profile: S3 a replicating client keeps only messages that verify (a field besides the seven), docs/ssb-profile.md",
 )
 async def test_client_rejects_an_extra_field(
     launched_client, network_key, harness_keypair, deadline
@@ -452,11 +452,11 @@ async def test_client_rejects_an_extra_field(
 
 @requirement(
     "ssb.feed.client.rejects-fields-out-of-order",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Message format ("Fields must appear in this order")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: 'Fields must appear in this order' is a rule of the message, not of what a recipient does with one that breaks it",
+    basis="profile: S3 a replicating client keeps only messages that verify (fields out of the guide's order), docs/ssb-profile.md",
 )
 async def test_client_rejects_fields_out_of_order(
     launched_client, network_key, harness_keypair, deadline
@@ -485,11 +485,11 @@ async def test_client_rejects_fields_out_of_order(
 
 @requirement(
     "ssb.feed.client.rejects-wrong-hash-name",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Message format (hash: "The fixed string sha256")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: hash is 'The fixed string sha256', so another name is not a message of the format; the guide does not say what a recipient does with it",
+    basis="profile: S3 a replicating client keeps only messages that verify (hash is not sha256), docs/ssb-profile.md",
 )
 async def test_client_rejects_another_hash_name(
     launched_client, network_key, harness_keypair, deadline
@@ -508,12 +508,12 @@ async def test_client_rejects_another_hash_name(
 
 @requirement(
     "ssb.feed.client.rejects-non-canonical-signing",
-    "SHOULD",
+    "MUST",
     f'{FEED_CITE}, Signature ("Before signing a message it must be serialized according to a specific '
     'canonical JSON format")',
     role="client",
     depends=REJECTS_PREREQUISITES,
-    basis="inference: a message 'must be serialized according to a specific canonical JSON format' before signing, a rule of the signer, not of what a recipient does with a signature made otherwise",
+    basis="profile: S3 a replicating client keeps only messages that verify (the signature verifies over the canonical format only), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_signature_over_compact_json(
     launched_client, network_key, harness_keypair, deadline
@@ -560,11 +560,11 @@ async def test_client_uses_a_fresh_ephemeral_key_per_handshake(launched_client, 
 
 @requirement(
     "ssb.shs.client.rejects-truncated-msg2",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 2. Server hello (assert(length(msg2) == 64))",
     role="client",
     depends=[CLIENT_HANDSHAKE],
-    basis="inference: step 2 asserts length(msg2) == 64, so a client that answers a short msg2 with msg3 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 2: assert(length(msg2) == 64) fails at the end of stream; close, no msg3), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_truncated_server_hello(
     launched_client, network_key, harness_keypair
@@ -579,11 +579,11 @@ async def test_client_rejects_a_truncated_server_hello(
 
 @requirement(
     "ssb.shs.client.rejects-msg4-with-bad-signature",
-    "SHOULD",
+    "MUST",
     'SSB guide, Handshake, 4. Server accept ("the client opens the box and verifies the server\'s signature")',
     role="client",
     depends=[CLIENT_HANDSHAKE],
-    basis="inference: step 4 asserts the server's signature (assert_nacl_sign_verify_detached), so a client that starts the box stream after a wrong one has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 4: assert_nacl_sign_verify_detached fails on the server's signature; close, no box stream), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_server_accept_with_a_wrong_signature(
     launched_client, network_key, harness_keypair
@@ -627,11 +627,11 @@ async def test_client_rejects_a_server_accept_with_a_wrong_signature(
 
 @requirement(
     "ssb.shs.client.rejects-replayed-server-hello-and-accept",
-    "SHOULD",
+    "MUST",
     'SSB guide, Handshake ("Past handshakes cannot be replayed"), 4. Server accept',
     role="client",
     depends=[CLIENT_HANDSHAKE],
-    basis="inference: the guide lists 'Past handshakes cannot be replayed' among the handshake's properties; a client that accepts a recorded msg2 and msg4 lets a replay through",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 4: a recorded msg4 does not open under this handshake's keys; close, no box stream), docs/ssb-profile.md",
 )
 async def test_client_rejects_a_replayed_server_handshake(
     launched_client, network_key, harness_keypair

@@ -55,11 +55,11 @@ async def send_msg3_with_signature(
 
 @requirement(
     "ssb.shs.server.rejects-msg3-signed-by-another-key",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 3. Client authenticate (\"the server opens the box, stores the client's "
     'long term public key and verifies the signature")',
     depends=[HANDSHAKE],
-    basis="inference: step 3 asserts the client's signature under the key msg3 carries (assert_nacl_sign_verify_detached), so a server that sends msg4 for another key's signature has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: assert_nacl_sign_verify_detached fails under the key msg3 carries; close, no msg4), docs/ssb-profile.md",
 )
 async def test_rejects_msg3_signed_by_another_key(
     connect, network_key, harness_keypair, server_public
@@ -80,11 +80,11 @@ async def test_rejects_msg3_signed_by_another_key(
 
 @requirement(
     "ssb.shs.server.rejects-msg3-signed-for-another-server",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 3. Client authenticate (assert_nacl_sign_verify_detached over "
     "concat(network_identifier, server_longterm_pk, sha256(shared_secret_ab)))",
     depends=[HANDSHAKE],
-    basis="inference: step 3 asserts the client's signature over this server's long-term key, so a server that sends msg4 for a signature over another key has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: a signature over another server's key fails assert_nacl_sign_verify_detached; close, no msg4), docs/ssb-profile.md",
 )
 async def test_rejects_msg3_signed_for_another_server(
     connect, network_key, harness_keypair, server_public

@@ -67,10 +67,10 @@ async def test_completes_valid_handshake(connect, network_key, harness_keypair, 
 
 @requirement(
     "ssb.shs.server.rejects-wrong-network-key",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 1. Client hello (Server verifies: assert_nacl_auth_verify)",
     depends=[HANDSHAKE],
-    basis="inference: the server verifies msg1 with assert_nacl_auth_verify, which errors on an hmac made under another key, so a server that answers with msg2 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 1: msg1's hmac does not verify under the network key; close, no msg2), docs/ssb-profile.md",
 )
 async def test_rejects_wrong_network_key(connect, network_key, harness_keypair, server_public):
     """msg1 authenticated under another network's key: the server must not
@@ -109,10 +109,10 @@ async def test_rejects_client_not_knowing_server_key(
 
 @requirement(
     "ssb.shs.server.rejects-tampered-msg3",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 3. Client authenticate (Server verifies)",
     depends=[HANDSHAKE],
-    basis="inference: a tampered msg3 fails assert_nacl_secretbox_open, which the server's step 3 asserts, so a server that sends msg4 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: a tampered msg3 fails assert_nacl_secretbox_open; close, no msg4), docs/ssb-profile.md",
 )
 async def test_rejects_tampered_msg3(connect, network_key, harness_keypair, server_public):
     """One bit of msg3 flipped in transit: the secret box fails to open."""
@@ -129,10 +129,10 @@ async def test_rejects_tampered_msg3(connect, network_key, harness_keypair, serv
 
 @requirement(
     "ssb.shs.server.rejects-replayed-handshake",
-    "SHOULD",
+    "MUST",
     'SSB guide, Handshake ("Past handshakes cannot be replayed"), 3. Client authenticate',
     depends=[HANDSHAKE],
-    basis="inference: the guide lists 'Past handshakes cannot be replayed' among the handshake's properties; a server that accepts a recorded msg3 against its fresh ephemeral key lets a replay through",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: a recorded msg3 does not open under this handshake's keys; close, no msg4), docs/ssb-profile.md",
 )
 async def test_rejects_replayed_msg1_and_msg3(connect, network_key, harness_keypair, server_public):
     """msg1 and msg3 recorded from an earlier, successful session and sent
@@ -149,10 +149,10 @@ async def test_rejects_replayed_msg1_and_msg3(connect, network_key, harness_keyp
 
 @requirement(
     "ssb.shs.server.rejects-replayed-msg3-with-fresh-msg1",
-    "SHOULD",
+    "MUST",
     'SSB guide, Handshake ("Past handshakes cannot be replayed"), 3. Client authenticate',
     depends=[HANDSHAKE],
-    basis="inference: the guide lists 'Past handshakes cannot be replayed' among the handshake's properties; a server that accepts an earlier session's msg3 after a fresh msg1 lets a replay through",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: an earlier session's msg3 does not open under this handshake's keys; close, no msg4), docs/ssb-profile.md",
 )
 async def test_rejects_replayed_msg3_after_fresh_msg1(
     connect, network_key, harness_keypair, server_public
@@ -173,10 +173,10 @@ async def test_rejects_replayed_msg3_after_fresh_msg1(
 
 @requirement(
     "ssb.shs.server.rejects-truncated-msg1",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 1. Client hello (assert(length(msg1) == 64))",
     depends=[HANDSHAKE],
-    basis="inference: step 1 asserts length(msg1) == 64, so a server that answers 40 bytes and an end of stream with msg2 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 1: assert(length(msg1) == 64) fails at the end of stream; close, no msg2), docs/ssb-profile.md",
 )
 async def test_rejects_truncated_msg1(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
@@ -189,10 +189,10 @@ async def test_rejects_truncated_msg1(connect, network_key, harness_keypair, ser
 
 @requirement(
     "ssb.shs.server.rejects-truncated-msg3",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 3. Client authenticate (msg3 is 112 bytes)",
     depends=[HANDSHAKE],
-    basis="inference: step 3 opens a 112-byte secret box of a 96-byte plaintext and asserts its length, so a server that answers a truncated msg3 with msg4 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: a msg3 short of 112 bytes at the end of stream does not open; close, no msg4), docs/ssb-profile.md",
 )
 async def test_rejects_truncated_msg3(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
@@ -209,10 +209,10 @@ async def test_rejects_truncated_msg3(connect, network_key, harness_keypair, ser
 
 @requirement(
     "ssb.shs.server.rejects-garbage-msg1",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 1. Client hello (Server verifies)",
     depends=[HANDSHAKE],
-    basis="inference: random bytes fail step 1's assert_nacl_auth_verify, so a server that answers them with msg2 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 1: random bytes fail assert_nacl_auth_verify; close, no msg2), docs/ssb-profile.md",
 )
 async def test_rejects_garbage_msg1(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
@@ -223,10 +223,10 @@ async def test_rejects_garbage_msg1(connect, network_key, harness_keypair, serve
 
 @requirement(
     "ssb.shs.server.rejects-garbage-msg3",
-    "SHOULD",
+    "MUST",
     "SSB guide, Handshake, 3. Client authenticate (Server verifies)",
     depends=[HANDSHAKE],
-    basis="inference: random bytes fail step 3's assert_nacl_secretbox_open, so a server that answers them with msg4 has gone on past a failed check",
+    basis="profile: S1 a handshake check that fails ends the handshake (step 3: random bytes fail assert_nacl_secretbox_open; close, no msg4), docs/ssb-profile.md",
 )
 async def test_rejects_garbage_msg3(connect, network_key, harness_keypair, server_public):
     await show_valid_handshake(connect, network_key, harness_keypair, server_public)
