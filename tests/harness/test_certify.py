@@ -100,7 +100,7 @@ def test_reference_node_certifies_with_every_artifact(tmp_path):
     assert {
         ("protocol", "ssb"),
         ("component", "shs"),
-        ("severity", "normal"),
+        ("severity", "blocker"),
         ("requirement", "ssb.shs.server.rejects-tampered-msg3"),
     } <= labels
     attachment = run.run_dir / "allure-results" / sample["attachments"][0]["source"]
@@ -177,7 +177,7 @@ def test_failure_message_names_requirement_and_shows_bytes(tmp_path):
     record = run.by_case("bad-hs")["ssb.shs.server.rejects-garbage-msg1"]
     assert record["outcome"] == "failed"
     assert record["message"].startswith(
-        "ssb.shs.server.rejects-garbage-msg1 [SHOULD (inference), SSB guide"
+        "ssb.shs.server.rejects-garbage-msg1 [MUST (profile), SSB guide"
     )
     assert "wrote 16 byte(s) instead of hanging up silently" in record["message"]
     trace = (run.run_dir / record["trace_file"]).read_text()

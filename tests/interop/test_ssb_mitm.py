@@ -79,10 +79,9 @@ def assert_all_pass_with_relay_record(
         assert record["outcome"] == "passed", (
             f"{client} -> {server}: {case_id}: {record['message']}"
         )
-        # Only the impostor server key rests on a "must" of the guide; the
-        # other scenarios are inferences from the handshake's properties.
-        level = "MUST" if case_id == "ssb.mitm.client.aborts-on-impostor-server-key" else "SHOULD"
-        assert record["level"] == level and record["citation"].startswith("SSB guide, Handshake")
+        # The impostor server key rests on a "must" of the guide, the other
+        # scenarios on the profile's S1 (docs/ssb-profile.md): all MUST.
+        assert record["level"] == "MUST" and record["citation"].startswith("SSB guide, Handshake")
         trace = (run_dir / "traces" / f"{client}+{server}" / f"{case_id}.txt").read_text()
         assert "relay record:" in trace and "relay could not:" in trace, trace[-2000:]
         assert "relay OPENED" not in trace, trace[-2000:]
@@ -223,7 +222,7 @@ public_key = "{node.feed_id}"
         )
         assert (
             case_id in record["message"]
-            and "[SHOULD (inference), SSB guide, Handshake" in record["message"]
+            and "[MUST (profile), SSB guide, Handshake" in record["message"]
         )
     for case_id in CLIENT_CASES:
         assert by_case[case_id]["outcome"] == "passed", (case_id, by_case[case_id])
