@@ -8,6 +8,7 @@ import secrets
 
 import pytest
 
+from conformance.core.requirements import level_with_basis
 from reference_impl.btp.faults import SPECS as BTP_FAULTS
 
 from .cli_runner import certify
@@ -126,10 +127,10 @@ def test_each_broken_btp_node_fails_the_rules_it_breaks(tmp_path):
                 ), record
                 continue
             assert record["outcome"] == "failed", record
-            # The message names the requirement; the trace shows the bytes.
-            assert record["message"].startswith(f"{case} [{record['level']}, BTP 2.0"), record[
-                "message"
-            ]
+            # The message names the requirement, its level with the level's
+            # basis ("SHOULD (plain-words)"); the trace shows the bytes.
+            shown = level_with_basis(record["level"], record["basis"])
+            assert record["message"].startswith(f"{case} [{shown}, BTP 2.0"), record["message"]
             trace = (run.run_dir / record["trace_file"]).read_text()
             assert "harness -> target" in trace and "00000000" in trace
         # Only a failed MUST costs the verdict; reply-to-unexpected breaks SHOULDs.

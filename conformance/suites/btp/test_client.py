@@ -8,7 +8,7 @@ from reference_impl.btp.packet import ContentType, Message, Response, encode_pac
 
 from .peer import new_request_id, probe_message, summary
 from .prerequisites import CLIENT_AUTH, CLIENT_REQUEST_ID
-from .test_flow_server import SILENCE_WINDOW
+from .test_flow_server import ANSWER_BY_ID, SILENCE_WINDOW
 
 AUTH = "BTP 2.0, Authentication"
 FLOW = "BTP 2.0, Flow"
@@ -68,6 +68,8 @@ async def test_client_sends_auth_token(launched_client, auth_token):
     '"At the BTP level, the client and server play identical roles")',
     role="client",
     depends=[CLIENT_AUTH],
+    errata=["BTP-E2"],
+    basis=f"erratum: {ANSWER_BY_ID}",
 )
 async def test_client_answers_with_request_id(launched_client, auth_token):
     async with launched_client() as peer:
@@ -83,6 +85,7 @@ async def test_client_answers_with_request_id(launched_client, auth_token):
     f'{FLOW} ("If an unexpected BTP packet is received, no response should be sent")',
     role="client",
     depends=[CLIENT_AUTH, CLIENT_REQUEST_ID],
+    basis="plain-words",
 )
 async def test_client_silent_on_unexpected_response(launched_client, auth_token):
     async with launched_client() as peer:
@@ -101,6 +104,7 @@ async def test_client_silent_on_unexpected_response(launched_client, auth_token)
     f'{FLOW} (unexpected: "a response for a request which has already been responded to")',
     role="client",
     depends=[CLIENT_AUTH, CLIENT_REQUEST_ID],
+    basis="plain-words",
 )
 async def test_client_silent_on_second_response(launched_client, auth_token):
     async with launched_client(send_message="conformance:hello") as peer:
@@ -124,6 +128,7 @@ async def test_client_silent_on_second_response(launched_client, auth_token):
     f'{FLOW} ("Unreadable packets must be ignored too")',
     role="client",
     depends=[CLIENT_AUTH, CLIENT_REQUEST_ID],
+    basis="plain-words",
 )
 async def test_client_silent_on_unreadable(launched_client, auth_token):
     async with launched_client() as peer:

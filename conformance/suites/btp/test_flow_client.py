@@ -49,6 +49,7 @@ async def requests_within(peer, seconds: float) -> list:
     f'{FLOW} ("If an unexpected BTP packet is received, no response should be sent")',
     role="client",
     depends=[CLIENT_AUTH, CLIENT_REQUEST_ID],
+    basis="plain-words",
 )
 async def test_client_silent_on_error_for_no_request(launched_client, auth_token):
     async with launched_client() as peer:
@@ -71,6 +72,7 @@ async def test_client_silent_on_error_for_no_request(launched_client, auth_token
     'requests are sent out with the same requestId")',
     role="client",
     depends=[CLIENT_AUTH],
+    basis="plain-words",
 )
 async def test_client_request_ids_differ(launched_client, auth_token):
     async with launched_client(send_message="conformance:first") as peer:
@@ -101,10 +103,13 @@ async def test_client_request_ids_differ(launched_client, auth_token):
 
 @requirement(
     "btp.auth.client.accepts-auth-response-with-protocol-data",
-    "MUST",
+    "SHOULD",
     f'{AUTH} ("Again, the protocolData field there MAY be used to send additional information to the client")',
     role="client",
     depends=[CLIENT_AUTH],
+    basis="inference: the MAY lets a server put protocol data in its auth Response, so a client that "
+    "does not take such a Response as the acceptance of its auth cannot work with a server that uses it; "
+    "RFC 23 does not adopt RFC 2119, whose MAY would oblige the client to interoperate",
 )
 async def test_client_accepts_auth_response_with_entries(launched_client, auth_token):
     async with launched_client(send_message="conformance:hello") as peer:

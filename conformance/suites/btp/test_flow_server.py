@@ -27,6 +27,12 @@ from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, DUPLICATE_NAMES, 
 FLOW = "BTP 2.0, Flow"
 UNEXPECTED = f'{FLOW} ("If an unexpected BTP packet is received, no response should be sent")'
 UNREADABLE = f'{FLOW} ("Unreadable packets must be ignored too")'
+ANSWER_BY_ID = (
+    "BTP-E2 RFC 23 says the responder 'should' answer every request with its requestId; the "
+    "implementations the network runs on find the answer to a call by its requestId alone and time the "
+    "call out without it, so the harness holds it as a must"
+)
+"""The basis of the rules that every request gets one answer carrying its id."""
 SILENCE_WINDOW = 1.0
 """Seconds of silence that count as "no reply": loopback answers take
 milliseconds, and every silence check is followed by a probe that must be
@@ -45,6 +51,8 @@ async def assert_silent_then_alive(peer, what: str) -> None:
     "MUST",
     f'{FLOW} ("The responder should always send back a response to a request with the same requestId")',
     depends=[AUTH],
+    errata=["BTP-E2"],
+    basis=f"erratum: {ANSWER_BY_ID}",
 )
 async def test_response_carries_request_id(open_peer, auth_token):
     """The answer to a probe carries the probe's id. A further answer to the
@@ -77,6 +85,8 @@ async def test_response_carries_request_id(open_peer, auth_token):
     "MUST",
     f'{FLOW} (request IDs correlate requests and responses; "should always send back a response")',
     depends=[AUTH, REQUEST_ID],
+    errata=["BTP-E2"],
+    basis=f"erratum: {ANSWER_BY_ID}",
 )
 async def test_answers_each_of_many_in_flight_requests_once(open_peer, auth_token):
     """Every request of the connection, the auth Message too, is answered
@@ -122,6 +132,7 @@ async def test_answers_each_of_many_in_flight_requests_once(open_peer, auth_toke
     "SHOULD",
     UNEXPECTED,
     depends=AUTHENTICATED,
+    basis="plain-words",
 )
 async def test_silent_on_response_to_no_request(authenticated_peer):
     peer = await authenticated_peer()
@@ -137,6 +148,7 @@ async def test_silent_on_response_to_no_request(authenticated_peer):
     "SHOULD",
     UNEXPECTED,
     depends=AUTHENTICATED,
+    basis="plain-words",
 )
 async def test_silent_on_error_to_no_request(authenticated_peer):
     peer = await authenticated_peer()
@@ -148,7 +160,11 @@ async def test_silent_on_error_to_no_request(authenticated_peer):
 
 
 @requirement(
-    "btp.flow.server.silent-on-truncated-packet", "MUST", UNREADABLE, depends=AUTHENTICATED
+    "btp.flow.server.silent-on-truncated-packet",
+    "MUST",
+    UNREADABLE,
+    depends=AUTHENTICATED,
+    basis="plain-words",
 )
 async def test_silent_on_truncated_packet(authenticated_peer):
     peer = await authenticated_peer()
@@ -162,6 +178,7 @@ async def test_silent_on_truncated_packet(authenticated_peer):
     "MUST",
     UNREADABLE + ' ("terminates before length prefixes dictate")',
     depends=AUTHENTICATED,
+    basis="plain-words",
 )
 async def test_silent_on_length_prefix_beyond_end(authenticated_peer):
     peer = await authenticated_peer()
@@ -175,7 +192,13 @@ async def test_silent_on_length_prefix_beyond_end(authenticated_peer):
     await assert_silent_then_alive(peer, "a packet whose length prefix runs past its end")
 
 
-@requirement("btp.flow.server.silent-on-garbage", "MUST", UNREADABLE, depends=AUTHENTICATED)
+@requirement(
+    "btp.flow.server.silent-on-garbage",
+    "MUST",
+    UNREADABLE,
+    depends=AUTHENTICATED,
+    basis="plain-words",
+)
 async def test_silent_on_garbage(authenticated_peer):
     peer = await authenticated_peer()
     await peer.send_raw(bytes.fromhex("ff00112233445566778899aabbccddeeff"), "17 bytes of garbage")
@@ -187,6 +210,7 @@ async def test_silent_on_garbage(authenticated_peer):
     "MUST",
     UNREADABLE + ' ("contains illegal characters")',
     depends=AUTHENTICATED,
+    basis="plain-words",
 )
 async def test_silent_on_non_ia5_name(authenticated_peer):
     peer = await authenticated_peer()
@@ -205,6 +229,7 @@ async def test_silent_on_non_ia5_name(authenticated_peer):
     "MUST",
     'BTP 2.0, Terminology ("BTP Packets" in WebSocket messages); Flow ("Unreadable packets must be ignored")',
     depends=AUTHENTICATED,
+    basis="plain-words",
 )
 async def test_silent_on_text_websocket_message(authenticated_peer):
     peer = await authenticated_peer()
@@ -214,9 +239,13 @@ async def test_silent_on_text_websocket_message(authenticated_peer):
 
 @requirement(
     "btp.subprotocol.server.rejects-duplicate-names",
-    "MUST",
-    'BTP 2.0, Authentication ("having two subprotos with the same name" violates the protocol rules)',
+    "SHOULD",
+    'BTP 2.0, Authentication ("having two subprotos with the same name" violates the protocol rules); '
+    'BTP ASN.1 (protocolData entries "each with a unique" protocolName)',
     depends=AUTHENTICATED,
+    basis="inference: the ASN.1 module gives each protocolData entry 'a unique protocolName' and RFC "
+    "23 lists two of one name among the rule violations 'the server responds with an Error' to while "
+    "authenticating, in the indicative with no key word or must; the harness applies it after auth too",
 )
 async def test_rejects_duplicate_protocol_names_after_auth(authenticated_peer, target):
     """A negative case: the same Message without the duplicate must first be
@@ -342,6 +371,8 @@ async def provoke_error(
     'BTP ASN.1, Error (code IA5String (SIZE (3))); RFC 0030, Fixed-length octet string ("A fixed length '
     'octet string is encoded as itself with no added prefix or suffix")',
     depends=[AUTH],
+    basis="wire-format: the code field of the Error, IA5String (SIZE (3)) in the BTP ASN.1 module, "
+    "encoded as three bytes with no length prefix (RFC 0030, Fixed-length octet string)",
     shares=[BALANCE_STATE],
 )
 async def test_error_code_has_three_characters(open_peer, auth_token):
@@ -357,9 +388,11 @@ async def test_error_code_has_three_characters(open_peer, auth_token):
 
 @requirement(
     "btp.error.server.code-from-table",
-    "MUST",
+    "SHOULD",
     'BTP 2.0, Error, Error Codes ("Standardized error code")',
     depends=[AUTH],
+    basis="inference: the code field is the 'Standardized error code' and RFC 23's Error Codes table "
+    "lists the codes it defines, but no sentence forbids another code (the bytes of one stay readable)",
     shares=[BALANCE_STATE],
 )
 async def test_error_code_is_standard(open_peer, auth_token):
@@ -374,6 +407,8 @@ async def test_error_code_is_standard(open_peer, auth_token):
     "SHOULD",
     'BTP 2.0, Error, Error Codes (name: "Corresponding error code")',
     depends=[AUTH],
+    basis="inference: the name field is the 'Corresponding error code' and RFC 23's Error Codes table "
+    "pairs each code with one name, with no key word or must on the pairing",
     shares=[BALANCE_STATE],
 )
 async def test_error_name_matches_code(open_peer, auth_token):
@@ -403,6 +438,8 @@ async def test_error_triggered_at_is_utc_generalized_time(open_peer, auth_token)
     "MUST",
     "BTP ASN.1, Error (data OCTET STRING (SIZE (0..8192)))",
     depends=[AUTH],
+    basis="wire-format: the data field of the Error, OCTET STRING (SIZE (0..8192)) in the BTP ASN.1 "
+    "module",
     shares=[BALANCE_STATE],
 )
 async def test_error_data_is_bounded(open_peer, auth_token):

@@ -66,8 +66,10 @@ async def test_ignores_extra_bytes_at_end_of_envelope(authenticated_peer):
 @requirement(
     "btp.flow.server.silent-on-unknown-type",
     "MUST",
-    'BTP 2.0, Flow ("An unreadable BTP packet is one which is structurally invalid"); BTP Type IDs',
+    'BTP 2.0, Flow ("An unreadable BTP packet is one which is structurally invalid"; "Unreadable packets '
+    'must be ignored too"); BTP Type IDs',
     depends=AUTHENTICATED,
+    basis="plain-words",
 )
 async def test_silent_on_undefined_packet_type(authenticated_peer):
     peer = await authenticated_peer()
@@ -83,8 +85,9 @@ async def test_silent_on_undefined_packet_type(authenticated_peer):
 @requirement(
     "btp.auth.server.accepts-extra-auth-entries",
     "MUST",
-    'BTP 2.0, Authentication ("The further secondary protocol data entries of this Message request MAY also '
-    'be used to send additional information to the server")',
+    "BTP 2.0, Authentication (\"Its primary protocolData entry MUST have name 'auth' ... there MUST be a "
+    "UTF-8 'auth_token' entry\"; \"The further secondary protocol data entries of this Message request "
+    'MAY also be used to send additional information to the server")',
     depends=[AUTH],
 )
 async def test_accepts_auth_with_further_secondary_entries(open_peer, auth_token):
