@@ -89,12 +89,12 @@ async def test_client_authenticates_and_exchanges_a_message(target, peer_target,
 
 @requirement(
     "btp.interop.client.wrong-token-is-refused",
-    "SHOULD",
+    "MUST",
     'BTP 2.0, Authentication ("the server responds with an Error if: ... the provided authentication '
     'data is invalid", then closes)',
     role="client",
-    basis="inference: RFC 23 describes the Error to invalid authentication data in the indicative "
-    '("the server responds with an Error if"), with no key word and no must',
+    basis="profile: B1 a wrong auth_token gets an Error, then the connection closes (the client is "
+    "not authenticated), docs/btp-profile.md",
 )
 async def test_wrong_token_is_refused_end_to_end(target, peer_target, wire_trace, tmp_path):
     if peer_target.params.get("accepts_any_token") is True:

@@ -109,13 +109,11 @@ async def test_closes_connection_after_auth_error(open_peer, auth_token, deadlin
 
 @requirement(
     "btp.auth.server.rejects-wrong-token",
-    "SHOULD",
+    "MUST",
     f'{CITE} ("the server responds with an Error if: ... the provided authentication data is invalid or '
     'incorrect"; "If the server sent an Error, it subsequently closes the connection")',
     depends=[AUTH],
-    basis="inference: RFC 23 describes the Error to a wrong token and the close after it in the "
-    'indicative ("the server responds with an Error if", "it subsequently closes"), with no key word '
-    "and no must, which the harness reads as the expected reaction",
+    basis="profile: B1 a wrong auth_token gets an Error, then the connection closes, docs/btp-profile.md",
 )
 async def test_rejects_wrong_token(open_peer, auth_token, wrong_token, deadline, target):
     """A target whose every auth_token is valid has no wrong token: one that
