@@ -22,7 +22,8 @@ from conformance.jobs import ChildOutput, Console, Session, run_sessions
 from reference_impl.ssb.keys import Keypair
 
 from .cli_runner import CONFORMANCE, REPO_ROOT, WRONG_MSGNO_TARGET, certify, run_cli
-from .test_preflight import closed_port, ssb_target
+from .fake_suite import ClosedPort
+from .test_preflight import ssb_target
 
 TARGETS = ["reference-btp", "reference-ripp", "reference-ripplehost", "wrong-msgno"]
 """wrong-msgno (a failed MUST case, the cases it blocks, and n/a client
@@ -121,21 +122,22 @@ def test_jobs_give_the_same_verdicts_and_outcomes_as_serial(tmp_path):
 
 def test_preflight_error_under_jobs_exits_2_and_starts_nothing_new(tmp_path):
     targets_file = tmp_path / "targets.toml"
-    targets_file.write_text(ssb_target(closed_port(), Keypair.generate().feed_id))
-    run = certify(
-        tmp_path,
-        "--targets-file",
-        str(targets_file),
-        "--target",
-        "node",
-        "--target",
-        "reference-ripp",
-        "--target",
-        "reference-btp",
-        "--jobs",
-        "2",
-        timeout=180,
-    )
+    with ClosedPort() as closed:
+        targets_file.write_text(ssb_target(closed.port, Keypair.generate().feed_id))
+        run = certify(
+            tmp_path,
+            "--targets-file",
+            str(targets_file),
+            "--target",
+            "node",
+            "--target",
+            "reference-ripp",
+            "--target",
+            "reference-btp",
+            "--jobs",
+            "2",
+            timeout=180,
+        )
     assert run.code == 2, run.output
     errors = [
         line

@@ -23,6 +23,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
+
+from ..last_certification import known_not_passed
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -429,18 +431,8 @@ async def test_plugin_deviation_error_name_does_not_match_code():
 
 # Real findings of the harness against ilp-plugin-btp 1.5.0, each shown with
 # its bytes in docs/findings/ilp-plugin-btp-1.5.md.
-KNOWN_FINDINGS = {
-    "btp.flow.server.silent-on-truncated-packet",
-    "btp.flow.server.silent-on-length-beyond-end",
-    "btp.flow.server.silent-on-garbage",
-    "btp.flow.server.silent-on-text-message",
-    "btp.flow.server.silent-on-unknown-type",
-    "btp.flow.client.silent-on-unreadable-packet",
-    "btp.flow.server.silent-on-illegal-characters",
-    "btp.auth.server.rejects-duplicate-subprotocol-names",
-    "btp.subprotocol.server.rejects-duplicate-names",
-    "btp.auth.server.disconnects-client-that-never-authenticates",
-}
+KNOWN_FINDINGS = set(known_not_passed("ilp-plugin-btp", ("failed",)))
+"""The failed cases of its last certification (docs/certified-today.json)."""
 
 
 @pytest.mark.timeout(420)

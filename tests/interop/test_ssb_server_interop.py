@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from ..last_certification import known_not_passed
+
 from reference_impl.ssb.keys import Keypair
 
 from ..harness.cli_runner import certify
@@ -26,11 +28,8 @@ pytestmark = [pytest.mark.node_interop, requires_node_modules]
 # Its reading of createHistoryStream `sequence` ("from") is the network's,
 # erratum SSB-E1 in docs/errata/ssb.md, which the harness applies.
 # docs/findings/ssb-server-16.md, findings 2, 3 and 4.
-KNOWN_FINDINGS = {
-    "ssb.boxstream.server.ends-stream-with-goodbye": "failed",
-    "ssb.history.server.rejects-conflicting-seq-and-sequence": "failed",
-    "ssb.history.server.missing-id-is-an-error": "failed",
-}
+KNOWN_FINDINGS = {case: outcome for case, (_, outcome) in known_not_passed("ssb-server").items()}
+"""The cases its last certification did not pass (docs/certified-today.json)."""
 
 
 def test_harness_certifies_ssb_server(tmp_path):

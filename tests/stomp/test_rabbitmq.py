@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from ..last_certification import known_not_passed
+
 from conformance.core.pki import make_pki
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameParser, encode_frame
 from reference_impl.stomp.smp import encode_message, example_message
@@ -339,13 +341,10 @@ def test_stops_cleanly_and_keeps_messages_through_sigkill(pki, tmp_path):
 # docs/findings/rabbitmq-3.10.md (sections 1-3). The blocked cases are those
 # that declare error-on-missing-destination as their prerequisite.
 KNOWN_FINDINGS = {
-    "stomp.frame.server.error-then-close-on-malformed-frame": "failed",
-    "stomp.frame.server.error-on-undefined-escape": "failed",
-    "stomp.send.server.error-on-missing-destination": "failed",
-    # docs/findings/rabbitmq-3.10.md, findings 4 and 5 (cases added by the server suite)
-    "stomp.connect.server.error-on-no-common-version": "failed",
-    "stomp.frame.server.error-carries-receipt-id": "failed",
+    case: outcome
+    for case, (_, outcome) in known_not_passed("rabbitmq", ("failed", "error")).items()
 }
+"""The failed cases of rabbitmq's last certification (docs/certified-today.json)."""
 
 
 def test_harness_certifies_rabbitmq_with_the_known_findings(tmp_path):
