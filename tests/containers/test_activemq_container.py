@@ -33,7 +33,8 @@ pytestmark, _require_docker = container_tier(docker_problem(), pytest.mark.slow)
 CONTAINERS_TOML = REPO_ROOT / "conformance" / "targets" / "containers.toml"
 FINDINGS = REPO_ROOT / "docs" / "findings" / "activemq-5.17.md"
 ROW = re.compile(
-    r"^\| activemq \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|", re.MULTILINE
+    r"^\| activemq \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|",
+    re.MULTILINE,
 )
 
 

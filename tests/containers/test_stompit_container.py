@@ -30,7 +30,8 @@ pytestmark, _require_docker = container_tier(docker_problem(), pytest.mark.slow)
 CONTAINERS_TOML = REPO_ROOT / "conformance" / "targets" / "containers.toml"
 FINDINGS = REPO_ROOT / "docs" / "findings" / "stompit-1.0.md"
 ROW = re.compile(
-    r"^\| stompit \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|", re.MULTILINE
+    r"^\| stompit \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|",
+    re.MULTILINE,
 )
 
 

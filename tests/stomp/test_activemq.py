@@ -33,7 +33,8 @@ SCRIPT = REPO_ROOT / "scripts" / "activemq.sh"
 FINDINGS = REPO_ROOT / "docs" / "findings" / "activemq-5.17.md"
 READY = re.compile(r"ACTIVEMQ_READY=1 port=(\d+) adapter_port=(\d+) queue=(\S+) data_dir=(\S+)")
 ROW = re.compile(
-    r"^\| activemq \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|", re.MULTILINE
+    r"^\| activemq \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|",
+    re.MULTILINE,
 )
 
 pytestmark = pytest.mark.skipif(

@@ -27,7 +27,8 @@ from tests.harness.cli_runner import CONFORMANCE, REPO_ROOT, certify
 FINDINGS = REPO_ROOT / "docs" / "findings" / "stompit-1.0.md"
 LAUNCHER = REPO_ROOT / "interop" / "node" / "stompit-client.js"
 ROW = re.compile(
-    r"^\| stompit \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|", re.MULTILINE
+    r"^\| stompit \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \| (failed|error|blocked) \|",
+    re.MULTILINE,
 )
 
 pytestmark = pytest.mark.skipif(

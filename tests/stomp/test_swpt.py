@@ -35,7 +35,8 @@ needs_rabbitmq = pytest.mark.skipif(
 )
 
 ROW = re.compile(
-    r"^\| (swpt-server|swpt-client) \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \|", re.MULTILINE
+    r"^\| (swpt-server|swpt-client) \| `([a-z0-9.-]+)` \| (MUST|SHOULD)(?: \([a-z-]+\))? \|",
+    re.MULTILINE,
 )
 
 
