@@ -150,7 +150,12 @@ def cmd_cases(args: argparse.Namespace) -> int:
         width = max(len(req.case_id) for req in cases)
         for req in cases:
             after = f"  after {', '.join(req.depends)}" if req.depends else ""
-            print(f"  {req.level_shown:<6} {req.role:<6} {req.case_id:<{width}}{after}".rstrip())
+            # The basis's word in a column of its own after the id, so that
+            # the level, role and id stay one word each.
+            basis = f"  ({req.basis.word})" if req.basis.word else ""
+            print(
+                f"  {req.level.value:<6} {req.role:<6} {req.case_id:<{width}}{basis}{after}".rstrip()
+            )
         print()
     return 0
 

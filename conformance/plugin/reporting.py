@@ -355,8 +355,8 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
         path = traces / f"{req.case_id}.txt"
         header = (
             f"{req.case_id} [{req.level_shown}, {req.full_citation}]\noutcome: {outcome}\n"
-            + (f"level's basis: {req.basis}\n" if req.basis.word else "")
             + (f"impairment: {state.impairment.describe()}\n" if state.impairment else "")
+            + (f"level's basis: {req.basis}\n" if req.basis.word else "")
             + f"{message}\n\n"
         )
         path.write_text(header + rendered, encoding="utf-8")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from conformance.core.requirements import level_with_basis
 from conformance.core.results import CONSOLE_WIDTH, console_text, own_text
 
 from .cli_runner import WRONG_MSGNO_TARGET, certify
@@ -62,8 +63,12 @@ def test_certify_console_shows_the_node_behaviour_and_groups_blocked_cases(tmp_p
     lines = run.output.splitlines()
     root = "ripplehost.msgno.server.reply-carries-msgno"
     record = run.by_case("wrong-msgno")[root]
+    # The level as every console line shows it: with its basis's word
+    # (docs/levels.md; the msgno rule is the text's lower-case "must").
+    shown = level_with_basis(record["level"], record["basis"])
+    assert shown == "MUST (plain-words)"
     # Progress: the line under the FAIL line is what came instead of what was expected, no prefix.
-    at = next(n for n, line in enumerate(lines) if f"FAIL MUST   {root}" in line)
+    at = next(n for n, line in enumerate(lines) if f"FAIL {shown} {root}" in line)
     assert re.fullmatch(
         r"\s+the answer to the MSG with msgno 42 carries msgno 44: RPY msgno 44 .*'\{\"type\":"
         r"\"echo\",\"data\":\"msgno-42-[0-9a-f]+\"\}'",
@@ -80,16 +85,16 @@ def test_certify_console_shows_the_node_behaviour_and_groups_blocked_cases(tmp_p
             line,
         )
     ]
-    assert grouped and "[ 13-23/30] blk  11 cases (8 MUST, 3 SHOULD)" in grouped[0], run.output
+    assert grouped and "[ 13-23/30] blk  11 cases (7 MUST, 4 SHOULD)" in grouped[0], run.output
     assert sum(line.strip().startswith("blocked by") for line in lines) <= 2, run.output
     # Root causes: the node's behaviour first, and the blocked cases counted.
-    at = lines.index(f"  failed MUST   wrong-msgno: {root}")
+    at = lines.index(f"  failed {shown} wrong-msgno: {root}")
     assert (
         lines[at + 1].strip().startswith("the answer to the MSG with msgno 42 carries msgno 44")
     ), lines[at + 1]
     assert lines[at + 2].strip().startswith("14 case(s) blocked by it: "), lines[at + 2]
     # The whole message is kept where it was: results.jsonl, the trace, summary.json without the prefix.
-    assert record["message"].startswith(f"{root} [MUST, ")
+    assert record["message"].startswith(f"{root} [{shown}, ")
     assert record["message"] in (run.run_dir / record["trace_file"]).read_text()
     cause = next(c for c in run.summary["targets"][0]["root_causes"] if c["case_id"] == root)
     assert cause["message"].startswith("the answer to the MSG with msgno 42 carries msgno 44")

@@ -84,6 +84,7 @@ def test_blocked_must_is_not_conformant_and_not_an_own_failure():
         {
             "case_id": "ssb.shs.server.handshake",
             "level": "MUST",
+            "basis": "keyword",
             "outcome": "failed",
             # What the node did: the case id and citation are in the fields beside it.
             "message": "no msg2 within 1.0 s",
