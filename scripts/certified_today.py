@@ -3,6 +3,7 @@
 
     scripts/certified_today.py RUN_DIR [RUN_DIR ...]          # print the table
     scripts/certified_today.py RUN_DIR ... --write            # update README.md and docs/certified-today.json
+                                                              # (the runs' targets; the others keep theirs)
 
 Reads each run's results.jsonl (the records, not anyone's notes), keeps for
 every target its newest complete certification (every case of its suite for
@@ -311,6 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         data = collect(args.runs)
         if not data["targets"]:
             parser.error("no complete certification in those runs")
+        if args.write and DATA.is_file():
+            # The runs replace the certifications of the targets they hold;
+            # every other target keeps its last one (a run of one target
+            # updates that target's row, not the whole table).
+            kept = json.loads(DATA.read_text(encoding="utf-8"))["targets"]
+            merged = {**kept, **data["targets"]}
+            data = {
+                "targets": dict(sorted(merged.items(), key=lambda kv: (kv[1]["protocol"], kv[0])))
+            }
     table = render(data)
     if args.write or args.from_data:
         if not args.from_data:

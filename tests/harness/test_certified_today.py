@@ -91,3 +91,23 @@ def test_a_failed_case_shows_the_basis_of_its_level():
     }
     row = certified_today.render(data).splitlines()[-1]
     assert "`btp.flow.server.silent-on-garbage` (plain-words)<br>`btp.auth.server.x` |" in row
+
+
+def test_writing_one_targets_run_keeps_the_other_targets(tmp_path, monkeypatch):
+    """--write with a run of one target replaces that target's row only:
+    re-certifying one node after a fix does not drop the others."""
+    data_file, readme = tmp_path / "certified-today.json", tmp_path / "README.md"
+    kept = json.loads(certified_today.DATA.read_text(encoding="utf-8"))
+    data_file.write_text(json.dumps(kept))
+    readme.write_text(f"head\n{certified_today.START}\nold\n{certified_today.END}\ntail\n")
+    monkeypatch.setattr(certified_today, "DATA", data_file)
+    monkeypatch.setattr(certified_today, "README", readme)
+    monkeypatch.setattr(certified_today, "write_findings", lambda data: [])
+    clients = [case for case in suite_case_ids("ripp") if ".client." in case]
+    write_run(tmp_path / "run", "producer", clients, (clients[0],), 1_000)
+    assert certified_today.main([str(tmp_path / "run"), "--write"]) == 0
+    written = json.loads(data_file.read_text())["targets"]
+    assert set(written) == set(kept["targets"]) | {"producer"}
+    assert written["producer"]["must_failed"] == [clients[0]]
+    assert all(written[name] == entry for name, entry in kept["targets"].items())
+    assert "`producer`" in readme.read_text() and readme.read_text().startswith("head\n")
