@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         findings = write_findings(data)
         print(
-            f"wrote {DATA.relative_to(REPO)}, README.md's table ({len(data['targets'])} targets)"
+            f"wrote {DATA.name}, README.md's table ({len(data['targets'])} targets)"
             + (f" and the certification section of {', '.join(findings)}" if findings else "")
         )
     else:
