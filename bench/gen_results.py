@@ -148,6 +148,18 @@ ERROR_MESSAGES = [
 ]
 
 
+BASES = (
+    "keyword",
+    "keyword",
+    "plain-words",
+    "wire-format: the frame header layout",
+    "profile: rule 3, docs/example-profile.md",
+    "erratum: EX-E1 what the network does",
+    "inference: a node that does otherwise cannot be read",
+)
+"""The bases the generated cases' levels rest on, in turn."""
+
+
 def case_catalogue(protocol: str, count: int, seed: int) -> list[dict]:
     """``count`` distinct case ids for a protocol, with level, role, citation."""
     info = PROTOCOLS[protocol]
@@ -170,6 +182,9 @@ def case_catalogue(protocol: str, count: int, seed: int) -> list[dict]:
                 "case_id": case_id,
                 "role": role,
                 "level": str(level),
+                # What binds the level (docs/levels.md); from the index, not
+                # the generator, so the other draws stay as they were.
+                "basis": BASES[i % len(BASES)],
                 "citation": f"{info['spec']}, {comp} section {1 + i % 9}.{1 + i % 5} "
                 f'("{verb} {obj.replace("-", " ")}")',
             }
@@ -209,7 +224,8 @@ class Plan:
         self.role_i = {}
         for p, cases in self.catalogues.items():
             self.head[p] = [
-                f'{{"case_id": "{c["case_id"]}", "citation": {json.dumps(c["citation"])}, "duration_s": '
+                f'{{"basis": {json.dumps(c["basis"])}, "case_id": "{c["case_id"]}", '
+                f'"citation": {json.dumps(c["citation"])}, "duration_s": '
                 for c in cases
             ]
             self.tail[p] = [f'Z", "trace_file": "traces/{c["case_id"]}.txt"}}\n' for c in cases]

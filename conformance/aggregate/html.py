@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from html import escape
 from typing import Any
 
+from ..core.requirements import level_with_basis
 from .tables import (
     CLEAN,
     DID_NOT_START,
@@ -249,7 +250,12 @@ def _requirements(table: Matrix) -> str:
         (r["protocol"], r["case_id"], r["implementation"], r["implementation_version"]): r
         for r in table.rows
     }
-    levels = {(r["protocol"], r["case_id"]): r["level"] for r in table.rows}
+    # The level with its basis's word when it is not the cited sentence's
+    # key word: "MUST (inference)" (docs/levels.md).
+    levels = {
+        (r["protocol"], r["case_id"]): level_with_basis(r["level"], r.get("basis"))
+        for r in table.rows
+    }
     out = []
     if len(table.rows) < table.count:
         out.append(
@@ -286,7 +292,7 @@ def _requirements(table: Matrix) -> str:
                     cls = "v-passflaky"
                 latest = _latest_text(r)
                 title = (
-                    f"{impl} {version}\n{case} ({r['level']})\nlatest: {latest} "
+                    f"{impl} {version}\n{case} ({levels[(proto, case)]})\nlatest: {latest} "
                     f"({r['latest_time']})\npass rate {_pct(r['pass_rate'])}: passed {r['passed']}, "
                     f"failed {r['failed']}, error {r['error']}, did not start {r['did_not_start']}, "
                     f"blocked {r['blocked']}, n/a {r['not_applicable']} of {r['records']}"

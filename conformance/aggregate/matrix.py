@@ -55,7 +55,8 @@ aggregates only (Spark's fast hash aggregation; a string or struct
 "latest" would force a sort of every record): per case (requirements,
 flaky), per run (certification, interop, trends) and over the few failed
 records (the case lists). "Latest verdict" is the maximum of one number,
-time in ms * 32 + verdict * 4 + level, so ties resolve the same way every
+time in ms * 256 + verdict * 32 + level * 8 + the basis of the level, so
+ties resolve the same way every
 time; the latest blocked record's root cause (a string) comes from a
 fourth aggregation over the blocked records alone. Every file is sorted on its key columns, with fixed number formats:
 the files are byte-identical whichever Spark ran the job (local or a
@@ -100,6 +101,9 @@ OUTCOME_CODES = ("passed", "not_applicable", "blocked", DID_NOT_START, "failed",
 """Index = code in the latest-verdict number; on a tie in time the worse
 verdict wins (a rule's failure outranks a target that did not start)."""
 LEVEL_CODES = ("MAY", "SHOULD", "MUST")
+BASIS_CODES = ("keyword", "plain-words", "wire-format", "profile", "erratum", "inference")
+"""The basis of a level (conformance.core.requirements.BasisKind), as its
+kind alone: records written before the field had it are keyword."""
 FLAKY_PAGE_ROWS = 150
 """The flakiest cases the page lists; the CSV has all."""
 MAX_PUSHED_RUN_IDS = 2000
@@ -235,6 +239,10 @@ def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any
         "role",
         "case_id",
         "level",
+        # The kind of the level's basis, without its note (docs/levels.md).
+        F.trim(F.split(F.coalesce(F.col("basis"), F.lit("keyword")), ":").getItem(0)).alias(
+            "basis"
+        ),
         _verdict(F).alias("verdict"),
         _blocked_by(F).alias("blocked_by"),
         "peer_implementation",
@@ -413,9 +421,10 @@ def build(
     # requirements files and the page's rows read it again.
     t = time.monotonic()
     latest_code = (
-        F.unix_millis("time") * 32
-        + _code(F, "verdict", OUTCOME_CODES) * 4
-        + _code(F, "level", LEVEL_CODES)
+        F.unix_millis("time") * 256
+        + _code(F, "verdict", OUTCOME_CODES) * 32
+        + _code(F, "level", LEVEL_CODES) * 8
+        + _code(F, "basis", BASIS_CODES)
     )
     case_keys = [
         "implementation",
@@ -454,9 +463,10 @@ def build(
             "records",
             "_first",
             "_last",
-            _decode(F, F.expr("_code % 4"), LEVEL_CODES).alias("level"),
-            _decode(F, F.expr("(_code div 4) % 8"), OUTCOME_CODES).alias("latest_outcome"),
-            _ts(F, F.timestamp_millis(F.expr("_code div 32"))).alias("latest_time"),
+            _decode(F, F.expr("(_code div 8) % 4"), LEVEL_CODES).alias("level"),
+            _decode(F, F.expr("_code % 8"), BASIS_CODES).alias("basis"),
+            _decode(F, F.expr("(_code div 32) % 8"), OUTCOME_CODES).alias("latest_outcome"),
+            _ts(F, F.timestamp_millis(F.expr("_code div 256"))).alias("latest_time"),
             # Only when the latest record is the latest blocked one.
             F.when(F.col("_blocked_code") == F.col("_code"), F.col("_blocked_by")).alias(
                 "latest_blocked_by"
@@ -608,6 +618,7 @@ def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tup
         "network",
         "case_id",
         "level",
+        "basis",
         "latest_outcome",
         "latest_blocked_by",
         "pass_rate",

@@ -89,6 +89,11 @@ def test_requirements_matrix_matches_plain_python(generated):
         assert row["pass_rate"] == rate(c["passed"], c["failed"], c["error"], c["blocked"]), key
         latest = max(recs, key=lambda r: (r["time"], worse[r["outcome"]]))
         assert row["latest_outcome"] == latest["outcome"], key
+        # The level and the kind of its basis, as the latest record has them.
+        assert (row["level"], row["basis"]) == (
+            latest["level"],
+            latest.get("basis", "keyword").split(":", 1)[0],
+        ), key
 
 
 def test_certification_matrix_matches_plain_python(generated):

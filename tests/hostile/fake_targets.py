@@ -124,6 +124,11 @@ async def flood(writer: asyncio.StreamWriter) -> None:
     for chunk in random_chunks():
         writer.write(chunk)
         await writer.drain()
+        # drain() yields only above the write buffer's high-water mark: let
+        # the fake's other connections (the next case's handshake) run too,
+        # or on a loaded machine the flood of one starves the next past the
+        # harness's deadline and the fake looks silent, not flooding.
+        await asyncio.sleep(0)
 
 
 async def trickle(
@@ -496,6 +501,7 @@ async def serve_stomp(
                         break
                     writer.write(chunk)
                     await writer.drain()
+                    await asyncio.sleep(0)  # fair to the next connection (see flood)
             else:
                 await trickle(writer, STOMP_CONNECTED, DRIP_INTERVAL)
         except (ConnectionError, OSError):

@@ -138,6 +138,8 @@ which applies only "if that behaviour is supported".)"""
 # One test per fault, so that the 195 certifications spread over the test
 # workers (scripts/test.sh -n N) instead of running two at a time in one
 # test per protocol; each fault's verdict is its own test result.
+LEVEL_RANK = {"MAY": 1, "SHOULD": 2, "MUST": 3}
+
 FAULTS = [
     pytest.param(protocol, spec.name, id=f"{protocol}-{spec.name}")
     for protocol in PROTOCOLS
@@ -194,6 +196,13 @@ def test_fault_is_caught_by_exactly_its_own_cases(protocol, fault, tmp_path):
                 case,
                 record["blocked_by"],
                 record["message"][:300],
+            )
+            # A case is never blocked by one of a lower level: a MUST case
+            # blocked by a SHOULD failure would cost the verdict for a rule
+            # the text does not bind at MUST (docs/levels.md).
+            root = records[record["blocked_by"]]
+            assert LEVEL_RANK[root["level"]] >= LEVEL_RANK[record["level"]], (
+                f"{case} ({record['level']}) is blocked by {record['blocked_by']} ({root['level']})"
             )
             continue
         assert record["outcome"] == "not_applicable", (

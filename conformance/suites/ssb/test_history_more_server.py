@@ -91,12 +91,14 @@ async def test_stream_ends_when_live_is_false_or_absent(open_session, server_fee
 
 @requirement(
     "ssb.history.server.live-old-default-sends-existing",
-    "SHOULD",
+    "MUST",
     f'{CITE} (old: "If true, start by sending existing messages already posted by this feed" ... '
     '"Default: true")',
     depends=READS_STREAM + [KEYS_FALSE, ABORT, LIMIT_DEFAULT],
     shares=[FEED_STATE],
-    basis="inference: the guide describes old, default true, as starting a live stream with the existing messages; a stream without them leaves the requester without the feed",
+    errata=["SSB-E3"],
+    basis="erratum: SSB-E3 ssb-server's legacy replication asks with live: true and no old, and "
+    "needs the existing messages from its seq first (ssb-replicate legacy.js 257-273)",
 )
 async def test_live_stream_starts_with_existing_messages(open_session, server_feed_id, deadline):
     """live true, old not given: the existing messages come first, and the

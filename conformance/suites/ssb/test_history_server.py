@@ -282,12 +282,14 @@ async def test_missing_id_is_an_error(open_session):
 
 @requirement(
     "ssb.history.server.live-sends-new-messages",
-    "SHOULD",
+    "MUST",
     f'{CITE} (live: "keep the stream alive and send new messages")',
     needs=("publish",),
     depends=[*READS_STREAM, LIMIT_DEFAULT],
     shares=[FEED_STATE],
-    basis="inference: the guide describes live true as keeping the stream open and sending new messages as they are posted; a stream that stays silent leaves the requester without them until it asks again",
+    errata=["SSB-E3"],
+    basis="erratum: SSB-E3 ssb-server's legacy replication asks with live: true and takes new "
+    "messages only from that stream (ssb-replicate legacy.js 257-273)",
 )
 async def test_live_stream_delivers_new_messages(open_session, publish, server_feed_id, deadline):
     feed = await full_feed(open_session, server_feed_id)
