@@ -397,6 +397,14 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"auth-problems": _without("auth-token-missing")},
     ),
     FaultSpec(
+        "accept-malformed-auth-entry",
+        "server",
+        "accept an auth Message whose auth entry has a content type other than 0 or non-empty data "
+        "(only the entry's name is checked, as ilp-plugin-btp 1.5.0 and ilp-plugin-mini-accounts 4.2.0 do)",
+        (AUTH + "rejects-malformed-auth-entry",),
+        changes={"auth-problems": _without("auth-entry")},
+    ),
+    FaultSpec(
         "accept-duplicate-names-in-auth",
         "server",
         "accept an auth Message with two protocol data entries of one name",

@@ -29,6 +29,9 @@ Authentication (section "Authentication").
                              ("structurally invalid data")
   =====  ==================  =============================================
 
+  The text names no code for a refused auth; with the variant
+  ``auth-refusals-f00`` every refusal is F00, as the deployed servers answer.
+
   A Response or Error from the client before auth is also "any other packet
   sent before the auth data": Error F00 and close.  The Flow section's "no
   response to an unexpected packet" exists to stop feedback loops; closing
@@ -124,6 +127,7 @@ from ..faults import FaultPoints
 from .faults import SPECS as FAULT_SPECS
 from .faults import Fault
 from .variants import (
+    AUTH_REFUSALS_F00,
     AUTH_TIMEOUT_MESSAGE,
     EXTRA_PROTOCOL_DATA,
     FIRST_SEQUENTIAL_ID,
@@ -803,6 +807,9 @@ class BtpSession:
         problems = self._points.apply("auth-problems", self._auth_problems(packet), packet=packet)
         if problems:
             _rule, code, reason = problems[0]
+            if AUTH_REFUSALS_F00 in self._variants:
+                # The variant: the text names no code for a refused auth; F00 for every one.
+                code = "F00"
             self._queue_error(packet.request_id, code, reason)
             events: list[SessionEvent] = [AuthFailed(reason, code)]
             # "If the server sent an Error, it subsequently closes the connection."

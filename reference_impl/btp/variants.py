@@ -21,6 +21,7 @@ RFC30_TIMESTAMPS = "rfc30-timestamps"
 AUTH_TIMEOUT_MESSAGE = "auth-timeout-message"
 REFUSE_UNKNOWN_SUBPROTOCOLS = "refuse-unknown-subprotocols"
 REORDERED_ANSWERS = "reordered-answers"
+AUTH_REFUSALS_F00 = "auth-refusals-f00"
 
 UNPROMPTED_INTERVAL = 0.5
 """Seconds between the node's own requests with ``unprompted-traffic``."""
@@ -118,6 +119,18 @@ SPECS: tuple[VariantSpec, ...] = (
         "included: it is no connector) gets Error F00 NotAcceptedError instead of an empty Response",
         'BTP 2.0, Message: "Error is returned if the peer is not able to process the Message"; ASN.1 '
         'module, ProtocolData: "Peers need to establish beforehand which protocols each understand"',
+    ),
+    VariantSpec(
+        AUTH_REFUSALS_F00,
+        ("server",),
+        "every refused auth Message gets Error F00 NotAcceptedError, the structurally wrong ones too (a "
+        "malformed auth entry, no auth_token or one that is not UTF-8, two entries of one name), as "
+        "ilp-plugin-btp 1.5.0 and ilp-plugin-mini-accounts 4.2.0 answer every refusal (plain: F01 "
+        "InvalidFieldsError for those)",
+        'BTP 2.0, Authentication: "the server responds with an Error if:" (no code named); Error Codes: '
+        'F00 NotAcceptedError "Data were symantically invalid", F01 InvalidFieldsError "At least one '
+        'field contained structurally invalid data" (an auth entry of the wrong content type is a '
+        "well-formed field that the auth Message does not accept: either reading holds)",
     ),
     VariantSpec(
         REORDERED_ANSWERS,

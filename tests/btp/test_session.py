@@ -782,6 +782,19 @@ def test_fault_accept_wrong_token_still_needs_a_token_entry():
     assert isinstance(events[0], AuthFailed)
 
 
+@pytest.mark.parametrize(
+    "auth_entry", [entry(AUTH, b"", 1), entry(AUTH, b"x")], ids=["content-type", "data"]
+)
+def test_fault_accept_malformed_auth_entry(auth_entry):
+    s = server(faults=[Fault.ACCEPT_MALFORMED_AUTH_ENTRY])
+    assert feed(s, Message(3, (auth_entry, entry(AUTH_TOKEN, TOKEN, 1)))) == [Authenticated(3)]
+
+
+def test_fault_accept_malformed_auth_entry_still_checks_the_token():
+    s = server(faults=[Fault.ACCEPT_MALFORMED_AUTH_ENTRY])
+    auth_failure(s, Message(3, (entry(AUTH, b"x"), entry(AUTH_TOKEN, b"wrong", 1))), "F00")
+
+
 def test_no_fault_is_default():
     assert server().faults == frozenset()
 

@@ -147,6 +147,29 @@ def test_refuse_unknown_subprotocols_answers_with_an_error_but_serves_balance_an
     assert isinstance(answer, Response)
 
 
+@pytest.mark.parametrize(
+    "entries",
+    [
+        (ProtocolDataEntry("auth", 1, b""), ProtocolDataEntry("auth_token", 1, TOKEN)),
+        (ProtocolDataEntry("auth", 0, b"x"), ProtocolDataEntry("auth_token", 1, TOKEN)),
+        (ProtocolDataEntry("auth", 0, b""),),
+        (ProtocolDataEntry("auth", 0, b""), ProtocolDataEntry("auth_token", 0, b"\xff")),
+    ],
+    ids=["auth-content-type", "auth-data", "no-token", "token-not-utf8"],
+)
+def test_auth_refusals_f00_refuses_the_structural_ones_with_f00_and_closes(entries):
+    plain = server_session()
+    plain.receive_message(encode_packet(Message(5, entries)))
+    [plain_error] = sent(plain)
+    assert plain_error.code == "F01"
+    session = server_session("auth-refusals-f00")
+    session.receive_message(encode_packet(Message(5, entries)))
+    [error] = sent(session)
+    assert isinstance(error, Error) and error.request_id == 5
+    assert (error.code, error.name) == ("F00", "NotAcceptedError")
+    assert session.closed
+
+
 # --------------------------------------------------------------------------- over WebSocket
 
 

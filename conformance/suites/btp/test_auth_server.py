@@ -153,6 +153,51 @@ async def test_rejects_auth_without_token_entry(open_peer, auth_token):
     )
 
 
+MALFORMED_AUTH_ENTRIES = (
+    (
+        "an auth entry of content type 1 (text/plain UTF-8) with empty data",
+        ProtocolDataEntry("auth", ContentType.TEXT_PLAIN_UTF8, b""),
+    ),
+    (
+        "an auth entry of content type 0 with 4 bytes of data",
+        ProtocolDataEntry("auth", ContentType.APPLICATION_OCTET_STREAM, b"auth"),
+    ),
+)
+"""The two ways an ``auth`` entry breaks "content type
+MIME_APPLICATION_OCTET_STREAM, and empty data", each with the right name
+and a valid token: only the entry's own fields are wrong."""
+
+
+@requirement(
+    "btp.auth.server.rejects-malformed-auth-entry",
+    "SHOULD",
+    f"{CITE} (\"Its primary protocolData entry MUST have name 'auth', content type "
+    'MIME_APPLICATION_OCTET_STREAM, and empty data"; "the server responds with an Error if: ... the '
+    'provided authentication data is invalid or incorrect"; "any of the other protocol rules are violated")',
+    depends=[AUTH],
+    basis="inference: RFC 23's MUST on the auth entry's content type and empty data binds the "
+    "client's auth Message; that the server answers one that breaks it with an Error rests on its "
+    "list of refusals ('the provided authentication data is invalid or incorrect', 'any of the other "
+    "protocol rules are violated'), in the indicative with no key word and no must, and neither "
+    "deployed server (ilp-plugin-btp 1.5.0, ilp-plugin-mini-accounts 4.2.0) checks more of the "
+    "entry than its name, so no profile rule binds it",
+)
+async def test_rejects_auth_with_malformed_auth_entry(open_peer, auth_token):
+    """Each malformed entry on a connection of its own (an Error closes the
+    connection): the entry's content type and its data are one rule, one
+    clause on one entry, and a server that checks the entry checks both."""
+    await show_valid_auth(open_peer, auth_token, "auth with a malformed auth entry")
+    for what, entry in MALFORMED_AUTH_ENTRIES:
+        peer = await open_peer(f"auth with {what}")
+        base = auth_message(new_request_id(), auth_token)
+        request = Message(base.request_id, (entry, *base.protocol_data[1:]))
+        reply = await peer.request(request, f"the answer to auth with {what}")
+        assert isinstance(reply, Error), (
+            f"auth with {what} (the token valid) must get an Error, got {summary(reply)}"
+        )
+        await peer.conn.close()
+
+
 @requirement(
     "btp.auth.server.rejects-duplicate-subprotocol-names",
     "SHOULD",
