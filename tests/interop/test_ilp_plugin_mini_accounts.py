@@ -39,7 +39,8 @@ KNOWN_FINDINGS = set(known_not_passed("ilp-plugin-mini-accounts", ("failed",)))
 """The failed cases of its last certification (docs/certified-today.json):
 section 1, unreadable packets close the connection (the silent-on-* cases);
 section 2, a non-IA5 name is read; section 3, two auth_token entries
-accepted; section 4, no auth timeout."""
+accepted; section 4, no auth timeout; section 5, the auth entry checked by its
+name only."""
 NOT_APPLICABLE_SERVER = {
     "btp.auth.server.rejects-wrong-token",  # params.accepts_any_token
     "btp.subprotocol.server.rejects-duplicate-names",  # every non-ILP Message gets an Error
