@@ -20,7 +20,7 @@ import dataclasses
 import enum
 import ssl
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..faults import FaultSpec, fault_enum
 from .frame import Frame, FrameError, FrameParser, escape_header_value
@@ -42,6 +42,9 @@ POINTS: dict[str, str] = {
     "header-choice": "the value of a header that a SEND repeats (the first entry); context: "
     "values (every entry, in order)",
     "header-value": "a SEND header's value as the server reads it; no context",
+    "header-unescape": "the function that decodes each header name and value of an escaped frame "
+    "(frame.unescape_header_value: ValueError on an undefined escape, a lone backslash at the end "
+    "included); no context",
     "destination-accepted": "whether a SEND's destination header is present and not empty; "
     "context: destination",
     "refusal-answer": '(send ERROR, then) for a refused frame: then is "close", "ignore-input" '
@@ -234,6 +237,20 @@ def last_entry(value: str, *, values: list[str]) -> str:
 
 def escaped(value: str) -> str:
     return escape_header_value(value)
+
+
+def trailing_backslash_kept(decode: Callable[[str], str]) -> Callable[[str], str]:
+    """A header name or value ending in a lone backslash keeps it as a
+    backslash (as swpt_stomp 0.1.0 does); every other escape, \\t included,
+    is decoded by ``decode`` as before."""
+
+    def decode_keeping_trailing_backslash(text: str) -> str:
+        backslashes = len(text) - len(text.rstrip("\\"))
+        if backslashes % 2:  # the last one is no escaped backslash's second half
+            return decode(text[:-1]) + "\\"
+        return decode(text)
+
+    return decode_keeping_trailing_backslash
 
 
 def missing_destination_accepted(accepted: bool, **_: Any) -> bool:
@@ -601,6 +618,14 @@ SPECS: tuple[FaultSpec, ...] = (
         "header values are kept as escaped on the wire (\\c stays \\c) instead of being unescaped",
         (FRAME + "unescapes-header-values",),
         changes={"header-value": escaped},
+    ),
+    FaultSpec(
+        "keep-trailing-backslash",
+        "server",
+        "a header value (or name) ending in a lone backslash keeps it as a backslash instead of being a "
+        "fatal error (other undefined escapes, \\t, still are)",
+        (FRAME + "error-on-trailing-backslash",),
+        changes={"header-unescape": trailing_backslash_kept},
     ),
     # --- SEND
     FaultSpec(

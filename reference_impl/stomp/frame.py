@@ -29,7 +29,7 @@ What this module decides, and why:
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 CLIENT_COMMANDS = frozenset(
     {
@@ -206,7 +206,9 @@ class FrameParser:
     ``commands``: the commands accepted (default: every STOMP 1.2 command);
     any other is a :class:`FrameError`. ``max_frame_bytes`` bounds a whole
     frame (headers and body), ``max_header_line`` one header line,
-    ``max_headers`` their number.
+    ``max_headers`` their number. ``unescape`` decodes each header name and
+    value of an escaped frame (every frame but CONNECT and CONNECTED); a
+    ValueError it raises is a :class:`FrameError`.
     """
 
     def __init__(
@@ -216,11 +218,13 @@ class FrameParser:
         max_headers: int = DEFAULT_MAX_HEADERS,
         max_header_line: int = DEFAULT_MAX_HEADER_LINE,
         commands: Iterable[str] | None = ALL_COMMANDS,
+        unescape: Callable[[str], str] = unescape_header_value,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.max_headers = max_headers
         self.max_header_line = max_header_line
         self.commands = frozenset(commands) if commands is not None else None
+        self.unescape = unescape
         self._buffer = bytearray()
         self._error: FrameError | None = None
 
@@ -396,13 +400,9 @@ class FrameParser:
                     problem = "has no colon" if not colon else "has an empty name"
                     raise self._fail(f"header line {line[:60]!r} {problem}", view, pos, body_start)
         if "\\" in block and command not in UNESCAPED_COMMANDS:
+            unescape = self.unescape
             try:
-                headers = tuple(
-                    [
-                        (unescape_header_value(name), unescape_header_value(value))
-                        for name, value in pairs
-                    ]
-                )
+                headers = tuple([(unescape(name), unescape(value)) for name, value in pairs])
             except ValueError as exc:
                 raise self._fail(f"a header: {exc}", view, pos, body_start) from None
         else:

@@ -18,7 +18,8 @@ the connection"). It is strict where the texts put a MUST on the client, and
 accepts whatever the texts allow:
 
 - a frame that breaks the STOMP 1.2 grammar or a size bound (frame.py says
-  which: undefined escape such as ``\\t``, a CR not before LF, no colon, an
+  which: undefined escape such as ``\\t`` or a lone backslash ending a
+  header name or value, a CR not before LF, no colon, an
   empty header name, an unknown command, a bad ``content-length``, a body not
   followed by NUL, header or frame too large): ERROR ``malformed frame``.
 - any frame but CONNECT/STOMP before the session is connected;
@@ -82,6 +83,7 @@ from .frame import (
     encode_frame,
     heart_beat_interval,
     parse_heart_beat,
+    unescape_header_value,
 )
 from . import smp
 from .store import StoredMessage
@@ -214,6 +216,7 @@ class ServerConnection:
             max_headers=max_headers,
             max_header_line=max_header_line,
             commands=ALL_COMMANDS,
+            unescape=self._points.apply("header-unescape", unescape_header_value),
         )
         self.connected = False
         self.closing = False

@@ -338,6 +338,8 @@ def test_pipelined_frames_split_anywhere():
     "data",
     [
         b"SEND\ndestination:/a\\tb\n\n\x00",  # undefined escape
+        b"SEND\ndestination:/q\nx-a:ab\\\n\n\x00",  # a lone backslash ends the value
+        b"SEND\ndestination:/q\nx-a\\:b\n\n\x00",  # and the name
         b"SEND\nno colon here\n\n\x00",
         b"SEND\n:empty-name\n\n\x00",
         b"FLY\n\n\x00",
@@ -453,6 +455,21 @@ def test_fault_header_handling():
     conn = connected(faults={Fault.NO_HEADER_UNESCAPE})
     [request] = conn.receive_data(send_frame(destination="/a:b"))
     assert request.message.destination == "/a\\cb"
+
+
+def test_fault_keep_trailing_backslash():
+    """The value ending in a lone backslash keeps it; \\t is still fatal."""
+    trailing = send_frame("r1").replace(b"receipt:r1\n", b"receipt:r1\\\n")
+    assert connected().receive_data(trailing) == []
+    conn = connected(faults={Fault.KEEP_TRAILING_BACKSLASH})
+    [request] = conn.receive_data(trailing)
+    assert request.message.receipt == "r1\\"
+    escaped = send_frame("r1").replace(b"receipt:r1\n", b"receipt:r1\\\\\\\n")
+    [request] = connected(faults={Fault.KEEP_TRAILING_BACKSLASH}).receive_data(escaped)
+    assert request.message.receipt == "r1\\\\"
+    conn = connected(faults={Fault.KEEP_TRAILING_BACKSLASH})
+    conn.receive_data(send_frame("r1").replace(b"receipt:r1\n", b"receipt:r\\t1\n"))
+    assert only_error(conn).get("message") == "malformed frame"
 
 
 def test_fault_refusals_of_valid_input():

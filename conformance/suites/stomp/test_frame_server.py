@@ -112,6 +112,50 @@ async def test_error_on_undefined_escape(connected_peer, stomp):
 
 
 @requirement(
+    "stomp.frame.server.error-on-trailing-backslash",
+    "MUST",
+    'STOMP 1.2, Value Encoding ("Undefined escape sequences such as \\t (octet 92 and 116) MUST be treated '
+    f'as a fatal protocol error"); {SEND_RULE}',
+    depends=SESSION_AND_ECHO,
+)
+async def test_error_on_trailing_backslash(connected_peer, stomp):
+    """A valid SEND with a user-defined header whose value ends in a lone
+    backslash: octet 92, then the LF that ends the line (octets 92 and 10),
+    none of the four escapes Value Encoding defines, so an undefined one.
+    Another input than error-on-undefined-escape's ``\\t``: a decoder that
+    replaces each backslash and the octet after it within the value finds no
+    such pair here and may keep the backslash (swpt_stomp 0.1.0 does). A
+    second user-defined header follows on the next line, so that a server
+    reading the backslash as joining the two lines still has every header
+    of the valid SEND: only taking the backslash for the fatal error it is
+    makes the SEND go unprocessed. As in error-on-undefined-escape, it must
+    not be processed (no RECEIPT) and must get an ERROR; the close is
+    error-then-close-on-malformed-frame's rule."""
+    peer = await connected_peer("SEND with a header value ending in a lone backslash")
+    message, frame = valid_send(stomp.destination, "backslash")
+    data = encode_frame(frame)
+    head, _, rest = data.partition(b"\n")
+    broken = head + b"\nconformance-note:ends-in-backslash\\\nconformance-next:plain\n" + rest
+    await peer.send_raw(
+        broken,
+        f"SEND receipt:{message.receipt} with header 'conformance-note:ends-in-backslash\\' "
+        "(a lone backslash, then the line's LF: octets 5c 0a, no escape of STOMP 1.2), then "
+        "'conformance-next:plain'",
+    )
+    answer = await peer.next_or_close("the ERROR for a header value ending in a lone backslash")
+    if answer is None:
+        raise AssertionError(
+            f"the {peer.closed_text()} without an ERROR frame after a SEND whose header value ends "
+            "in a lone backslash (a SEND the server cannot process MUST get an ERROR frame)"
+        )
+    assert answer.command == "ERROR", (
+        "a SEND whose header value ends in a lone backslash (octets 5c 0a: an escape sequence "
+        "STOMP 1.2 does not define) is a fatal protocol error; the target answered "
+        f"{summary(answer)}"
+    )
+
+
+@requirement(
     "stomp.frame.server.accepts-body-with-nul",
     "MUST",
     'STOMP 1.2, Header content-length ("If a content-length header is included, this number of octets '
