@@ -553,7 +553,11 @@ SPECS: tuple[FaultSpec, ...] = (
         "no-error-on-malformed",
         "server",
         "a malformed frame makes the server close the connection without sending ERROR",
-        (FRAME + "error-then-close-on-malformed-frame", FRAME + "error-on-undefined-escape"),
+        (
+            FRAME + "error-then-close-on-malformed-frame",
+            FRAME + "error-on-undefined-escape",
+            FRAME + "error-on-trailing-backslash",
+        ),
         changes={"refusal-answer": no_error_on_malformed},
     ),
     FaultSpec(
