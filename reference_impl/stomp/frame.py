@@ -10,7 +10,9 @@ What this module decides, and why:
 
 - Header names and values are escaped (``\\r \\n \\c \\\\``) in every frame
   but CONNECT and CONNECTED ("Value Encoding"); an undefined escape such as
-  ``\\t`` is a fatal error, as the text says it MUST be.
+  ``\\t`` is a fatal error, as the text says it MUST be, and so is a lone
+  backslash ending a name or value (octet 92, then the line's end: no
+  escape of the four).
 - A repeated header is kept in the frame in order; :meth:`Frame.get` gives
   the first, which is the one that counts ("Repeated Header Entries").
 - With ``content-length`` the body is exactly that many octets, NULs
