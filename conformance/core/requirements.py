@@ -118,9 +118,10 @@ def level_with_basis(level: str, basis: str | Basis | None) -> str:
     """``MUST`` or ``MUST (inference)``: the level as reports show it."""
     if basis is None or basis == "":
         return level
-    if isinstance(basis, str):
-        basis = Basis.parse(basis)
-    return f"{level} ({basis.word})" if basis.word else level
+    # A record's basis ("inference: <argument>") or its kind alone, as the
+    # matrices keep it ("inference"): the word is the kind's.
+    kind = basis.kind if isinstance(basis, Basis) else BasisKind(basis.split(":", 1)[0].strip())
+    return level if kind is BasisKind.KEYWORD else f"{level} ({kind.value})"
 
 
 class Level(str, Enum):

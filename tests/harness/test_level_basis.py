@@ -36,6 +36,7 @@ def test_a_basis_is_its_kind_and_for_most_kinds_a_note():
     assert level_with_basis("MUST", "erratum: STOMP-E8 swpt_stomp") == "MUST (erratum)"
     assert level_with_basis("SHOULD", "plain-words") == "SHOULD (plain-words)"
     assert level_with_basis("MUST", None) == "MUST"  # records written before the field
+    assert level_with_basis("MUST", "profile") == "MUST (profile)"  # the kind alone (matrices)
     with pytest.raises(ValueError, match="must start with one of keyword, plain-words"):
         Basis.parse("hunch: it feels right")
     with pytest.raises(ValueError, match="needs its note after a colon: the argument"):
