@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from ..last_certification import known_not_passed
+
 from tests.containers.docker_support import (
     REPO_ROOT,
     build_images,
@@ -197,10 +199,13 @@ def test_swpt_stomp_container_gets_the_verdicts_of_the_process(
     in_container, run_dir = _compare(
         f"container-swpt-{role}", f"swpt-{role}", tmp_path, capsys, record_property, "swpt-stomp"
     )
+    # Every MUST case of the role passed but those its last certification
+    # failed (docs/findings/swpt_stomp-0.1.0.md: the trailing backslash).
+    known = known_not_passed(f"swpt-{role}")
     must = [r for r in in_container.values() if r["level"] == "MUST" and r["role"] == role]
-    assert len(must) >= 15 and all(r["outcome"] == "passed" for r in must), {
-        r["case_id"]: r["outcome"] for r in must if r["outcome"] != "passed"
-    }
+    assert len(must) >= 15 and all(
+        r["outcome"] == "passed" or r["case_id"] in known for r in must
+    ), {r["case_id"]: r["outcome"] for r in must if r["outcome"] != "passed"}
     if role == "server":
         assert in_container["stomp.receipt.server.stored-after-restart"]["outcome"] == "passed"
         log = next((run_dir / "logs").glob("container-swpt-server.*.container.log")).read_text()
