@@ -51,6 +51,13 @@ async def receipt_for(peer: StompPeer, receipt: str, what: str) -> Frame:
     return frame
 
 
+def with_header_lines(frame, lines: bytes) -> bytes:
+    """The encoded frame with ``lines`` (each ending in LF) inserted right
+    after its command line: a valid frame made malformed in one place."""
+    head, _, rest = encode_frame(frame).partition(b"\n")
+    return head + b"\n" + lines + rest
+
+
 @requirement(
     "stomp.frame.server.error-then-close-on-malformed-frame",
     "SHOULD",
@@ -67,9 +74,7 @@ async def test_error_then_close_on_malformed_frame(connected_peer, stomp):
     header, so not a frame of the grammar."""
     peer = await connected_peer("SEND with a header line without a colon")
     message, frame = valid_send(stomp.destination, "malformed")
-    data = encode_frame(frame)
-    head, _, rest = data.partition(b"\n")
-    broken = head + b"\nthis-header-line-has-no-colon\n" + rest
+    broken = with_header_lines(frame, b"this-header-line-has-no-colon\n")
     await peer.send_raw(
         broken,
         f"SEND receipt:{message.receipt} with the header line "
@@ -91,9 +96,7 @@ async def test_error_on_undefined_escape(connected_peer, stomp):
     connection then closes is error-then-close-on-malformed-frame's rule."""
     peer = await connected_peer("SEND with an undefined escape")
     message, frame = valid_send(stomp.destination, "escape")
-    data = encode_frame(frame)
-    head, _, rest = data.partition(b"\n")
-    broken = head + b"\nconformance-note:tab\\there\n" + rest
+    broken = with_header_lines(frame, b"conformance-note:tab\\there\n")
     await peer.send_raw(
         broken,
         f"SEND receipt:{message.receipt} with header 'conformance-note:tab\\there' "
@@ -133,9 +136,9 @@ async def test_error_on_trailing_backslash(connected_peer, stomp):
     error-then-close-on-malformed-frame's rule."""
     peer = await connected_peer("SEND with a header value ending in a lone backslash")
     message, frame = valid_send(stomp.destination, "backslash")
-    data = encode_frame(frame)
-    head, _, rest = data.partition(b"\n")
-    broken = head + b"\nconformance-note:ends-in-backslash\\\nconformance-next:plain\n" + rest
+    broken = with_header_lines(
+        frame, b"conformance-note:ends-in-backslash\\\nconformance-next:plain\n"
+    )
     await peer.send_raw(
         broken,
         f"SEND receipt:{message.receipt} with header 'conformance-note:ends-in-backslash\\' "
