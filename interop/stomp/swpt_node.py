@@ -37,6 +37,12 @@ its own commands (``swpt-server``, ``swpt-client``, ``configure-queue``):
         (client.py ``connect``); like the supervisor a node runs it under, this
         starts it again until every message is delivered (exit 0) or
         --timeout runs out (exit 1).
+        With --shared-broker RUN_WORKDIR, the private RabbitMQ is one for
+        every launch of the run instead of one per launch: the first launch
+        starts it under a keeper of its own (``swpt_node.py broker``, in
+        RUN_WORKDIR/swpt-client-broker) that stops it once the run's work
+        dir is removed or its owner gone; each launch configures, fills and
+        at its end deletes a queue of its own.
 
 Both roles use the run's certificates: the run's CA plays every node's root
 certificate (``root-ca.crt``, the peer's ``root-ca.crt`` and ``sub-ca.crt``),
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import json
 import os
 import re
@@ -488,6 +495,157 @@ def publish_messages(amqp_port: int, queue: str, messages: list[dict]) -> list[b
     return bodies
 
 
+# -- one broker for every client launch of a run -----------------------------------------------
+
+SHARED_BROKER_DIR = "swpt-client-broker"
+"""Under the run's work dir: the shared broker's data, its state file and
+its log."""
+
+
+def _owner_gone(owner: Path) -> bool:
+    """True once the run that owns ``owner`` (the target's work dir) is over:
+    the dir was removed, or its owner lock (conformance/core/work_dirs.py)
+    is free, which the kernel guarantees once the owning harness died."""
+    lock = owner / ".owner.lock"
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """The shared broker's keeper (started detached by the first client
+    launch of a run): a RabbitMQ kept until the run's work dir goes away,
+    then stopped. It holds an exclusive flock on ``alive`` for its whole
+    life, so a launch tells a live broker from a dead one's state file."""
+    state = Path(args.state_dir)
+    alive = os.open(state / "alive", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(alive, fcntl.LOCK_EX)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+    broker = Broker(state / "rabbitmq", "creditors_in", "creditors_in.unused", args.timeout)
+    try:
+        _write(
+            state / "broker.json", json.dumps({"amqp_port": broker.amqp_port, "pid": os.getpid()})
+        )
+        print(f"SHARED_BROKER_READY amqp_port={broker.amqp_port}", flush=True)
+        # Nothing more goes to the launch that started this keeper.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        owner = Path(args.owner)
+        # The run's end has no event to wait on from here (the harness removes
+        # the dir); two checks a second bound the broker's stay after it.
+        while not stopping.wait(0.5):
+            if _owner_gone(owner) or broker.process.poll() is not None:
+                break
+    finally:
+        broker.stop()
+        os.close(alive)
+    return 0
+
+
+def attach_shared_broker(owner: Path, timeout: float) -> int:
+    """The AMQP port of the run's shared broker, started here (detached, in
+    a session of its own, so that the harness stopping this launch leaves
+    it to the next) if no live one is recorded. A lock serializes launches
+    that start at the same time, so one broker serves them all."""
+    state = owner / SHARED_BROKER_DIR
+    state.mkdir(mode=0o700, exist_ok=True)
+    lock = os.open(state / "start.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"swpt_node.py: another launch held {state}/start.lock for {timeout:.0f} s"
+                    ) from None
+                time.sleep(0.2)  # flock(2) has no timeout; another launch is starting the broker
+        port = _live_shared_broker(state)
+        if port:
+            log(f"using the run's shared RabbitMQ (AMQP port {port})")
+            return port
+        log_file = open(state / "broker.log", "ab")
+        keeper = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "broker",
+                "--state-dir",
+                str(state),
+                "--owner",
+                str(owner),
+                "--timeout",
+                str(int(timeout)),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            start_new_session=True,
+        )
+        log_file.close()
+        assert keeper.stdout is not None
+        line = keeper.stdout.readline().decode("utf-8", "replace")
+        keeper.stdout.close()
+        match = re.search(r"SHARED_BROKER_READY amqp_port=(\d+)", line)
+        if not match:
+            keeper.wait()
+            tail = (state / "broker.log").read_text("utf-8", "replace")[-2000:]
+            raise SystemExit(
+                f"swpt_node.py: the shared RabbitMQ did not start (keeper exited {keeper.returncode}):\n{tail}"
+            )
+        log(
+            f"started the run's shared RabbitMQ (AMQP port {match.group(1)}; log {state}/broker.log)"
+        )
+        return int(match.group(1))
+    finally:
+        os.close(lock)
+
+
+def _live_shared_broker(state: Path) -> int:
+    """The AMQP port in ``broker.json`` if its keeper still holds ``alive``; 0 if not."""
+    try:
+        fd = os.open(state / "alive", os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return json.loads((state / "broker.json").read_text())["amqp_port"]
+    finally:
+        os.close(fd)
+    return 0
+
+
+def delete_queue(amqp_port: int, queue: str) -> None:
+    """A launch's queue leaves the shared broker with it."""
+    import pika
+
+    connection = pika.BlockingConnection(
+        pika.ConnectionParameters(
+            host="127.0.0.1",
+            port=amqp_port,
+            credentials=pika.PlainCredentials("guest", "guest"),
+            heartbeat=0,
+        )
+    )
+    try:
+        connection.channel().queue_delete(queue)
+    finally:
+        connection.close()
+
+
 def cmd_client(args: argparse.Namespace) -> int:
     _terminate_on_sigterm()
     started = time.monotonic()
@@ -501,26 +659,40 @@ def cmd_client(args: argparse.Namespace) -> int:
         if line.strip()
     ]
     broker = None
+    queue = CLIENT_QUEUE
+    amqp_port = 0
     try:
-        broker = Broker(work / "rabbitmq", "creditors_in", "creditors_in.unused", 120)
-        env = _swpt_env(args, nodedata, broker.url)
+        if args.shared_broker:
+            amqp_port = attach_shared_broker(Path(args.shared_broker), 120)
+            # One queue per launch: launches of a run that overlap (case jobs)
+            # never read each other's messages.
+            queue = f"{CLIENT_QUEUE}.{work.name}"
+        else:
+            broker = Broker(work / "rabbitmq", "creditors_in", "creditors_in.unused", 120)
+            amqp_port = broker.amqp_port
+        env = _swpt_env(args, nodedata, f"amqp://guest:guest@127.0.0.1:{amqp_port}/")
         configure = subprocess.run(
-            [_swpt_bin(args, "configure-queue"), HARNESS_AA_NODE_ID, CLIENT_QUEUE],
+            [_swpt_bin(args, "configure-queue"), HARNESS_AA_NODE_ID, queue],
             env=env,
             stdin=subprocess.DEVNULL,
         )
         if configure.returncode != 0:
             log(f"configure-queue exited with code {configure.returncode}")
             return 1
-        bodies = publish_messages(broker.amqp_port, CLIENT_QUEUE, messages)
+        bodies = publish_messages(amqp_port, queue, messages)
         log(
-            f"{len(bodies)} message(s) in queue {CLIENT_QUEUE} after {time.monotonic() - started:.1f} s; "
+            f"{len(bodies)} message(s) in queue {queue} after {time.monotonic() - started:.1f} s; "
             "starting swpt-client"
         )
-        return asyncio.run(_run_client(args, env, bodies, broker.amqp_port, started))
+        return asyncio.run(_run_client(args, env, bodies, amqp_port, queue, started))
     finally:
         if broker is not None:
             broker.stop()
+        elif amqp_port:
+            try:
+                delete_queue(amqp_port, queue)
+            except Exception as error:  # the broker may be stopping with the run
+                log(f"could not delete queue {queue}: {error!r}")
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -529,6 +701,7 @@ async def _run_client(
     env: dict[str, str],
     bodies: list[bytes],
     amqp_port: int,
+    queue: str,
     started: float,
 ) -> int:
     watch = AckWatch(bodies)
@@ -541,7 +714,7 @@ async def _run_client(
         SWPT_SERVER_KEY=str(Path(args.key).resolve()),
         SWPT_CLIENT_BUFFER="100",
     )
-    argv = [_swpt_bin(args, "swpt-client"), HARNESS_AA_NODE_ID, CLIENT_QUEUE]
+    argv = [_swpt_bin(args, "swpt-client"), HARNESS_AA_NODE_ID, queue]
     # --timeout counts from here: the broker's start is not the client's time.
     deadline = time.monotonic() + args.timeout
     runs = 0
@@ -612,10 +785,24 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--ca", required=True)
     c.add_argument("--messages", required=True)
     c.add_argument("--timeout", type=float, default=30.0)
-    args = parser.parse_args(argv)
-    return {"server": cmd_server, "accepted": cmd_accepted, "client": cmd_client}[args.command](
-        args
+    c.add_argument(
+        "--shared-broker",
+        metavar="RUN_WORKDIR",
+        help="use one RabbitMQ for every launch of the run whose work dir this is (started by the "
+        "first launch, stopped when the dir goes away) instead of one per launch",
     )
+    b = sub.add_parser("broker", help="the shared broker's keeper (started by a client launch)")
+    b.add_argument("--state-dir", required=True)
+    b.add_argument("--owner", required=True)
+    b.add_argument("--timeout", type=int, default=120)
+    args = parser.parse_args(argv)
+    commands = {
+        "server": cmd_server,
+        "accepted": cmd_accepted,
+        "client": cmd_client,
+        "broker": cmd_broker,
+    }
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

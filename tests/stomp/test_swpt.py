@@ -57,9 +57,10 @@ def test_findings_file_lists_cases_in_its_table():
     assert all(case.startswith("stomp.") for _, case, _ in rows)
 
 
-# The hang guard is the certification's own deadline (certify's timeout=900):
-# swpt-client's 20 client cases each start a private RabbitMQ (about 7 s
-# apiece on a quiet machine, 140 s in all; past 300 s under the CI's load).
+# The hang guard is the certification's own deadline (certify's timeout=900).
+# swpt-client's 20 client launches share one RabbitMQ (--shared-broker):
+# 25 s in all on a quiet machine; one broker per launch took 140 s, and past
+# 300 s under the CI's load.
 @needs_swpt
 @needs_rabbitmq
 @pytest.mark.timeout(900)
@@ -151,3 +152,39 @@ def test_swpt_stomp_interoperates_with_the_reference_node_both_ways(tmp_path):
         for r in results
         if r["outcome"] != "passed"
     ]
+
+
+@needs_swpt
+@needs_rabbitmq
+@pytest.mark.timeout(300)
+def test_client_launches_of_a_run_share_one_broker_that_ends_with_the_run(tmp_path):
+    """swpt_node.py's --shared-broker: the first launch starts the broker's
+    keeper, a later one finds it, and the keeper stops the broker once the
+    run's work dir is removed (no RabbitMQ outlives its run)."""
+    import os
+    import select
+
+    sys.path.insert(0, str(REPO_ROOT / "interop" / "stomp"))
+    try:
+        import swpt_node
+    finally:
+        sys.path.remove(str(REPO_ROOT / "interop" / "stomp"))
+    from conformance.core.work_dirs import make_work_dir, remove_work_dir
+
+    owner = make_work_dir("swpt-shared-broker-test")
+    try:
+        port = swpt_node.attach_shared_broker(owner, 120)
+        assert swpt_node.attach_shared_broker(owner, 120) == port
+        state = json.loads((owner / swpt_node.SHARED_BROKER_DIR / "broker.json").read_text())
+        assert state["amqp_port"] == port
+        keeper = os.pidfd_open(state["pid"])
+    finally:
+        remove_work_dir(owner)
+    try:
+        # The pidfd becomes readable when the keeper exits: an event, no polling here.
+        readable, _, _ = select.select([keeper], [], [], 60)
+        assert readable, (
+            f"the broker's keeper (pid {state['pid']}) still runs 60 s after its run's work dir went"
+        )
+    finally:
+        os.close(keeper)
