@@ -35,6 +35,8 @@ POINTS: dict[str, str] = {
     "accepted); context: connected",
     "connect-refusal": "(message, detail) of an ERROR for a CONNECT or STOMP frame that passed the "
     "version and host checks (None: accepted); context: frame",
+    "connect-frame": "a CONNECT or STOMP frame as the server reads it, before version "
+    "negotiation; no context",
     "version-accepted": "whether CONNECT's accept-version names a version we speak (1.2); "
     "context: accept (the header)",
     "disconnect-receipt": "the receipt header of a DISCONNECT, answered with a RECEIPT (None: "
@@ -171,6 +173,15 @@ def without_header(name: str, command: str):
 
 def any_version_accepted(accepted: bool, **_: Any) -> bool:
     return True
+
+
+def connect_values_trimmed(frame: Frame) -> Frame:
+    """CONNECT read as STOMP 1.0 servers read it, spaces around every header
+    value dropped (ActiveMQ 5.17 parses CONNECT in 1.0 mode,
+    StompWireFormat.parseHeaders)."""
+    return Frame(
+        frame.command, tuple((name, value.strip()) for name, value in frame.headers), frame.body
+    )
 
 
 def no_heart_beats(interval_ms: int) -> int:
@@ -497,6 +508,14 @@ SPECS: tuple[FaultSpec, ...] = (
         "a CONNECT whose accept-version has no version in common (no 1.2) gets CONNECTED version:1.2 anyway",
         (CONNECT + "error-on-no-common-version",),
         changes={"version-accepted": any_version_accepted},
+    ),
+    FaultSpec(
+        "trim-connect-headers",
+        "server",
+        "CONNECT and STOMP header values lose their leading and trailing spaces before the server reads "
+        "them (accept-version ' 1.2 ' counts as 1.2); other frames keep them",
+        (CONNECT + "keeps-connect-header-spaces",),
+        changes={"connect-frame": connect_values_trimmed},
     ),
     FaultSpec(
         "require-login",

@@ -25,7 +25,8 @@ accepts whatever the texts allow:
 - any frame but CONNECT/STOMP before the session is connected;
   CONNECT/STOMP again after it.
 - CONNECT/STOMP: no ``accept-version`` (a STOMP 1.0 client) or one without
-  ``1.2`` (Protocol Negotiation: ERROR carrying ``version:1.2``); no
+  ``1.2`` among its comma-separated versions, spaces kept (Protocol
+  Negotiation: ERROR carrying ``version:1.2``); no
   ``host`` (STOMP 1.2 clients MUST set it); a ``heart-beat`` that is not two
   integers ``cx,cy``; a body (only SEND, MESSAGE and ERROR may have one).
   ``login`` and ``passcode`` are never required (profile SHOULD NOT) and
@@ -468,6 +469,7 @@ class ServerConnection:
         )
 
     def _connect(self, frame: Frame) -> None:
+        frame = self._points.apply("connect-frame", frame)
         accept = frame.get("accept-version")
         if accept is None:
             raise ProtocolRefusal(
@@ -476,7 +478,9 @@ class ServerConnection:
                 "supported protocol versions are 1.2",
                 extra_headers=(("version", "1.2"),),
             )
-        speaks_1_2 = "1.2" in (part.strip() for part in accept.split(","))
+        # The versions as sent: "MUST never trim or pad headers with spaces"
+        # (Value Encoding) leaves " 1.2" a version this server does not speak.
+        speaks_1_2 = "1.2" in accept.split(",")
         if not self._points.apply("version-accepted", speaks_1_2, accept=accept):
             raise ProtocolRefusal(
                 "unsupported protocol version",

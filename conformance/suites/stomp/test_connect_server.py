@@ -137,6 +137,49 @@ async def test_error_on_no_common_version(open_peer, stomp, target):
 
 
 @requirement(
+    "stomp.connect.server.keeps-connect-header-spaces",
+    "MUST",
+    'STOMP 1.2, Value Encoding ("In STOMP 1.2, clients and servers MUST never trim or pad headers with '
+    'spaces"); Protocol Negotiation (accept-version)',
+    depends=SESSION,
+)
+async def test_keeps_connect_header_spaces(open_peer, stomp, target):
+    """CONNECT with ``accept-version:1.2 `` and STOMP with ``accept-version:
+    1.2``. CONNECTED shows no header of CONNECT back; its version does.
+    Read as sent, neither value names a version (``1.2 `` is not ``1.2``),
+    so the server answers as to any CONNECT with no version in common
+    (ERROR then close; how exactly is error-on-no-common-version's rule,
+    not this one's). CONNECTED version:1.2 shows the spaces were dropped,
+    as a STOMP 1.0 reading of CONNECT does (ActiveMQ 5.17,
+    StompWireFormat.parseHeaders). First a control: a server that answers
+    CONNECTED to ``accept-version:9.9`` too reads no version at all, and
+    spaces cannot show (not applicable; error-on-no-common-version fails)."""
+    control = await open_peer("CONNECT accept-version:9.9 (control)")
+    await control.send_frame(
+        Frame("CONNECT", stomp.connect_headers(target, accept_version="9.9")),
+        "CONNECT offering only version 9.9 (control)",
+    )
+    answer = await control.next_or_close("the answer to CONNECT accept-version:9.9 (control)")
+    if answer is not None and answer.command == "CONNECTED":
+        not_applicable(
+            "the server answers CONNECTED to accept-version:9.9 too (error-on-no-common-version's "
+            "rule): it reads no version from the header, so spaces around one cannot show"
+        )
+    for command, accept in (("CONNECT", STOMP_VERSION + " "), ("STOMP", " " + STOMP_VERSION)):
+        peer = await open_peer(f"{command} accept-version:{accept!r}")
+        await peer.send_frame(
+            Frame(command, stomp.connect_headers(target, accept_version=accept)),
+            f"{command} whose accept-version is {accept!r}",
+        )
+        answer = await peer.next_or_close(f"the answer to {command} accept-version:{accept!r}")
+        assert answer is None or answer.command != "CONNECTED", (
+            f"{command} with accept-version:{accept!r} got {summary(answer)}: the server read the "
+            f"value without its spaces (as {STOMP_VERSION!r}); a value read as sent names no version "
+            "it speaks"
+        )
+
+
+@requirement(
     "stomp.connect.server.does-not-require-login",
     "SHOULD",
     f'{MANIFEST} ("Servers SHOULD NOT require clients to include a login header")',
