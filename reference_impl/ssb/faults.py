@@ -126,6 +126,9 @@ POINTS: dict[str, str] = {
     "false sends its value); context: own_feed (whether the message is of the node's own feed), "
     "keypair (the node's), key_before (the id of the message before it; the first message: of "
     "the last)",
+    "history-next-sequence": "the sequence of the next message a createHistoryStream stream "
+    "serves, once one was sent (the one after it); context: sent (messages sent on the stream so "
+    "far), length (the feed's length now), message_of (sequence -> that message)",
     "unknown-procedure-answer": "how the node answers a request for a procedure it does not have: "
     "a function (conn, request, name, message), the guide's an error that ends the request; "
     "no context",
@@ -354,6 +357,26 @@ def _from_message_2_by_default(options: Any, *, requested: dict, **context: Any)
     if "sequence" in requested or "seq" in requested:
         return options
     return replace(options, sequence=2)
+
+
+HISTORY_PAGE = 20
+"""The page of a paging history server: jitdb's (ssb-db2's query engine)."""
+
+
+def _pages_resume_at_last_timestamp(
+    next_sequence: int, *, sent: int, length: int, message_of: Any, **context: Any
+) -> Any:
+    """A server paging its feed by timestamp that starts each next page at
+    the last page's timestamp (>= where > was meant): the page's last message
+    comes again, and so do the messages of its millisecond before it (not
+    further back than the page's second message, so that every page moves on)."""
+    if sent % HISTORY_PAGE or next_sequence > length:
+        return next_sequence
+    last = message_of(next_sequence - 1)["timestamp"]
+    resume = next_sequence - 1
+    while resume > next_sequence - HISTORY_PAGE + 1 and message_of(resume - 1)["timestamp"] == last:
+        resume -= 1
+    return resume
 
 
 def _keys_false_by_default(options: Any, *, requested: dict, **context: Any) -> Any:
@@ -591,6 +614,15 @@ SPECS: tuple[FaultSpec, ...] = (
         "without sequence, createHistoryStream starts after message 1 instead of at the beginning",
         (HISTORY + "serves-whole-feed-in-order", FEED + "chain-links"),
         changes={"history-options": _from_message_2_by_default},
+    ),
+    FaultSpec(
+        "pages-repeat-last-millisecond",
+        "server",
+        f"createHistoryStream serves the feed in pages of {HISTORY_PAGE} and starts each next page "
+        "at the last page's timestamp (>= where > was meant): the page's last message, and those of "
+        "its millisecond before it, come again",
+        (HISTORY + "serves-long-feed-whole",),
+        changes={"history-next-sequence": _pages_resume_at_last_timestamp},
     ),
     FaultSpec(
         "keys-default-false",

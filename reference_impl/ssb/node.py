@@ -730,8 +730,14 @@ class _ServerSession:
             while options.limit is None or sent < options.limit:
                 if cursor <= node._feed_length(options.feed_id):
                     conn.stream_send(req, node._history_item(options.feed_id, cursor, options.keys))
-                    cursor += 1
                     sent += 1
+                    cursor = self._points.apply(
+                        "history-next-sequence",
+                        cursor + 1,
+                        sent=sent,
+                        length=node._feed_length(options.feed_id),
+                        message_of=node._feeds[options.feed_id].feed.get,
+                    )
                     self.link.flush()
                     # A connection carrying live messages is not idle.
                     self._last_activity = asyncio.get_running_loop().time()

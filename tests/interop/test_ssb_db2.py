@@ -48,6 +48,24 @@ BLOCKED_BY_ORDER = {
     OLD_FALSE,
 }
 
+LONG_FEED = "ssb.history.server.serves-long-feed-whole"
+"""Section 5: a burst of 45 published at once, read back in pages of 20:
+each message exactly once (never repeated or skipped at a page boundary),
+but the messages of one millisecond in any order, so the case is blocked by
+the order rule within itself (or passes, when the burst came in order)."""
+
+
+def long_feed_settled(records: dict, output: str) -> dict:
+    """The outcomes without section 5's case, once it is checked: every
+    message came exactly once, whether or not in order."""
+    record = records[LONG_FEED]
+    assert record["outcome"] in ("passed", "blocked"), output
+    if record["outcome"] == "blocked":
+        assert OUT_OF_ORDER in record["message"], output
+        assert "came exactly once, but not in sequence order" in record["message"], output
+    return {case: r for case, r in records.items() if case != LONG_FEED}
+
+
 SPACED_TARGET = """
 [targets.ssb-db2-spaced]
 implementation = "ssb-db2"
@@ -71,7 +89,7 @@ role")."""
 
 
 def test_findings_name_the_pinned_cases():
-    for case in (OUT_OF_ORDER, CONFLICTING, OLD_FALSE, *BLOCKED_BY_ORDER):
+    for case in (OUT_OF_ORDER, CONFLICTING, OLD_FALSE, LONG_FEED, *BLOCKED_BY_ORDER):
         assert f"`{case}`" in FINDINGS or f"`{case.rsplit('.', 1)[-1]}`" in FINDINGS, case
 
 
@@ -80,6 +98,7 @@ def test_harness_certifies_ssb_db2_server(tmp_path):
     run = certify(tmp_path, "--target", "ssb-db2", timeout=280)
     records = run.by_case("ssb-db2")
     assert len(records) >= 70, run.output
+    records = long_feed_settled(records, run.output)
     not_passed = {
         case: r["outcome"]
         for case, r in records.items()
@@ -128,7 +147,7 @@ def test_harness_certifies_ssb_db2_server_with_seed_messages_apart(tmp_path):
     run = certify(
         tmp_path, "--targets-file", str(targets), "--target", "ssb-db2-spaced", timeout=280
     )
-    records = run.by_case("ssb-db2-spaced")
+    records = long_feed_settled(run.by_case("ssb-db2-spaced"), run.output)
     not_passed = {
         case: r["outcome"]
         for case, r in records.items()

@@ -91,6 +91,49 @@ def test_missing_id_ends_the_stream_only_with_its_fault():
     assert points.apply("history-refusal", refusal, args=[{"id": None}]) == refusal
 
 
+def _next_sequences(points: FaultPoints, timestamps: list[int]) -> list[int]:
+    """The sequences a stream serves from 1 when each next one is what the
+    point says (the node's _serve_history loop, without a network)."""
+    messages = {n: {"sequence": n, "timestamp": t} for n, t in enumerate(timestamps, 1)}
+    served, cursor = [], 1
+    while cursor <= len(timestamps) and len(served) < 20 * len(timestamps):
+        served.append(cursor)
+        cursor = points.apply(
+            "history-next-sequence",
+            cursor + 1,
+            sent=len(served),
+            length=len(timestamps),
+            message_of=messages.get,
+        )
+    return served
+
+
+def test_pages_repeat_the_last_millisecond_only_with_their_fault():
+    # 45 messages, three to a millisecond: items 19-21 and 40-42 share one.
+    timestamps = [1000 + (n - 1) // 3 for n in range(1, 46)]
+    assert _next_sequences(FaultPoints(SPECS), timestamps) == list(range(1, 46))
+    faulty = _next_sequences(FaultPoints(SPECS, {Fault.PAGES_REPEAT_LAST_MILLISECOND}), timestamps)
+    # Page 2 starts at 19 (20's millisecond), page 3 at 37 (38's): 19, 20 and 37, 38 twice.
+    assert faulty == [*range(1, 21), *range(19, 39), *range(37, 46)]
+    # A feed of one page, or a page ending on its own millisecond's last
+    # message, still repeats that message: the fault shows on any long feed.
+    assert _next_sequences(
+        FaultPoints(SPECS, {Fault.PAGES_REPEAT_LAST_MILLISECOND}), [7] * 20
+    ) == list(range(1, 21))
+    apart = _next_sequences(
+        FaultPoints(SPECS, {Fault.PAGES_REPEAT_LAST_MILLISECOND}), list(range(25))
+    )
+    assert apart == [*range(1, 21), *range(20, 26)]
+
+
+def test_pages_of_one_millisecond_still_move_on_with_the_fault():
+    """Each page starts at least one message after the last page's first, so
+    a feed of one millisecond still ends."""
+    served = _next_sequences(FaultPoints(SPECS, {Fault.PAGES_REPEAT_LAST_MILLISECOND}), [5] * 45)
+    assert served[-1] == 45 and served[20] == 2
+    assert len(served) == 26 * 20  # pages 1-20, 2-21, ..., 26-45
+
+
 # --- the handshake ---------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from conformance.core.readiness import accept_launched_client
 from conformance.core.targets import TargetError, TargetRuntime, client_timeout
-from conformance.core.transport import TcpConnection, TcpServer, WireTrace
+from conformance.core.transport import Deadline, TcpConnection, TcpServer, WireTrace
 from reference_impl.ssb.keys import MAIN_NETWORK_KEY, Keypair
 
 from .session import SsbClientSession, server_public_key
@@ -98,6 +98,46 @@ def publish(open_session, target_keypair: Keypair):
         return reply.json()
 
     return do_publish
+
+
+@pytest.fixture
+def publish_burst(open_session, target_keypair: Keypair):
+    """``await publish_burst(texts)``: one ``publish`` call per text, all sent
+    in one write on one session before any answer is read, as a fast
+    publisher (or an app posting a batch) does; the node appends them as fast
+    as it can, so many share a millisecond (equal ``timestamp``s, which the
+    guide's "Time the message was created" allows). Returns the answers in
+    the order the calls were made."""
+
+    async def do_publish_burst(texts: list[str]) -> list[dict]:
+        session = await open_session(target_keypair, "as the target's own identity, to publish")
+        calls = [
+            session.request_message(["publish"], [{"type": "post", "text": text}], "async")
+            for text in texts
+        ]
+        # One box per call (several RPC messages in one box, or one split
+        # over two, are rules of their own), every box in one write.
+        boxes = b""
+        for call in calls:
+            session.conn.trace.record(
+                "sent-plain", call.encode(), f"RPC request {call.req}: publish"
+            )
+            boxes += session.encoder.encode(call.encode())
+        await session.conn.send(
+            boxes, f"{len(calls)} boxes in one write, each carrying one publish call"
+        )
+        # One deadline for every answer: a node that trickles them cannot extend it.
+        deadline = Deadline(session.conn.deadline)
+        answers = []
+        for call in calls:
+            reply = await session.next_message(call.req, f"reply to publish {call.req}", deadline)
+            assert not reply.end, f"publish adapter call {call.req} failed: {reply.body[:300]!r}"
+            answers.append(reply.json())
+        await session.goodbye()
+        await session.conn.close()
+        return answers
+
+    return do_publish_burst
 
 
 @pytest.fixture

@@ -346,3 +346,92 @@ async def test_live_without_old_sends_only_new_messages(
         f"expected only the new message (sequence {latest + 1}); got {describe(msg)}"
     )
     await session.end_stream(req, "RPC end: requester closes the live stream")
+
+
+LONG_FEED_BURST = 45
+"""Messages the long-feed case publishes at once: more than two pages of 20
+(the page of jitdb, ssb-db2's query engine: ``toPullStream`` reads a query 20
+results at a time), so that a server serving its feed in pages meets at least
+two page boundaries inside the burst, where many messages share a millisecond."""
+
+
+@requirement(
+    "ssb.history.server.serves-long-feed-whole",
+    "MUST",
+    f'{CITE} (sequence: "If not specified then start from the very beginning of the feed"); '
+    'Feeds, Structure ("Each message (except the first one) references the ID of the previous '
+    'message"; paraphrase: every message once, none repeated or skipped, in sequence order, '
+    "per erratum SSB-E3, on a feed longer than a server's page whose messages share "
+    'timestamps; Feeds, timestamp: "Time the message was created", which two messages may share)',
+    needs=("publish",),
+    depends=READS_STREAM,
+    errata=["SSB-E3"],
+    shares=[FEED_STATE],
+    basis="erratum: SSB-E3 the network's replication validates each served message against the "
+    "one before it, so a feed served with a message repeated or missing loses every message after it",
+)
+async def test_serves_long_feed_whole(open_session, publish_burst, server_feed_id):
+    """A server that serves its feed in pages (ssb-db2 through jitdb, 20
+    results a page, ordered by timestamp) must start each page where the last
+    ended, also where the boundary falls among messages of one millisecond.
+    The burst makes such a feed; the whole feed is then read once, and each
+    sequence 1..N must come exactly once. One that comes once each but out of
+    sequence order breaks serves-whole-feed-in-order's rule (the order of
+    any feed), so the case is then blocked by that rule, not failed."""
+    # The answers to publish carry the new messages: a box too long for the
+    # box size rule there blocks the case as in its reading of the feed.
+    with reading_the_feed():
+        published = await publish_burst(
+            [
+                f"message {n} of a burst of {LONG_FEED_BURST}, for a feed longer than two pages"
+                for n in range(1, LONG_FEED_BURST + 1)
+            ]
+        )
+    latest = latest_sequence(
+        [
+            answer.get("value", answer) if isinstance(answer, dict) else answer
+            for answer in published
+        ]
+    )
+    session = await open_session()
+    items, end = await history(session, {"id": server_feed_id, "keys": False}, "the whole feed")
+    assert end.body.strip() == b"true", (
+        f"serving the whole feed ended with an error: {describe(end)}"
+    )
+    served = values(items)
+    seqs = sequences(items)
+    timestamps = [v.get("timestamp") if isinstance(v, dict) else None for v in served]
+    tied = len(timestamps) - len(set(timestamps))
+    # The burst's last sequence, as the target answered it (else the highest served).
+    expected = latest or max((s for s in seqs if isinstance(s, int)), default=0)
+    repeated = sorted({s for s in seqs if seqs.count(s) > 1}, key=str)
+    missing = [s for s in range(1, expected + 1) if s not in set(seqs)]
+    strange = [s for s in seqs if not isinstance(s, int) or not 1 <= s <= expected]
+    first = min((s for s in seqs if isinstance(s, int)), default=None)
+    if (
+        first is not None
+        and first > 1
+        and missing == list(range(1, first))
+        and not (repeated or strange)
+    ):
+        # All from `first` on, once each, none before it: where the stream
+        # starts is the rule of the whole feed (any feed), not of pages.
+        blocked(
+            WHOLE_FEED,
+            "failed within this case",
+            f"the feed of {expected} messages was served from sequence {first} on, each once; "
+            f"missing before it: {missing}",
+        )
+    assert not (repeated or missing or strange), (
+        f"a feed of {expected} messages ({tied} of them sharing a millisecond with another) must "
+        f"be served with each message exactly once; repeated {repeated}, missing {missing}"
+        + (f", not of the feed {strange}" if strange else "")
+        + f"; served sequences {seqs}"
+    )
+    if seqs != list(range(1, expected + 1)):
+        blocked(
+            WHOLE_FEED,
+            "failed within this case",
+            f"each of the {expected} messages came exactly once, but not in sequence order "
+            f"({tied} share a millisecond with another): {seqs}",
+        )
