@@ -10,10 +10,14 @@ with the Allure command line (npm package ``allure-commandline``, installed by
 History: Allure draws its trend charts and each case's earlier outcomes from a
 ``history/`` folder that the previous report wrote.  Before generating, the
 ``history/`` of the previous report is copied into ``allure-results/history``:
-by default that of the newest *earlier* run beside RUN_DIR (same parent
-folder) that has an ``allure-report/history``; ``--history-from`` names
-another run or report folder, ``--no-history`` starts afresh.  So building
-each night's report in turn, each report carries the trend of all before it.
+by default that of the newest *earlier* run of the same series beside
+RUN_DIR (same parent folder) that has an ``allure-report/history``;
+``--history-from`` names another run or report folder, ``--no-history``
+starts afresh.  A series is the targets a run certified and the impairment
+profile it ran under (:func:`run_series`): a STOMP run beside a BTP run, or
+a run of one target beside the nightly's run of all, never lends it its
+trend.  So building each night's report in turn, each report carries the
+trend of the nights before it, and only theirs.
 
 Also written into ``allure-results``: ``executor.json`` (the run id as the
 build name, numbered after the previous report) and
@@ -149,10 +153,32 @@ def run_time(run_dir: Path) -> float:
     return 0.0
 
 
+def run_series(run_dir: Path) -> tuple[tuple[str, ...], str | None]:
+    """What makes runs one series, whose reports share a trend: the targets
+    certified (sorted) and the impairment profile (None: clean loopback).
+    From summary.json, or for a run that did not finish, its results.jsonl."""
+    try:
+        summary = json.loads(RunFolder(run_dir).summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        summary = None
+    if isinstance(summary, dict):
+        targets = summary.get("targets_requested") or [
+            entry.get("target") for entry in summary.get("targets") or [] if isinstance(entry, dict)
+        ]
+        # "fragment seed=123": the profile is the series, the seed may change nightly.
+        impairment = summary.get("impairment")
+        profile = str(impairment).rpartition(" seed=")[0] or str(impairment) if impairment else None
+        return tuple(sorted({str(t) for t in targets if t})), profile
+    records = read_results(RunFolder(run_dir).results)
+    return tuple(sorted({str(r["target"]) for r in records if r.get("target")})), None
+
+
 def previous_history(run_dir: Path) -> Path | None:
-    """``allure-report/history`` of the newest run beside run_dir that ended
-    before it; runs without a report are passed over."""
+    """``allure-report/history`` of the newest run of the same series
+    (:func:`run_series`) beside run_dir that ended before it; runs without a
+    report are passed over."""
     this = run_time(run_dir)
+    series = run_series(run_dir)
     best: tuple[float, Path] | None = None
     try:
         siblings = list(run_dir.parent.iterdir())
@@ -163,7 +189,7 @@ def previous_history(run_dir: Path) -> Path | None:
         if other == run_dir or not other.is_dir() or not (history / "history.json").is_file():
             continue
         when = run_time(other)
-        if when < this and (best is None or when > best[0]):
+        if when < this and (best is None or when > best[0]) and run_series(other) == series:
             best = (when, history)
     return best[1] if best else None
 
@@ -415,11 +441,19 @@ def build_report(
         + f", build #{build_order}"
     )
     if source is not None:
-        print(f"  history: from {source} ({len(trend)} runs in the trend)")
+        targets, profile = run_series(run_dir)
+        print(
+            f"  history: from {source} ({len(trend)} runs in the trend; series: "
+            f"{', '.join(targets) or 'no target'}{', impaired: ' + profile if profile else ''})"
+        )
     else:
         print(
             "  history: none carried over ("
-            + ("--no-history" if no_history else "no earlier run with a report beside this one")
+            + (
+                "--no-history"
+                if no_history
+                else "no earlier run of the same targets with a report beside this one"
+            )
             + ")"
         )
     print("open it with:")

@@ -384,7 +384,13 @@ def test_report_in_chromium_shows_cases_and_wire_traces(
 # -- errors, without Allure or a browser ----------------------------------------------
 
 
-def _fake_run(run: Path, finished: str | None = None, with_report: bool = False) -> Path:
+def _fake_run(
+    run: Path,
+    finished: str | None = None,
+    with_report: bool = False,
+    targets: tuple[str, ...] = ("reference-stomp",),
+    impairment: str | None = None,
+) -> Path:
     results = run / "allure-results"
     results.mkdir(parents=True)
     (results / "0-result.json").write_text(
@@ -393,7 +399,14 @@ def _fake_run(run: Path, finished: str | None = None, with_report: bool = False)
     if finished:
         (run / "summary.json").write_text(
             json.dumps(
-                {"run_id": run.name, "finished": finished, "targets": [], "conformant": True}
+                {
+                    "run_id": run.name,
+                    "finished": finished,
+                    "targets": [{"target": t} for t in targets],
+                    "targets_requested": list(targets),
+                    "impairment": impairment,
+                    "conformant": True,
+                }
             )
         )
     if with_report:
@@ -417,6 +430,42 @@ def test_previous_history_is_the_newest_earlier_run_with_a_report(tmp_path: Path
     assert report.previous_history(later) == newer / "allure-report" / "history"
     assert report.previous_build_order(newer / "allure-report" / "history") == 7
     assert report.history_source(newer) == newer / "allure-report" / "history"
+
+
+def test_previous_history_comes_only_from_the_same_series(tmp_path: Path) -> None:
+    """A report's trend is its own series' (the same targets, the same
+    impairment profile): a sibling run of other targets, or of the same
+    targets under a profile, lends it nothing, however recent."""
+    runs = tmp_path / "runs"
+    nightly = _fake_run(
+        runs / "a-stomp-night-1", "2026-01-01T00:00:00.000Z", True, ("activemq", "reference-stomp")
+    )
+    _fake_run(runs / "b-btp", "2026-01-02T00:00:00.000Z", True, ("reference-btp",))
+    _fake_run(runs / "c-one-target", "2026-01-02T01:00:00.000Z", True, ("activemq",))
+    _fake_run(
+        runs / "d-impaired",
+        "2026-01-02T02:00:00.000Z",
+        True,
+        ("activemq", "reference-stomp"),
+        "fragment seed=5",
+    )
+    this = _fake_run(
+        runs / "e-stomp-night-2", "2026-01-03T00:00:00.000Z", False, ("reference-stomp", "activemq")
+    )
+    assert report.run_series(this) == (("activemq", "reference-stomp"), None)
+    assert report.previous_history(this) == nightly / "allure-report" / "history"
+    impaired_again = _fake_run(
+        runs / "f-impaired-2",
+        "2026-01-04T00:00:00.000Z",
+        False,
+        ("activemq", "reference-stomp"),
+        "fragment seed=6",
+    )
+    assert (
+        report.previous_history(impaired_again) == runs / "d-impaired" / "allure-report" / "history"
+    )
+    lone = _fake_run(runs / "g-ripp", "2026-01-05T00:00:00.000Z", False, ("reference-ripp",))
+    assert report.previous_history(lone) is None
 
 
 def test_report_without_allure_says_how_to_install(tmp_path: Path, monkeypatch, capsys) -> None:
