@@ -33,10 +33,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from . import __version__
+from .allure_presentation import present_results
 from .core.results import partial_scope, read_results, summarize
 from .core.run_folder import ALLURE_REPORT_DIR, RunFolder
 
@@ -237,6 +239,36 @@ def run_facts(run_dir: Path) -> dict:
     }
 
 
+def target_verdict(group: dict) -> str:
+    """A target's verdict in the CLI's words, with its scope."""
+    verdict = group.get("verdict") or (
+        "CONFORMANT" if group.get("conformant") else "NOT CONFORMANT"
+    )
+    return verdict + partial_scope(group)
+
+
+def report_title(facts: dict) -> str:
+    """The report's name, the first thing its overview shows: each target's
+    verdict (the CLI's word; the scope of a partial run said once), the
+    failing targets first, then the run id."""
+    groups = [g for g in facts["summary"].get("targets", []) if g.get("target")]
+    verdicts = sorted(
+        (
+            (
+                g.get("verdict") or ("CONFORMANT" if g.get("conformant") else "NOT CONFORMANT"),
+                g["target"],
+            )
+            for g in groups
+        ),
+        key=lambda pair: (pair[0] == "CONFORMANT", pair[1]),
+    )
+    shown = "; ".join(f"{target} {verdict}" for verdict, target in verdicts[:6])
+    if len(verdicts) > 6:
+        shown += f"; and {len(verdicts) - 6} more targets"
+    partial = " (partial run)" if any(g.get("partial") for g in groups) else ""
+    return f"{shown or 'no target'}{partial} (run {facts['run_id']})"
+
+
 def _property_value(value: object) -> str:
     text = str(value)
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
@@ -262,37 +294,35 @@ def write_environment(results: Path, facts: dict) -> None:
         props["run.conformant"] = "yes" if summary["conformant"] else "no"
     if summary.get("preflight_error"):
         props["run.preflight.error"] = summary["preflight_error"]
+    verdicts: dict[str, str] = {}
     for group in summary.get("targets", []):
         key = _property_key(group["target"])
         must = group.get("levels", {}).get("MUST", {})
         counts = ", ".join(
             f"{must.get(o, 0)} {o}" for o in ("failed", "error", "blocked") if must.get(o)
         )
-        props[f"target.{key}"] = (
-            f"{group['implementation']} {group['implementation_version']} "
-            f"({group['protocol']}): "
-            + (
-                group.get("verdict")
-                or ("CONFORMANT" if group.get("conformant") else "NOT CONFORMANT")
-            )
-            + partial_scope(group)
+        verdicts[f"target.{key}"] = (
+            target_verdict(group)
             + (f" (MUST: {counts})" if counts else "")
+            + f": {group['implementation']} {group['implementation_version']} ({group['protocol']})"
         )
         causes = [c["case_id"] for c in group.get("root_causes", []) if c.get("case_id")]
         if causes:
-            props[f"target.{key}.root_causes"] = ", ".join(
+            verdicts[f"target.{key}.root_causes"] = ", ".join(
                 f"{c['case_id']} (blocked {len(c['blocked'])})" if c["blocked"] else c["case_id"]
                 for c in group["root_causes"]
                 if c.get("case_id")
             )
-    lines = [f"{key}={_property_value(value)}" for key, value in props.items()]
+    # The verdicts first: the overview's Environment widget shows its first
+    # entries and hides the rest behind "Show all".
+    lines = [f"{key}={_property_value(value)}" for key, value in {**verdicts, **props}.items()]
     (results / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 CATEGORIES = [
     {
         "name": "Blocked by a prerequisite (see the root cause it names)",
-        "matchedStatuses": ["skipped"],
+        "matchedStatuses": ["unknown", "skipped"],
         "messageRegex": "(?s)(Skipped: )?blocked by .*",
     },
     {
@@ -313,8 +343,9 @@ CATEGORIES = [
     {"name": "Requirement failed (the target broke the rule)", "matchedStatuses": ["failed"]},
     {"name": "No verdict (error)", "matchedStatuses": ["broken"]},
 ]
-"""Allure's categories: blocked and not applicable cases are both 'skipped'
-for Allure; these tell them apart on the report's Categories tab. The first
+"""Allure's categories: a blocked case is Allure's 'unknown' in the report
+(allure_presentation) and 'skipped' in the raw results, as a not applicable
+one is; these tell them apart on the report's Categories tab. The first
 category whose status and message match a case takes it."""
 
 
@@ -404,24 +435,29 @@ def build_report(
     write_executor(results, facts, build_order)
     write_categories(results)
 
-    argv = [
-        str(allure),
-        "generate",
-        "--clean",
-        "--name",
-        f"Conformance run {facts['run_id']}",
-        "-o",
-        str(out),
-        str(results),
-    ]
-    try:
-        completed = subprocess.run(
-            argv, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ReportError(f"`allure generate` did not finish in {exc.timeout:.0f} s") from exc
-    except OSError as exc:
-        raise ReportError(f"cannot run {allure}: {exc} (run {INSTALL_SCRIPT})") from exc
+    with tempfile.TemporaryDirectory(prefix="conformance-report-") as scratch:
+        # The report reads a presented copy; the run's results stay as written.
+        presented = Path(scratch) / "allure-results"
+        shutil.copytree(results, presented)
+        present_results(presented)
+        argv = [
+            str(allure),
+            "generate",
+            "--clean",
+            "--name",
+            report_title(facts),
+            "-o",
+            str(out),
+            str(presented),
+        ]
+        try:
+            completed = subprocess.run(
+                argv, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ReportError(f"`allure generate` did not finish in {exc.timeout:.0f} s") from exc
+        except OSError as exc:
+            raise ReportError(f"cannot run {allure}: {exc} (run {INSTALL_SCRIPT})") from exc
     if completed.returncode != 0 or not (out / "index.html").is_file():
         output = (completed.stdout + completed.stderr).strip()
         raise ReportError(

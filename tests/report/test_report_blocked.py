@@ -50,7 +50,7 @@ def test_environment_names_root_causes_and_blocked_counts(tmp_path: Path) -> Non
     }
     report.write_environment(tmp_path, {"summary": summary, "complete": True, "run_id": "r1"})
     props = (tmp_path / "environment.properties").read_text()
-    assert "target.node=impl 1 (ssb): NOT CONFORMANT (MUST: 1 failed, 2 blocked)" in props
+    assert "target.node=NOT CONFORMANT (MUST: 1 failed, 2 blocked): impl 1 (ssb)" in props
     assert "target.node.root_causes=ssb.shs.server.completes-valid-handshake (blocked 2)" in props
 
 
@@ -78,8 +78,8 @@ def test_environment_says_a_run_was_partial(tmp_path: Path) -> None:
     }
     report.write_environment(tmp_path, {"summary": summary, "complete": True, "run_id": "r3"})
     assert (
-        "target.node=impl 1 (ripplehost): CONFORMANT on the 3 selected case(s) (and 2 prerequisite(s)) of 30 "
-        "(partial run)"
+        "target.node=CONFORMANT on the 3 selected case(s) (and 2 prerequisite(s)) of 30 "
+        "(partial run): impl 1 (ripplehost)"
     ) in (tmp_path / "environment.properties").read_text()
 
 

@@ -152,6 +152,16 @@ def test_report_shows_every_target_copy_and_its_own_history(runs: Runs) -> None:
             case["name"],
             target_of(case),
         )
+    # The verdict first: the report's name gives each target's, the failing one first.
+    name = json.loads((out / "widgets" / "summary.json").read_text())["reportName"]
+    assert name.startswith("wrong-msgno NOT CONFORMANT; reference-ripplehost CONFORMANT"), name
+    # No Python: the harness's message once, no traceback, plain parameters, no asyncio tag.
+    (failing,) = [c for c in cases if c["name"] == FAILING and target_of(c) == "wrong-msgno"]
+    assert failing["statusMessage"].startswith(FAILING + " [MUST"), failing["statusMessage"]
+    assert not failing.get("statusTrace"), failing.get("statusTrace")
+    assert failing["parameters"] == [{"name": "target", "value": "wrong-msgno"}]
+    assert {"name": "tag", "value": "asyncio"} not in failing["labels"]
+    assert not failing.get("beforeStages") and not failing.get("afterStages")
     # The Suites tab: ripplehost -> both targets.
     tree = json.loads((out / "data" / "suites.json").read_text())
     (protocol,) = [node for node in tree["children"] if node["name"] == "ripplehost"]

@@ -1,0 +1,129 @@
+"""What a reader of the Allure report sees of a run's ``allure-results``:
+the harness's words, not Python's.
+
+allure-pytest writes what pytest knows: the exception's class before its
+message (``conformance.plugin.ConformanceFailure: ...``), a traceback for
+every failure and skip, parameters as Python reprs (``'coilmq'``), a tag per
+pytest marker (``asyncio``), and a set-up and tear-down step per fixture and
+finalizer (``open_peer::<lambda>``, with no status: Allure's purple
+"unknown"). `conformance report` passes the results through
+:func:`present_results` before ``allure generate``:
+
+- a failure's message is the harness's own sentence (case id, level, basis,
+  citation, what the node did), once; the traceback is kept only for a case
+  that ended in ``error`` (Allure's "broken"), where it shows a harness or
+  target-start problem;
+- a case blocked by a prerequisite becomes Allure's ``unknown`` status (no
+  verdict for its own rule), apart from a not-applicable case (``skipped``),
+  its message starting with the root cause's case id;
+- parameters read ``target: coilmq``; the ``asyncio`` tag and pytest's host,
+  thread, framework, language and package labels go;
+- fixture set-up and tear-down (the ``*-container.json`` files) go: they are
+  the harness's plumbing, not the case's steps;
+- descriptions are reflowed (a docstring's hard line breaks joined, blank
+  lines kept as paragraph breaks).
+
+The run's own ``allure-results`` stay as allure-pytest wrote them (other
+Allure tools read them): the report is built from a presented copy.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+PYTEST_LABELS = frozenset({"host", "thread", "framework", "language", "package"})
+"""Labels allure-pytest adds that say how the harness ran, not what it found."""
+PYTEST_TAGS = frozenset({"asyncio"})
+"""Tags that are pytest markers of the harness's own plumbing."""
+EXCEPTION_PREFIX = re.compile(
+    r"^(?:Skipped: |(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Failure|Exception): )"
+)
+"""``conformance.plugin.ConformanceFailure: `` and the like, and pytest's ``Skipped: ``."""
+BLOCKED = "blocked by "
+
+
+def plain_message(message: str) -> str:
+    """A result message without the exception class (or ``Skipped:``) before it."""
+    return EXCEPTION_PREFIX.sub("", message, count=1)
+
+
+def plain_parameter(value: str) -> str:
+    """``'coilmq'`` -> ``coilmq``: a parameter's repr as its value."""
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return value
+    return parsed if isinstance(parsed, str) else value
+
+
+def reflow(text: str) -> str:
+    """Paragraphs as single lines: line breaks within a paragraph become
+    spaces; blank lines, and lines of an indented block (a dump, a list),
+    are kept."""
+    paragraphs = re.split(r"\n\s*\n", text.strip())
+    out = []
+    for paragraph in paragraphs:
+        lines = paragraph.splitlines()
+        if any(line.startswith(("    ", "\t", "- ", "* ")) for line in lines[1:]):
+            out.append(paragraph)
+        else:
+            out.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def present_result(result: dict) -> dict:
+    """One ``*-result.json`` as the report shows it (see the module doc)."""
+    details = result.get("statusDetails") or {}
+    message = plain_message(str(details.get("message") or ""))
+    status = result.get("status")
+    if status == "skipped" and message.startswith(BLOCKED):
+        status = "unknown"
+    presented_details = {"message": message} if message else {}
+    if status == "broken" and details.get("trace"):
+        presented_details["trace"] = details["trace"]
+    for flag in ("known", "muted", "flaky"):
+        if details.get(flag):
+            presented_details[flag] = details[flag]
+    result = dict(result, status=status, statusDetails=presented_details)
+    result["parameters"] = [
+        dict(p, value=plain_parameter(str(p.get("value", ""))))
+        for p in result.get("parameters", [])
+    ]
+    result["labels"] = [
+        label
+        for label in result.get("labels", [])
+        if label.get("name") not in PYTEST_LABELS
+        and not (label.get("name") == "tag" and label.get("value") in PYTEST_TAGS)
+    ]
+    if isinstance(result.get("description"), str):
+        result["description"] = reflow(result["description"])
+    return result
+
+
+def present_results(results: Path) -> dict[str, int]:
+    """Rewrites ``results`` (a copy of an ``allure-results`` folder) for the
+    report; returns counts of what changed. Files it cannot read are left
+    as they are (Allure reports them)."""
+    counts = {"results": 0, "blocked": 0, "fixture_containers_removed": 0}
+    for path in sorted(results.glob("*-result.json")):
+        try:
+            result = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        presented = present_result(result)
+        counts["results"] += 1
+        counts["blocked"] += presented["status"] == "unknown"
+        path.write_text(json.dumps(presented), encoding="utf-8")
+    for path in sorted(results.glob("*-container.json")):
+        try:
+            container = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        # Containers carry only fixtures' befores and afters in these runs.
+        if isinstance(container, dict) and not container.get("links"):
+            path.unlink()
+            counts["fixture_containers_removed"] += 1
+    return counts
