@@ -193,7 +193,8 @@ def print_summary(summary: dict, run_dir: Path, records_file: Path | None = None
             "(matrices, interop's cross-check)"
         )
     print(
-        f"\nresults: {run_dir}  (summary.json, results.jsonl, allure-results/, junit-*.xml, traces/)"
+        f"\nresults: {run_dir}  (summary.json, results.jsonl, allure-results/, junit-*.xml, traces/, and the targets' "
+        "own output in logs/)"
     )
 
 

@@ -72,6 +72,19 @@ class ProcessHandle:
             self._log.close()
             raise TargetNotStarted(f"could not start {argv[0]!r}: {exc}") from None
         self.started = time.monotonic()
+        self.attached_upto = 0
+        """Bytes of the log already attached to a case's report (new_log)."""
+
+    def new_log(self) -> str:
+        """The output written since the last call (for a case's report)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.attached_upto)
+                data = log.read()
+        except FileNotFoundError:
+            return ""
+        self.attached_upto += len(data)
+        return data.decode("utf-8", errors="replace")
 
     def output(self) -> str:
         try:
@@ -130,6 +143,8 @@ class TargetRuntime:
         self.url = target.url
         self.params: dict[str, Any] = dict(target.params)
         self.server: ProcessHandle | None = None
+        self.unreported_clients: list[ProcessHandle] = []
+        """Client processes launched since the last case's report took their logs."""
         self.restarts = 0
         self._launches = 0
         self.client_containers: list[ContainerClient] = []
@@ -359,13 +374,26 @@ class TargetRuntime:
         output/tail/running/wait/stop/returncode."""
         spec = self.target.container.client if self.target.container is not None else None
         if spec is None:
-            return self._start("client", extra)
+            handle = self._start("client", extra)
+            self.unreported_clients.append(handle)
+            return handle
         self._launches += 1
         client = ContainerClient(self, spec, extra, self._launches)
         self.client_containers = [c for c in self.client_containers if c._container is not None]
         self.client_containers.append(client)
         client.start()
         return client
+
+    def new_process_logs(self) -> list[tuple[str, Path, str]]:
+        """(role, log file, text) of what the target's processes wrote since
+        the last call: the server's new lines, and each client launched
+        since then (a container target's logs come from its container)."""
+        logs = []
+        if self.server is not None:
+            logs.append(("server", self.server.log_path, self.server.new_log()))
+        clients, self.unreported_clients = self.unreported_clients, []
+        logs += [("client", client.log_path, client.new_log()) for client in clients]
+        return [(role, path, text) for role, path, text in logs if text.strip()]
 
     def has_adapter(self, name: str) -> bool:
         return bool(self.target.adapters.get(name))

@@ -86,6 +86,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if report.when == "call":
         attach_trace(item)
         attach_container_log(state)
+        attach_process_logs(state)
     elif report.when == "teardown":
         recorded = record(item, req, state)
         if state.worker_id is not None:
@@ -322,6 +323,32 @@ def attach_container_log(state: RunState) -> None:
             name=f"container log of {runtime.target.name} ({server.spec.image}) during this case",
             attachment_type=AttachmentType.TEXT,
         )
+
+
+def attach_process_logs(state: RunState) -> None:
+    """What a process target (server, and each client launched for the case)
+    wrote while the case ran goes to the case's Allure result, secrets
+    redacted: the node's own account of a start failure, a reset or a close,
+    beside the wire trace. The whole logs stay in the run's logs/."""
+    if allure is None:
+        return
+    from ..core.containers import ALLURE_LOG_LIMIT
+
+    for runtime in (state.runtime, state.peer_runtime):
+        if runtime is None:
+            continue
+        for role, path, raw in runtime.new_process_logs():
+            text = state.redactor.text(raw)
+            if len(text) > ALLURE_LOG_LIMIT:
+                text = (
+                    f"(first {len(text) - ALLURE_LOG_LIMIT} characters left out; the whole log: "
+                    f"logs/{path.name})\n" + text[-ALLURE_LOG_LIMIT:]
+                )
+            allure.attach(
+                text,
+                name=f"log of {runtime.target.name} ({role} process, logs/{path.name}) during this case",
+                attachment_type=AttachmentType.TEXT,
+            )
 
 
 # ------------------------------------------------------------------ records

@@ -109,6 +109,19 @@ def test_each_target_has_its_own_allure_ids_stable_across_runs(runs: Runs) -> No
         assert (labels["parentSuite"], labels["suite"]) == ("ripplehost", record["target"])
         assert labels["subSuite"] == f"{labels['component']}, target role: {record['role']}"
         assert {"name": "target", "value": repr(record["target"])} in data["parameters"]
+    # The node's own output of the case beside its trace (the server's start
+    # lines go to the first case that runs after it started).
+    for target in TARGETS:
+        logs = [
+            attachment
+            for (case, name), data in first.items()
+            if name == target
+            for attachment in data.get("attachments", [])
+            if attachment["name"].startswith(f"log of {target} (server process, logs/{target}.")
+        ]
+        assert logs, f"no case of {target} carries its server's log"
+        text = (runs.first / "allure-results" / logs[0]["source"]).read_text()
+        assert text.strip(), logs[0]
     assert first[(FAILING, "wrong-msgno")]["status"] == "failed"
     assert first[(FAILING, "reference-ripplehost")]["status"] == "passed"
     # JUnit: one file per target, its suite named after the target.
