@@ -297,6 +297,19 @@ def attach_trace(item: pytest.Item) -> None:
     item.stash[RENDERED] = text
 
 
+def _attach_log(text: str, log_name: str, title: str) -> None:
+    """A node's log lines in a case's Allure result, the oldest left out
+    past ALLURE_LOG_LIMIT (the whole log is logs/LOG_NAME)."""
+    from ..core.containers import ALLURE_LOG_LIMIT
+
+    if len(text) > ALLURE_LOG_LIMIT:
+        text = (
+            f"(first {len(text) - ALLURE_LOG_LIMIT} characters left out; the whole log: logs/"
+            f"{log_name})\n" + text[-ALLURE_LOG_LIMIT:]
+        )
+    allure.attach(text, name=title, attachment_type=AttachmentType.TEXT)
+
+
 def attach_container_log(state: RunState) -> None:
     """A container target's log lines written since the previous case (the
     first case also gets the start-up lines) go to this case's Allure
@@ -304,25 +317,17 @@ def attach_container_log(state: RunState) -> None:
     The whole log goes to logs/ when the container is removed."""
     if allure is None:
         return
-    from ..core.containers import ALLURE_LOG_LIMIT
-
     for runtime in (state.runtime, state.peer_runtime):
         server = runtime.container if runtime is not None else None
         if server is None or server.container is None:
             continue
         text = state.redactor.text(server.new_log())
-        if not text:
-            continue
-        if len(text) > ALLURE_LOG_LIMIT:
-            text = (
-                f"(first {len(text) - ALLURE_LOG_LIMIT} characters left out; the whole log: logs/"
-                f"{server.log_path.name})\n" + text[-ALLURE_LOG_LIMIT:]
+        if text:
+            _attach_log(
+                text,
+                server.log_path.name,
+                f"container log of {runtime.target.name} ({server.spec.image}) during this case",
             )
-        allure.attach(
-            text,
-            name=f"container log of {runtime.target.name} ({server.spec.image}) during this case",
-            attachment_type=AttachmentType.TEXT,
-        )
 
 
 def attach_process_logs(state: RunState) -> None:
@@ -332,22 +337,14 @@ def attach_process_logs(state: RunState) -> None:
     beside the wire trace. The whole logs stay in the run's logs/."""
     if allure is None:
         return
-    from ..core.containers import ALLURE_LOG_LIMIT
-
     for runtime in (state.runtime, state.peer_runtime):
         if runtime is None:
             continue
         for role, path, raw in runtime.new_process_logs():
-            text = state.redactor.text(raw)
-            if len(text) > ALLURE_LOG_LIMIT:
-                text = (
-                    f"(first {len(text) - ALLURE_LOG_LIMIT} characters left out; the whole log: "
-                    f"logs/{path.name})\n" + text[-ALLURE_LOG_LIMIT:]
-                )
-            allure.attach(
-                text,
-                name=f"log of {runtime.target.name} ({role} process, logs/{path.name}) during this case",
-                attachment_type=AttachmentType.TEXT,
+            _attach_log(
+                state.redactor.text(raw),
+                path.name,
+                f"log of {runtime.target.name} ({role} process, logs/{path.name}) during this case",
             )
 
 

@@ -469,14 +469,7 @@ def publish_messages(amqp_port: int, queue: str, messages: list[dict]) -> list[b
         json.dumps(m["body"], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         for m in messages
     ]
-    connection = pika.BlockingConnection(
-        pika.ConnectionParameters(
-            host="127.0.0.1",
-            port=amqp_port,
-            credentials=pika.PlainCredentials("guest", "guest"),
-            heartbeat=0,
-        )
-    )
+    connection = _amqp_connection(amqp_port)
     try:
         channel = connection.channel()
         channel.confirm_delivery()
@@ -628,11 +621,11 @@ def _live_shared_broker(state: Path) -> int:
     return 0
 
 
-def delete_queue(amqp_port: int, queue: str) -> None:
-    """A launch's queue leaves the shared broker with it."""
+def _amqp_connection(amqp_port: int):
+    """A blocking AMQP connection to a private broker on loopback (guest)."""
     import pika
 
-    connection = pika.BlockingConnection(
+    return pika.BlockingConnection(
         pika.ConnectionParameters(
             host="127.0.0.1",
             port=amqp_port,
@@ -640,6 +633,11 @@ def delete_queue(amqp_port: int, queue: str) -> None:
             heartbeat=0,
         )
     )
+
+
+def delete_queue(amqp_port: int, queue: str) -> None:
+    """A launch's queue leaves the shared broker with it."""
+    connection = _amqp_connection(amqp_port)
     try:
         connection.channel().queue_delete(queue)
     finally:
