@@ -21,7 +21,10 @@ finalizer (``open_peer::<lambda>``, with no status: Allure's purple
 - fixture set-up and tear-down (the ``*-container.json`` files) go: they are
   the harness's plumbing, not the case's steps;
 - descriptions are reflowed (a docstring's hard line breaks joined, blank
-  lines kept as paragraph breaks).
+  lines kept as paragraph breaks);
+- once Allure has generated the report, a blocked case's page links to its
+  root cause's page (:func:`link_root_causes`): Allure numbers its pages only
+  while generating, so the link is written into the generated data.
 
 The run's own ``allure-results`` stay as allure-pytest wrote them (other
 Allure tools read them): the report is built from a presented copy.
@@ -127,3 +130,36 @@ def present_results(results: Path) -> dict[str, int]:
             path.unlink()
             counts["fixture_containers_removed"] += 1
     return counts
+
+
+def link_root_causes(report: Path) -> int:
+    """In a generated report, give each blocked case (a ``blocked_by``
+    label) a link to the page of its root cause, the same target's case of
+    that id (Allure's route ``#testresult/<uid>``). Returns the links made."""
+    cases_dir = report / "data" / "test-cases"
+    cases = {}
+    for path in cases_dir.glob("*.json"):
+        try:
+            cases[path] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+
+    def label(case: dict, name: str) -> str | None:
+        return next(
+            (lb.get("value") for lb in case.get("labels", []) if lb.get("name") == name), None
+        )
+
+    uid_of = {(case.get("name"), label(case, "target")): case.get("uid") for case in cases.values()}
+    made = 0
+    for path, case in cases.items():
+        root = label(case, "blocked_by")
+        uid = uid_of.get((root, label(case, "target"))) if root else None
+        if not uid:
+            continue
+        link = {"name": f"root cause: {root}", "url": f"#testresult/{uid}", "type": "link"}
+        case["links"] = [lk for lk in case.get("links", []) if lk.get("url") != link["url"]] + [
+            link
+        ]
+        path.write_text(json.dumps(case), encoding="utf-8")
+        made += 1
+    return made

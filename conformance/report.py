@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import __version__
-from .allure_presentation import present_results
+from .allure_presentation import link_root_causes, present_results
 from .core.results import partial_scope, read_results, summarize
 from .core.run_folder import ALLURE_REPORT_DIR, RunFolder
 
@@ -465,6 +465,7 @@ def build_report(
             f"(if Allure or Java is broken, rerun {INSTALL_SCRIPT} --force)"
         )
 
+    link_root_causes(out)
     trend = []
     try:
         trend = json.loads((out / HISTORY_DIR / "history-trend.json").read_text(encoding="utf-8"))

@@ -128,3 +128,18 @@ def test_report_puts_blocked_cases_in_their_own_category(tmp_path: Path) -> None
     }
     assert cases("Not applicable") == {"stomp.fake.client.na", "stomp.fake.server.after-na"}
     assert cases("Requirement failed") == {"stomp.fake.server.base"}
+    # A blocked case is Allure's "unknown", apart from not applicable, and
+    # its page links to its root cause's page.
+    pages = {
+        case["name"]: case
+        for case in (json.loads(p.read_text()) for p in (data / "test-cases").glob("*.json"))
+    }
+    base_uid = pages["stomp.fake.server.base"]["uid"]
+    mid = pages["stomp.fake.server.mid"]
+    assert mid["status"] == "unknown"
+    assert pages["stomp.fake.client.na"]["status"] == "skipped"
+    assert {
+        "name": "root cause: stomp.fake.server.base",
+        "url": f"#testresult/{base_uid}",
+        "type": "link",
+    } in mid["links"]
