@@ -66,7 +66,13 @@ def reflow(text: str) -> str:
     """Paragraphs as single lines: line breaks within a paragraph become
     spaces; blank lines, and lines of an indented block (a dump, a list),
     are kept."""
-    paragraphs = re.split(r"\n\s*\n", text.strip())
+    # A docstring keeps its indentation after its first line: that common
+    # indentation goes (as inspect.cleandoc's); what is indented deeper is a block.
+    lines = text.strip("\n").splitlines()
+    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()]
+    base = min((i for i in indents if i), default=0)
+    lines = [line[base:] if line[:base].isspace() else line for line in lines]
+    paragraphs = re.split(r"\n\s*\n", "\n".join(lines))
     out = []
     for paragraph in paragraphs:
         lines = paragraph.splitlines()
@@ -135,7 +141,9 @@ def present_results(results: Path) -> dict[str, int]:
 def link_root_causes(report: Path) -> int:
     """In a generated report, give each blocked case (a ``blocked_by``
     label) a link to the page of its root cause, the same target's case of
-    that id (Allure's route ``#testresult/<uid>``). Returns the links made."""
+    that id (Allure's route ``#testresult/<uid>``), and show a case's
+    message once (Allure repeats it under "Test body"). Returns the links
+    made."""
     cases_dir = report / "data" / "test-cases"
     cases = {}
     for path in cases_dir.glob("*.json"):
@@ -152,6 +160,10 @@ def link_root_causes(report: Path) -> int:
     uid_of = {(case.get("name"), label(case, "target")): case.get("uid") for case in cases.values()}
     made = 0
     for path, case in cases.items():
+        stage = case.get("testStage")
+        if isinstance(stage, dict) and stage.get("shouldDisplayMessage"):
+            stage["shouldDisplayMessage"] = False
+            path.write_text(json.dumps(case), encoding="utf-8")
         root = label(case, "blocked_by")
         uid = uid_of.get((root, label(case, "target"))) if root else None
         if not uid:

@@ -352,9 +352,14 @@ class TcpConnection:
         except ConnectionResetError as exc:
             if ssl is not None:
                 trace.event(f"connection reset during the TLS handshake with {host}:{port}")
+                # A reset mid-handshake often means the node speaks no TLS on
+                # that port (it read the ClientHello as its own protocol): its
+                # log, attached to the case and in logs/, says what it made of it.
+                detail = f" ({exc})" if str(exc) else ""
                 raise TlsRefused(
-                    f"TLS handshake with {host}:{port} failed: the target reset the connection "
-                    f"({exc})"
+                    f"TLS handshake with {host}:{port} failed: the target reset the connection"
+                    f"{detail} before answering the ClientHello; does it speak TLS on this port? "
+                    "(its log: the case's attachment, or the run's logs/)"
                 ) from None
             raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
         except OSError as exc:

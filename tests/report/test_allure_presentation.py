@@ -57,9 +57,18 @@ def test_an_error_keeps_its_traceback():
     assert shown["statusDetails"] == {"message": "the harness broke", "trace": "Traceback ..."}
 
 
+def test_a_docstring_indentation_is_no_block():
+    text = "MUST: a citation\n\nA valid SEND whose receipt value has spaces: the\n    RECEIPT keeps them.\n"
+    assert reflow(text) == (
+        "MUST: a citation\n\nA valid SEND whose receipt value has spaces: the RECEIPT keeps them.\n"
+    )
+
+
 def test_indented_blocks_are_not_reflowed():
-    text = "A dump:\n    00000000  43 4f\n    00000010  4e 4e\n"
-    assert reflow(text) == text
+    text = "MUST: a citation\n\nA dump:\n    the bytes\n\n        00000000  43 4f\n        00000010  4e 4e\n"
+    assert reflow(text) == (
+        "MUST: a citation\n\nA dump: the bytes\n\n    00000000  43 4f\n    00000010  4e 4e\n"
+    )
 
 
 def test_present_results_rewrites_results_and_drops_fixture_containers(tmp_path: Path):
