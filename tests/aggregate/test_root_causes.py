@@ -104,8 +104,8 @@ def test_blocked_cells_name_their_root_cause_and_did_not_start_is_no_error(spark
         return unescape(re.sub(r"<[^>]+>", " ", re.sub(r'title="[^"]*"', "", html)))
 
     grid = page[page.index('id="certification"') : page.index('id="interop"')]
-    assert f"1.0 not certified blocked by {AUTH}" in " ".join(visible(grid).split())
-    assert "2.0 did not start" in " ".join(visible(grid).split())
+    assert f"1.0 NOT CONFORMANT blocked by {AUTH}" in " ".join(visible(grid).split())
+    assert "2.0 NOT CERTIFIED (did not start)" in " ".join(visible(grid).split())
     heatmap = visible(page[page.index('id="requirements"') :])
     assert f"{FLOW} (node-a 1.0): blocked by {AUTH}" in heatmap
     assert f"{AUTH} (node-b 2.0): did not start" in heatmap
