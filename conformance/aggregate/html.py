@@ -98,6 +98,11 @@ th{background:#f4f4f4;font-weight:600} td.num{text-align:right;font-variant-nume
 .c-dns{background:#4d4d4d;color:#fff} .cause{font-size:.85em;margin:.3em 0 0 1em;padding-left:1em}
 .c-ok{background:#2e9d4b;color:#fff} .c-fail{background:#d7301f;color:#fff} .c-none{background:#c9c9c9}
 .r-none{background:#eee}
+.heat td.cell a{display:block;width:100%;height:100%}
+.heat td.cell a:focus{outline:2px solid #000;outline-offset:-2px}
+.heat td.root{box-shadow:inset 0 0 0 2px #000}
+.evidence{font-size:.85em;padding-left:1.5em} .evidence li{margin:.3em 0}
+.evidence li:target{background:#fff3b0} .evidence .msg{white-space:pre-wrap;color:#333}
 .r0{background:#b2182b;color:#fff}.r1{background:#c8372d;color:#fff}.r2{background:#d6604d;color:#fff}
 .r3{background:#e58e68}.r4{background:#f1b77e}.r5{background:#f7d98b}.r6{background:#e6e68a}
 .r7{background:#c2df86}.r8{background:#91cf7f}.r9{background:#5cb566;color:#fff}.r10{background:#1a9850;color:#fff}
@@ -283,6 +288,15 @@ def _requirements(table: Matrix) -> str:
             )
             + "</tr>"
         )
+        # Root causes: the cases that blocked another of the same version.
+        roots = {
+            (r["latest_blocked_by"], r["implementation"], r["implementation_version"])
+            for r in table.rows
+            if r["protocol"] == proto
+            and r["latest_outcome"] == "blocked"
+            and r.get("latest_blocked_by")
+        }
+        evidence: list[tuple[tuple, str]] = []
         for case in cases:
             out.append(
                 f"<tr><th class=row>{escape(case)} <span class=lvl>{escape(levels[(proto, case)])}</span></th>"
@@ -306,13 +320,67 @@ def _requirements(table: Matrix) -> str:
                     f"failed {r['failed']}, error {r['error']}, did not start {r['did_not_start']}, "
                     f"blocked {r['blocked']}, n/a {r['not_applicable']} of {r['records']}"
                 )
-                out.append(f'<td class="cell {cls}" title="{_a(title)}"></td>')
+                anchor = f"e-{proto}-{len(evidence)}"
+                root = (case, impl, version) in roots
+                out.append(
+                    f'<td class="cell {cls}{" root" if root else ""}"><a href="#{anchor}" '
+                    f'title="{_a(title)}" aria-label="{_a(f"{case}, {impl} {version}: {latest}")}">'
+                    "</a></td>"
+                )
+                order = (not root, r["latest_outcome"] == "passed", case, impl, version or "")
+                evidence.append(
+                    (order, _evidence_item(anchor, r, levels[(proto, case)], latest, root))
+                )
                 if r["latest_outcome"] in ("blocked", DID_NOT_START):
                     outside.append(f"{case} ({impl} {version}): {latest}")
             out.append("</tr>")
         out.append("</table>")
         out.append(_outside_the_rule(outside))
+        out.append(
+            "<p class=note>Every cell links to its latest record below: root causes (outlined in the "
+            "grid) first, then the other verdicts that did not pass, then the passes.</p>"
+            "<ol class=evidence>" + "".join(item for _, item in sorted(evidence)) + "</ol>"
+        )
     return "".join(out)
+
+
+EVIDENCE_MESSAGE_CHARS = 600
+"""Characters of a latest record's message the page shows (results.jsonl has it all)."""
+
+
+def _evidence_item(anchor: str, row: dict[str, Any], level: str, latest: str, root: bool) -> str:
+    """One cell's latest record: verdict, level and citation, what the node
+    did, and links to the trace, the run's results and its Allure report
+    (the files beside the run's results.jsonl, ``latest_source_uri``)."""
+    source = row.get("latest_source_uri") or ""
+    run = source.rsplit("/", 1)[0] if "/" in source else ""
+    links = []
+    if run and row.get("latest_trace_file"):
+        links.append(f'<a href="{_a(run + "/" + row["latest_trace_file"])}">trace</a>')
+    if source:
+        links.append(f'<a href="{_a(source)}">results.jsonl</a>')
+        links.append(f'<a href="{_a(run + "/allure-report/index.html")}">Allure report</a>')
+    message = row.get("latest_message") or ""
+    if len(message) > EVIDENCE_MESSAGE_CHARS:
+        message = message[:EVIDENCE_MESSAGE_CHARS] + " ..."
+    return (
+        f'<li id="{anchor}"><b>{escape(row["case_id"])}</b> {escape(row["implementation"])} '
+        f"{escape(row['implementation_version'] or '')}: <b>{escape(latest)}</b>"
+        + (" <b>(root cause)</b>" if root else "")
+        + f" ({escape(level)}; latest {escape(str(row['latest_time']))})"
+        + (f" {' · '.join(links)}" if links else "")
+        + (
+            f"<br><span class=note>{escape(row['latest_citation'])}</span>"
+            if row.get("latest_citation")
+            else ""
+        )
+        + (
+            f"<div class=msg>{escape(message)}</div>"
+            if message and row["latest_outcome"] != "passed"
+            else ""
+        )
+        + "</li>"
+    )
 
 
 def _latest_text(row: dict[str, Any]) -> str:

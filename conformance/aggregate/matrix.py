@@ -112,6 +112,9 @@ MAX_PUSHED_RUN_IDS = 2000
 BLOCKED_BY_MESSAGE = r"^blocked by (\S+)"
 """The root cause a blocked record's message names (conformance.core.results.blocked_by):
 records written before ``blocked_by`` existed have only the message."""
+EVIDENCE_COLUMNS = ("message", "trace_file", "citation", "source_uri")
+"""Record fields the page shows for a cell's latest record: what the node
+did, the trace beside its run's results.jsonl (source_uri), the citation."""
 
 
 # ------------------------------------------------------------------ window
@@ -230,6 +233,9 @@ def select_window(spark: Any, dataset: str | os.PathLike, window: Window) -> Any
         months = set(run_months) if months is None else months & set(run_months)
     res = read_months(spark, dataset, months).select(
         "run_id",
+        # The evidence of a record (the page links each cell to its latest
+        # one's); Spark reads them only for the queries that use them.
+        *EVIDENCE_COLUMNS,
         "time",
         "date",
         "target",
@@ -463,6 +469,7 @@ def build(
             "records",
             "_first",
             "_last",
+            F.col("_code").alias("latest_code"),
             _decode(F, F.expr("(_code div 8) % 4"), LEVEL_CODES).alias("level"),
             _decode(F, F.expr("_code % 8"), BASIS_CODES).alias("basis"),
             _decode(F, F.expr("(_code div 32) % 8"), OUTCOME_CODES).alias("latest_outcome"),
@@ -573,6 +580,7 @@ def build(
 
     t = time.monotonic()
     requirements, page = _requirements(spark, F, per_case, [v for v in versions if v["own"]])
+    page = _with_evidence(F, res, peer, latest_code, per_case, page)
     matrices = {
         "requirements": requirements,
         "certification": _certification(F, W, per_run, failures),
@@ -585,7 +593,11 @@ def build(
         F,
         {
             **{name: (m.frame, m.columns, m.key) for name, m in small.items()},
-            "requirements-page": (page, requirements.columns, requirements.key),
+            "requirements-page": (
+                page,
+                [*requirements.columns, *(f"latest_{c}" for c in EVIDENCE_COLUMNS)],
+                requirements.key,
+            ),
         },
     )
     for name, m in small.items():
@@ -604,6 +616,28 @@ def build(
         + f" row(s): {time.monotonic() - t:.1f} s"
     )
     return matrices
+
+
+def _with_evidence(F: Any, res: Any, peer: Any, latest_code: Any, per_case: Any, page: Any) -> Any:
+    """The page's rows with their latest record's evidence (``latest_message``,
+    ``latest_trace_file``, ``latest_citation``, ``latest_source_uri``): the
+    records whose verdict code is their cell's latest, found by a join on
+    the page's cells alone (two records of one cell in one millisecond with
+    one verdict: either's evidence)."""
+    keys = ["implementation", "implementation_version", "protocol", "network", "case_id"]
+    cells = (
+        per_case.where(F.col("peer") == "")
+        .select(*keys, "latest_code")
+        .join(page.select(*keys), keys, "left_semi")
+    )
+    latest = (
+        res.where(peer == "")
+        .withColumn("latest_code", latest_code)
+        .join(F.broadcast(cells), [*keys, "latest_code"], "left_semi")
+        .groupBy(*keys)
+        .agg(*(F.first(c, ignorenulls=True).alias(f"latest_{c}") for c in EVIDENCE_COLUMNS))
+    )
+    return page.join(latest, keys, "left")
 
 
 def _requirements(spark: Any, F: Any, per_case: Any, versions: list[Any]) -> tuple[Matrix, Any]:

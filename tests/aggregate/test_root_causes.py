@@ -109,6 +109,18 @@ def test_blocked_cells_name_their_root_cause_and_did_not_start_is_no_error(spark
     heatmap = visible(page[page.index('id="requirements"') :])
     assert f"{FLOW} (node-a 1.0): blocked by {AUTH}" in heatmap
     assert f"{AUTH} (node-b 2.0): did not start" in heatmap
+    # Every cell leads to its latest record (no hover needed): the blocked
+    # cell to the entry naming its root cause, the root cause outlined and
+    # listed first, with its message and the links to its run's files.
+    heat = page[page.index('id="requirements"') :]
+    entries = re.findall(r'<li id="(e-btp-\d+)">(.*?)</li>', heat, re.S)
+    assert entries and all(f'href="#{anchor}"' in heat for anchor, _ in entries)
+    first_anchor, first = entries[0]
+    assert AUTH in first and "node-a" in first and "(root cause)" in first, first
+    assert 'class="cell v-fail root"><a href="#' + first_anchor + '"' in heat
+    assert f"{BLOCKING}/results.jsonl" in first and "allure-report/index.html" in first, first
+    (blocked_entry,) = [text for _, text in entries if FLOW in text and "node-a" in text]
+    assert f"blocked by {AUTH}" in unescape(blocked_entry), blocked_entry
     titles = [unescape(t) for t in re.findall(r'title="([^"]*)"', page)]
     assert any(f"{FLOW} (MUST)\nlatest: blocked by {AUTH}" in t for t in titles)
     assert any(f"{AUTH} (MUST)\nlatest: did not start" in t for t in titles)
