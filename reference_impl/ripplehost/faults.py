@@ -123,6 +123,41 @@ def size_by_search(options: dict[str, Any], **_: Any) -> dict[str, Any]:
     return {**options, "size_by_search": True}
 
 
+def split_on_whitespace(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """split-header-on-whitespace: a header line is split on runs of spaces,
+    so a space before its CRLF, or two between fields, is taken."""
+    return {**options, "lenient_spaces": True}
+
+
+OTHER_VERSION = "1.1"
+"""answer-other-version: the version the faulty node writes in its answers."""
+
+
+def answers_in_other_version(frames: list[Frame], *, body: Any, **_: Any) -> list[Frame]:
+    """answer-other-version, client-answer-other-version: RPY and ERR frames
+    carry version 1.1 (the host-id RPY keeps the version in use)."""
+    if frames[0].type == "MSG" or (isinstance(body, dict) and body.get("type") == "host-id"):
+        return frames
+    return [frame._replace(version=OTHER_VERSION) for frame in frames]
+
+
+def err_type_is_code(frames: list[Frame], *, body: Any, **_: Any) -> list[Frame]:
+    """err-type-is-code: an ERR body's type is its code ({"type":"unknown-type",
+    "error":"unknown-type",...}) instead of the profile's "error"."""
+    if frames[0].type != "ERR" or not isinstance(body, dict) or "error" not in body:
+        return frames
+    first = frames[0]
+    return message_frames(
+        "ERR",
+        first.msgno,
+        {**body, "type": body["error"]},
+        version=first.version,
+        to_user=first.to_user,
+        from_user=first.from_user,
+        chunk_size=len(first.payload) if len(frames) > 1 else None,
+    )
+
+
 def other_parity(parity: int, **_: Any) -> int:
     return 1 - parity
 
@@ -277,6 +312,7 @@ FRAME_S = "ripplehost.frame.server."
 FRAME_C = "ripplehost.frame.client."
 CHUNK_S = "ripplehost.chunk.server."
 MESSAGE_S = "ripplehost.message.server."
+MESSAGE_C = "ripplehost.message.client."
 NODE_S = "ripplehost.node.server."
 CHUNK_C = "ripplehost.chunk.client."
 
@@ -377,6 +413,34 @@ SPECS: tuple[FaultSpec, ...] = (
         "end the content at the first END CRLF whatever size says (a wrong size is served)",
         (FRAME_S + "closes-on-wrong-size",),
         changes={"parser-options": size_by_search},
+    ),
+    FaultSpec(
+        "split-header-on-whitespace",
+        "server",
+        "read a header line split on runs of spaces (a space before its CRLF, or two between fields, "
+        "is taken)",
+        (FRAME_S + "closes-on-malformed-header",),
+        changes={"parser-options": split_on_whitespace},
+    ),
+    FaultSpec(
+        "answer-other-version",
+        "server",
+        "RPY and ERR frames carry version 1.1, not the version in use, 1.0 (the host-id RPY keeps "
+        "1.0)",
+        (MESSAGE_S + "speaks-version-in-use",),
+        changes={"outgoing-frames": answers_in_other_version},
+    ),
+    FaultSpec(
+        "err-type-is-code",
+        "server",
+        'ERR bodies carry their code as type ({"type":"unknown-type","error":"unknown-type",...}), '
+        'not the profile\'s "error"',
+        (
+            MESSAGE_S + "err-for-unknown-type",
+            MESSAGE_S + "err-for-unsupported-version",
+            HOSTID_S + "refuses-msg-before-host-id",
+        ),
+        changes={"outgoing-frames": err_type_is_code},
     ),
     FaultSpec(
         "no-interleave",
@@ -502,6 +566,21 @@ SPECS: tuple[FaultSpec, ...] = (
         "the initiator ends the content at the first END CRLF whatever size says (a wrong size is served)",
         (FRAME_C + "closes-on-wrong-size",),
         changes={"parser-options": size_by_search},
+    ),
+    FaultSpec(
+        "client-split-header-on-whitespace",
+        "client",
+        "the initiator reads a header line split on runs of spaces (a space before its CRLF, or two "
+        "between fields, is taken)",
+        (FRAME_C + "closes-on-malformed-header",),
+        changes={"parser-options": split_on_whitespace},
+    ),
+    FaultSpec(
+        "client-answer-other-version",
+        "client",
+        "the initiator's RPY and ERR frames carry version 1.1, not the version in use, 1.0",
+        (MESSAGE_C + "speaks-version-in-use",),
+        changes={"outgoing-frames": answers_in_other_version},
     ),
     FaultSpec(
         "client-refuse-chunked",

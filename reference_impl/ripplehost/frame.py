@@ -287,11 +287,15 @@ class FrameParser:
     the frames completed so far. After a :class:`FrameError` it is dead and
     raises again on any further call.
 
-    ``lenient_trailer`` and ``size_by_search`` exist only for the reference
-    node's faults (accept-missing-end and client-accept-missing-end,
-    ignore-size and client-ignore-size): the first takes any five bytes after
-    the content as the trailer, the second ends the content at the first
-    ``END`` CRLF whatever ``size`` says.
+    ``lenient_trailer``, ``size_by_search`` and ``lenient_spaces`` exist only
+    for the reference node's faults (accept-missing-end and
+    client-accept-missing-end, ignore-size and client-ignore-size,
+    split-header-on-whitespace and client-split-header-on-whitespace): the
+    first takes any five bytes after the content as the trailer, the second
+    ends the content at the first ``END`` CRLF whatever ``size`` says, the
+    third reads a header line split on runs of spaces (a space before the
+    CRLF, or two between fields, is taken), as a reader splitting the line
+    on whitespace does.
     """
 
     def __init__(
@@ -301,6 +305,7 @@ class FrameParser:
         max_size: int = DEFAULT_MAX_SIZE,
         lenient_trailer: bool = False,
         size_by_search: bool = False,
+        lenient_spaces: bool = False,
     ) -> None:
         if max_size > MAX_MSGNO:
             raise ValueError("max_size above the protocol's 2147483647")
@@ -308,6 +313,7 @@ class FrameParser:
         self.max_size = max_size
         self.lenient_trailer = lenient_trailer
         self.size_by_search = size_by_search
+        self.lenient_spaces = lenient_spaces
         self._buffer = b""
         self._error: FrameError | None = None
 
@@ -349,17 +355,19 @@ class FrameParser:
             while pos < end:
                 match = fast(buf, pos)
                 if match is None or match.end() - pos > max_line:
-                    match = self._slow_header(buf, pos, end)
-                    if match is None:
+                    header = self._slow_header(buf, pos, end)
+                    if header is None:
                         break  # the header line is not complete yet
-                kind, version, msgno_text, more, size_text, to_user, from_user = match.groups()
+                    fields, start = header
+                else:
+                    fields, start = match.groups(), match.end()
+                kind, version, msgno_text, more, size_text, to_user, from_user = fields
                 msgno = int(msgno_text)
                 if msgno > MAX_MSGNO:
-                    raise self._fail("msgno above 2147483647", buf[pos : match.end()])
+                    raise self._fail("msgno above 2147483647", buf[pos:start])
                 size = int(size_text)
                 if size > max_size:
-                    raise self._fail("size above bound", buf[pos : match.end()])
-                start = match.end()
+                    raise self._fail("size above bound", buf[pos:start])
                 if self.size_by_search:
                     found = buf.find(TRAILER, start, start + max_size + 5)
                     if found < 0:
@@ -392,10 +400,13 @@ class FrameParser:
                 self._buffer = buf[pos:] if pos < end else b""
         return frames
 
-    def _slow_header(self, buf: bytes, pos: int, end: int) -> re.Match[bytes] | None:
-        """The header at ``pos`` when the fast pattern did not match it: the
-        match, None while its line is incomplete (and not yet refusable), or
-        FrameError naming the rule it breaks."""
+    def _slow_header(
+        self, buf: bytes, pos: int, end: int
+    ) -> tuple[tuple[bytes | None, ...], int] | None:
+        """The header at ``pos`` when the fast pattern did not match it: its
+        fields and the offset after its CRLF, None while its line is
+        incomplete (and not yet refusable), or FrameError naming the rule it
+        breaks."""
         max_line = self.max_header_line
         newline = buf.find(b"\n", pos, pos + max_line)
         if newline < 0:
@@ -414,11 +425,15 @@ class FrameParser:
             raise self._fail("header line not ended by CRLF", buf[pos : newline + 1])
         line = buf[pos : newline - 1]
         match = _HEADER_CRLF.match(buf, pos)
+        if match is None and self.lenient_spaces:
+            match = _HEADER_CRLF.fullmatch(b" ".join(line.split()) + b"\r\n")
+            if match is not None:
+                return match.groups(), newline + 1
         if match is None:
             raise self._fail(
                 header_problem(line, self.max_size) or "malformed header", line + b"\r\n"
             )
-        return match
+        return match.groups(), match.end()
 
 
 def decode_body(content: bytes) -> dict[str, Any]:

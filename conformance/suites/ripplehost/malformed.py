@@ -100,6 +100,17 @@ def malformed_headers(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
             "a header ended by a bare LF instead of CRLF",
             b"MSG 1.0 " + number + b" . " + size + b"\n" + tail,
         ),
+        # Two headers a reader splitting the line on whitespace takes: the
+        # text's layout puts the CRLF right after the size, and one space
+        # between fields.
+        (
+            "a space after the size, before the CRLF",
+            b"MSG 1.0 " + number + b" . " + size + b" \r\n" + tail,
+        ),
+        (
+            "two spaces between the msgno and the more flag",
+            b"MSG 1.0 " + number + b"  . " + size + b"\r\n" + tail,
+        ),
     ]
 
 

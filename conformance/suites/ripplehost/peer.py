@@ -82,6 +82,26 @@ def probe_body(label: str = "probe") -> dict[str, Any]:
     return {"type": "echo", "data": f"{label}-{secrets.token_hex(6)}"}
 
 
+def error_body_problem(answer: Message, code: str) -> str | None:
+    """Why an ERR's body is not the profile's (section 6)
+    ``{"type":"error","error":CODE,"message":TEXT}`` with ``code``, or None:
+    each value it fixes is checked, not only the code's presence."""
+    body = answer.body
+    if body.get("type") != "error":
+        return f"the ERR body's type must be 'error', not {body.get('type')!r}: {summary(answer)}"
+    if body.get("error") != code:
+        return f"the ERR should carry the profile's code {code}: {summary(answer)}"
+    if not isinstance(body.get("message"), str):
+        return f"the ERR body's message must be a string: {summary(answer)}"
+    return None
+
+
+def other_versions(frames: list[Frame], version: str) -> list[str]:
+    """The frames among ``frames`` whose version is not ``version`` (the one
+    in use), each in one line; empty when all carry it."""
+    return [summary(frame) for frame in frames if frame.version != version]
+
+
 def describe_bytes(data: bytes) -> str:
     """Bytes the target sent, as frames where they parse, else as hex."""
     if not data:

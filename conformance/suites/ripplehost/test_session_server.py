@@ -7,7 +7,14 @@ from __future__ import annotations
 from conformance.core.requirements import not_applicable, requirement
 
 from .conftest import identified
-from .peer import HARNESS_HOSTNAME, HOST_ID_TYPE, expect_close, probe_body, summary
+from .peer import (
+    HARNESS_HOSTNAME,
+    HOST_ID_TYPE,
+    error_body_problem,
+    expect_close,
+    probe_body,
+    summary,
+)
 from .prerequisites import HOST_ID
 from .prerequisites import IDENTIFIED
 
@@ -306,8 +313,10 @@ async def test_refuses_msg_before_host_id(open_peer):
         "MSG", 0, probe_body("before-host-id"), "an echo MSG where the host-id MSG is due"
     )
     answer = await peer.answer_to(0, "the answer to a MSG sent before the host-id")
-    assert answer.type == "ERR" and answer.body.get("error") == "host-id-required", (
+    assert answer.type == "ERR", (
         f"a MSG before the host-id should be refused with ERR host-id-required (profile section 4), not served: "
         f"{summary(answer)}"
     )
+    problem = error_body_problem(answer, "host-id-required")
+    assert problem is None, problem
     await expect_close(peer, "its ERR host-id-required", silent=False)
