@@ -33,6 +33,10 @@ POINTS: dict[str, str] = {
         "the keyword arguments of the session's FrameParser (correct: its bounds; END required "
         "right after size bytes of content)"
     ),
+    "reassembler-options": (
+        "the keyword arguments of the session's Reassembler (correct: its bounds; a message's "
+        "content is one JSON object and nothing after it)"
+    ),
     "answer-msgno": (
         "which of our MSGs an incoming RPY or ERR frame answers (correct: the one of its msgno); "
         "context: outstanding (our MSGs awaiting their answers, msgno -> body, oldest first)"
@@ -127,6 +131,17 @@ def split_on_whitespace(options: dict[str, Any], **_: Any) -> dict[str, Any]:
     """split-header-on-whitespace: a header line is split on runs of spaces,
     so a space before its CRLF, or two between fields, is taken."""
     return {**options, "lenient_spaces": True}
+
+
+def first_json_value(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """accept-trailing-content: a message is the first JSON value of its
+    content, the bytes after it ignored."""
+    return {**options, "first_value": True}
+
+
+def trailer_as_line(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """accept-bare-lf-trailer: the trailer is the line END, ended by CRLF or a bare LF."""
+    return {**options, "line_trailer": True}
 
 
 OTHER_VERSION = "1.1"
@@ -421,6 +436,21 @@ SPECS: tuple[FaultSpec, ...] = (
         "is taken)",
         (FRAME_S + "closes-on-malformed-header",),
         changes={"parser-options": split_on_whitespace},
+    ),
+    FaultSpec(
+        "accept-trailing-content",
+        "server",
+        "read a message as the first JSON value of its content and ignore the bytes after it (a "
+        "JSON object followed by another is served)",
+        (MESSAGE_S + "closes-on-content-not-json-object",),
+        changes={"reassembler-options": first_json_value},
+    ),
+    FaultSpec(
+        "accept-bare-lf-trailer",
+        "server",
+        "read the trailer as the line END, ended by CRLF or a bare LF (END LF is taken)",
+        (FRAME_S + "closes-on-missing-end",),
+        changes={"parser-options": trailer_as_line},
     ),
     FaultSpec(
         "answer-other-version",

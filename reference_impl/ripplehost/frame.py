@@ -287,15 +287,17 @@ class FrameParser:
     the frames completed so far. After a :class:`FrameError` it is dead and
     raises again on any further call.
 
-    ``lenient_trailer``, ``size_by_search`` and ``lenient_spaces`` exist only
-    for the reference node's faults (accept-missing-end and
-    client-accept-missing-end, ignore-size and client-ignore-size,
-    split-header-on-whitespace and client-split-header-on-whitespace): the
-    first takes any five bytes after the content as the trailer, the second
-    ends the content at the first ``END`` CRLF whatever ``size`` says, the
-    third reads a header line split on runs of spaces (a space before the
-    CRLF, or two between fields, is taken), as a reader splitting the line
-    on whitespace does.
+    ``lenient_trailer``, ``size_by_search``, ``lenient_spaces`` and
+    ``line_trailer`` exist only for the reference node's faults
+    (accept-missing-end and client-accept-missing-end, ignore-size and
+    client-ignore-size, split-header-on-whitespace and
+    client-split-header-on-whitespace, accept-bare-lf-trailer): the first
+    takes any five bytes after the content as the trailer, the second ends
+    the content at the first ``END`` CRLF whatever ``size`` says, the third
+    reads a header line split on runs of spaces (a space before the CRLF, or
+    two between fields, is taken), as a reader splitting the line on
+    whitespace does, the fourth reads the trailer as a line, ``END`` ended by
+    CRLF or a bare LF.
     """
 
     def __init__(
@@ -306,6 +308,7 @@ class FrameParser:
         lenient_trailer: bool = False,
         size_by_search: bool = False,
         lenient_spaces: bool = False,
+        line_trailer: bool = False,
     ) -> None:
         if max_size > MAX_MSGNO:
             raise ValueError("max_size above the protocol's 2147483647")
@@ -314,6 +317,7 @@ class FrameParser:
         self.lenient_trailer = lenient_trailer
         self.size_by_search = size_by_search
         self.lenient_spaces = lenient_spaces
+        self.line_trailer = line_trailer
         self._buffer = b""
         self._error: FrameError | None = None
 
@@ -376,9 +380,12 @@ class FrameParser:
                         break
                     size = found - start
                 stop = start + size
-                if end < stop + 5:
+                trailer_end = stop + 5
+                if self.line_trailer and buf.startswith(b"END\n", stop):
+                    trailer_end = stop + 4
+                elif end < stop + 5:
                     break
-                if check_trailer and not buf.startswith(TRAILER, stop):
+                elif check_trailer and not buf.startswith(TRAILER, stop):
                     raise self._fail("missing END trailer", buf[pos : stop + 5])
                 append(
                     Frame(
@@ -391,7 +398,7 @@ class FrameParser:
                         None if from_user is None else _text(from_user),
                     )
                 )
-                pos = stop + 5
+                pos = trailer_end
         except FrameError as exc:
             exc.frames = frames
             raise
@@ -436,15 +443,26 @@ class FrameParser:
         return match.groups(), match.end()
 
 
-def decode_body(content: bytes) -> dict[str, Any]:
+def decode_body(content: bytes, *, first_value: bool = False) -> dict[str, Any]:
     """A message's content as the profile reads it: a UTF-8 JSON object with a
-    string ``type`` of 1..64 characters; FrameError otherwise."""
+    string ``type`` of 1..64 characters; FrameError otherwise.
+
+    ``first_value`` exists only for the reference node's fault
+    accept-trailing-content: the first JSON value of the content is read and
+    the bytes after it are ignored, as a streaming decoder reading one value
+    does."""
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         raise FrameError("message is not UTF-8", content) from None
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        if first_value:
+            decoder = json.JSONDecoder(
+                object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+            )
+            value, _ = decoder.raw_decode(text.lstrip())
+        else:
+            value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         raise FrameError("message is not JSON", content) from None
     if not isinstance(value, dict):
@@ -478,9 +496,12 @@ class Reassembler:
         *,
         max_message: int = DEFAULT_MAX_MESSAGE,
         max_in_progress: int = DEFAULT_MAX_IN_PROGRESS,
+        first_value: bool = False,
     ) -> None:
         self.max_message = max_message
         self.max_in_progress = max_in_progress
+        self.first_value = first_value
+        """Only for the fault accept-trailing-content (see :func:`decode_body`)."""
         self._parts: dict[tuple[str, int], tuple[Frame, list[bytes], int]] = {}
 
     def in_progress(self, type_: str, msgno: int) -> bool:
@@ -522,7 +543,7 @@ class Reassembler:
             first.type,
             first.version,
             first.msgno,
-            decode_body(content),
+            decode_body(content, first_value=self.first_value),
             content,
             first.to_user,
             first.from_user,

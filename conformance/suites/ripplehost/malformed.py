@@ -125,6 +125,27 @@ def missing_end_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
             ("the trailer EDN CRLF instead of END CRLF", b"EDN\r\n"),
             ("no trailer at all (the next frame follows the content)", b""),
             ("a bare CRLF where END CRLF is due", b"\r\n"),
+            # A reader taking the trailer as a line takes this one.
+            ("END ended by a bare LF instead of CRLF", b"END\n"),
+        )
+    ]
+
+
+def content_not_json_object_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
+    """A MSG of the right size and trailer whose content is not one JSON object
+    with a type, each with what it holds, then a valid ping. The first is
+    content a streaming decoder reading one JSON value takes: a valid echo
+    followed by bytes it does not use."""
+    echo = encode_body(probe_body("not-one-object"))
+    return [
+        (
+            rule,
+            encode_frame(Frame("MSG", VERSION, msgno, False, content)) + ping_frame(next_msgno),
+        )
+        for rule, content in (
+            ("a JSON object followed by another ({})", echo + b"{}"),
+            ("a JSON object followed by a byte that is no JSON (x)", echo + b"x"),
+            ("no JSON at all (type=ping)", b"type=ping"),
         )
     ]
 

@@ -20,6 +20,7 @@ from .malformed import (
     SIZE,
     TRAILER,
     WRONG_SIZE_BASIS,
+    content_not_json_object_frames,
     malformed_headers,
     missing_end_frames,
     wrong_size_frames,
@@ -332,3 +333,19 @@ async def test_speaks_version_in_use(identified_peer):
         f"MSG of the harness) must carry it; these carry another: {'; '.join(wrong)} (answers: "
         f"{summary(single)}; {summary(chunked)}; {summary(refused)})"
     )
+
+
+@requirement(
+    "ripplehost.message.server.closes-on-content-not-json-object",
+    "MUST",
+    f'{README} ("Messages carried in frames are JSON objects with at least a type"; profile '
+    f"section 3: content that is not such an object breaks the message format); {CLOSE}",
+    depends=[*IDENTIFIED, CLOSES_ON_MALFORMED],
+    basis="profile: section 3, a message whose content is not one JSON object with a type breaks "
+    f"the message format and the association is closed, as for a malformed frame, {PROFILE_DOC}",
+)
+async def test_closes_on_content_not_json_object(identified_peer):
+    for rule, data in content_not_json_object_frames(OWN, NEXT):
+        peer = await identified_peer(rule)
+        await peer.send_raw(data, f"a MSG whose content is {rule}, then a valid ping")
+        await expect_close(peer, f"a MSG whose content is {rule}", silent=False)
