@@ -388,6 +388,14 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"release-answered-msgno": keep_answered_msgnos},
     ),
     FaultSpec(
+        "accept-rpy-and-err",
+        "server",
+        "take an ERR for a msgno whose RPY is in progress (and an RPY for one whose ERR is) as the "
+        "answer instead of closing",
+        (MSGNO_S + "closes-on-rpy-and-err-for-one-msgno",),
+        changes={"frame-refusals": _accepting("rpy-and-err")},
+    ),
+    FaultSpec(
         "msg-before-host-id-reply",
         "server",
         'send a MSG {"type":"ping"} of the acceptor\'s own before the RPY to the initiator\'s host-id',
