@@ -133,6 +133,12 @@ def split_on_whitespace(options: dict[str, Any], **_: Any) -> dict[str, Any]:
     return {**options, "lenient_spaces": True}
 
 
+def parse_numbers_as_int(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """int-parse-numbers, client-int-parse-numbers: msgno and size read by a
+    general integer parser (a leading zero or a plus sign is taken)."""
+    return {**options, "lenient_numbers": True}
+
+
 def first_json_value(options: dict[str, Any], **_: Any) -> dict[str, Any]:
     """accept-trailing-content: a message is the first JSON value of its
     content, the bytes after it ignored."""
@@ -446,6 +452,13 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"parser-options": split_on_whitespace},
     ),
     FaultSpec(
+        "int-parse-numbers",
+        "server",
+        "read msgno and size with a general integer parser (02 and +15 are taken)",
+        (FRAME_S + "closes-on-non-canonical-number",),
+        changes={"parser-options": parse_numbers_as_int},
+    ),
+    FaultSpec(
         "accept-trailing-content",
         "server",
         "read a message as the first JSON value of its content and ignore the bytes after it (a "
@@ -612,6 +625,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "between fields, is taken)",
         (FRAME_C + "closes-on-malformed-header",),
         changes={"parser-options": split_on_whitespace},
+    ),
+    FaultSpec(
+        "client-int-parse-numbers",
+        "client",
+        "the initiator reads msgno and size with a general integer parser (03 and +15 are taken)",
+        (FRAME_C + "closes-on-non-canonical-number",),
+        changes={"parser-options": parse_numbers_as_int},
     ),
     FaultSpec(
         "client-answer-other-version",

@@ -297,7 +297,9 @@ class FrameParser:
     reads a header line split on runs of spaces (a space before the CRLF, or
     two between fields, is taken), as a reader splitting the line on
     whitespace does, the fourth reads the trailer as a line, ``END`` ended by
-    CRLF or a bare LF.
+    CRLF or a bare LF, ``lenient_numbers`` (fault int-parse-numbers and
+    client-int-parse-numbers) reads msgno and size as a general integer
+    parser does (``02``, ``+15``).
     """
 
     def __init__(
@@ -309,6 +311,7 @@ class FrameParser:
         size_by_search: bool = False,
         lenient_spaces: bool = False,
         line_trailer: bool = False,
+        lenient_numbers: bool = False,
     ) -> None:
         if max_size > MAX_MSGNO:
             raise ValueError("max_size above the protocol's 2147483647")
@@ -318,6 +321,7 @@ class FrameParser:
         self.size_by_search = size_by_search
         self.lenient_spaces = lenient_spaces
         self.line_trailer = line_trailer
+        self.lenient_numbers = lenient_numbers
         self._buffer = b""
         self._error: FrameError | None = None
 
@@ -434,6 +438,16 @@ class FrameParser:
         match = _HEADER_CRLF.match(buf, pos)
         if match is None and self.lenient_spaces:
             match = _HEADER_CRLF.fullmatch(b" ".join(line.split()) + b"\r\n")
+            if match is not None:
+                return match.groups(), newline + 1
+        if match is None and self.lenient_numbers:
+            fields = line.split(b" ")
+            try:
+                if len(fields) in (5, 7):
+                    fields[2], fields[4] = (b"%d" % int(fields[2]), b"%d" % int(fields[4]))
+                    match = _HEADER_CRLF.fullmatch(b" ".join(fields) + b"\r\n")
+            except ValueError:
+                match = None
             if match is not None:
                 return match.groups(), newline + 1
         if match is None:

@@ -114,6 +114,39 @@ def malformed_headers(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
     ]
 
 
+NUMBER = (
+    f'{HOST_MESSAGES} ("(msgno) = 0..2147483647", "(size) = (integer)"; profile section 2: decimal '
+    "digits, no sign, no leading zero, one spelling per number)"
+)
+NUMBER_BASIS = (
+    "profile: section 2, msgno and size are decimal digits without sign and without leading zeros "
+    "(one spelling per number, so two hosts never read one header differently), and a header that "
+    f"breaks it fits neither format: the association is closed at once, {PROFILE_DOC}"
+)
+
+
+def non_canonical_numbers(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
+    """A ping MSG whose msgno or size is spelled other than the profile's one
+    way, each with its spelling, then a valid ping. A general integer parser
+    (int(), parseInt, strtol) takes every one of them, reading the same values
+    as the canonical header would."""
+    content = encode_body({"type": "ping"})
+    size = str(len(content)).encode()
+    number = str(msgno).encode()
+    tail = content + b"END\r\n" + ping_frame(next_msgno)
+    return [
+        (
+            f"msgno 0{msgno} (a leading zero)",
+            b"MSG 1.0 0" + number + b" . " + size + b"\r\n" + tail,
+        ),
+        (
+            f"size 0{len(content)} (a leading zero)",
+            b"MSG 1.0 " + number + b" . 0" + size + b"\r\n" + tail,
+        ),
+        (f"size +{len(content)} (a sign)", b"MSG 1.0 " + number + b" . +" + size + b"\r\n" + tail),
+    ]
+
+
 def missing_end_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
     """An echo MSG of the right size whose trailer is not END CRLF, each with
     what stands in its place, then a valid ping."""

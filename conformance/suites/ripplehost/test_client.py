@@ -17,6 +17,8 @@ from .malformed import (
     CLOSE_SILENTLY,
     HOST_MESSAGES,
     MISSING_END_BASIS,
+    NUMBER,
+    NUMBER_BASIS,
     PROFILE_DOC,
     SILENT_BASIS,
     SIZE,
@@ -24,6 +26,7 @@ from .malformed import (
     WRONG_SIZE_BASIS,
     malformed_headers,
     missing_end_frames,
+    non_canonical_numbers,
     wrong_size_frames,
 )
 from .peer import (
@@ -284,6 +287,25 @@ async def test_client_closes_silently_on_malformed_header(launched_client):
             data,
             f"a frame with {rule}, then a valid ping",
             silent=True,
+        )
+
+
+@requirement(
+    "ripplehost.frame.client.closes-on-non-canonical-number",
+    "MUST",
+    f"{NUMBER}; {CLOSE}",
+    role="client",
+    depends=[CLIENT_HOST_ID, CLIENT_CLOSES_ON_MALFORMED],
+    basis=NUMBER_BASIS,
+)
+async def test_client_closes_on_non_canonical_number(launched_client):
+    for rule, data in non_canonical_numbers(OWN, NEXT):
+        await expect_close_on_forged_frame(
+            launched_client,
+            f"a frame with {rule}",
+            data,
+            f"a ping MSG with {rule}, then a valid ping",
+            silent=False,
         )
 
 

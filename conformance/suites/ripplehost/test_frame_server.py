@@ -14,6 +14,8 @@ from .malformed import (
     HOST_MESSAGES,
     MISSING_END_BASIS,
     NODE_MESSAGES,
+    NUMBER,
+    NUMBER_BASIS,
     PROFILE_DOC,
     README,
     SILENT_BASIS,
@@ -23,6 +25,7 @@ from .malformed import (
     content_not_json_object_frames,
     malformed_headers,
     missing_end_frames,
+    non_canonical_numbers,
     wrong_size_frames,
 )
 from .peer import error_body_problem, expect_close, other_versions, probe_body, summary
@@ -68,6 +71,20 @@ async def test_closes_silently_on_malformed_header(identified_peer):
         peer = await identified_peer(rule)
         await peer.send_raw(data, f"a frame with {rule}, then a valid ping")
         await expect_close(peer, f"a frame with {rule}", silent=True)
+
+
+@requirement(
+    "ripplehost.frame.server.closes-on-non-canonical-number",
+    "MUST",
+    f"{NUMBER}; {CLOSE}",
+    depends=[*IDENTIFIED, CLOSES_ON_MALFORMED],
+    basis=NUMBER_BASIS,
+)
+async def test_closes_on_non_canonical_number(identified_peer):
+    for rule, data in non_canonical_numbers(OWN, NEXT):
+        peer = await identified_peer(rule)
+        await peer.send_raw(data, f"a ping MSG with {rule}, then a valid ping")
+        await expect_close(peer, f"a frame with {rule}", silent=False)
 
 
 @requirement(
