@@ -300,6 +300,24 @@ def serve_msg_before_host_id(serve: bool, *, message: Any, **_: Any) -> bool:
     return serve or message.body["type"] != "host-id"
 
 
+LONG_HOSTNAME = ".".join(("h" * 63, "h" * 63, "h" * 63, "h" * 62))
+"""long-hostname, client-long-hostname: 254 characters in labels of at most
+63, one above a DNS name's 253 (profile section 4)."""
+
+
+def long_hostname_reply(body: dict | None, **_: Any) -> dict | None:
+    """long-hostname: the acceptor's host-id RPY names a 254-character hostname."""
+    return None if body is None else {**body, "hostname": LONG_HOSTNAME}
+
+
+def long_hostname_opening(bodies: list, **_: Any) -> list:
+    """client-long-hostname: the initiator's host-id names a 254-character hostname."""
+    return [
+        {**body, "hostname": LONG_HOSTNAME} if body.get("type") == "host-id" else body
+        for body in bodies
+    ]
+
+
 def ping_before_host_id_reply(bodies: list, **_: Any) -> list:
     return [*bodies, {"type": "ping"}]
 
@@ -345,6 +363,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "never answer the initiator's host-id MSG (other MSGs are still served)",
         (HOSTID_S + "replies-with-host-id",),
         changes={"host-id-reply": no_reply},
+    ),
+    FaultSpec(
+        "long-hostname",
+        "server",
+        "the acceptor's host-id RPY names a hostname of 254 characters (the profile allows 1..253)",
+        (HOSTID_S + "replies-with-host-id",),
+        changes={"host-id-reply": long_hostname_reply},
     ),
     FaultSpec(
         "even-msgnos",
@@ -559,6 +584,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "the initiator sends its messages without a host-id MSG first",
         (HOSTID_C + "sends-host-id-first",),
         changes={"initiator-opening": no_host_id},
+    ),
+    FaultSpec(
+        "client-long-hostname",
+        "client",
+        "the initiator's host-id names a hostname of 254 characters (the profile allows 1..253)",
+        (HOSTID_C + "sends-host-id-first",),
+        changes={"initiator-opening": long_hostname_opening},
     ),
     FaultSpec(
         "client-no-wait-for-host-id",

@@ -290,3 +290,21 @@ def test_accept_rpy_and_err_takes_the_err_as_the_answer():
     received(faulty, first_chunk)
     events = received(faulty, err)
     assert not faulty.closed and events and events[-1].message.type == "ERR"
+
+
+def test_long_hostname_faults_name_254_characters_in_the_host_id_only():
+    acceptor = RippleSession(Role.ACCEPTOR, "b.example", faults=frozenset({Fault.LONG_HOSTNAME}))
+    received(acceptor, encode_message("MSG", 0, HOST_ID))
+    [reply] = MessageReader().receive_data(acceptor.data_to_send())
+    assert (reply.type, reply.body["type"], len(reply.body["hostname"])) == ("RPY", "host-id", 254)
+    initiator = RippleSession(
+        Role.INITIATOR, "b.example", faults=frozenset({Fault.CLIENT_LONG_HOSTNAME})
+    )
+    initiator.start()
+    [opening] = MessageReader().receive_data(initiator.data_to_send())
+    assert (opening.type, opening.body["type"], len(opening.body["hostname"])) == (
+        "MSG",
+        "host-id",
+        254,
+    )
+    assert all(len(label) <= 63 for label in opening.body["hostname"].split("."))

@@ -82,6 +82,22 @@ def probe_body(label: str = "probe") -> dict[str, Any]:
     return {"type": "echo", "data": f"{label}-{secrets.token_hex(6)}"}
 
 
+MAX_HOSTNAME_LENGTH = 253
+"""The longest hostname (profile section 4): a DNS name's length in text
+form, the text's hostname being "what comes after the @ in the user ID form"."""
+
+
+def hostname_problem(hostname: str) -> str | None:
+    """Why a host-id's hostname string breaks the profile's 1..253
+    characters (section 4), or None; its value is read, not only its presence."""
+    if len(hostname) > MAX_HOSTNAME_LENGTH:
+        return (
+            f"the host-id's hostname has {len(hostname)} characters, above the "
+            f"{MAX_HOSTNAME_LENGTH} of a DNS name (profile section 4)"
+        )
+    return None
+
+
 def error_body_problem(answer: Message, code: str) -> str | None:
     """Why an ERR's body is not the profile's (section 6)
     ``{"type":"error","error":CODE,"message":TEXT}`` with ``code``, or None:

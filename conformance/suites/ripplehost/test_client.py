@@ -34,6 +34,7 @@ from .peer import (
     HOST_ID_TYPE,
     RipplePeer,
     expect_close,
+    hostname_problem,
     other_versions,
     probe_body,
     summary,
@@ -124,6 +125,8 @@ async def test_client_sends_host_id_first(launched_client):
         assert isinstance(hostname, str) and hostname, (
             f"the host-id must carry a hostname string: {summary(first)}"
         )
+        problem = hostname_problem(hostname)
+        assert problem is None, f"{problem}: {summary(first)}"
         assert not first.is_node, (
             f"the host-id must come in a host frame (profile section 4): {summary(first)}"
         )
