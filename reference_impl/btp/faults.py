@@ -228,6 +228,17 @@ def omit_auth_token(entries: tuple, **_: Any) -> tuple:
     return tuple(entry for entry in entries if entry.name != AUTH_TOKEN)
 
 
+def auth_token_as_octet_stream(entries: tuple, **_: Any) -> tuple:
+    """client-auth-token-octet-stream: the auth_token entry (its UTF-8 bytes
+    unchanged) is labelled MIME_APPLICATION_OCTET_STREAM."""
+    return tuple(
+        replace(entry, content_type=ContentType.APPLICATION_OCTET_STREAM)
+        if entry.name == AUTH_TOKEN
+        else entry
+        for entry in entries
+    )
+
+
 def refuse_auth_response_with_data(refusal: str | None, *, answer: Packet, **_: Any):
     if isinstance(answer, Response) and answer.protocol_data:
         return (
@@ -548,6 +559,14 @@ SPECS: tuple[FaultSpec, ...] = (
         "the client's auth Message has no auth_token entry",
         ("btp.auth.client.sends-utf8-auth-token",),
         changes={"auth-entries": omit_auth_token},
+    ),
+    FaultSpec(
+        "client-auth-token-octet-stream",
+        "client",
+        "the client's auth_token entry has content type 0 (MIME_APPLICATION_OCTET_STREAM), its "
+        "UTF-8 bytes unchanged",
+        ("btp.auth.client.sends-utf8-auth-token",),
+        changes={"auth-entries": auth_token_as_octet_stream},
     ),
     FaultSpec(
         "client-wrong-request-id",

@@ -33,6 +33,10 @@ POINTS: dict[str, str] = {
         "the keyword arguments of the session's FrameParser (correct: its bounds; END required "
         "right after size bytes of content)"
     ),
+    "reassembler-options": (
+        "the keyword arguments of the session's Reassembler (correct: its bounds; a message's "
+        "content is one JSON object and nothing after it)"
+    ),
     "answer-msgno": (
         "which of our MSGs an incoming RPY or ERR frame answers (correct: the one of its msgno); "
         "context: outstanding (our MSGs awaiting their answers, msgno -> body, oldest first)"
@@ -121,6 +125,58 @@ def lenient_trailer(options: dict[str, Any], **_: Any) -> dict[str, Any]:
 def size_by_search(options: dict[str, Any], **_: Any) -> dict[str, Any]:
     """ignore-size: the content ends at the first END CRLF, whatever size says."""
     return {**options, "size_by_search": True}
+
+
+def split_on_whitespace(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """split-header-on-whitespace: a header line is split on runs of spaces,
+    so a space before its CRLF, or two between fields, is taken."""
+    return {**options, "lenient_spaces": True}
+
+
+def parse_numbers_as_int(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """int-parse-numbers, client-int-parse-numbers: msgno and size read by a
+    general integer parser (a leading zero or a plus sign is taken)."""
+    return {**options, "lenient_numbers": True}
+
+
+def first_json_value(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """accept-trailing-content: a message is the first JSON value of its
+    content, the bytes after it ignored."""
+    return {**options, "first_value": True}
+
+
+def trailer_as_line(options: dict[str, Any], **_: Any) -> dict[str, Any]:
+    """accept-bare-lf-trailer: the trailer is the line END, ended by CRLF or a bare LF."""
+    return {**options, "line_trailer": True}
+
+
+OTHER_VERSION = "1.1"
+"""answer-other-version: the version the faulty node writes in its answers."""
+
+
+def answers_in_other_version(frames: list[Frame], *, body: Any, **_: Any) -> list[Frame]:
+    """answer-other-version, client-answer-other-version: RPY and ERR frames
+    carry version 1.1 (the host-id RPY keeps the version in use)."""
+    if frames[0].type == "MSG" or (isinstance(body, dict) and body.get("type") == "host-id"):
+        return frames
+    return [frame._replace(version=OTHER_VERSION) for frame in frames]
+
+
+def err_type_is_code(frames: list[Frame], *, body: Any, **_: Any) -> list[Frame]:
+    """err-type-is-code: an ERR body's type is its code ({"type":"unknown-type",
+    "error":"unknown-type",...}) instead of the profile's "error"."""
+    if frames[0].type != "ERR" or not isinstance(body, dict) or "error" not in body:
+        return frames
+    first = frames[0]
+    return message_frames(
+        "ERR",
+        first.msgno,
+        {**body, "type": body["error"]},
+        version=first.version,
+        to_user=first.to_user,
+        from_user=first.from_user,
+        chunk_size=len(first.payload) if len(frames) > 1 else None,
+    )
 
 
 def other_parity(parity: int, **_: Any) -> int:
@@ -244,6 +300,24 @@ def serve_msg_before_host_id(serve: bool, *, message: Any, **_: Any) -> bool:
     return serve or message.body["type"] != "host-id"
 
 
+LONG_HOSTNAME = ".".join(("h" * 63, "h" * 63, "h" * 63, "h" * 62))
+"""long-hostname, client-long-hostname: 254 characters in labels of at most
+63, one above a DNS name's 253 (profile section 4)."""
+
+
+def long_hostname_reply(body: dict | None, **_: Any) -> dict | None:
+    """long-hostname: the acceptor's host-id RPY names a 254-character hostname."""
+    return None if body is None else {**body, "hostname": LONG_HOSTNAME}
+
+
+def long_hostname_opening(bodies: list, **_: Any) -> list:
+    """client-long-hostname: the initiator's host-id names a 254-character hostname."""
+    return [
+        {**body, "hostname": LONG_HOSTNAME} if body.get("type") == "host-id" else body
+        for body in bodies
+    ]
+
+
 def ping_before_host_id_reply(bodies: list, **_: Any) -> list:
     return [*bodies, {"type": "ping"}]
 
@@ -277,6 +351,7 @@ FRAME_S = "ripplehost.frame.server."
 FRAME_C = "ripplehost.frame.client."
 CHUNK_S = "ripplehost.chunk.server."
 MESSAGE_S = "ripplehost.message.server."
+MESSAGE_C = "ripplehost.message.client."
 NODE_S = "ripplehost.node.server."
 CHUNK_C = "ripplehost.chunk.client."
 
@@ -288,6 +363,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "never answer the initiator's host-id MSG (other MSGs are still served)",
         (HOSTID_S + "replies-with-host-id",),
         changes={"host-id-reply": no_reply},
+    ),
+    FaultSpec(
+        "long-hostname",
+        "server",
+        "the acceptor's host-id RPY names a hostname of 254 characters (the profile allows 1..253)",
+        (HOSTID_S + "replies-with-host-id",),
+        changes={"host-id-reply": long_hostname_reply},
     ),
     FaultSpec(
         "even-msgnos",
@@ -337,6 +419,14 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"release-answered-msgno": keep_answered_msgnos},
     ),
     FaultSpec(
+        "accept-rpy-and-err",
+        "server",
+        "take an ERR for a msgno whose RPY is in progress (and an RPY for one whose ERR is) as the "
+        "answer instead of closing",
+        (MSGNO_S + "closes-on-rpy-and-err-for-one-msgno",),
+        changes={"frame-refusals": _accepting("rpy-and-err")},
+    ),
+    FaultSpec(
         "msg-before-host-id-reply",
         "server",
         'send a MSG {"type":"ping"} of the acceptor\'s own before the RPY to the initiator\'s host-id',
@@ -377,6 +467,56 @@ SPECS: tuple[FaultSpec, ...] = (
         "end the content at the first END CRLF whatever size says (a wrong size is served)",
         (FRAME_S + "closes-on-wrong-size",),
         changes={"parser-options": size_by_search},
+    ),
+    FaultSpec(
+        "split-header-on-whitespace",
+        "server",
+        "read a header line split on runs of spaces (a space before its CRLF, or two between fields, "
+        "is taken)",
+        (FRAME_S + "closes-on-malformed-header",),
+        changes={"parser-options": split_on_whitespace},
+    ),
+    FaultSpec(
+        "int-parse-numbers",
+        "server",
+        "read msgno and size with a general integer parser (02 and +15 are taken)",
+        (FRAME_S + "closes-on-non-canonical-number",),
+        changes={"parser-options": parse_numbers_as_int},
+    ),
+    FaultSpec(
+        "accept-trailing-content",
+        "server",
+        "read a message as the first JSON value of its content and ignore the bytes after it (a "
+        "JSON object followed by another is served)",
+        (MESSAGE_S + "closes-on-content-not-json-object",),
+        changes={"reassembler-options": first_json_value},
+    ),
+    FaultSpec(
+        "accept-bare-lf-trailer",
+        "server",
+        "read the trailer as the line END, ended by CRLF or a bare LF (END LF is taken)",
+        (FRAME_S + "closes-on-missing-end",),
+        changes={"parser-options": trailer_as_line},
+    ),
+    FaultSpec(
+        "answer-other-version",
+        "server",
+        "RPY and ERR frames carry version 1.1, not the version in use, 1.0 (the host-id RPY keeps "
+        "1.0)",
+        (MESSAGE_S + "speaks-version-in-use",),
+        changes={"outgoing-frames": answers_in_other_version},
+    ),
+    FaultSpec(
+        "err-type-is-code",
+        "server",
+        'ERR bodies carry their code as type ({"type":"unknown-type","error":"unknown-type",...}), '
+        'not the profile\'s "error"',
+        (
+            MESSAGE_S + "err-for-unknown-type",
+            MESSAGE_S + "err-for-unsupported-version",
+            HOSTID_S + "refuses-msg-before-host-id",
+        ),
+        changes={"outgoing-frames": err_type_is_code},
     ),
     FaultSpec(
         "no-interleave",
@@ -446,6 +586,13 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"initiator-opening": no_host_id},
     ),
     FaultSpec(
+        "client-long-hostname",
+        "client",
+        "the initiator's host-id names a hostname of 254 characters (the profile allows 1..253)",
+        (HOSTID_C + "sends-host-id-first",),
+        changes={"initiator-opening": long_hostname_opening},
+    ),
+    FaultSpec(
         "client-no-wait-for-host-id",
         "client",
         "the initiator sends its other MSGs right after its host-id MSG, without waiting for the acceptor's "
@@ -502,6 +649,28 @@ SPECS: tuple[FaultSpec, ...] = (
         "the initiator ends the content at the first END CRLF whatever size says (a wrong size is served)",
         (FRAME_C + "closes-on-wrong-size",),
         changes={"parser-options": size_by_search},
+    ),
+    FaultSpec(
+        "client-split-header-on-whitespace",
+        "client",
+        "the initiator reads a header line split on runs of spaces (a space before its CRLF, or two "
+        "between fields, is taken)",
+        (FRAME_C + "closes-on-malformed-header",),
+        changes={"parser-options": split_on_whitespace},
+    ),
+    FaultSpec(
+        "client-int-parse-numbers",
+        "client",
+        "the initiator reads msgno and size with a general integer parser (03 and +15 are taken)",
+        (FRAME_C + "closes-on-non-canonical-number",),
+        changes={"parser-options": parse_numbers_as_int},
+    ),
+    FaultSpec(
+        "client-answer-other-version",
+        "client",
+        "the initiator's RPY and ERR frames carry version 1.1, not the version in use, 1.0",
+        (MESSAGE_C + "speaks-version-in-use",),
+        changes={"outgoing-frames": answers_in_other_version},
     ),
     FaultSpec(
         "client-refuse-chunked",

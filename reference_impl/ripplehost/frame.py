@@ -287,11 +287,19 @@ class FrameParser:
     the frames completed so far. After a :class:`FrameError` it is dead and
     raises again on any further call.
 
-    ``lenient_trailer`` and ``size_by_search`` exist only for the reference
-    node's faults (accept-missing-end and client-accept-missing-end,
-    ignore-size and client-ignore-size): the first takes any five bytes after
-    the content as the trailer, the second ends the content at the first
-    ``END`` CRLF whatever ``size`` says.
+    ``lenient_trailer``, ``size_by_search``, ``lenient_spaces`` and
+    ``line_trailer`` exist only for the reference node's faults
+    (accept-missing-end and client-accept-missing-end, ignore-size and
+    client-ignore-size, split-header-on-whitespace and
+    client-split-header-on-whitespace, accept-bare-lf-trailer): the first
+    takes any five bytes after the content as the trailer, the second ends
+    the content at the first ``END`` CRLF whatever ``size`` says, the third
+    reads a header line split on runs of spaces (a space before the CRLF, or
+    two between fields, is taken), as a reader splitting the line on
+    whitespace does, the fourth reads the trailer as a line, ``END`` ended by
+    CRLF or a bare LF, ``lenient_numbers`` (fault int-parse-numbers and
+    client-int-parse-numbers) reads msgno and size as a general integer
+    parser does (``02``, ``+15``).
     """
 
     def __init__(
@@ -301,6 +309,9 @@ class FrameParser:
         max_size: int = DEFAULT_MAX_SIZE,
         lenient_trailer: bool = False,
         size_by_search: bool = False,
+        lenient_spaces: bool = False,
+        line_trailer: bool = False,
+        lenient_numbers: bool = False,
     ) -> None:
         if max_size > MAX_MSGNO:
             raise ValueError("max_size above the protocol's 2147483647")
@@ -308,6 +319,9 @@ class FrameParser:
         self.max_size = max_size
         self.lenient_trailer = lenient_trailer
         self.size_by_search = size_by_search
+        self.lenient_spaces = lenient_spaces
+        self.line_trailer = line_trailer
+        self.lenient_numbers = lenient_numbers
         self._buffer = b""
         self._error: FrameError | None = None
 
@@ -349,17 +363,19 @@ class FrameParser:
             while pos < end:
                 match = fast(buf, pos)
                 if match is None or match.end() - pos > max_line:
-                    match = self._slow_header(buf, pos, end)
-                    if match is None:
+                    header = self._slow_header(buf, pos, end)
+                    if header is None:
                         break  # the header line is not complete yet
-                kind, version, msgno_text, more, size_text, to_user, from_user = match.groups()
+                    fields, start = header
+                else:
+                    fields, start = match.groups(), match.end()
+                kind, version, msgno_text, more, size_text, to_user, from_user = fields
                 msgno = int(msgno_text)
                 if msgno > MAX_MSGNO:
-                    raise self._fail("msgno above 2147483647", buf[pos : match.end()])
+                    raise self._fail("msgno above 2147483647", buf[pos:start])
                 size = int(size_text)
                 if size > max_size:
-                    raise self._fail("size above bound", buf[pos : match.end()])
-                start = match.end()
+                    raise self._fail("size above bound", buf[pos:start])
                 if self.size_by_search:
                     found = buf.find(TRAILER, start, start + max_size + 5)
                     if found < 0:
@@ -368,9 +384,12 @@ class FrameParser:
                         break
                     size = found - start
                 stop = start + size
-                if end < stop + 5:
+                trailer_end = stop + 5
+                if self.line_trailer and buf.startswith(b"END\n", stop):
+                    trailer_end = stop + 4
+                elif end < stop + 5:
                     break
-                if check_trailer and not buf.startswith(TRAILER, stop):
+                elif check_trailer and not buf.startswith(TRAILER, stop):
                     raise self._fail("missing END trailer", buf[pos : stop + 5])
                 append(
                     Frame(
@@ -383,7 +402,7 @@ class FrameParser:
                         None if from_user is None else _text(from_user),
                     )
                 )
-                pos = stop + 5
+                pos = trailer_end
         except FrameError as exc:
             exc.frames = frames
             raise
@@ -392,10 +411,13 @@ class FrameParser:
                 self._buffer = buf[pos:] if pos < end else b""
         return frames
 
-    def _slow_header(self, buf: bytes, pos: int, end: int) -> re.Match[bytes] | None:
-        """The header at ``pos`` when the fast pattern did not match it: the
-        match, None while its line is incomplete (and not yet refusable), or
-        FrameError naming the rule it breaks."""
+    def _slow_header(
+        self, buf: bytes, pos: int, end: int
+    ) -> tuple[tuple[bytes | None, ...], int] | None:
+        """The header at ``pos`` when the fast pattern did not match it: its
+        fields and the offset after its CRLF, None while its line is
+        incomplete (and not yet refusable), or FrameError naming the rule it
+        breaks."""
         max_line = self.max_header_line
         newline = buf.find(b"\n", pos, pos + max_line)
         if newline < 0:
@@ -414,22 +436,47 @@ class FrameParser:
             raise self._fail("header line not ended by CRLF", buf[pos : newline + 1])
         line = buf[pos : newline - 1]
         match = _HEADER_CRLF.match(buf, pos)
+        if match is None and self.lenient_spaces:
+            match = _HEADER_CRLF.fullmatch(b" ".join(line.split()) + b"\r\n")
+            if match is not None:
+                return match.groups(), newline + 1
+        if match is None and self.lenient_numbers:
+            fields = line.split(b" ")
+            try:
+                if len(fields) in (5, 7):
+                    fields[2], fields[4] = (b"%d" % int(fields[2]), b"%d" % int(fields[4]))
+                    match = _HEADER_CRLF.fullmatch(b" ".join(fields) + b"\r\n")
+            except ValueError:
+                match = None
+            if match is not None:
+                return match.groups(), newline + 1
         if match is None:
             raise self._fail(
                 header_problem(line, self.max_size) or "malformed header", line + b"\r\n"
             )
-        return match
+        return match.groups(), match.end()
 
 
-def decode_body(content: bytes) -> dict[str, Any]:
+def decode_body(content: bytes, *, first_value: bool = False) -> dict[str, Any]:
     """A message's content as the profile reads it: a UTF-8 JSON object with a
-    string ``type`` of 1..64 characters; FrameError otherwise."""
+    string ``type`` of 1..64 characters; FrameError otherwise.
+
+    ``first_value`` exists only for the reference node's fault
+    accept-trailing-content: the first JSON value of the content is read and
+    the bytes after it are ignored, as a streaming decoder reading one value
+    does."""
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         raise FrameError("message is not UTF-8", content) from None
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        if first_value:
+            decoder = json.JSONDecoder(
+                object_pairs_hook=_no_duplicates, parse_constant=_no_constant
+            )
+            value, _ = decoder.raw_decode(text.lstrip())
+        else:
+            value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         raise FrameError("message is not JSON", content) from None
     if not isinstance(value, dict):
@@ -463,9 +510,12 @@ class Reassembler:
         *,
         max_message: int = DEFAULT_MAX_MESSAGE,
         max_in_progress: int = DEFAULT_MAX_IN_PROGRESS,
+        first_value: bool = False,
     ) -> None:
         self.max_message = max_message
         self.max_in_progress = max_in_progress
+        self.first_value = first_value
+        """Only for the fault accept-trailing-content (see :func:`decode_body`)."""
         self._parts: dict[tuple[str, int], tuple[Frame, list[bytes], int]] = {}
 
     def in_progress(self, type_: str, msgno: int) -> bool:
@@ -507,7 +557,7 @@ class Reassembler:
             first.type,
             first.version,
             first.msgno,
-            decode_body(content),
+            decode_body(content, first_value=self.first_value),
             content,
             first.to_user,
             first.from_user,

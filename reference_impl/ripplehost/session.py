@@ -165,7 +165,12 @@ class RippleSession:
             "parser-options", {"max_header_line": max_header_line, "max_size": max_size}
         )
         self.parser = FrameParser(**self._parser_options)
-        self.reassembler = Reassembler(max_message=max_message, max_in_progress=max_in_progress)
+        self.reassembler = Reassembler(
+            **self._points.apply(
+                "reassembler-options",
+                {"max_message": max_message, "max_in_progress": max_in_progress},
+            )
+        )
         self.peer_hostname: str | None = None
         self.identified = False
         self.closed = False

@@ -82,3 +82,18 @@ def test_error_code_problem_names_the_code_only_when_the_code_is_why_the_error_i
     other = bytearray(_error("F00"))
     other[10] = 0xE9  # a byte of the name "NotAcceptedError"
     assert error_code_problem(bytes(other)) is None
+
+
+def test_client_auth_token_octet_stream_changes_the_content_type_only():
+    """docs/strictness-btp.md: the auth_token entry keeps its name and bytes;
+    only its content type, which "a UTF-8 'auth_token' entry" fixes, is 0."""
+    for faults, content_type in (
+        ((), ContentType.TEXT_PLAIN_UTF8),
+        ((Fault.CLIENT_AUTH_TOKEN_OCTET_STREAM,), ContentType.APPLICATION_OCTET_STREAM),
+    ):
+        session = BtpSession.client(b"secret", faults=faults)
+        [auth] = [decode_packet(m) for m in session.messages_to_send()]
+        assert [(e.name, e.content_type, e.data) for e in auth.protocol_data] == [
+            ("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
+            ("auth_token", content_type, b"secret"),
+        ]

@@ -196,3 +196,115 @@ def test_msg_before_host_id_reply_and_client_no_wait_for_host_id():
         pass
     else:
         raise AssertionError("without the fault the initiator waits for the host-id RPY")
+
+
+def test_strictness_faults_take_what_the_session_refuses():
+    """split-header-on-whitespace, int-parse-numbers, accept-bare-lf-trailer,
+    accept-trailing-content (docs/strictness-ripplehost.md): the session closes
+    on each input without them; with each, it serves the MSG as a lenient
+    reader would, and still closes on the inputs the other faults are for."""
+    ping = encode_body({"type": "ping"})
+    size = str(len(ping)).encode()
+    inputs = {
+        Fault.SPLIT_HEADER_ON_WHITESPACE: [
+            b"MSG 1.0 2 . " + size + b" \r\n" + ping + b"END\r\n",
+            b"MSG 1.0 2  . " + size + b"\r\n" + ping + b"END\r\n",
+        ],
+        Fault.INT_PARSE_NUMBERS: [
+            b"MSG 1.0 02 . " + size + b"\r\n" + ping + b"END\r\n",
+            b"MSG 1.0 2 . 0" + size + b"\r\n" + ping + b"END\r\n",
+            b"MSG 1.0 2 . +" + size + b"\r\n" + ping + b"END\r\n",
+        ],
+        Fault.ACCEPT_BARE_LF_TRAILER: [b"MSG 1.0 2 . " + size + b"\r\n" + ping + b"END\n"],
+        Fault.ACCEPT_TRAILING_CONTENT: [
+            encode_frame(Frame("MSG", "1.0", 2, False, ping + b"{}")),
+            encode_frame(Frame("MSG", "1.0", 2, False, ping + b"x")),
+        ],
+    }
+    # Each followed by a valid ping, as the suite sends them: the next frame
+    # completes a trailer a reader may still be waiting for.
+    after = encode_message("MSG", 4, {"type": "ping"})
+    inputs = {fault: [data + after for data in datas] for fault, datas in inputs.items()}
+    for fault, datas in inputs.items():
+        for data in datas:
+            strict = identified(Role.ACCEPTOR)
+            events = received(strict, data)
+            assert isinstance(events[-1], Closed) and strict.data_to_send() == b"", data
+            lenient = identified(Role.ACCEPTOR, fault)
+            events = received(lenient, data)
+            assert not lenient.closed and [type(e) for e in events] == [MessageReceived] * 2
+            assert events[0].message.msgno == 2, (fault, data)
+            for other, other_datas in inputs.items():
+                if other is not fault:
+                    session = identified(Role.ACCEPTOR, fault)
+                    assert isinstance(received(session, other_datas[0])[-1], Closed), (fault, other)
+    # Under int-parse-numbers a negative size is still no size.
+    negative = b"MSG 1.0 2 . -" + size + b"\r\n" + ping + b"END\r\n"
+    assert isinstance(
+        received(identified(Role.ACCEPTOR, Fault.INT_PARSE_NUMBERS), negative)[-1], Closed
+    )
+
+
+def test_answer_other_version_and_err_type_is_code_change_only_answers():
+    for faults, version, err_type in (
+        ((), "1.0", "error"),
+        ((Fault.ANSWER_OTHER_VERSION,), "1.1", "error"),
+        ((Fault.ERR_TYPE_IS_CODE,), "1.0", "unsupported-version"),
+    ):
+        session = identified(Role.ACCEPTOR, *faults)
+        [event] = received(session, encode_message("MSG", 2, ECHO))
+        session.reply(event.message.msgno, ECHO)
+        [answer] = MessageReader().receive_data(session.data_to_send())
+        assert (answer.type, answer.version, answer.body) == ("RPY", version, ECHO)
+        received(session, encode_message("MSG", 4, ECHO, version="9.9"))
+        [err] = MessageReader().receive_data(session.data_to_send())
+        assert (err.type, err.version, err.body["type"], err.body["error"]) == (
+            "ERR",
+            version,
+            err_type,
+            "unsupported-version",
+        )
+    # The host-id RPY keeps the version in use under answer-other-version.
+    session = RippleSession(
+        Role.ACCEPTOR, "b.example", faults=frozenset({Fault.ANSWER_OTHER_VERSION})
+    )
+    received(session, encode_message("MSG", 0, HOST_ID))
+    [reply] = MessageReader().receive_data(session.data_to_send())
+    assert (reply.type, reply.version, reply.body["type"]) == ("RPY", "1.0", "host-id")
+
+
+def test_accept_rpy_and_err_takes_the_err_as_the_answer():
+    def with_own_msg(*faults) -> tuple[RippleSession, int]:
+        session = identified(Role.ACCEPTOR, *faults)
+        msgno = session.send_message({"type": "ping"})
+        session.data_to_send()
+        return session, msgno
+
+    session, msgno = with_own_msg()
+    rpy_chunk = encode_message("RPY", msgno, {"type": "pong", "pad": "x" * 20}, chunk_size=8)
+    first_chunk = rpy_chunk[: rpy_chunk.index(b"END\r\n") + 5]
+    err = encode_message("ERR", msgno, {"type": "error", "error": "x", "message": "y"})
+    assert received(session, first_chunk) == []
+    assert isinstance(received(session, err)[-1], Closed)
+    faulty, msgno = with_own_msg(Fault.ACCEPT_RPY_AND_ERR)
+    received(faulty, first_chunk)
+    events = received(faulty, err)
+    assert not faulty.closed and events and events[-1].message.type == "ERR"
+
+
+def test_long_hostname_faults_name_254_characters_in_the_host_id_only():
+    acceptor = RippleSession(Role.ACCEPTOR, "b.example", faults=frozenset({Fault.LONG_HOSTNAME}))
+    received(acceptor, encode_message("MSG", 0, HOST_ID))
+    [reply] = MessageReader().receive_data(acceptor.data_to_send())
+    assert (reply.type, reply.body["type"], len(reply.body["hostname"])) == ("RPY", "host-id", 254)
+    initiator = RippleSession(
+        Role.INITIATOR, "b.example", faults=frozenset({Fault.CLIENT_LONG_HOSTNAME})
+    )
+    initiator.start()
+    [opening] = MessageReader().receive_data(initiator.data_to_send())
+    assert (opening.type, opening.body["type"], len(opening.body["hostname"])) == (
+        "MSG",
+        "host-id",
+        254,
+    )
+    assert all(len(label) <= 63 for label in opening.body["hostname"].split("."))

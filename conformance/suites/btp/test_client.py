@@ -58,7 +58,13 @@ async def test_client_sends_auth_token(launched_client, auth_token):
         assert tokens[0].data == auth_token, (
             "the auth_token entry does not carry the configured token"
         )
-        tokens[0].data.decode("utf-8")
+        # "a UTF-8 'auth_token' entry": the entry says so in its content type,
+        # the value the text fixes, not only in bytes that happen to decode.
+        assert tokens[0].content_type == ContentType.TEXT_PLAIN_UTF8, (
+            f"the auth_token entry must be UTF-8 text, content type "
+            f"{int(ContentType.TEXT_PLAIN_UTF8)} (MIME_TEXT_PLAIN_UTF8), not "
+            f"{tokens[0].content_type}: {summary(first)}"
+        )
 
 
 @requirement(

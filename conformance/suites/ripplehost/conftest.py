@@ -16,7 +16,7 @@ from conformance.core.requirements import blocked
 from conformance.core.targets import ProcessHandle, TargetRuntime
 from conformance.core.transport import TcpConnection, TcpServer, WireTrace
 
-from .peer import ACCEPTOR, HOST_ID_TYPE, INITIATOR, RipplePeer, summary
+from .peer import ACCEPTOR, HOST_ID_TYPE, INITIATOR, RipplePeer, hostname_problem, summary
 from .preflight import client_context, tls_enabled
 from .prerequisites import HOST_ID
 
@@ -56,6 +56,9 @@ def identified(answer) -> str | None:
     hostname = body.get("hostname")
     if not isinstance(hostname, str) or not hostname:
         return f"the host-id carries no hostname string: {summary(answer)}"
+    problem = hostname_problem(hostname)
+    if problem:
+        return f"{problem}: {summary(answer)}"
     if answer.is_node:
         return f"the host-id came in a node frame, not a host frame: {summary(answer)}"
     return None

@@ -100,6 +100,50 @@ def malformed_headers(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
             "a header ended by a bare LF instead of CRLF",
             b"MSG 1.0 " + number + b" . " + size + b"\n" + tail,
         ),
+        # Two headers a reader splitting the line on whitespace takes: the
+        # text's layout puts the CRLF right after the size, and one space
+        # between fields.
+        (
+            "a space after the size, before the CRLF",
+            b"MSG 1.0 " + number + b" . " + size + b" \r\n" + tail,
+        ),
+        (
+            "two spaces between the msgno and the more flag",
+            b"MSG 1.0 " + number + b"  . " + size + b"\r\n" + tail,
+        ),
+    ]
+
+
+NUMBER = (
+    f'{HOST_MESSAGES} ("(msgno) = 0..2147483647", "(size) = (integer)"; profile section 2: decimal '
+    "digits, no sign, no leading zero, one spelling per number)"
+)
+NUMBER_BASIS = (
+    "profile: section 2, msgno and size are decimal digits without sign and without leading zeros "
+    "(one spelling per number, so two hosts never read one header differently), and a header that "
+    f"breaks it fits neither format: the association is closed at once, {PROFILE_DOC}"
+)
+
+
+def non_canonical_numbers(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
+    """A ping MSG whose msgno or size is spelled other than the profile's one
+    way, each with its spelling, then a valid ping. A general integer parser
+    (int(), parseInt, strtol) takes every one of them, reading the same values
+    as the canonical header would."""
+    content = encode_body({"type": "ping"})
+    size = str(len(content)).encode()
+    number = str(msgno).encode()
+    tail = content + b"END\r\n" + ping_frame(next_msgno)
+    return [
+        (
+            f"msgno 0{msgno} (a leading zero)",
+            b"MSG 1.0 0" + number + b" . " + size + b"\r\n" + tail,
+        ),
+        (
+            f"size 0{len(content)} (a leading zero)",
+            b"MSG 1.0 " + number + b" . 0" + size + b"\r\n" + tail,
+        ),
+        (f"size +{len(content)} (a sign)", b"MSG 1.0 " + number + b" . +" + size + b"\r\n" + tail),
     ]
 
 
@@ -114,6 +158,27 @@ def missing_end_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
             ("the trailer EDN CRLF instead of END CRLF", b"EDN\r\n"),
             ("no trailer at all (the next frame follows the content)", b""),
             ("a bare CRLF where END CRLF is due", b"\r\n"),
+            # A reader taking the trailer as a line takes this one.
+            ("END ended by a bare LF instead of CRLF", b"END\n"),
+        )
+    ]
+
+
+def content_not_json_object_frames(msgno: int, next_msgno: int) -> list[tuple[str, bytes]]:
+    """A MSG of the right size and trailer whose content is not one JSON object
+    with a type, each with what it holds, then a valid ping. The first is
+    content a streaming decoder reading one JSON value takes: a valid echo
+    followed by bytes it does not use."""
+    echo = encode_body(probe_body("not-one-object"))
+    return [
+        (
+            rule,
+            encode_frame(Frame("MSG", VERSION, msgno, False, content)) + ping_frame(next_msgno),
+        )
+        for rule, content in (
+            ("a JSON object followed by another ({})", echo + b"{}"),
+            ("a JSON object followed by a byte that is no JSON (x)", echo + b"x"),
+            ("no JSON at all (type=ping)", b"type=ping"),
         )
     ]
 

@@ -82,6 +82,42 @@ def probe_body(label: str = "probe") -> dict[str, Any]:
     return {"type": "echo", "data": f"{label}-{secrets.token_hex(6)}"}
 
 
+MAX_HOSTNAME_LENGTH = 253
+"""The longest hostname (profile section 4): a DNS name's length in text
+form, the text's hostname being "what comes after the @ in the user ID form"."""
+
+
+def hostname_problem(hostname: str) -> str | None:
+    """Why a host-id's hostname string breaks the profile's 1..253
+    characters (section 4), or None; its value is read, not only its presence."""
+    if len(hostname) > MAX_HOSTNAME_LENGTH:
+        return (
+            f"the host-id's hostname has {len(hostname)} characters, above the "
+            f"{MAX_HOSTNAME_LENGTH} of a DNS name (profile section 4)"
+        )
+    return None
+
+
+def error_body_problem(answer: Message, code: str) -> str | None:
+    """Why an ERR's body is not the profile's (section 6)
+    ``{"type":"error","error":CODE,"message":TEXT}`` with ``code``, or None:
+    each value it fixes is checked, not only the code's presence."""
+    body = answer.body
+    if body.get("type") != "error":
+        return f"the ERR body's type must be 'error', not {body.get('type')!r}: {summary(answer)}"
+    if body.get("error") != code:
+        return f"the ERR should carry the profile's code {code}: {summary(answer)}"
+    if not isinstance(body.get("message"), str):
+        return f"the ERR body's message must be a string: {summary(answer)}"
+    return None
+
+
+def other_versions(frames: list[Frame], version: str) -> list[str]:
+    """The frames among ``frames`` whose version is not ``version`` (the one
+    in use), each in one line; empty when all carry it."""
+    return [summary(frame) for frame in frames if frame.version != version]
+
+
 def describe_bytes(data: bytes) -> str:
     """Bytes the target sent, as frames where they parse, else as hex."""
     if not data:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from conformance.core.requirements import requirement
 from conformance.core.transport import DeadlineExceeded
-from reference_impl.ripplehost.frame import message_frames
+from reference_impl.ripplehost.frame import VERSION, message_frames
 
 from .conftest import DEFAULT_CLIENT_MESSAGES
 from .malformed import (
@@ -17,6 +17,8 @@ from .malformed import (
     CLOSE_SILENTLY,
     HOST_MESSAGES,
     MISSING_END_BASIS,
+    NUMBER,
+    NUMBER_BASIS,
     PROFILE_DOC,
     SILENT_BASIS,
     SIZE,
@@ -24,9 +26,19 @@ from .malformed import (
     WRONG_SIZE_BASIS,
     malformed_headers,
     missing_end_frames,
+    non_canonical_numbers,
     wrong_size_frames,
 )
-from .peer import HARNESS_HOSTNAME, HOST_ID_TYPE, RipplePeer, expect_close, probe_body, summary
+from .peer import (
+    HARNESS_HOSTNAME,
+    HOST_ID_TYPE,
+    RipplePeer,
+    expect_close,
+    hostname_problem,
+    other_versions,
+    probe_body,
+    summary,
+)
 from .prerequisites import (
     CLIENT_CLOSES_ON_MALFORMED,
     CLIENT_CLOSES_SILENTLY,
@@ -113,6 +125,8 @@ async def test_client_sends_host_id_first(launched_client):
         assert isinstance(hostname, str) and hostname, (
             f"the host-id must carry a hostname string: {summary(first)}"
         )
+        problem = hostname_problem(hostname)
+        assert problem is None, f"{problem}: {summary(first)}"
         assert not first.is_node, (
             f"the host-id must come in a host frame (profile section 4): {summary(first)}"
         )
@@ -280,6 +294,25 @@ async def test_client_closes_silently_on_malformed_header(launched_client):
 
 
 @requirement(
+    "ripplehost.frame.client.closes-on-non-canonical-number",
+    "MUST",
+    f"{NUMBER}; {CLOSE}",
+    role="client",
+    depends=[CLIENT_HOST_ID, CLIENT_CLOSES_ON_MALFORMED],
+    basis=NUMBER_BASIS,
+)
+async def test_client_closes_on_non_canonical_number(launched_client):
+    for rule, data in non_canonical_numbers(OWN, NEXT):
+        await expect_close_on_forged_frame(
+            launched_client,
+            f"a frame with {rule}",
+            data,
+            f"a ping MSG with {rule}, then a valid ping",
+            silent=False,
+        )
+
+
+@requirement(
     "ripplehost.frame.client.closes-on-missing-end",
     "MUST",
     f"{TRAILER}; {CLOSE}",
@@ -349,4 +382,40 @@ async def test_client_reassembles_chunked(launched_client):
         assert message.msgno == 5 and message.type == "RPY" and message.body == body, (
             f"the {len(frames)} frames must be reassembled into one message, answered by the echo of its whole "
             f"body; got {summary(message)}"
+        )
+
+
+@requirement(
+    "ripplehost.message.client.speaks-version-in-use",
+    "MUST",
+    f'{HOST_MESSAGES} ("The version indicates the Ripple protocol version"; profile section 6: '
+    "every frame of an association carries the version its host-id exchange used)",
+    role="client",
+    depends=[CLIENT_HOST_ID, CLIENT_REPLY_MSGNO],
+    basis="wire-format: version, the Ripple protocol version a frame is written in: an association "
+    "speaks the version of its host-id exchange, so a frame labelled with another claims a "
+    "protocol the peer did not ask for",
+)
+async def test_client_speaks_version_in_use(launched_client):
+    async with launched_client() as client:
+        peer = await client.accept()
+        # The harness answers the host-id in its own version, 1.0: the
+        # association speaks it from then on, whatever the initiator opened with.
+        await answer_host_id(peer)
+        await own_msgs(peer, len(DEFAULT_CLIENT_MESSAGES))
+        body = probe_body("version")
+        await peer.send_message("MSG", 5, body, f"an echo MSG of the acceptor, version {VERSION}")
+        for _ in range(MAX_MESSAGES):
+            answer = await peer.next_message("the initiator's answer to an echo MSG")
+            if answer.type != "MSG":  # the initiator's own MSGs stay unanswered, so that it stays
+                break
+        else:
+            raise AssertionError(
+                f"over {MAX_MESSAGES} MSGs of the initiator and no answer to the harness's MSG"
+            )
+        wrong = other_versions(peer.received_frames, VERSION)
+        assert not wrong, (
+            f"every frame of an association speaking version {VERSION} (the harness's host-id "
+            f"RPY and MSGs) must carry it; these carry another: {'; '.join(wrong)} (the answer: "
+            f"{summary(answer)})"
         )

@@ -14,17 +14,21 @@ from .malformed import (
     HOST_MESSAGES,
     MISSING_END_BASIS,
     NODE_MESSAGES,
+    NUMBER,
+    NUMBER_BASIS,
     PROFILE_DOC,
     README,
     SILENT_BASIS,
     SIZE,
     TRAILER,
     WRONG_SIZE_BASIS,
+    content_not_json_object_frames,
     malformed_headers,
     missing_end_frames,
+    non_canonical_numbers,
     wrong_size_frames,
 )
-from .peer import expect_close, probe_body, summary
+from .peer import error_body_problem, expect_close, other_versions, probe_body, summary
 from .prerequisites import CLOSES_ON_MALFORMED, IDENTIFIED, REASSEMBLES
 
 MORE = (
@@ -67,6 +71,20 @@ async def test_closes_silently_on_malformed_header(identified_peer):
         peer = await identified_peer(rule)
         await peer.send_raw(data, f"a frame with {rule}, then a valid ping")
         await expect_close(peer, f"a frame with {rule}", silent=True)
+
+
+@requirement(
+    "ripplehost.frame.server.closes-on-non-canonical-number",
+    "MUST",
+    f"{NUMBER}; {CLOSE}",
+    depends=[*IDENTIFIED, CLOSES_ON_MALFORMED],
+    basis=NUMBER_BASIS,
+)
+async def test_closes_on_non_canonical_number(identified_peer):
+    for rule, data in non_canonical_numbers(OWN, NEXT):
+        peer = await identified_peer(rule)
+        await peer.send_raw(data, f"a ping MSG with {rule}, then a valid ping")
+        await expect_close(peer, f"a frame with {rule}", silent=False)
 
 
 @requirement(
@@ -262,8 +280,11 @@ async def test_err_for_unknown_type(identified_peer):
     assert answer.type == "ERR", (
         f"a MSG of a type the host does not serve should get an ERR: {summary(answer)}"
     )
-    assert answer.body.get("error") == "unknown-type", (
-        f"the ERR should carry the profile's code unknown-type: {summary(answer)}"
+    problem = error_body_problem(answer, "unknown-type")
+    assert problem is None, problem
+    assert answer.body.get("message-type") == "conformance-no-such-type", (
+        f"the ERR unknown-type should name the type of the MSG it refuses, "
+        f"'conformance-no-such-type', in message-type (profile section 6): {summary(answer)}"
     )
     _, probe = await peer.request(probe_body("after-unknown"), "an echo MSG after the ERR")
     assert probe.type == "RPY", (
@@ -288,8 +309,12 @@ async def test_err_for_unsupported_version(identified_peer):
     assert answer.type == "ERR", (
         f"a MSG of a version the host does not speak should get an ERR, not be served: {summary(answer)}"
     )
-    assert answer.body.get("error") == "unsupported-version", (
-        f"the ERR should carry the profile's code unsupported-version: {summary(answer)}"
+    problem = error_body_problem(answer, "unsupported-version")
+    assert problem is None, problem
+    supported = answer.body.get("supported")
+    assert isinstance(supported, list) and VERSION in supported, (
+        f"the ERR unsupported-version should list the versions the host speaks in supported "
+        f"(profile section 6), {VERSION} among them (the host-id exchange used it): {summary(answer)}"
     )
     _, probe = await peer.request(
         probe_body("after-version"), f"an echo MSG of version {VERSION} after the ERR"
@@ -297,3 +322,47 @@ async def test_err_for_unsupported_version(identified_peer):
     assert probe.type == "RPY", (
         f"the association should stay usable after the ERR: {summary(probe)}"
     )
+
+
+@requirement(
+    "ripplehost.message.server.speaks-version-in-use",
+    "MUST",
+    f'{HOST_MESSAGES} ("The version indicates the Ripple protocol version"; profile section 6: '
+    "every frame of an association carries the version its host-id exchange used)",
+    depends=IDENTIFIED,
+    basis="wire-format: version, the Ripple protocol version a frame is written in: an association "
+    "speaks the version of its host-id exchange, so an answer labelled with another claims a "
+    "protocol the peer did not ask for",
+)
+async def test_speaks_version_in_use(identified_peer):
+    peer = await identified_peer("the version of the acceptor's frames")
+    # An RPY in one frame, one in chunks and an ERR: every kind of frame the
+    # acceptor writes in answer, each read for its version, not its presence.
+    _, single = await peer.request(probe_body("version-single"), "an echo MSG")
+    chunked_body = {**probe_body("version-chunked-" + "v" * 60), "chunk": 16}
+    _, chunked = await peer.request(
+        chunked_body, "an echo MSG asking for its RPY in frames of 16 bytes (profile section 7)"
+    )
+    _, refused = await peer.request({"type": "conformance-no-such-type"}, "a MSG of no known type")
+    wrong = other_versions(peer.received_frames, VERSION)
+    assert not wrong, (
+        f"every frame of an association speaking version {VERSION} (its host-id exchange, every "
+        f"MSG of the harness) must carry it; these carry another: {'; '.join(wrong)} (answers: "
+        f"{summary(single)}; {summary(chunked)}; {summary(refused)})"
+    )
+
+
+@requirement(
+    "ripplehost.message.server.closes-on-content-not-json-object",
+    "MUST",
+    f'{README} ("Messages carried in frames are JSON objects with at least a type"; profile '
+    f"section 3: content that is not such an object breaks the message format); {CLOSE}",
+    depends=[*IDENTIFIED, CLOSES_ON_MALFORMED],
+    basis="profile: section 3, a message whose content is not one JSON object with a type breaks "
+    f"the message format and the association is closed, as for a malformed frame, {PROFILE_DOC}",
+)
+async def test_closes_on_content_not_json_object(identified_peer):
+    for rule, data in content_not_json_object_frames(OWN, NEXT):
+        peer = await identified_peer(rule)
+        await peer.send_raw(data, f"a MSG whose content is {rule}, then a valid ping")
+        await expect_close(peer, f"a MSG whose content is {rule}", silent=False)

@@ -5,9 +5,17 @@ docs/ripplehost-profile.md, sections 4 and 5)."""
 from __future__ import annotations
 
 from conformance.core.requirements import not_applicable, requirement
+from reference_impl.ripplehost.frame import message_frames
 
 from .conftest import identified
-from .peer import HARNESS_HOSTNAME, HOST_ID_TYPE, expect_close, probe_body, summary
+from .peer import (
+    HARNESS_HOSTNAME,
+    HOST_ID_TYPE,
+    error_body_problem,
+    expect_close,
+    probe_body,
+    summary,
+)
 from .prerequisites import HOST_ID
 from .prerequisites import IDENTIFIED
 
@@ -306,8 +314,39 @@ async def test_refuses_msg_before_host_id(open_peer):
         "MSG", 0, probe_body("before-host-id"), "an echo MSG where the host-id MSG is due"
     )
     answer = await peer.answer_to(0, "the answer to a MSG sent before the host-id")
-    assert answer.type == "ERR" and answer.body.get("error") == "host-id-required", (
+    assert answer.type == "ERR", (
         f"a MSG before the host-id should be refused with ERR host-id-required (profile section 4), not served: "
         f"{summary(answer)}"
     )
+    problem = error_body_problem(answer, "host-id-required")
+    assert problem is None, problem
     await expect_close(peer, "its ERR host-id-required", silent=False)
+
+
+@requirement(
+    "ripplehost.msgno.server.closes-on-rpy-and-err-for-one-msgno",
+    "MUST",
+    f"{SAME_MSGNO}; {CLOSE}",
+    needs=["ping-me"],
+    depends=IDENTIFIED,
+    basis=f"profile: section 5, an RPY and an ERR in progress for one msgno (one reply per MSG): "
+    f"{MSGNO_CLOSE}, {PROFILE_DOC}",
+)
+async def test_closes_on_rpy_and_err_for_one_msgno(identified_peer):
+    peer = await identified_peer("an RPY and an ERR for one MSG of the acceptor")
+    own = (await ping_me(peer, 1, answer=False))[0]
+    # The first chunk of an RPY, then a whole ERR, for the one MSG: each alone
+    # is a valid answer, so only a node that tells them apart closes.
+    await peer.send_frames(
+        message_frames("RPY", own.msgno, {"type": "ok", "echo": own.body}, chunk_size=8)[:1],
+        f"the first chunk of an RPY to the acceptor's MSG {own.msgno} (more '*')",
+    )
+    await peer.send_message(
+        "ERR",
+        own.msgno,
+        {"type": "error", "error": "conformance", "message": "a second reply to one MSG"},
+        f"an ERR to the same MSG {own.msgno} while the RPY is in progress",
+    )
+    await expect_close(
+        peer, f"an RPY and an ERR in progress for the acceptor's msgno {own.msgno}", silent=True
+    )
