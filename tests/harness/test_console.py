@@ -85,14 +85,14 @@ def test_certify_console_shows_the_node_behaviour_and_groups_blocked_cases(tmp_p
             line,
         )
     ]
-    assert grouped and "[ 13-23/30] blk  11 cases (7 MUST, 4 SHOULD)" in grouped[0], run.output
+    assert grouped and "[ 15-28/36] blk  14 cases (10 MUST, 4 SHOULD)" in grouped[0], run.output
     assert sum(line.strip().startswith("blocked by") for line in lines) <= 2, run.output
     # Root causes: the node's behaviour first, and the blocked cases counted.
     at = lines.index(f"  failed {shown} wrong-msgno: {root}")
     assert (
         lines[at + 1].strip().startswith("the answer to the MSG with msgno 42 carries msgno 44")
     ), lines[at + 1]
-    assert lines[at + 2].strip().startswith("14 case(s) blocked by it: "), lines[at + 2]
+    assert lines[at + 2].strip().startswith("17 case(s) blocked by it: "), lines[at + 2]
     # The whole message is kept where it was: results.jsonl, the trace, summary.json without the prefix.
     assert record["message"].startswith(f"{root} [{shown}, ")
     assert record["message"] in (run.run_dir / record["trace_file"]).read_text()
