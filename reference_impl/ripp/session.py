@@ -318,7 +318,7 @@ class _Session:
         self._sequence += 1
         env = make_envelope(
             msg_type_of(msg),
-            encode_payload(msg),
+            self._points.apply("sent-payload", encode_payload(msg), msg=msg),
             sequence=self._points.apply("envelope-sequence", self._sequence),
             timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns,
             fingerprint=fingerprint,
@@ -331,7 +331,9 @@ class _Session:
     def _decode(self, env: Envelope) -> Any:
         """The envelope's payload, or None after closing the session."""
         try:
-            return decode_payload(env.msg_type, env.payload)
+            return decode_payload(
+                env.msg_type, self._points.apply("received-payload", env.payload, envelope=env)
+            )
         except PayloadError as exc:
             self._close("payload", f"{MsgType(env.msg_type).name}: {exc}")
             return None
@@ -463,8 +465,12 @@ class ConsumerSession(_Session):
         )
         ok = not errors
         self._send(
-            SchemaNegotiation(
-                ok, errors, PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id
+            self._points.apply(
+                "negotiation",
+                SchemaNegotiation(
+                    ok, errors, PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id
+                ),
+                handshake=hs,
             ),
             now_ns,
         )
@@ -586,7 +592,15 @@ class ProducerSession(_Session):
             "deltas-before-handshake", [], outputs=self.outputs
         ):
             self._send_delta(output, key, delta, now_ns)
-        self._send(Handshake(self.worker_id, self.outputs, self.protocol_version), now_ns)
+        self._send(
+            Handshake(self.worker_id, self.outputs, self.protocol_version),
+            now_ns,
+            fingerprint=self._control_fingerprint(),
+        )
+
+    def _control_fingerprint(self) -> bytes:
+        """P4: a control payload is fixed by the profile, not by a schema."""
+        return self._points.apply("control-fingerprint", ZERO_FINGERPRINT, outputs=self.outputs)
 
     @property
     def heartbeat_interval_ns(self) -> Optional[int]:
@@ -649,7 +663,9 @@ class ProducerSession(_Session):
     def request_checkpoint(self, checkpoint_id: int, now_ns: int) -> None:
         self._require_open()
         self._requested.add(checkpoint_id)
-        self._send(CheckpointRequest(checkpoint_id), now_ns)
+        self._send(
+            CheckpointRequest(checkpoint_id), now_ns, fingerprint=self._control_fingerprint()
+        )
 
     def _open_deadline(self) -> Optional[int]:
         if self.state != "open":
@@ -660,8 +676,8 @@ class ProducerSession(_Session):
         due = self._open_deadline()
         if due is None or now_ns < due:
             return []
-        hb = Heartbeat(self.worker_id, now_ns, self.load)
-        self._send(hb, now_ns)
+        hb = self._points.apply("heartbeat", Heartbeat(self.worker_id, now_ns, self.load))
+        self._send(hb, now_ns, fingerprint=self._control_fingerprint())
         interval = round(self.heartbeat_interval_ns * self.heartbeat_gap)
         # From this Heartbeat, not from when it was due: a poll that came
         # late (a starved loop) must not make the next gap short to catch

@@ -168,6 +168,12 @@ async def test_sequence_increases(ready_peer):
         f"the consumer's envelopes (Schema_negotiation, then two Checkpoint_acks) carry sequence numbers "
         f"{numbers}: each must be above the one before (profile P6)"
     )
+    counter = list(range(1, len(numbers) + 1))
+    assert numbers == counter, (
+        f"the consumer's envelopes (Schema_negotiation, then two Checkpoint_acks) carry sequence "
+        f"numbers {numbers}; profile P6: the per-connection counter, 1 for the first envelope and +1 "
+        f"for each after it, {counter}"
+    )
 
 
 LIVENESS_INTERVALS = 3
