@@ -75,6 +75,10 @@ POINTS: dict[str, str] = {
     "delta-record": "what the consumer keeps of a source's history for the faults (None: nothing), "
     "updated as a Delta arrives, before it is applied; context: sequence_no, track, applying "
     "(whether it will be applied)",
+    "heartbeat-worker-accepted": "whether the consumer takes a Heartbeat (its worker_id is the "
+    "Handshake's source_worker_id, P8); context: heartbeat",
+    "undeclared-output-refused": "whether a Delta for an output the Handshake did not declare "
+    "closes the connection (True, P6) rather than being dropped; context: delta",
     "liveness-deadline": "when the consumer closes a producer that sent no Heartbeat (ns, None: "
     "never); no context",
     # --- the producer (session.ProducerSession, node.run_producer)
@@ -88,6 +92,8 @@ POINTS: dict[str, str] = {
     "and Checkpoint_requests (32 zero bytes, P4); context: outputs (name, writer schema)",
     "heartbeat": "the Heartbeat the producer sends (worker_id: the Handshake's "
     "source_worker_id, P8); no context",
+    "negotiation-version-accepted": "whether the producer takes a Schema_negotiation's "
+    "protocol_version (it is 1, P5); context: negotiation",
     "heartbeat-interval-ms": "the Heartbeat interval the producer keeps, in ms (the negotiated "
     "one); no context",
     "heartbeat-deadline": "when the producer's next Heartbeat is due (ns, None: never); no context",
@@ -356,6 +362,14 @@ def heartbeat_of_another_worker(heartbeat: Any) -> Any:
     return dataclasses.replace(heartbeat, worker_id=heartbeat.worker_id + "-heartbeats")
 
 
+def accepted(verdict: bool, **_: Any) -> bool:
+    return True
+
+
+def not_refused(refused: bool, **_: Any) -> bool:
+    return False
+
+
 def every_other_number(number: int, **_: Any) -> int:
     """1, 3, 5, ...: still increasing, but not the counter P6 fixes (+1)."""
     return 2 * number - 1
@@ -561,6 +575,21 @@ SPECS: tuple[FaultSpec, ...] = (
         (SERVER + "sequence-increases",),
         changes={"envelope-sequence": every_other_number},
     ),
+    FaultSpec(
+        "accept-foreign-heartbeat",
+        "server",
+        "take a Heartbeat whatever worker_id it names instead of closing on one that is not the "
+        "Handshake's",
+        ("ripp.heartbeat.server.closes-on-foreign-worker",),
+        changes={"heartbeat-worker-accepted": accepted},
+    ),
+    FaultSpec(
+        "drop-undeclared-output",
+        "server",
+        "drop a Delta for an output the Handshake did not declare and stay open instead of closing",
+        (DELTA + "closes-on-undeclared-output",),
+        changes={"undeclared-output-refused": not_refused},
+    ),
     # --- producer (client role)
     FaultSpec(
         "no-heartbeats",
@@ -662,6 +691,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "name another worker_id in its Heartbeats than the Handshake's source_worker_id",
         ("ripp.heartbeat.client.names-handshake-worker",),
         changes={"heartbeat": heartbeat_of_another_worker},
+    ),
+    FaultSpec(
+        "client-accept-any-negotiation-version",
+        "client",
+        "go on after an ok Schema_negotiation whatever protocol_version it names",
+        ("ripp.handshake.client.closes-on-other-protocol-version",),
+        changes={"negotiation-version-accepted": accepted},
     ),
 )
 

@@ -446,7 +446,8 @@ class ConsumerSession(_Session):
             hb = self._decode(env)
             if hb is None:
                 return [self.closed]
-            if hb.worker_id != self.handshake.source_worker_id:
+            same_worker = hb.worker_id == self.handshake.source_worker_id
+            if not self._points.apply("heartbeat-worker-accepted", same_worker, heartbeat=hb):
                 return [
                     self._close(
                         "protocol",
@@ -504,6 +505,8 @@ class ConsumerSession(_Session):
             return [self.closed]
         track = self.sources.get(msg.source_output)
         if track is None:
+            if not self._points.apply("undeclared-output-refused", True, delta=msg):
+                return []
             return [
                 self._close(
                     "protocol",
@@ -696,7 +699,11 @@ class ProducerSession(_Session):
                 return [self.closed]
             self.negotiation = neg
             events: list[Any] = [Negotiated(neg)]
-            if neg.protocol_version != PROTOCOL_VERSION:
+            if not self._points.apply(
+                "negotiation-version-accepted",
+                neg.protocol_version == PROTOCOL_VERSION,
+                negotiation=neg,
+            ):
                 events.append(
                     self._close(
                         "protocol", f"consumer speaks protocol version {neg.protocol_version}"

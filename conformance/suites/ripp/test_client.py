@@ -332,6 +332,40 @@ async def test_client_rejects_unsupported_version(launched_producer):
 
 
 @requirement(
+    "ripp.handshake.client.closes-on-other-protocol-version",
+    "MUST",
+    'RIPP, Handshake ("Protocol version compatibility") (profile P5: a producer receiving a '
+    "Schema_negotiation whose protocol_version is not 1 closes, ok or not; P9)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE, CLIENT_WAITS],
+    basis="profile: P5 handshake and schema negotiation (a producer receiving ok = false, or a "
+    "protocol_version other than 1, closes), docs/ripp-profile.md",
+)
+async def test_client_closes_on_other_protocol_version(launched_producer):
+    async with launched_producer(count=3, stay=2.0) as peer:
+        for _ in range(8):
+            got = await peer.next_envelope("the producer's Handshake")
+            if isinstance(got.message, Handshake):
+                break
+        else:
+            raise AssertionError("the producer sent 8 envelopes and no Handshake")
+        # ok=true: a producer that reads only ok goes on and sends its Deltas.
+        await peer.send(
+            SchemaNegotiation(True, [], 2, HEARTBEAT_MS, "conformance-consumer"),
+            "Schema_negotiation ok=true naming protocol_version 2",
+        )
+        closed, sent = await peer.closes_silently()
+        assert not sent, (
+            f"after a Schema_negotiation (ok=true) naming protocol_version 2 the producer went on "
+            f"and sent {short_hex(sent)}; profile P5: a protocol_version other than 1 closes"
+        )
+        assert closed, (
+            "after a Schema_negotiation naming protocol_version 2 the producer kept the connection "
+            "open (profile P5: it closes)"
+        )
+
+
+@requirement(
     "ripp.handshake.client.stops-after-rejection",
     "MUST",
     'RIPP, Handshake Protocol ("If schema negotiation fails"; "[connection rejected]") (profile P5: '

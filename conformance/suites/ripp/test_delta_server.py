@@ -7,7 +7,7 @@ from __future__ import annotations
 from conformance.core.requirements import requirement
 from conformance.core.transport import short_hex
 from reference_impl.ripp.payloads import CheckpointRequest, RemoveDelta
-from reference_impl.ripp.envelope import ZERO_FINGERPRINT
+from reference_impl.ripp.envelope import ZERO_FINGERPRINT, encode_envelope
 
 from .peer import ExpectedState, describe, key, set_delta, source_of
 from .prerequisites import APPLIES, CHECKPOINT
@@ -156,7 +156,7 @@ async def test_refuses_unknown_fingerprint(ready_peer, output):
     peer = await ready_peer()
     data = bytearray(peer.delta_bytes(name, schema, 1, key("AAPL"), set_delta(schema, 1)))
     # Same delta, the fingerprint field replaced by one no negotiated schema has; CRC recomputed.
-    from reference_impl.ripp.envelope import decode_envelope, encode_envelope
+    from reference_impl.ripp.envelope import decode_envelope
 
     env = decode_envelope(bytes(data))._replace(fingerprint=b"f" * 32)
     probe = encode_envelope(peer.envelope(CheckpointRequest(9)))
@@ -170,4 +170,35 @@ async def test_refuses_unknown_fingerprint(ready_peer, output):
     assert closed and not received, (
         "a Delta with an unknown schema fingerprint must be refused before deserialization (profile P4: close, "
         f"sending nothing); the consumer {'closed after sending ' + short_hex(received) if closed else 'kept the connection open'}"
+    )
+
+
+@requirement(
+    "ripp.delta.server.closes-on-undeclared-output",
+    "MUST",
+    'RIPP, Handshake ("Schema compatibility for each declared output") (profile P6: a Delta for an '
+    "output not declared in the Handshake is a protocol error: close, sending nothing)",
+    depends=[APPLIES],
+    basis="profile: P6 sequence numbers and deltas (a Delta for an output not declared in the "
+    "Handshake is a protocol error: close, sending nothing), docs/ripp-profile.md",
+)
+async def test_closes_on_undeclared_output(ready_peer, output, registry):
+    name, schema = output
+    undeclared = f"{name}-undeclared"
+    assert undeclared not in registry, f"the registry declares {undeclared!r} itself"
+    peer = await ready_peer()
+    # The envelope carries the fingerprint of a negotiated schema (P4's check
+    # passes): only the output name the payload gives is not declared.
+    data = peer.delta_bytes(undeclared, schema, 1, key("AAPL"), set_delta(schema, 1))
+    data += encode_envelope(peer.envelope(CheckpointRequest(72)))
+    await peer.conn.send_quietly(
+        data,
+        f"a Delta for output {undeclared!r} (not declared; the fingerprint of {name}'s schema), "
+        "then a Checkpoint_request in the same write",
+    )
+    closed, sent = await peer.closes_at_once()
+    assert closed and not sent, (
+        f"a Delta for output {undeclared!r}, which the Handshake did not declare, must close the "
+        "connection, nothing sent (profile P6); the consumer "
+        + (f"sent {short_hex(sent)}" if sent else "kept the connection open")
     )

@@ -10,7 +10,8 @@ import time
 
 from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import short_hex
-from reference_impl.ripp.payloads import Heartbeat, SchemaNegotiation
+from reference_impl.ripp.envelope import encode_envelope
+from reference_impl.ripp.payloads import CheckpointRequest, Heartbeat, SchemaNegotiation
 
 from .peer import describe, new_worker_id
 from .prerequisites import CHECKPOINT, HANDSHAKE, VALID_ENVELOPES
@@ -262,3 +263,44 @@ async def test_answers_checkpoint_request(ready_peer, registry):
             f"before any Delta, source {state.source_output} shows {describe(state)} "
             "(profile P7: 0, 0 and the digest of the empty state)"
         )
+
+
+@requirement(
+    "ripp.heartbeat.server.closes-on-foreign-worker",
+    "MUST",
+    'RIPP, Heartbeat ("worker_id : string") (profile P8: a Heartbeat whose worker_id differs from '
+    "the Handshake's is a protocol error; P9: close, sending nothing)",
+    depends=[CHECKPOINT],
+    basis="profile: P8 heartbeats (a Heartbeat whose worker_id differs from the Handshake's "
+    "source_worker_id is a protocol error) and P9 (close, nothing sent), docs/ripp-profile.md",
+)
+async def test_closes_on_foreign_worker(open_peer, registry):
+    peer = await open_peer()
+    worker_id = new_worker_id()
+    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
+    if not negotiation.ok:
+        blocked(
+            HANDSHAKE,
+            "failed within this case",
+            f"the Handshake got ok=false ({negotiation.errors})",
+        )
+    # A consumer that does not compare the worker_id takes the Heartbeat and
+    # answers the Checkpoint_request after it; one that does closes first.
+    foreign = f"{worker_id}-other"
+    data = encode_envelope(peer.envelope(Heartbeat(foreign, time.time_ns(), 0.5)))
+    data += encode_envelope(peer.envelope(CheckpointRequest(71)))
+    await peer.conn.send_quietly(
+        data,
+        f"a Heartbeat naming worker_id {foreign!r} (the Handshake named {worker_id!r}), then a "
+        "Checkpoint_request in the same write",
+    )
+    closed, sent = await peer.closes_at_once()
+    assert not sent, (
+        f"after a Heartbeat naming worker_id {foreign!r}, not the Handshake's {worker_id!r}, the "
+        f"consumer answered instead of closing: {short_hex(sent)} (profile P8: a protocol error; "
+        "P9: close, sending nothing)"
+    )
+    assert closed, (
+        f"after a Heartbeat naming worker_id {foreign!r}, not the Handshake's {worker_id!r}, the "
+        "consumer kept the connection open (profile P8: a protocol error; P9: close)"
+    )
