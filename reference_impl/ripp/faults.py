@@ -79,6 +79,10 @@ POINTS: dict[str, str] = {
     "Handshake's source_worker_id, P8); context: heartbeat",
     "undeclared-output-refused": "whether a Delta for an output the Handshake did not declare "
     "closes the connection (True, P6) rather than being dropped; context: delta",
+    "output-fingerprint-matches": "whether a Delta's envelope fingerprint (a negotiated one) is "
+    "that of its own output's schema (P4); context: delta, fingerprint",
+    "received-delta": "the Delta.t decoded from a Delta's delta_bytes, before it is checked "
+    "against the writer schema (P6); context: track (the output's SourceTrack)",
     "liveness-deadline": "when the consumer closes a producer that sent no Heartbeat (ns, None: "
     "never); no context",
     # --- the producer (session.ProducerSession, node.run_producer)
@@ -370,6 +374,30 @@ def not_refused(refused: bool, **_: Any) -> bool:
     return False
 
 
+def undeclared_fields_dropped(delta: DeltaT, *, track: Any, **_: Any) -> DeltaT:
+    """The Delta without the fields its writer schema lacks, as a reader that
+    skips unknown fields would apply it."""
+    if isinstance(delta, (SetDelta, PatchDelta)):
+        return type(delta)([fv for fv in delta.fields if fv.field in track.field_types])
+    return delta
+
+
+def load_clamped(payload: bytes, *, envelope: Any, **_: Any) -> bytes:
+    """A Heartbeat's load brought into [0.0, 1.0] (NaN to 0.0) before the
+    range rule sees it, as a reader that clamps instead of refusing."""
+    if envelope.msg_type != MsgType.HEARTBEAT:
+        return payload
+    try:
+        heartbeat = bp.decode(PAYLOAD_TYPES[MsgType.HEARTBEAT], payload)
+    except bp.BinProtError:
+        return payload
+    load = heartbeat.load
+    clamped = 0.0 if load != load else min(1.0, max(0.0, load))
+    if clamped == load:
+        return payload
+    return bp.encode(PAYLOAD_TYPES[MsgType.HEARTBEAT], dataclasses.replace(heartbeat, load=clamped))
+
+
 def every_other_number(number: int, **_: Any) -> int:
     """1, 3, 5, ...: still increasing, but not the counter P6 fixes (+1)."""
     return 2 * number - 1
@@ -589,6 +617,27 @@ SPECS: tuple[FaultSpec, ...] = (
         "drop a Delta for an output the Handshake did not declare and stay open instead of closing",
         (DELTA + "closes-on-undeclared-output",),
         changes={"undeclared-output-refused": not_refused},
+    ),
+    FaultSpec(
+        "drop-undeclared-fields",
+        "server",
+        "apply a Delta without the fields its writer schema lacks instead of closing",
+        (DELTA + "closes-on-undeclared-field",),
+        changes={"received-delta": undeclared_fields_dropped},
+    ),
+    FaultSpec(
+        "clamp-heartbeat-load",
+        "server",
+        "bring a Heartbeat's load into [0.0, 1.0] instead of closing on one outside it",
+        ("ripp.heartbeat.server.closes-on-load-out-of-range",),
+        changes={"received-payload": load_clamped},
+    ),
+    FaultSpec(
+        "any-negotiated-fingerprint",
+        "server",
+        "take a Delta carrying the fingerprint of any negotiated schema, also another output's",
+        (DELTA + "closes-on-fingerprint-of-another-output",),
+        changes={"output-fingerprint-matches": accepted},
     ),
     # --- producer (client role)
     FaultSpec(

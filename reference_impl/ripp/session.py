@@ -513,7 +513,9 @@ class ConsumerSession(_Session):
                     f"Delta for output {msg.source_output!r}, not declared in the Handshake",
                 )
             ]
-        if track.fingerprint != fp:
+        if not self._points.apply(
+            "output-fingerprint-matches", track.fingerprint == fp, delta=msg, fingerprint=fp
+        ):
             return [
                 self._close(
                     "protocol",
@@ -532,7 +534,7 @@ class ConsumerSession(_Session):
             )
             return [DuplicateDiscarded(msg.source_output, seq, track.last)]
         try:
-            delta = decode_delta(msg.delta_bytes)
+            delta = self._points.apply("received-delta", decode_delta(msg.delta_bytes), track=track)
             track.validate(delta)
         except PayloadError as exc:
             return [self._close("payload", f"Delta {msg.source_output!r} #{seq}: {exc}")]

@@ -287,6 +287,22 @@ class RippPeer:
         return await self.conn.await_close(window)
 
 
+async def closes_on(peer: RippPeer, bad: bytes, what: str, rule: str) -> None:
+    """Send ``bad`` (envelopes a consumer must refuse) and, in the same write,
+    a Checkpoint_request: a consumer that takes ``bad`` answers it, one that
+    refuses closes first, sending nothing (profile P9)."""
+    probe = encode_envelope(peer.envelope(CheckpointRequest(73)))
+    await peer.conn.send_quietly(
+        bad + probe, f"{what}, then a Checkpoint_request in the same write"
+    )
+    closed, sent = await peer.closes_at_once()
+    assert not sent, (
+        f"after {what} the consumer answered instead of closing: {short_hex(sent)} ({rule}; "
+        "P9: close, sending nothing)"
+    )
+    assert closed, f"after {what} the consumer kept the connection open ({rule}; P9: close)"
+
+
 def canonical_payload(what: str, data: bytes, raw: bytes, value: Any, bintype: Any = None) -> None:
     """Raise ProtocolViolation unless ``data``, decoded as ``value``, is the
     one encoding bin_prot writes for it (profile P3; README, RIPP: a nat0

@@ -13,7 +13,7 @@ from conformance.core.transport import short_hex
 from reference_impl.ripp.envelope import encode_envelope
 from reference_impl.ripp.payloads import CheckpointRequest, Heartbeat, SchemaNegotiation
 
-from .peer import describe, new_worker_id
+from .peer import closes_on, describe, new_worker_id
 from .prerequisites import CHECKPOINT, HANDSHAKE, VALID_ENVELOPES
 
 FORMAT = "RIPP, Message Envelope Format"
@@ -303,4 +303,31 @@ async def test_closes_on_foreign_worker(open_peer, registry):
     assert closed, (
         f"after a Heartbeat naming worker_id {foreign!r}, not the Handshake's {worker_id!r}, the "
         "consumer kept the connection open (profile P8: a protocol error; P9: close)"
+    )
+
+
+@requirement(
+    "ripp.heartbeat.server.closes-on-load-out-of-range",
+    "MUST",
+    'RIPP, Heartbeat ("load : float       (* 0.0 to 1.0 *)") (profile P3: load is a finite float '
+    "in [0.0, 1.0]; P8: a Heartbeat whose load is out of range is a protocol error: close)",
+    depends=[CHECKPOINT],
+    basis="profile: P3 range rules (load is a finite float in [0.0, 1.0]) and P8 (a Heartbeat "
+    "whose load is out of range is a protocol error: close, sending nothing), docs/ripp-profile.md",
+)
+async def test_closes_on_load_out_of_range(open_peer, registry):
+    peer = await open_peer()
+    worker_id = new_worker_id()
+    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
+    if not negotiation.ok:
+        blocked(
+            HANDSHAKE,
+            "failed within this case",
+            f"the Handshake got ok=false ({negotiation.errors})",
+        )
+    await closes_on(
+        peer,
+        encode_envelope(peer.envelope(Heartbeat(worker_id, time.time_ns(), 1.5))),
+        "a Heartbeat of the Handshake's worker with load 1.5",
+        "profile P3: load in [0.0, 1.0]; P8: out of range is a protocol error",
     )
