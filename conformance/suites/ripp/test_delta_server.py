@@ -240,7 +240,10 @@ async def test_closes_on_undeclared_field(ready_peer, output):
     'RIPP, Field Details ("Identifies the schema of the payload.") (profile P4: after decoding, '
     "the schema of source_output must have the envelope's fingerprint, else a protocol error: "
     "close)",
-    depends=[APPLIES],
+    # A consumer that compares no fingerprint at all breaks the rule of
+    # refuses-unknown-fingerprint first; this case tells apart one that looks
+    # the fingerprint up among the negotiated ones but not for its own output.
+    depends=[APPLIES, "ripp.delta.server.refuses-unknown-fingerprint"],
     basis="profile: P4 schema fingerprint (after decoding, the schema of the Delta's "
     "source_output must have the fingerprint its envelope carries, else a protocol error), "
     "docs/ripp-profile.md",
