@@ -18,13 +18,16 @@ the rules read without the ways of breaking them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import struct
 from typing import Any, Optional
 
 from ..faults import FaultSpec, fault_enum
 from .envelope import CRC_SIZE, MAGIC, VERSION, MsgType, crc32c
+from . import binprot as bp
 from .payloads import (
     DEFAULT_HEARTBEAT_MS,
+    PAYLOAD_TYPES,
     PROTOCOL_VERSION,
     DeltaMsg,
     DeltaT,
@@ -32,7 +35,9 @@ from .payloads import (
     PatchDelta,
     SetDelta,
     decode_payload,
+    fingerprint,
     key_bytes,
+    msg_type_of,
     sample_value,
 )
 from .schema import negotiate
@@ -50,9 +55,15 @@ POINTS: dict[str, str] = {
     "envelope-sequence": "the sequence number of an envelope the node sends; no context",
     "envelope-flags": "the flags byte of an envelope the node sends (0); no context",
     "sent-envelope": "the encoded bytes of an envelope the node sends; no context",
+    "sent-payload": "the bin_prot bytes of the payload of an envelope the node sends (the "
+    "shortest encoding of each value, P3); context: msg (the message they encode)",
+    "received-payload": "the payload bytes of a received envelope the node decodes (all of "
+    "them: a value must use every byte, P1); context: envelope",
     # --- the consumer (session.ConsumerSession)
     "negotiation-errors": "the consumer's errors for a Handshake (empty: ok = true); context: "
     "handshake, registry (output name -> reader schema)",
+    "negotiation": "the Schema_negotiation the consumer answers a Handshake with (its own "
+    "protocol_version, 1); context: handshake",
     "checkpoint-request-answered": "whether the consumer answers a Checkpoint_request it reads "
     "(True); no context",
     "checkpoint-ack": "the Checkpoint_ack the consumer sends; context: sources (output name -> "
@@ -64,6 +75,14 @@ POINTS: dict[str, str] = {
     "delta-record": "what the consumer keeps of a source's history for the faults (None: nothing), "
     "updated as a Delta arrives, before it is applied; context: sequence_no, track, applying "
     "(whether it will be applied)",
+    "heartbeat-worker-accepted": "whether the consumer takes a Heartbeat (its worker_id is the "
+    "Handshake's source_worker_id, P8); context: heartbeat",
+    "undeclared-output-refused": "whether a Delta for an output the Handshake did not declare "
+    "closes the connection (True, P6) rather than being dropped; context: delta",
+    "output-fingerprint-matches": "whether a Delta's envelope fingerprint (a negotiated one) is "
+    "that of its own output's schema (P4); context: delta, fingerprint",
+    "received-delta": "the Delta.t decoded from a Delta's delta_bytes, before it is checked "
+    "against the writer schema (P6); context: track (the output's SourceTrack)",
     "liveness-deadline": "when the consumer closes a producer that sent no Heartbeat (ns, None: "
     "never); no context",
     # --- the producer (session.ProducerSession, node.run_producer)
@@ -73,6 +92,12 @@ POINTS: dict[str, str] = {
     '({"open"}); no context',
     "negotiation-accepted": "whether the producer goes on after a Schema_negotiation of its "
     "protocol version (its ok field); context: negotiation",
+    "control-fingerprint": "the schema fingerprint of the producer's Handshake, Heartbeats "
+    "and Checkpoint_requests (32 zero bytes, P4); context: outputs (name, writer schema)",
+    "heartbeat": "the Heartbeat the producer sends (worker_id: the Handshake's "
+    "source_worker_id, P8); no context",
+    "negotiation-version-accepted": "whether the producer takes a Schema_negotiation's "
+    "protocol_version (it is 1, P5); context: negotiation",
     "heartbeat-interval-ms": "the Heartbeat interval the producer keeps, in ms (the negotiated "
     "one); no context",
     "heartbeat-deadline": "when the producer's next Heartbeat is due (ns, None: never); no context",
@@ -270,6 +295,114 @@ def at_once(early: bool) -> bool:
     return True
 
 
+def _int_in_four_bytes(n: int) -> bytes:
+    """An int in bin_prot's ``fd`` + int32 form, which its reader accepts for
+    any value that fits, but its writer uses only from 2^15 on."""
+    if -(1 << 31) <= n < 1 << 31:
+        return b"\xfd" + struct.pack("<i", n)
+    return bp.encode(bp.INT, n)
+
+
+def ints_in_four_bytes(payload: bytes, *, msg: Any) -> bytes:
+    """The payload with each int field of the message record (not those
+    nested in lists or strings) written in four bytes: the same values, a
+    longer encoding than the one bin_prot writes."""
+    out = bytearray()
+    for name, field_type in PAYLOAD_TYPES[msg_type_of(msg)].fields:
+        value = getattr(msg, name)
+        if field_type is bp.INT:
+            out += _int_in_four_bytes(value)
+        else:
+            field_type.write(out, value)
+    return bytes(out)
+
+
+def first_output_fingerprint(fp: bytes, *, outputs: list, **_: Any) -> bytes:
+    return fingerprint(outputs[0][1]) if outputs else fp
+
+
+def handshake_version_echoed(negotiation: Any, *, handshake: Any, **_: Any) -> Any:
+    return dataclasses.replace(negotiation, protocol_version=handshake.protocol_version)
+
+
+def ack_of_another_worker(ack: Any, **_: Any) -> Any:
+    return dataclasses.replace(ack, worker_id=ack.worker_id + "-checkpoints")
+
+
+def sources_in_handshake_order(ack: Any, *, sources: dict, **_: Any) -> Any:
+    """The source states in the order the Handshake declared the outputs
+    (the consumer's sources, kept in that order), not sorted by name."""
+    by_name = {state.source_output: state for state in ack.sources}
+    return dataclasses.replace(ack, sources=[by_name[name] for name in sources if name in by_name])
+
+
+_STATE_T = bp.List(bp.Tuple(bp.BYTES, bp.List(bp.Tuple(bp.BYTES, bp.BYTES))))
+"""Profile P7's type of the applied state (session.py's, which imports this
+module: it cannot be imported from there)."""
+
+
+def digests_keys_in_arrival_order(ack: Any, *, sources: dict, **_: Any) -> Any:
+    """Each state digest over the entries in the order their keys first
+    arrived (fields still sorted), not sorted by key."""
+    for state in ack.sources:
+        entries = sources[state.source_output].entries
+        listed = [(k, sorted(entries[k].items())) for k in entries]
+        state.state_digest = hashlib.md5(bp.encode(_STATE_T, listed)).digest()
+    return ack
+
+
+def payload_trailing_bytes_dropped(payload: bytes, *, envelope: Any, **_: Any) -> bytes:
+    """The payload cut after the value its type reads: bytes after it are
+    ignored, as a reader that stops at the end of the value does."""
+    reader = bp.Reader(payload)
+    try:
+        PAYLOAD_TYPES[MsgType(envelope.msg_type)].read(reader)
+    except (ValueError, bp.BinProtError):
+        return payload
+    return payload[: reader.pos]
+
+
+def heartbeat_of_another_worker(heartbeat: Any) -> Any:
+    return dataclasses.replace(heartbeat, worker_id=heartbeat.worker_id + "-heartbeats")
+
+
+def accepted(verdict: bool, **_: Any) -> bool:
+    return True
+
+
+def not_refused(refused: bool, **_: Any) -> bool:
+    return False
+
+
+def undeclared_fields_dropped(delta: DeltaT, *, track: Any, **_: Any) -> DeltaT:
+    """The Delta without the fields its writer schema lacks, as a reader that
+    skips unknown fields would apply it."""
+    if isinstance(delta, (SetDelta, PatchDelta)):
+        return type(delta)([fv for fv in delta.fields if fv.field in track.field_types])
+    return delta
+
+
+def load_clamped(payload: bytes, *, envelope: Any, **_: Any) -> bytes:
+    """A Heartbeat's load brought into [0.0, 1.0] (NaN to 0.0) before the
+    range rule sees it, as a reader that clamps instead of refusing."""
+    if envelope.msg_type != MsgType.HEARTBEAT:
+        return payload
+    try:
+        heartbeat = bp.decode(PAYLOAD_TYPES[MsgType.HEARTBEAT], payload)
+    except bp.BinProtError:
+        return payload
+    load = heartbeat.load
+    clamped = 0.0 if load != load else min(1.0, max(0.0, load))
+    if clamped == load:
+        return payload
+    return bp.encode(PAYLOAD_TYPES[MsgType.HEARTBEAT], dataclasses.replace(heartbeat, load=clamped))
+
+
+def every_other_number(number: int, **_: Any) -> int:
+    """1, 3, 5, ...: still increasing, but not the counter P6 fixes (+1)."""
+    return 2 * number - 1
+
+
 SERVER = "ripp.envelope.server."
 HANDSHAKE = "ripp.handshake.server."
 DELTA = "ripp.delta.server."
@@ -418,6 +551,94 @@ SPECS: tuple[FaultSpec, ...] = (
         (DELTA + "applies-in-order",),
         changes={"delta-record": digest_before_recorded, "checkpoint-ack": digests_before_last},
     ),
+    FaultSpec(
+        "non-minimal-ints",
+        "server",
+        "write each int field of its payloads in bin_prot's 4-byte form (fd + int32) instead of "
+        "the shortest one (profile P3: exactly what bin_write_t writes)",
+        (SERVER + "sends-valid-envelopes",),
+        changes={"sent-payload": ints_in_four_bytes},
+    ),
+    FaultSpec(
+        "negotiation-echoes-version",
+        "server",
+        "put the Handshake's protocol_version in its Schema_negotiation instead of its own (1)",
+        (HANDSHAKE + "refuses-unsupported-protocol-version",),
+        changes={"negotiation": handshake_version_echoed},
+    ),
+    FaultSpec(
+        "ack-foreign-worker-id",
+        "server",
+        "name another worker_id in its Checkpoint_acks than in its Schema_negotiation",
+        ("ripp.checkpoint.server.answers-request",),
+        changes={"checkpoint-ack": ack_of_another_worker},
+    ),
+    FaultSpec(
+        "ack-sources-in-handshake-order",
+        "server",
+        "list a Checkpoint_ack's source states in Handshake order instead of sorted by "
+        "source_output",
+        ("ripp.checkpoint.server.answers-request",),
+        changes={"checkpoint-ack": sources_in_handshake_order},
+    ),
+    FaultSpec(
+        "digest-keys-in-arrival-order",
+        "server",
+        "compute state_digest over the entries in the order their keys arrived instead of sorted "
+        "by key",
+        (DELTA + "applies-in-order",),
+        changes={"checkpoint-ack": digests_keys_in_arrival_order},
+    ),
+    FaultSpec(
+        "accept-trailing-payload-bytes",
+        "server",
+        "read a payload's value and ignore the bytes after it instead of closing",
+        ("ripp.payload.server.rejects-trailing-bytes",),
+        changes={"received-payload": payload_trailing_bytes_dropped},
+    ),
+    FaultSpec(
+        "envelope-sequence-by-two",
+        "server",
+        "number its envelopes 1, 3, 5, ... (increasing, but not by 1)",
+        (SERVER + "sequence-increases",),
+        changes={"envelope-sequence": every_other_number},
+    ),
+    FaultSpec(
+        "accept-foreign-heartbeat",
+        "server",
+        "take a Heartbeat whatever worker_id it names instead of closing on one that is not the "
+        "Handshake's",
+        ("ripp.heartbeat.server.closes-on-foreign-worker",),
+        changes={"heartbeat-worker-accepted": accepted},
+    ),
+    FaultSpec(
+        "drop-undeclared-output",
+        "server",
+        "drop a Delta for an output the Handshake did not declare and stay open instead of closing",
+        (DELTA + "closes-on-undeclared-output",),
+        changes={"undeclared-output-refused": not_refused},
+    ),
+    FaultSpec(
+        "drop-undeclared-fields",
+        "server",
+        "apply a Delta without the fields its writer schema lacks instead of closing",
+        (DELTA + "closes-on-undeclared-field",),
+        changes={"received-delta": undeclared_fields_dropped},
+    ),
+    FaultSpec(
+        "clamp-heartbeat-load",
+        "server",
+        "bring a Heartbeat's load into [0.0, 1.0] instead of closing on one outside it",
+        ("ripp.heartbeat.server.closes-on-load-out-of-range",),
+        changes={"received-payload": load_clamped},
+    ),
+    FaultSpec(
+        "any-negotiated-fingerprint",
+        "server",
+        "take a Delta carrying the fingerprint of any negotiated schema, also another output's",
+        (DELTA + "closes-on-fingerprint-of-another-output",),
+        changes={"output-fingerprint-matches": accepted},
+    ),
     # --- producer (client role)
     FaultSpec(
         "no-heartbeats",
@@ -496,6 +717,36 @@ SPECS: tuple[FaultSpec, ...] = (
         "every Set or Patch Delta also names a field its writer schema does not have (undeclared_field)",
         ("ripp.delta.client.deltas-match-handshake",),
         changes={"delta": undeclared_field_added},
+    ),
+    FaultSpec(
+        "client-non-minimal-ints",
+        "client",
+        "write each int field of its payloads in bin_prot's 4-byte form (fd + int32) instead of "
+        "the shortest one (profile P3: exactly what bin_write_t writes)",
+        (CLIENT + "sends-valid-envelopes",),
+        changes={"sent-payload": ints_in_four_bytes},
+    ),
+    FaultSpec(
+        "client-control-fingerprint",
+        "client",
+        "put its first output's schema fingerprint in its Handshake and Heartbeats instead of 32 "
+        "zero bytes",
+        (CLIENT + "sends-valid-envelopes",),
+        changes={"control-fingerprint": first_output_fingerprint},
+    ),
+    FaultSpec(
+        "heartbeat-foreign-worker-id",
+        "client",
+        "name another worker_id in its Heartbeats than the Handshake's source_worker_id",
+        ("ripp.heartbeat.client.names-handshake-worker",),
+        changes={"heartbeat": heartbeat_of_another_worker},
+    ),
+    FaultSpec(
+        "client-accept-any-negotiation-version",
+        "client",
+        "go on after an ok Schema_negotiation whatever protocol_version it names",
+        ("ripp.handshake.client.closes-on-other-protocol-version",),
+        changes={"negotiation-version-accepted": accepted},
     ),
 )
 

@@ -318,7 +318,7 @@ class _Session:
         self._sequence += 1
         env = make_envelope(
             msg_type_of(msg),
-            encode_payload(msg),
+            self._points.apply("sent-payload", encode_payload(msg), msg=msg),
             sequence=self._points.apply("envelope-sequence", self._sequence),
             timestamp_ns=now_ns if timestamp_ns is None else timestamp_ns,
             fingerprint=fingerprint,
@@ -331,7 +331,9 @@ class _Session:
     def _decode(self, env: Envelope) -> Any:
         """The envelope's payload, or None after closing the session."""
         try:
-            return decode_payload(env.msg_type, env.payload)
+            return decode_payload(
+                env.msg_type, self._points.apply("received-payload", env.payload, envelope=env)
+            )
         except PayloadError as exc:
             self._close("payload", f"{MsgType(env.msg_type).name}: {exc}")
             return None
@@ -444,7 +446,8 @@ class ConsumerSession(_Session):
             hb = self._decode(env)
             if hb is None:
                 return [self.closed]
-            if hb.worker_id != self.handshake.source_worker_id:
+            same_worker = hb.worker_id == self.handshake.source_worker_id
+            if not self._points.apply("heartbeat-worker-accepted", same_worker, heartbeat=hb):
                 return [
                     self._close(
                         "protocol",
@@ -463,8 +466,12 @@ class ConsumerSession(_Session):
         )
         ok = not errors
         self._send(
-            SchemaNegotiation(
-                ok, errors, PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id
+            self._points.apply(
+                "negotiation",
+                SchemaNegotiation(
+                    ok, errors, PROTOCOL_VERSION, self.heartbeat_interval_ms, self.worker_id
+                ),
+                handshake=hs,
             ),
             now_ns,
         )
@@ -498,13 +505,17 @@ class ConsumerSession(_Session):
             return [self.closed]
         track = self.sources.get(msg.source_output)
         if track is None:
+            if not self._points.apply("undeclared-output-refused", True, delta=msg):
+                return []
             return [
                 self._close(
                     "protocol",
                     f"Delta for output {msg.source_output!r}, not declared in the Handshake",
                 )
             ]
-        if track.fingerprint != fp:
+        if not self._points.apply(
+            "output-fingerprint-matches", track.fingerprint == fp, delta=msg, fingerprint=fp
+        ):
             return [
                 self._close(
                     "protocol",
@@ -523,7 +534,7 @@ class ConsumerSession(_Session):
             )
             return [DuplicateDiscarded(msg.source_output, seq, track.last)]
         try:
-            delta = decode_delta(msg.delta_bytes)
+            delta = self._points.apply("received-delta", decode_delta(msg.delta_bytes), track=track)
             track.validate(delta)
         except PayloadError as exc:
             return [self._close("payload", f"Delta {msg.source_output!r} #{seq}: {exc}")]
@@ -586,7 +597,15 @@ class ProducerSession(_Session):
             "deltas-before-handshake", [], outputs=self.outputs
         ):
             self._send_delta(output, key, delta, now_ns)
-        self._send(Handshake(self.worker_id, self.outputs, self.protocol_version), now_ns)
+        self._send(
+            Handshake(self.worker_id, self.outputs, self.protocol_version),
+            now_ns,
+            fingerprint=self._control_fingerprint(),
+        )
+
+    def _control_fingerprint(self) -> bytes:
+        """P4: a control payload is fixed by the profile, not by a schema."""
+        return self._points.apply("control-fingerprint", ZERO_FINGERPRINT, outputs=self.outputs)
 
     @property
     def heartbeat_interval_ns(self) -> Optional[int]:
@@ -649,7 +668,9 @@ class ProducerSession(_Session):
     def request_checkpoint(self, checkpoint_id: int, now_ns: int) -> None:
         self._require_open()
         self._requested.add(checkpoint_id)
-        self._send(CheckpointRequest(checkpoint_id), now_ns)
+        self._send(
+            CheckpointRequest(checkpoint_id), now_ns, fingerprint=self._control_fingerprint()
+        )
 
     def _open_deadline(self) -> Optional[int]:
         if self.state != "open":
@@ -660,8 +681,8 @@ class ProducerSession(_Session):
         due = self._open_deadline()
         if due is None or now_ns < due:
             return []
-        hb = Heartbeat(self.worker_id, now_ns, self.load)
-        self._send(hb, now_ns)
+        hb = self._points.apply("heartbeat", Heartbeat(self.worker_id, now_ns, self.load))
+        self._send(hb, now_ns, fingerprint=self._control_fingerprint())
         interval = round(self.heartbeat_interval_ns * self.heartbeat_gap)
         # From this Heartbeat, not from when it was due: a poll that came
         # late (a starved loop) must not make the next gap short to catch
@@ -680,7 +701,11 @@ class ProducerSession(_Session):
                 return [self.closed]
             self.negotiation = neg
             events: list[Any] = [Negotiated(neg)]
-            if neg.protocol_version != PROTOCOL_VERSION:
+            if not self._points.apply(
+                "negotiation-version-accepted",
+                neg.protocol_version == PROTOCOL_VERSION,
+                negotiation=neg,
+            ):
                 events.append(
                     self._close(
                         "protocol", f"consumer speaks protocol version {neg.protocol_version}"

@@ -18,7 +18,12 @@ from reference_impl.ripp.envelope import (
     encode_envelope,
     make_envelope,
 )
-from reference_impl.ripp.payloads import Heartbeat, encode_payload
+from reference_impl.ripp.payloads import (
+    Heartbeat,
+    SchemaNegotiation,
+    decode_payload,
+    encode_payload,
+)
 from reference_impl.ripp.session import ProducerSession
 
 
@@ -69,3 +74,21 @@ def test_outgoing_envelope_faults():
     with pytest.raises(EnvelopeError) as refused:
         EnvelopeReader().receive_data(session.data_to_send())
     assert refused.value.check == "crc"
+
+
+def test_encoding_faults_keep_the_values():
+    """non-minimal-ints writes the same values in longer forms, which
+    bin_prot's reader (and ours) takes; accept-trailing-payload-bytes cuts a
+    payload after its value and leaves an undecodable one as it was."""
+    negotiation = SchemaNegotiation(True, [], 1, 500, "consumer")
+    payload = encode_payload(negotiation)
+    longer = ripp_faults.ints_in_four_bytes(payload, msg=negotiation)
+    assert (
+        longer != payload and len(longer) == len(payload) + 4 + 2
+    )  # 01 -> fd 01 00 00 00, fe f4 01 -> fd f4 01 00 00
+    assert decode_payload(MsgType.SCHEMA_NEGOTIATION, longer) == negotiation
+    env = make_envelope(MsgType.SCHEMA_NEGOTIATION, payload + b"\x00", sequence=1, timestamp_ns=1)
+    cut = ripp_faults.payload_trailing_bytes_dropped(env.payload, envelope=env)
+    assert cut == payload
+    broken = env._replace(payload=b"\x05")
+    assert ripp_faults.payload_trailing_bytes_dropped(broken.payload, envelope=broken) == b"\x05"

@@ -2,7 +2,18 @@
 :class:`TcpConnection`, building envelopes and payloads with the sans-I/O
 core (reference_impl/ripp) so that it can forge, mutate and replay them,
 and reading the target's envelopes with the strict decoder and a bound on
-every length."""
+every length.
+
+The strict decoder (:meth:`RippPeer.next_envelope`), shared by every case,
+allows exactly the bytes the text and the profile allow: the profile's six
+receiver checks (P1), a payload that is its type's value with no byte left
+over and written in bin_prot's one encoding of that value (P3: "exactly what
+``bin_write_t`` writes"; bin_prot's own reader also takes longer integer
+forms, so decoding alone would not see them), and a fingerprint field of
+zero-padded ASCII that is all zeros on every message but a Delta (P4). The
+steps that read a value the profile fixes check it where they read it: a
+Schema_negotiation's protocol_version (1) and its errors (none when ok), a
+Checkpoint_ack's checkpoint_id, worker_id and the order of its sources."""
 
 from __future__ import annotations
 
@@ -30,8 +41,10 @@ from reference_impl.ripp.envelope import (
     crc32c,
     decode_envelope,
     encode_envelope,
+    fingerprint_text,
     make_envelope,
 )
+from reference_impl.ripp import binprot as bp
 from reference_impl.ripp.payloads import (
     CheckpointAck,
     CheckpointRequest,
@@ -171,12 +184,25 @@ class RippPeer:
             f"{what}: the target's envelope is refused by the profile's checks", raw, EnvelopeError
         ):
             env = decode_envelope(checked)
+        name = MsgType(env.msg_type).name
         with target_bytes(
-            f"{what}: the payload of the target's {MsgType(env.msg_type).name} does not decode",
-            raw,
-            PayloadError,
+            f"{what}: the payload of the target's {name} does not decode", raw, PayloadError
         ):
             message = decode_payload(env.msg_type, env.payload)
+        canonical_payload(f"{what}: the payload of the target's {name}", env.payload, raw, message)
+        with target_bytes(
+            f"{what}: the fingerprint field of the target's {name} is not zero-padded ASCII "
+            "(text: Schema fingerprint: 32-byte zero-padded string)",
+            raw,
+            ValueError,
+        ):
+            fingerprint_text(env.fingerprint)
+        if not isinstance(message, DeltaMsg) and env.fingerprint != ZERO_FINGERPRINT:
+            raise ProtocolViolation(
+                f"{what}: the target's {name} carries the schema fingerprint "
+                f"{env.fingerprint!r}; profile P4: every message but a Delta carries 32 zero bytes",
+                raw,
+            )
         received = Received(env._replace(flags=raw[6]), raw, message)
         self.received.append(received)
         return received
@@ -204,18 +230,45 @@ class RippPeer:
             f"Handshake declaring {', '.join(n for n, _ in outputs)} "
             f"(protocol_version {protocol_version})",
         )
-        self.negotiation = await self.expect(
+        negotiation = await self.expect(
             SchemaNegotiation, "the Schema_negotiation answering the Handshake"
         )
-        return self.negotiation
+        raw = short_hex(self.received[-1].raw)
+        if negotiation.protocol_version != 1:
+            raise AssertionError(
+                f"the Schema_negotiation answering a Handshake of protocol_version "
+                f"{protocol_version} names protocol_version {negotiation.protocol_version}; "
+                f"profile P3: the consumer's own, 1: {raw}"
+            )
+        if negotiation.ok and negotiation.errors:
+            raise AssertionError(
+                f"the Schema_negotiation has ok=true and errors {negotiation.errors}; profile P3: "
+                f"errors are empty when ok: {raw}"
+            )
+        self.negotiation = negotiation
+        return negotiation
 
     async def checkpoint(self, checkpoint_id: int = 7) -> CheckpointAck:
         await self.send(CheckpointRequest(checkpoint_id), f"Checkpoint_request {checkpoint_id}")
         ack = await self.expect(CheckpointAck, f"the Checkpoint_ack for checkpoint {checkpoint_id}")
+        raw = short_hex(self.received[-1].raw)
         if ack.checkpoint_id != checkpoint_id:
             raise AssertionError(
                 f"the Checkpoint_ack names checkpoint {ack.checkpoint_id}, the request "
                 f"{checkpoint_id} (profile P7: it echoes checkpoint_id)"
+            )
+        if self.negotiation is not None and ack.worker_id != self.negotiation.worker_id:
+            raise AssertionError(
+                f"the Checkpoint_ack names worker_id {ack.worker_id!r}, the consumer's "
+                f"Schema_negotiation {self.negotiation.worker_id!r} (profile P3: both are the "
+                f"consumer's worker id): {raw}"
+            )
+        names = [state.source_output for state in ack.sources]
+        in_order = sorted(names, key=lambda n: n.encode("utf-8", "surrogateescape"))
+        if names != in_order:
+            raise AssertionError(
+                f"the Checkpoint_ack lists its sources as {names}; profile P7: sorted by "
+                f"source_output bytewise, {in_order}: {raw}"
             )
         return ack
 
@@ -232,6 +285,43 @@ class RippPeer:
         if self.negotiation is not None:
             window = min(window, 2 * self.negotiation.heartbeat_interval_ms / 1000)
         return await self.conn.await_close(window)
+
+
+async def closes_on(peer: RippPeer, bad: bytes, what: str, rule: str) -> None:
+    """Send ``bad`` (envelopes a consumer must refuse) and, in the same write,
+    a Checkpoint_request: a consumer that takes ``bad`` answers it, one that
+    refuses closes first, sending nothing (profile P9)."""
+    probe = encode_envelope(peer.envelope(CheckpointRequest(73)))
+    await peer.conn.send_quietly(
+        bad + probe, f"{what}, then a Checkpoint_request in the same write"
+    )
+    closed, sent = await peer.closes_at_once()
+    assert not sent, (
+        f"after {what} the consumer answered instead of closing: {short_hex(sent)} ({rule}; "
+        "P9: close, sending nothing)"
+    )
+    assert closed, f"after {what} the consumer kept the connection open ({rule}; P9: close)"
+
+
+def canonical_payload(what: str, data: bytes, raw: bytes, value: Any, bintype: Any = None) -> None:
+    """Raise ProtocolViolation unless ``data``, decoded as ``value``, is the
+    one encoding bin_prot writes for it (profile P3; README, RIPP: a nat0
+    below 0x80 is one byte, and bin_prot's writer takes the shortest form
+    of every integer): bin_prot's reader takes ``fe 05 00`` for 5, so a
+    decoder alone passes a node that writes it. ``bintype``: the type of
+    ``value`` when it is not a message payload."""
+    written = encode_payload(value) if bintype is None else bp.encode(bintype, value)
+    if written == data:
+        return
+    at = next(
+        (i for i, (a, b) in enumerate(zip(data, written)) if a != b), min(len(data), len(written))
+    )
+    raise ProtocolViolation(
+        f"{what} is not bin_prot's encoding of its value (profile P3: exactly what bin_write_t "
+        f"writes): from byte {at} the target wrote {short_hex(data[at:])}, bin_prot writes "
+        f"{short_hex(written[at:])}",
+        raw,
+    )
 
 
 def source_of(ack: CheckpointAck, output: str):

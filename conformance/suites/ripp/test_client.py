@@ -7,10 +7,12 @@ from __future__ import annotations
 import struct
 import time
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import not_applicable, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
 from reference_impl.ripp.envelope import CRC_SIZE, crc32c, encode_envelope
+from reference_impl.ripp import binprot as bp
 from reference_impl.ripp.payloads import (
+    DELTA_T,
     DeltaMsg,
     Handshake,
     Heartbeat,
@@ -21,6 +23,7 @@ from reference_impl.ripp.payloads import (
 )
 from reference_impl.ripp.session import SourceTrack
 
+from .peer import canonical_payload
 from .prerequisites import CLIENT_ENVELOPES, CLIENT_HANDSHAKE
 
 CLIENT_WAITS = "ripp.handshake.client.waits-for-negotiation"
@@ -157,6 +160,11 @@ async def test_client_envelope_sequence_increases(launched_producer):
         assert all(b > a for a, b in zip(numbers, numbers[1:])), (
             f"envelope sequence numbers {numbers}: each must be above the one before (profile P6)"
         )
+        counter = list(range(1, len(numbers) + 1))
+        assert numbers == counter, (
+            f"envelope sequence numbers {numbers}; profile P6: the per-connection counter, 1 for "
+            f"the first envelope and +1 for each after it, {counter}"
+        )
 
 
 @requirement(
@@ -222,12 +230,25 @@ async def test_client_deltas_match_the_handshake(launched_producer):
                 f"{r.envelope.fingerprint!r}; its output's schema in the Handshake has {track.fingerprint!r}"
             )
             try:
-                track.validate(decode_delta(msg.delta_bytes))
+                delta = decode_delta(msg.delta_bytes)
+                track.validate(delta)
             except PayloadError as exc:
                 raise AssertionError(
                     f"the Delta for {msg.source_output!r} #{msg.sequence_no} does not match its "
                     f"writer schema: {exc}; delta_bytes {short_hex(msg.delta_bytes)}"
                 ) from None
+            # The values the envelope's decoder does not see into are bin_prot too (P3, P6).
+            what = f"the delta_bytes of the Delta for {msg.source_output!r} #{msg.sequence_no}"
+            canonical_payload(what, msg.delta_bytes, r.raw, delta, DELTA_T)
+            for fv in getattr(delta, "fields", []):
+                value_type = track.field_types[fv.field]
+                canonical_payload(
+                    f"the value of field {fv.field!r} in {what}",
+                    fv.value,
+                    r.raw,
+                    bp.decode(value_type, fv.value),
+                    value_type,
+                )
 
 
 @requirement(
@@ -311,6 +332,40 @@ async def test_client_rejects_unsupported_version(launched_producer):
 
 
 @requirement(
+    "ripp.handshake.client.closes-on-other-protocol-version",
+    "MUST",
+    'RIPP, Handshake ("Protocol version compatibility") (profile P5: a producer receiving a '
+    "Schema_negotiation whose protocol_version is not 1 closes, ok or not; P9)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE, CLIENT_WAITS],
+    basis="profile: P5 handshake and schema negotiation (a producer receiving ok = false, or a "
+    "protocol_version other than 1, closes), docs/ripp-profile.md",
+)
+async def test_client_closes_on_other_protocol_version(launched_producer):
+    async with launched_producer(count=3, stay=2.0) as peer:
+        for _ in range(8):
+            got = await peer.next_envelope("the producer's Handshake")
+            if isinstance(got.message, Handshake):
+                break
+        else:
+            raise AssertionError("the producer sent 8 envelopes and no Handshake")
+        # ok=true: a producer that reads only ok goes on and sends its Deltas.
+        await peer.send(
+            SchemaNegotiation(True, [], 2, HEARTBEAT_MS, "conformance-consumer"),
+            "Schema_negotiation ok=true naming protocol_version 2",
+        )
+        closed, sent = await peer.closes_silently()
+        assert not sent, (
+            f"after a Schema_negotiation (ok=true) naming protocol_version 2 the producer went on "
+            f"and sent {short_hex(sent)}; profile P5: a protocol_version other than 1 closes"
+        )
+        assert closed, (
+            "after a Schema_negotiation naming protocol_version 2 the producer kept the connection "
+            "open (profile P5: it closes)"
+        )
+
+
+@requirement(
     "ripp.handshake.client.stops-after-rejection",
     "MUST",
     'RIPP, Handshake Protocol ("If schema negotiation fails"; "[connection rejected]") (profile P5: '
@@ -328,6 +383,45 @@ async def test_client_stops_after_rejection(launched_producer):
             f"after Schema_negotiation(ok=false) the producer went on sending: {short_hex(data)}"
         )
         assert closed, "after Schema_negotiation(ok=false) the producer kept the connection open"
+
+
+@requirement(
+    "ripp.heartbeat.client.names-handshake-worker",
+    "MUST",
+    'RIPP, Heartbeat ("worker_id : string") (profile P8: worker_id is the Handshake\'s '
+    "source_worker_id; a consumer closes on a Heartbeat naming another)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE],
+    basis="profile: P8 heartbeats (a Heartbeat's worker_id is the Handshake's source_worker_id, "
+    "and one naming another is a protocol error that closes the connection), docs/ripp-profile.md",
+)
+async def test_client_heartbeat_names_handshake_worker(launched_producer, deadline):
+    interval = HEARTBEAT_MS / 1000
+    async with launched_producer(count=0, stay=2 * interval + deadline + 2) as peer:
+        hs = await accept_handshake(peer)
+        # Whether and when Heartbeats come is the rule of sends-at-interval
+        # (a SHOULD, so no prerequisite of this MUST): this case judges the
+        # worker_id of those that come within two intervals, up to two.
+        heartbeats = []
+        wait = Deadline(2 * interval + deadline)
+        while len(heartbeats) < 2:
+            try:
+                got = await peer.next_envelope("the producer's Heartbeats", deadline=wait)
+            except DeadlineExceeded:
+                break
+            if isinstance(got.message, Heartbeat):
+                heartbeats.append(got)
+        if not heartbeats:
+            not_applicable(
+                f"no Heartbeat within {2 * interval + deadline:g} s of the negotiation "
+                f"(heartbeat_interval_ms {HEARTBEAT_MS}); sends-at-interval judges that"
+            )
+        for got in heartbeats:
+            assert got.message.worker_id == hs.source_worker_id, (
+                f"a Heartbeat names worker_id {got.message.worker_id!r}, the Handshake "
+                f"source_worker_id {hs.source_worker_id!r} (profile P8: the same; a consumer closes "
+                f"on another): {short_hex(got.raw)}"
+            )
 
 
 @requirement(

@@ -12,7 +12,14 @@ import struct
 from conformance.core.requirements import requirement
 from conformance.core.transport import short_hex
 from reference_impl.ripp.envelope import CRC_SIZE, HEADER_SIZE, MAX_PAYLOAD, crc32c, encode_envelope
-from reference_impl.ripp.payloads import CheckpointRequest
+from reference_impl.ripp.payloads import (
+    CheckpointRequest,
+    DeltaMsg,
+    FieldValue,
+    SetDelta,
+    encode_delta,
+    encode_payload,
+)
 
 from .peer import key, set_delta
 from .prerequisites import APPLIES, CHECKPOINT
@@ -28,10 +35,20 @@ def with_crc(data: bytes | bytearray) -> bytes:
     return body + struct.pack("<I", crc32c(body))
 
 
-async def refused(ready_peer, output, mutate, what: str, *, half_close: bool = False) -> None:
+async def refused(
+    ready_peer, output, mutate, what: str, *, half_close: bool = False, build=None
+) -> None:
+    """``mutate`` the envelope of a valid Delta 1 (``build(peer)``, when given,
+    makes the envelope instead), send it with a Checkpoint_request after it,
+    and require the consumer to close, sending nothing."""
     name, schema = output
     peer = await ready_peer()
-    bad = mutate(bytearray(peer.delta_bytes(name, schema, 1, key("AAPL"), set_delta(schema, 1))))
+    if build is None:
+        bad = mutate(
+            bytearray(peer.delta_bytes(name, schema, 1, key("AAPL"), set_delta(schema, 1)))
+        )
+    else:
+        bad = build(peer)
     probe = encode_envelope(peer.envelope(CheckpointRequest(FLIP_PROBE_CHECKPOINT)))
     await peer.conn.send_quietly(
         bytes(bad) + probe, f"{what}, then a Checkpoint_request in the same write"
@@ -190,3 +207,64 @@ async def test_rejects_oversized_length(ready_peer, output):
             "without waiting for the bytes; the consumer "
             + (f"sent {short_hex(data)}" if data else "kept the connection open, waiting")
         )
+
+
+def with_payload(data: bytes | bytearray, payload: bytes) -> bytes:
+    """The envelope ``data`` carrying ``payload`` instead, its length field
+    and CRC-32C made to match: only the payload is wrong."""
+    header = bytearray(data[:HEADER_SIZE])
+    header[55:59] = struct.pack("<i", len(payload))
+    return with_crc(bytes(header) + payload + bytes(CRC_SIZE))
+
+
+@requirement(
+    "ripp.payload.server.rejects-trailing-bytes",
+    "MUST",
+    f'{FIELDS} ("Allows the receiver to read exactly the right number of bytes.") (profile P1: a '
+    "payload with bytes left over after its value is refused, the connection closes, nothing sent; "
+    "P6: delta_bytes that do not decode as Delta.t, or a value that does not decode completely as "
+    "its field's type, likewise)",
+    depends=[APPLIES],
+    basis="profile: P1 envelope (a payload that has bytes left over after its value: close at "
+    "once, sending nothing) and P6 deltas (delta_bytes and every field value decode completely, "
+    "else a protocol error: close, sending nothing), docs/ripp-profile.md",
+)
+async def test_rejects_trailing_bytes(ready_peer, output):
+    """A reader that stops at the end of a value takes each of these Deltas
+    as Delta 1 and answers the Checkpoint_request after it; the length field
+    and the CRC cover the extra byte, so only a reader that requires every
+    byte to be used refuses them."""
+    name, schema = output
+    valid = set_delta(schema, 1)
+
+    def payload_plus_byte(peer):
+        data = peer.delta_bytes(name, schema, 1, key("AAPL"), valid)
+        return with_payload(data, data[HEADER_SIZE:-CRC_SIZE] + b"\x00")
+
+    def delta_bytes_plus_byte(peer):
+        data = peer.delta_bytes(name, schema, 1, key("AAPL"), valid)
+        msg = DeltaMsg(name, key("AAPL"), encode_delta(valid) + b"\x00", 1, None)
+        return with_payload(data, encode_payload(msg))
+
+    def value_plus_byte(peer):
+        first, *rest = valid.fields
+        padded = SetDelta([FieldValue(first.field, first.value + b"\x00"), *rest])
+        return peer.delta_bytes(name, schema, 1, key("AAPL"), padded)
+
+    failures = []
+    for build, what in (
+        (payload_plus_byte, "a Delta whose payload has one byte (00) after the Delta_msg"),
+        (delta_bytes_plus_byte, "a Delta whose delta_bytes have one byte (00) after the Delta.t"),
+        (
+            value_plus_byte,
+            f"a Delta whose value of field {valid.fields[0].field!r} has one byte (00) after it",
+        ),
+    ):
+        try:
+            await refused(ready_peer, output, None, what, build=build)
+        except AssertionError as exc:
+            failures.append(str(exc))
+    assert not failures, (
+        f"{len(failures)} of 3 values followed by a byte they do not use were taken: "
+        + "; ".join(failures)
+    )

@@ -10,9 +10,10 @@ import time
 
 from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import short_hex
-from reference_impl.ripp.payloads import Heartbeat, SchemaNegotiation
+from reference_impl.ripp.envelope import encode_envelope
+from reference_impl.ripp.payloads import CheckpointRequest, Heartbeat, SchemaNegotiation
 
-from .peer import describe, new_worker_id
+from .peer import closes_on, describe, new_worker_id
 from .prerequisites import CHECKPOINT, HANDSHAKE, VALID_ENVELOPES
 
 FORMAT = "RIPP, Message Envelope Format"
@@ -168,6 +169,12 @@ async def test_sequence_increases(ready_peer):
         f"the consumer's envelopes (Schema_negotiation, then two Checkpoint_acks) carry sequence numbers "
         f"{numbers}: each must be above the one before (profile P6)"
     )
+    counter = list(range(1, len(numbers) + 1))
+    assert numbers == counter, (
+        f"the consumer's envelopes (Schema_negotiation, then two Checkpoint_acks) carry sequence "
+        f"numbers {numbers}; profile P6: the per-connection counter, 1 for the first envelope and +1 "
+        f"for each after it, {counter}"
+    )
 
 
 LIVENESS_INTERVALS = 3
@@ -256,3 +263,71 @@ async def test_answers_checkpoint_request(ready_peer, registry):
             f"before any Delta, source {state.source_output} shows {describe(state)} "
             "(profile P7: 0, 0 and the digest of the empty state)"
         )
+
+
+@requirement(
+    "ripp.heartbeat.server.closes-on-foreign-worker",
+    "MUST",
+    'RIPP, Heartbeat ("worker_id : string") (profile P8: a Heartbeat whose worker_id differs from '
+    "the Handshake's is a protocol error; P9: close, sending nothing)",
+    depends=[CHECKPOINT],
+    basis="profile: P8 heartbeats (a Heartbeat whose worker_id differs from the Handshake's "
+    "source_worker_id is a protocol error) and P9 (close, nothing sent), docs/ripp-profile.md",
+)
+async def test_closes_on_foreign_worker(open_peer, registry):
+    peer = await open_peer()
+    worker_id = new_worker_id()
+    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
+    if not negotiation.ok:
+        blocked(
+            HANDSHAKE,
+            "failed within this case",
+            f"the Handshake got ok=false ({negotiation.errors})",
+        )
+    # A consumer that does not compare the worker_id takes the Heartbeat and
+    # answers the Checkpoint_request after it; one that does closes first.
+    foreign = f"{worker_id}-other"
+    data = encode_envelope(peer.envelope(Heartbeat(foreign, time.time_ns(), 0.5)))
+    data += encode_envelope(peer.envelope(CheckpointRequest(71)))
+    await peer.conn.send_quietly(
+        data,
+        f"a Heartbeat naming worker_id {foreign!r} (the Handshake named {worker_id!r}), then a "
+        "Checkpoint_request in the same write",
+    )
+    closed, sent = await peer.closes_at_once()
+    assert not sent, (
+        f"after a Heartbeat naming worker_id {foreign!r}, not the Handshake's {worker_id!r}, the "
+        f"consumer answered instead of closing: {short_hex(sent)} (profile P8: a protocol error; "
+        "P9: close, sending nothing)"
+    )
+    assert closed, (
+        f"after a Heartbeat naming worker_id {foreign!r}, not the Handshake's {worker_id!r}, the "
+        "consumer kept the connection open (profile P8: a protocol error; P9: close)"
+    )
+
+
+@requirement(
+    "ripp.heartbeat.server.closes-on-load-out-of-range",
+    "MUST",
+    'RIPP, Heartbeat ("load : float       (* 0.0 to 1.0 *)") (profile P3: load is a finite float '
+    "in [0.0, 1.0]; P8: a Heartbeat whose load is out of range is a protocol error: close)",
+    depends=[CHECKPOINT],
+    basis="profile: P3 range rules (load is a finite float in [0.0, 1.0]) and P8 (a Heartbeat "
+    "whose load is out of range is a protocol error: close, sending nothing), docs/ripp-profile.md",
+)
+async def test_closes_on_load_out_of_range(open_peer, registry):
+    peer = await open_peer()
+    worker_id = new_worker_id()
+    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
+    if not negotiation.ok:
+        blocked(
+            HANDSHAKE,
+            "failed within this case",
+            f"the Handshake got ok=false ({negotiation.errors})",
+        )
+    await closes_on(
+        peer,
+        encode_envelope(peer.envelope(Heartbeat(worker_id, time.time_ns(), 1.5))),
+        "a Heartbeat of the Handshake's worker with load 1.5",
+        "profile P3: load in [0.0, 1.0]; P8: out of range is a protocol error",
+    )
