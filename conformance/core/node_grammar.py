@@ -59,10 +59,12 @@ class GrammarRecord:
     connection: str = ""
 
     def text(self) -> str:
-        at = f" at offset {self.offset}" if self.offset is not None else ""
+        """One line: the rule, who sent the bytes where, and the bytes
+        (``; bytes: <hex>`` as every ProtocolViolation shows them)."""
         where = f" on {self.connection}" if self.connection else ""
+        at = f", frame at offset {self.offset}" if self.offset is not None else ""
         return (
-            f"{self.rule} ({self.direction}{where}, in {self.case_id}); bytes{at}: "
+            f"{self.rule} ({self.direction}{where}, in {self.case_id}{at}); bytes: "
             f"{self.data_hex or '(none)'}"
         )
 
