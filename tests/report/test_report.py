@@ -9,6 +9,7 @@ except in CI (CI set), where they fail: CI installs them first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import json
@@ -233,11 +234,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def served_report(reports: Reports):
-    """The second report over http on 127.0.0.1 (Allure's page loads its
-    data with requests that browsers refuse for file:// pages)."""
-    handler = functools.partial(_QuietHandler, directory=str(reports.report_dir(reports.second)))
+@contextlib.contextmanager
+def serve_report(directory: Path):
+    """A report over http on 127.0.0.1 (Allure's page loads its data with
+    requests that browsers refuse for file:// pages): yields its index URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, name="report-http", daemon=True)
     thread.start()
@@ -247,6 +248,13 @@ def served_report(reports: Reports):
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@pytest.fixture
+def served_report(reports: Reports):
+    """The second report, served."""
+    with serve_report(reports.report_dir(reports.second)) as url:
+        yield url
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from .test_report import (  # noqa: F401 -- the browser fixture and its helpers
     _allure_missing,
     browser,
     require,
+    serve_report,
 )
 from tests.harness.cli_runner import run_cli
 
@@ -71,22 +72,8 @@ def _pages(out: Path) -> dict[tuple[str, str], dict]:
 
 @pytest.fixture
 def served(two_target_report: Path):
-    import functools
-    import http.server
-    import threading
-
-    from .test_report import _QuietHandler
-
-    handler = functools.partial(_QuietHandler, directory=str(two_target_report))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, name="glance-http", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/index.html"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with serve_report(two_target_report) as url:
+        yield url
 
 
 def _shot(driver, tmp_path: Path, name: str) -> None:
