@@ -36,6 +36,22 @@ def required_field(schema):
     )
 
 
+async def negotiated(open_peer, registry):
+    """A connection whose Handshake (every registry entry, a fresh worker id)
+    got ok=true: (peer, worker id, negotiation). ok=false blocks the case by
+    the handshake case: its rule, not the case's."""
+    peer = await open_peer()
+    worker_id = new_worker_id()
+    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
+    if not negotiation.ok:
+        blocked(
+            HANDSHAKE,
+            "failed within this case",
+            f"the Handshake got ok=false ({negotiation.errors})",
+        )
+    return peer, worker_id, negotiation
+
+
 @requirement(
     VALID_ENVELOPES,
     "MUST",
@@ -192,15 +208,7 @@ MAX_LIVENESS_WAIT = 30.0
     "with no Heartbeat, and closes; P9), docs/ripp-profile.md",
 )
 async def test_closes_without_heartbeats(open_peer, registry, deadline):
-    peer = await open_peer()
-    worker_id = new_worker_id()
-    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
-    if not negotiation.ok:
-        blocked(
-            HANDSHAKE,
-            "failed within this case",
-            f"the Handshake got ok=false ({negotiation.errors})",
-        )
+    peer, worker_id, negotiation = await negotiated(open_peer, registry)
     interval = negotiation.heartbeat_interval_ms / 1000
     if LIVENESS_INTERVALS * interval > MAX_LIVENESS_WAIT:
         not_applicable(
@@ -275,15 +283,7 @@ async def test_answers_checkpoint_request(ready_peer, registry):
     "source_worker_id is a protocol error) and P9 (close, nothing sent), docs/ripp-profile.md",
 )
 async def test_closes_on_foreign_worker(open_peer, registry):
-    peer = await open_peer()
-    worker_id = new_worker_id()
-    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
-    if not negotiation.ok:
-        blocked(
-            HANDSHAKE,
-            "failed within this case",
-            f"the Handshake got ok=false ({negotiation.errors})",
-        )
+    peer, worker_id, negotiation = await negotiated(open_peer, registry)
     # A consumer that does not compare the worker_id takes the Heartbeat and
     # answers the Checkpoint_request after it; one that does closes first.
     foreign = f"{worker_id}-other"
@@ -316,15 +316,7 @@ async def test_closes_on_foreign_worker(open_peer, registry):
     "whose load is out of range is a protocol error: close, sending nothing), docs/ripp-profile.md",
 )
 async def test_closes_on_load_out_of_range(open_peer, registry):
-    peer = await open_peer()
-    worker_id = new_worker_id()
-    negotiation = await peer.handshake(list(registry.items()), worker_id=worker_id)
-    if not negotiation.ok:
-        blocked(
-            HANDSHAKE,
-            "failed within this case",
-            f"the Handshake got ok=false ({negotiation.errors})",
-        )
+    peer, worker_id, negotiation = await negotiated(open_peer, registry)
     await closes_on(
         peer,
         encode_envelope(peer.envelope(Heartbeat(worker_id, time.time_ns(), 1.5))),
