@@ -57,9 +57,6 @@ class GrammarRecord:
     data_hex: str
     """The bytes of the offending frame as far as they were read (bounded)."""
     connection: str = ""
-    run_id: str = ""
-    """The run that recorded it (a run folder reused by a later run keeps
-    the earlier records: the grammar case reads its own run's)."""
 
     def text(self) -> str:
         """One line: the rule, who sent the bytes where, and the bytes
@@ -154,9 +151,8 @@ def append_record(path: Path, record: GrammarRecord) -> None:
         os.close(fd)
 
 
-def read_records(path: Path, grammar_case: str, run_id: str = "") -> list[GrammarRecord]:
-    """The records of ``grammar_case`` in ``path`` made by run ``run_id``
-    (a torn line is skipped)."""
+def read_records(path: Path, grammar_case: str) -> list[GrammarRecord]:
+    """The records of ``grammar_case`` in ``path`` (a torn line is skipped)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -167,7 +163,7 @@ def read_records(path: Path, grammar_case: str, run_id: str = "") -> list[Gramma
             record = GrammarRecord(**json.loads(line))
         except (ValueError, TypeError):
             continue
-        if record.grammar_case == grammar_case and record.run_id == run_id:
+        if record.grammar_case == grammar_case:
             records.append(record)
     return records
 
@@ -180,10 +176,9 @@ class GrammarJudge:
 
     case_id: str
     records_file: Path
-    run_id: str = ""
 
     def recorded(self) -> list[GrammarRecord]:
-        return read_records(self.records_file, self.case_id, self.run_id)
+        return read_records(self.records_file, self.case_id)
 
     @contextmanager
     def judging(self) -> Iterator[None]:

@@ -32,9 +32,8 @@ def node_grammar(request: pytest.FixtureRequest, requirement_spec: Requirement) 
     recorded (core/node_grammar.py)."""
     if not requirement_spec.grammar:
         raise RuntimeError(f"node_grammar is for grammar cases; {requirement_spec.case_id} is not")
-    state = state_of(request.config)
     return GrammarJudge(
-        requirement_spec.case_id, grammar_records_file(state, requirement_spec), state.run_id
+        requirement_spec.case_id, grammar_records_file(state_of(request.config), requirement_spec)
     )
 
 

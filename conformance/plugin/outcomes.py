@@ -258,10 +258,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     state = state_of(item.config)
     impair.begin_case(req.case_id)
     records = grammar_records_file(state, req)
-    node_grammar.begin_case(
-        req.case_id,
-        lambda record: node_grammar.append_record(records, replace(record, run_id=state.run_id)),
-    )
+    node_grammar.begin_case(req.case_id, lambda record: node_grammar.append_record(records, record))
     if state.run_timeout is not None and time.monotonic() - state.started > state.run_timeout:
         raise RunDeadlineExceeded(run_deadline_message(state.run_timeout))
     if "target" not in getattr(item, "fixturenames", ()):
