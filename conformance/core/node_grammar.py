@@ -59,12 +59,10 @@ class GrammarRecord:
     connection: str = ""
 
     def text(self) -> str:
-        """One line: the rule, who sent the bytes where, and the bytes
-        (``; bytes: <hex>`` as every ProtocolViolation shows them)."""
+        at = f" at offset {self.offset}" if self.offset is not None else ""
         where = f" on {self.connection}" if self.connection else ""
-        at = f", frame at offset {self.offset}" if self.offset is not None else ""
         return (
-            f"{self.rule} ({self.direction}{where}, in {self.case_id}{at}); bytes: "
+            f"{self.rule} ({self.direction}{where}, in {self.case_id}); bytes{at}: "
             f"{self.data_hex or '(none)'}"
         )
 

@@ -84,7 +84,7 @@ def check_run(run) -> None:
         assert record["outcome"] == "blocked" and record["blocked_by"] == GRAMMAR, record
         # The blocked case shows the rule and the bytes.
         assert "header line has no colon" in record["message"], record["message"]
-        assert "frame at offset 7); bytes: " in record["message"], record["message"]
+        assert "bytes at offset 7: " in record["message"], record["message"]
     assert cases["stomp.fake.server.reads-on"]["outcome"] == "passed"
     assert cases["stomp.fake.server.own-rule"]["outcome"] == "failed"
     judged = cases[GRAMMAR]
@@ -96,7 +96,7 @@ def check_run(run) -> None:
         ("stomp.fake.server.wraps-it", b"ERROR\nbroken\n\n\x00"),
         ("stomp.fake.server.reads-on", b"CONNECTED\nversion\n\n\x00"),
     ):
-        assert f"in {case}, frame at offset 7); bytes: {data.hex()}" in message, message
+        assert f"in {case}); bytes at offset 7: {data.hex()}" in message, message
     server_cases = [r["case_id"] for r in run.records if r["role"] == "server"]
     assert server_cases[-1] == GRAMMAR, server_cases
 
