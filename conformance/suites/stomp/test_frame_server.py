@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 
 from conformance.core.requirements import blocked, requirement
-from conformance.core.transport import DeadlineExceeded, TlsRefused
+from conformance.core.transport import DeadlineExceeded
 from reference_impl.stomp.frame import Frame, encode_frame, escape_header_value
 
 from .peer import StompPeer, summary, valid_send
@@ -25,7 +25,6 @@ from .prerequisites import (
     RECEIPT_ECHO,
     SERVER_GRAMMAR,
     SESSION,
-    TLS,
 )
 
 SEND_RULE = (
@@ -424,47 +423,15 @@ async def test_error_carries_receipt_id(connected_peer, stomp):
 
 
 async def read_answers(peer: StompPeer, count: int, what: str) -> None:
-    """Read up to ``count`` frames, judging only their grammar (the peer's
-    decoder raises a violation of it): which frames a node answers with,
-    and when, is the other cases' rules."""
+    """Read up to ``count`` frames and then whatever comes before a close,
+    judging only their grammar (the peer's decoder raises a violation of it):
+    which frames a node answers with is the other cases' rules."""
     for _ in range(count):
         try:
             if await peer.next_or_close(what) is None:
                 return
         except DeadlineExceeded:
             return
-
-
-async def shown_frames(connected_peer, stomp) -> None:
-    """Each kind of frame a server of the profile sends: CONNECTED, the
-    RECEIPTs of a SEND and of a DISCONNECT, an ERROR (for a SEND without
-    destination) and what comes before the close. A session the node ends
-    early shows less; a refused handshake or CONNECT shows nothing, and the
-    case is blocked by the rule that says so."""
-    try:
-        peer = await connected_peer("CONNECTED, RECEIPTs")
-    except TlsRefused as exc:
-        blocked(
-            TLS, "failed within this case", f"the TLS handshake failed ({exc}), so no frame came"
-        )
-    message, frame = valid_send(stomp.destination, "grammar")
-    try:
-        await peer.send_frame(frame, f"SEND receipt:{message.receipt}")
-        await read_answers(peer, 1, f"the answer to SEND receipt:{message.receipt}")
-        if not peer.closed:
-            receipt = f"grammar-{secrets.token_hex(4)}"
-            await peer.send_frame(Frame("DISCONNECT", (("receipt", receipt),)), "DISCONNECT")
-            await read_answers(peer, 1, f"the answer to DISCONNECT receipt:{receipt}")
-    except ConnectionError as exc:  # the node closed while the harness wrote
-        peer.conn.trace.event(f"the session ended early: {exc}")
-    peer = await connected_peer("an ERROR")
-    message, frame = valid_send(stomp.destination, "grammar-error")
-    try:
-        await peer.send_frame(frame.without("destination"), "SEND without destination")
-        await read_answers(peer, 1, "the answer to a SEND without destination")
-        await peer.await_close()
-    except ConnectionError as exc:
-        peer.conn.trace.event(f"the session ended early: {exc}")
 
 
 @requirement(
@@ -483,6 +450,18 @@ async def test_sends_well_formed_frames(connected_peer, stomp, node_grammar):
     blocked by this case) and those of its own exchange, which shows each
     frame a server of the profile sends: CONNECTED, the RECEIPTs of a SEND
     and of a DISCONNECT, and an ERROR (for a SEND without destination) and
-    what comes before the close (shown_frames)."""
+    what comes before the close."""
     with node_grammar.judging():
-        await shown_frames(connected_peer, stomp)
+        peer = await connected_peer("CONNECTED, RECEIPTs")
+        message, frame = valid_send(stomp.destination, "grammar")
+        await peer.send_frame(frame, f"SEND receipt:{message.receipt}")
+        await read_answers(peer, 1, f"the answer to SEND receipt:{message.receipt}")
+        if not peer.closed:
+            receipt = f"grammar-{secrets.token_hex(4)}"
+            await peer.send_frame(Frame("DISCONNECT", (("receipt", receipt),)), "DISCONNECT")
+            await read_answers(peer, 1, f"the answer to DISCONNECT receipt:{receipt}")
+        peer = await connected_peer("an ERROR")
+        message, frame = valid_send(stomp.destination, "grammar-error")
+        await peer.send_frame(frame.without("destination"), "SEND without destination")
+        await read_answers(peer, 1, "the answer to a SEND without destination")
+        await peer.await_close()
