@@ -38,10 +38,6 @@ SERVER_GRAMMAR = "stomp.frame.server.sends-well-formed-frames"
 not a prerequisite of any case; a case that reads a frame breaking it is
 blocked by it, and it runs after every other server case."""
 
-# -- target as client
-CLIENT_GRAMMAR = "stomp.frame.client.sends-well-formed-frames"
-"""The frame grammar of everything the client sends, as SERVER_GRAMMAR."""
-
 # -- shared state (``shares=``): cases naming it run one after another under
 # ``certify --case-jobs N`` (docs/concurrency.md)
 ACCEPTED_STATE = "accepted"

@@ -18,7 +18,6 @@ from conformance.core.transport import Deadline, DeadlineExceeded
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError
 from reference_impl.stomp.smp import parse_body, validate_message
 
-from .prerequisites import CLIENT_GRAMMAR
 from .client_server import (
     SUBSET_CLIENT_COMMANDS,
     ClientConnection,
@@ -749,26 +748,3 @@ async def test_client_resends_unreceipted_after_drop(launched_client):
             f"connection did not carry them ({session.ended}; {len(session.sends)} SENDs on it); the first: "
             f"{show_frame(missing[0])}"
         )
-
-
-@requirement(
-    CLIENT_GRAMMAR,
-    "MUST",
-    'STOMP 1.2, STOMP Frames ("A frame consists of a command, a set of optional headers and an '
-    'optional body."); STOMP 1.2, Augmented BNF (frame = command EOL *( header EOL ) EOL *OCTET NULL '
-    '*( EOL ); header = header-name ":" header-value); STOMP 1.2, Value Encoding',
-    role="client",
-    basis="wire-format: the frame of STOMP 1.2's Augmented BNF (command, header lines name:value, "
-    "an empty line, the body, NUL; escapes of Value Encoding) that every frame a client sends has",
-    grammar=True,
-)
-async def test_client_sends_well_formed_frames(launched_client, node_grammar):
-    """Every frame the client sent in this run, in every case's traffic, is
-    a frame of the grammar: the violations the other cases met (each of them
-    blocked by this case) and those of its own exchange, the client's
-    connections served as a conformant server until it sent every message
-    (CONNECT, its SENDs, DISCONNECT). Which commands a client may send is
-    only-subset-commands' rule: any command is read here."""
-    with node_grammar.judging():
-        async with launched_client() as client:
-            await sessions_until_all_sent(client)
