@@ -304,18 +304,6 @@ def receipts_reversed(released: list[tuple[bytes, bool]]) -> list[tuple[bytes, b
     return [(receipts.pop(0), True) if receipt else (data, False) for data, receipt in released]
 
 
-def receipt_line_without_colon(released: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
-    """A SEND's RECEIPT gets a line ``stored`` right after its command: a
-    header line without a colon, which the frame grammar has no place for."""
-
-    def broken(data: bytes) -> bytes:
-        end = data.index(b"\n")
-        eol = b"\r\n" if data[end - 1 : end] == b"\r" else b"\n"
-        return data[: end + 1] + b"stored" + eol + data[end + 1 :]
-
-    return [(broken(data) if receipt else data, receipt) for data, receipt in released]
-
-
 def all_deferred(deferred: list, *, requests: list) -> list:
     return list(requests)
 
@@ -618,14 +606,6 @@ SPECS: tuple[FaultSpec, ...] = (
         "RECEIPT frames carry a body (only SEND, MESSAGE and ERROR may)",
         (FRAME + "no-body-on-connected-or-receipt",),
         changes={"outgoing-frame": receipt_with_body},
-    ),
-    FaultSpec(
-        "receipt-line-without-colon",
-        "server",
-        "the RECEIPT of a SEND carries a line 'stored' after its command: a header line without a "
-        "colon, in the middle of a session",
-        (FRAME + "sends-well-formed-frames",),
-        changes={"released-frames": receipt_line_without_colon},
     ),
     FaultSpec(
         "error-without-message",
