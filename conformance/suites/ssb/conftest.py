@@ -115,16 +115,10 @@ def publish_burst(open_session, target_keypair: Keypair):
             session.request_message(["publish"], [{"type": "post", "text": text}], "async")
             for text in texts
         ]
-        # One box per call (several RPC messages in one box, or one split
-        # over two, are rules of their own), every box in one write.
-        boxes = b""
-        for call in calls:
-            session.conn.trace.record(
-                "sent-plain", call.encode(), f"RPC request {call.req}: publish"
-            )
-            boxes += session.encoder.encode(call.encode())
-        await session.conn.send(
-            boxes, f"{len(calls)} boxes in one write, each carrying one publish call"
+        await session.send_boxes_in_one_write(
+            calls,
+            [f"RPC request {call.req}: publish" for call in calls],
+            f"{len(calls)} boxes in one write, each carrying one publish call",
         )
         # One deadline for every answer: a node that trickles them cannot extend it.
         deadline = Deadline(session.conn.deadline)

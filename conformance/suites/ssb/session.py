@@ -176,6 +176,17 @@ class SsbClientSession:
         self.conn.trace.record("sent-plain", data, note)
         await self.conn.send(self.encoder.encode(data), f"box stream carrying: {note}")
 
+    async def send_boxes_in_one_write(
+        self, messages: list[RpcMessage], notes: list[str], what: str
+    ) -> None:
+        """One box per RPC message (several messages in one box, or one over
+        two boxes, are rules of their own), every box in one write."""
+        boxes = b""
+        for msg, note in zip(messages, notes, strict=True):
+            self.conn.trace.record("sent-plain", msg.encode(), note)
+            boxes += self.encoder.encode(msg.encode())
+        await self.conn.send(boxes, what)
+
     def request_message(
         self, name: list[str], args: list, type_: str = "source", req: int | None = None
     ) -> RpcMessage:

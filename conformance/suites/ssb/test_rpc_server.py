@@ -62,14 +62,10 @@ async def test_responses_use_negated_request_number(open_session, server_feed_id
     # Two boxes in one write, so that both requests are in flight before
     # the target answers the first (one box each: several RPC messages in
     # one box are a rule of their own).
-    boxes = b""
-    for msg in requests:
-        session.conn.trace.record(
-            "sent-plain", msg.encode(), f"RPC request {msg.req}: {json.dumps(msg.json())}"
-        )
-        boxes += session.encoder.encode(msg.encode())
-    await session.conn.send(
-        boxes, f"requests {requests[0].req} and {requests[1].req}, one box each, in one write"
+    await session.send_boxes_in_one_write(
+        requests,
+        [f"RPC request {msg.req}: {json.dumps(msg.json())}" for msg in requests],
+        f"requests {requests[0].req} and {requests[1].req}, one box each, in one write",
     )
     own, other = requests[0].req, requests[1].req
     with reading_the_feed():
