@@ -83,12 +83,22 @@ if [ "$workers" -gt 1 ]; then
     parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
 fi
 echo "test.sh: tier $tier, $workers worker(s)" >&2
+# The machine's CPU time over the run (every process, not only pytest's
+# children: JVMs, brokers, containers), read from /proc/stat, so that the
+# closing line says whether the run was bound by the CPU or by waiting.
+cpu_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat 2>/dev/null || echo "0 0"; }
+read -r busy_before idle_before <<<"$(cpu_jiffies)"
 started=$SECONDS
 set +e
 .venv/bin/python -m pytest tests --tier "$tier" -p no:cacheprovider "${parallel[@]}" "${pytest_args[@]}"
 code=$?
 set -e
 echo "test.sh: tier $tier finished in $((SECONDS - started)) s (pytest exit $code)" >&2
+read -r busy_after idle_after <<<"$(cpu_jiffies)"
+awk -v b=$((busy_after - busy_before)) -v i=$((idle_after - idle_before)) -v n="$(nproc)" \
+    -v hz="$(getconf CLK_TCK)" 'b + i > 0 {
+        printf "test.sh: machine CPU busy %.0f%% of %d core(s) over the run (%.0f CPU-s)\n", 100 * b / (b + i), n, b / hz
+    }' >&2
 if [ "$code" -eq 5 ]; then
     echo "test.sh: ERROR: pytest collected no tests (exit 5)" >&2
     exit 1
