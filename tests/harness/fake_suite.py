@@ -23,9 +23,12 @@ from .cli_runner import REPO_ROOT
 
 class Listener:
     """Accepts TCP connections and holds them open without a byte: reachable
-    for the preflight, silent for any case that reads."""
+    for the preflight, silent for any case that reads. With ``greeting``,
+    each connection gets those bytes and nothing more: a target that
+    answers, too little (not the unresponsive one the harness gives up on)."""
 
-    def __init__(self) -> None:
+    def __init__(self, greeting: bytes = b"") -> None:
+        self.greeting = greeting
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.held: list[socket.socket] = []
@@ -38,6 +41,8 @@ class Listener:
             except OSError:
                 return
             self.held.append(conn)
+            if self.greeting:
+                conn.sendall(self.greeting)
 
     def close(self) -> None:
         self.sock.close()
