@@ -20,9 +20,11 @@
 #                   OCaml with bin_prot (the differential tests). The
 #                   fuzz-nightly workflow runs it.
 #
-#   --workers N     pytest-xdist workers (default TEST_WORKERS or 8: most of
-#                   the suite waits on nodes, deadlines and JVMs, so more
-#                   workers than cores pays). 1 runs in this process, serial.
+#   --workers N     pytest-xdist workers (default TEST_WORKERS, else 10 for
+#                   the full tier and 8 for the others: most of the suite
+#                   waits on nodes, deadlines and JVMs, so more workers than
+#                   cores pays; the full tier waits most). 1 runs in this
+#                   process, serial.
 #   --times FILE    one JSON line per test phase into FILE (tests/times_plugin.py);
 #                   scripts/test_times.py FILE makes the table of docs/testing.md.
 #   --setup-only    install what the tier needs, then stop without testing
@@ -35,7 +37,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-tier=full workers="${TEST_WORKERS:-8}" times="" setup_only=0 pytest_args=()
+tier=full workers="${TEST_WORKERS:-}" times="" setup_only=0 pytest_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --fast) tier=fast ;;
@@ -50,6 +52,9 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if [ -z "$workers" ]; then
+    if [ "$tier" = full ]; then workers=10; else workers=8; fi
+fi
 case "$tier" in
     fast|full|containers|nightly) ;;
     *) echo "test.sh: ERROR: unknown tier '$tier' (fast, full, containers, nightly)" >&2; exit 2 ;;
@@ -83,6 +88,12 @@ if [ "$workers" -gt 1 ]; then
     parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
 fi
 echo "test.sh: tier $tier, $workers worker(s)" >&2
+# Bytecode is written and reused: the tests start thousands of Python
+# processes (a pytest session per certification, a node per client case),
+# and with PYTHONDONTWRITEBYTECODE set (as some images do) each of them
+# compiles every module it imports, and pytest rewrites the suites' asserts
+# again in every session: 12-18 % of a certification's CPU time here.
+unset PYTHONDONTWRITEBYTECODE
 # The machine's CPU time over the run (every process, not only pytest's
 # children: JVMs, brokers, containers), read from /proc/stat, so that the
 # closing line says whether the run was bound by the CPU or by waiting.
