@@ -205,7 +205,9 @@ class TraceConnection:
     """Which end opened it: :data:`HARNESS` (``local``) or :data:`TARGET` (``peer``)."""
     opened_at: float
     detail: str = ""
-    """E.g. the TLS version and cipher, or the WebSocket's path."""
+    """E.g. the TLS version and cipher."""
+    path: str = ""
+    """A WebSocket's resource (the path of its HTTP upgrade)."""
     ends: list[ConnectionEnd] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -216,6 +218,7 @@ class TraceConnection:
         return (
             f"connection {self.number}: {near} {shown(self.local)} <-> {far} {shown(self.peer)}, "
             f"{self.kind}{' (' + self.label + ')' if self.label else ''}"
+            f"{', path ' + self.path if self.path else ''}"
             f"{', ' + self.detail if self.detail else ''}"
         )
 

@@ -223,16 +223,16 @@ def _connect_trace(
     """The WebSocket's connection in the case's trace: its socket's ends and
     the path of the upgrade (core/pcap.py writes the upgrade and frames)."""
     request = getattr(ws, "request", None)
-    path = getattr(request, "path", None) or "/"
-    return trace.connect(
+    wire = trace.connect(
         "websocket",
         _address(getattr(ws, "local_address", None)),
         _address(getattr(ws, "remote_address", None)),
         initiator,
         label,
-        f"path {path}",
         base=trace if base is None else base,
     )
+    wire.connection.path = getattr(request, "path", None) or "/"
+    return wire
 
 
 class WebSocketConnection:
@@ -592,8 +592,8 @@ class WebSocketRelay:
                 (server.hostname or "", server.port or (443 if server.scheme == "wss" else 80)),
                 "client",
                 "relayed",
-                f"path {server.path or '/'}; relayed",
             )
+            wire.connection.path = server.path or "/"
             wire.event(
                 f"client opened a WebSocket to the relay from {client.remote_address[0]}:"
                 f"{client.remote_address[1]}"
