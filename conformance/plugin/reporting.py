@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from .. import __version__
+from ..core import pcap
 from ..core.case_outcome import BLOCKED_PREFIX, BlockedBy, CaseOutcome
 from ..core.requirements import Requirement, level_with_basis, requirement_of
 from ..core.results import (
@@ -50,6 +51,8 @@ DURATION = pytest.StashKey[float]()
 """The case's time so far, over its phases."""
 RENDERED = pytest.StashKey[str]()
 """The case's wire trace as a hex dump, for its trace file."""
+CAPTURE = pytest.StashKey[bytes]()
+"""The case's wire trace as a pcapng capture (core/pcap.py), for the file beside it."""
 
 
 # ------------------------------------------------------------------ hooks
@@ -286,15 +289,38 @@ def unregister_allure_ids() -> None:
 
 
 def attach_trace(item: pytest.Item) -> None:
+    """The case's wire trace, as text and as a pcapng capture, to its Allure
+    result (and to the stash, for the files record() writes)."""
     trace = item.stash.get(TRACE, None)
     if trace is None:
         return
     text = trace.render()
+    req = requirement_of(item)
+    state = state_of(item.config)
+    session = session_label(
+        state.target_for(req.protocol) if req else (state.target_name or "?"), state.peer_name
+    )
+    try:
+        capture: bytes | None = pcap.pcapng(
+            trace, f"{req.case_id if req else item.nodeid} ({session})"
+        )
+    except Exception as exc:  # noqa: BLE001 - the report must not cost the case its verdict
+        capture = None
+        sys.stderr.write(f"conformance: no pcapng capture of {item.nodeid}: {exc!r}\n")
     if allure is not None:
         allure.attach(
             text, name="wire trace (hex dump, both directions)", attachment_type=AttachmentType.TEXT
         )
+        if capture is not None:
+            allure.attach(
+                capture,
+                name="wire trace as a capture (pcapng: open in Wireshark)",
+                attachment_type=pcap.MEDIA_TYPE,
+                extension=pcap.EXTENSION,
+            )
     item.stash[RENDERED] = text
+    if capture is not None:
+        item.stash[CAPTURE] = capture
 
 
 def _attach_log(text: str, log_name: str, title: str) -> None:
@@ -371,12 +397,18 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
     trace_file = None
     rendered = item.stash.get(RENDERED, None)
     if rendered is not None:
-        traces = RunFolder(state.run_dir).traces(
+        session = (
+            req.case_id,
             target.name if target else (state.target_name or "unknown"),
             state.peer_runtime.target.name if state.peer_runtime else None,
         )
-        traces.mkdir(parents=True, exist_ok=True)
-        path = traces / f"{req.case_id}.txt"
+        folder = RunFolder(state.run_dir)
+        path = folder.case_trace(*session)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        capture = item.stash.get(CAPTURE, None)
+        if capture is not None:
+            # Beside the text trace, under the same name (RunFolder.capture_beside).
+            folder.case_capture(*session).write_bytes(capture)
         header = (
             f"{req.case_id} [{req.level_shown}, {req.full_citation}]\noutcome: {outcome}\n"
             + (f"impairment: {state.impairment.describe()}\n" if state.impairment else "")
