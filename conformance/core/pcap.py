@@ -153,6 +153,8 @@ class _Flow:
     """Events and plaintext waiting for the connection's next packet."""
     last_packet: int | None = None
     """Index (in the writer's list) of the connection's latest packet."""
+    last_data: dict[bool, int] = field(default_factory=dict)
+    """Index of the latest data packet from each end (keyed like ``seq``)."""
     told_tls: bool = False
     """The first data packet of a TLS connection says what its payload is."""
 
@@ -241,6 +243,7 @@ class _Capture:
         push = dpkt.tcp.TH_PUSH | dpkt.tcp.TH_ACK
         for offset in range(0, len(payload), SEGMENT_BYTES):
             self.packet(flow, local_sends, push, at, payload[offset : offset + SEGMENT_BYTES])
+        flow.last_data[local_sends] = len(self.packets) - 1
         # The other end acknowledges what it got.
         if not flow.finished[not local_sends] and not flow.reset:
             self.packet(flow, not local_sends, dpkt.tcp.TH_ACK, at)
@@ -409,11 +412,17 @@ def _entry(capture: _Capture, flow_of, entry: TraceEntry, redactor) -> None:
     data = masked_bytes(entry.data, masked)
     note = redactor.text(entry.note)
     if entry.direction.endswith("-plain"):
-        flow.comments.append(
+        comment = (
             f"{'harness -> target' if local_sends else 'target -> harness'} plaintext, "
             f"{len(data)} bytes{': ' + note if note else ''}\n"
             + hexdump(data, limit=COMMENT_HEX_BYTES, masked=masked)
         )
+        if local_sends is False and False in flow.last_data:
+            # Decrypted after it was read: on the latest bytes the peer sent.
+            capture.packets[flow.last_data[False]][2].append(comment)
+        else:
+            # Encrypted before it is sent: on the connection's next packet.
+            flow.comments.append(comment)
         return
     if local_sends is None:
         local_sends = True

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import struct
 
 import dpkt
 
@@ -27,6 +28,17 @@ def _segments(data: bytes) -> list[tuple[float, dpkt.tcp.TCP, dpkt.ip.IP]]:
         ip = dpkt.ip.IP(buf)
         out.append((ts, ip.data, ip))
     return out
+
+
+def _packet_blocks(data: bytes) -> list[bytes]:
+    """The enhanced packet blocks of a pcapng file, whole (with their comments)."""
+    blocks, offset = [], 0
+    while offset < len(data):
+        kind, length = struct.unpack_from("<II", data, offset)
+        if kind == 6:
+            blocks.append(data[offset : offset + length])
+        offset += length
+    return blocks
 
 
 def _flags(segment: dpkt.tcp.TCP) -> str:
@@ -219,3 +231,14 @@ def test_the_capture_lies_beside_the_text_trace(tmp_path):
     capture.parent.mkdir(parents=True)
     capture.write_bytes(b"")
     assert folder.captures() == [capture]
+
+
+def test_decrypted_bytes_read_are_noted_on_the_packet_that_carried_them():
+    trace = WireTrace()
+    wire = trace.connect("tcp", HARNESS_END, TARGET_END)
+    wire.record("received", b"\x10encrypted box")
+    wire.record("received-plain", b"rpc answer", "RPC answer")
+    wire.record("sent", b"\x20next box")
+    data = pcap.pcapng(trace)
+    carrying = next(b for b in _packet_blocks(data) if b"\x10encrypted box" in b)
+    assert b"target -> harness plaintext, 10 bytes: RPC answer" in carrying
