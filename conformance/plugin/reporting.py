@@ -394,7 +394,7 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
         state.runtime.target if state.runtime else state.targets.get(state.target_for(req.protocol))
     )
     duration = item.stash.get(DURATION, 0.0)
-    trace_file = None
+    trace_file = pcap_file = None
     rendered = item.stash.get(RENDERED, None)
     if rendered is not None:
         session = (
@@ -408,7 +408,9 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
         capture = item.stash.get(CAPTURE, None)
         if capture is not None:
             # Beside the text trace, under the same name (RunFolder.capture_beside).
-            folder.case_capture(*session).write_bytes(capture)
+            capture_path = folder.case_capture(*session)
+            capture_path.write_bytes(capture)
+            pcap_file = str(capture_path.relative_to(state.run_dir))
         header = (
             f"{req.case_id} [{req.level_shown}, {req.full_citation}]\noutcome: {outcome}\n"
             + (f"impairment: {state.impairment.describe()}\n" if state.impairment else "")
@@ -448,6 +450,7 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
             start_failure=decided.outcome is Outcome.ERROR and decided.start_failure,
             prerequisite_only=item.nodeid in state.readded,
             impairment=state.impairment.describe() if state.impairment else None,
+            pcap_file=pcap_file,
         )
     )
     item.stash[RECORDED] = True

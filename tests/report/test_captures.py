@@ -77,6 +77,10 @@ def test_every_traced_case_has_its_capture_beside_its_trace_and_in_allure(run: R
     assert {r["target"] for r in traced} == set(REFERENCE_NODES)
     missing = [r["trace_file"] for r in traced if not run.capture_beside(r["trace_file"]).is_file()]
     assert not missing, f"no capture beside {missing[:5]}"
+    # The record names it, as it names the text trace.
+    assert all(run.path / r["pcap_file"] == run.capture_beside(r["trace_file"]) for r in traced), [
+        r.get("pcap_file") for r in traced[:3]
+    ]
     attached = [
         attachment
         for result in run.allure_results.glob("*-result.json")
