@@ -57,7 +57,15 @@ from dpkt.pcapng import (
     Writer,
 )
 
-from .transport import HARNESS, TARGET, TraceConnection, TraceEntry, WireTrace, hexdump
+from .transport import (
+    HARNESS,
+    TARGET,
+    ConnectionEnd,
+    TraceConnection,
+    TraceEntry,
+    WireTrace,
+    hexdump,
+)
 
 MEDIA_TYPE = "application/x-pcapng"
 """The MIME type a pcapng attachment is served with (Wireshark's own)."""
@@ -69,6 +77,10 @@ SNAPLEN = 262144
 SEGMENT_BYTES = 16384
 """Largest TCP payload per synthesised segment."""
 WINDOW = 65535
+UNKNOWN_LOCAL_PORT = 40000
+UNKNOWN_PEER_PORT = 9
+"""Ports of an end the trace does not know (entries recorded without a
+connection): any port, the discard service's for the peer."""
 MASK_BYTE = ord("*")
 """What a secret's bytes become in a capture (a trace's hex dump prints ``**``)."""
 COMMENT_HEX_BYTES = 1024
@@ -171,11 +183,77 @@ def _address(value: tuple[str, int] | None, fallback_port: int) -> tuple[bytes, 
 
 
 class _Capture:
+    """The packets of one trace's capture, written as the trace is walked
+    in time order (:func:`pcapng`)."""
+
     def __init__(self, trace: WireTrace) -> None:
         self.trace = trace
+        self.redactor = trace.redactor
         self.packets: list[tuple[float, bytes, list[str]]] = []
+        """(time, IP packet, its comments)"""
         self.last_ts = 0.0
         self.ip_id = 0
+        self.connections = {c.number: c for c in trace.connections}
+        self.flows: dict[int, _Flow] = {}
+        self.unattached: list[str] = []
+        """Events of no known connection: in the section comment."""
+
+    def flow(self, number: int | None) -> _Flow:
+        """The flow of connection ``number``; entries of no known
+        connection (a trace recorded without them) share flow 0."""
+        key = number if number in self.connections else 0
+        if key not in self.flows:
+            connection = self.connections.get(key) or TraceConnection(
+                0, "tcp", "entries of no known connection", None, None, HARNESS, 0.0
+            )
+            self.flows[key] = _Flow(
+                connection,
+                _address(connection.local, UNKNOWN_LOCAL_PORT),
+                _address(connection.peer, UNKNOWN_PEER_PORT),
+            )
+        return self.flows[key]
+
+    def entry(self, entry: TraceEntry) -> None:
+        """One entry of the trace: data segments, or a packet comment."""
+        if entry.direction == "event":
+            if entry.connection in self.connections:
+                self.flow(entry.connection).comments.append(self.redactor.text(entry.note))
+            else:
+                self.unattached.append(self.redactor.text(entry.note))
+            return
+        local_sends = from_local(entry.direction)
+        flow = self.flow(entry.connection)
+        self.open(flow, entry.at)
+        masked = self.redactor.masked_positions(entry.data) | entry.masked
+        data = masked_bytes(entry.data, masked)
+        note = self.redactor.text(entry.note)
+        if entry.direction.endswith("-plain"):
+            comment = (
+                f"{'harness -> target' if local_sends else 'target -> harness'} plaintext, "
+                f"{len(data)} bytes{': ' + note if note else ''}\n"
+                + hexdump(data, limit=COMMENT_HEX_BYTES, masked=masked)
+            )
+            if local_sends is False and False in flow.last_data:
+                # Decrypted after it was read: on the latest bytes the peer sent.
+                self.packets[flow.last_data[False]][2].append(comment)
+            else:
+                # Encrypted before it is sent: on the connection's next packet.
+                flow.comments.append(comment)
+            return
+        if note:
+            flow.comments.append(note)
+        if flow.connection.kind == "tls" and not flow.told_tls:
+            flow.told_tls = True
+            flow.comments.append(
+                f"TLS ({flow.connection.detail}): this is the decrypted application stream as "
+                "the harness wrote and read it; the TLS records are not kept and no session keys "
+                "are written (they would decrypt what the capture masks)"
+            )
+        sender_is_local = local_sends is not False
+        if flow.connection.kind == "websocket" and not entry.framed:
+            client_sends = sender_is_local == (flow.connection.initiator != TARGET)
+            data = websocket_frame(data, entry.note.startswith("text message"), masked=client_sends)
+        self.data(flow, sender_is_local, data, entry.at)
 
     # -- packets
 
@@ -244,8 +322,9 @@ class _Capture:
         for offset in range(0, len(payload), SEGMENT_BYTES):
             self.packet(flow, local_sends, push, at, payload[offset : offset + SEGMENT_BYTES])
         flow.last_data[local_sends] = len(self.packets) - 1
-        # The other end acknowledges what it got.
-        if not flow.finished[not local_sends] and not flow.reset:
+        # The other end acknowledges what it got (also after its own FIN: a
+        # half-closed end still reads).
+        if not flow.reset:
             self.packet(flow, not local_sends, dpkt.tcp.TH_ACK, at)
 
     def end(self, flow: _Flow, local_side: bool, how: str, at: float) -> None:
@@ -263,6 +342,14 @@ class _Capture:
     # -- the file
 
     def write(self, title: str) -> bytes:
+        # What came after a connection's last packet goes on that packet.
+        for flow in self.flows.values():
+            if flow.comments and flow.last_packet is not None:
+                ts, packet, comments = self.packets[flow.last_packet]
+                self.packets[flow.last_packet] = (ts, packet, comments + flow.comments)
+            elif flow.comments:
+                self.unattached.extend(flow.comments)
+            flow.comments = []
         out = io.BytesIO()
         shb = SectionHeaderBlockLE(opts=_options(self.section_comments(title)))
         idb = InterfaceDescriptionBlockLE(
@@ -286,8 +373,6 @@ class _Capture:
             "as the harness wrote and read them on each connection, at the times it did (not "
             "a network capture). Secrets the trace masks are replaced by '*' bytes."
         ]
-        if self.trace.redactor:
-            lines.append("This run has secrets: their bytes are '*' wherever they occur.")
         for connection in self.trace.connections:
             note = connection.describe()
             if connection.kind == "tls":
@@ -304,6 +389,8 @@ class _Capture:
                 f"{self.trace.max_entries} entries); each connection's stream is the kept bytes "
                 "only, without a gap"
             )
+        if self.unattached:
+            lines.append("Events of no single connection:\n" + "\n".join(self.unattached))
         return lines
 
 
@@ -335,26 +422,8 @@ def _options(comments: list[str]) -> list[PcapngOptionLE]:
 
 def pcapng(trace: WireTrace, title: str = "") -> bytes:
     """The trace as a pcapng file (bytes): one TCP stream per connection,
-    secrets masked. ``title`` (the case id and outcome, say) heads the
-    section comment."""
+    secrets masked. ``title`` (the case id, say) heads the section comment."""
     capture = _Capture(trace)
-    redactor = trace.redactor
-    connections = {c.number: c for c in trace.connections}
-    flows: dict[int, _Flow] = {}
-
-    def flow_of(number: int | None) -> _Flow:
-        key = number if number in connections else 0
-        if key not in flows:
-            connection = connections.get(key) or TraceConnection(
-                0, "tcp", "entries of no known connection", None, None, HARNESS, 0.0
-            )
-            flows[key] = _Flow(
-                connection,
-                _address(connection.local, 40000 + key),
-                _address(connection.peer, 9),
-            )
-        return flows[key]
-
     # The trace's entries, each connection's opening and each end it saw,
     # in the order they happened (ties: opening, entries, ends).
     timeline: list[tuple[float, int, int, object]] = []
@@ -364,78 +433,14 @@ def pcapng(trace: WireTrace, title: str = "") -> bytes:
             timeline.append((end.at, 2, connection.number, end))
     for index, entry in enumerate(trace.entries):
         timeline.append((entry.at, 1, index, entry))
-    timeline.sort(key=lambda item: (item[0], item[1], item[2]))
-
-    for at, kind, _, item in timeline:
+    timeline.sort(key=lambda item: item[:3])
+    for at, kind, number, item in timeline:
         if kind == 0:
-            capture.open(flow_of(item.number), at)  # type: ignore[attr-defined]
+            capture.open(capture.flow(number), at)
         elif kind == 2:
-            flow = flow_of(_number_of_end(trace, item))
-            capture.end(flow, item.by in _LOCAL_SIDES, item.how, at)  # type: ignore[attr-defined]
+            assert isinstance(item, ConnectionEnd)
+            capture.end(capture.flow(number), item.by in _LOCAL_SIDES, item.how, at)
         else:
-            _entry(capture, flow_of, item, redactor)  # type: ignore[arg-type]
-
-    # What came after a connection's last packet goes on that packet.
-    for flow in flows.values():
-        if flow.comments and flow.last_packet is not None:
-            ts, packet, comments = capture.packets[flow.last_packet]
-            capture.packets[flow.last_packet] = (ts, packet, comments + flow.comments)
-            flow.comments = []
-    title_lines = [title] if title else []
-    unattached = [
-        redactor.text(entry.note)
-        for entry in trace.entries
-        if entry.direction == "event" and entry.connection not in connections
-    ]
-    unattached += [
-        text for flow in flows.values() if flow.last_packet is None for text in flow.comments
-    ]
-    if unattached:
-        title_lines.append("Events of no single connection:\n" + "\n".join(unattached))
-    return capture.write("\n".join(title_lines))
-
-
-def _number_of_end(trace: WireTrace, end: object) -> int:
-    return next(c.number for c in trace.connections if any(e is end for e in c.ends))
-
-
-def _entry(capture: _Capture, flow_of, entry: TraceEntry, redactor) -> None:
-    if entry.direction == "event":
-        if entry.connection is None:
-            return  # in the section comment
-        flow_of(entry.connection).comments.append(redactor.text(entry.note))
-        return
-    local_sends = from_local(entry.direction)
-    flow = flow_of(entry.connection)
-    capture.open(flow, entry.at)
-    masked = redactor.masked_positions(entry.data) | entry.masked
-    data = masked_bytes(entry.data, masked)
-    note = redactor.text(entry.note)
-    if entry.direction.endswith("-plain"):
-        comment = (
-            f"{'harness -> target' if local_sends else 'target -> harness'} plaintext, "
-            f"{len(data)} bytes{': ' + note if note else ''}\n"
-            + hexdump(data, limit=COMMENT_HEX_BYTES, masked=masked)
-        )
-        if local_sends is False and False in flow.last_data:
-            # Decrypted after it was read: on the latest bytes the peer sent.
-            capture.packets[flow.last_data[False]][2].append(comment)
-        else:
-            # Encrypted before it is sent: on the connection's next packet.
-            flow.comments.append(comment)
-        return
-    if local_sends is None:
-        local_sends = True
-    if note:
-        flow.comments.append(note)
-    if flow.connection.kind == "tls" and not flow.told_tls:
-        flow.told_tls = True
-        flow.comments.append(
-            f"TLS ({flow.connection.detail}): this is the decrypted application stream as the "
-            "harness wrote and read it; the TLS records are not kept and no session keys are "
-            "written (they would decrypt what the capture masks)"
-        )
-    if flow.connection.kind == "websocket" and not entry.framed:
-        client_sends = local_sends == (flow.connection.initiator != TARGET)
-        data = websocket_frame(data, entry.note.startswith("text message"), masked=client_sends)
-    capture.data(flow, local_sends, data, entry.at)
+            assert isinstance(item, TraceEntry)
+            capture.entry(item)
+    return capture.write(title)

@@ -242,3 +242,30 @@ def test_decrypted_bytes_read_are_noted_on_the_packet_that_carried_them():
     data = pcap.pcapng(trace)
     carrying = next(b for b in _packet_blocks(data) if b"\x10encrypted box" in b)
     assert b"target -> harness plaintext, 10 bytes: RPC answer" in carrying
+
+
+def test_a_half_closed_end_still_acknowledges_what_it_reads():
+    trace = WireTrace()
+    wire = trace.connect("tcp", HARNESS_END, TARGET_END)
+    wire.record("sent", b"SEND\n\n\0")
+    wire.ended(HARNESS, "fin")
+    wire.record("received", b"RECEIPT\n\n\0")
+    segments = [s for _, s, _ in _segments(pcap.pcapng(trace))]
+    fin = next(i for i, s in enumerate(segments) if s.flags & dpkt.tcp.TH_FIN)
+    after = segments[fin + 1 :]
+    assert [(s.sport, _flags(s), len(s.data)) for s in after] == [
+        (TARGET_END[1], "A", 0),  # the FIN acknowledged
+        (TARGET_END[1], "A", 10),  # the answer
+        (HARNESS_END[1], "A", 0),  # acknowledged by the half-closed harness
+    ]
+    assert after[-1].ack == after[-2].seq + 10
+
+
+def test_ipv6_ends_are_written_as_ipv6():
+    trace = WireTrace()
+    wire = trace.connect("tcp", ("::1", 40001), ("::1", 61613))
+    wire.record("sent", b"hello")
+    reader = dpkt.pcapng.Reader(io.BytesIO(pcap.pcapng(trace)))
+    packets = [dpkt.ip6.IP6(buf) for _, buf in reader]
+    assert {p.src for p in packets} == {b"\0" * 15 + b"\1"}
+    assert b"".join(p.data.data for p in packets) == b"hello"
