@@ -68,7 +68,8 @@ from .transport import (
 )
 
 MEDIA_TYPE = "application/x-pcapng"
-"""The MIME type a pcapng attachment is served with (Wireshark's own)."""
+"""The MIME type of a capture attached to an Allure result (with
+:data:`EXTENSION`, a browser downloads it as a ``.pcapng`` file)."""
 EXTENSION = "pcapng"
 
 LINKTYPE_RAW = 101
