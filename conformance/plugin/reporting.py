@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from .. import __version__
-from ..core import pcap
 from ..core.case_outcome import BLOCKED_PREFIX, BlockedBy, CaseOutcome
 from ..core.requirements import Requirement, level_with_basis, requirement_of
 from ..core.results import (
@@ -46,6 +45,18 @@ try:
     from allure_pytest.utils import get_history_id
 except ImportError:  # allure-pytest is a dependency, but keep the core usable without it
     allure = None
+
+try:
+    from ..core import pcap
+except ImportError as exc:  # dpkt is a dependency; an environment installed before it lacks it
+    pcap = None  # type: ignore[assignment]
+    _NO_CAPTURES = (
+        f"conformance: no pcapng captures in this run ({exc}: reinstall the harness, "
+        "pip install -e .)\n"
+    )
+
+_TOLD: set[str] = set()
+"""Notes written once per process."""
 
 DURATION = pytest.StashKey[float]()
 """The case's time so far, over its phases."""
@@ -300,18 +311,22 @@ def attach_trace(item: pytest.Item) -> None:
     session = session_label(
         state.target_for(req.protocol) if req else (state.target_name or "?"), state.peer_name
     )
-    try:
-        capture: bytes | None = pcap.pcapng(
-            trace, f"{req.case_id if req else item.nodeid} ({session})"
-        )
-    except Exception as exc:  # noqa: BLE001 - the report must not cost the case its verdict
-        capture = None
-        sys.stderr.write(f"conformance: no pcapng capture of {item.nodeid}: {exc!r}\n")
+    capture: bytes | None = None
+    if pcap is None:
+        # Said once per process: the cases run and are judged all the same.
+        if _NO_CAPTURES not in _TOLD:
+            _TOLD.add(_NO_CAPTURES)
+            sys.stderr.write(_NO_CAPTURES)
+    else:
+        try:
+            capture = pcap.pcapng(trace, f"{req.case_id if req else item.nodeid} ({session})")
+        except Exception as exc:  # noqa: BLE001 - the report must not cost the case its verdict
+            sys.stderr.write(f"conformance: no pcapng capture of {item.nodeid}: {exc!r}\n")
     if allure is not None:
         allure.attach(
             text, name="wire trace (hex dump, both directions)", attachment_type=AttachmentType.TEXT
         )
-        if capture is not None:
+        if capture is not None and pcap is not None:
             allure.attach(
                 capture,
                 name="wire trace as a capture (pcapng: open in Wireshark)",
