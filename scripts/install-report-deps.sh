@@ -3,7 +3,10 @@
 #   - the Allure command line (npm package allure-commandline, pinned in
 #     interop/report/package-lock.json), which runs on the machine's Java;
 #   - Debian's Chromium and ChromeDriver (packages chromium, chromium-driver),
-#     which tests/report drives headless to check a generated report.
+#     which tests/report drives headless to check a generated report;
+#   - Debian's tshark (package tshark), with which tests/report opens every
+#     pcapng capture of a run (the capture beside each case's wire trace)
+#     and checks that Wireshark's dissectors read it without a malformed packet.
 #
 # Usage: scripts/install-report-deps.sh [--force]
 #   --force   re-run npm ci even if node_modules already matches the lock file
@@ -11,10 +14,12 @@
 # Works from any current directory.  Idempotent: npm ci runs only when
 # package.json / package-lock.json / the Node major version changed since the
 # last install (a stamp file in node_modules records them); apt-get runs only
-# when /usr/bin/chromium or /usr/bin/chromedriver is missing, and needs root.
-# Every run then checks that `allure --version` runs on Java and that
-# Chromium starts headless and renders a page.  Any failure exits non-zero
-# with a message.
+# when /usr/bin/chromium, /usr/bin/chromedriver or /usr/bin/tshark is missing,
+# and needs root (non-interactive: DEBIAN_FRONTEND=noninteractive, so tshark's
+# question about capturing as non-root keeps its default, no).
+# Every run then checks that `allure --version` runs on Java, that Chromium
+# starts headless and renders a page, and that `tshark --version` runs.  Any
+# failure exits non-zero with a message.
 set -euo pipefail
 
 die() {
@@ -73,20 +78,28 @@ allure_version="$(printf '%s\n' "$allure_version" | tail -1)"
     || die "allure --version printed '$allure_version', the lock pins allure-commandline $pinned (try $0 --force)"
 echo "install-report-deps: allure $allure_version runs on $(java -version 2>&1 | head -1)" >&2
 
-# --- Chromium and ChromeDriver from Debian --------------------------------------
+# --- Chromium, ChromeDriver and tshark from Debian --------------------------------
 chromium_bin=/usr/bin/chromium
 chromedriver_bin=/usr/bin/chromedriver
-if [ ! -x "$chromium_bin" ] || [ ! -x "$chromedriver_bin" ]; then
-    [ "$(id -u)" -eq 0 ] || die "$chromium_bin or $chromedriver_bin is missing and installing them needs root: run as root, or ask an administrator for 'apt-get install chromium chromium-driver'"
-    command -v apt-get >/dev/null 2>&1 || die "$chromium_bin or $chromedriver_bin is missing and there is no apt-get: install Chromium and ChromeDriver by hand"
-    echo "install-report-deps: apt-get install chromium chromium-driver" >&2
+tshark_bin=/usr/bin/tshark
+missing=()
+[ -x "$chromium_bin" ] || missing+=(chromium)
+[ -x "$chromedriver_bin" ] || missing+=(chromium-driver)
+[ -x "$tshark_bin" ] || missing+=(tshark)
+if [ "${#missing[@]}" -gt 0 ]; then
+    [ "$(id -u)" -eq 0 ] || die "Debian packages ${missing[*]} are missing and installing them needs root: run as root, or ask an administrator for 'apt-get install ${missing[*]}'"
+    command -v apt-get >/dev/null 2>&1 || die "Debian packages ${missing[*]} are missing and there is no apt-get: install them by hand"
+    echo "install-report-deps: apt-get install ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get -o DPkg::Lock::Timeout=120 update -qq || die "apt-get update failed (see its output above)"
-    apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends chromium chromium-driver </dev/null \
-        || die "apt-get install chromium chromium-driver failed (see its output above)"
+    apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends "${missing[@]}" </dev/null \
+        || die "apt-get install ${missing[*]} failed (see its output above)"
     [ -x "$chromium_bin" ] || die "apt-get installed no $chromium_bin"
     [ -x "$chromedriver_bin" ] || die "apt-get installed no $chromedriver_bin"
+    [ -x "$tshark_bin" ] || die "apt-get installed no $tshark_bin"
 fi
+tshark_version="$("$tshark_bin" --version 2>/dev/null | head -1)" && [ -n "$tshark_version" ] \
+    || die "$tshark_bin does not run: $("$tshark_bin" --version 2>&1 | tail -1)"
 "$chromedriver_bin" --version >/dev/null 2>&1 || die "$chromedriver_bin does not run: $("$chromedriver_bin" --version 2>&1 | head -1)"
 
 # Chromium must start headless and render a page.  The flags keep it off the
@@ -103,4 +116,5 @@ if ! timeout 60 "$chromium_bin" "${chromium_flags[@]}" --dump-dom "file://$check
     die "$chromium_bin did not start headless and render a page (its stderr above)"
 fi
 echo "install-report-deps: $("$chromium_bin" --version 2>/dev/null | head -1) renders headless; $("$chromedriver_bin" --version | head -1 | cut -d' ' -f1-2)" >&2
+echo "install-report-deps: $tshark_version runs" >&2
 echo "install-report-deps: ready (allure: $allure_bin)"

@@ -51,6 +51,8 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     ),
     "interop/": ("node_interop",),
     "report/": ("report_ui",),
+    # Five certifications and a tshark per capture they write.
+    "report/test_captures.py": ("report_ui", "full"),
     "ci/": ("nightly_workflow",),
     "ripp/test_binprot.py": (),
     "ripp/test_interop.py": ("ocaml",),

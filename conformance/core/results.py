@@ -114,6 +114,11 @@ class ResultRecord:
     """The network impairment the case ran under (``certify --impair``):
     its profile and seed, e.g. ``fragment seed=123``; None on clean
     loopback (and in files written before this field existed)."""
+    pcap_file: str | None = None
+    """The case's wire trace as a pcapng capture, beside ``trace_file``
+    (relative to the run folder, like it; docs/reports.md, "Captures");
+    None when the case has no trace (and in files written before this
+    field existed)."""
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

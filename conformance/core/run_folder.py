@@ -19,6 +19,7 @@ Layout:
     allure-results/             Allure's raw results; allure-report/ the HTML
     logs/                       each target's own output (stdout, stderr)
     traces/<session>/<case>.txt the wire trace of each case
+    traces/<session>/<case>.pcapng  the same trace as a capture for Wireshark (core/pcap.py)
 
 A *session* is one pytest run: a target alone (``NAME``) or an interop pair
 (``CLIENT+SERVER``), see :func:`session_label`.
@@ -37,6 +38,8 @@ ALLURE_RESULTS_DIR = "allure-results"
 ALLURE_REPORT_DIR = "allure-report"
 LOGS_DIR = "logs"
 TRACES_DIR = "traces"
+TRACE_SUFFIX = ".txt"
+CAPTURE_SUFFIX = ".pcapng"
 DEFAULT_RUNS_DIR = Path("reports") / "runs"
 
 
@@ -94,6 +97,23 @@ class RunFolder:
         """One folder per session: a run that certifies several targets runs
         the same case ids for each."""
         return self.traces_root / session_label(target, peer)
+
+    def case_trace(self, case_id: str, target: str, peer: str | None = None) -> Path:
+        """A case's wire trace as text (the record's ``trace_file``)."""
+        return self.traces(target, peer) / f"{case_id}{TRACE_SUFFIX}"
+
+    def case_capture(self, case_id: str, target: str, peer: str | None = None) -> Path:
+        """A case's wire trace as a pcapng capture, beside the text."""
+        return self.traces(target, peer) / f"{case_id}{CAPTURE_SUFFIX}"
+
+    def capture_beside(self, trace_file: str | Path) -> Path:
+        """The capture beside a text trace named as a record's ``trace_file``
+        (relative to the run folder) names it."""
+        return (self.path / trace_file).with_suffix(CAPTURE_SUFFIX)
+
+    def captures(self) -> list[Path]:
+        """Every capture the run wrote, in name order."""
+        return sorted(self.traces_root.glob(f"*/*{CAPTURE_SUFFIX}"))
 
     def plan(self, target: str, peer: str | None = None) -> Path:
         return self.path / f"planned-{session_label(target, peer)}.jsonl"

@@ -156,6 +156,123 @@ class TraceEntry:
     masked: frozenset[int] = frozenset()
     """Secret offsets found before the data was cut to the trace's bound
     (a secret across the cut would not be recognised in the kept prefix)."""
+    connection: int | None = None
+    """The number of the connection (:class:`TraceConnection`) the entry
+    happened on; None for what belongs to no single connection (a listener
+    opening, a relay starting, a case's own notes)."""
+    framed: bool = False
+    """On a connection whose entries are messages (WebSocket), these bytes
+    are raw socket bytes instead (a frame the harness refused, an
+    unfinished one): already framed, as on the wire."""
+
+
+Address = tuple[str, int]
+"""A host (an IP address as the socket gave it) and a port."""
+
+HARNESS = "harness"
+TARGET = "target"
+
+
+@dataclass
+class ConnectionEnd:
+    """One side's end of a connection as the harness saw it: ``how`` is
+    "fin" (an orderly close or half-close) or "rst" (a reset, an abort)."""
+
+    by: str
+    """:data:`HARNESS` or :data:`TARGET` (for a relayed connection: the
+    relay's ``client`` or ``server``)."""
+    how: str
+    at: float
+
+
+@dataclass
+class TraceConnection:
+    """One connection a case's trace holds entries of: its number within
+    the case (1, 2, ...), its two ends and how it ended, so that a reader
+    (and core/pcap.py) can tell the connections of a case apart."""
+
+    number: int
+    kind: str
+    """"tcp", "tls" (the entries are the plaintext inside TLS),
+    "websocket" (the entries are message payloads) or "relayed" (a relay
+    between two nodes: "client->server" / "server->client")."""
+    label: str
+    local: Address | None
+    """The harness's end (for a relayed connection: the client's end)."""
+    peer: Address | None
+    """The target's end (for a relayed connection: the server's)."""
+    initiator: str
+    """Which end opened it: :data:`HARNESS` (``local``) or :data:`TARGET` (``peer``)."""
+    opened_at: float
+    detail: str = ""
+    """E.g. the TLS version and cipher."""
+    path: str = ""
+    """A WebSocket's resource (the path of its HTTP upgrade)."""
+    ends: list[ConnectionEnd] = field(default_factory=list)
+
+    def describe(self) -> str:
+        def shown(address: Address | None) -> str:
+            return f"{address[0]}:{address[1]}" if address else "?"
+
+        near, far = ("client", "server") if self.kind == "relayed" else (HARNESS, TARGET)
+        return (
+            f"connection {self.number}: {near} {shown(self.local)} <-> {far} {shown(self.peer)}, "
+            f"{self.kind}{' (' + self.label + ')' if self.label else ''}"
+            f"{', path ' + self.path if self.path else ''}"
+            f"{', ' + self.detail if self.detail else ''}"
+        )
+
+
+def socket_ends(writer: asyncio.StreamWriter | None) -> tuple[Address | None, Address | None]:
+    """(local, peer) of a stream's socket, as the operating system names them."""
+    if writer is None:
+        return None, None
+
+    def address(value: object) -> Address | None:
+        return (
+            (str(value[0]), int(value[1])) if isinstance(value, tuple) and len(value) >= 2 else None
+        )
+
+    return address(writer.get_extra_info("sockname")), address(writer.get_extra_info("peername"))
+
+
+class ConnectionTrace:
+    """The case's trace as one connection records into it: entries and
+    events carry the connection's number. Anything else (the entries, the
+    counts, ``bytes_in``, ``render``) is the whole trace's: code that reads
+    ``conn.trace`` reads the case's trace, as before."""
+
+    def __init__(self, base: object, whole: WireTrace, connection: TraceConnection) -> None:
+        self._base = base
+        """What records: the trace itself, or a wrapper of it that renames
+        directions (the SSB MITM's legs)."""
+        self.whole = whole
+        self.connection = connection
+
+    def record(
+        self,
+        direction: str,
+        data: bytes | bytearray | memoryview,
+        note: str = "",
+        framed: bool = False,
+    ) -> None:
+        self._base.record(  # type: ignore[attr-defined]
+            direction, data, note, connection=self.connection.number, framed=framed
+        )
+
+    def event(self, note: str) -> None:
+        self._base.event(note, connection=self.connection.number)  # type: ignore[attr-defined]
+
+    def ended(self, by: str, how: str) -> None:
+        """One side closed (``how`` "fin") or reset ("rst") the connection;
+        each side's first end is kept."""
+        if not any(end.by == by for end in self.connection.ends):
+            self.connection.ends.append(
+                ConnectionEnd(by, how, time.monotonic() - self.whole.started)
+            )
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._base, name)
 
 
 _ARROWS = {
@@ -178,6 +295,8 @@ class WireTrace:
 
     entries: list[TraceEntry] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)
+    """The wall clock at ``started``: entries' times (``at``) are offsets from it."""
     limit: int = TRACE_BYTES_PER_DIRECTION
     """Bytes kept per direction."""
     max_entries: int = TRACE_MAX_ENTRIES
@@ -188,6 +307,36 @@ class WireTrace:
     redactor: Redactor = field(default_factory=Redactor)
     """The run's secrets: masked wherever the trace is rendered (a BTP
     auth token, for one, crosses the wire in the clear)."""
+    connections: list[TraceConnection] = field(default_factory=list)
+    """The connections the entries happened on, numbered from 1 in the
+    order they were opened."""
+
+    def connect(
+        self,
+        kind: str,
+        local: Address | None,
+        peer: Address | None,
+        initiator: str = HARNESS,
+        label: str = "",
+        detail: str = "",
+        base: object | None = None,
+    ) -> ConnectionTrace:
+        """A new connection of this trace: what records through the view
+        returned is marked with its number. ``base`` is what records (a
+        wrapper of this trace that renames directions), the trace itself by
+        default."""
+        connection = TraceConnection(
+            len(self.connections) + 1,
+            kind,
+            label,
+            local,
+            peer,
+            initiator,
+            time.monotonic() - self.started,
+            detail,
+        )
+        self.connections.append(connection)
+        return ConnectionTrace(self if base is None else base, self, connection)
 
     @property
     def dropped(self) -> int:
@@ -198,7 +347,14 @@ class WireTrace:
         """Bytes seen in ``direction``, kept or not."""
         return self.kept_bytes.get(direction, 0) + self.dropped_bytes.get(direction, 0)
 
-    def record(self, direction: str, data: bytes | bytearray | memoryview, note: str = "") -> None:
+    def record(
+        self,
+        direction: str,
+        data: bytes | bytearray | memoryview,
+        note: str = "",
+        connection: int | None = None,
+        framed: bool = False,
+    ) -> None:
         size = len(data)
         kept = self.kept_bytes.get(direction, 0)
         room = self.limit - kept
@@ -215,14 +371,24 @@ class WireTrace:
             data = data[:room]
         self.kept_bytes[direction] = kept + len(data)
         self.entries.append(
-            TraceEntry(direction, time.monotonic() - self.started, bytes(data), note, masked)
+            TraceEntry(
+                direction,
+                time.monotonic() - self.started,
+                bytes(data),
+                note,
+                masked,
+                connection,
+                framed,
+            )
         )
 
-    def event(self, note: str) -> None:
+    def event(self, note: str, connection: int | None = None) -> None:
         if len(self.entries) >= self.max_entries:
             self.dropped_entries += 1
             return
-        self.entries.append(TraceEntry("event", time.monotonic() - self.started, b"", note))
+        self.entries.append(
+            TraceEntry("event", time.monotonic() - self.started, b"", note, connection=connection)
+        )
 
     def bytes_in(self, direction: str) -> bytes:
         """The kept bytes of ``direction`` (at most ``limit``)."""
@@ -233,15 +399,19 @@ class WireTrace:
         at the end, how many bytes per direction were not kept."""
         if not self.entries:
             return "(no traffic)\n"
+        # With several connections, each line says which one it is of (and
+        # the end lists them, with their addresses as the pcap shows them).
+        several = len(self.connections) > 1
         lines = []
         for entry in self.entries:
+            on = f"  [connection {entry.connection}]" if several and entry.connection else ""
             if entry.direction == "event":
-                lines.append(f"[{entry.at:8.3f}s] -- {self.redactor.text(entry.note)}")
+                lines.append(f"[{entry.at:8.3f}s] -- {self.redactor.text(entry.note)}{on}")
                 continue
             note = f"  {self.redactor.text(entry.note)}" if entry.note else ""
             lines.append(
                 f"[{entry.at:8.3f}s] {_ARROWS.get(entry.direction, entry.direction)}  "
-                f"{len(entry.data)} bytes{note}"
+                f"{len(entry.data)} bytes{note}{on}"
             )
             masked = self.redactor.masked_positions(entry.data) | entry.masked
             lines.append(hexdump(entry.data, indent="    ", masked=masked))
@@ -257,6 +427,9 @@ class WireTrace:
                 f"({self.dropped_entries} further entries not kept: the trace keeps "
                 f"{self.max_entries} entries)"
             )
+        if several:
+            lines.append("connections:")
+            lines.extend(f"  {connection.describe()}" for connection in self.connections)
         return "\n".join(lines) + "\n"
 
 
@@ -299,13 +472,26 @@ class TcpConnection:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        trace: WireTrace,
+        trace: WireTrace | ConnectionTrace,
         deadline: float,
         label: str,
+        initiator: str = HARNESS,
     ) -> None:
         self._reader = reader
         self._writer = writer
-        self.trace = trace
+        tls = writer.get_extra_info("ssl_object") is not None
+        if isinstance(trace, ConnectionTrace):
+            # Registered when the target connected (TcpServer), before its
+            # TLS handshake, so that the events of the handshake are its own.
+            self.trace = trace
+        else:
+            local, peer = socket_ends(writer)
+            self.trace = trace.connect("tcp", local, peer, initiator, label, base=trace)
+        """The case's trace, as this connection records into it (its
+        entries carry the connection's number)."""
+        if tls:
+            self.trace.connection.kind = "tls"
+            self.trace.connection.detail = describe_tls(writer)
         self.deadline = deadline
         self.label = label
         self._buffer = bytearray()
@@ -365,14 +551,17 @@ class TcpConnection:
         except OSError as exc:
             raise ConnectionError(f"could not connect to {host}:{port}: {exc}") from None
         through = impair.through()
+        conn = cls(reader, writer, trace, deadline, label)
         if ssl is not None:
-            trace.event(
+            conn.trace.event(
                 f"connected to {host}:{port}{through} with {describe_tls(writer)}"
                 f"{' (' + label + ')' if label else ''}; the trace shows the plaintext"
             )
         else:
-            trace.event(f"connected to {host}:{port}{through}{' (' + label + ')' if label else ''}")
-        return cls(reader, writer, trace, deadline, label)
+            conn.trace.event(
+                f"connected to {host}:{port}{through}{' (' + label + ')' if label else ''}"
+            )
+        return conn
 
     @property
     def tls(self) -> ssl_module.SSLObject | None:
@@ -412,6 +601,7 @@ class TcpConnection:
         except ConnectionError as exc:
             data = b""
             self.trace.event(f"connection reset by target ({exc})")
+            self.trace.ended(TARGET, "rst")
         except ssl_module.SSLError as exc:
             # In TLS 1.3 a server judges the client's certificate after the
             # client's handshake has finished: its refusal is an alert met
@@ -424,6 +614,7 @@ class TcpConnection:
         else:
             if not self.eof:
                 self.trace.event("target closed the connection")
+                self.trace.ended(TARGET, "fin")
             self.eof = True
         return data
 
@@ -513,12 +704,14 @@ class TcpConnection:
         if self._writer.can_write_eof() and not self._writer.is_closing():
             try:
                 self._writer.write_eof()
+                self.trace.ended(HARNESS, "fin")
             except OSError:
                 pass
 
     async def close(self) -> None:
         if self._writer.is_closing():
             return
+        self.trace.ended(HARNESS, "fin")
         self._writer.close()
         try:
             await asyncio.wait_for(self._writer.wait_closed(), 1.0)
@@ -526,6 +719,8 @@ class TcpConnection:
             pass
 
     def abort(self) -> None:
+        if not self._writer.is_closing():
+            self.trace.ended(HARNESS, "rst")
         self._writer.transport.abort()
 
 
@@ -558,7 +753,10 @@ class TcpServer:
     async def __aenter__(self) -> TcpServer:
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             peer = writer.get_extra_info("peername")
-            self.trace.event(f"target connected from {peer[0]}:{peer[1]}")
+            wire = self.trace.connect(
+                "tcp", *socket_ends(writer), TARGET, "client", base=self.trace
+            )
+            wire.event(f"target connected from {peer[0]}:{peer[1]}")
             if self.ssl is not None:
                 # The handshake is done here, not by the listener, so that a
                 # failed one is seen: a client-role case needs to know that
@@ -574,15 +772,16 @@ class TcpServer:
                         else type(exc).__name__
                     )
                     self.tls_failures.append(reason)
-                    self.trace.event(f"TLS handshake with the target failed: {reason}")
+                    wire.event(f"TLS handshake with the target failed: {reason}")
+                    wire.ended(HARNESS, "rst")
                     writer.transport.abort()
                     return
-                self.trace.event(
+                wire.event(
                     f"TLS handshake with the target done: {describe_tls(writer)}; "
                     "the trace shows the plaintext"
                 )
             await self._accepted.put(
-                TcpConnection(reader, writer, self.trace, self.deadline, "client")
+                TcpConnection(reader, writer, wire, self.deadline, "client", TARGET)
             )
 
         self._server = await asyncio.start_server(on_connect, self.host, 0)
@@ -661,17 +860,22 @@ class TcpRelay:
 
     async def __aenter__(self) -> TcpRelay:
         async def pump(
-            reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str
+            reader: asyncio.StreamReader,
+            writer: asyncio.StreamWriter,
+            direction: str,
+            wire: ConnectionTrace,
         ) -> None:
+            side = direction.split("->")[0]
             try:
                 while data := await reader.read(MAX_READ_CHUNK):
-                    self.trace.record(direction, data)
+                    wire.record(direction, data)
                     writer.write(data)
                     await writer.drain()
             except (ConnectionError, OSError):
                 pass
             finally:
-                self.trace.event(f"{direction.split('->')[0]} closed its side")
+                wire.event(f"{side} closed its side")
+                wire.ended(side, "fin")
                 if writer.can_write_eof() and not writer.is_closing():
                     try:
                         writer.write_eof()
@@ -680,7 +884,16 @@ class TcpRelay:
 
         async def on_client(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
             self.connections += 1
-            self.trace.event(
+            # One connection in the trace per client connection: from the
+            # client's end to the server the relay forwards to.
+            wire = self.trace.connect(
+                "relayed",
+                socket_ends(c_writer)[1],
+                (self.server_host, self.server_port),
+                "client",
+                "relayed",
+            )
+            wire.event(
                 f"client connected to the relay; relaying to {self.server_host}:{self.server_port}"
             )
             try:
@@ -688,12 +901,13 @@ class TcpRelay:
                     self.server_host, self.server_port
                 )
             except OSError as exc:
-                self.trace.event(f"relay could not reach the server: {exc}")
+                wire.event(f"relay could not reach the server: {exc}")
+                wire.ended("server", "rst")
                 c_writer.close()
                 return
             await asyncio.gather(
-                pump(c_reader, s_writer, "client->server"),
-                pump(s_reader, c_writer, "server->client"),
+                pump(c_reader, s_writer, "client->server", wire),
+                pump(s_reader, c_writer, "server->client", wire),
             )
             for writer in (c_writer, s_writer):
                 writer.close()

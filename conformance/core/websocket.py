@@ -28,7 +28,11 @@ from websockets.exceptions import (
 from . import impair
 from .transport import (
     DEFAULT_READ_DEADLINE,
+    HARNESS,
     SHOWN_BYTES,
+    TARGET,
+    Address,
+    ConnectionTrace,
     Deadline,
     DeadlineExceeded,
     PeerClosed,
@@ -209,12 +213,46 @@ async def _through_relay(url: str) -> dict[str, Any]:
     return {"sock": sock}
 
 
+def _address(value: object) -> Address | None:
+    return (str(value[0]), int(value[1])) if isinstance(value, tuple) and len(value) >= 2 else None
+
+
+def _connect_trace(
+    trace: WireTrace, ws: Any, initiator: str, label: str, base: object | None = None
+) -> ConnectionTrace:
+    """The WebSocket's connection in the case's trace: its socket's ends and
+    the path of the upgrade (core/pcap.py writes the upgrade and frames)."""
+    request = getattr(ws, "request", None)
+    wire = trace.connect(
+        "websocket",
+        _address(getattr(ws, "local_address", None)),
+        _address(getattr(ws, "remote_address", None)),
+        initiator,
+        label,
+        base=trace if base is None else base,
+    )
+    wire.connection.path = getattr(request, "path", None) or "/"
+    return wire
+
+
 class WebSocketConnection:
     """One WebSocket connection, either opened by the harness or accepted from a target."""
 
-    def __init__(self, ws: Any, trace: WireTrace, deadline: float, label: str = "") -> None:
+    def __init__(
+        self,
+        ws: Any,
+        trace: WireTrace | ConnectionTrace,
+        deadline: float,
+        label: str = "",
+        initiator: str = HARNESS,
+    ) -> None:
         self._ws = ws
-        self.trace = trace
+        self.trace = (
+            trace
+            if isinstance(trace, ConnectionTrace)
+            else _connect_trace(trace, ws, initiator, label)
+        )
+        """The case's trace, as this connection records into it."""
         self.deadline = deadline
         self.label = label
         self.closed = False
@@ -271,10 +309,11 @@ class WebSocketConnection:
             ) from None
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise ConnectionError(f"could not open WebSocket {url}: {exc}") from None
-        trace.event(
+        conn = cls(ws, trace, deadline, label)
+        conn.trace.event(
             f"WebSocket opened to {url}{impair.through()}{' (' + label + ')' if label else ''}"
         )
-        return cls(ws, trace, deadline, label)
+        return conn
 
     async def send(self, payload: bytes | str, note: str = "") -> None:
         data = payload.encode("utf-8") if isinstance(payload, str) else payload
@@ -353,6 +392,7 @@ class WebSocketConnection:
             head,
             f"raw bytes of an unfinished WebSocket frame ({pending} bytes "
             "arrived without completing a message; the last chunk began so)",
+            framed=True,
         )
         return f"; {pending} raw byte(s) arrived without completing a WebSocket message, the last chunk: {head.hex()}"
 
@@ -373,12 +413,14 @@ class WebSocketConnection:
                     "received",
                     header,
                     "header of a WebSocket frame over the size bound (its payload was not read)",
+                    framed=True,
                 )
             self.trace.event(
                 f"WebSocket closed by the harness: {violation}"
                 if violation
                 else f"WebSocket closed by target: {_describe_close(self._ws)}"
             )
+            self.trace.ended(HARNESS if violation else TARGET, "fin")
 
     def close_description(self) -> str:
         """How the connection ended, e.g. ``close code 1000``."""
@@ -423,6 +465,7 @@ class WebSocketConnection:
 
     async def close(self) -> None:
         if not self.closed:
+            self.trace.ended(HARNESS, "fin")
             try:
                 await asyncio.wait_for(self._ws.close(), 2.0)
             except (asyncio.TimeoutError, ConnectionClosed, OSError):
@@ -452,10 +495,11 @@ class WebSocketServer:
 
     async def __aenter__(self) -> WebSocketServer:
         async def handler(ws: Any) -> None:
-            self.trace.event(
+            wire = _connect_trace(self.trace, ws, TARGET, "client")
+            wire.event(
                 f"target opened a WebSocket from {ws.remote_address[0]}:{ws.remote_address[1]}"
             )
-            await self._accepted.put(WebSocketConnection(ws, self.trace, self.deadline, "client"))
+            await self._accepted.put(WebSocketConnection(ws, wire, self.deadline, "client"))
             await self._done.wait()  # the case owns the connection until it ends
 
         self._server = await ws_serve(
@@ -520,11 +564,12 @@ class WebSocketRelay:
     def url(self) -> str:
         return f"ws://{self.host}:{self.port}/"
 
-    async def _pump(self, source: Any, sink: Any, direction: str) -> None:
+    async def _pump(self, source: Any, sink: Any, direction: str, wire: ConnectionTrace) -> None:
+        side = direction.split("->")[0]
         try:
             async for message in source:
                 data = message.encode("utf-8") if isinstance(message, str) else message
-                self.trace.record(
+                wire.record(
                     direction,
                     data,
                     "text message" if isinstance(message, str) else "binary message",
@@ -533,11 +578,23 @@ class WebSocketRelay:
         except (ConnectionClosed, asyncio.TimeoutError, OSError):
             pass
         finally:
-            self.trace.event(f"{direction.split('->')[0]} side ended ({_describe_close(source)})")
+            wire.event(f"{side} side ended ({_describe_close(source)})")
+            wire.ended(side, "fin")
 
     async def __aenter__(self) -> WebSocketRelay:
         async def handler(client: Any) -> None:
-            self.trace.event(
+            # One connection in the trace per client WebSocket: from the
+            # client's end to the server the relay forwards to.
+            server = urlsplit(self.server_url)
+            wire = self.trace.connect(
+                "websocket",
+                _address(client.remote_address),
+                (server.hostname or "", server.port or (443 if server.scheme == "wss" else 80)),
+                "client",
+                "relayed",
+            )
+            wire.connection.path = server.path or "/"
+            wire.event(
                 f"client opened a WebSocket to the relay from {client.remote_address[0]}:"
                 f"{client.remote_address[1]}"
             )
@@ -554,13 +611,14 @@ class WebSocketRelay:
                     self.deadline,
                 )
             except (asyncio.TimeoutError, OSError, InvalidHandshake, InvalidURI) as exc:
-                self.trace.event(f"relay could not reach the server {self.server_url}: {exc!r}")
+                wire.event(f"relay could not reach the server {self.server_url}: {exc!r}")
+                wire.ended("server", "rst")
                 await client.close(1011, "relay: server unreachable")
                 return
             async with upstream:
                 tasks = [
-                    asyncio.create_task(self._pump(client, upstream, "client->server")),
-                    asyncio.create_task(self._pump(upstream, client, "server->client")),
+                    asyncio.create_task(self._pump(client, upstream, "client->server", wire)),
+                    asyncio.create_task(self._pump(upstream, client, "server->client", wire)),
                 ]
                 # When one side ends, end the other: a close is relayed as a close.
                 done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

@@ -46,10 +46,24 @@ try:
 except ImportError:  # allure-pytest is a dependency, but keep the core usable without it
     allure = None
 
+try:
+    from ..core import pcap
+except ImportError as exc:  # dpkt is a dependency; an environment installed before it lacks it
+    pcap = None  # type: ignore[assignment]
+    _NO_CAPTURES = (
+        f"conformance: no pcapng captures in this run ({exc}: reinstall the harness, "
+        "pip install -e .)\n"
+    )
+
+_TOLD: set[str] = set()
+"""Notes written once per process."""
+
 DURATION = pytest.StashKey[float]()
 """The case's time so far, over its phases."""
 RENDERED = pytest.StashKey[str]()
 """The case's wire trace as a hex dump, for its trace file."""
+CAPTURE = pytest.StashKey[bytes]()
+"""The case's wire trace as a pcapng capture (core/pcap.py), for the file beside it."""
 
 
 # ------------------------------------------------------------------ hooks
@@ -286,15 +300,42 @@ def unregister_allure_ids() -> None:
 
 
 def attach_trace(item: pytest.Item) -> None:
+    """The case's wire trace, as text and as a pcapng capture, to its Allure
+    result (and to the stash, for the files record() writes)."""
     trace = item.stash.get(TRACE, None)
     if trace is None:
         return
     text = trace.render()
+    req = requirement_of(item)
+    state = state_of(item.config)
+    session = session_label(
+        state.target_for(req.protocol) if req else (state.target_name or "?"), state.peer_name
+    )
+    capture: bytes | None = None
+    if pcap is None:
+        # Said once per process: the cases run and are judged all the same.
+        if _NO_CAPTURES not in _TOLD:
+            _TOLD.add(_NO_CAPTURES)
+            sys.stderr.write(_NO_CAPTURES)
+    else:
+        try:
+            capture = pcap.pcapng(trace, f"{req.case_id if req else item.nodeid} ({session})")
+        except Exception as exc:  # noqa: BLE001 - the report must not cost the case its verdict
+            sys.stderr.write(f"conformance: no pcapng capture of {item.nodeid}: {exc!r}\n")
     if allure is not None:
         allure.attach(
             text, name="wire trace (hex dump, both directions)", attachment_type=AttachmentType.TEXT
         )
+        if capture is not None and pcap is not None:
+            allure.attach(
+                capture,
+                name="wire trace as a capture (pcapng: open in Wireshark)",
+                attachment_type=pcap.MEDIA_TYPE,
+                extension=pcap.EXTENSION,
+            )
     item.stash[RENDERED] = text
+    if capture is not None:
+        item.stash[CAPTURE] = capture
 
 
 def _attach_log(text: str, log_name: str, title: str) -> None:
@@ -368,15 +409,23 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
         state.runtime.target if state.runtime else state.targets.get(state.target_for(req.protocol))
     )
     duration = item.stash.get(DURATION, 0.0)
-    trace_file = None
+    trace_file = pcap_file = None
     rendered = item.stash.get(RENDERED, None)
     if rendered is not None:
-        traces = RunFolder(state.run_dir).traces(
+        session = (
+            req.case_id,
             target.name if target else (state.target_name or "unknown"),
             state.peer_runtime.target.name if state.peer_runtime else None,
         )
-        traces.mkdir(parents=True, exist_ok=True)
-        path = traces / f"{req.case_id}.txt"
+        folder = RunFolder(state.run_dir)
+        path = folder.case_trace(*session)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        capture = item.stash.get(CAPTURE, None)
+        if capture is not None:
+            # Beside the text trace, under the same name (RunFolder.capture_beside).
+            capture_path = folder.case_capture(*session)
+            capture_path.write_bytes(capture)
+            pcap_file = str(capture_path.relative_to(state.run_dir))
         header = (
             f"{req.case_id} [{req.level_shown}, {req.full_citation}]\noutcome: {outcome}\n"
             + (f"impairment: {state.impairment.describe()}\n" if state.impairment else "")
@@ -416,6 +465,7 @@ def record(item: pytest.Item, req: Requirement, state: RunState) -> CaseOutcome:
             start_failure=decided.outcome is Outcome.ERROR and decided.start_failure,
             prerequisite_only=item.nodeid in state.readded,
             impairment=state.impairment.describe() if state.impairment else None,
+            pcap_file=pcap_file,
         )
     )
     item.stash[RECORDED] = True

@@ -38,7 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.core import impair
-from conformance.core.transport import MAX_READ_CHUNK, WireTrace, short_hex
+from conformance.core.transport import (
+    MAX_READ_CHUNK,
+    ConnectionTrace,
+    WireTrace,
+    short_hex,
+    socket_ends,
+)
 from reference_impl.ripp.envelope import (
     CRC_SIZE,
     HEADER_SIZE,
@@ -195,11 +201,13 @@ class RippRelay:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _record(self, direction: str, raw: bytes, injected: bool = False) -> Seen:
+    def _record(
+        self, wire: ConnectionTrace, direction: str, raw: bytes, injected: bool = False
+    ) -> Seen:
         message, problem = _decode(raw)
         seen = Seen(direction, raw, message, problem, injected)
         self.seen.append(seen)
-        self.trace.record(
+        wire.record(
             direction,
             raw,
             ("injected by the harness: " if injected else "")
@@ -211,14 +219,24 @@ class RippRelay:
         self, p_reader: asyncio.StreamReader, p_writer: asyncio.StreamWriter
     ) -> None:
         self.connections += 1
-        self.trace.event(
+        # In the trace, one connection per producer connection: from the
+        # producer's end to the consumer the relay forwards to.
+        wire = self.trace.connect(
+            "relayed",
+            socket_ends(p_writer)[1],
+            (self.server_host, self.server_port),
+            "client",
+            "producer to consumer, relayed",
+        )
+        wire.event(
             f"producer connected to the relay (connection {self.connections}); relaying to "
             f"{self.server_host}:{self.server_port}"
         )
         try:
             c_reader, c_writer = await impair.open_connection(self.server_host, self.server_port)
         except OSError as exc:
-            self.trace.event(f"relay could not reach the consumer: {exc}")
+            wire.event(f"relay could not reach the consumer: {exc}")
+            wire.ended("server", "rst")
             p_writer.close()
             return
         deltas: list[bytes] = []
@@ -241,7 +259,7 @@ class RippRelay:
                     timestamp_ns=time.time_ns(),
                 )
             )
-            self._record("client->server", raw, injected=True)
+            self._record(wire, "client->server", raw, injected=True)
             c_writer.write(raw)
             await c_writer.drain()
 
@@ -251,14 +269,14 @@ class RippRelay:
                 while data := await p_reader.read(MAX_READ_CHUNK):
                     envelopes, rest = splitter.feed(data)
                     for raw in envelopes:
-                        seen = self._record("client->server", raw)
+                        seen = self._record(wire, "client->server", raw)
                         c_writer.write(raw)
                         if isinstance(seen.message, DeltaMsg):
                             deltas.append(raw)
                             seq = seen.message.sequence_no
                             if self.replay and seq == REPLAY_AFTER:
                                 for old in reversed(deltas):
-                                    self._record("client->server", old, injected=True)
+                                    self._record(wire, "client->server", old, injected=True)
                                     c_writer.write(old)
                             if seq >= self.count:
                                 await c_writer.drain()
@@ -267,13 +285,14 @@ class RippRelay:
                         self.notes.append(
                             f"the producer's stream could not be split: {splitter.broken}"
                         )
-                        self.trace.record("client->server", rest, "unsplittable")
+                        wire.record("client->server", rest, "unsplittable")
                         c_writer.write(rest)
                     await c_writer.drain()
             except (ConnectionError, OSError):
                 pass
             self.producer_closed_at = time.monotonic()
-            self.trace.event("producer closed its side")
+            wire.event("producer closed its side")
+            wire.ended("client", "fin")
             # The producer is done: ask now if its last Delta never came,
             # and hold the consumer's side open until the answer (bounded
             # by the case, which leaves the relay).
@@ -292,7 +311,7 @@ class RippRelay:
                 while data := await c_reader.read(MAX_READ_CHUNK):
                     envelopes, rest = splitter.feed(data)
                     for raw in envelopes:
-                        seen = self._record("server->client", raw)
+                        seen = self._record(wire, "server->client", raw)
                         if isinstance(seen.message, CheckpointAck) and asked and self.ack is None:
                             # The harness's own question: the producer never asked.
                             self.ack = seen.message
@@ -303,13 +322,14 @@ class RippRelay:
                         self.notes.append(
                             f"the consumer's stream could not be split: {splitter.broken}"
                         )
-                        self.trace.record("server->client", rest, "unsplittable")
+                        wire.record("server->client", rest, "unsplittable")
                         p_writer.write(rest)
                     await p_writer.drain()
             except (ConnectionError, OSError):
                 pass
             self.consumer_closed_at = time.monotonic()
-            self.trace.event("consumer closed its side")
+            wire.event("consumer closed its side")
+            wire.ended("server", "fin")
             self.ack_event.set()  # no answer is coming any more
             try:
                 if p_writer.can_write_eof():

@@ -179,11 +179,14 @@ class _LegTrace:
         self._endpoint = endpoint
         self._directions = {"sent": f"relay -> {endpoint}", "received": f"{endpoint} -> relay"}
 
-    def record(self, direction: str, data: bytes | bytearray | memoryview, note: str = "") -> None:
-        self._trace.record(self._directions.get(direction, direction), data, note)
+    def record(
+        self, direction: str, data: bytes | bytearray | memoryview, note: str = "", **on: Any
+    ) -> None:
+        # ``on``: the connection the entry is of (TraceEntry's connection, framed).
+        self._trace.record(self._directions.get(direction, direction), data, note, **on)
 
-    def event(self, note: str) -> None:
-        self._trace.event(f"[{self._endpoint} leg] {note}")
+    def event(self, note: str, **on: Any) -> None:
+        self._trace.event(f"[{self._endpoint} leg] {note}", **on)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._trace, name)
