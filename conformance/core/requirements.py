@@ -163,6 +163,11 @@ class Requirement:
     basis: Basis = KEYWORD_BASIS
     """What binds ``level`` (BasisKind); ``conformance coverage --check``
     holds it against the texts."""
+    grammar: bool = False
+    """The case judges the frame grammar of everything the node sends in
+    its role (core/node_grammar.py): it runs after every other case of its
+    protocol and role, in their worker under ``--case-jobs``, and the cases
+    that meet a violation are blocked by it."""
 
     @property
     def level_shown(self) -> str:
@@ -229,6 +234,7 @@ def requirement(
     errata: tuple[str, ...] | list[str] = (),
     shares: tuple[str, ...] | list[str] = (),
     basis: str = "keyword",
+    grammar: bool = False,
 ) -> pytest.MarkDecorator:
     """The marker for a case: ``@requirement("ssb.shs.server.rejects-wrong-network-key",
     "MUST", "guide §Secret handshake, step 1", role="server",
@@ -239,6 +245,9 @@ def requirement(
     cited sentence's RFC 2119 keyword does, else ``"plain-words"``,
     ``"wire-format: <element>"``, ``"profile: <rule>"``, ``"erratum: <id>"``
     or ``"inference: <argument>"`` (docs/levels.md).
+
+    ``grammar=True`` makes the case the judge of the frame grammar of what
+    the node sends in its role (core/node_grammar.py).
 
     Validates the arguments at import time so that a typo in a suite is an
     error when the suite loads, not a silently mislabelled result."""
@@ -252,6 +261,7 @@ def requirement(
         tuple(errata),
         tuple(shares),
         Basis.parse(basis, f"case {case_id}: "),
+        bool(grammar),
     )
     return pytest.mark.requirement(
         spec.case_id,
@@ -263,6 +273,7 @@ def requirement(
         errata=spec.errata,
         shares=spec.shares,
         basis=str(spec.basis),
+        grammar=spec.grammar,
     )
 
 
@@ -282,6 +293,7 @@ def requirement_of(item: pytest.Item) -> Requirement | None:
         tuple(marker.kwargs.get("errata", ())),
         tuple(marker.kwargs.get("shares", ())),
         Basis.parse(marker.kwargs.get("basis", "keyword")),
+        bool(marker.kwargs.get("grammar", False)),
     )
 
 

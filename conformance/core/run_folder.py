@@ -20,6 +20,9 @@ Layout:
     logs/                       each target's own output (stdout, stderr)
     traces/<session>/<case>.txt the wire trace of each case
     traces/<session>/<case>.pcapng  the same trace as a capture for Wireshark (core/pcap.py)
+    grammar-violations-<session>.jsonl  frames of the node that broke the
+                                frame grammar, whichever case read them
+                                (core/node_grammar.py)
 
 A *session* is one pytest run: a target alone (``NAME``) or an interop pair
 (``CLIENT+SERVER``), see :func:`session_label`.
@@ -126,6 +129,11 @@ class RunFolder:
 
     def pytest_log(self, target: str, peer: str | None = None) -> Path:
         return self.path / f"pytest-{target}{'-with-' + peer if peer else ''}.log"
+
+    def grammar_violations(self, target: str, peer: str | None = None) -> Path:
+        """The node's frames that broke the frame grammar in a session, one
+        record a line, for the grammar case of their protocol and role."""
+        return self.path / f"grammar-violations-{session_label(target, peer)}.jsonl"
 
     def is_run(self) -> bool:
         """A folder some run wrote results into (finished or not)."""

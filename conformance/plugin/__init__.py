@@ -21,7 +21,7 @@ are defined along the plugin's seams and imported here.
 - ``preflight``: the plan and the preflight before the first case;
 - ``protocol_hooks``: a protocol suite's own ``prepare`` and ``preflight``;
 - ``fixtures``: ``target``, ``peer_target``, ``connect``, ``ws_connect``,
-  ``deadline``, ``wire_trace``, ``requirement_spec``;
+  ``deadline``, ``wire_trace``, ``requirement_spec``, ``node_grammar``;
 - ``outcomes``: how each case ends, as a typed value in its stash;
 - ``reporting``: records, traces, Allure labels, progress lines.
 """
@@ -40,6 +40,7 @@ from ..core.targets import TargetError, load_targets
 from .fixtures import (
     connect,
     deadline,
+    node_grammar,
     peer_target,
     requirement_spec,
     target,
@@ -92,6 +93,7 @@ __all__ = [
     # fixtures
     "connect",
     "deadline",
+    "node_grammar",
     "peer_target",
     "requirement_spec",
     "target",

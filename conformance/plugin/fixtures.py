@@ -9,10 +9,11 @@ from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from ..core.node_grammar import GrammarJudge
 from ..core.requirements import Requirement, not_applicable, requirement_of
 from ..core.targets import Target, TargetError, TargetNotStarted, TargetRuntime
 from ..core.transport import TcpConnection, WireTrace
-from .outcomes import check_prerequisites
+from .outcomes import check_prerequisites, grammar_records_file
 from .state import NOTE, TRACE, state_of
 
 
@@ -22,6 +23,19 @@ def requirement_spec(request: pytest.FixtureRequest) -> Requirement:
     if req is None:
         raise RuntimeError("requirement_spec is only for cases with a @requirement marker")
     return req
+
+
+@pytest.fixture
+def node_grammar(request: pytest.FixtureRequest, requirement_spec: Requirement) -> GrammarJudge:
+    """The grammar case's judge: ``with node_grammar.judging(): <its own
+    exchange>`` fails the case on every violation of its rule the session
+    recorded (core/node_grammar.py)."""
+    if not requirement_spec.grammar:
+        raise RuntimeError(f"node_grammar is for grammar cases; {requirement_spec.case_id} is not")
+    state = state_of(request.config)
+    return GrammarJudge(
+        requirement_spec.case_id, grammar_records_file(state, requirement_spec), state.run_id
+    )
 
 
 @pytest.fixture

@@ -75,7 +75,8 @@ def case_groups(cases: list[pytest.Item]) -> dict[int, str]:
     another in one worker: a case with its prerequisites and dependents
     (the blocked-by judgement reads their results in the same session),
     and the cases naming one shared state (``shares``); a ``node`` state
-    joins every server-role case. Connected cases form one group, named
+    joins every server-role case, and a grammar case (``grammar=True``)
+    every case of its protocol and role. Connected cases form one group, named
     after its first case in collection order. Cases connected to no other
     are left out: they may run anywhere, at any time."""
     parent: dict[str, str] = {}
@@ -92,6 +93,7 @@ def case_groups(cases: list[pytest.Item]) -> dict[int, str]:
 
     reqs = [(item, requirement_of(item)) for item in cases]
     node_wide = any(NODE_STATE in req.shares for _, req in reqs if req is not None)
+    judged = {(req.protocol, req.role) for _, req in reqs if req is not None and req.grammar}
     for _, req in reqs:
         if req is None:
             continue
@@ -103,6 +105,10 @@ def case_groups(cases: list[pytest.Item]) -> dict[int, str]:
             union(case, "state:" + name)
         if node_wide and req.role == "server":
             union(case, "state:" + NODE_STATE)
+        if (req.protocol, req.role) in judged:
+            # A grammar case judges what every case of its protocol and
+            # role recorded: it runs after them, in their worker.
+            union(case, f"grammar:{req.protocol}.{req.role}")
     members: dict[str, list[tuple[pytest.Item, Requirement]]] = {}
     for item, req in reqs:
         if req is not None:
@@ -210,7 +216,17 @@ class PrerequisiteOrder:
         self, items: list[pytest.Item], config: pytest.Config
     ) -> None:
         _order_by_prerequisites(items, config)
+        _grammar_cases_last(items)
         _write_groups(items, config)
+
+
+def _grammar_cases_last(items: list[pytest.Item]) -> None:
+    """Every grammar case after the other cases (core/node_grammar.py): it
+    judges the violations they recorded. No case depends on one."""
+    grammar = [item for item in items if (req := requirement_of(item)) and req.grammar]
+    if grammar:
+        kept = {id(item) for item in grammar}
+        items[:] = [item for item in items if id(item) not in kept] + grammar
 
 
 def _write_groups(items: list[pytest.Item], config: pytest.Config) -> None:

@@ -10,13 +10,15 @@ import ast
 import textwrap
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from ..core import impair
+from ..core import impair, node_grammar
 from ..core.case_outcome import BlockedBy, CaseOutcome, ended_with
 from ..core.requirements import Requirement, blocked, not_applicable, requirement_of
 from ..core.results import Outcome
+from ..core.run_folder import RunFolder
 from ..core.targets import TargetNotStarted
 from ..core.transport import DeadlineExceeded
 from .signals import SessionTerminated, ignore_sigterm_now
@@ -69,6 +71,27 @@ INTERRUPTED = pytest.StashKey[str]()
 RECORDED = pytest.StashKey[bool]()
 """Set as soon as the case's line is in results.jsonl: an interrupt after
 that (the rest of its teardown report, say) leaves its reports alone."""
+
+
+GRAMMAR_BLOCKED_OUTCOME = "failed within this case"
+"""How a case blocked by a grammar violation it met names its root: the
+grammar case's rule failed on bytes of this case's traffic."""
+
+
+def _blocked_by_grammar(req: Requirement, violation: node_grammar.NodeGrammarViolation) -> None:
+    """The node's bytes broke the frame grammar: its grammar case judges them
+    (they are recorded for it), and this case, which cannot judge its own
+    rule on them, is blocked by it. The grammar case fails for them."""
+    if violation.grammar_case != req.case_id:
+        blocked(violation.grammar_case, GRAMMAR_BLOCKED_OUTCOME, violation.record.text())
+
+
+def grammar_records_file(state: RunState, req: Requirement) -> Path:
+    """The run folder's file of the session's grammar violations
+    (core/node_grammar.py)."""
+    return RunFolder(state.run_dir).grammar_violations(
+        state.target_for(req.protocol), state.peer_name
+    )
 
 
 def run_deadline_message(run_timeout: float) -> str:
@@ -234,6 +257,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     state = state_of(item.config)
     impair.begin_case(req.case_id)
+    records = grammar_records_file(state, req)
+    node_grammar.begin_case(
+        req.case_id,
+        lambda record: node_grammar.append_record(records, replace(record, run_id=state.run_id)),
+    )
     if state.run_timeout is not None and time.monotonic() - state.started > state.run_timeout:
         raise RunDeadlineExceeded(run_deadline_message(state.run_timeout))
     if "target" not in getattr(item, "fixturenames", ()):
@@ -254,10 +282,19 @@ def pytest_runtest_call(item: pytest.Item):
             # reading_the_feed) is the case's own, the case fails with it.
             ended = ended_with(skip)
             root = ended.blocked_by if ended is not None else None
+            violation = node_grammar.grammar_violation_in(skip.__context__)
+            if root is not None and violation is not None:
+                # Blocked while handling a grammar violation (a refused
+                # CONNECT that was an unreadable frame): the grammar is
+                # the root.
+                _blocked_by_grammar(req, violation)
             if root is None or root.case_id != req.case_id:
                 raise
             raise AssertionError(root.first_line) from None
     except AssertionError as exc:
+        violation = node_grammar.grammar_violation_in(exc)
+        if violation is not None:
+            _blocked_by_grammar(req, violation)
         state = state_of(item.config)
         trace = item.stash.get(TRACE, None)
         silent = (

@@ -484,7 +484,7 @@ class ClientSession:
         while self._pending and room > 0:
             index = self._pending.popleft()
             frame = self._send_frame(index)
-            self._outgoing += self.style.encode(frame)
+            self._outgoing += self._points.apply("send-bytes", self.style.encode(frame))
             self._in_flight.append(_InFlight(index, frame.get("receipt")))
             room -= 1
             if counted_when_written and index not in self._counted_early:

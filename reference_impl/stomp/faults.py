@@ -87,6 +87,7 @@ POINTS: dict[str, str] = {
     "send-headers": "a SEND's headers (destination, receipt, type, content-type, persistent), "
     "before a variant reorders them; no context",
     "send-body": "a SEND's body (the message's JSON text); no context",
+    "send-bytes": "a SEND frame's bytes as written (after a variant's encoding); no context",
     "send-window": "how many SENDs may go out now (the window less the SENDs in flight); context: "
     "pending (messages waiting)",
     "disconnect-after-sends": "whether the client sends DISCONNECT right after its SENDs, before "
@@ -304,6 +305,25 @@ def receipts_reversed(released: list[tuple[bytes, bool]]) -> list[tuple[bytes, b
     return [(receipts.pop(0), True) if receipt else (data, False) for data, receipt in released]
 
 
+def line_without_colon(data: bytes, line: bytes) -> bytes:
+    """The frame ``data`` with ``line`` right after its command: a header
+    line without a colon, which the frame grammar has no place for."""
+    end = data.index(b"\n")
+    eol = b"\r\n" if data[end - 1 : end] == b"\r" else b"\n"
+    return data[: end + 1] + line + eol + data[end + 1 :]
+
+
+def receipt_line_without_colon(released: list[tuple[bytes, bool]]) -> list[tuple[bytes, bool]]:
+    return [
+        (line_without_colon(data, b"stored") if receipt else data, receipt)
+        for data, receipt in released
+    ]
+
+
+def send_line_without_colon(data: bytes) -> bytes:
+    return line_without_colon(data, b"persistent")
+
+
 def all_deferred(deferred: list, *, requests: list) -> list:
     return list(requests)
 
@@ -334,6 +354,7 @@ class ClientFault(str, enum.Enum):
     OMIT_CONTENT_TYPE = "omit-content-type"
     PERSISTENT_FALSE = "persistent-false"
     SEND_SUBSCRIBE = "send-subscribe"
+    SEND_LINE_WITHOUT_COLON = "send-line-without-colon"
     BODY_NOT_JSON = "body-not-json"
     LITERAL_NODE_ID_HOST = "literal-node-id-host"
     LITERAL_NODE_ID_LOGIN = "literal-node-id-login"
@@ -608,6 +629,14 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"outgoing-frame": receipt_with_body},
     ),
     FaultSpec(
+        "receipt-line-without-colon",
+        "server",
+        "the RECEIPT of a SEND carries a line 'stored' after its command: a header line without a "
+        "colon, in the middle of a session",
+        (FRAME + "sends-well-formed-frames",),
+        changes={"released-frames": receipt_line_without_colon},
+    ),
+    FaultSpec(
         "error-without-message",
         "server",
         "ERROR frames carry no message header",
@@ -803,6 +832,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "right after its DISCONNECT, send the first message's SEND again",
         ("stomp.connect.client.nothing-after-disconnect",),
         changes={"disconnect-frames": send_after_disconnect},
+    ),
+    FaultSpec(
+        "send-line-without-colon",
+        "client",
+        "SEND frames carry a line 'persistent' after their command: a header line without a colon",
+        ("stomp.frame.client.sends-well-formed-frames",),
+        changes={"send-bytes": send_line_without_colon},
     ),
     FaultSpec(
         "send-subscribe",

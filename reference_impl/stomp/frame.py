@@ -89,6 +89,12 @@ class FrameError(ValueError):
         self.data = bytes(data)
 
 
+class FrameLimitExceeded(FrameError):
+    """A frame beyond a bound the reader sets (its size, a header line's,
+    the number of headers): STOMP 1.2 "Size Limits" lets each side set
+    them, so the frame may be well formed; a reader refuses it all the same."""
+
+
 class Frame(NamedTuple):
     """One frame: command, headers in wire order (repeats kept), body.
     A tuple: cheap to make, immutable, comparable."""
@@ -264,8 +270,11 @@ class FrameParser:
         del self._buffer[:pos]
         return out
 
-    def _fail(self, reason: str, view: bytes, start: int, end: int | None = None) -> FrameError:
-        return FrameError(reason, view[start : end if end is not None else start + 512])
+    def _fail(
+        self, reason: str, view: bytes, start: int, end: int | None = None, *, limit: bool = False
+    ) -> FrameError:
+        kind = FrameLimitExceeded if limit else FrameError
+        return kind(reason, view[start : end if end is not None else start + 512])
 
     def _next(self, view: bytes, pos: int) -> tuple[Frame | _Heartbeat | None, int]:
         first = view[pos]
@@ -311,6 +320,7 @@ class FrameParser:
                     view,
                     pos,
                     body_start,
+                    limit=True,
                 )
             if len(view) < body_start + length + 1:
                 return None, pos
@@ -332,6 +342,7 @@ class FrameParser:
                     f"no NUL within the limit of {self.max_frame_bytes} bytes a frame may have",
                     view,
                     pos,
+                    limit=True,
                 )
             return None, pos
         return Frame(command, headers, view[body_start:nul]), nul + 1
@@ -343,14 +354,20 @@ class FrameParser:
                 f"no end of headers within the limit of {self.max_frame_bytes} bytes a frame may have",
                 view,
                 pos,
+                limit=True,
             )
         last_newline = view.rfind(b"\n", pos)
         if len(view) - max(last_newline + 1, pos) > self.max_header_line + 1:
             raise self._fail(
-                f"a header line longer than the limit of {self.max_header_line} bytes", view, pos
+                f"a header line longer than the limit of {self.max_header_line} bytes",
+                view,
+                pos,
+                limit=True,
             )
         if view.count(b"\n", pos) > self.max_headers + 1:
-            raise self._fail(f"more than the limit of {self.max_headers} headers", view, pos)
+            raise self._fail(
+                f"more than the limit of {self.max_headers} headers", view, pos, limit=True
+            )
 
     def _headers(
         self, view: bytes, pos: int, end: int, body_start: int
@@ -368,6 +385,7 @@ class FrameParser:
                 view,
                 pos,
                 body_start,
+                limit=True,
             )
         if "\r" in block:
             lines = [line[:-1] if line.endswith("\r") else line for line in lines]
@@ -390,6 +408,7 @@ class FrameParser:
                         view,
                         pos,
                         body_start,
+                        limit=True,
                     )
         parts = [line.partition(":") for line in rest]
         # One pass builds the pairs and drops the malformed lines; a length

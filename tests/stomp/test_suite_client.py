@@ -32,6 +32,7 @@ CLIENT_CASES = {
     "stomp.receipt.client.accepts-cumulative-receipt",
     "stomp.connect.client.accept-version-includes-1-2",
     "stomp.connect.client.nothing-after-disconnect",
+    "stomp.frame.client.sends-well-formed-frames",
 }
 
 CLIENT_FAULTS = {spec.name: spec.cases for spec in SPECS if spec.role == "client"}

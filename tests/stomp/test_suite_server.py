@@ -18,8 +18,10 @@ import pytest
 
 from conformance.core.pki import harness_server_context, run_pki
 from conformance.core.targets import TargetRuntime, load_targets_file
+from conformance.core.node_grammar import NodeGrammarViolation
 from conformance.core.transport import DeadlineExceeded, ProtocolViolation, TcpConnection, WireTrace
 from conformance.suites.stomp import preflight as stomp_preflight
+from conformance.suites.stomp.prerequisites import SERVER_GRAMMAR
 from conformance.suites.stomp.peer import (
     MAX_FRAME_BYTES,
     StompPeer,
@@ -41,10 +43,15 @@ OWN_FILES = (
 
 def own_case_ids() -> list[str]:
     ids = []
+    # Case ids named by a constant of the file, or of prerequisites.py (the
+    # grammar case's, which the peer names too).
+    shared = (SUITE / "prerequisites.py").read_text(encoding="utf-8")
     for name in OWN_FILES:
         text = (SUITE / name).read_text(encoding="utf-8")
         ids += re.findall(r"@requirement\(\s*\"([^\"]+)\"", text)
-        constants = dict(re.findall(r"^([A-Z_][A-Z0-9_]*) = \"([^\"]+)\"$", text, re.MULTILINE))
+        constants = dict(
+            re.findall(r"^([A-Z_][A-Z0-9_]*) = \"([^\"]+)\"$", shared + "\n" + text, re.MULTILINE)
+        )
         ids += [
             constants[n]
             for n in re.findall(r"@requirement\(\s*([A-Z_][A-Z0-9_]*)\s*,", text)
@@ -326,9 +333,12 @@ def test_malformed_frame_from_the_target_is_a_violation_with_its_bytes():
         async with server:
             peer = await peer_to(port)
             await peer.send_raw(b"SEND\n\n\x00", "a SEND")
-            with pytest.raises(ProtocolViolation, match="malformed frame.*no colon") as info:
+            with pytest.raises(NodeGrammarViolation, match="frame grammar.*no colon") as info:
                 await peer.next_frame("a RECEIPT")
             assert b"RECEIPT".hex() in str(info.value)
+            # The grammar case's rule, with where the frame starts.
+            assert info.value.grammar_case == SERVER_GRAMMAR
+            assert info.value.record.offset == 0
 
     run(main())
 
@@ -347,8 +357,10 @@ def test_a_flood_without_nul_is_refused_at_the_bound():
         async with server:
             peer = await peer_to(port, deadline=5.0)
             await peer.send_raw(b"SEND\n\n\x00", "a SEND")
-            with pytest.raises(ProtocolViolation, match="limit"):
+            with pytest.raises(ProtocolViolation, match="limit") as info:
                 await peer.next_frame("an answer")
+            # A bound of the harness's, not the grammar: the case that read it fails.
+            assert not isinstance(info.value, NodeGrammarViolation)
 
     run(main())
 

@@ -31,6 +31,7 @@ from typing import Any, AsyncIterator
 
 import pytest
 
+from conformance.core import node_grammar
 from conformance.core.pki import harness_server_context, run_pki
 from conformance.core.readiness import CLIENT_EXIT_GRACE
 from conformance.core.targets import ProcessHandle, TargetError, TargetNotStarted, TargetRuntime
@@ -42,8 +43,17 @@ from conformance.core.transport import (
     WireTrace,
     target_bytes,
 )
-from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame
+from reference_impl.stomp.frame import (
+    HEARTBEAT,
+    Frame,
+    FrameError,
+    FrameLimitExceeded,
+    FrameParser,
+    encode_frame,
+)
 from reference_impl.stomp.smp import example_message
+
+from .prerequisites import CLIENT_GRAMMAR
 
 SUBSET_CLIENT_COMMANDS = frozenset({"CONNECT", "STOMP", "SEND", "DISCONNECT"})
 """What a client may send (profile, "A Subset of the STOMP Protocol": peers
@@ -139,6 +149,9 @@ class ClientConnection:
         self._queue: list[Frame] = []
         self.closed = False
         self.connected = False
+        self.fed = 0
+        """Bytes handed to the parser (until it failed): where a frame that
+        breaks the grammar starts, in the client's bytes on this connection."""
 
     @property
     def tls_version(self) -> str | None:
@@ -170,8 +183,23 @@ class ClientConnection:
             if not data:
                 self.closed = True
                 continue
-            with target_bytes(f"the client's frames ({what})", data, FrameError):
-                items = self.parser.receive_data(data)
+            if self.parser.failed is None:
+                self.fed += len(data)
+            try:
+                with target_bytes(f"the client's frames ({what})", data, FrameLimitExceeded):
+                    items = self.parser.receive_data(data)
+            except FrameError as exc:
+                # Not a bound of the harness's: the grammar case's rule
+                # (core/node_grammar.py), recorded for it.
+                raise node_grammar.violation(
+                    CLIENT_GRAMMAR,
+                    f"a frame that breaks the STOMP 1.2 frame grammar where {what} was due: "
+                    f"{exc.reason}",
+                    exc.data,
+                    direction="client to harness",
+                    offset=self.fed - len(self.parser.buffered),
+                    connection=self.conn.label,
+                ) from None
             for item in items:
                 if item is not HEARTBEAT:
                     self.frames.append(item)

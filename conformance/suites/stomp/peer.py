@@ -6,8 +6,10 @@ put broken frames on the wire. Every frame sent is noted in the wire trace
 in decoded form beside its bytes, every frame received too; the trace holds
 the plaintext (TLS is end to end). Frames from the target are read with
 :class:`FrameParser` under bounds: a target cannot make the harness buffer
-without end, and a frame that breaks the grammar fails the case with its
-bytes.
+without end. A frame that breaks the grammar is a NodeGrammarViolation of
+``stomp.frame.server.sends-well-formed-frames`` (core/node_grammar.py): that
+case fails for it, with the bytes, and the case that read it is blocked by
+it; a frame beyond the harness's bounds fails the case that read it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.core import node_grammar
 from conformance.core.target_errors import TargetError
 from conformance.core.target_runtime import TargetRuntime
 from conformance.core.transport import (
@@ -34,11 +37,13 @@ from reference_impl.stomp.frame import (
     SERVER_COMMANDS,
     Frame,
     FrameError,
+    FrameLimitExceeded,
     FrameParser,
     encode_frame,
 )
 
 from .own_messages import OwnMessage, own_message
+from .prerequisites import SERVER_GRAMMAR
 
 MAX_FRAME_BYTES = 256 * 1024
 """Largest frame the harness accepts from a target. Its answers are
@@ -158,6 +163,33 @@ class StompPeer:
         """time.monotonic() of every chunk of bytes received."""
         self.connected: Frame | None = None
         self.closed = False
+        self.fed = 0
+        """Bytes handed to the parser (until it failed): where a frame that
+        breaks the grammar starts, in the target's bytes on this connection."""
+
+    def _feed(self, data: bytes) -> list:
+        """The parser's frames and heart-beats of ``data``."""
+        if self.parser.failed is None:
+            self.fed += len(data)
+        return self.parser.receive_data(data)
+
+    def _unreadable(self, exc: FrameError, what: str) -> ProtocolViolation:
+        """A frame beyond the harness's bounds fails the case that read it; one
+        that breaks the grammar is the grammar case's (recorded for it)."""
+        if isinstance(exc, FrameLimitExceeded):
+            return ProtocolViolation(
+                f"target sent a frame beyond the harness's bounds where {what} was due "
+                f"({exc.reason})",
+                exc.data,
+            )
+        return node_grammar.violation(
+            SERVER_GRAMMAR,
+            f"a frame that breaks the STOMP 1.2 frame grammar where {what} was due: {exc.reason}",
+            exc.data,
+            direction="server to harness",
+            offset=self.fed - len(self.parser.buffered),
+            connection=self.conn.label,
+        )
 
     # -- sending
     async def send_frame(
@@ -187,11 +219,9 @@ class StompPeer:
             return False
         self.arrivals.append(time.monotonic())
         try:
-            items = self.parser.receive_data(data)
+            items = self._feed(data)
         except FrameError as exc:
-            raise ProtocolViolation(
-                f"target sent a malformed frame where {what} was due ({exc.reason})", exc.data
-            ) from None
+            raise self._unreadable(exc, what) from None
         for item in items:
             if item is HEARTBEAT:
                 self.heartbeats += 1
@@ -266,10 +296,9 @@ class StompPeer:
         if data:
             self.arrivals.append(time.monotonic())
             try:
-                items = self.parser.receive_data(data)
+                items = self._feed(data)
             except FrameError as exc:
-                sent.append(f"malformed bytes ({exc.reason}): {short_hex(exc.data)}")
-                items = []
+                raise self._unreadable(exc, "nothing but a close") from None
             for item in items:
                 if item is not HEARTBEAT:
                     self.conn.trace.event(f"decoded: {summary(item)}")

@@ -33,6 +33,15 @@ SEND cases that want a valid SEND receipted; helper RECEIPTS' case)."""
 MISSING_DESTINATION = "stomp.send.server.error-on-missing-destination"
 """The plain ERROR-then-close answer to a SEND the server cannot process."""
 
+SERVER_GRAMMAR = "stomp.frame.server.sends-well-formed-frames"
+"""The frame grammar of everything the server sends (core/node_grammar.py):
+not a prerequisite of any case; a case that reads a frame breaking it is
+blocked by it, and it runs after every other server case."""
+
+# -- target as client
+CLIENT_GRAMMAR = "stomp.frame.client.sends-well-formed-frames"
+"""The frame grammar of everything the client sends, as SERVER_GRAMMAR."""
+
 # -- shared state (``shares=``): cases naming it run one after another under
 # ``certify --case-jobs N`` (docs/concurrency.md)
 ACCEPTED_STATE = "accepted"

@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from conformance.core.requirements import requirement
+from conformance.core.node_grammar import grammar_violation_in
+from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded
 from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError
 from reference_impl.stomp.smp import parse_body, validate_message
 
+from .prerequisites import CLIENT_GRAMMAR
 from .client_server import (
     SUBSET_CLIENT_COMMANDS,
     ClientConnection,
@@ -748,3 +750,52 @@ async def test_client_resends_unreceipted_after_drop(launched_client):
             f"connection did not carry them ({session.ended}; {len(session.sends)} SENDs on it); the first: "
             f"{show_frame(missing[0])}"
         )
+
+
+@requirement(
+    CLIENT_GRAMMAR,
+    "MUST",
+    'STOMP 1.2, STOMP Frames ("A frame consists of a command, a set of optional headers and an '
+    'optional body."); STOMP 1.2, Augmented BNF (frame = command EOL *( header EOL ) EOL *OCTET NULL '
+    '*( EOL ); header = header-name ":" header-value); STOMP 1.2, Value Encoding',
+    role="client",
+    basis="wire-format: the frame of STOMP 1.2's Augmented BNF (command, header lines name:value, "
+    "an empty line, the body, NUL; escapes of Value Encoding) that every frame a client sends has",
+    grammar=True,
+)
+async def test_client_sends_well_formed_frames(launched_client, node_grammar):
+    """Every frame the client sent in this run, in every case's traffic, is
+    a frame of the grammar: the violations the other cases met (each of them
+    blocked by this case) and those of its own exchange, the client's
+    first connection served as a conformant server until it ends (CONNECT,
+    its SENDs, DISCONNECT). Which commands a client may send is
+    only-subset-commands' rule: any command is read here."""
+    with node_grammar.judging():
+        async with launched_client() as client:
+            try:
+                connection = await client.accept()
+            except AssertionError as exc:
+                if grammar_violation_in(exc) is not None:
+                    raise
+                blocked(
+                    ROOT,
+                    "failed within this case",
+                    f"the client made no connection the harness could accept, so it sent no frame: "
+                    f"{str(exc).splitlines()[0]}",
+                )
+            try:
+                await client.serve(connection)
+            except (AssertionError, ConnectionError) as exc:
+                # The client hung up while the harness answered (a close
+                # while writing is PeerClosed), or the exchange failed for
+                # another case's rule: the frames read until then are judged.
+                if grammar_violation_in(exc) is not None:
+                    raise
+                connection.conn.trace.event(f"the session ended early: {exc}")
+            if not connection.frames:
+                blocked(
+                    ROOT,
+                    "failed within this case",
+                    "the client's connection carried no frame (it closed first), so there was "
+                    "nothing to judge",
+                )

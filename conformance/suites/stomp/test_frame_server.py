@@ -12,8 +12,12 @@ what the malformed-frame cases want.
 from __future__ import annotations
 
 import secrets
+from contextlib import contextmanager
+from typing import Iterator
 
+from conformance.core.node_grammar import grammar_violation_in
 from conformance.core.requirements import blocked, requirement
+from conformance.core.transport import DeadlineExceeded, TlsRefused
 from reference_impl.stomp.frame import Frame, encode_frame, escape_header_value
 
 from .peer import StompPeer, summary, valid_send
@@ -22,7 +26,9 @@ from .prerequisites import (
     DISCONNECT_RECEIPT,
     MISSING_DESTINATION,
     RECEIPT_ECHO,
+    SERVER_GRAMMAR,
     SESSION,
+    TLS,
 )
 
 SEND_RULE = (
@@ -418,3 +424,80 @@ async def test_error_carries_receipt_id(connected_peer, stomp):
     assert got == receipt, (
         f"the ERROR for the SEND receipt:{receipt} carries receipt-id:{got!r}: {summary(error)}"
     )
+
+
+async def read_answers(peer: StompPeer, count: int, what: str) -> None:
+    """Read up to ``count`` frames, judging only their grammar (the peer's
+    decoder raises a violation of it): which frames a node answers with,
+    and when, is the other cases' rules."""
+    for _ in range(count):
+        try:
+            if await peer.next_or_close(what) is None:
+                return
+        except DeadlineExceeded:
+            return
+
+
+async def shown_frames(connected_peer, stomp) -> None:
+    """Each kind of frame a server of the profile sends: CONNECTED, the
+    RECEIPTs of a SEND and of a DISCONNECT, an ERROR (for a SEND without
+    destination) and what comes before the close. A session the node ends
+    early shows less; a refused handshake or CONNECT shows nothing, and the
+    case is blocked by the rule that says so."""
+    try:
+        peer = await connected_peer("CONNECTED, RECEIPTs")
+    except TlsRefused as exc:
+        blocked(
+            TLS, "failed within this case", f"the TLS handshake failed ({exc}), so no frame came"
+        )
+    message, frame = valid_send(stomp.destination, "grammar")
+    with exchange_cut_short(peer):
+        await peer.send_frame(frame, f"SEND receipt:{message.receipt}")
+        await read_answers(peer, 1, f"the answer to SEND receipt:{message.receipt}")
+        if not peer.closed:
+            receipt = f"grammar-{secrets.token_hex(4)}"
+            await peer.send_frame(Frame("DISCONNECT", (("receipt", receipt),)), "DISCONNECT")
+            await read_answers(peer, 1, f"the answer to DISCONNECT receipt:{receipt}")
+    peer = await connected_peer("an ERROR")
+    message, frame = valid_send(stomp.destination, "grammar-error")
+    with exchange_cut_short(peer):
+        await peer.send_frame(frame.without("destination"), "SEND without destination")
+        await read_answers(peer, 1, "the answer to a SEND without destination")
+        await peer.await_close()
+
+
+@contextmanager
+def exchange_cut_short(peer: StompPeer) -> Iterator[None]:
+    """A session of the grammar case that ends before its last step (the
+    node closed or reset while the harness wrote, or answered otherwise or
+    later than the other cases' rules want) shows fewer frames; what it
+    read is still judged. Only a frame that breaks the grammar fails this
+    case: the rest is the other cases' rules (a close while the harness
+    wrote is an AssertionError, PeerClosed, or a ConnectionError)."""
+    try:
+        yield
+    except (AssertionError, ConnectionError) as exc:
+        if grammar_violation_in(exc) is not None:
+            raise
+        peer.conn.trace.event(f"the session ended early: {exc}")
+
+
+@requirement(
+    SERVER_GRAMMAR,
+    "MUST",
+    'STOMP 1.2, STOMP Frames ("A frame consists of a command, a set of optional headers and an '
+    'optional body."); STOMP 1.2, Augmented BNF (frame = command EOL *( header EOL ) EOL *OCTET NULL '
+    '*( EOL ); server-command; header = header-name ":" header-value); STOMP 1.2, Value Encoding',
+    basis="wire-format: the frame of STOMP 1.2's Augmented BNF (command, header lines name:value, "
+    "an empty line, the body, NUL; escapes of Value Encoding) that every frame a server sends has",
+    grammar=True,
+)
+async def test_sends_well_formed_frames(connected_peer, stomp, node_grammar):
+    """Every frame the server sent in this run, in every case's traffic, is
+    a frame of the grammar: the violations the other cases met (each of them
+    blocked by this case) and those of its own exchange, which shows each
+    frame a server of the profile sends: CONNECTED, the RECEIPTs of a SEND
+    and of a DISCONNECT, and an ERROR (for a SEND without destination) and
+    what comes before the close (shown_frames)."""
+    with node_grammar.judging():
+        await shown_frames(connected_peer, stomp)
