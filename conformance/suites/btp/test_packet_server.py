@@ -55,8 +55,7 @@ async def test_ignores_extra_bytes_at_end_of_envelope(authenticated_peer):
 @requirement(
     "btp.packet.server.ignores-bytes-after-envelope",
     "MUST",
-    'RFC 0030, Extensibility ("implementations MUST ignore extra bytes at the end of the message"); '
-    "erratum BTP-E3 (bytes after the envelope)",
+    'RFC 0030, Extensibility ("implementations MUST ignore extra bytes at the end of the message")',
     depends=AUTHENTICATED,
     errata=["BTP-E3"],
     basis=f"erratum: {BYTES_AFTER_ENVELOPE}",
