@@ -451,6 +451,30 @@ def valid_vectors() -> list[dict]:
         "the envelope: ignored, as for Message.",
         wire=header(7, 29, inner[6:] + b"\xff"),
     )
+    # --- bytes after the envelope (erratum BTP-E3): ignored
+    auth = encode_packet(Message(0x01020304, AUTH))
+    v.add(
+        "message-byte-after-envelope",
+        "One byte after the envelope of a valid auth Message, the length prefix unchanged. "
+        'RFC 30: "implementations MUST ignore extra bytes at the end of the message"; erratum BTP-E3: '
+        "the packet is what the envelope holds, as btp-packet reads it. Not canonical (encoding the "
+        "decoded packet drops the byte).",
+        wire=auth + b"\x00",
+    )
+    v.add(
+        "message-packet-after-envelope",
+        "A second whole packet (a Response) after the first, in one WebSocket message: BTP has one "
+        "packet per message, so the second is bytes after the envelope, ignored (erratum BTP-E3).",
+        wire=auth + encode_packet(Response(1)),
+    )
+    v.add(
+        "error-bytes-after-envelope",
+        "16 bytes after the envelope of a valid Error: ignored (erratum BTP-E3).",
+        wire=encode_packet(
+            Error(5, "F00", "NotAcceptedError", TIME, b"data", (entry("x", TEXT, "y"),))
+        )
+        + derive_bytes("junk", 16),
+    )
     # --- Transfer
     v.add("transfer-amount-0", "Transfer of amount 0 (UInt64 00 x8).", Transfer(30, 0))
     v.add(
@@ -671,32 +695,6 @@ def malformed_vectors() -> list[dict]:
         "An Error whose name length runs past the envelope.",
         header(2, 1, b"F00\x40NotAccepted"),
         "length prefix beyond end",
-    )
-    # --- trailing bytes
-    m.add(
-        "trailing-byte-after-envelope",
-        "One byte after the envelope of a valid Message. The length prefix "
-        "says where the packet ends; a byte past it belongs to no field of any BTP version (extension "
-        "fields go inside the envelope, see message-extra-bytes-in-envelope in packets.json), so this is "
-        "read as a wrong length prefix and rejected.",
-        auth + b"\x00",
-        "trailing bytes",
-        js_divergence="btp-packet reads the envelope and ignores whatever follows it",
-    )
-    m.add(
-        "trailing-packet-after-envelope",
-        "A second whole packet after the first, in one WebSocket message "
-        "(BTP has one packet per message).",
-        auth + encode_packet(Response(1)),
-        "trailing bytes",
-        js_divergence="btp-packet reads the envelope and ignores whatever follows it",
-    )
-    m.add(
-        "trailing-bytes-after-error",
-        "16 bytes after the envelope of a valid Error.",
-        error + derive_bytes("junk", 16),
-        "trailing bytes",
-        js_divergence="btp-packet reads the envelope and ignores whatever follows it",
     )
     # --- content type
     js_text = (
@@ -972,7 +970,7 @@ def malformed_vectors() -> list[dict]:
 LAYOUT = {
     "hex": "the whole packet (one binary WebSocket message), lowercase hex",
     "canonical": "true when encoding the decoded packet gives hex back; otherwise canonical_hex is what the "
-    "encoder writes (the only non-canonical valid vectors carry extra bytes inside the envelope)",
+    "encoder writes (the only non-canonical valid vectors carry extra bytes inside or after the envelope)",
     "packet.type / type_id": "Response 1, Error 2, Prepare 3, Fulfill 4, Reject 5, Message 6, Transfer 7",
     "packet.request_id": "UInt32 as a JSON number",
     "packet.amount": "UInt64 as a decimal string (2^64-1 does not survive a JavaScript number)",
@@ -990,11 +988,12 @@ DECISIONS = {
     "go at the end of a type's SEQUENCE, inside the length-prefixed envelope, whose length prefix (RFC 23, "
     "Overview, item 3: the combined length of packet-specific and protocol data) is what lets an old decoder "
     "skip it. Vectors: message-extra-bytes-in-envelope, transfer-extra-bytes-in-envelope (canonical: false).",
-    "bytes_after_envelope": "REJECTED, reason 'trailing bytes'. One WebSocket message carries one BTP packet and "
-    "its envelope length says where the packet ends; bytes past it belong to no field of any BTP version and "
-    "mean the sender's length prefix is wrong. Taking the prefix's word would decode a different packet than "
-    "the one sent. btp-packet ignores them (js_divergence on those vectors), so a conformance case should not "
-    "require a peer to reject them. Vectors: malformed.json trailing-*.",
+    "bytes_after_envelope": "ACCEPTED and ignored (erratum BTP-E3, docs/errata/btp.md). RFC 30 (Extensibility): "
+    '"implementations MUST ignore extra bytes at the end of the message", and a BTP message is the whole '
+    "WebSocket message; btp-packet (the codec of ilp-plugin-btp and ilp-plugin-mini-accounts) reads the "
+    "envelope and never looks at what follows it. The packet is what the envelope holds; encoding it again "
+    "drops the bytes after it. Vectors: message-byte-after-envelope, message-packet-after-envelope, "
+    "error-bytes-after-envelope (canonical: false).",
     "content_type": "Any byte 0..255 decodes and encodes (ContentType ::= INTEGER {...} (0..255); the ASN.1 "
     "comment: the byte is there so debug tools can display the data). 'bad content type' is an entry "
     "declaring text it does not hold: content type 1 (text/plain; charset=utf-8) or 2 (application/json, "
@@ -1039,7 +1038,6 @@ REASONS = {
     "length bytes, or 80",
     "empty integer": "a variable-length unsigned integer of zero bytes",
     "non-canonical integer": "a variable-length unsigned integer with a leading zero byte",
-    "trailing bytes": "bytes after the envelope (see packets.json decisions.bytes_after_envelope)",
     "unknown packet type": "a type byte outside 1..7",
     "non-IA5 character": "a byte >= 0x80 in an IA5String (protocol name, error code, error name, time)",
     "bad error code length": "the Error's envelope ends inside its fixed 3-byte code",

@@ -69,7 +69,7 @@ typedef struct {
     PacketClass classes[PACKET_CLASSES];
     /* member descriptors of the other slots */
     PyObject *entry_name, *entry_content_type, *entry_data, *transfer_amount;
-    PyObject *allow_trailing_name, *validate_name;
+    PyObject *validate_name;
     /* Sub-protocol names are a small vocabulary ("auth", "ilp", ...): the
        first NAME_CACHE_SLOTS distinct ones are kept and never replaced, so
        a peer sending random names costs a bounded search, nothing more. */
@@ -146,7 +146,7 @@ common_length(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t end)
 /* The packet, or NULL: with an exception set on failure, without one when
    the input is not of the common shape. */
 static PyObject *
-decode_common(Codec *self, const unsigned char *d, Py_ssize_t size, int allow_trailing)
+decode_common(Codec *self, const unsigned char *d, Py_ssize_t size)
 {
     if (size < 6)
         return FALL_BACK;
@@ -160,7 +160,9 @@ decode_common(Codec *self, const unsigned char *d, Py_ssize_t size, int allow_tr
     if (length < 0)
         return FALL_BACK;
     Py_ssize_t end = pos + length;
-    if (end > size || (end < size && !allow_trailing))
+    /* Bytes after the envelope are ignored (packet.py's docstring, erratum
+       BTP-E3): everything below reads up to ``end`` only. */
+    if (end > size)
         return FALL_BACK;
     unsigned long long amount = 0;
     if (kind == 7) {
@@ -268,33 +270,21 @@ decode_call(PyObject *module_self, PyObject *const *args, Py_ssize_t nargsf, PyO
     Codec *self = (Codec *)module_self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    /* Anything but decode_packet(bytes) or decode_packet(bytes,
-       allow_trailing=...) -- other types, wrong arguments -- is the Python
-       function's to handle (and to reject with its own TypeError). */
-    if (nargs == 1 && nkw <= 1 && PyBytes_CheckExact(args[0])) {
-        int allow_trailing = 0;
-        int understood = 1;
-        if (nkw == 1) {
-            understood = only_keyword_is(kwnames, self->allow_trailing_name);
-            if (understood) {
-                allow_trailing = PyObject_IsTrue(args[1]);
-                if (allow_trailing < 0)
-                    return NULL;
-            }
-        }
-        if (understood) {
-            PyObject *packet = decode_common(self, (const unsigned char *)PyBytes_AS_STRING(args[0]),
-                                             PyBytes_GET_SIZE(args[0]), allow_trailing);
-            if (packet != NULL || PyErr_Occurred())
-                return packet;
-        }
+    /* Anything but decode_packet(bytes) -- other types, keyword arguments,
+       wrong arguments -- is the Python function's to handle (and to reject
+       with its own TypeError). */
+    if (nargs == 1 && nkw == 0 && PyBytes_CheckExact(args[0])) {
+        PyObject *packet = decode_common(self, (const unsigned char *)PyBytes_AS_STRING(args[0]),
+                                         PyBytes_GET_SIZE(args[0]));
+        if (packet != NULL || PyErr_Occurred())
+            return packet;
     }
     return PyObject_Vectorcall(self->decode_fallback, args, nargsf, kwnames);
 }
 
 static PyMethodDef decode_call_def = {
     "decode_packet", (PyCFunction)(void (*)(void))decode_call, METH_FASTCALL | METH_KEYWORDS,
-    "decode_packet(data, *, allow_trailing=False)\n--\n\n"
+    "decode_packet(data, *, lenient_error_form=False)\n--\n\n"
     "reference_impl.btp.packet.decode_packet with its common case in C\n"
     "(reference_impl/btp/_fastcodec.c); same results, same errors.",
 };
@@ -558,7 +548,6 @@ codec_clear(Codec *self)
     Py_CLEAR(self->entry_content_type);
     Py_CLEAR(self->entry_data);
     Py_CLEAR(self->transfer_amount);
-    Py_CLEAR(self->allow_trailing_name);
     Py_CLEAR(self->validate_name);
     for (int i = 0; i < self->cached; i++)
         Py_CLEAR(self->cache[i].text);
@@ -638,7 +627,6 @@ make_codec(PyObject *module, PyObject *args)
         (self->entry_content_type = slot_descriptor(entry, "content_type")) == NULL ||
         (self->entry_data = slot_descriptor(entry, "data")) == NULL ||
         (self->transfer_amount = slot_descriptor(transfer, "amount")) == NULL ||
-        (self->allow_trailing_name = PyUnicode_InternFromString("allow_trailing")) == NULL ||
         (self->validate_name = PyUnicode_InternFromString("validate")) == NULL ||
         (decode = PyCFunction_NewEx(&decode_call_def, (PyObject *)self, NULL)) == NULL ||
         (encode = PyCFunction_NewEx(&encode_call_def, (PyObject *)self, NULL)) == NULL)

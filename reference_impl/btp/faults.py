@@ -34,6 +34,7 @@ from .packet import (
     Transfer,
     decode_packet,
     encode_packet,
+    envelope_end,
     primary,
 )
 
@@ -140,13 +141,28 @@ def read_unknown_type_as_message(reading: Packet | BtpDecodeError, *, payload: b
 
 
 def refuse_extra_envelope_bytes(reading: Packet | BtpDecodeError, *, payload: bytes, **_: Any):
-    """reject-extra-bytes-in-envelope: what the decoder ignored (bytes after
-    protocolData inside the envelope) makes the packet unreadable."""
-    if isinstance(reading, BtpDecodeError) or len(encode_packet(reading, validate=False)) == len(
-        payload
-    ):
+    """reject-extra-bytes-in-envelope: what the decoder ignored inside the
+    envelope (bytes after protocolData) makes the packet unreadable. Bytes
+    after the envelope are left to reject-bytes-after-envelope."""
+    if isinstance(reading, BtpDecodeError) or len(
+        encode_packet(reading, validate=False)
+    ) == envelope_end(payload):
         return reading
     return BtpDecodeError("extra bytes in the envelope", "bytes after protocolData")
+
+
+def refuse_bytes_after_envelope(reading: Packet | BtpDecodeError, *, payload: bytes, **_: Any):
+    """reject-bytes-after-envelope: bytes after the envelope, which the
+    decoder ignores (erratum BTP-E3), make the packet unreadable (the
+    reference's reading before that erratum)."""
+    if isinstance(reading, BtpDecodeError):
+        return reading
+    end = envelope_end(payload)
+    if end == len(payload):
+        return reading
+    return BtpDecodeError(
+        "bytes after the envelope", f"{len(payload) - end} byte(s) after the envelope", end
+    )
 
 
 def answer_unreadable(
@@ -600,6 +616,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "treat a packet with bytes after protocolData inside its envelope as unreadable (silence)",
         ("btp.packet.server.ignores-extra-bytes-in-envelope",),
         changes={"reading": refuse_extra_envelope_bytes},
+    ),
+    FaultSpec(
+        "reject-bytes-after-envelope",
+        "server",
+        "treat a packet with bytes after its envelope as unreadable (silence), against erratum BTP-E3",
+        ("btp.packet.server.ignores-bytes-after-envelope",),
+        changes={"reading": refuse_bytes_after_envelope},
     ),
     FaultSpec(
         "serve-unknown-type-as-message",

@@ -71,7 +71,6 @@ DECODE_REASONS = frozenset(
         "non-canonical length",  # long form for a length < 128, leading zero length bytes, or 0x80
         "empty integer",  # a variable-length unsigned integer of zero bytes
         "non-canonical integer",  # a variable-length unsigned integer with a leading zero byte
-        "trailing bytes",  # bytes after the BTP envelope (see packet.py)
         "unknown packet type",  # type byte not in 1..7
         "non-IA5 character",  # a byte >= 0x80 in an IA5String
         "bad error code length",  # the Error's data ends inside its fixed 3-byte code

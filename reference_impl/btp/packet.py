@@ -24,13 +24,14 @@ prefix ("the combined length of the packet-specific data and protocol data
 sections", RFC 23 Overview, item 3) is exactly what lets an old decoder skip
 such fields.  So bytes left in the envelope after ``protocolData`` are
 ignored, and decoding such a packet and encoding it again drops them.  Bytes
-*after* the envelope are different: a BTP packet is one binary WebSocket
-message and the envelope's length prefix says where it ends, so bytes past
-that belong to no field of any BTP version.  They are what a sender with a
-wrong length prefix produces, and taking the prefix's word for it would
-silently decode a different packet than the one sent.  Those are rejected as
-``"trailing bytes"`` (``allow_trailing=True`` ignores them instead).
-btp-packet (npm, the JavaScript codec ilp-plugin-btp uses) ignores both.
+*after* the envelope are ignored too (erratum BTP-E3, docs/errata/btp.md):
+the text's plain words ask to ignore "extra bytes at the end of the
+message", and btp-packet (npm, the codec ilp-plugin-btp and
+ilp-plugin-mini-accounts run on) reads the envelope and never looks at what
+follows it, so a peer that rejected them would fall silent where the
+deployed implementation answers.  The packet is what the envelope holds;
+encoding it again drops the bytes after it.  :func:`envelope_end` says where
+the envelope ends (the reference node's faults use it).
 
 Content types.  ``ContentType ::= INTEGER {...} (0..255)``: any byte is a
 valid content type -- the ASN.1 comment says it exists so "debug tools [can]
@@ -105,6 +106,7 @@ __all__ = [
     "BtpDecodeError",
     "DECODE_REASONS",
     "decode_packet",
+    "envelope_end",
     "encode_packet",
     "decode_packet_python",
     "encode_packet_python",
@@ -485,15 +487,13 @@ def _decode_legacy(kind: int, request_id: int, data: bytes, pos: int, end: int) 
     return Reject(request_id, transfer_id, protocol_data)
 
 
-def decode_packet(
-    data: bytes, *, allow_trailing: bool = False, lenient_error_form: bool = False
-) -> Packet:
+def decode_packet(data: bytes, *, lenient_error_form: bool = False) -> Packet:
     """The packet in ``data`` (one whole WebSocket message), fully validated.
 
     Raises :class:`BtpDecodeError` -- and nothing else -- when ``data`` is
     not a readable BTP packet. Bytes after ``protocolData`` inside the
-    envelope are ignored; bytes after the envelope are ``"trailing bytes"``
-    unless ``allow_trailing`` (see the module docstring). With
+    envelope and bytes after the envelope are ignored (see the module
+    docstring, "Extra bytes"). With
     ``lenient_error_form`` an Error's triggeredAt need only be IA5 text and
     its data may be longer than 8192 bytes (it still lies within the
     envelope): for a reader that judges those rules itself, as the harness
@@ -530,10 +530,8 @@ def decode_packet(
             raise BtpDecodeError(
                 "length prefix beyond end", f"envelope of {length} bytes, {size - pos} follow", 5
             )
-        if not allow_trailing:
-            raise BtpDecodeError(
-                "trailing bytes", f"{size - end} byte(s) after the {length}-byte envelope", end
-            )
+        # Bytes after the envelope: ignored (erratum BTP-E3). The readers
+        # below rely on ``data`` ending where the envelope ends.
         data = data[:end]
     if kind == 7:
         if pos + 8 > end:
@@ -654,6 +652,20 @@ def decode_packet(
 
 decode_packet_python = decode_packet
 """The decoder above, always in pure Python (tests compare the two)."""
+
+
+def envelope_end(data: bytes) -> int:
+    """The index in ``data`` just after the envelope, by the length prefix
+    at byte 5 (what follows is not part of the packet: erratum BTP-E3).
+    Meant for bytes that decode; raises :class:`BtpDecodeError` when the
+    header or its long-form length cannot be read."""
+    if len(data) < 6:
+        raise BtpDecodeError("truncated", f"{len(data)} byte(s); the header needs at least 6", 0)
+    if data[5] < 128:
+        return 6 + data[5]
+    length, pos = read_long_length(data, 5, len(data))
+    return pos + length
+
 
 # =========================================================================== encoding
 

@@ -197,12 +197,22 @@ async def test_unreadable_binary_and_text_messages_are_ignored():
                 b"",
                 b"\x06\x00",
                 b"\xff" * 20,
-                bytes.fromhex("0600000001020100") + b"\x00",
+                bytes.fromhex("0600000001030100"),  # the envelope runs past the end
                 "text!",
             ):
                 await peer.send(garbage)
                 await peer.silence()
             assert await peer.call(Message(4, (ProtocolDataEntry("ping", 0, b""),))) == Response(4)
+
+
+async def test_bytes_after_the_envelope_are_ignored():
+    """Erratum BTP-E3: the request is the envelope's; what follows is not read."""
+    async with running_node() as node:
+        async with raw_client(node) as peer:
+            await peer.auth()
+            ping = encode_packet(Message(5, (ProtocolDataEntry("ping", 0, b""),)))
+            await peer.send(ping + b"\x0a\x0b\x0c\x0d")
+            assert await peer.recv() == Response(5)
 
 
 async def test_unreadable_before_auth_is_ignored_then_auth_works():

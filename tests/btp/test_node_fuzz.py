@@ -3,7 +3,8 @@
 A node runs as a subprocess (``python -m reference_impl.btp serve``), so a
 crash shows as a dead process, not as a test exception. Hypothesis generates
 binary frames (garbage, valid packets truncated, with flipped bytes, with a
-length prefix that lies, with trailing bytes, with non-IA5 names, legacy
+length prefix that lies, with bytes after the envelope (readable when the
+rest is: erratum BTP-E3), with non-IA5 names, legacy
 types 3-5) and text frames, and sends them on ONE authenticated connection.
 
 After every frame the test sends a probe Message and reads until the

@@ -377,4 +377,4 @@ def test_decode_error_carries_reason_detail_offset():
     assert isinstance(error, ValueError)
     assert (error.reason, error.detail, error.offset) == ("truncated", "needs 8 bytes", 12)
     assert str(error) == "truncated at byte 12: needs 8 bytes"
-    assert str(BtpDecodeError("trailing bytes")) == "trailing bytes"
+    assert str(BtpDecodeError("truncated")) == "truncated"

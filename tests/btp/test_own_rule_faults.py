@@ -78,6 +78,9 @@ def test_error_code_problem_names_the_code_only_when_the_code_is_why_the_error_i
         problem = error_code_problem(_error(code, b"some data in the Error"))
         assert problem and f"its code field is {size} bytes, {code!r}" in problem, (code, problem)
     assert "not three IA5 characters" in error_code_problem(_error("F\u00e90"))
+    # bytes after the envelope are not the Error's (erratum BTP-E3)
+    assert error_code_problem(_error("F00") + b"\x0a\x0b") is None
+    assert "its code field is 4 bytes, 'F000'" in error_code_problem(_error("F000") + b"\x0a\x0b")
     # unreadable for another reason (its name is not IA5): not the code's doing
     other = bytearray(_error("F00"))
     other[10] = 0xE9  # a byte of the name "NotAcceptedError"

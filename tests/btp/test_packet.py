@@ -31,6 +31,7 @@ from reference_impl.btp.packet import (
     Transfer,
     decode_packet,
     encode_packet,
+    envelope_end,
     find_entry,
     generalized_time,
     is_request,
@@ -251,14 +252,21 @@ def test_extra_bytes_inside_the_envelope_are_ignored():
     assert encode_packet(decode_packet(padded)) == wire
 
 
-def test_bytes_after_the_envelope_are_rejected_unless_allowed():
+def test_bytes_after_the_envelope_are_ignored():
+    """Erratum BTP-E3: the packet is what the envelope holds."""
     wire = encode_packet(Message(1, AUTH))
-    assert decode_reason(wire + b"\x00") == ("trailing bytes", len(wire))
-    assert decode_packet(wire + b"\x00junk", allow_trailing=True) == Message(1, AUTH)
+    assert decode_packet(wire + b"\x00") == Message(1, AUTH)
+    assert decode_packet(wire + b"\x00junk") == Message(1, AUTH)
+    assert encode_packet(decode_packet(wire + b"\x00junk")) == wire
+    assert envelope_end(wire + b"\x00junk") == len(wire)
     error = encode_packet(Error(1, "F00", "x", TIME))
-    assert decode_packet(error + b"zz", allow_trailing=True) == Error(1, "F00", "x", TIME)
+    assert decode_packet(error + b"zz") == Error(1, "F00", "x", TIME)
+    assert decode_packet(error + b"zz", lenient_error_form=True) == Error(1, "F00", "x", TIME)
     transfer = encode_packet(Transfer(1, 9))
-    assert decode_packet(transfer + b"zz", allow_trailing=True) == Transfer(1, 9)
+    assert decode_packet(transfer + b"zz") == Transfer(1, 9)
+    big = encode_packet(Message(1, (ProtocolDataEntry("x", 0, bytes(300)),)))
+    assert big[5] == 0x82 and envelope_end(big + b"zz") == len(big)
+    assert decode_packet(big + b"zz") == decode_packet(big)
 
 
 def test_content_types():
@@ -359,9 +367,8 @@ def oracle_decode(data: bytes) -> object:
         if not 0 < kind < 8:
             return "unknown packet type"
         request_id = reader.read_uint32()
+        # What follows the envelope is not read (erratum BTP-E3).
         envelope = reader.sub_reader(reader.read_length())
-        if not reader.at_end():
-            return "trailing bytes"
         r = envelope
         if kind == 2:
             if r.remaining < 3:

@@ -15,6 +15,7 @@ from reference_impl.btp.packet import (
     PacketType,
     decode_packet,
     encode_packet,
+    envelope_end,
     packet_from_json,
     packet_to_json,
 )
@@ -103,14 +104,17 @@ def test_malformed_vectors_cover_every_reason():
     assert sum(v["reason"] in ("truncated", "length prefix beyond end") for v in INVALID) >= 8
 
 
-def test_trailing_bytes_are_the_only_rejection_allow_trailing_lifts():
-    for vector in INVALID:
+def test_bytes_after_the_envelope_are_valid_vectors():
+    """Erratum BTP-E3: packets with bytes after the envelope are valid, not
+    canonical, and decode to what their envelope holds."""
+    after = [v for v in VALID if v["id"].endswith("-after-envelope")]
+    assert len(after) == 3
+    for vector in after:
         wire = bytes.fromhex(vector["hex"])
-        if vector["reason"] == "trailing bytes":
-            decode_packet(wire, allow_trailing=True)
-        else:
-            with pytest.raises(BtpDecodeError):
-                decode_packet(wire, allow_trailing=True)
+        assert vector["canonical"] is False and "js_divergence" not in vector
+        assert envelope_end(wire) < len(wire)
+        assert encode_packet(decode_packet(wire)) == wire[: envelope_end(wire)]
+        assert vector["canonical_hex"] == wire[: envelope_end(wire)].hex()
 
 
 def test_js_divergences_are_documented_in_words():

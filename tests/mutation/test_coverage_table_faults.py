@@ -238,6 +238,26 @@ def test_reject_extra_bytes_in_envelope():
     )
 
 
+def test_reject_bytes_after_envelope_and_reject_extra_bytes_in_envelope_each_break_their_own():
+    """Erratum BTP-E3: bytes after the envelope are ignored; the fault
+    reject-bytes-after-envelope (the old reading) makes them unreadable, and
+    reject-extra-bytes-in-envelope still rejects only what is inside."""
+    plain = _probe(8)
+    after = plain + b"\x0a\x0b\x0c\x0d"
+    inside = plain[:5] + bytes((plain[5] + 2,)) + plain[6:] + b"\x0a\x0b"
+
+    def unreadable(payload: bytes, *faults) -> bool:
+        events = _server(*faults).receive_message(payload)
+        return any(isinstance(e, UnreadablePacket) for e in events)
+
+    assert not unreadable(after)
+    assert unreadable(after, BtpFault.REJECT_BYTES_AFTER_ENVELOPE)
+    assert not unreadable(plain, BtpFault.REJECT_BYTES_AFTER_ENVELOPE)
+    assert not unreadable(inside, BtpFault.REJECT_BYTES_AFTER_ENVELOPE)
+    assert not unreadable(after, BtpFault.REJECT_EXTRA_BYTES_IN_ENVELOPE)
+    assert unreadable(inside + b"\x0e", BtpFault.REJECT_EXTRA_BYTES_IN_ENVELOPE)
+
+
 def test_serve_unknown_type_as_message_answers_type_9_only_when_it_reads_as_a_message():
     relabelled = b"\x09" + _probe(9)[1:]
     conformant = _server()

@@ -106,8 +106,9 @@ def error_code_problem(data: bytes | str) -> str | None:
         length, start = (data[5], 6) if data[5] < 128 else read_long_length(data, 5, len(data))
     except BtpDecodeError:
         return None
-    if start + length != len(data):
+    if start + length > len(data):
         return None  # the envelope's length is wrong: not the code's doing
+    data = data[: start + length]  # what follows the envelope is ignored (erratum BTP-E3)
     for size in ERROR_CODE_SIZES:
         if size > length:
             continue

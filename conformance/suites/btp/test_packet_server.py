@@ -20,6 +20,11 @@ from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, ERROR_CODE
 from .test_flow_server import assert_silent_then_alive, provoke_error
 
 EXTRA_BYTES = bytes.fromhex("0a0b0c0d")
+BYTES_AFTER_ENVELOPE = (
+    "BTP-E3 RFC 30 asks implementations to ignore extra bytes at the end of the message, and btp-packet, "
+    "the codec of ilp-plugin-btp, reads the envelope and ignores whatever follows it, so bytes after the "
+    "envelope are ignored"
+)
 UNDEFINED_TYPE = 9
 """No BTP version defines packet type 9 (2.0 uses 1, 2, 6, 7; BTP 1 also 3-5)."""
 
@@ -40,26 +45,51 @@ def envelope_with_extra_bytes(packet: Message, extra: bytes) -> bytes:
     depends=AUTHENTICATED,
 )
 async def test_ignores_extra_bytes_at_end_of_envelope(authenticated_peer):
-    peer = await authenticated_peer()
+    await assert_extended_probe_answered_like_plain(
+        await authenticated_peer(),
+        lambda probe: envelope_with_extra_bytes(probe, EXTRA_BYTES),
+        "inside its envelope, after protocolData",
+    )
+
+
+@requirement(
+    "btp.packet.server.ignores-bytes-after-envelope",
+    "MUST",
+    'RFC 0030, Extensibility ("implementations MUST ignore extra bytes at the end of the message")',
+    depends=AUTHENTICATED,
+    errata=["BTP-E3"],
+    basis=f"erratum: {BYTES_AFTER_ENVELOPE}",
+)
+async def test_ignores_bytes_after_envelope(authenticated_peer):
+    await assert_extended_probe_answered_like_plain(
+        await authenticated_peer(),
+        lambda probe: encode_packet(probe) + EXTRA_BYTES,
+        "after its envelope (the length prefix unchanged)",
+    )
+
+
+async def assert_extended_probe_answered_like_plain(peer, extend, where: str) -> None:
+    """A plain probe Message, then another whose bytes ``extend`` gives
+    ``EXTRA_BYTES`` more ``where``: the second must get the answer the first
+    got (its type, the probe's request id), not silence."""
     plain = probe_message(new_request_id())
     expected = await peer.request(plain, "the answer to a plain probe Message")
     extended = probe_message(new_request_id())
     await peer.send_raw(
-        envelope_with_extra_bytes(extended, EXTRA_BYTES),
-        f"a probe Message with {len(EXTRA_BYTES)} extra bytes after protocolData, inside the envelope",
+        extend(extended), f"a probe Message with {len(EXTRA_BYTES)} extra bytes {where}"
     )
     # Within the read deadline, as the plain probe's answer was: a target may answer late.
     try:
-        reply = await peer.next_response("the answer to the probe with extra bytes in its envelope")
+        reply = await peer.next_response(f"the answer to the probe with extra bytes {where}")
     except DeadlineExceeded:
         raise AssertionError(
-            f"the same probe with {EXTRA_BYTES.hex()} appended inside its envelope got no answer "
-            f"within {peer.conn.deadline} s (the plain probe got {summary(expected)}); extra bytes "
-            "at the end must be ignored"
+            f"the same probe with {EXTRA_BYTES.hex()} appended {where} got no answer within "
+            f"{peer.conn.deadline} s (the plain probe got {summary(expected)}); extra bytes at the "
+            "end must be ignored"
         ) from None
     assert reply.request_id == extended.request_id and type(reply) is type(expected), (
-        f"with extra bytes at the end the probe (request id {extended.request_id}) got {summary(reply)}, without "
-        f"them {summary(expected)}: the extra bytes must be ignored, not change the answer"
+        f"with extra bytes {where} the probe (request id {extended.request_id}) got {summary(reply)}, "
+        f"without them {summary(expected)}: the extra bytes must be ignored, not change the answer"
     )
 
 
