@@ -35,6 +35,7 @@ from .outcomes import (
     RECORDED,
     outcome_of_phase,
 )
+from .signals import SessionTerminated, stopped_by_signal
 from .state import NOTE, TRACE, RunState, state_of
 
 try:
@@ -76,6 +77,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if req is None:
         return report
     state = state_of(item.config)
+    if (
+        report.when == "call"
+        and item.stash.get(INTERRUPTED, None) is None
+        and stopped_by_signal(item.session)
+    ):
+        # The call ended after a SIGTERM stopped the targets: no verdict.
+        # outcomes.pytest_runtest_protocol reports the call interrupted.
+        raise SessionTerminated()
     if item.stash.get(INTERRUPTED, None) is not None:
         # The report outcomes._report_interrupted makes for the phase an
         # interrupt cut short: labelled, with the trace so far, never recorded.

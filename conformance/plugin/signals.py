@@ -36,6 +36,21 @@ class SessionTerminated(KeyboardInterrupt):
     __module__ = "conformance.plugin"  # the name it is shown by (outcomes.ConformanceFailure)
 
 
+STOPPED_BY_SIGTERM = "stopped by SIGTERM"
+"""The session's ``shouldstop`` once a SIGTERM took it (stopped_by_signal)."""
+
+
+def stopped_by_signal(session: Any) -> bool:
+    """A SIGTERM stopped the session, and with it the targets: a case still
+    running has no verdict, whatever it then saw. (After a Ctrl-C the
+    CLI's SIGTERM follows: asyncio's Runner cancels the case's task, but
+    asyncio.wait_for in CPython 3.11 returns the result instead of raising
+    when the awaited read completes as the cancellation comes, and the
+    read completes: the stopped node closed the connection. A case waiting
+    for the node to drop it then passed in Allure.)"""
+    return getattr(session, "shouldstop", None) == STOPPED_BY_SIGTERM
+
+
 _SIGTERM_STATE: RunState | None = None
 """The session state _raise_session_terminated stops (set with the handler)."""
 
@@ -55,7 +70,7 @@ def _raise_session_terminated(signum: int, frame: object) -> None:
         # whatever becomes of the exception. stop() is idempotent:
         # pytest_unconfigure calls it again.
         if state.session is not None:
-            state.session.shouldstop = "stopped by SIGTERM"
+            state.session.shouldstop = STOPPED_BY_SIGTERM
         for runtime in (state.runtime, state.peer_runtime):
             if runtime is not None:
                 runtime.stop()

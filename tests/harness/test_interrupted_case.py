@@ -187,3 +187,44 @@ def test_sigterm_while_pytest_reports_the_interrupt_prints_no_traceback(tmp_path
         and "During handling of the above exception" not in run.output
     ), run.output[-3000:]
     assert run.records == []
+
+
+SWALLOWED_INTERRUPT = """
+import asyncio, os, signal
+
+@requirement("stomp.fake.server.ends-after-the-interrupt", "MUST", "Fake spec §1")
+async def test_ends_after_the_interrupt(connect):
+    await connect()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(5)
+    except BaseException:
+        # As asyncio.wait_for did in CPython 3.11 when the read it awaited
+        # completed as the cancellation came: the interrupt is lost, and the
+        # case ends as if nothing had happened.
+        pass
+"""
+
+
+def test_a_case_that_outlives_the_interrupt_it_swallowed_has_no_verdict(tmp_path: Path) -> None:
+    """After a Ctrl-C the CLI sends SIGTERM, which stops the targets; the
+    case's task is cancelled, but a cancellation can be lost in the case's
+    code (CPython 3.11's wait_for, above), and a case waiting for the node
+    to drop its connection then saw the stopped node's close and passed in
+    Allure (once in a loaded fast tier). A call that ends after a SIGTERM
+    stopped the targets has no verdict: reported interrupted, never passed."""
+    with Listener() as server:
+        run = run_suite(
+            tmp_path,
+            write_suite(tmp_path, SWALLOWED_INTERRUPT),
+            targets_file(tmp_path, server.port),
+        )
+    assert run.code != 0, run.output
+    assert run.records == [], run.output
+    (result,) = [
+        json.loads(path.read_text())
+        for path in (run.run_dir / "allure-results").glob("*-result.json")
+    ]
+    assert result["status"] == "broken", result["status"]
+    assert "interrupted: no verdict" in result["statusDetails"]["message"]
+    assert "during the case's call" in result["statusDetails"]["message"]
