@@ -131,11 +131,15 @@ class MealyModel:
             f"  __start -> {self.initial};",
         ]
         lines += [f"  {state};" for state in self.states]
-        grouped: dict[tuple[str, str, bool], list[str]] = {}
+        grouped: dict[tuple[str, str, bool], list[tuple[str, str]]] = {}
         for (state, name), (target, output) in self.transitions.items():
             key = (state, target, (state, name) in differing)
-            grouped.setdefault(key, []).append(f"{name} / {output}")
-        for (state, target, differs), labels in grouped.items():
+            grouped.setdefault(key, []).append((name, output))
+        for (state, target, differs), pairs in grouped.items():
+            if len(pairs) == len(self.inputs) and len({output for _, output in pairs}) == 1:
+                labels = [f"every input / {pairs[0][1]}"]  # a sink: one line, not one per input
+            else:
+                labels = [f"{name} / {output}" for name, output in pairs]
             style = f', color={DIFF_COLOUR}, fontcolor={DIFF_COLOUR}, penwidth=2' if differs else ""
             lines.append(f"  {state} -> {target} [label={_quote(chr(10).join(labels))}{style}];")
         lines.append("}")
