@@ -182,7 +182,7 @@ def markdown(results: list[dict]) -> str:
             f"named); conformant variants flagged: **{result['variants_flagged']} of "
             f"{result['variants']}**.",
             "",
-            "| kind | name | states | transitions | MQ | EQ | time (s) | separating sequences | shortest | cases named |",
+            "| kind | name | states | transitions | MQ | EQ | time (s) | separating sequences | shortest | fault's own case named |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in result["rows"]:
@@ -193,9 +193,12 @@ def markdown(results: list[dict]) -> str:
                 )
                 continue
             shortest = " · ".join(row.get("shortest") or []) or "-"
-            cases = ", ".join(row.get("cases_named") or []) or (
-                "coverage gap" if row.get("separations") else "-"
-            )
+            if row["kind"] != "fault" or not row.get("separations"):
+                cases = "-"
+            elif row.get("own_case_named"):
+                cases = "yes"
+            else:
+                cases = "no: " + (", ".join(row.get("cases_named") or []) or "coverage gap")
             lines.append(
                 f"| {row['kind']} | {row['name']} | {row['states']} | {row['transitions']} | "
                 f"{row['membership_queries']} | {row['equivalence_queries']} | {row['seconds']} | "
@@ -206,8 +209,12 @@ def markdown(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--protocol", action="append", default=[], help="default: ripplehost, stomp")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--protocol", action="append", default=[], help="default: ripplehost, stomp"
+    )
     parser.add_argument("--fault", action="append", default=[], help="only these faults")
     parser.add_argument("--variant", action="append", default=[], help="only these variants")
     parser.add_argument("--no-faults", action="store_true")
@@ -217,7 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="folder for the run (default: a temporary one)")
     parser.add_argument("--json", default=None, help="write the figures as JSON")
     parser.add_argument("--markdown", default=None, help="write the tables as Markdown")
+    parser.add_argument(
+        "--render",
+        default=None,
+        metavar="JSON",
+        help="print the Markdown of a --json file and stop",
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        print(markdown(json.loads(Path(args.render).read_text(encoding="utf-8"))))
+        return 0
     protocols = args.protocol or ["ripplehost", "stomp"]
     out = Path(args.out or tempfile.mkdtemp(prefix="learn-bench-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -235,9 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if args.markdown:
         Path(args.markdown).write_text(markdown(results), encoding="utf-8")
-    ok = all(
-        r["faults_separated"] == r["faults"] and r["variants_flagged"] == 0 for r in results
-    )
+    ok = all(r["faults_separated"] == r["faults"] and r["variants_flagged"] == 0 for r in results)
     return 0 if ok else 1
 
 

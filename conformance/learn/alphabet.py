@@ -105,13 +105,15 @@ class ProtocolAlphabet(ABC):
         )
 
     def cases_for(self, name: str, *outputs: str) -> tuple[str, ...]:
-        """The cases a difference on input ``name`` touches: the input's own,
-        then those of the rule-breaking words in ``outputs``."""
-        cases = list(self.input(name).cases)
+        """The cases a difference on input ``name`` touches: first those of
+        the rule-breaking words in ``outputs`` (the rule the target broke
+        shows in its answer), then the input's own."""
+        cases: list[str] = []
         for output in outputs:
             for part, named in self.word_cases.items():
                 if part in output:
                     cases += [case for case in named if case not in cases]
+        cases += [case for case in self.input(name).cases if case not in cases]
         return tuple(cases)
 
     def input(self, name: str) -> AbstractInput:

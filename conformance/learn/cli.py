@@ -103,7 +103,9 @@ def cmd_learn(args: argparse.Namespace) -> int:
             f"once {' · '.join(item.seen)}, else {' · '.join(item.cached)}"
         )
     files = RunFolder(run_dir)
-    made = ", ".join(path.suffix for key, path in run.files.items() if key in ("json", "dot", "svg"))
+    made = ", ".join(
+        path.suffix for key, path in run.files.items() if key in ("json", "dot", "svg")
+    )
     print(f"model: {files.learned_model(target.name, '.json').with_suffix('')}{{{made}}}")
     if not run.separations:
         print(f"diff against {run.reference_name}: none, the models are equal")
@@ -213,9 +215,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_WALK_LENGTH,
         help=f"equivalence oracle: inputs per walk (default {DEFAULT_WALK_LENGTH})",
     )
-    parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help="the oracle's random seed"
-    )
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="the oracle's random seed")
     parser.add_argument(
         "--replays",
         type=int,

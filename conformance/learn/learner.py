@@ -53,7 +53,10 @@ class SeededStatePrefixOracle(Oracle):
     def find_cex(self, hypothesis: Any) -> tuple[str, ...] | None:
         states = sorted(
             hypothesis.states,
-            key=lambda s: (len(hypothesis.get_shortest_path(hypothesis.initial_state, s)), s.state_id),
+            key=lambda s: (
+                len(hypothesis.get_shortest_path(hypothesis.initial_state, s)),
+                s.state_id,
+            ),
         )
         for state in states:
             prefix = tuple(hypothesis.get_shortest_path(hypothesis.initial_state, state))

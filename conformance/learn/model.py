@@ -140,7 +140,7 @@ class MealyModel:
                 labels = [f"every input / {pairs[0][1]}"]  # a sink: one line, not one per input
             else:
                 labels = [f"{name} / {output}" for name, output in pairs]
-            style = f', color={DIFF_COLOUR}, fontcolor={DIFF_COLOUR}, penwidth=2' if differs else ""
+            style = f", color={DIFF_COLOUR}, fontcolor={DIFF_COLOUR}, penwidth=2" if differs else ""
             lines.append(f"  {state} -> {target} [label={_quote(chr(10).join(labels))}{style}];")
         lines.append("}")
         return "\n".join(lines) + "\n"

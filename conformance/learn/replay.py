@@ -123,6 +123,4 @@ def replay_file(
         seen = [Mapper.outputs(mapper.run(word)) for _ in range(times)]
     finally:
         mapper.close()
-    return FileReplay(
-        word, tuple(data["target_outputs"]), tuple(data["reference_outputs"]), seen
-    )
+    return FileReplay(word, tuple(data["target_outputs"]), tuple(data["reference_outputs"]), seen)

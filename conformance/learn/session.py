@@ -106,7 +106,10 @@ def learn_target(
             reference_result = learn(runtime, alphabet, options)
         reference_model = reference_result.model
         write_model(
-            folder, reference.name, reference_model, _title(reference.name, alphabet, reference_result)
+            folder,
+            reference.name,
+            reference_model,
+            _title(reference.name, alphabet, reference_result),
         )
     say(f"learning {target.name} ...")
     with running_target(target, run_dir, run_id) as runtime:
@@ -128,7 +131,9 @@ def learn_target(
     )
     differing = frozenset(separation.target_transition for separation in found)
     run.files.update(
-        write_model(folder, target.name, result.model, _title(target.name, alphabet, result), differing)
+        write_model(
+            folder, target.name, result.model, _title(target.name, alphabet, result), differing
+        )
     )
     for index, replay in enumerate(done, 1):
         path = folder.learn_replay(target.name, index, replay.label())

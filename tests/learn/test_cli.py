@@ -21,7 +21,15 @@ def test_a_protocol_without_an_alphabet_says_which_exist(capsys, tmp_path) -> No
 
 def test_a_protocol_the_target_does_not_speak_is_a_usage_error(capsys, tmp_path) -> None:
     code = main(
-        ["learn", "--target", "reference-ripplehost", "--protocol", "stomp", "--run-dir", str(tmp_path)]
+        [
+            "learn",
+            "--target",
+            "reference-ripplehost",
+            "--protocol",
+            "stomp",
+            "--run-dir",
+            str(tmp_path),
+        ]
     )
     assert code == EXIT_USAGE
     assert "speaks ripplehost, not stomp" in capsys.readouterr().err

@@ -236,12 +236,16 @@ class AcceptorConnection(ConnectionMapper):
         if name == "odd-msgno":
             return self._msg(ping, self.next_msgno + 1)
         if name == "rpy-unknown-msgno":
-            return encode_frame(Frame("RPY", VERSION, MAX_MSGNO, False, encode_body({"type": "pong"})))
+            return encode_frame(
+                Frame("RPY", VERSION, MAX_MSGNO, False, encode_body({"type": "pong"}))
+            )
         if name == "garbage":
             return b"HELLO THERE\r\n"
         content = encode_body(ping)
         if name == "double-space-header":
-            return f"MSG {VERSION}  {self._msgno()} . {len(content)}\r\n".encode() + content + TRAILER
+            return (
+                f"MSG {VERSION}  {self._msgno()} . {len(content)}\r\n".encode() + content + TRAILER
+            )
         if name == "non-canonical-msgno":
             msgno = self._msgno()
             self.ours[msgno] = None
