@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from conformance.core.targets import load_targets  # noqa: E402
 from conformance.learn.alphabet import alphabet_for  # noqa: E402
 from conformance.learn.learner import LearnOptions, learn, running_target  # noqa: E402
-from conformance.learn.mapper import NondeterministicTarget  # noqa: E402
+from conformance.learn.mapper import NondeterministicTarget, TargetUnreachable  # noqa: E402
 from conformance.learn.session import learn_target, reference_name, write_model  # noqa: E402
 from conformance.mutation import (  # noqa: E402
     builtin_tables,
@@ -108,7 +108,7 @@ def bench_protocol(protocol: str, args: argparse.Namespace, out: Path) -> dict:
                 reference_model=ref.model,
                 replays=args.replays,
             )
-        except NondeterministicTarget as exc:
+        except (NondeterministicTarget, TargetUnreachable) as exc:
             row.update(
                 {
                     "target": target.name,

@@ -34,7 +34,7 @@ from .learner import (
     LearnOptions,
     running_target,
 )
-from .mapper import DEFAULT_REPEATS, NondeterministicTarget
+from .mapper import DEFAULT_REPEATS, NondeterministicTarget, TargetUnreachable
 from .model import MealyModel
 from .replay import DEFAULT_REPLAYS, replay_file
 from .session import learn_target, reference_name
@@ -91,7 +91,10 @@ def cmd_learn(args: argparse.Namespace) -> int:
     except TargetNotStarted as exc:
         print(f"{target.name}: did not start: {exc}", file=sys.stderr)
         return EXIT_NOT_STARTED
-    except NondeterministicTarget as exc:
+    except TargetError as exc:
+        print(f"{target.name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (NondeterministicTarget, TargetUnreachable) as exc:
         print(f"{target.name}: learning stopped: {exc}", file=sys.stderr)
         return EXIT_NOT_CONFORMANT
     if run.reference_result is not None:
@@ -156,6 +159,9 @@ def _replay(args, target, alphabet, run_dir, run_id) -> int:  # noqa: ANN001
     except TargetNotStarted as exc:
         print(f"{target.name}: did not start: {exc}", file=sys.stderr)
         return EXIT_NOT_STARTED
+    except TargetUnreachable as exc:
+        print(f"{target.name}: {exc}", file=sys.stderr)
+        return EXIT_NOT_CONFORMANT
     print(f"replay {' · '.join(replayed.word)} on {target.name}:")
     print(f"  saved target outputs: {' · '.join(replayed.expected)}")
     print(f"  reference outputs:    {' · '.join(replayed.reference)}")

@@ -47,6 +47,11 @@ class NondeterministicTarget(RuntimeError):
         )
 
 
+class TargetUnreachable(RuntimeError):
+    """A new connection to the target failed (it crashed, or stopped
+    accepting) in the middle of learning: a finding, not a model."""
+
+
 @dataclass
 class Disagreement:
     """A run that disagreed with the cache, then every repeat agreed."""
@@ -213,14 +218,19 @@ class Mapper(SUL):
 
     async def _run(self, word: tuple[str, ...]) -> list[StepRecord]:
         trace = WireTrace()
-        conn = await TcpConnection.open(
-            self.runtime.host,
-            self.runtime.port,
-            trace,
-            deadline=CONNECT_DEADLINE,
-            label="learn",
-            ssl=self._tls,
-        )
+        try:
+            conn = await TcpConnection.open(
+                self.runtime.host,
+                self.runtime.port,
+                trace,
+                deadline=CONNECT_DEADLINE,
+                label="learn",
+                ssl=self._tls,
+            )
+        except (ConnectionError, AssertionError) as exc:  # DeadlineExceeded is an AssertionError
+            raise TargetUnreachable(
+                f"could not open a connection for {' · '.join(word) or 'the empty word'}: {exc}"
+            ) from None
         mapper = self.alphabet.new_connection(self.runtime)
         records: list[StepRecord] = []
         closed = False
