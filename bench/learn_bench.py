@@ -239,7 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"runs in {out}")
     started = time.monotonic()
-    results = [bench_protocol(protocol, args, out) for protocol in protocols]
+    results = []
+    for protocol in protocols:
+        results.append(bench_protocol(protocol, args, out))
+        # Written after each protocol, so that a long run keeps what it measured.
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     for result in results:
         print(
             f"{result['protocol']}: faults separated {result['faults_separated']}/{result['faults']} "
