@@ -10,9 +10,12 @@ takes; a Checkpoint_request shows its state. The mapper computes what a
 conformant consumer holds after the Deltas sent (``ExpectedState`` of the
 suite, the reference core's ``SourceTrack``), and the Checkpoint_ack is the
 word ``ACK`` when it says exactly that, else ``ACK(<what differs>)``
-(``last``, ``count``, ``digest``, ``id``, ``worker``). So the model stays
-finite: it learns whether the consumer applies Deltas as the profile says
-(P6), not the numbers.
+(``last``, ``count``, ``digest``, ``id``, ``no-source``). So the model
+stays finite: it learns whether the consumer applies Deltas as the profile
+says (P6), not the numbers. Each Delta input ends with a Checkpoint_request
+in the same write, and a duplicate or a late gap fill is sent with what it
+repeats or fills, in one input: the difference shows on the input that
+makes it, where the equivalence oracle's bounded walks find it.
 
 Liveness (P8): the consumer closes after three heartbeat intervals without
 a Heartbeat. After every input of an ok session the mapper sends a
@@ -90,16 +93,25 @@ INPUTS = (
         (_case("handshake", "refuses-unsupported-protocol-version"),),
     ),
     AbstractInput(
-        "delta", "Delta with the next sequence number", (_case("delta", "applies-in-order"),)
+        "delta",
+        "two Deltas with the next sequence numbers (their keys in descending order), then a "
+        "Checkpoint_request",
+        (_case("delta", "applies-in-order"),),
     ),
     AbstractInput(
         "delta-duplicate",
-        "Delta with the last sequence number sent again (1 when none was)",
+        "a Delta with the next sequence number, the same Delta again, then a Checkpoint_request",
         (_case("delta", "discards-duplicates"),),
     ),
     AbstractInput(
         "delta-gap",
-        "Delta one sequence number past the next",
+        "a Delta one sequence number past the next, then a Checkpoint_request",
+        (_case("delta", "applies-after-gap"),),
+    ),
+    AbstractInput(
+        "delta-late-fill",
+        "a Delta two past the next, then the one it skipped (a late gap fill), then a "
+        "Checkpoint_request",
         (_case("delta", "applies-after-gap"),),
     ),
     AbstractInput(
@@ -177,7 +189,9 @@ class ConsumerConnection(ConnectionMapper):
 
     def _delta(self, seq: int, output: str | None = None, fp: bytes | None = None) -> bytes:
         delta = set_delta(self.schema, seq)
-        key_bytes = key(f"k{seq % 3}")
+        # Keys in descending order as sequence numbers grow: a digest taken
+        # in arrival order differs from the profile's (sorted keys).
+        key_bytes = key(f"k{(-seq) % 3}")
         if output is None and fp is None and self.negotiated:
             self.expected.apply(seq, key_bytes, delta)
         self.sent_max = max(self.sent_max, seq)
@@ -194,12 +208,19 @@ class ConsumerConnection(ConnectionMapper):
             return self._bytes(Handshake(self.worker, [(self.output, schema)]))
         if name == "handshake-version-2":
             return self._bytes(Handshake(self.worker, [(self.output, self.schema)], 2))
+        probe = self._bytes(CheckpointRequest(CHECKPOINT_ID))
         if name == "delta":
-            return self._delta(self.sent_max + 1)
+            first = self.sent_max + 1
+            return self._delta(first) + self._delta(first + 1) + probe
         if name == "delta-duplicate":
-            return self._delta(max(self.sent_max, 1))
+            seq = self.sent_max + 1
+            delta = self._delta(seq)
+            return delta + self._delta(seq) + probe
         if name == "delta-gap":
-            return self._delta(self.sent_max + 2)
+            return self._delta(self.sent_max + 2) + probe
+        if name == "delta-late-fill":
+            skipped = self.sent_max + 1
+            return self._delta(skipped + 1) + self._delta(skipped) + probe
         if name == "delta-unknown-fingerprint":
             return self._delta(self.sent_max + 1, fp=b"learner-unknown-schema".ljust(32, b"\0"))
         if name == "delta-undeclared-output":
