@@ -112,7 +112,7 @@ def bench_protocol(protocol: str, args: argparse.Namespace, out: Path) -> dict:
             row.update(
                 {
                     "target": target.name,
-                    "nondeterministic": str(exc),
+                    "stopped": str(exc),
                     "separations": None,
                     "seconds": round(time.monotonic() - started, 2),
                 }
@@ -135,17 +135,23 @@ def bench_protocol(protocol: str, args: argparse.Namespace, out: Path) -> dict:
         row["flagged"] = row["separations"] is None or row["separations"] > 0
         figures.append(row)
         print(_line(kind, name, row), flush=True)
-    faults = [row for row in figures if row["kind"] == "fault"]
-    variants = [row for row in figures if row["kind"] == "variant"]
+    return {"protocol": protocol, "read_window_s": window, "rows": figures, **totals(figures)}
+
+
+def totals(rows: list[dict]) -> dict:
+    """The counts of the issue's figures: faults the model diff separates
+    (learning that stopped is counted apart: the target refused the
+    harness's connection, or answered a word in several ways), faults whose
+    own case is named, variants flagged (a difference, or learning stopped)."""
+    faults = [row for row in rows if row["kind"] == "fault"]
+    variants = [row for row in rows if row["kind"] == "variant"]
     return {
-        "protocol": protocol,
-        "read_window_s": window,
-        "rows": figures,
         "faults": len(faults),
-        "faults_separated": sum(row["flagged"] for row in faults),
+        "faults_separated": sum(bool(row.get("separations")) for row in faults),
+        "faults_stopped": sum(bool(_stopped(row)) for row in faults),
         "faults_own_case_named": sum(bool(row.get("own_case_named")) for row in faults),
         "variants": len(variants),
-        "variants_flagged": sum(row["flagged"] for row in variants),
+        "variants_flagged": sum(bool(row.get("separations") or _stopped(row)) for row in variants),
     }
 
 
@@ -155,9 +161,15 @@ def run_dir_folder(run_dir: Path):  # noqa: ANN201 - RunFolder
     return RunFolder(run_dir)
 
 
+def _stopped(row: dict) -> str | None:
+    """Why learning stopped (the target answered a word in several ways, or
+    stopped accepting connections); ``nondeterministic`` in older files."""
+    return row.get("stopped") or row.get("nondeterministic")
+
+
 def _line(kind: str, name: str, row: dict) -> str:
-    if row.get("nondeterministic"):
-        return f"{kind:9} {name:32} NONDETERMINISTIC after {row['seconds']:.1f} s: {row['nondeterministic']}"
+    if _stopped(row):
+        return f"{kind:9} {name:32} LEARNING STOPPED after {row['seconds']:.1f} s: {_stopped(row)}"
     text = (
         f"{kind:9} {name:32} {row['states']:3} states {row['transitions']:4} transitions "
         f"{row['membership_queries']:4} MQ {row['equivalence_queries']:4} EQ "
@@ -174,22 +186,23 @@ def markdown(results: list[dict]) -> str:
     lines = []
     for result in results:
         protocol = result["protocol"]
+        result = {**result, **totals(result["rows"])}
         lines += [
             f"### {protocol} ({ROLE} role, read window {result['read_window_s']:g} s)",
             "",
             f"Faults separated by the model diff alone: **{result['faults_separated']} of "
             f"{result['faults']}** ({result['faults_own_case_named']} with the fault's own case "
-            f"named); conformant variants flagged: **{result['variants_flagged']} of "
-            f"{result['variants']}**.",
+            f"named; learning stopped on {result['faults_stopped']}); conformant variants "
+            f"flagged: **{result['variants_flagged']} of {result['variants']}**.",
             "",
             "| kind | name | states | transitions | MQ | EQ | time (s) | separating sequences | shortest | fault's own case named |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in result["rows"]:
-            if row.get("nondeterministic"):
+            if _stopped(row):
                 lines.append(
                     f"| {row['kind']} | {row['name']} | - | - | - | - | {row['seconds']} | "
-                    f"nondeterministic | - | {row['nondeterministic'][:120]} |"
+                    f"learning stopped: {_stopped(row)[:160]} | - | - |"
                 )
                 continue
             shortest = " · ".join(row.get("shortest") or []) or "-"
@@ -248,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         print(
             f"{result['protocol']}: faults separated {result['faults_separated']}/{result['faults']} "
-            f"(own case named {result['faults_own_case_named']}), variants flagged "
+            f"(own case named {result['faults_own_case_named']}, learning stopped "
+            f"{result['faults_stopped']}), variants flagged "
             f"{result['variants_flagged']}/{result['variants']}"
         )
     print(f"wall time {time.monotonic() - started:.1f} s")
