@@ -142,8 +142,9 @@ def _print_figures(result) -> None:  # noqa: ANN001 - LearnResult
     print(
         f"{figures['target']} ({figures['protocol']} {figures['role']}): {figures['states']} states, "
         f"{figures['transitions']} transitions over {figures['inputs']} inputs; "
-        f"{figures['membership_queries']} membership queries, {figures['equivalence_queries']} "
-        f"equivalence queries ({figures['concrete_queries']} connections, "
+        f"{figures['membership_queries']} membership queries, {figures['hypotheses']} "
+        f"equivalence queries ({figures['equivalence_queries']} test words; "
+        f"{figures['concrete_queries']} connections, "
         f"{figures['cache_hits']} cache hits), {figures['unprompted_dropped']} unprompted "
         f"message(s) dropped; read window {figures['read_window_s']:g} s; "
         f"wall time {figures['seconds']:.1f} s"

@@ -103,8 +103,9 @@ class LearnResult:
     seconds: float
     membership_queries: int
     equivalence_queries: int
-    """Words the equivalence oracle asked."""
+    """Test words the equivalence oracle asked (over every hypothesis)."""
     hypotheses: int
+    """Hypotheses the oracle checked: the equivalence queries proper."""
     concrete_queries: int
     concrete_steps: int
     cache_hits: int
