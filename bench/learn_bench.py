@@ -195,7 +195,7 @@ def markdown(results: list[dict]) -> str:
             f"named; learning stopped on {result['faults_stopped']}); conformant variants "
             f"flagged: **{result['variants_flagged']} of {result['variants']}**.",
             "",
-            "| kind | name | states | transitions | MQ | EQ | time (s) | separating sequences | shortest | fault's own case named |",
+            "| kind | name | states | transitions | MQ | EQ test words | time (s) | separating sequences | shortest | fault's own case named |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in result["rows"]:
