@@ -10,7 +10,8 @@ takes; a Checkpoint_request shows its state. The mapper computes what a
 conformant consumer holds after the Deltas sent (``ExpectedState`` of the
 suite, the reference core's ``SourceTrack``), and the Checkpoint_ack is the
 word ``ACK`` when it says exactly that, else ``ACK(<what differs>)``
-(``last``, ``count``, ``digest``, ``id``, ``no-source``). So the model
+(``last``, ``count``, ``digest``, ``id``, ``no-source``, and ``worker``
+when it names another worker than the Schema_negotiation). So the model
 stays finite: it learns whether the consumer applies Deltas as the profile
 says (P6), not the numbers. Each Delta input ends with a Checkpoint_request
 in the same write, and a duplicate or a late gap fill is sent with what it
@@ -169,6 +170,7 @@ class ConsumerConnection(ConnectionMapper):
         self.sent_max = 0
         self.expected = ExpectedState(self.schema)
         self.negotiated = False
+        self.their_worker: str | None = None
         self.reader = EnvelopeReader()
         self.their_sequence = -1
         self.broken = False
@@ -281,11 +283,14 @@ class ConsumerConnection(ConnectionMapper):
             if message.ok and message.errors:
                 notes.append("errors-when-ok")
             self.negotiated = message.ok
+            self.their_worker = message.worker_id
             head = "NEGOTIATION(ok" if message.ok else "NEGOTIATION(refused"
             return head + "".join("," + note for note in notes) + ")"
         if isinstance(message, CheckpointAck):
             if message.checkpoint_id != CHECKPOINT_ID:
                 notes.append("id")
+            if message.worker_id != self.their_worker:
+                notes.append("worker")
             sources = {state.source_output: state for state in message.sources}
             mine = sources.get(self.output)
             track = self.expected.track

@@ -15,8 +15,8 @@ alphabet: a SEND the profile lets a server either process or refuse
 (``lenient-sends``) learn to another model. CONNECT carries no heart-beat
 header, so none is agreed; EOLs after a frame are allowed all the same
 (the grammar's ``NULL *( EOL )``, variants ``unprompted-traffic`` and
-``extra-eols``) and are dropped and counted once CONNECTED has come; an
-EOL before it is a word (``EOL``).
+``extra-eols``) and are dropped and counted once the server has sent a
+frame; an EOL before its first frame is a word (``EOL``).
 
 Read window: 0.4 s. The reference node answers a SEND after writing it to
 its store (an fsync) and the harness reads through TLS: tens of
@@ -112,6 +112,11 @@ INPUTS = (
         (_case("frame", "repeated-header-first-wins"),),
     ),
     AbstractInput(
+        "SEND-escaped-receipt",
+        "a valid SEND whose receipt holds an escaped colon (\\c): the RECEIPT names it unescaped",
+        (_case("frame", "unescapes-header-values"),),
+    ),
+    AbstractInput(
         "SEND-crlf",
         "a valid SEND with CRLF line ends",
         (_case("frame", "accepts-crlf-line-ends"),),
@@ -143,7 +148,8 @@ class ServerConnection(ConnectionMapper):
         self.settings = settings_of(runtime)
         self.receipts: set[str] = set()
         """Receipts asked for and not yet confirmed."""
-        self.connected = False
+        self.framed = False
+        """The server has sent a frame: EOLs may follow it."""
         self.parser = FrameParser(
             max_frame_bytes=MAX_FRAME_BYTES,
             max_headers=MAX_HEADERS,
@@ -170,6 +176,11 @@ class ServerConnection(ConnectionMapper):
             return self._send("send")
         if name == "SEND-no-destination":
             return self._send("no-destination", drop="destination")
+        if name == "SEND-escaped-receipt":
+            message, frame = valid_send(self.settings.destination, "learn-escaped")
+            receipt = f"learn:{secrets.token_hex(4)}"
+            self.receipts.add(receipt)  # encode_frame escapes the colon as \c
+            return encode_frame(frame.with_headers(("receipt", receipt)))
         if name == "SEND-crlf":
             return self._send("crlf", eol=b"\r\n")
         if name in ("SEND-undefined-escape", "SEND-trailing-backslash"):
@@ -203,18 +214,18 @@ class ServerConnection(ConnectionMapper):
             return got
         for item in items:
             if item is HEARTBEAT:
-                if self.connected:
+                if self.framed:
                     got.unprompted += 1
                 else:
                     got.words.append("EOL")
                 continue
+            self.framed = True
             got.words.append(self._word(item))
         return got
 
     def _word(self, frame: Frame) -> str:
         notes = []
         if frame.command == "CONNECTED":
-            self.connected = True
             version = frame.get("version")
             if version != STOMP_VERSION:
                 notes.append(f"version={version}")
