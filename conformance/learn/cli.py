@@ -26,18 +26,17 @@ from ..runner import (
     EXIT_USAGE,
     new_run_dir,
 )
+from ..runner import EXIT_HARNESS_ERROR
 from .alphabet import alphabet_for, learnable
-from .learner import (
+from .defaults import (
+    DEFAULT_REPEATS,
+    DEFAULT_REPLAYS,
     DEFAULT_SEED,
     DEFAULT_WALK_LENGTH,
     DEFAULT_WALKS_PER_STATE,
-    LearnOptions,
-    running_target,
+    REFERENCE_TARGET,
 )
-from .mapper import DEFAULT_REPEATS, NondeterministicTarget, TargetUnreachable
 from .model import MealyModel
-from .replay import DEFAULT_REPLAYS, replay_file
-from .session import learn_target, reference_name
 
 
 def _usage(text: str) -> int:
@@ -46,6 +45,19 @@ def _usage(text: str) -> int:
 
 
 def cmd_learn(args: argparse.Namespace) -> int:
+    # AALpy is imported here, not when the CLI starts: every other command
+    # works on an install that lacks it.
+    try:
+        import aalpy  # noqa: F401
+    except ImportError:
+        print(
+            "conformance learn: AALpy is not installed (a dependency since issue 32): "
+            "scripts/setup.sh installs it",
+            file=sys.stderr,
+        )
+        return EXIT_HARNESS_ERROR
+    from .learner import LearnOptions
+
     try:
         targets = load_targets(args.targets_file)
     except TargetError as exc:
@@ -74,7 +86,10 @@ def cmd_learn(args: argparse.Namespace) -> int:
     run_id, run_dir = new_run_dir(args.run_dir, args.reports_dir)
     if args.replay:
         return _replay(args, target, alphabet, run_dir, run_id)
-    reference = targets.get(reference_name(protocol))
+    from .mapper import NondeterministicTarget, TargetUnreachable
+    from .session import learn_target
+
+    reference = targets.get(REFERENCE_TARGET.format(protocol=protocol))
     reference_model = MealyModel.load(Path(args.reference_model)) if args.reference_model else None
     try:
         run = learn_target(
@@ -152,6 +167,10 @@ def _print_figures(result) -> None:  # noqa: ANN001 - LearnResult
 
 
 def _replay(args, target, alphabet, run_dir, run_id) -> int:  # noqa: ANN001
+    from .learner import running_target
+    from .mapper import TargetUnreachable
+    from .replay import replay_file
+
     try:
         with running_target(target, run_dir, run_id) as runtime:
             replayed = replay_file(

@@ -29,12 +29,9 @@ from ..core.target_spec import Target
 from ..core.targets import TargetRuntime, make_work_dir
 from ..plugin.protocol_hooks import prepare_runtime
 from .alphabet import ProtocolAlphabet
-from .mapper import DEFAULT_REPEATS, Disagreement, Mapper
+from .defaults import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_WALK_LENGTH, DEFAULT_WALKS_PER_STATE
+from .mapper import Disagreement, Mapper
 from .model import MealyModel
-
-DEFAULT_WALKS_PER_STATE = 8
-DEFAULT_WALK_LENGTH = 3
-DEFAULT_SEED = 32
 
 
 class SeededStatePrefixOracle(Oracle):

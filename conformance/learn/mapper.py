@@ -27,11 +27,11 @@ from aalpy.base import SUL
 from ..core.target_runtime import TargetRuntime
 from ..core.transport import TcpConnection, WireTrace
 from .alphabet import CLOSE, CLOSED, SEPARATOR, SILENCE, ProtocolAlphabet
+from .defaults import DEFAULT_REPEATS
 
 CONNECT_DEADLINE = 5.0
 """Seconds to connect (and finish a TLS handshake): a launched node on
 loopback accepts in milliseconds; five seconds covers a loaded machine."""
-DEFAULT_REPEATS = 3
 
 
 class NondeterministicTarget(RuntimeError):

@@ -17,12 +17,10 @@ from typing import Any
 from ..core.target_runtime import TargetRuntime
 from .alphabet import ProtocolAlphabet
 from .diff import Separation
+from .defaults import DEFAULT_REPLAYS
 from .mapper import Mapper, StepRecord
 
 FORMAT = "conformance-learn-replay/1"
-DEFAULT_REPLAYS = 10
-"""Concrete runs per separating sequence: the issue asks every separating
-sequence to replay to the same outputs 10 times of 10."""
 
 
 @dataclass

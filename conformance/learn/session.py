@@ -17,9 +17,8 @@ from .alphabet import ProtocolAlphabet
 from .diff import Separation, separations
 from .learner import LearnOptions, LearnResult, learn, running_target
 from .model import MealyModel, write_svg
-from .replay import DEFAULT_REPLAYS, Replay, replay_separation
-
-REFERENCE_TARGET = "reference-{protocol}"
+from .defaults import DEFAULT_REPLAYS, REFERENCE_TARGET
+from .replay import Replay, replay_separation
 
 
 def reference_name(protocol: str) -> str:
