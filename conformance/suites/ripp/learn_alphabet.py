@@ -42,6 +42,8 @@ from conformance.core.target_runtime import TargetRuntime
 from conformance.learn.alphabet import AbstractInput, ConnectionMapper, ProtocolAlphabet, Received
 from reference_impl.ripp.envelope import (
     CRC_SIZE,
+    HEADER_SIZE,
+    MAX_PAYLOAD,
     ZERO_FINGERPRINT,
     EnvelopeError,
     EnvelopeReader,
@@ -67,6 +69,8 @@ from .peer import ExpectedState, key, set_delta
 from .registry import load_registry
 
 READ_WINDOW = 0.3
+LENGTH_AT = HEADER_SIZE - 4
+"""The envelope header ends with its int32 payload length."""
 CHECKPOINT_ID = 41
 _workers = itertools.count(1)
 
@@ -145,6 +149,27 @@ INPUTS = (
         "bad-magic",
         "Checkpoint_request whose magic is wrong (CRC recomputed)",
         (_case("envelope", "rejects-bad-magic"),),
+    ),
+    AbstractInput(
+        "envelope-version-2",
+        "Checkpoint_request in an envelope of version 2",
+        (_case("envelope", "rejects-unsupported-version"),),
+    ),
+    AbstractInput(
+        "envelope-unknown-type",
+        "an envelope of message type 9 (a Checkpoint_request's payload)",
+        (_case("envelope", "rejects-unknown-type"),),
+    ),
+    AbstractInput(
+        "envelope-nonzero-flags",
+        "Checkpoint_request in an envelope with flags 1",
+        (_case("envelope", "rejects-nonzero-flags"),),
+    ),
+    AbstractInput(
+        "envelope-oversized-length",
+        f"an envelope header whose length field is {MAX_PAYLOAD + 1} (over the profile's bound), "
+        "and nothing after it",
+        (_case("envelope", "rejects-oversized-length"),),
     ),
     AbstractInput(
         "trailing-payload-bytes",
@@ -241,6 +266,17 @@ class ConsumerConnection(ConnectionMapper):
             data = bytearray(self._bytes(request))
             data[0] ^= 0xFF
             return _recrc(bytes(data))
+        if name.startswith("envelope-"):
+            envelope = self._envelope(request)
+            if name == "envelope-oversized-length":
+                head = encode_envelope(envelope)[:HEADER_SIZE]
+                return head[:LENGTH_AT] + struct.pack("<i", MAX_PAYLOAD + 1)
+            changed = {
+                "envelope-version-2": {"version": 2},
+                "envelope-unknown-type": {"msg_type": 9},
+                "envelope-nonzero-flags": {"flags": 1},
+            }[name]
+            return encode_envelope(envelope._replace(**changed))
         if name == "trailing-payload-bytes":
             return self._bytes(request, payload=encode_payload(request) + b"\0")
         raise KeyError(name)
