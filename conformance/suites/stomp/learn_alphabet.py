@@ -55,6 +55,7 @@ from .peer import (
 )
 
 READ_WINDOW = 0.4
+NO_COMMON_VERSION = "9.9"
 
 _S = "stomp.{}.server.{}"
 
@@ -80,7 +81,8 @@ INPUTS = (
     ),
     AbstractInput(
         "CONNECT-no-common-version",
-        "CONNECT accept-version:1.0 only",
+        f"CONNECT accept-version:{NO_COMMON_VERSION} only (a version no STOMP server speaks; 1.0 "
+        "would not do: a 1.2 server may speak 1.0 too, as RabbitMQ does)",
         (_case("connect", "error-on-no-common-version"),),
     ),
     AbstractInput(
@@ -170,7 +172,7 @@ class ServerConnection(ConnectionMapper):
             headers = self.settings.connect_headers(self.runtime)
             return encode_frame(Frame(name, headers))
         if name == "CONNECT-no-common-version":
-            headers = self.settings.connect_headers(self.runtime, accept_version="1.0")
+            headers = self.settings.connect_headers(self.runtime, accept_version=NO_COMMON_VERSION)
             return encode_frame(Frame("CONNECT", headers))
         if name == "SEND":
             return self._send("send")
