@@ -182,6 +182,7 @@ WORD_CASES = {
     "ACK(": (_case("delta", "applies-in-order"), _case("checkpoint", "answers-request")),
     "version=": (_case("handshake", "refuses-unsupported-protocol-version"),),
     "sequence-not-increasing": (_case("envelope", "sequence-increases"),),
+    "UNDECODABLE(flags)": (_case("envelope", "sends-zero-flags"),),
     "UNDECODABLE": (_case("envelope", "sends-valid-envelopes"),),
 }
 
