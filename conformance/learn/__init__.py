@@ -13,5 +13,8 @@
 * model.py: the learned Mealy machine as data (JSON), DOT and SVG;
 * diff.py: the separating input sequences against the reference's model;
 * replay.py: each separating sequence replayed concretely, as a file;
-* cli.py: the command.
+* session.py: one run of the command (reference, target, diff, replays,
+  the files in the run folder);
+* defaults.py: the bounds, importable without AALpy;
+* cli.py: the command (AALpy is imported only when it runs).
 """
