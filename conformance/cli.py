@@ -593,6 +593,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .coverage.tool import register as register_coverage
 
     register_coverage(sub)
+    from .learn.cli import register as register_learn
+
+    register_learn(sub)
     return parser
 
 

@@ -5,7 +5,7 @@
 # add their extras. Idempotent: a second run only checks, and an extra once
 # installed stays (a later run without its flag does not remove it).
 #
-# Usage: scripts/setup.sh [--test] [--aggregate] [--node] [--rabbitmq] [--ocaml] [--swpt] [--activemq]
+# Usage: scripts/setup.sh [--test] [--aggregate] [--node] [--rabbitmq] [--ocaml] [--swpt] [--activemq] [--graphviz]
 #        scripts/setup.sh --help
 #   --test      also installs the test extra, `.[test]` (PySpark, DuckDB, NumPy,
 #               Selenium, the STOMP client libraries, actionlint, ...): what
@@ -22,6 +22,8 @@
 #               (scripts/install-swpt-stomp.sh), and RabbitMQ, its broker
 #   --activemq  also installs Debian's activemq 5.17 and Java 17 for the STOMP
 #               target `activemq` (scripts/install-activemq.sh; root or sudo)
+#   --graphviz  also installs Debian's graphviz, so that `conformance learn`
+#               draws its models as SVG (scripts/install-graphviz.sh; root or sudo)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -31,7 +33,7 @@ usage() { sed -n '/^# Usage:/,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}";
 for arg in "$@"; do
     case "$arg" in
         -h|--help) usage; exit 0 ;;
-        --test|--aggregate|--node|--rabbitmq|--ocaml|--swpt|--activemq) ;;
+        --test|--aggregate|--node|--rabbitmq|--ocaml|--swpt|--activemq|--graphviz) ;;
         *) echo "setup: ERROR: unknown option $arg" >&2; usage >&2; exit 2 ;;
     esac
 done
@@ -78,6 +80,7 @@ for arg in "$@"; do
         --ocaml) scripts/install-ocaml.sh ;;
         --swpt) scripts/install-rabbitmq.sh && scripts/install-swpt-stomp.sh ;;
         --activemq) scripts/install-activemq.sh ;;
+        --graphviz) scripts/install-graphviz.sh ;;
         *) echo "setup: ERROR: unknown option $arg" >&2; exit 2 ;;
     esac
 done

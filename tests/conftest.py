@@ -83,6 +83,11 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "harness/test_crosscheck.py::test_interop_writes_the_cross_check_with_real_certifications": (
         "full",
     ),
+    # conformance learn end to end: each learns reference nodes, faults and
+    # variants (half a minute to two minutes of queries).
+    "learn/test_learn_ripplehost.py": ("full",),
+    "learn/test_learn_stomp.py": ("full",),
+    "learn/test_learn_ripp.py": ("full",),
     # Every reference node through each impairment profile that must change
     # no verdict: 20 certifications (docs/impairment.md).
     "harness/test_impair.py::test_reference_verdicts_hold_under_impairment": ("full",),

@@ -23,6 +23,8 @@ Layout:
     grammar-violations-<session>.jsonl  frames of the node that broke the
                                 frame grammar, whichever case read them
                                 (core/node_grammar.py)
+    learn/<target>/             ``conformance learn``: model.json, model.dot,
+                                model.svg, summary.json, replays/<n>-<name>.json
 
 A *session* is one pytest run: a target alone (``NAME``) or an interop pair
 (``CLIENT+SERVER``), see :func:`session_label`.
@@ -43,6 +45,10 @@ LOGS_DIR = "logs"
 TRACES_DIR = "traces"
 TRACE_SUFFIX = ".txt"
 CAPTURE_SUFFIX = ".pcapng"
+LEARN_DIR = "learn"
+LEARNED_MODEL_STEM = "model"
+LEARN_SUMMARY_FILE = "summary.json"
+LEARN_REPLAYS_DIR = "replays"
 DEFAULT_RUNS_DIR = Path("reports") / "runs"
 
 
@@ -134,6 +140,27 @@ class RunFolder:
         """The node's frames that broke the frame grammar in a session, one
         record a line, for the grammar case of their protocol and role."""
         return self.path / f"grammar-violations-{session_label(target, peer)}.jsonl"
+
+    def learn_dir(self, target: str) -> Path:
+        """What ``conformance learn`` wrote for one target."""
+        return self.path / LEARN_DIR / target
+
+    def learned_model(self, target: str, suffix: str) -> Path:
+        """The learned model as ``.json`` (the data), ``.dot`` or ``.svg``."""
+        if suffix not in (".json", ".dot", ".svg"):
+            raise ValueError(f"a learned model is .json, .dot or .svg, not {suffix!r}")
+        return self.learn_dir(target) / f"{LEARNED_MODEL_STEM}{suffix}"
+
+    def learn_summary(self, target: str) -> Path:
+        return self.learn_dir(target) / LEARN_SUMMARY_FILE
+
+    def learn_replays(self, target: str) -> Path:
+        return self.learn_dir(target) / LEARN_REPLAYS_DIR
+
+    def learn_replay(self, target: str, index: int, name: str) -> Path:
+        """The replay file of the ``index``-th separating sequence, ``name``
+        saying which case it touches (or that it is a coverage gap)."""
+        return self.learn_replays(target) / f"{index:02d}-{name}.json"
 
     def is_run(self) -> bool:
         """A folder some run wrote results into (finished or not)."""
