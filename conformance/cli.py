@@ -596,6 +596,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .learn.cli import register as register_learn
 
     register_learn(sub)
+    from .fuzz.cli import register as register_fuzz
+
+    register_fuzz(sub)
     return parser
 
 

@@ -25,6 +25,8 @@ Layout:
                                 (core/node_grammar.py)
     learn/<target>/             ``conformance learn``: model.json, model.dot,
                                 model.svg, summary.json, replays/<n>-<name>.json
+    fuzz-summary.json           what a fuzz run did per target (conformance fuzz)
+    fuzz/replay-<target>-<case>.json  a shrunk failure of a fuzz run (conformance replay)
 
 A *session* is one pytest run: a target alone (``NAME``) or an interop pair
 (``CLIENT+SERVER``), see :func:`session_label`.
@@ -49,6 +51,8 @@ LEARN_DIR = "learn"
 LEARNED_MODEL_STEM = "model"
 LEARN_SUMMARY_FILE = "summary.json"
 LEARN_REPLAYS_DIR = "replays"
+FUZZ_SUMMARY_FILE = "fuzz-summary.json"
+FUZZ_DIR = "fuzz"
 DEFAULT_RUNS_DIR = Path("reports") / "runs"
 
 
@@ -123,6 +127,14 @@ class RunFolder:
     def captures(self) -> list[Path]:
         """Every capture the run wrote, in name order."""
         return sorted(self.traces_root.glob(f"*/*{CAPTURE_SUFFIX}"))
+
+    @property
+    def fuzz_summary(self) -> Path:
+        return self.path / FUZZ_SUMMARY_FILE
+
+    def fuzz_replay(self, target: str, case_id: str) -> Path:
+        """The replay file of the failure a fuzz run found on ``target``."""
+        return self.path / FUZZ_DIR / f"replay-{target}-{case_id}.json"
 
     def plan(self, target: str, peer: str | None = None) -> Path:
         return self.path / f"planned-{session_label(target, peer)}.jsonl"

@@ -20,6 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ..fuzz_budget import examples
 
+from conformance.fuzz.strategies import RIPPLE_HOST_ID as HOST_ID
+from conformance.fuzz.strategies import pieces, ripplehost_streams as streams
 from reference_impl.ripplehost.frame import (
     DEFAULT_MAX_HEADER_LINE,
     DEFAULT_MAX_SIZE,
@@ -32,59 +34,6 @@ from reference_impl.ripplehost.session import Closed, MessageReceived, RippleSes
 from tests.memory_bounds import peak_while_offering
 
 DEADLINE = 10.0
-HOST_ID = encode_message("MSG", 0, {"type": "host-id", "hostname": "a.example"})
-
-valid_pieces = st.one_of(
-    st.builds(lambda n: encode_message("MSG", 2 * n, {"type": "ping"}), st.integers(1, 50)),
-    st.builds(
-        lambda n, c: encode_message("MSG", 2 * n, {"type": "echo", "t": "x" * 60}, chunk_size=c),
-        st.integers(1, 50),
-        st.integers(1, 30),
-    ),
-    st.builds(lambda n: encode_message("RPY", n, {"type": "pong"}), st.integers(0, 9)),
-    st.builds(
-        lambda n: encode_message("MSG", n, {"type": "ping"}, to_user="u", from_user="v"),
-        st.integers(0, 9),
-    ),
-    st.sampled_from(
-        [b'MSG 1.0 4 * 3\r\n{"tEND\r\n', b"MSG 1.0 6 . 2000000000\r\n", b"\r\n", b"END\r\n"]
-    ),
-)
-
-
-@st.composite
-def mutated_streams(draw) -> bytes:
-    data = bytearray(HOST_ID + b"".join(draw(st.lists(valid_pieces, max_size=8))))
-    for _ in range(draw(st.integers(0, 5))):
-        if not data:
-            break
-        kind = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "special"]))
-        at = draw(st.integers(0, len(data) - 1))
-        if kind == "flip":
-            data[at] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=16))
-        elif kind == "delete":
-            del data[at : at + draw(st.integers(1, 16))]
-        elif kind == "truncate":
-            del data[at:]
-        else:
-            data[at:at] = draw(
-                st.sampled_from([b" ", b"\n", b"\r\n", b"*", b"0", b"99999", b"END\r\n", b"\xff"])
-            )
-    return bytes(data)
-
-
-streams = st.one_of(
-    mutated_streams(),
-    st.binary(max_size=1024),
-    st.builds(lambda b: HOST_ID + b, st.binary(max_size=1024)),
-)
-
-
-def pieces(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({cut % (len(data) + 1) for cut in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:])]
 
 
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])

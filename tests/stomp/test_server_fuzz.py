@@ -27,99 +27,18 @@ from hypothesis import strategies as st
 from ..fuzz_budget import examples
 
 from conformance.core.pki import TestPki, make_pki
-from reference_impl.stomp.frame import HEARTBEAT, Frame, FrameError, FrameParser, encode_frame
+from conformance.fuzz.strategies import STOMP_CONNECT as CONNECT
+from conformance.fuzz.strategies import pieces, stomp_streams as streams
+from conformance.fuzz.strategies import stomp_mutated_streams as mutated_streams
+from conformance.fuzz.strategies import stomp_send_frame as send_frame
+from reference_impl.stomp.frame import HEARTBEAT, FrameError, FrameParser
 from reference_impl.stomp.node import StompServerNode
 from reference_impl.stomp.server import ServerConnection
-from reference_impl.stomp.smp import encode_message, example_message
 from tests.memory_bounds import peak_while_offering
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 10.0
-CONNECT = b"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:0,0\n\n\x00"
 MAX_FRAME = 16384
-
-
-def send_frame(receipt: str, creditor_id: int = 4294967299, *, eol: bytes = b"\n") -> bytes:
-    message = example_message("ConfigureAccount")
-    message["creditor_id"] = creditor_id
-    return encode_frame(
-        Frame(
-            "SEND",
-            (
-                ("destination", "/exchange/smp"),
-                ("receipt", receipt),
-                ("type", "ConfigureAccount"),
-                ("content-type", "application/json"),
-                ("persistent", "true"),
-            ),
-            encode_message(message),
-        ),
-        eol=eol,
-    )
-
-
-# ---------------------------------------------------------------- strategies
-
-valid_pieces = st.one_of(
-    st.builds(
-        lambda r, eol: send_frame(f"r{r}", eol=eol),
-        st.integers(0, 999),
-        st.sampled_from([b"\n", b"\r\n"]),
-    ),
-    st.just(b"\n"),
-    st.just(b"\r\n"),
-    st.just(b"DISCONNECT\nreceipt:bye\n\n\x00"),
-    st.sampled_from(
-        [b"SUBSCRIBE\nid:0\ndestination:/q\n\n\x00", b"SEND\nreceipt:x\n\n\x00", CONNECT]
-    ),
-)
-
-
-@st.composite
-def mutated_streams(draw) -> bytes:
-    data = bytearray(CONNECT + b"".join(draw(st.lists(valid_pieces, max_size=8))))
-    for _ in range(draw(st.integers(0, 6))):
-        kind = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "special"]))
-        if not data:
-            break
-        at = draw(st.integers(0, len(data) - 1))
-        if kind == "flip":
-            data[at] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "insert":
-            data[at:at] = draw(st.binary(min_size=1, max_size=16))
-        elif kind == "delete":
-            del data[at : at + draw(st.integers(1, 16))]
-        elif kind == "truncate":
-            del data[at:]
-        else:
-            data[at:at] = draw(
-                st.sampled_from(
-                    [
-                        b"\x00",
-                        b"\\",
-                        b"\\t",
-                        b":",
-                        b"\r",
-                        b"\n\n",
-                        b"content-length:99\n",
-                        b"\xff\xfe",
-                        b"heart-beat:1,x\n",
-                    ]
-                )
-            )
-    return bytes(data)
-
-
-streams = st.one_of(
-    mutated_streams(),
-    st.binary(max_size=2048),
-    st.builds(lambda b: CONNECT + b, st.binary(max_size=2048)),
-)
-
-
-def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({cut % (len(data) + 1) for cut in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:])]
 
 
 def drive(data: bytes, cuts: list[int]) -> tuple[ServerConnection, bytes, list[str | None]]:
@@ -128,7 +47,7 @@ def drive(data: bytes, cuts: list[int]) -> tuple[ServerConnection, bytes, list[s
     conn = ServerConnection(max_frame_bytes=MAX_FRAME, max_headers=32, max_header_line=2048)
     out = bytearray()
     stored_receipts: list[str | None] = []
-    for chunk in chunked(data, cuts):
+    for chunk in pieces(data, cuts):
         for request in conn.receive_data(chunk):
             stored_receipts.append(request.message.receipt)
             conn.stored(request.request_id)
