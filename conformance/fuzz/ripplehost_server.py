@@ -154,7 +154,10 @@ class RippleHostServerMachine(FuzzMachine):
         self.model: RippleSession | None = None
         self.reader = MessageReader()
         self.expected: list[tuple[RippleMessage, int]] = []
-        self.pointer = 0
+        self.matched: set[int] = set()
+        """Indexes of the expected answers that came. Answers are matched by
+        msgno, in any order: the node answers what its session refuses
+        (another version) while it reads, the rest after the read."""
         self.cases: list[str | None] = []
         self.next_msgno = 2
         self.answered: list[int] = []
@@ -350,7 +353,7 @@ class RippleHostServerMachine(FuzzMachine):
             raise FuzzFailure(HOSTID_S + "replies-with-host-id", f"no connection: {exc}") from None
         self.model = RippleSession(Role.ACCEPTOR, MODEL_HOSTNAME)
         self.reader = MessageReader()
-        self.expected, self.pointer, self.cases = [], 0, []
+        self.expected, self.matched, self.cases = [], set(), []
         self.next_msgno, self.answered = 2, []
         self.host_id_answered = False
         self.target_msgnos = set()
@@ -441,7 +444,8 @@ class RippleHostServerMachine(FuzzMachine):
                 )
             self.target_msgnos.add(got.msgno)
             return
-        if self.pointer >= len(self.expected):
+        waiting = self.waiting()
+        if not waiting:
             closed_silently = (
                 self.model is not None
                 and self.model.closed
@@ -461,14 +465,9 @@ class RippleHostServerMachine(FuzzMachine):
                 "(nothing)",
                 f"{got.type} {got.msgno}",
             )
-        if self.optional_from is not None and self.pointer >= self.optional_from:
-            # Answers that may be left out: skip to the one this is, if any.
-            for later in range(self.pointer, len(self.expected)):
-                candidate = self.expected[later][0]
-                if (candidate.type, candidate.msgno) == (got.type, got.msgno):
-                    self.pointer = later
-                    break
-        want, index = self.expected[self.pointer]
+        # The answer to the MSG of the same msgno, else the first one due.
+        position = next((i for i in waiting if self.expected[i][0].msgno == got.msgno), waiting[0])
+        want, index = self.expected[position]
         case = self.case_of(index)
         shown_want = f"{want.type} {want.version} {want.msgno} {json.dumps(want.body)[:120]}"
         shown_got = f"{got.type} {got.version} {got.msgno} {json.dumps(got.body)[:120]}"
@@ -507,19 +506,26 @@ class RippleHostServerMachine(FuzzMachine):
                 fail(case, "the ERR's body is not the profile's error with the reference's code")
         elif got.body != want.body:
             fail(case, "the answer's body is not the reference's")
-        self.pointer += 1
+        self.matched.add(position)
         if got.type in ("RPY", "ERR"):
             self.answered.append(got.msgno)
+
+    def waiting(self) -> list[int]:
+        """Indexes of the expected answers not come yet."""
+        return [i for i in range(len(self.expected)) if i not in self.matched]
+
+    def due(self) -> list[int]:
+        """Those of them that must come (see optional_from)."""
+        limit = len(self.expected) if self.optional_from is None else self.optional_from
+        return [i for i in self.waiting() if i < limit]
 
     async def _settle(self) -> None:
         assert self.conn is not None and self.model is not None
         deadline = Deadline(self.deadline)
-        while self.pointer < len(self.expected) and not (
-            self.optional_from is not None and self.pointer >= self.optional_from
-        ):
+        while self.due():
             try:
                 if not await self._read(deadline):
-                    want, index = self.expected[self.pointer]
+                    want, index = self.expected[self.due()[0]]
                     raise FuzzFailure(
                         self.case_of(index),
                         f"the target closed the association where the reference answers "
@@ -528,7 +534,7 @@ class RippleHostServerMachine(FuzzMachine):
                         "(closed)",
                     )
             except DeadlineExceeded:
-                want, index = self.expected[self.pointer]
+                want, index = self.expected[self.due()[0]]
                 raise FuzzFailure(
                     self.case_of(index),
                     f"no answer within {self.deadline:g} s where the reference answers {want.type} "
