@@ -78,6 +78,8 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "harness/test_case_jobs.py::test_reference_verdicts_do_not_depend_on_case_jobs": ("full",),
     "harness/test_btp_certify.py::test_each_broken_btp_node_fails_the_rules_it_breaks": ("full",),
     "harness/test_certify.py::test_each_broken_node_fails_the_rule_it_breaks": ("full",),
+    # Live fuzzing runs (nodes started, Hypothesis for real): seconds each.
+    "fuzz/test_live.py": ("full",),
     # certify + mutation + interop end to end (53 s, the fast tier's longest);
     # the cross-check's logic keeps its unit tests in the fast tier.
     "harness/test_crosscheck.py::test_interop_writes_the_cross_check_with_real_certifications": (
