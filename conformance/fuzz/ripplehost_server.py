@@ -214,12 +214,12 @@ class RippleHostServerMachine(FuzzMachine):
     def build(self, draft: dict[str, Any], drawing: st.DataObject) -> list[Message]:
         kind, case = draft["kind"], draft["case"]
         capabilities = self.runtime.target.capabilities
-        if kind == "ping-me" and "ping-me" not in capabilities:
-            kind = "ping"
-        if kind in ("reuse-held",) and "hold" not in capabilities:
-            kind = "ping"
-        if kind == "reuse-answered" and not self.answered:
-            kind = "ping"
+        if (
+            (kind == "ping-me" and "ping-me" not in capabilities)
+            or (kind == "reuse-held" and "hold" not in capabilities)
+            or (kind == "reuse-answered" and not self.answered)
+        ):
+            kind, case = KINDS[0]  # what the target or the association cannot show: a ping
         text = draft["text"]
         messages: list[Message] = []
         if kind == "ping":
@@ -526,8 +526,10 @@ class RippleHostServerMachine(FuzzMachine):
             try:
                 if not await self._read(deadline):
                     want, index = self.expected[self.due()[0]]
+                    # A close comes from the last thing read: after shrinking,
+                    # the message that made the target close is the last one.
                     raise FuzzFailure(
-                        self.case_of(index),
+                        self.case_of(len(self.cases) - 1),
                         f"the target closed the association where the reference answers "
                         f"{want.type} {want.msgno} {json.dumps(want.body)[:120]}",
                         f"{want.type} {want.msgno}",
