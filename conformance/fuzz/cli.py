@@ -23,6 +23,7 @@ from ..core.run_folder import RunFolder
 from ..core.targets import TargetError, TargetNotStarted, load_targets
 from ..runner import EXIT_NOT_CONFORMANT, EXIT_NOT_STARTED, EXIT_USAGE, new_run_dir
 from .engine import (
+    DEFAULT_STEPS,
     MACHINES,
     FuzzOptions,
     fuzz,
@@ -220,7 +221,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="seconds to wait for an answer the reference gives, or a close (default 2)",
     )
     parser.add_argument(
-        "--steps", type=_positive, default=6, help="rules per example after the first (default 6)"
+        "--steps",
+        type=_positive,
+        default=DEFAULT_STEPS,
+        help=f"rules per example after the first (default {DEFAULT_STEPS})",
     )
     parser.add_argument(
         "--shrink-budget",

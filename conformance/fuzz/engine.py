@@ -53,7 +53,7 @@ MACHINES: dict[tuple[str, str], str] = {
 ROUND_EXAMPLES = 10
 """Examples per Hypothesis run: the budget is checked, and a progress line
 printed, between rounds."""
-DEFAULT_STEPS = 6
+DEFAULT_STEPS = 10
 """Rules per example after the first (Hypothesis ``stateful_step_count``)."""
 
 
