@@ -26,15 +26,18 @@ from conformance.mutation import (
     variant_table,
 )
 
-FAULT = ("ripplehost", "reply-wrong-msgno", "ripplehost.msgno.server.reply-carries-msgno")
+FAULTS = [
+    # (protocol, fault, the case it breaks, sends left after shrinking)
+    ("ripplehost", "reply-wrong-msgno", "ripplehost.msgno.server.reply-carries-msgno", 2),
+    ("stomp", "connected-without-version", "stomp.connect.server.connected-says-version-1-2", 1),
+]
 
 
 def write_targets(path: Path) -> Path:
     tables = builtin_tables()
     generated = {
-        mutant_name(FAULT[0], FAULT[1]): mutant_table(
-            tables[f"reference-{FAULT[0]}"], FAULT[1], "server"
-        )
+        mutant_name(protocol, fault): mutant_table(tables[f"reference-{protocol}"], fault, "server")
+        for protocol, fault, _, _ in FAULTS
     }
     for protocol, variant in (
         ("ripplehost", "unprompted-traffic"),
@@ -73,9 +76,12 @@ def test_fuzzing_the_reference_node_breaks_no_rule(name, examples, tmp_path):
     assert not result.health, "the reference node exited or hung during the run"
 
 
-def test_a_fault_is_found_shrunk_saved_recorded_and_replayed(tmp_path, capsys):
+@pytest.mark.parametrize("protocol, fault, case, sends", FAULTS)
+def test_a_fault_is_found_shrunk_saved_recorded_and_replayed(
+    protocol, fault, case, sends, tmp_path, capsys
+):
     targets_file = write_targets(tmp_path / "targets.toml")
-    name = mutant_name(FAULT[0], FAULT[1])
+    name = mutant_name(protocol, fault)
     run_dir = tmp_path / "run"
     code = main(
         [
@@ -86,18 +92,19 @@ def test_a_fault_is_found_shrunk_saved_recorded_and_replayed(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 1, out
     folder = RunFolder(run_dir)
-    replay_file = folder.fuzz_replay(name, FAULT[2])
+    replay_file = folder.fuzz_replay(name, case)
     document = json.loads(replay_file.read_text())
-    assert document["case_id"] == FAULT[2] and document["target"] == name
-    assert document["protocol"] == "ripplehost" and document["seed"] == 3
-    sends = [a for a in document["actions"] if a["do"] == "send"]
-    # Shrunk: the host-id exchange and one MSG whose answer carries the wrong msgno.
-    assert len(sends) == 2, document["actions"]
-    assert all(bytes.fromhex(m["hex"]) for a in sends for m in a["messages"])
-    assert "msgno" in document["message"] and document["expected"] != document["observed"]
+    assert document["case_id"] == case and document["target"] == name
+    assert document["protocol"] == protocol and document["seed"] == 3
+    sent = [a for a in document["actions"] if a["do"] == "send"]
+    # Shrunk to what shows the fault: the opening (and for Ripple host one
+    # MSG whose answer carries the wrong msgno).
+    assert len(sent) == sends, document["actions"]
+    assert all(bytes.fromhex(m["hex"]) for a in sent for m in a["messages"])
+    assert document["expected"] != document["observed"]
     [record] = list(read_results(folder.results))
-    assert (record["case_id"], record["outcome"], record["target"]) == (FAULT[2], FAILED, name)
-    assert (run_dir / record["trace_file"]).read_text().count("harness -> target") >= 2
+    assert (record["case_id"], record["outcome"], record["target"]) == (case, FAILED, name)
+    assert (run_dir / record["trace_file"]).read_text().count("harness -> target") >= sends
     assert list(folder.allure_results.glob("*-result.json"))
 
     code = main(
@@ -107,7 +114,7 @@ def test_a_fault_is_found_shrunk_saved_recorded_and_replayed(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 1 and "REPRODUCED" in out and "(3 of 3)" in out, out
     code = main(
-        ["replay", str(replay_file), "--target", "reference-ripplehost",
+        ["replay", str(replay_file), "--target", f"reference-{protocol}",
          "--run-dir", str(tmp_path / "replay-reference")]
     )  # fmt: skip
     out = capsys.readouterr().out
