@@ -133,3 +133,27 @@ def test_a_conformant_variant_breaks_no_rule(protocol, variant, examples, tmp_pa
         result.failure.trace[-2000:] if result.failure else "",
     )
     assert result.examples >= examples
+
+
+def test_a_target_that_exits_is_restarted_between_examples_and_its_exit_kept(tmp_path):
+    import os
+    import signal
+
+    from conformance.fuzz.machine import FuzzSession
+
+    target = load_targets([])["reference-ripplehost"]
+    runtime = start_target(target, RunFolder(tmp_path), "test")
+    try:
+        session = FuzzSession(runtime, 2.0)
+        first = runtime.server
+        os.killpg(first.process.pid, signal.SIGKILL)
+        first.wait(10)
+        session.begin_example()
+        assert runtime.server is not first and runtime.server.running()
+        [note] = session.health
+        assert "exited (code -9)" in note and "RIPPLE_READY" in note, note
+        # And it serves: an example against the restarted node breaks no rule.
+        result = fuzz(runtime, machine_for("ripplehost", "server"), FuzzOptions(examples=5, seed=1))
+        assert result.failure is None
+    finally:
+        runtime.stop()
