@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,9 @@ SHORT_PAUSE = 0.05
 QUIET_SECONDS = 0.1
 """How long the end of an example listens for frames nobody asked for."""
 STORE_SETTLE_SECONDS = 0.5
+IDLE_CLOSE_SECONDS = 1.0
+"""A close read this long after the harness's last write is the target
+dropping a quiet connection, not an answer to what was sent."""
 """After a cut connection: time for the server to see it end."""
 
 REFUSAL_CASES = {
@@ -505,6 +509,9 @@ class StompServerMachine(FuzzMachine):
         self.idled = False
         self.receipted: list[str] = []
         self.last_case: str | None = None
+        self.last_write_at = 0.0
+        self.closed_at: float | None = None
+        """When the target's close was read (monotonic)."""
 
     @staticmethod
     def _parser() -> FrameParser:
@@ -659,6 +666,7 @@ class StompServerMachine(FuzzMachine):
             Track(LENIENT_SENDS, frozenset({LENIENT_SENDS})),
         ]
         self.parser = self._parser()
+        self.closed_at = None
         self.connected = None
         self.connect_heart_beat = None
 
@@ -684,6 +692,7 @@ class StompServerMachine(FuzzMachine):
             if data.startswith((b"CONNECT", b"STOMP")) and self.connect_heart_beat is None:
                 self.connect_heart_beat = _header_value(data, b"heart-beat")
         for write in writes:
+            self.last_write_at = time.monotonic()
             if not await self.conn.send_quietly(write, f"{len(write)} bytes"):
                 break  # the target hung up: the reads below judge whether it might
         await self._settle()
@@ -698,6 +707,8 @@ class StompServerMachine(FuzzMachine):
         assert self.conn is not None
         data = await self.conn.receive_some(deadline)
         if not data:
+            if self.closed_at is None:
+                self.closed_at = time.monotonic()
             return False
         try:
             items = self.parser.receive_data(data)
@@ -799,8 +810,17 @@ class StompServerMachine(FuzzMachine):
                     "(open)",
                 )
             elif not track.closing and self.conn.eof:
+                idle = (self.closed_at or time.monotonic()) - self.last_write_at
+                case = self._closed_case(track, last)
+                if idle >= IDLE_CLOSE_SECONDS:
+                    # Closed on its own, long after the last input: an idle drop.
+                    case = (
+                        CONNECT + "missing-heart-beat-means-none"
+                        if self.connect_heart_beat is None
+                        else CONNECT + "keeps-idle-connection"
+                    )
                 track.fail(
-                    self._closed_case(track, last),
+                    case,
                     f"the target closed the connection{self._alert()} where the reference keeps "
                     "it open",
                     "(open)",
