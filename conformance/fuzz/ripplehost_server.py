@@ -457,13 +457,16 @@ class RippleHostServerMachine(FuzzMachine):
             self.target_msgnos.add(got.msgno)
             return
         waiting = self.waiting()
-        if not waiting:
-            closed_silently = (
-                got.type == "ERR"  # an answer to the broken frame (serving it is another rule's)
-                and self.model is not None
-                and self.model.closed
-                and "grammar" in (self.model.close_reason or "")
-            )
+        # An ERR for no MSG the reference answers, where it closes on a broken
+        # frame: an answer to that frame (serving it is another rule's failure).
+        closed_silently = (
+            got.type == "ERR"
+            and self.model is not None
+            and self.model.closed
+            and "grammar" in (self.model.close_reason or "")
+            and not any(self.expected[i][0].msgno == got.msgno for i in waiting)
+        )
+        if not waiting or closed_silently:
             raise FuzzFailure(
                 FRAME_S + "closes-silently-on-malformed-header"
                 if closed_silently
