@@ -485,7 +485,18 @@ def frame_problem(item: Expected, frame: Frame, case: str) -> tuple[str, str] | 
 # --- the machine -------------------------------------------------------------------------------
 
 TLS_PROBES = ("tls-1.2", "no-certificate", "untrusted-certificate")
-ASIDES = ("pause", "pause", "idle", "check", "check", "cut", "restart", *TLS_PROBES)
+ASIDES = (
+    "pause",
+    "pause",
+    "pause",
+    "idle",
+    "check",
+    "check",
+    "check",
+    "cut",
+    "restart",
+    *TLS_PROBES,
+)
 """What the ``aside`` rule does, by weight."""
 PROBE_CASES = {
     "tls-1.2": TLS + "refuses-tls-1-2",
