@@ -854,6 +854,15 @@ class StompServerMachine(FuzzMachine):
         long_pause = seconds >= IDLE_SECONDS
         if long_pause:
             self.idled = True
+            # Whatever the target does unasked while the connection is quiet
+            # (an ERROR, a close) is about keeping it, not about the last message.
+            idle_case = (
+                CONNECT + "missing-heart-beat-means-none"
+                if self.connect_heart_beat is None
+                else CONNECT + "keeps-idle-connection"
+            )
+            for track in self.tracks:
+                track.feed(b"", idle_case)
         before = self.conn.trace.total("received")
         deadline = Deadline(seconds)
         try:
