@@ -141,12 +141,19 @@ def drafts(draw) -> dict[str, Any]:
     return draft
 
 
-answer_and_broken_pieces = ripplehost_valid_pieces.filter(
-    lambda piece: not piece.startswith(b"MSG") or b" * " in piece[:16] or b"2000000000" in piece
-)
-"""The shared pieces but whole MSGs: their fixed msgnos could repeat one of
-the example's within one write, which the target may or may not read as a
-reuse depending on how its reads cut the stream."""
+def _usable_piece(piece: bytes) -> bool:
+    if piece.startswith(b"MSG"):
+        return b" * " in piece[:16] or b"2000000000" in piece
+    if piece.startswith(b"RPY"):
+        return int(piece.split(b" ")[2]) % 2 == 0
+    return True
+
+
+answer_and_broken_pieces = ripplehost_valid_pieces.filter(_usable_piece)
+"""The shared pieces but whole MSGs, whose fixed msgnos could repeat one of
+the example's within one write (a reuse or not, depending on how the target's
+reads cut the stream), and answers to odd msgnos, which a target sending MSGs
+of its own (the text allows it) may have outstanding."""
 
 
 def _header_bytes(type_: str, msgno: str, more: str, size: int, users: str = "") -> bytes:
