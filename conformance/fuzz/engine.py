@@ -262,7 +262,7 @@ def save_failure(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(replay_document(result, runtime), indent=2) + "\n", encoding="utf-8")
     result.replay_file = path
-    trace = folder.traces(result.target) / f"{failure.case_id}.txt"
+    trace = folder.case_trace(failure.case_id, result.target)
     trace.parent.mkdir(parents=True, exist_ok=True)
     trace.write_text(result.failure.trace, encoding="utf-8")
     level, citation, basis, depends = _case_facts(result.protocol, failure.case_id)
