@@ -124,6 +124,7 @@ CASE_IDS = tuple(
             FRAME + "no-body-on-connected-or-receipt",
             FRAME + "error-has-message-header",
             FRAME + "error-carries-receipt-id",
+            FRAME + "sends-well-formed-frames",
             RECEIPT + "receipt-id-echoes-receipt",
             RECEIPT + "receipts-in-order",
             RECEIPT + "receipted-message-is-stored",
@@ -736,7 +737,7 @@ class StompServerMachine(FuzzMachine):
         except FrameError as exc:
             for track in self.tracks:
                 track.fail(
-                    track.case_of(len(track.cases) - 1),
+                    FRAME + "sends-well-formed-frames",
                     f"the target sent a malformed frame ({exc.reason}): {exc.data[:200]!r}",
                 )
             self._raise_divergence()
