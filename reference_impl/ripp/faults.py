@@ -81,6 +81,10 @@ POINTS: dict[str, str] = {
     "closes the connection (True, P6) rather than being dropped; context: delta",
     "output-fingerprint-matches": "whether a Delta's envelope fingerprint (a negotiated one) is "
     "that of its own output's schema (P4); context: delta, fingerprint",
+    "early-message-refused": "whether a message other than a Handshake that comes first closes "
+    "the connection (True, P2) rather than being dropped; context: envelope",
+    "second-handshake-refused": "whether a Handshake after the first closes the connection "
+    "(True, P2) rather than being dropped; context: envelope",
     "received-delta": "the Delta.t decoded from a Delta's delta_bytes, before it is checked "
     "against the writer schema (P6); context: track (the output's SourceTrack)",
     "liveness-deadline": "when the consumer closes a producer that sent no Heartbeat (ns, None: "
@@ -101,6 +105,8 @@ POINTS: dict[str, str] = {
     "heartbeat-interval-ms": "the Heartbeat interval the producer keeps, in ms (the negotiated "
     "one); no context",
     "heartbeat-deadline": "when the producer's next Heartbeat is due (ns, None: never); no context",
+    "unrequested-ack-refused": "whether a Checkpoint_ack for a checkpoint the producer never "
+    "requested closes the connection (True, P2, P7) rather than being dropped; context: ack",
     "delta-sequence-no": "the sequence_no of a Delta the producer sends; no context",
     "delta": "the Delta.t a Delta the producer sends carries; context: output",
     "deltas-before-negotiation": "whether the producer run sends its Deltas right after the "
@@ -639,6 +645,20 @@ SPECS: tuple[FaultSpec, ...] = (
         (DELTA + "closes-on-fingerprint-of-another-output",),
         changes={"output-fingerprint-matches": accepted},
     ),
+    FaultSpec(
+        "drop-message-before-handshake",
+        "server",
+        "drop a message other than a Handshake that comes first and stay open instead of closing",
+        (HANDSHAKE + "closes-on-message-before-handshake",),
+        changes={"early-message-refused": not_refused},
+    ),
+    FaultSpec(
+        "drop-second-handshake",
+        "server",
+        "drop a second Handshake and stay open instead of closing",
+        (HANDSHAKE + "closes-on-second-handshake",),
+        changes={"second-handshake-refused": not_refused},
+    ),
     # --- producer (client role)
     FaultSpec(
         "no-heartbeats",
@@ -747,6 +767,14 @@ SPECS: tuple[FaultSpec, ...] = (
         "go on after an ok Schema_negotiation whatever protocol_version it names",
         ("ripp.handshake.client.closes-on-other-protocol-version",),
         changes={"negotiation-version-accepted": accepted},
+    ),
+    FaultSpec(
+        "drop-unrequested-ack",
+        "client",
+        "drop a Checkpoint_ack for a checkpoint it never requested and stay open instead of "
+        "closing",
+        ("ripp.checkpoint.client.closes-on-unrequested-ack",),
+        changes={"unrequested-ack-refused": not_refused},
     ),
 )
 

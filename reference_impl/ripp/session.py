@@ -426,11 +426,19 @@ class ConsumerSession(_Session):
         t = env.msg_type
         if self.state == "await_handshake":
             if t != MsgType.HANDSHAKE:
+                # P2: anything but a Handshake first is out of place
+                if not self._points.apply("early-message-refused", True, envelope=env):
+                    return []
                 return [self._unexpected(env)]
             hs = self._decode(env)
             if hs is None:
                 return [self.closed]
             return self._on_handshake(hs, now_ns)
+        if t == MsgType.HANDSHAKE:
+            # P2: the Handshake comes once; a second one is out of place
+            if not self._points.apply("second-handshake-refused", True, envelope=env):
+                return []
+            return [self._unexpected(env)]
         if t == MsgType.DELTA:
             return self._on_delta(env)
         if t == MsgType.CHECKPOINT_REQUEST:
@@ -724,6 +732,9 @@ class ProducerSession(_Session):
             if ack is None:
                 return [self.closed]
             if ack.checkpoint_id not in self._requested:
+                # P2, P7: a Checkpoint_ack answers a Checkpoint_request of this producer
+                if not self._points.apply("unrequested-ack-refused", True, ack=ack):
+                    return []
                 return [
                     self._close(
                         "protocol",

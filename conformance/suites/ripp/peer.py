@@ -287,14 +287,22 @@ class RippPeer:
         return await self.conn.await_close(window)
 
 
-async def closes_on(peer: RippPeer, bad: bytes, what: str, rule: str) -> None:
+async def closes_on(
+    peer: RippPeer,
+    bad: bytes,
+    what: str,
+    rule: str,
+    *,
+    probe: bytes | None = None,
+    probe_what: str = "a Checkpoint_request",
+) -> None:
     """Send ``bad`` (envelopes a consumer must refuse) and, in the same write,
-    a Checkpoint_request: a consumer that takes ``bad`` answers it, one that
-    refuses closes first, sending nothing (profile P9)."""
-    probe = encode_envelope(peer.envelope(CheckpointRequest(73)))
-    await peer.conn.send_quietly(
-        bad + probe, f"{what}, then a Checkpoint_request in the same write"
-    )
+    ``probe`` (a Checkpoint_request unless given: before the negotiation,
+    the Handshake): a consumer that takes ``bad`` answers the probe, one
+    that refuses closes first, sending nothing (profile P9)."""
+    if probe is None:
+        probe = encode_envelope(peer.envelope(CheckpointRequest(73)))
+    await peer.conn.send_quietly(bad + probe, f"{what}, then {probe_what} in the same write")
     closed, sent = await peer.closes_at_once()
     assert not sent, (
         f"after {what} the consumer answered instead of closing: {short_hex(sent)} ({rule}; "

@@ -13,15 +13,18 @@ from reference_impl.ripp.envelope import CRC_SIZE, crc32c, encode_envelope
 from reference_impl.ripp import binprot as bp
 from reference_impl.ripp.payloads import (
     DELTA_T,
+    CheckpointAck,
+    CheckpointRequest,
     DeltaMsg,
     Handshake,
     Heartbeat,
     PayloadError,
     SchemaNegotiation,
+    SourceState,
     decode_delta,
     fingerprint,
 )
-from reference_impl.ripp.session import SourceTrack
+from reference_impl.ripp.session import SourceTrack, state_digest
 
 from .peer import canonical_payload
 from .prerequisites import CLIENT_ENVELOPES, CLIENT_HANDSHAKE
@@ -481,4 +484,67 @@ async def test_client_heartbeats_at_negotiated_interval(launched_producer, deadl
         assert not off, (
             f"Heartbeat gaps by their timestamp_ns {[round(g, 3) for g in gaps]} s; profile P8: "
             f"each within [0.5, 1.5] x {interval} s, off: {off}"
+        )
+
+
+UNREQUESTED_CHECKPOINT_ID = 424_242
+"""The checkpoint_id of the Checkpoint_ack nobody asked for: far from the ids
+a producer numbers its own requests with (the reference's 1, and 1000000 on
+for its unprompted-traffic variant); the case checks that it is not one the
+producer has requested."""
+
+
+@requirement(
+    "ripp.checkpoint.client.closes-on-unrequested-ack",
+    "MUST",
+    'RIPP, Message Types ("3Checkpoint_ackworker -> coordinatorCheckpoint complete") (profile '
+    "P7: a Checkpoint_ack answers a Checkpoint_request; P2: a message out of place is a protocol "
+    "error; P9: close, sending nothing)",
+    role="client",
+    depends=[CLIENT_HANDSHAKE, CLIENT_WAITS],
+    basis="profile: P2 message types and directions (a Checkpoint_ack is sent by the consumer, "
+    "one per Checkpoint_request: one for a checkpoint the producer never requested comes before "
+    "the step that allows it, a protocol error: close at once, sending nothing), P7 and P9, "
+    "docs/ripp-profile.md",
+)
+async def test_client_closes_on_unrequested_ack(launched_producer, deadline):
+    # The producer is asked to stay well past the window the case gives it to
+    # close: one that drops the ack is still open at the window's end.
+    async with launched_producer(count=1, stay=3 * deadline + 2) as peer:
+        hs = await accept_handshake(peer)
+        # Its first envelope after the negotiation shows it took the
+        # negotiation and goes on (a Delta, or a request of its own).
+        await read_all(peer, 1)
+        requested = {
+            r.message.checkpoint_id
+            for r in peer.received
+            if isinstance(r.message, CheckpointRequest)
+        }
+        assert UNREQUESTED_CHECKPOINT_ID not in requested, (
+            f"the producer requested checkpoint {UNREQUESTED_CHECKPOINT_ID}, the id this case "
+            "acks unrequested: the case cannot tell its answer from an unrequested one"
+        )
+        # A Checkpoint_ack a consumer would send for that checkpoint (P7: each
+        # declared output, sorted, nothing applied): out of place, not malformed.
+        names = sorted(
+            (name for name, _ in hs.output_schemas),
+            key=lambda n: n.encode("utf-8", "surrogateescape"),
+        )
+        empty = state_digest({})
+        ack = CheckpointAck(
+            UNREQUESTED_CHECKPOINT_ID,
+            "conformance-consumer",
+            [SourceState(name, 0, 0, empty) for name in names],
+        )
+        await peer.send(
+            ack, f"Checkpoint_ack for checkpoint {UNREQUESTED_CHECKPOINT_ID}, never requested"
+        )
+        # What the producer sent meanwhile (Heartbeats, its Deltas, requests
+        # of its own) may have left before it read the ack: only the close counts.
+        closed, sent = await peer.closes_silently()
+        assert closed, (
+            f"after a Checkpoint_ack for checkpoint {UNREQUESTED_CHECKPOINT_ID}, which it never "
+            f"requested, the producer kept the connection open for {deadline:g} s (profile P2, "
+            f"P7: a protocol error; P9: close, sending nothing); it sent meanwhile "
+            f"{short_hex(sent) if sent else 'nothing'}"
         )

@@ -11,7 +11,7 @@ import time
 from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import short_hex
 from reference_impl.ripp.envelope import encode_envelope
-from reference_impl.ripp.payloads import CheckpointRequest, Heartbeat, SchemaNegotiation
+from reference_impl.ripp.payloads import CheckpointRequest, Handshake, Heartbeat, SchemaNegotiation
 
 from .peer import closes_on, describe, new_worker_id
 from .prerequisites import CHECKPOINT, HANDSHAKE, VALID_ENVELOPES
@@ -322,4 +322,58 @@ async def test_closes_on_load_out_of_range(open_peer, registry):
         encode_envelope(peer.envelope(Heartbeat(worker_id, time.time_ns(), 1.5))),
         "a Heartbeat of the Handshake's worker with load 1.5",
         "profile P3: load in [0.0, 1.0]; P8: out of range is a protocol error",
+    )
+
+
+@requirement(
+    "ripp.handshake.server.closes-on-message-before-handshake",
+    "MUST",
+    f'{HANDSHAKE_TEXT} ("Connection establishment follows a 3-step protocol:") (profile P2: '
+    "anything but a Handshake first at the consumer is a protocol error; P9: close, sending "
+    "nothing)",
+    depends=[HANDSHAKE],
+    basis="profile: P2 message types and directions (a message that comes before the step that "
+    "allows it, anything but a Handshake first at the consumer, is a protocol error: close at "
+    "once, sending nothing) and P9, docs/ripp-profile.md",
+)
+async def test_closes_on_message_before_handshake(open_peer, registry):
+    peer = await open_peer()
+    worker_id = new_worker_id()
+    # A Heartbeat of the worker whose Handshake follows in the same write:
+    # valid but for its place, so only the order can make a consumer refuse
+    # it; one that skips or takes it answers the Handshake, one that
+    # refuses closes first.
+    early = encode_envelope(peer.envelope(Heartbeat(worker_id, time.time_ns(), 0.5)))
+    handshake = encode_envelope(peer.envelope(Handshake(worker_id, list(registry.items()), 1)))
+    await closes_on(
+        peer,
+        early,
+        f"a Heartbeat of worker {worker_id!r} before any Handshake",
+        "profile P2: anything but a Handshake first is a protocol error",
+        probe=handshake,
+        probe_what="that worker's Handshake",
+    )
+
+
+@requirement(
+    "ripp.handshake.server.closes-on-second-handshake",
+    "MUST",
+    f'{HANDSHAKE_TEXT} ("Connection establishment follows a 3-step protocol:") (profile P2: the '
+    "producer sends the Handshake once; a second Handshake is a protocol error; P9: close, "
+    "sending nothing)",
+    depends=[CHECKPOINT],
+    basis="profile: P2 message types and directions (the Handshake is sent once, first; a second "
+    "Handshake is a protocol error: close at once, sending nothing) and P9, docs/ripp-profile.md",
+)
+async def test_closes_on_second_handshake(open_peer, registry):
+    peer, worker_id, negotiation = await negotiated(open_peer, registry)
+    # The same Handshake again: a consumer that ignores it answers the
+    # Checkpoint_request after it, one that negotiates anew sends a
+    # Schema_negotiation; one that refuses closes first.
+    again = encode_envelope(peer.envelope(Handshake(worker_id, list(registry.items()), 1)))
+    await closes_on(
+        peer,
+        again,
+        "a second Handshake (the same as the first) after the ok Schema_negotiation",
+        "profile P2: a second Handshake is a protocol error",
     )
