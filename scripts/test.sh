@@ -107,7 +107,7 @@ set -e
 echo "test.sh: tier $tier finished in $((SECONDS - started)) s (pytest exit $code)" >&2
 read -r busy_after idle_after <<<"$(cpu_jiffies)"
 awk -v b=$((busy_after - busy_before)) -v i=$((idle_after - idle_before)) -v n="$(nproc)" \
-    -v hz="$(getconf CLK_TCK)" 'b + i > 0 {
+    -v hz="$(getconf CLK_TCK)" 'BEGIN { if (b + i > 0)
         printf "test.sh: machine CPU busy %.0f%% of %d core(s) over the run (%.0f CPU-s)\n", 100 * b / (b + i), n, b / hz
     }' >&2
 if [ "$code" -eq 5 ]; then
