@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from . import __version__
+from .argtypes import positive_int, positive_seconds
 from .core.requirements import level_with_basis
 from .core.results import (
     CONSOLE_WIDTH,
@@ -408,26 +409,6 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"conformance {__version__}")
@@ -480,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     certify.add_argument(
         "--run-timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help="deadline of each target's whole run: cases not started when it passes are "
@@ -488,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     certify.add_argument(
         "--case-jobs",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="run the cases of one target in N pytest-xdist workers; cases that share state "
@@ -497,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     certify.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="certify up to N targets at once, each its own pytest session; progress lines "
@@ -549,14 +530,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     interop.add_argument(
         "--run-timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help="deadline of each client x server run (default: none)",
     )
     interop.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="with --all: run up to N client x server pairs at once (default 1)",

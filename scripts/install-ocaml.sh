@@ -24,33 +24,13 @@ die() {
 packages=(ocaml-nox dune ocaml-findlib libppx-bin-prot-ocaml-dev libbin-prot-ocaml-dev
           libfieldslib-ocaml-dev libppxlib-ocaml-dev libyojson-ocaml-dev)
 
-missing=()
-for p in "${packages[@]}"; do
-    if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
-        missing+=("$p")
-    fi
-done
+# shellcheck source=lib/debian-packages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/debian-packages.sh"
+mapfile -t missing < <(missing_debian_packages "${packages[@]}")
 if [ "${#missing[@]}" -eq 0 ]; then
     echo "install-ocaml.sh: $(ocamlfind ocamlopt -version 2>/dev/null | sed 's/^/ocaml /') bin_prot $(dpkg-query -W -f='${Version}' libbin-prot-ocaml-dev) already installed"
     exit 0
 fi
 
-command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install ${missing[*]} by hand"
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null 2>&1 || die "run as root (apt-get install ${missing[*]})"
-    sudo=(sudo)
-fi
-
-echo "install-ocaml.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# A fresh machine has no package lists: without an update the install
-# finds nothing.
-"${sudo[@]}" apt-get update -q >/dev/null
-"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
-    || die "apt-get install ${missing[*]} failed"
-for p in "${packages[@]}"; do
-    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] \
-        || die "$p is still not installed"
-done
+install_debian_packages install-ocaml.sh "${missing[@]}"
 echo "install-ocaml.sh: installed; bin_prot $(dpkg-query -W -f='${Version}' libbin-prot-ocaml-dev)"

@@ -23,6 +23,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from ..argtypes import positive_int
 from .spark import DRIVER_MEMORY
 
 EXIT_OK = 0
@@ -35,16 +36,6 @@ def _date(text: str) -> date:
         return date.fromisoformat(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from exc
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
 
 
 def _spark_args(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +88,7 @@ def register(subparsers: Any) -> None:
     )
     compact.add_argument(
         "--min-files",
-        type=_positive,
+        type=positive_int,
         default=2,
         metavar="N",
         help="compact partitions holding at least N files (default 2)",
@@ -125,7 +116,7 @@ def register(subparsers: Any) -> None:
     )
     matrix.add_argument(
         "--last-runs",
-        type=_positive,
+        type=positive_int,
         default=None,
         metavar="N",
         help="only the N most recent runs of each implementation (within --since/--until); "

@@ -19,6 +19,7 @@ import secrets
 import sys
 from pathlib import Path
 
+from ..argtypes import positive_int
 from ..core.run_folder import RunFolder
 from ..core.targets import TargetError, TargetNotStarted, load_targets
 from ..runner import EXIT_NOT_CONFORMANT, EXIT_NOT_STARTED, EXIT_USAGE, new_run_dir
@@ -46,16 +47,6 @@ def duration(text: str) -> float:
     value = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
     return value
 
 
@@ -210,7 +201,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=60.0,
         help="time to explore, e.g. 60s or 10m (default 60s); shrinking a failure comes on top",
     )
-    budget.add_argument("--examples", type=_positive, default=None, help="examples to run instead")
+    budget.add_argument(
+        "--examples", type=positive_int, default=None, help="examples to run instead"
+    )
     parser.add_argument(
         "--seed", type=int, default=None, help="seed of the run (default: random, printed)"
     )
@@ -222,7 +215,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--steps",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_STEPS,
         help=f"rules per example after the first (default {DEFAULT_STEPS})",
     )
@@ -253,7 +246,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--targets-file", action="append", default=[], help="TOML targets file (repeatable)"
     )
     again.add_argument(
-        "--times", type=_positive, default=1, help="replay this many times (default 1)"
+        "--times", type=positive_int, default=1, help="replay this many times (default 1)"
     )
     again.add_argument("--deadline", type=float, default=2.0, help="read deadline (default 2)")
     again.add_argument(

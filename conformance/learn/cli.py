@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..argtypes import positive_int, positive_seconds
 from ..core.run_folder import RunFolder
 from ..core.targets import TargetError, TargetNotStarted, load_targets
 from ..runner import (
@@ -191,16 +192,6 @@ def _replay(args, target, alphabet, run_dir, run_id) -> int:  # noqa: ANN001
     return EXIT_CONFORMANT if replayed.reproduced else EXIT_NOT_CONFORMANT
 
 
-def _positive(kind: type) -> object:
-    def parse(text: str) -> object:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-        return value
-
-    return parse
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "learn",
@@ -218,26 +209,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--reports-dir", default="reports", help="default run dir's parent")
     parser.add_argument(
         "--read-window",
-        type=_positive(float),
+        type=positive_seconds,
         default=None,
         metavar="S",
         help="seconds read after each input (default: the protocol alphabet's)",
     )
     parser.add_argument(
         "--repeats",
-        type=_positive(int),
+        type=positive_int,
         default=DEFAULT_REPEATS,
         help=f"runs of a word whose answer disagrees with the cache (default {DEFAULT_REPEATS})",
     )
     parser.add_argument(
         "--walks-per-state",
-        type=_positive(int),
+        type=positive_int,
         default=DEFAULT_WALKS_PER_STATE,
         help=f"equivalence oracle: random walks from each state (default {DEFAULT_WALKS_PER_STATE})",
     )
     parser.add_argument(
         "--walk-length",
-        type=_positive(int),
+        type=positive_int,
         default=DEFAULT_WALK_LENGTH,
         help=f"equivalence oracle: inputs per walk (default {DEFAULT_WALK_LENGTH})",
     )
