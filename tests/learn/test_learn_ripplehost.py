@@ -17,15 +17,10 @@ from conformance.learn.diff import separations
 from conformance.learn.learner import LearnOptions, learn, running_target
 from conformance.learn.replay import replay_file
 from conformance.mutation import (
-    builtin_tables,
-    late_seconds,
     mutant_name,
-    mutant_table,
-    targets_toml,
     variant_name,
-    variant_specs,
-    variant_table,
 )
+from .targets import write_learn_targets
 from conformance.runner import EXIT_NOT_CONFORMANT
 
 PROTOCOL = "ripplehost"
@@ -37,16 +32,9 @@ ALPHABET = alphabet_for(PROTOCOL, "server")
 
 @pytest.fixture(scope="module")
 def targets_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reference = builtin_tables()[f"reference-{PROTOCOL}"]
-    tables = {mutant_name(PROTOCOL, FAULT): mutant_table(reference, FAULT, "server")}
-    specs = {spec.name: spec for spec in variant_specs(PROTOCOL)}
-    for name in VARIANTS:
-        # late-answers as late as half the read window (mutation: half the read deadline).
-        late = late_seconds(PROTOCOL, ALPHABET.read_window)
-        tables[variant_name(PROTOCOL, name)] = variant_table(reference, specs[name], late)
-    path = tmp_path_factory.mktemp("learn") / "targets.toml"
-    path.write_text(targets_toml(tables), encoding="utf-8")
-    return path
+    return write_learn_targets(
+        tmp_path_factory.mktemp("learn"), PROTOCOL, FAULT, VARIANTS, ALPHABET
+    )
 
 
 def learned(name: str, targets_file: Path, run_dir: Path):  # noqa: ANN201

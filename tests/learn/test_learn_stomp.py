@@ -14,15 +14,10 @@ from conformance.learn.diff import separations
 from conformance.learn.learner import LearnOptions, learn, running_target
 from conformance.learn.replay import replay_separation
 from conformance.mutation import (
-    builtin_tables,
-    late_seconds,
     mutant_name,
-    mutant_table,
-    targets_toml,
     variant_name,
-    variant_specs,
-    variant_table,
 )
+from .targets import write_learn_targets
 
 PROTOCOL = "stomp"
 FAULT = "accept-missing-destination"
@@ -32,14 +27,9 @@ ALPHABET = alphabet_for(PROTOCOL, "server")
 
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    reference = builtin_tables()[f"reference-{PROTOCOL}"]
-    tables = {mutant_name(PROTOCOL, FAULT): mutant_table(reference, FAULT, "server")}
-    specs = {spec.name: spec for spec in variant_specs(PROTOCOL)}
-    late = late_seconds(PROTOCOL, ALPHABET.read_window)
-    for name in VARIANTS:
-        tables[variant_name(PROTOCOL, name)] = variant_table(reference, specs[name], late)
-    path = tmp_path_factory.mktemp("learn") / "targets.toml"
-    path.write_text(targets_toml(tables), encoding="utf-8")
+    path = write_learn_targets(
+        tmp_path_factory.mktemp("learn"), PROTOCOL, FAULT, VARIANTS, ALPHABET
+    )
     return load_targets([str(path)])
 
 
