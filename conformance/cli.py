@@ -439,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     certify.add_argument(
         "--deadline",
-        type=float,
+        type=positive_seconds,
         default=3.0,
         help="seconds to wait for bytes a target must send (default 3)",
     )
@@ -526,7 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
         "in coverage-gaps.json (repeatable; default: the run dirs beside this run's)",
     )
     interop.add_argument(
-        "--deadline", type=float, default=3.0, help="read deadline in seconds (default 3)"
+        "--deadline",
+        type=positive_seconds,
+        default=3.0,
+        help="read deadline in seconds (default 3)",
     )
     interop.add_argument(
         "--run-timeout",
