@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NoReturn
 
-import pytest
-
 from .results import Outcome
 
 NOT_APPLICABLE_PREFIX = "not applicable: "
@@ -76,6 +74,8 @@ def end_case(outcome: CaseOutcome) -> NoReturn:
     """End the running case with ``outcome``: a pytest skip (reason
     :meth:`CaseOutcome.shown`) that carries it to the plugin."""
     __tracebackhide__ = True  # pytest places the skip where its caller called
+    import pytest  # here: the command line reads outcomes without pytest loaded
+
     skip = pytest.skip.Exception(outcome.shown())
     skip.case_outcome = outcome  # type: ignore[attr-defined]
     raise skip

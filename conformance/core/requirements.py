@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
-import pytest
+if TYPE_CHECKING:
+    # Imported where a marker is made: the command line (its parser, the
+    # coverage and levels commands) reads requirements without pytest.
+    import pytest
 
 from .case_outcome import (  # noqa: F401 (the prefixes: imported from here too)
     BLOCKED_PREFIX,
@@ -263,6 +266,8 @@ def requirement(
         Basis.parse(basis, f"case {case_id}: "),
         bool(grammar),
     )
+    import pytest
+
     return pytest.mark.requirement(
         spec.case_id,
         spec.level.value,

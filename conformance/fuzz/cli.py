@@ -23,18 +23,7 @@ from ..argtypes import positive_int
 from ..core.run_folder import RunFolder
 from ..core.targets import TargetError, TargetNotStarted, load_targets
 from ..runner import EXIT_NOT_CONFORMANT, EXIT_NOT_STARTED, EXIT_USAGE, new_run_dir
-from .engine import (
-    DEFAULT_STEPS,
-    MACHINES,
-    FuzzOptions,
-    fuzz,
-    load_replay,
-    machine_for,
-    replay,
-    save_failure,
-    start_target,
-    write_summary,
-)
+from .machines import DEFAULT_STEPS, MACHINES, machine_for
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
 
@@ -56,6 +45,8 @@ def _usage(text: str) -> int:
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
+    from .engine import FuzzOptions, fuzz, save_failure, start_target, write_summary
+
     try:
         targets = load_targets(args.targets_file)
     except TargetError as exc:
@@ -127,6 +118,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from .engine import load_replay, replay, start_target
+
     try:
         document = load_replay(Path(args.file))
     except (OSError, ValueError) as exc:

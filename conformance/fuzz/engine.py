@@ -22,7 +22,6 @@ summary. Shrinking is bounded in time too (``shrink_seconds``).
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import time
 import uuid
@@ -42,28 +41,13 @@ from ..core.target_runtime import TargetRuntime
 from ..core.target_spec import Target
 from ..core.work_dirs import make_work_dir
 from ..plugin.protocol_hooks import prepare_runtime
+from .machines import DEFAULT_STEPS, MACHINES, machine_for  # noqa: F401 - re-exported
 from .machine import FailedExample, FuzzFailure, FuzzMachine, FuzzSession, bind
 
 REPLAY_FORMAT = "conformance-fuzz-replay/1"
-MACHINES: dict[tuple[str, str], str] = {
-    ("stomp", "server"): "conformance.fuzz.stomp_server:StompServerMachine",
-    ("ripplehost", "server"): "conformance.fuzz.ripplehost_server:RippleHostServerMachine",
-}
-"""(protocol, role) -> the machine that fuzzes it."""
 ROUND_EXAMPLES = 10
 """Examples per Hypothesis run: the budget is checked, and a progress line
 printed, between rounds."""
-DEFAULT_STEPS = 10
-"""Rules per example after the first (Hypothesis ``stateful_step_count``)."""
-
-
-def machine_for(protocol: str, role: str) -> type[FuzzMachine]:
-    where = MACHINES.get((protocol, role))
-    if where is None:
-        known = ", ".join(f"{p} {r}" for p, r in sorted(MACHINES))
-        raise KeyError(f"no fuzzing machine for the {protocol} {role} role (there are: {known})")
-    module, name = where.split(":")
-    return getattr(importlib.import_module(module), name)
 
 
 @dataclass
