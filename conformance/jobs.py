@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Hashable, TextIO
+from typing import Any, Callable, Hashable, TextIO
 
 from .core.targets import Target
 
@@ -77,8 +77,13 @@ class ChildOutput:
         self._processes: dict[str, subprocess.Popen] = {}
         self._readers: dict[str, threading.Thread] = {}
 
-    def popen(self, label: str, argv: list[str], **kwargs) -> subprocess.Popen:
-        process = subprocess.Popen(argv, stderr=subprocess.PIPE, **kwargs)
+    def popen(
+        self, label: str, argv: list[str], start: Callable[..., Any] = subprocess.Popen, **kwargs
+    ) -> subprocess.Popen:
+        """``start(argv, stderr=PIPE, **kwargs)`` (a Popen, or the runner's
+        forked session answering like one), its stderr lines copied to the
+        console under ``label``."""
+        process = start(argv, stderr=subprocess.PIPE, **kwargs)
         reader = threading.Thread(
             target=self._copy, args=(label, process), daemon=True, name=f"stderr of {label}"
         )

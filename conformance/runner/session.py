@@ -26,6 +26,7 @@ from ..core.results import (
 from ..core.run_folder import RunFolder, session_label
 from ..core.targets import Target
 from ..jobs import KILLED_SESSIONS, ChildOutput
+from .forkserver import start_session
 from .options import SUITES_DIR, RunOptions
 
 RUN_TIMEOUT_GRACE = 10.0
@@ -128,10 +129,14 @@ def run_suite(
     with open(log, "wb") as out:
         try:
             if output is None:
-                process = subprocess.Popen(argv, stdout=out, stderr=None, env=env)
+                process = start_session(argv, stdout=out, env=env)
             else:
                 process = output.popen(
-                    session_label(target.name, peer_name), argv, stdout=out, env=env
+                    session_label(target.name, peer_name),
+                    argv,
+                    start=start_session,
+                    stdout=out,
+                    env=env,
                 )
             if run_timeout is None:
                 return process.wait()

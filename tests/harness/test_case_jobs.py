@@ -306,7 +306,9 @@ def test_one_case_job_runs_pytest_as_before(tmp_path, monkeypatch):
         def wait(self, timeout=None) -> int:
             return 0
 
-    monkeypatch.setattr(session.subprocess, "Popen", Process)
+    # Where the session is started (a new interpreter or a fork of the
+    # fork server: runner/forkserver.py), with the command line it gets.
+    monkeypatch.setattr(session, "start_session", Process)
     target = load_targets([])["reference-ripplehost"]
     parser = cli.build_parser()
     for jobs in ("1", "4"):

@@ -1,0 +1,427 @@
+"""Pytest sessions forked from a warm interpreter.
+
+Every certification is a pytest session in a child process of its own
+(runner/session.py: each run starts clean). Starting one costs a new
+interpreter importing pytest, its plugins and the harness: about half the
+CPU time of a short session (a RIPP server certification: 1.5 CPU-s started
+as ``python -m pytest``, 1.0 forked, measured with RUSAGE_CHILDREN over five
+sessions). A process that runs many sessions (``certify`` with several
+targets, ``conformance mutation``, the project's tests) pays it once: from
+its second session on, a fork server (``python -m
+conformance.runner.forkserver``'s server, started then, living as long as the
+process that started it) holds those modules imported and forks each
+session from itself.
+
+A forked session is the same session: its own process, the same pytest
+command line, environment, working directory, standard streams and process
+group as a started one, and it is started, waited for, signalled and killed
+through the same interface (:class:`ForkedSession` answers like
+``subprocess.Popen``). What it does not redo is import the modules. The
+test modules of the suites are never imported before the session's
+collection, so that pytest still rewrites their asserts.
+
+Protocol (one Unix socket pair, the server's end inherited): a request is
+a 4-byte big-endian length and a JSON object (``argv``, ``env``, ``cwd``)
+sent with four descriptors (SCM_RIGHTS): the requester's end of a reply
+socket pair, and the session's stdin, stdout and stderr. The server forks,
+sends the child's pid (8 bytes) on the reply socket, and later its exit
+status (4 bytes, signed, as Popen's returncode). It reaps the child only
+once the requester has closed the reply socket: until then the pid stays
+the session's (a zombie cannot be reused), so a signal sent after the
+session ended never reaches another process.
+
+``CONFORMANCE_FORKSERVER=0`` starts every session as a new interpreter.
+"""
+
+from __future__ import annotations
+
+import array
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from typing import IO, Any
+
+ENV_SWITCH = "CONFORMANCE_FORKSERVER"
+PRELOADED = (
+    "pytest",
+    "_pytest.assertion.rewrite",
+    "_pytest.junitxml",
+    "pytest_asyncio.plugin",
+    "allure_pytest.plugin",
+    "conformance.plugin",
+)
+"""What the server imports before it forks: pytest, the plugins every
+session loads (runner/session.py PYTEST_PLUGIN_ARGS) and, through the
+harness's plugin, the harness core. Never a suite's test module."""
+
+
+def suite_helpers() -> tuple[str, ...]:
+    """The suites' modules that are not test modules nor conftest files (the
+    peers, prerequisites, sessions, and the reference cores they import):
+    pytest imports those two kinds itself, rewriting their asserts, and a
+    module imported before cannot be rewritten."""
+    import pkgutil
+
+    import conformance.suites as suites
+
+    names = []
+    for package in pkgutil.iter_modules(suites.__path__):
+        if not package.ispkg:
+            continue
+        names.append(f"{suites.__name__}.{package.name}")
+        for module in pkgutil.iter_modules([f"{suites.__path__[0]}/{package.name}"]):
+            if not module.name.startswith(("test_", "conftest", "learn_")):
+                names.append(f"{suites.__name__}.{package.name}.{module.name}")
+    return tuple(names)
+
+
+READY = b"R"
+START_DEADLINE = 60.0
+"""Seconds the server may take to import PRELOADED and say it is ready."""
+REQUEST_LIMIT = 16 << 20
+"""A request's JSON (a command line and an environment) is far smaller."""
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1") != "0"
+
+
+class ForkServerError(RuntimeError):
+    """The fork server could not start or answer; the caller starts the
+    session as a new interpreter instead."""
+
+
+class ForkedSession:
+    """A session forked by the server, answering like ``subprocess.Popen``:
+    ``pid``, ``returncode``, ``poll``, ``wait``, ``send_signal``,
+    ``terminate``, ``kill``, and ``stderr`` when it was asked for as a pipe."""
+
+    def __init__(self, args: list[str], pid: int, reply: socket.socket, stderr: IO[bytes] | None):
+        self.args = args
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stderr = stderr
+        self._reply = reply
+        self._lock = threading.Lock()
+
+    def _read_status(self, timeout: float | None) -> int | None:
+        with self._lock:
+            if self.returncode is not None:
+                return self.returncode
+            ready, _, _ = select.select([self._reply], [], [], timeout)
+            if not ready:
+                return None
+            data = _recv_exactly(self._reply, 4)
+            # No status: the server died before the session ended (it is
+            # killed with the process that started it). The session is
+            # the server's orphan now; wait for it to be gone.
+            code = struct.unpack(">i", data)[0] if data is not None else self._orphan_code()
+            self.returncode = code
+            self._reply.close()  # the server may reap the child now
+            return code
+
+    def _orphan_code(self) -> int:
+        while _alive(self.pid):
+            time.sleep(0.05)
+        return -signal.SIGKILL
+
+    def poll(self) -> int | None:
+        return self._read_status(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._read_status(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        # The pid is the session's until the reply socket is closed (the
+        # server reaps it only then): no other process can have it.
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+class _Server:
+    """The requester's handle on its fork server process."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                # -c, not -m: the package (conformance.runner) imports this
+                # module, and runpy would warn of running it a second time.
+                [sys.executable, "-c", _SERVER_MAIN, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                # Its own output (none unless it fails) goes where ours does.
+            )
+        finally:
+            theirs.close()
+        self.control = ours
+        self.lock = threading.Lock()
+        ready, _, _ = select.select([ours], [], [], START_DEADLINE)
+        if not ready or ours.recv(1) != READY:
+            self.close()
+            raise ForkServerError("the fork server did not get ready")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def fork(
+        self, argv: list[str], env: dict[str, str], stdout: int, stderr: int | None
+    ) -> ForkedSession:
+        reply, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pipe_read = pipe_write = None
+        try:
+            if stderr == subprocess.PIPE:
+                pipe_read, pipe_write = os.pipe()
+                err_fd = pipe_write
+            else:
+                err_fd = 2 if stderr is None else stderr
+            payload = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+            fds = array.array("i", [remote.fileno(), 0, stdout, err_fd])
+            with self.lock:
+                self.control.sendmsg(
+                    [struct.pack(">I", len(payload)) + payload],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)],
+                )
+            remote.close()
+            remote = None
+            ready, _, _ = select.select([reply], [], [], START_DEADLINE)
+            data = _recv_exactly(reply, 8) if ready else None
+            if data is None:
+                raise ForkServerError("the fork server did not fork the session")
+            pid = struct.unpack(">q", data)[0]
+        except (OSError, ForkServerError):
+            reply.close()
+            if pipe_read is not None:
+                os.close(pipe_read)
+            raise
+        finally:
+            if remote is not None:
+                remote.close()
+            if pipe_write is not None:
+                os.close(pipe_write)
+        stream = os.fdopen(pipe_read, "rb") if pipe_read is not None else None
+        return ForkedSession(argv, pid, reply, stream)
+
+    def close(self) -> None:
+        self.control.close()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+_server: _Server | None = None
+_server_failed = False
+_sessions_started = 0
+_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_server() -> None:
+    """The server goes with the process that started it, before that one
+    exits: a run that ends leaves no process of its own behind (an
+    interrupted one has stopped its sessions by then)."""
+    global _server
+    with _lock:
+        server, _server = _server, None
+    if server is not None:
+        server.close()
+
+
+def start_session(
+    argv: list[str], stdout: IO[bytes], env: dict[str, str], stderr: int | None = None
+) -> subprocess.Popen | ForkedSession:
+    """``python -m pytest ...`` (``argv``) with ``stdout`` to a file, its
+    stderr inherited or (``subprocess.PIPE``) piped: forked by this
+    process's fork server from the second session on, started as a new
+    interpreter otherwise (the first session, CONFORMANCE_FORKSERVER=0, a
+    server that failed)."""
+    global _server, _server_failed, _sessions_started
+    server = None
+    with _lock:
+        _sessions_started += 1
+    if argv[1:3] == ["-m", "pytest"] and enabled():
+        with _lock:
+            if _server is not None and not _server.alive():
+                _server = None
+                _server_failed = True  # killed under us: do not start another
+            if _server is None and not _server_failed and _sessions_started > 1:
+                try:
+                    _server = _Server()
+                except (OSError, ForkServerError) as exc:
+                    _server_failed = True
+                    sys.stderr.write(
+                        f"conformance: no fork server ({exc}); sessions start as new processes\n"
+                    )
+            server = _server
+    if server is not None:
+        try:
+            return server.fork(argv, env, stdout.fileno(), stderr)
+        except (OSError, ForkServerError) as exc:
+            sys.stderr.write(f"conformance: the fork server failed ({exc}); starting the session\n")
+    return subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=env)
+
+
+# The server side.
+
+
+def _serve(control: socket.socket) -> None:
+    # A Ctrl-C at the terminal reaches the whole process group: the
+    # sessions stop on it as started ones do, and the requester decides
+    # what happens next; the server stays until the requester goes.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_write)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in PRELOADED + suite_helpers():
+            __import__(name)
+    control.sendall(READY)
+    running: dict[int, socket.socket] = {}  # pid -> reply socket, status not sent yet
+    ended: dict[socket.socket, int] = {}  # reply socket -> pid, status sent, not reaped
+    while True:
+        readable, _, _ = select.select([control, wake_read, *ended], [], [])
+        if wake_read in readable:
+            os.read(wake_read, 4096)
+        for pid, reply in list(running.items()):
+            # WNOWAIT: the exit is read, the zombie kept until the
+            # requester is done with the pid.
+            result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if result is None:
+                continue
+            code = result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
+            del running[pid]
+            try:
+                reply.sendall(struct.pack(">i", code))
+            except OSError:
+                pass
+            ended[reply] = pid
+        for reply in [s for s in readable if s in ended]:
+            if not reply.recv(1):  # the requester closed it: reap
+                os.waitpid(ended.pop(reply), 0)
+                reply.close()
+        if control in readable:
+            request = _receive(control)
+            if request is None:
+                return  # the requester is gone; the sessions go on alone
+            payload, fds = request
+            reply = socket.socket(fileno=fds[0])
+            pid = os.fork()
+            if pid == 0:
+                _run_child(payload, fds, [control.fileno(), wake_read, wake_write])
+            for fd in fds[1:]:
+                os.close(fd)
+            reply.sendall(struct.pack(">q", pid))
+            running[pid] = reply
+
+
+def _receive(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    fds = array.array("i")
+    message, ancillary, _, _ = control.recvmsg(4, socket.CMSG_SPACE(4 * fds.itemsize))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    if 0 < len(message) < 4:
+        message += _recv_exactly(control, 4 - len(message)) or b""
+    if len(message) < 4:
+        for fd in fds:
+            os.close(fd)
+        return None
+    (size,) = struct.unpack(">I", message)
+    body = _recv_exactly(control, size) if size <= REQUEST_LIMIT else None
+    if body is None or len(fds) != 4:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return json.loads(body), list(fds)
+
+
+def _run_child(payload: dict[str, Any], fds: list[int], server_fds: list[int]) -> None:
+    code = 70
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for fd in server_fds + [fds[0]]:
+            os.close(fd)
+        for target, fd in zip((0, 1, 2), fds[1:]):
+            os.dup2(fd, target)
+        for fd in set(fds[1:]):
+            if fd > 2:
+                os.close(fd)
+        os.chdir(payload["cwd"])
+        os.environ.clear()
+        os.environ.update(payload["env"])
+        argv = payload["argv"]
+        import pytest
+
+        sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *argv[3:]]
+        code = int(pytest.main(argv[3:]))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the child must end here, never return to the server loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve_inherited(fd: int) -> None:
+    """The server process's entry point: serve on the inherited socket."""
+    _serve(socket.socket(fileno=fd))
+
+
+_SERVER_MAIN = (
+    "import sys; from conformance.runner.forkserver import serve_inherited; "
+    "serve_inherited(int(sys.argv[1]))"
+)

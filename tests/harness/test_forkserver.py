@@ -1,0 +1,130 @@
+"""Pytest sessions forked from a warm interpreter (conformance/runner/
+forkserver.py): from a process's second session on, a session is forked by
+its fork server, and it is the same session as a started one: command line,
+environment, working directory, streams, exit status, signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.runner import forkserver
+
+SUITE = textwrap.dedent("""
+    import os
+    import sys
+    import time
+    from pathlib import Path
+
+
+    def test_reports_where_it_runs():
+        print("CWD", os.getcwd())
+        print("MARK", os.environ.get("FORKSERVER_TEST_MARK"))
+        print("PID", os.getpid())
+        sys.stderr.write("ON STDERR\\n")
+        sys.stderr.flush()
+        Path(os.environ["FORKSERVER_TEST_STARTED"]).write_text("started")
+        time.sleep(float(os.environ.get("FORKSERVER_TEST_HOLD", "0")))
+        assert os.environ.get("FORKSERVER_TEST_FAIL") != "1", "asked to fail"
+""")
+
+
+@pytest.fixture
+def fresh_server(monkeypatch: pytest.MonkeyPatch):
+    """This module's own fork server state: no server yet, no session
+    started (other tests in this worker may have started one)."""
+    monkeypatch.setattr(forkserver, "_server", None)
+    monkeypatch.setattr(forkserver, "_server_failed", False)
+    monkeypatch.setattr(forkserver, "_sessions_started", 0)
+    monkeypatch.delenv(forkserver.ENV_SWITCH, raising=False)
+    yield
+    forkserver._stop_server()
+
+
+def _session(tmp_path: Path, name: str, env: dict[str, str], stderr=None):
+    suite = tmp_path / "test_where.py"
+    suite.write_text(SUITE)
+    log = tmp_path / f"{name}.log"
+    argv = [sys.executable, "-m", "pytest", str(suite), "-q", "-s", "-p", "no:cacheprovider"]
+    full_env = dict(
+        os.environ,
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+        FORKSERVER_TEST_STARTED=str(tmp_path / f"{name}.started"),
+        **env,
+    )
+    with open(log, "wb") as out:
+        process = forkserver.start_session(argv, stdout=out, env=full_env, stderr=stderr)
+    return process, log
+
+
+def _wait_started(tmp_path: Path, name: str, process) -> None:
+    """Until the session wrote its marker (or ended): each turn waits on the
+    session itself, bounded, 60 s in all."""
+    marker = tmp_path / f"{name}.started"
+    for _ in range(600):
+        if marker.exists():
+            return
+        try:
+            process.wait(0.1)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def test_second_session_is_forked_and_is_the_same_session(tmp_path, fresh_server, monkeypatch):
+    first, first_log = _session(tmp_path, "first", {"FORKSERVER_TEST_MARK": "one"})
+    assert isinstance(first, subprocess.Popen)
+    assert first.wait(120) == 0
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    second, second_log = _session(tmp_path, "second", {"FORKSERVER_TEST_MARK": "two"})
+    assert isinstance(second, forkserver.ForkedSession)
+    assert second.wait(120) == 0
+    text = second_log.read_text()
+    assert f"CWD {work}" in text and "MARK two" in text and "1 passed" in text, text
+    assert f"PID {second.pid}" in text
+    # A failing session's exit status is pytest's, as a started one's.
+    third, third_log = _session(tmp_path, "third", {"FORKSERVER_TEST_FAIL": "1"})
+    assert isinstance(third, forkserver.ForkedSession)
+    assert third.wait(120) == 1, third_log.read_text()
+    assert "asked to fail" in third_log.read_text()
+
+
+def test_a_forked_session_is_waited_for_signalled_and_piped(tmp_path, fresh_server):
+    _session(tmp_path, "warm-up", {})[0].wait(120)
+    held, _ = _session(tmp_path, "held", {"FORKSERVER_TEST_HOLD": "60"}, stderr=subprocess.PIPE)
+    assert isinstance(held, forkserver.ForkedSession)
+    _wait_started(tmp_path, "held", held)
+    with pytest.raises(subprocess.TimeoutExpired):
+        held.wait(0.2)
+    assert held.poll() is None
+    held.terminate()
+    assert held.wait(30) == -signal.SIGTERM
+    assert b"ON STDERR" in held.stderr.read()
+    # Once its status is read, signalling it does nothing (the pid may be
+    # another process's by now).
+    held.kill()
+    assert held.returncode == -signal.SIGTERM
+
+
+def test_sessions_start_as_new_processes_when_switched_off_or_the_server_is_gone(
+    tmp_path, fresh_server, monkeypatch, capfd
+):
+    monkeypatch.setenv(forkserver.ENV_SWITCH, "0")
+    for name in ("off-1", "off-2"):
+        process, _ = _session(tmp_path, name, {})
+        assert isinstance(process, subprocess.Popen) and process.wait(120) == 0
+    monkeypatch.delenv(forkserver.ENV_SWITCH)
+    forked, _ = _session(tmp_path, "on", {})
+    assert isinstance(forked, forkserver.ForkedSession) and forked.wait(120) == 0
+    forkserver._server.process.kill()
+    forkserver._server.process.wait()
+    after, _ = _session(tmp_path, "after", {})
+    assert isinstance(after, subprocess.Popen) and after.wait(120) == 0
