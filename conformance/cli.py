@@ -42,6 +42,7 @@ from .core.results import (
 from .core.run_folder import RunFolder
 from .core.selection import hint, no_match_message, select, unmatched
 from .core.targets import KNOWN_PROTOCOLS, TargetError, load_targets
+from .core.versioned_targets import resolve_versioned
 from .jobs import KILLED_SESSIONS, Console
 from .runner import (
     EXIT_CONFORMANT,
@@ -256,6 +257,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
         return usage_error(f"{'--protocol' if args.protocol else '--jobs'} goes with --all")
     try:
         targets = load_targets(args.targets_file)
+        resolve_versioned(targets, [*args.client, *args.server])
         clients = [targets[n] for n in args.client]
         servers = [targets[n] for n in args.server]
     except KeyError as exc:
