@@ -43,6 +43,7 @@ from .core.run_folder import RunFolder
 from .core.selection import hint, no_match_message, select, unmatched
 from .core.targets import KNOWN_PROTOCOLS, TargetError, load_targets
 from .core.versioned_targets import resolve_versioned
+from .versions.shard import parse_shard, shard_of
 from .jobs import KILLED_SESSIONS, Console
 from .runner import (
     EXIT_CONFORMANT,
@@ -61,6 +62,7 @@ from .runner import (
     narrow_to_cases,
     new_run_dir,
     resolve_impairment,
+    suite_case_counts,
 )
 
 # The exit statuses are the runner's; certify's are this command's too (README's table).
@@ -209,6 +211,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
         impairment = resolve_impairment(args.impair, args.impair_seed, args.deadline, chosen)
     except TargetError as exc:
         return usage_error(str(exc))
+    if args.shard:
+        counts = suite_case_counts()
+        every = len(chosen)
+        chosen = shard_of(chosen, args.shard, lambda t: t.name, lambda t: counts.get(t.protocol, 1))
+        print(
+            f"shard {args.shard[0]}/{args.shard[1]}: {len(chosen)} of {every} target(s)", flush=True
+        )
+        if not chosen:
+            return EXIT_CONFORMANT
     options = run_options(args, impairment)
     run_id, run_dir = new_run_dir(args.run_dir, args.reports_dir)
     args.run_dir_made = run_dir  # for the lines an interrupt prints
@@ -486,6 +497,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="certify up to N targets at once, each its own pytest session; progress lines "
         "are prefixed with the target (default 1: one after the other)",
     )
+    certify.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=None,
+        metavar="K/N",
+        help="only the K-th of N shares of the chosen targets (1-based; the same share on every "
+        "machine: docs/versions.md, Sharding)",
+    )
     add_impair_options(certify)
     certify.set_defaults(func=cmd_certify)
 
@@ -585,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fuzz.cli import register as register_fuzz
 
     register_fuzz(sub)
+    from .versions.cli import register as register_versions
+
+    register_versions(sub)
     return parser
 
 

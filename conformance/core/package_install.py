@@ -83,11 +83,11 @@ def parse_package_source(table: Any, where: str) -> PackageSource:
     if not isinstance(env, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):
-        raise TargetError(f"{where} [versions]: env must be a table of NAME = \"value\"")
+        raise TargetError(f'{where} [versions]: env must be a table of NAME = "value"')
     if not any(PACKAGE_DIR_PLACEHOLDER in value for value in env.values()):
         raise TargetError(
             f"{where} [versions]: env must hand the installed path to the launch: a variable "
-            f"whose value holds {PACKAGE_DIR_PLACEHOLDER} (e.g. PYTHONPATH = \"{{package_dir}}\")"
+            f'whose value holds {PACKAGE_DIR_PLACEHOLDER} (e.g. PYTHONPATH = "{{package_dir}}")'
         )
     return PackageSource(registry, package, dict(env))
 
@@ -212,7 +212,9 @@ def ensure_installed(install: PackageInstall, retry_failed: bool = False) -> Ins
         status = install.status()
         if status is not None and (status.get("ok") or not retry_failed):
             return InstallResult(
-                bool(status.get("ok")), True, float(status.get("seconds", 0.0)),
+                bool(status.get("ok")),
+                True,
+                float(status.get("seconds", 0.0)),
                 str(status.get("reason", "")),
             )
         if install.package_dir.exists():

@@ -39,7 +39,9 @@ try:
     import stomp
     import stomp.exception
 except Exception as exc:  # noqa: BLE001 - any release that does not import (py2-only syntax, ...)
-    cannot_drive("stomp.py", "(unknown version)", f"import stomp failed: {type(exc).__name__}: {exc}")
+    cannot_drive(
+        "stomp.py", "(unknown version)", f"import stomp failed: {type(exc).__name__}: {exc}"
+    )
 
 from client_contract import (  # noqa: E402
     EXIT_FAILED,
@@ -55,14 +57,21 @@ from client_contract import (  # noqa: E402
     parse_args,
 )
 
+
 def stomp_version() -> str:
     version = getattr(stomp, "__version__", "(unknown version)")
     return ".".join(str(part) for part in version) if isinstance(version, tuple) else str(version)
 
 
 NEEDED_PARAMETERS = {
-    "Connection12": ("host_and_ports", "vhost", "heartbeats", "reconnect_attempts_max", "timeout",
-                     "try_loopback_connect"),
+    "Connection12": (
+        "host_and_ports",
+        "vhost",
+        "heartbeats",
+        "reconnect_attempts_max",
+        "timeout",
+        "try_loopback_connect",
+    ),
     "Connection12.set_ssl": ("for_hosts", "cert_file", "key_file", "ca_certs", "ssl_version"),
     "Connection12.connect": ("username", "passcode", "wait"),
     "Connection12.send": ("destination", "body", "content_type", "headers"),
