@@ -197,7 +197,8 @@ def failure_reason(log_text: str, code: int | None) -> str:
         for line in lines
         if line.startswith("ERROR:") or "ERR!" in line or line.startswith("error:")
     ]
-    picked = errors[:3] if errors else lines[-3:]
+    # The last ERROR lines are the verdict (pip first lists what it ignored).
+    picked = errors[-2:] if errors else lines[-3:]
     how = "timed out" if code is None else f"exited with code {code}"
     return f"the installer {how}: " + " | ".join(picked)[:1500]
 
