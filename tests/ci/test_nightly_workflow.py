@@ -195,7 +195,9 @@ def test_versions_are_sharded_over_a_job_matrix():
     assert names == [plan_upload["with"]["name"], "versions-[0-9]*"]
     assert fetches[1]["with"]["path"].endswith("/runs")
     steps = nightly["steps"]
-    versions_at = next(i for i, s in enumerate(steps) if s.get("run") == "scripts/nightly.sh versions")
+    versions_at = next(
+        i for i, s in enumerate(steps) if s.get("run") == "scripts/nightly.sh versions"
+    )
     assert all(steps.index(f) < versions_at for f in fetches)
     assert all(f.get("if") == ALWAYS_IF for f in fetches)
     config = tomllib.loads(NIGHTLY_CONFIG.read_text(encoding="utf-8"))
