@@ -606,7 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_fuzz(sub)
     from .versions.cli import register as register_versions
 
-    register_versions(sub)
+    register_versions(sub, print_summary)
     return parser
 
 

@@ -48,10 +48,12 @@ _VERSION_TEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_-]*$")
 """What a version may look like: it becomes a directory name and a pin."""
 
 
-def default_cache_root() -> Path:
-    from .target_spec import REPO_ROOT
+CHECKOUT = Path(__file__).resolve().parents[2]
+"""The checkout (target_spec.REPO_ROOT, which imports this module)."""
 
-    return Path(os.environ.get(CACHE_ENV) or REPO_ROOT / ".cache" / "versions")
+
+def default_cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or CHECKOUT / ".cache" / "versions")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from ..argtypes import positive_int, positive_seconds
 from ..core.package_install import ensure_installed
@@ -16,7 +17,7 @@ from ..core.run_folder import RunFolder
 from ..core.targets import Target, TargetError, load_targets
 from ..core.versioned_targets import resolve_versioned, split_versioned_name, versionable
 from ..jobs import Console
-from ..runner import EXIT_USAGE, certify, new_run_dir, suite_case_counts
+from ..runner import EXIT_USAGE, RunOptions, certify, new_run_dir, suite_case_counts
 from .registry import RangeError, RegistryError, releases, select
 from .shard import parse_shard, shard_of
 
@@ -126,8 +127,6 @@ def install_all(chosen: list[Target], jobs: int, console: Console) -> dict[str, 
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    from ..cli import print_summary, run_options
-
     started = time.monotonic()
     try:
         if bool(args.implementation) == bool(args.from_file):
@@ -169,13 +168,18 @@ def cmd_certify(args: argparse.Namespace) -> int:
         + "\n",
         encoding="utf-8",
     )
-    args.case, args.keyword, args.case_jobs, args.impair = [], None, 1, None
-    run = certify(chosen, run_dir, run_id, run_options(args), console)
+    options = RunOptions(
+        targets_file=list(args.targets_file),
+        deadline=args.deadline,
+        run_timeout=args.run_timeout,
+        jobs=args.jobs,
+    )
+    run = certify(chosen, run_dir, run_id, options, console)
     if run.summary is None:
         for _, error in run.preflight_failures:
             print(f"conformance: error: preflight: {error}", file=sys.stderr)
         return run.exit_code
-    print_summary(run.summary, run_dir, RunFolder(run_dir).results)
+    args.print_summary(run.summary, run_dir, RunFolder(run_dir).results)
     not_started = run.summary.get("not_started", [])
     print(
         f"versions: {len(chosen)} release(s) certified, {len(not_started)} not started; "
@@ -184,7 +188,9 @@ def cmd_certify(args: argparse.Namespace) -> int:
     return run.exit_code
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction, print_summary: Callable[..., None]) -> None:
+    """The ``versions`` command; ``print_summary`` is certify's (conformance/cli.py,
+    which imports this module)."""
     versions = sub.add_parser(
         "versions", help="list the releases of an implementation, certify each as its own target"
     )
@@ -251,4 +257,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="deadline of each target's whole run",
     )
-    certifying.set_defaults(func=cmd_certify)
+    certifying.set_defaults(func=cmd_certify, print_summary=print_summary)

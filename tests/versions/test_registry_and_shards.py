@@ -104,3 +104,11 @@ def test_equal_targets_are_dealt_round_robin():
     names = [f"t{n:02d}" for n in range(10)]
     assert shard_of(names, (1, 3), str) == ["t00", "t03", "t06", "t09"]
     assert shard_of(names, (3, 3), str) == ["t02", "t05", "t08"]
+
+
+def test_unreachable_registry_is_a_clear_error(monkeypatch):
+    from conformance.versions import registry
+
+    monkeypatch.setattr(registry, "PYPI_URL", "http://127.0.0.1:9/pypi/{package}/json")
+    with pytest.raises(registry.RegistryError, match=r"registry unreachable: PyPI \(http://127"):
+        registry.releases("pypi", "stomp.py")
