@@ -59,6 +59,20 @@ from client_contract import (  # noqa: E402
 
 
 def stomp_version() -> str:
+    """The installed distribution's version (stomp.py 8.0.1's own
+    ``__version__`` still says 8.0.0), else the module's."""
+    from importlib import metadata
+
+    try:
+        distribution = metadata.distribution("stomp.py")
+        # The distribution of the module imported, not another on the path.
+        if (
+            Path(str(distribution.locate_file("stomp"))).resolve()
+            == Path(stomp.__file__).parent.resolve()
+        ):
+            return distribution.version
+    except metadata.PackageNotFoundError:
+        pass
     version = getattr(stomp, "__version__", "(unknown version)")
     return ".".join(str(part) for part in version) if isinstance(version, tuple) else str(version)
 
