@@ -43,6 +43,7 @@ from .core.run_folder import RunFolder
 from .core.selection import hint, no_match_message, select, unmatched
 from .core.targets import KNOWN_PROTOCOLS, TargetError, load_targets
 from .core.versioned_targets import resolve_versioned
+from .versions.cli import install_versioned
 from .versions.shard import parse_shard, shard_of
 from .jobs import KILLED_SESSIONS, Console
 from .runner import (
@@ -230,6 +231,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     )
     if impairment_line(impairment):
         print(impairment_line(impairment), flush=True)
+    install_versioned(chosen, options.jobs, Console())
     run = certify(chosen, run_dir, run_id, options, Console())
     if run.preflight_failures:
         # One clear error per target its preflight stopped; no per-case records of it.
@@ -298,6 +300,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
     run_id, run_dir = new_run_dir(args.run_dir, args.reports_dir)
     args.run_dir_made = run_dir  # for the lines an interrupt prints
     to_run = [Pair(client.name, server.name, client.protocol) for client, server in pairs]
+    install_versioned(clients + servers, 1, Console())
     if impairment_line(impairment):
         print(impairment_line(impairment), flush=True)
     run = interop_pairs(to_run, targets, run_dir, run_id, run_options(args, impairment), Console())
