@@ -39,9 +39,16 @@ try:
     import stomp
     import stomp.exception
 except Exception as exc:  # noqa: BLE001 - any release that does not import (py2-only syntax, ...)
-    cannot_drive(
-        "stomp.py", "(unknown version)", f"import stomp failed: {type(exc).__name__}: {exc}"
-    )
+    from importlib import metadata
+
+    try:
+        # The first on the path: a versioned target's, on PYTHONPATH.
+        release = metadata.version("stomp.py")
+    except metadata.PackageNotFoundError:
+        release = "(unknown version)"
+    # A release whose own pins no longer work with this Python's packages
+    # (stomp.py 8.0.0 pins pyOpenSSL 20, which fails on today's cryptography).
+    cannot_drive("stomp.py", release, f"import stomp failed: {type(exc).__name__}: {exc}")
 
 from client_contract import (  # noqa: E402
     EXIT_FAILED,
