@@ -65,15 +65,20 @@ class PackageSource:
     env: Mapping[str, str] = field(default_factory=dict)
     """Environment variables of the launch (and adapters), ``{package_dir}``
     standing for the installed path (pip's --target dir, npm's --prefix)."""
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    """npm only: package.json ``overrides`` for the install, the pins a
+    project keeps for dependencies whose newer releases broke old ones
+    (interop/node/package.json pins ssb-friends 4.1.4 for ssb-server)."""
 
 
 def parse_package_source(table: Any, where: str) -> PackageSource:
     if not isinstance(table, Mapping):
         raise TargetError(f"{where} [versions]: must be a table (registry, package, env)")
-    unknown = set(table) - {"registry", "package", "env"}
+    unknown = set(table) - {"registry", "package", "env", "overrides"}
     if unknown:
         raise TargetError(
-            f"{where} [versions]: unknown field(s) {sorted(unknown)}; known: env, package, registry"
+            f"{where} [versions]: unknown field(s) {sorted(unknown)}; known: env, overrides, "
+            "package, registry"
         )
     registry = table.get("registry")
     if registry not in REGISTRIES:
@@ -91,7 +96,14 @@ def parse_package_source(table: Any, where: str) -> PackageSource:
             f"{where} [versions]: env must hand the installed path to the launch: a variable "
             f'whose value holds {PACKAGE_DIR_PLACEHOLDER} (e.g. PYTHONPATH = "{{package_dir}}")'
         )
-    return PackageSource(registry, package, dict(env))
+    overrides = table.get("overrides", {})
+    if not isinstance(overrides, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in overrides.items()
+    ):
+        raise TargetError(f'{where} [versions]: overrides must be a table of package = "version"')
+    if overrides and registry != "npm":
+        raise TargetError(f"{where} [versions]: overrides are npm's (package.json overrides)")
+    return PackageSource(registry, package, dict(env), dict(overrides))
 
 
 def check_version_text(version: str) -> None:
@@ -213,6 +225,8 @@ def ensure_installed(install: PackageInstall, retry_failed: bool = False) -> Ins
     with open(install.lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         status = install.status()
+        if status is not None and status.get("overrides", {}) != dict(install.source.overrides):
+            status = None  # installed with other pins: not this install
         if status is not None and (status.get("ok") or not retry_failed):
             return InstallResult(
                 bool(status.get("ok")),
@@ -223,6 +237,9 @@ def ensure_installed(install: PackageInstall, retry_failed: bool = False) -> Ins
         if install.package_dir.exists():
             shutil.rmtree(install.package_dir)
         install.package_dir.mkdir(parents=True)
+        if install.source.overrides:
+            manifest = {"private": True, "overrides": dict(install.source.overrides)}
+            (install.package_dir / "package.json").write_text(json.dumps(manifest) + "\n")
         argv = install.command()
         started = time.monotonic()
         code: int | None
@@ -252,6 +269,7 @@ def ensure_installed(install: PackageInstall, retry_failed: bool = False) -> Ins
             "version": install.version,
             "spec": install.spec,
             "registry": install.source.registry,
+            "overrides": dict(install.source.overrides),
             "seconds": seconds,
             "reason": reason,
             "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -75,6 +75,8 @@ def test_derived_target_is_the_base_at_the_release(tmp_path):
 
 def test_builtin_versioned_targets_are_declared_in_toml():
     with_versions = versionable(load_targets())
+    # interop/node/package.json's override, for older ssb-servers too.
+    assert with_versions["ssb-server"].versions.overrides == {"ssb-friends": "4.1.4"}
     assert {"stomp-py", "stompman", "stompit", "ilp-plugin-btp", "ssb-server"} <= set(with_versions)
     assert all(t.launch is not None for t in with_versions.values())
 
@@ -96,6 +98,19 @@ def test_resolve_names_the_targets_that_have_releases(tmp_path):
         ({"registry": "npm", "package": "", "env": {"P": "{package_dir}"}}, "package"),
         ({"registry": "npm", "package": "x", "env": {"P": "/fixed"}}, "package_dir"),
         ({"registry": "npm", "package": "x", "env": {}, "pin": "1"}, "unknown field"),
+        (
+            {
+                "registry": "pypi",
+                "package": "x",
+                "env": {"P": "{package_dir}"},
+                "overrides": {"a": "1"},
+            },
+            "overrides are npm's",
+        ),
+        (
+            {"registry": "npm", "package": "x", "env": {"P": "{package_dir}"}, "overrides": []},
+            "table",
+        ),
     ],
 )
 def test_versions_table_is_checked(table, problem):
