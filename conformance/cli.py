@@ -42,6 +42,9 @@ from .core.results import (
 from .core.run_folder import RunFolder
 from .core.selection import hint, no_match_message, select, unmatched
 from .core.targets import KNOWN_PROTOCOLS, TargetError, load_targets
+from .core.versioned_targets import resolve_versioned
+from .versions.cli import install_versioned
+from .versions.shard import parse_shard, shard_of
 from .jobs import KILLED_SESSIONS, Console
 from .runner import (
     EXIT_CONFORMANT,
@@ -60,6 +63,7 @@ from .runner import (
     narrow_to_cases,
     new_run_dir,
     resolve_impairment,
+    suite_case_counts,
 )
 
 # The exit statuses are the runner's; certify's are this command's too (README's table).
@@ -208,6 +212,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
         impairment = resolve_impairment(args.impair, args.impair_seed, args.deadline, chosen)
     except TargetError as exc:
         return usage_error(str(exc))
+    if args.shard:
+        counts = suite_case_counts()
+        every = len(chosen)
+        chosen = shard_of(chosen, args.shard, lambda t: t.name, lambda t: counts.get(t.protocol, 1))
+        print(
+            f"shard {args.shard[0]}/{args.shard[1]}: {len(chosen)} of {every} target(s)", flush=True
+        )
+        if not chosen:
+            return EXIT_CONFORMANT
     options = run_options(args, impairment)
     run_id, run_dir = new_run_dir(args.run_dir, args.reports_dir)
     args.run_dir_made = run_dir  # for the lines an interrupt prints
@@ -218,6 +231,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     )
     if impairment_line(impairment):
         print(impairment_line(impairment), flush=True)
+    install_versioned(chosen, options.jobs, Console())
     run = certify(chosen, run_dir, run_id, options, Console())
     if run.preflight_failures:
         # One clear error per target its preflight stopped; no per-case records of it.
@@ -256,6 +270,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
         return usage_error(f"{'--protocol' if args.protocol else '--jobs'} goes with --all")
     try:
         targets = load_targets(args.targets_file)
+        resolve_versioned(targets, [*args.client, *args.server])
         clients = [targets[n] for n in args.client]
         servers = [targets[n] for n in args.server]
     except KeyError as exc:
@@ -285,6 +300,7 @@ def cmd_interop(args: argparse.Namespace) -> int:
     run_id, run_dir = new_run_dir(args.run_dir, args.reports_dir)
     args.run_dir_made = run_dir  # for the lines an interrupt prints
     to_run = [Pair(client.name, server.name, client.protocol) for client, server in pairs]
+    install_versioned(clients + servers, 1, Console())
     if impairment_line(impairment):
         print(impairment_line(impairment), flush=True)
     run = interop_pairs(to_run, targets, run_dir, run_id, run_options(args, impairment), Console())
@@ -484,6 +500,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="certify up to N targets at once, each its own pytest session; progress lines "
         "are prefixed with the target (default 1: one after the other)",
     )
+    certify.add_argument(
+        "--shard",
+        type=parse_shard,
+        default=None,
+        metavar="K/N",
+        help="only the K-th of N shares of the chosen targets (1-based; the same share on every "
+        "machine: docs/versions.md, Sharding)",
+    )
     add_impair_options(certify)
     certify.set_defaults(func=cmd_certify)
 
@@ -583,6 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .fuzz.cli import register as register_fuzz
 
     register_fuzz(sub)
+    from .versions.cli import register as register_versions
+
+    register_versions(sub, print_summary)
     return parser
 
 

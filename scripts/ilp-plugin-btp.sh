@@ -35,7 +35,9 @@ case "${1:-}" in
 esac
 
 command -v node >/dev/null 2>&1 || { echo "ilp-plugin-btp.sh: ERROR: node is not on PATH" >&2; exit 1; }
-[ -f "$node_dir/node_modules/ilp-plugin-btp/package.json" ] || {
+# A versioned target (docs/versions.md) brings its own release in
+# CONFORMANCE_PACKAGE_DIR; the peer script's other modules stay the pinned ones.
+[ -f "${CONFORMANCE_PACKAGE_DIR:-$node_dir}/node_modules/ilp-plugin-btp/package.json" ] || {
     echo "ilp-plugin-btp.sh: ERROR: ilp-plugin-btp is not installed; run scripts/install-node-deps.sh" >&2
     exit 1
 }

@@ -18,6 +18,11 @@
 #                         targets again under each configured impairment (--impair PROFILE,
 #                         runs/certify-<profile>; docs/impairment.md)
 #   interop   on-success  conformance interop --all (per configured protocol), --jobs N
+#   versions  always      every release of the config's `versioned` implementations, each its own
+#                         target (docs/versions.md), in NIGHTLY_SHARDS shards: runs/versions-K. A shard
+#                         whose run is not there yet is certified here (`versions-shard`); in the
+#                         workflow the shard jobs ran them and this job downloaded them, and a missing
+#                         one fails the step. Then their Allure results together in runs/versions
 #   store     always      keeps tonight's results in the store: each run's results.jsonl,
 #                         summary.json, interop-summary.json under STORE/runs/<run-id>/
 #   ingest    always      conformance ingest of every stored night (idempotent) into STORE/dataset;
@@ -26,6 +31,13 @@
 #   report    always      conformance report per run (certify, interop) -> NIGHTLY_DIR/allure/<kind>,
 #                         with the Allure history of the previous night (STORE/allure-history/<kind>)
 #   verdict   always      red or green, and why: NIGHTLY_DIR/verdict.json and verdict.md
+#
+# Steps the workflow's other jobs run (not part of a run of every step):
+#   versions-plan    the night's versioned targets, one NAME@VERSION a line, from the
+#                    registries: NIGHTLY_DIR/versions-targets.txt (the plan job; every shard
+#                    then certifies its share of the same list)
+#   versions-shard   `conformance versions certify --from-file ... --shard $NIGHTLY_SHARD`
+#                    (K/N) into runs/versions-K (the shard jobs, a job matrix)
 #
 # The nightly is red (exit 1 from `verdict`) when the harness could not give a
 # verdict (a step failed, a preflight error, a target or interop pair with no
@@ -47,12 +59,17 @@
 #   NIGHTLY_JOBS      targets / pairs at once (default 2; serial when the CLI has no --jobs)
 #   NIGHTLY_RUN_TIMEOUT   deadline of each target's or pair's whole run, seconds (default 900)
 #   NIGHTLY_MATRIX_ARGS   extra `conformance matrix` arguments, e.g. "--since 2026-11-01"
+#   NIGHTLY_VERSIONED     space-separated override of the config's `versioned` ("none": no
+#                         versioned target)
+#   NIGHTLY_SHARDS        shards of the versioned targets (default 1; the workflow's matrix size)
+#   NIGHTLY_SHARD         K/N, the shard `versions-shard` certifies
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-STEPS=(setup images certify interop store ingest matrix report verdict)
-ALWAYS=" store ingest matrix report verdict "
+STEPS=(setup images certify interop versions store ingest matrix report verdict)
+ALWAYS=" versions store ingest matrix report verdict "
+JOB_STEPS=" versions-plan versions-shard "
 
 night_dir="$(realpath -m "${NIGHTLY_DIR:-reports/nightly/$(date -u +%Y-%m-%d)}")"
 store="$(realpath -m "${NIGHTLY_STORE:-reports/nightly/store}")"
@@ -223,9 +240,67 @@ step_interop() {
 }
 
 # Tonight's run dirs that hold results (the impaired certifications too).
+versions_list="$night_dir/versions-targets.txt"
+
+step_versions_plan() {
+    local impls=()
+    mapfile -t impls < <(config versioned)
+    mkdir -p "$night_dir"
+    if [ "${#impls[@]}" -eq 0 ]; then
+        : > "$versions_list"
+        say "versions: no versioned implementation configured"
+        return 0
+    fi
+    "${conformance[@]}" versions list "${impls[@]}" --every-release --names > "$versions_list.tmp"
+    mv "$versions_list.tmp" "$versions_list"
+    say "versions: $(wc -l < "$versions_list") release(s) of ${impls[*]} tonight"
+}
+
+step_versions_shard() {
+    local shard="${NIGHTLY_SHARD:?versions-shard needs NIGHTLY_SHARD=K/N}" code=0
+    [ -f "$versions_list" ] || step_versions_plan
+    [ -s "$versions_list" ] || { say "versions: no versioned target tonight"; return 0; }
+    local dir="$night_dir/runs/versions-${shard%/*}"
+    rm -rf "$dir"
+    "${conformance[@]}" versions certify --from-file "$versions_list" --shard "$shard" --jobs "$jobs" \
+        --run-dir "$dir" --run-timeout "$run_timeout" || code=$?
+    # 0 conformant, 1 not conformant, 4 not started: verdicts; a shard left
+    # empty (more shards than targets) writes no run.
+    case "$code" in
+        0|1|4) return 0 ;;
+        *) say "versions shard $shard exited $code"; return "$code" ;;
+    esac
+}
+
+step_versions() {
+    local shards="${NIGHTLY_SHARDS:-1}" k missing=() status=0 dir
+    [ -f "$versions_list" ] || step_versions_plan
+    [ -s "$versions_list" ] || { say "versions: no versioned target tonight"; return 0; }
+    for k in $(seq 1 "$shards"); do
+        [ ! -s "$night_dir/runs/versions-$k/results.jsonl" ] || continue
+        if [ -n "${GITHUB_ACTIONS:-}" ]; then
+            missing+=("$k/$shards")  # its shard job failed or uploaded nothing
+        else
+            NIGHTLY_SHARD="$k/$shards" step_versions_shard || status=$?
+        fi
+    done
+    rm -rf "$night_dir/runs/versions" && mkdir -p "$night_dir/runs/versions/allure-results"
+    for dir in "$night_dir"/runs/versions-[0-9]*; do
+        [ -d "$dir/allure-results" ] && cp -r "$dir/allure-results/." "$night_dir/runs/versions/allure-results/"
+        [ -f "$dir/results.jsonl" ] && cat "$dir/results.jsonl" >> "$night_dir/runs/versions/results.jsonl"
+    done
+    if [ "${#missing[@]}" -gt 0 ]; then
+        echo "versions: no runs from shard(s) ${missing[*]}" >> "$night_dir/notes.txt"
+        say "versions: no runs from shard(s) ${missing[*]}"
+        return 1
+    fi
+    return "$status"
+}
+
 tonight_runs() {
     local dir
-    for dir in "$night_dir/runs/certify" "$night_dir"/runs/certify-* "$night_dir/runs/interop"; do
+    for dir in "$night_dir/runs/certify" "$night_dir"/runs/certify-* "$night_dir"/runs/versions-[0-9]* \
+        "$night_dir/runs/interop"; do
         [ -s "$dir/results.jsonl" ] && echo "$dir"
     done
     return 0
@@ -290,7 +365,7 @@ step_matrix() {
 
 step_report() {
     local kind run out history built=0
-    for kind in certify interop; do
+    for kind in certify interop versions; do
         run="$night_dir/runs/$kind"
         compgen -G "$run/allure-results/*-result.json" >/dev/null || { say "report: no Allure results in $run"; continue; }
         out="$night_dir/allure/$kind"
@@ -473,7 +548,7 @@ run_step() {
     # A subshell with errexit of its own: inside `( ... ) || code=$?` bash
     # would ignore errexit, and a failing command would not end the step.
     set +e
-    ( set -e; "step_$name" )
+    ( set -e; "step_${name//-/_}" )
     code=$?
     set -e
     local seconds
@@ -500,7 +575,7 @@ esac
 
 if [ "$#" -gt 0 ]; then
     for s in "$@"; do
-        [[ " ${STEPS[*]} " == *" $s "* ]] || { usage >&2; die "unknown step $s (steps: ${STEPS[*]})"; }
+        [[ " ${STEPS[*]} $JOB_STEPS" == *" $s "* ]] || { usage >&2; die "unknown step $s (steps: ${STEPS[*]}${JOB_STEPS% })"; }
     done
     failed=0
     for s in "$@"; do

@@ -57,7 +57,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/service.sh"
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 node_dir="$(cd "$script_dir/../interop/node" && pwd)"
 ssb_home_js="$node_dir/ssb-home.js"
-ssb_server_bin="$node_dir/node_modules/ssb-server/bin.js"
+# A versioned target (docs/versions.md) brings its own release in
+# CONFORMANCE_PACKAGE_DIR; ssb-home.js and the replication client stay the pinned ones.
+ssb_server_bin="${CONFORMANCE_PACKAGE_DIR:-$node_dir}/node_modules/ssb-server/bin.js"
 main_network_key_hex="d4a1cb88a66f02f8db635ce26441cc5dac1b08420ceaac230839b755845a9ffb"
 
 [ -f "$ssb_server_bin" ] || die "ssb-server is not installed; run scripts/install-node-deps.sh"

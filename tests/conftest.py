@@ -54,6 +54,12 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     # Five certifications and a tshark per capture they write.
     "report/test_captures.py": ("report_ui", "full"),
     "ci/": ("nightly_workflow",),
+    # Installs from PyPI and npm and whole certifications of older releases.
+    "versions/test_versions_e2e.py": ("full",),
+    "versions/test_versions_e2e.py::test_older_ilp_plugin_btp_is_certified_and_its_secret_is_in_no_log": (
+        "node_interop",
+        "full",
+    ),
     "ripp/test_binprot.py": (),
     "ripp/test_interop.py": ("ocaml",),
     "ripp/test_ocaml_differential.py": ("ocaml",),

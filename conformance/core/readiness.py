@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Mapping, Protocol, TypeVar
 
-from .target_errors import TargetError, TargetNotStarted
+from .target_errors import TargetError, TargetNotStarted, not_started_message
 
 LOG_TAIL_LINES = 30
 """Lines of a server's log an error shows: enough for a stack trace."""
@@ -105,9 +105,13 @@ def wait_until_ready(server: StartingServer, when: ReadyWhen, poll_interval: flo
         if isinstance(state, Exited):
             reason = f" ({state.reason})" if state.reason else ""
             # Read again: the last lines it wrote as it ended are the useful ones.
+            text = server.read_log()
             raise TargetNotStarted(
-                f"{server.what} exited with code {state.code} before it was ready{reason}; "
-                f"last lines of its {server.log_name}:\n{log_tail(server.read_log())}"
+                not_started_message(
+                    f"{server.what} exited with code {state.code} before it was ready{reason}; "
+                    f"last lines of its {server.log_name}:\n{log_tail(text)}",
+                    text,
+                )
             )
         if time.monotonic() > deadline:
             waiting = " and ".join(
@@ -192,9 +196,13 @@ async def accept_launched_client(
                 return task.result()
             if connected():
                 return await task
+            tail = client.tail(LOG_TAIL_LINES)
             raise TargetNotStarted(
-                f"{what} exited with code {client.returncode} before it connected to the harness at {where}; "
-                f"last lines of its output:\n{log_tail(client.tail(LOG_TAIL_LINES))}"
+                not_started_message(
+                    f"{what} exited with code {client.returncode} before it connected to the harness at "
+                    f"{where}; last lines of its output:\n{log_tail(tail)}",
+                    tail,
+                )
             )
     finally:
         if not task.done():

@@ -20,3 +20,29 @@ class TargetNotStarted(TargetError):
     verdict on any rule: the case ends in ``error``, and a run in which no
     MUST case failed for its own rule gets the verdict "NOT CERTIFIED: the
     target did not start" (exit status 4 of ``conformance certify``)."""
+
+
+CANNOT_DRIVE = "CANNOT_DRIVE"
+"""The line a launch adapter prints, before it is ready or connects, when the
+release of the library it drives lacks an API it needs (``CANNOT_DRIVE
+<library> <version>: <reason>``), then exits with EXIT_CANNOT_DRIVE: the
+target did not start, which is no rule's failure (docs/targets.md,
+"Adapters that cannot drive a release")."""
+
+EXIT_CANNOT_DRIVE = 8
+"""The launch adapters' exit status after a CANNOT_DRIVE line."""
+
+
+def cannot_drive(output: str) -> str | None:
+    """The reason of the first CANNOT_DRIVE line of a process's output, or None."""
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith(CANNOT_DRIVE + " "):
+            return text[len(CANNOT_DRIVE) + 1 :].strip()
+    return None
+
+
+def not_started_message(message: str, output: str) -> str:
+    """``message``, led by "adapter cannot drive ..." when the output says so."""
+    reason = cannot_drive(output)
+    return f"adapter cannot drive {reason}; {message}" if reason else message

@@ -28,6 +28,7 @@ from .readiness import (
     wait_until_ready,
 )
 from .target_commands import PLACEHOLDER, placeholder_text
+from .package_install import require_installed
 from .target_errors import TargetError, TargetNotStarted
 from .target_spec import GENERATORS, REPO_ROOT, LaunchSpec, Target
 from .work_dirs import remove_work_dir
@@ -252,6 +253,10 @@ class TargetRuntime:
     def _start(self, role: str, extra: Mapping[str, Any]) -> ProcessHandle:
         launch = self.target.launch
         assert launch is not None
+        if self.target.package is not None:
+            # A versioned target (docs/versions.md): its release is
+            # installed first; one that cannot be is a target not started.
+            require_installed(self.target.package)
         argv = [self._expand_text(part, extra) for part in getattr(launch, role)]
         env = dict(os.environ)
         env.update({k: self._expand_text(v, extra) for k, v in launch.env.items()})

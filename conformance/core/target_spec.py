@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .container_spec import ContainerSpec, parse_container
+from .package_install import PackageInstall, PackageSource, parse_package_source
 from .requirements import ROLES
 from .target_commands import PLACEHOLDER, command_argv
 from .target_errors import TargetError
@@ -164,6 +165,13 @@ class Target:
     description: str = ""
     source: str = ""
     base_dir: str = ""
+    versions: PackageSource | None = None
+    """Where other releases of the target's package come from
+    (``[targets.NAME.versions]``): ``NAME@VERSION`` is then a target of its
+    own (versioned_targets.py, docs/versions.md)."""
+    package: PackageInstall | None = None
+    """A versioned target's release and its cache: installed before any of
+    its processes starts (None for every other target)."""
 
     @property
     def launchable(self) -> bool:
@@ -326,6 +334,7 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
         "container",
         "adapters",
         "description",
+        "versions",
     }
     unknown = set(table) - known
     if unknown:
@@ -433,6 +442,7 @@ def parse_target(name: str, table: Mapping[str, Any], source: str, base_dir: str
         description=str(table.get("description", "")),
         source=source,
         base_dir=base_dir,
+        versions=parse_package_source(table["versions"], where) if "versions" in table else None,
     )
 
 

@@ -37,6 +37,7 @@ from ..core import impair
 from ..core.results import new_run_id
 from ..core.run_folder import RunFolder
 from ..core.targets import TargetError, load_targets
+from ..core.versioned_targets import resolve_versioned
 from .fixtures import (
     connect,
     deadline,
@@ -124,6 +125,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     name = config.getoption("--target")
     peer = config.getoption("--peer")
+    try:
+        # NAME@VERSION: NAME at another release (docs/versions.md).
+        resolve_versioned(targets, [name, peer])
+    except TargetError as exc:
+        raise pytest.UsageError(str(exc)) from None
     for given in (name, peer):
         if given is not None and given not in targets:
             raise pytest.UsageError(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..core.selection import hint, no_match_message, select, suggest, unmatched
 from ..core.targets import KNOWN_PROTOCOLS, Target, TargetError
+from ..core.versioned_targets import resolve_versioned
 from .options import INTEROP_DIR, SUITES_DIR, RunOptions
 
 _CASE_ID = re.compile(r"@requirement\(\s*\"([^\"]+)\"")
@@ -66,6 +67,8 @@ def choose_targets(
                 f"no suite for protocol {protocol!r} yet; suites: {', '.join(suites)}"
             )
     if names:
+        # NAME@VERSION: NAME at another release (docs/versions.md).
+        resolve_versioned(targets, list(names))
         chosen = []
         for name in names:
             if name not in targets:

@@ -48,7 +48,15 @@
 let connected = false
 
 const crypto = require('crypto')
-const BtpPlugin = require('ilp-plugin-btp')
+const { requireApi, requireLibrary } = require('./versioned-require')
+// The pinned ilp-plugin-btp, or a versioned target's release (docs/versions.md).
+const loaded = requireLibrary('ilp-plugin-btp')
+const BtpPlugin = typeof loaded.library === 'function' ? loaded.library : loaded.library.default
+requireApi('ilp-plugin-btp', loaded.version, { BtpPlugin }, [
+  'BtpPlugin', 'BtpPlugin.prototype.connect', 'BtpPlugin.prototype.disconnect',
+  'BtpPlugin.prototype.sendData', 'BtpPlugin.prototype.registerDataHandler',
+  'BtpPlugin.prototype.registerMoneyHandler', 'BtpPlugin.prototype._call'
+])
 const BtpPacket = require('btp-packet')
 
 function die (code, message) {

@@ -32,7 +32,12 @@
 
 const fs = require('fs');
 const path = require('path');
-const stompit = require('stompit');
+const { requireApi, requireLibrary } = require('./versioned-require');
+
+// The pinned stompit, or a versioned target's release (docs/versions.md).
+const loaded = requireLibrary('stompit');
+const stompit = loaded.library;
+requireApi('stompit', loaded.version, stompit, ['connect', 'ConnectFailover', 'Channel']);
 
 const EXIT_OK = 0;
 const EXIT_FAILED = 1;

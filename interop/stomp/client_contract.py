@@ -11,7 +11,9 @@ server at random among the entries, and hands the rest to the library:
 TLS, framing, receipts. It prints ``DELIVERED=<n>`` (n: the message's
 position in the messages file, from 0) when message n is receipted, then
 ``DONE delivered=<count>``; exit 0 when every message was receipted, 1
-when it gave up, 2 on bad arguments, 5 when ``--timeout`` ran out. Each
+when it gave up, 2 on bad arguments, 5 when ``--timeout`` ran out, 8 after a
+``CANNOT_DRIVE <library> <version>: <reason>`` line (the installed release
+lacks an API the adapter calls: the target did not start). Each
 ERROR frame the server sends (to CONNECT or to a SEND) is reported as
 ``ERROR_FRAME {"headers": {...}, "body": "..."}`` (one JSON line), which
 the harness quotes at the head of its failure message.
@@ -29,11 +31,16 @@ import random
 import sys
 import tomllib
 from dataclasses import dataclass
+from typing import NoReturn
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TIMEOUT = 5
+EXIT_CANNOT_DRIVE = 8
+"""The release of the library lacks an API the adapter needs: it printed
+``CANNOT_DRIVE <library> <version>: <reason>`` before connecting
+(conformance/core/target_errors.py: a target not started, no rule's failure)."""
 
 MAX_FILE_BYTES = 16 << 20
 """Bound on the manifest and messages files (written by the harness)."""
@@ -172,6 +179,13 @@ def error_frame(headers: dict[str, str], body: bytes | str) -> None:
         ),
         flush=True,
     )
+
+
+def cannot_drive(library: str, version: str, reason: str) -> NoReturn:
+    """Say that this release of ``library`` cannot be driven, and exit."""
+    print(f"CANNOT_DRIVE {library} {version}: {reason}", flush=True)
+    log(f"error: this adapter cannot drive {library} {version}: {reason}")
+    sys.exit(EXIT_CANNOT_DRIVE)
 
 
 def log(text: str) -> None:

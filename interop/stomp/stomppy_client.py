@@ -21,6 +21,7 @@ docs/findings/stomp.py-9.0.md).
 
 from __future__ import annotations
 
+import inspect
 import os
 import secrets
 import ssl
@@ -32,10 +33,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import stomp  # noqa: E402
-import stomp.exception  # noqa: E402
+from client_contract import cannot_drive  # noqa: E402
 
-from client_contract import (
+try:
+    import stomp
+    import stomp.exception
+except Exception as exc:  # noqa: BLE001 - any release that does not import (py2-only syntax, ...)
+    from importlib import metadata
+
+    try:
+        # The first on the path: a versioned target's, on PYTHONPATH.
+        release = metadata.version("stomp.py")
+    except metadata.PackageNotFoundError:
+        release = "(unknown version)"
+    # A release whose own pins no longer work with this Python's packages
+    # (stomp.py 8.0.0 pins pyOpenSSL 20, which fails on today's cryptography).
+    cannot_drive("stomp.py", release, f"import stomp failed: {type(exc).__name__}: {exc}")
+
+from client_contract import (  # noqa: E402
     EXIT_FAILED,
     EXIT_OK,
     EXIT_TIMEOUT,
@@ -48,6 +63,73 @@ from client_contract import (
     log,
     parse_args,
 )
+
+
+def stomp_version() -> str:
+    """The installed distribution's version (stomp.py 8.0.1's own
+    ``__version__`` still says 8.0.0), else the module's."""
+    from importlib import metadata
+
+    try:
+        distribution = metadata.distribution("stomp.py")
+        # The distribution of the module imported, not another on the path.
+        if (
+            Path(str(distribution.locate_file("stomp"))).resolve()
+            == Path(stomp.__file__).parent.resolve()
+        ):
+            return distribution.version
+    except metadata.PackageNotFoundError:
+        pass
+    version = getattr(stomp, "__version__", "(unknown version)")
+    return ".".join(str(part) for part in version) if isinstance(version, tuple) else str(version)
+
+
+NEEDED_PARAMETERS = {
+    "Connection12": (
+        "host_and_ports",
+        "vhost",
+        "heartbeats",
+        "reconnect_attempts_max",
+        "timeout",
+        "try_loopback_connect",
+    ),
+    "Connection12.set_ssl": ("for_hosts", "cert_file", "key_file", "ca_certs", "ssl_version"),
+    "Connection12.connect": ("username", "passcode", "wait"),
+    "Connection12.send": ("destination", "body", "content_type", "headers"),
+    "Connection12.disconnect": ("receipt",),
+    "ConnectionListener.on_receipt": ("frame",),
+    "ConnectionListener.on_connected": ("frame",),
+}
+"""What this adapter calls, by name: a release whose API lacks one is a
+release the adapter cannot drive (a target not started), not a client that
+breaks a rule. Listeners got (headers, body) before stomp.py 5 and a frame
+since; the keyword arguments of Connection12 and set_ssl grew over releases.
+``verify`` of set_ssl is passed only where it exists."""
+
+
+def api_problem() -> str | None:
+    """What of NEEDED_PARAMETERS the installed stomp.py lacks, or None."""
+    import inspect
+
+    missing = []
+    for path, names in NEEDED_PARAMETERS.items():
+        owner = stomp
+        for part in path.split("."):
+            owner = getattr(owner, part, None)
+            if owner is None:
+                missing.append(f"stomp.{path} does not exist")
+                break
+        else:
+            try:
+                parameters = inspect.signature(owner).parameters
+            except (TypeError, ValueError):
+                continue
+            open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+            lacking = [n for n in names if n not in parameters and not open_ended]
+            if lacking:
+                missing.append(f"stomp.{path} has no parameter {', '.join(lacking)}")
+    return "; ".join(missing) or None
+
 
 MAX_FRUITLESS_ATTEMPTS = 6
 BACKOFF_FIRST = 0.1
@@ -99,6 +181,9 @@ def one_connection(plan: Plan, done_set: set[int], prefix: str, end: float) -> s
         timeout=min(remaining, 10.0),
         try_loopback_connect=False,
     )
+    # Releases before set_ssl had ``verify`` verify the chain whenever
+    # ca_certs is given.
+    verify = {"verify": True} if "verify" in inspect.signature(conn.set_ssl).parameters else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         conn.set_ssl(
@@ -107,7 +192,7 @@ def one_connection(plan: Plan, done_set: set[int], prefix: str, end: float) -> s
             key_file=plan.key,
             ca_certs=plan.ca,
             ssl_version=ssl.PROTOCOL_TLS,
-            verify=True,
+            **verify,
         )
     lock = threading.Lock()
     in_flight: dict[str, int] = {}
@@ -164,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE
+    problem = api_problem()
+    if problem:
+        cannot_drive("stomp.py", stomp_version(), problem)
+    log(f"stomp.py {stomp_version()} from {Path(stomp.__file__).parent}")
     end = time.monotonic() + plan.timeout
     done_set: set[int] = set()
     prefix = secrets.token_hex(8)

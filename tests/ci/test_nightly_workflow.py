@@ -116,7 +116,10 @@ def test_workflow_steps_are_the_script_steps():
     workflow = load_workflow()
     triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as true
     assert triggers["schedule"][0]["cron"] and "workflow_dispatch" in triggers
-    (job,) = workflow["jobs"].values()
+    # The nightly job runs the script's steps; the versioned targets' plan
+    # and shard jobs run theirs (test_versions_are_sharded_over_a_job_matrix).
+    assert set(workflow["jobs"]) == {"versions-plan", "versions-shard", "nightly"}
+    job = workflow["jobs"]["nightly"]
     run_steps = [s for s in job["steps"] if "run" in s]
     names = []
     for step in run_steps:
@@ -147,6 +150,59 @@ def test_workflow_steps_are_the_script_steps():
     save = uses["actions/cache/save"]
     assert restore["with"]["path"] == save["with"]["path"] == job["env"]["NIGHTLY_STORE"]
     assert save["with"]["key"].startswith(restore["with"]["restore-keys"])
+
+
+def job_steps(job: dict) -> list[str]:
+    """The `scripts/nightly.sh STEP` steps of a job, in order."""
+    return [s["run"].split()[1] for s in job["steps"] if "run" in s]
+
+
+def test_versions_are_sharded_over_a_job_matrix():
+    """One job plans the versioned targets (one list for every shard), a
+    matrix of shard jobs certifies a share each (--shard K/N, N the
+    matrix's size) and uploads its run; the nightly job waits for them all,
+    even when one failed, downloads the plan and every shard's run before
+    its `versions` step, and publishes them with the night's runs."""
+    jobs = load_workflow()["jobs"]
+    plan, shard, nightly = jobs["versions-plan"], jobs["versions-shard"], jobs["nightly"]
+    assert job_steps(plan) == ["setup", "versions-plan"]
+    assert job_steps(shard) == ["setup", "versions-shard"]
+    listed = subprocess.run(
+        [str(NIGHTLY_SCRIPT), "versions-nope"], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert listed.returncode != 0 and "versions-plan versions-shard" in listed.stderr
+    assert shard["needs"] == "versions-plan"
+    shards = shard["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, len(shards) + 1)) and len(shards) > 1
+    assert shard["strategy"]["fail-fast"] is False
+    assert shard["env"]["NIGHTLY_SHARD"] == "${{ matrix.shard }}/${{ strategy.job-total }}"
+    assert nightly["env"]["NIGHTLY_SHARDS"] == str(len(shards))
+    assert nightly["needs"] == "versions-shard" and nightly["if"] == ALWAYS_IF
+
+    def uses(job: dict, action: str) -> list[dict]:
+        return [s for s in job["steps"] if s.get("uses", "").startswith(action + "@")]
+
+    (plan_upload,) = uses(plan, "actions/upload-artifact")
+    (shard_upload,) = uses(shard, "actions/upload-artifact")
+    (shard_fetch,) = uses(shard, "actions/download-artifact")
+    assert shard_fetch["with"]["name"] == plan_upload["with"]["name"]
+    assert plan_upload["with"]["path"].endswith("/versions-targets.txt")
+    assert shard_upload["with"]["name"] == "versions-${{ matrix.shard }}"
+    assert shard_upload["with"]["path"].endswith("/runs/versions-${{ matrix.shard }}")
+    assert shard_upload["if"] == ALWAYS_IF
+    fetches = uses(nightly, "actions/download-artifact")
+    names = [s["with"].get("name") or s["with"].get("pattern") for s in fetches]
+    assert names == [plan_upload["with"]["name"], "versions-[0-9]*"]
+    assert fetches[1]["with"]["path"].endswith("/runs")
+    steps = nightly["steps"]
+    versions_at = next(
+        i for i, s in enumerate(steps) if s.get("run") == "scripts/nightly.sh versions"
+    )
+    assert all(steps.index(f) < versions_at for f in fetches)
+    assert all(f.get("if") == ALWAYS_IF for f in fetches)
+    config = tomllib.loads(NIGHTLY_CONFIG.read_text(encoding="utf-8"))
+    targets = load_targets([str(REPO_ROOT / f) for f in config["targets_files"]])
+    assert config["versioned"] and all(targets[n].versions is not None for n in config["versioned"])
 
 
 def test_config_names_known_targets():
@@ -423,6 +479,9 @@ def run_night(night: Path, store: Path, *steps: str) -> tuple[subprocess.Complet
         NIGHTLY_SETUP_FLAGS="none",
         NIGHTLY_JOBS="2",
         NIGHTLY_IMPAIRMENTS="fragment",
+        # No versioned target: every release of the config's would be
+        # hundreds of certifications (their shape: test_versions_are_sharded_...).
+        NIGHTLY_VERSIONED="none",
     )
     env.pop("GITHUB_STEP_SUMMARY", None)
     started = time.monotonic()

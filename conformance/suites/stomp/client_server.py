@@ -34,6 +34,7 @@ import pytest
 from conformance.core import node_grammar
 from conformance.core.pki import harness_server_context, run_pki
 from conformance.core.readiness import CLIENT_EXIT_GRACE
+from conformance.core.target_errors import not_started_message
 from conformance.core.targets import ProcessHandle, TargetError, TargetNotStarted, TargetRuntime
 from conformance.core.transport import (
     Deadline,
@@ -303,9 +304,14 @@ class LaunchedClient:
                 if not self.connections and not self.server.tls_failures:
                     # It never reached the harness: it did not start, which
                     # is no rule's failure (an error naming why).
+                    output = self.output_tail()
                     raise TargetNotStarted(
-                        f"{what}: the client exited with code {self.process.returncode} before it connected to "
-                        f"the harness at {self.server.host}:{self.server.port}; its output:\n{self.output_tail()}"
+                        not_started_message(
+                            f"{what}: the client exited with code {self.process.returncode} before it "
+                            f"connected to the harness at {self.server.host}:{self.server.port}; its "
+                            f"output:\n{output}",
+                            output,
+                        )
                     )
                 raise AssertionError(
                     f"{what}: the client exited (code {self.process.returncode}) without "
