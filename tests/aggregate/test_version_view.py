@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from html import unescape
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def view_out(spark, tmp_path_factory):
     _write_runs(tmp / "runs")
     ingest(spark, [tmp / "runs"], tmp / "dataset", progress=quiet)
     report = versions_view(spark, tmp / "dataset", tmp / "out", progress=quiet)
-    return tmp / "out", report
+    return tmp / "out", tmp / "dataset"
 
 
 def _rule(view: dict, impl: str, case: str) -> dict:
@@ -153,7 +154,7 @@ def _rule(view: dict, impl: str, case: str) -> dict:
 
 
 def test_releases_come_in_their_registrys_order(view_out):
-    out, _ = view_out
+    out, _dataset = view_out
     view = json.loads((out / "versions.json").read_text())
     impls = {i["implementation"]: i for i in view["implementations"]}
     assert [r["version"] for r in impls[NPM_IMPL]["releases"]] == NPM_ORDER
@@ -166,7 +167,7 @@ def test_releases_come_in_their_registrys_order(view_out):
 
 
 def test_first_failing_first_fixed_and_the_regression(view_out):
-    out, _ = view_out
+    out, _dataset = view_out
     view = json.loads((out / "versions.json").read_text())
     rule = _rule(view, NPM_IMPL, RULE)
     # The latest night's verdict of each release: 1.10.0 failed on its last night.
@@ -182,7 +183,7 @@ def test_first_failing_first_fixed_and_the_regression(view_out):
 
 
 def test_every_release_where_the_verdict_changed(view_out):
-    out, _ = view_out
+    out, _dataset = view_out
     regressions = json.loads((out / "regressions.json").read_text())
     changes = [
         (c["implementation"], c["case_id"], c["from_version"], c["to_version"], c["kind"])
@@ -199,7 +200,7 @@ def test_every_release_where_the_verdict_changed(view_out):
 
 
 def test_night_changes_tell_a_flaky_node_from_a_harness_change(view_out):
-    out, _ = view_out
+    out, _dataset = view_out
     regressions = json.loads((out / "regressions.json").read_text())
     nights = {
         (c["case_id"], c["version"]): (
@@ -232,7 +233,7 @@ def test_night_changes_tell_a_flaky_node_from_a_harness_change(view_out):
 
 
 def test_the_strips_page(view_out):
-    out, _ = view_out
+    out, _dataset = view_out
     page = (out / "index.html").read_text(encoding="utf-8")
     strip = page[page.index(f'id="{NPM_IMPL}"') : page.index(f'id="{PYPI_IMPL}"')]
     (row,) = re.findall(rf"<tr><th class=row>{re.escape(RULE)} .*?</tr>", strip, re.S)
@@ -272,7 +273,7 @@ def test_the_nightly_summary_says_the_changes(view_out, tmp_path):
     """The verdict step reads NIGHTLY_DIR/versions/regressions.json (the
     matrix step writes it) and lists every change, plainly in verdict.md
     and in red in verdict.html; the night's colour does not change."""
-    out, _ = view_out
+    out, _dataset = view_out
     night = tmp_path / "night"
     (night / "runs" / "certify").mkdir(parents=True)
     (night / "runs" / "certify" / "summary.json").write_text(
@@ -351,3 +352,69 @@ def test_no_regressions_file_no_section(tmp_path):
     )
     assert "Verdict changes" not in (night / "verdict.md").read_text()
     assert json.loads((night / "verdict.json").read_text())["verdict_changes"] == []
+
+
+META = ("generated", "spark_master")
+
+
+@pytest.mark.spark_cluster
+# A hang guard: a master, a worker, a driver and an executor JVM on 2 shared cores.
+@pytest.mark.timeout(600)
+def test_the_view_on_the_standalone_cluster_is_the_local_one(
+    view_out, standalone_cluster, tmp_path
+):
+    """``conformance versions-view --master spark://...`` on the cluster
+    scripts/spark-standalone.sh starts gives the view the local job gave."""
+    out, dataset = view_out
+    master = standalone_cluster.master
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "versions-view",
+            "--dataset",
+            str(dataset),
+            "--out",
+            str(tmp_path / "cluster"),
+            "--master",
+            master,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=500,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"on {master}" in done.stdout and "; 6 verdict change(s)" in done.stdout, done.stdout
+
+    def view(where: Path) -> dict:
+        data = json.loads((where / "versions.json").read_text())
+        return {k: v for k, v in data.items() if k not in META}
+
+    assert view(tmp_path / "cluster") == view(out)
+    assert json.loads((tmp_path / "cluster" / "versions.json").read_text())["spark_master"] == master
+    stopped = standalone_cluster.stop()
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_the_cli_says_what_is_missing(tmp_path):
+    """No dataset: a usage error (exit 2) before any JVM starts."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "versions-view",
+            "--dataset",
+            str(tmp_path / "nothing"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "conformance: error:" in done.stderr and not (tmp_path / "out").exists()
