@@ -478,7 +478,11 @@ text = "\n".join(md) + "\n"
 import html as _html
 page = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Nightly {_html.escape(night.name)}"
         "</title></head><body>"]
-for line in md:
+for line in md + [""]:
+    if not line.startswith("- ") and page[-1].startswith("<li"):
+        page.append("</ul>")
+    if line.startswith("- ") and not page[-1].startswith("<li"):
+        page.append("<ul>")
     if line.startswith("## "):
         page.append(f"<h1>{_html.escape(line[3:])}</h1>")
     elif line.startswith("### "):

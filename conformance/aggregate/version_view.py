@@ -268,20 +268,25 @@ def assemble(rows: list[Any]) -> dict[str, Any]:
         for c in cells:
             before_version, before = c.pop("_previous_release")
             decisive = c.pop("_previous_decisive")
+            # Regressed or fixed: against the last release with a pass-or-fail
+            # verdict (blocked, n/a and not started in between say nothing).
+            kind = "changed"
+            if decisive == "passed" and c["verdict"] in FAILING:
+                rule["regressions"].append(c["version"])
+                kind = "regressed"
+            elif decisive in FAILING and c["verdict"] == "passed":
+                rule["fixes"].append(c["version"])
+                kind = "fixed"
             if before is not None and before != c["verdict"]:
                 change = {
                     "from_version": before_version,
                     "from": before,
                     "to_version": c["version"],
                     "to": c["verdict"],
-                    "kind": _change("changed", before, c["verdict"]),
+                    "kind": kind,
                 }
                 rule["changes"].append(change)
                 release_changes.append({**{k: rule[k] for k in RULE_KEYS}, **change})
-            if decisive == "passed" and c["verdict"] in FAILING:
-                rule["regressions"].append(c["version"])
-            elif decisive in FAILING and c["verdict"] == "passed":
-                rule["fixes"].append(c["version"])
             prev = c["previous_night_verdict"]
             if (
                 prev is not None

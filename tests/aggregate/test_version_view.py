@@ -192,7 +192,8 @@ def test_every_release_where_the_verdict_changed(view_out):
     assert changes == [
         (NPM_IMPL, RULE, "1.2.0-beta.2", "1.2.0-beta.11", "regressed"),
         (NPM_IMPL, RULE, "1.2.0-beta.11", "1.2.0", "changed"),
-        (NPM_IMPL, RULE, "1.2.0", "1.3.0", "changed"),
+        # Passed after a blocked release, failed before it: the fix.
+        (NPM_IMPL, RULE, "1.2.0", "1.3.0", "fixed"),
         (NPM_IMPL, RULE, "1.3.0", "1.10.0", "regressed"),
         # FLAKY ran in 1.3.0 alone: no release before it to change from.
     ]
@@ -393,7 +394,9 @@ def test_the_view_on_the_standalone_cluster_is_the_local_one(
         return {k: v for k, v in data.items() if k not in META}
 
     assert view(tmp_path / "cluster") == view(out)
-    assert json.loads((tmp_path / "cluster" / "versions.json").read_text())["spark_master"] == master
+    assert (
+        json.loads((tmp_path / "cluster" / "versions.json").read_text())["spark_master"] == master
+    )
     stopped = standalone_cluster.stop()
     assert stopped.returncode == 0, stopped.stderr
 
