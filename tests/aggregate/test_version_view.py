@@ -138,7 +138,7 @@ def view_out(spark, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("view")
     _write_runs(tmp / "runs")
     ingest(spark, [tmp / "runs"], tmp / "dataset", progress=quiet)
-    report = versions_view(spark, tmp / "dataset", tmp / "out", progress=quiet)
+    versions_view(spark, tmp / "dataset", tmp / "out", progress=quiet)
     return tmp / "out", tmp / "dataset"
 
 
