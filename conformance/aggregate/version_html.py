@@ -42,7 +42,7 @@ VIEW_STYLE = """
 .strip td.ff{box-shadow:inset 0 0 0 3px #7a0000} .strip td.fx{box-shadow:inset 0 0 0 3px #00441b}
 .strip th.col{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:500;font-size:.8em}
 .strip th.row{font-weight:400;font-size:.8em;white-space:nowrap;background:#fff}
-.strip td.says{font-size:.8em;color:#444;white-space:nowrap;border:none}
+.strip td.says{font-size:.8em;color:#444;min-width:24em;border:none}
 .news{color:#b00000;border:2px solid #b00000;padding:.4em 1em;margin:1em 0}
 .news li{margin:.2em 0}
 """
