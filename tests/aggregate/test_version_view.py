@@ -421,3 +421,18 @@ def test_the_cli_says_what_is_missing(tmp_path):
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "conformance: error:" in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_one_implementation_and_an_unknown_one(spark, view_out):
+    """``--implementation X`` reads X's records alone; a name with no record is
+    a usage error (IngestError: exit 2 from the CLI)."""
+    from conformance.aggregate.errors import IngestError
+    from conformance.aggregate.version_view import build
+
+    _, dataset = view_out
+    view = build(spark, dataset, PYPI_IMPL, progress=quiet)
+    assert [i["implementation"] for i in view["implementations"]] == [PYPI_IMPL]
+    assert [r["version"] for r in view["implementations"][0]["releases"]] == PYPI_ORDER
+    assert view["release_changes"] == [] and view["night_changes"] == []
+    with pytest.raises(IngestError, match="no record of nobody"):
+        build(spark, dataset, "nobody", progress=quiet)
