@@ -101,13 +101,20 @@ def prepare(spark, work: Path, label: str, nights: int, cases: int, versions: in
     manifest = generate(place / "gen", nights, cases, versions, jobs)
     generated = time.monotonic() - t
     t = time.monotonic()
-    ingest(spark, [place / "gen" / "runs"], place / "dataset", progress=quiet)
+    report = ingest(spark, [place / "gen" / "runs"], place / "dataset", progress=quiet)
+    if report["dataset_records"] != manifest["rows"]:
+        # Two releases of one night under one target name would collapse
+        # (the record key is run, target, case): the figure would lie.
+        sys.exit(
+            f"version_view_bench: {label}: generated {manifest['rows']:,} records, the dataset "
+            f"holds {report['dataset_records']:,}"
+        )
     figures = {
         "label": label,
         "targets_per_night": IMPLEMENTATIONS * versions,
         "nights": nights,
         "cases_per_protocol": cases,
-        "records": manifest["rows"],
+        "records": report["dataset_records"],
         "generate_s": round(generated, 1),
         "ingest_s": round(time.monotonic() - t, 1),
         "view_turns_s": [],
