@@ -26,6 +26,7 @@ the dataset (printed).
     .venv/bin/python bench/version_view_bench.py                  # 365 nights x 50 cases
     .venv/bin/python bench/version_view_bench.py --nights 60 --cases 20
     .venv/bin/python bench/version_view_bench.py --quick          # 3 nights x 6 cases (tests)
+    .venv/bin/python bench/version_view_bench.py --keep /tmp/vv --reuse   # time again, same data
     .venv/bin/python bench/version_view_bench.py --doc docs/versions-view.md   # also write the figures there
 
 Needs the ``aggregate`` and ``bench`` extras (pyspark, numpy) and Java 17.
@@ -92,11 +93,22 @@ def generate(out: Path, nights: int, cases: int, versions: int, jobs: int) -> di
     return json.loads((out / "manifest.json").read_text())
 
 
-def prepare(spark, work: Path, label: str, nights: int, cases: int, versions: int, jobs: int):
-    """Generate and ingest one dataset; its figures so far and its path."""
+def prepare(
+    spark, work: Path, label: str, nights: int, cases: int, versions: int, jobs: int, reuse: bool
+):
+    """Generate and ingest one dataset (or, with ``reuse``, take the one an
+    earlier run left in ``work`` at the same size); its figures so far and
+    its path."""
     from conformance.aggregate.ingest import ingest
 
     place = work / label.replace(" ", "-")
+    kept = place / "figures.json"
+    if reuse and kept.is_file():
+        figures = json.loads(kept.read_text())
+        if (figures["nights"], figures["cases_per_protocol"]) == (nights, cases):
+            print(f"  {label}: the dataset of an earlier run ({place}), not made again", flush=True)
+            return {**figures, "view_turns_s": []}, place
+    shutil.rmtree(place / "dataset", ignore_errors=True)
     t = time.monotonic()
     manifest = generate(place / "gen", nights, cases, versions, jobs)
     generated = time.monotonic() - t
@@ -119,6 +131,7 @@ def prepare(spark, work: Path, label: str, nights: int, cases: int, versions: in
         "ingest_s": round(time.monotonic() - t, 1),
         "view_turns_s": [],
     }
+    kept.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return figures, place
 
 
@@ -188,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", type=Path, help="work here and keep the data (default: a temp dir)"
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: time the datasets an earlier run left there (same size)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     parser.add_argument("--doc", type=Path, help="also write them into this file's bench section")
     args = parser.parse_args(argv)
@@ -207,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
             f"started in {time.monotonic() - t:.1f} s (not counted)",
             flush=True,
         )
-        today, today_at = prepare(spark, work, "today", nights, cases, 1, args.jobs)
+        today, today_at = prepare(spark, work, "today", nights, cases, 1, args.jobs, args.reuse)
         every, every_at = prepare(
-            spark, work, "all releases", nights, cases, RELEASES_PER_NIGHT, args.jobs
+            spark, work, "all releases", nights, cases, RELEASES_PER_NIGHT, args.jobs, args.reuse
         )
         # Turns alternate, so that the JVM's warm-up and the machine's load
         # fall on both; each dataset's figure is its fastest turn.

@@ -80,7 +80,8 @@ def _cell(rule: dict[str, Any], cell: dict[str, Any] | None, version: str) -> st
     links = evidence_links(cell["source_uri"], cell["trace_file"], cell["pcap_file"])
     title = (
         f"{rule['case_id']} in {rule['implementation']} {version}: {words}\n"
-        f"night {cell['date']} (of {cell['nights']}), run {cell['run_id']}, "
+        f"night {cell['date']} (run since {cell['first_night']}, {cell['records']} records), "
+        f"run {cell['run_id']}, "
         f"harness {cell['harness_version']}"
     )
     if cell["previous_night_verdict"] and cell["previous_night_verdict"] != cell["verdict"]:

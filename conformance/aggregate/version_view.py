@@ -20,18 +20,19 @@ condition), over the implementation's releases in version order
   with the same harness version is the node (flaky, or its environment
   changed), with another harness version the harness changed.
 
-The Spark job: one aggregation of the records to one row per release, rule
-and night (the latest verdict as a number, ``max``; the evidence by
-``max_by``); a window over the nights of each release and rule keeps the
-latest night with the previous one beside it (``lead``); the releases'
-ordinals, computed in Python for the few distinct (implementation,
-version) pairs, are joined on as a broadcast table, and a window over the
-ordinals of each rule gives the previous release's verdict (``lag``), the
-last decisive verdict before it (``last`` ignoring nulls) and the first
-failing and first fixed ordinals (``min`` over the partition). The result,
-one row per release and rule, is collected (280 releases of 400 rules is
-112,000 small rows) and written by Python as ``versions.json``,
-``regressions.json`` and ``index.html``.
+The Spark job: one aggregation of the records to one row per release and
+rule (the latest record as a number, ``max`` of time in ms x 8 + the
+verdict's rank; its evidence and night by ``max_by``); a second one over
+the records of earlier nights (each release's latest night joined on from
+the first, a broadcast) gives the night before with its verdict and harness
+version. The releases' ordinals, computed in Python for the few distinct
+(implementation, version) pairs, are joined on as a broadcast table, and a
+window over the ordinals of each rule gives the previous release's verdict
+(``lag``), the last decisive verdict before it (``last`` ignoring nulls)
+and the first failing and first fixed ordinals (``min`` over the
+partition). The result, one row per release and rule (280 releases of 400
+rules is 112,000 small rows), is collected and written by Python as
+``versions.json``, ``regressions.json`` and ``index.html``.
 """
 
 from __future__ import annotations
@@ -91,41 +92,53 @@ def _view_rows(spark: Any, dataset: str | os.PathLike, implementation: str | Non
     )
     code = F.unix_millis("time") * 8 + _code(F, "verdict", VERDICT_CODES)
     release_keys = [*RULE_KEYS, "version"]
-    nightly = (
-        res.withColumn("_code", code)
-        .groupBy(*release_keys, "date")
-        .agg(
-            F.max("_code").alias("_code"),
-            F.max_by(
-                F.struct(
-                    "level",
-                    "run_id",
-                    "harness_version",
-                    "trace_file",
-                    "pcap_file",
-                    "source_uri",
-                    "time",
-                ),
-                "_code",
-            ).alias("ev"),
-            F.count(F.lit(1)).alias("records"),
-        )
-        .withColumn(
-            "verdict",
-            F.element_at(
-                F.array(*(F.lit(v) for v in VERDICT_CODES)), (F.col("_code") % 8 + 1).cast("int")
+    coded = res.withColumn("_code", code)
+    # The latest record of each release and rule (the latest night's latest:
+    # the code orders by time first) with its evidence; a hash aggregation
+    # into as many groups as release x rule rows.
+    latest = coded.groupBy(*release_keys).agg(
+        F.max("_code").alias("_code"),
+        F.max_by(
+            F.struct(
+                "date",
+                "level",
+                "run_id",
+                "harness_version",
+                "trace_file",
+                "pcap_file",
+                "source_uri",
             ),
+            "_code",
+        ).alias("ev"),
+        F.min("date").alias("first_night"),
+        F.count(F.lit(1)).alias("records"),
+    )
+    # The night before: the latest record of an earlier night, by the
+    # same code, among the records before each release's latest night (its
+    # date joined on from the small aggregate).
+    last = latest.select(*release_keys, F.col("ev.date").alias("_last"))
+    previous = (
+        coded.join(F.broadcast(last), release_keys)
+        .where(F.col("date") < F.col("_last"))
+        .groupBy(*release_keys)
+        .agg(
+            F.max("_code").alias("_previous_code"),
+            F.max_by(F.struct("date", "harness_version"), "_code").alias("pev"),
         )
     )
-    by_night = W.partitionBy(*release_keys).orderBy(F.col("date").desc())
+    verdicts = F.array(*(F.lit(v) for v in VERDICT_CODES))
+
+    def verdict_of(column: str) -> Any:
+        return F.element_at(verdicts, (F.col(column) % 8 + 1).cast("int"))
+
     releases = (
-        nightly.withColumn("_n", F.row_number().over(by_night))
-        .withColumn("previous_night", F.lead("date").over(by_night))
-        .withColumn("previous_night_verdict", F.lead("verdict").over(by_night))
-        .withColumn("previous_night_harness", F.lead("ev.harness_version").over(by_night))
-        .withColumn("nights", F.count(F.lit(1)).over(W.partitionBy(*release_keys)))
-        .where(F.col("_n") == 1)
-        .drop("_n", "_code")
+        latest.join(previous, release_keys, "left")
+        .withColumn("verdict", verdict_of("_code"))
+        .withColumn("date", F.col("ev.date"))
+        .withColumn("previous_night", F.col("pev.date"))
+        .withColumn("previous_night_verdict", verdict_of("_previous_code"))
+        .withColumn("previous_night_harness", F.col("pev.harness_version"))
+        .drop("_code", "_previous_code", "pev")
     )
     # The ordinals of the few distinct releases, in the registry's order.
     pairs = res.select("implementation", "version").distinct().collect()
@@ -180,7 +193,7 @@ def _view_rows(spark: Any, dataset: str | os.PathLike, implementation: str | Non
             F.col("ev.pcap_file").alias("pcap_file"),
             F.col("ev.source_uri").alias("source_uri"),
             "records",
-            "nights",
+            F.col("first_night").cast("string").alias("first_night"),
             F.col("previous_night").cast("string").alias("previous_night"),
             "previous_night_verdict",
             "previous_night_harness",
@@ -240,7 +253,8 @@ def assemble(rows: list[Any]) -> dict[str, Any]:
                 "trace_file": r["trace_file"],
                 "pcap_file": r["pcap_file"],
                 "source_uri": r["source_uri"],
-                "nights": r["nights"],
+                "first_night": r["first_night"],
+                "records": r["records"],
                 "previous_night": r["previous_night"],
                 "previous_night_verdict": r["previous_night_verdict"],
                 "previous_night_harness": r["previous_night_harness"],
