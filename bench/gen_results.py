@@ -299,7 +299,13 @@ def night_runs(plan: Plan, night: int) -> list[tuple[str, list[str], bool]]:
         for v in range(args.versions):
             rel = max(0, release - v)
             version = version_of(impl_i, rel)
-            target = f"{impl}-{version.rsplit('.', 1)[0]}" + ("" if v == 0 else "-prev")
+            # One target name per release certified that night: the record
+            # key is (run, target, case), so two releases under one name
+            # would collapse into one. (-prev, -prev2, ...: with --versions 2
+            # the names are those of earlier datasets.)
+            target = f"{impl}-{version.rsplit('.', 1)[0]}" + (
+                "" if v == 0 else "-prev" if v == 1 else f"-prev{v}"
+            )
             base, flaky = plan.behaviour(impl_i, rel, protocol)
             lines += block(
                 plan, rng, protocol, impl, version, target, run_id, None, base, flaky, t, None

@@ -12,7 +12,9 @@ writes:
 
 - ``docs/certified-today.json``: per target, the implementation, version,
   roles, verdict, the failed MUST and SHOULD case ids and outcome counts,
-  with the run id and date it came from;
+  with the run id and date it came from; and per implementation the
+  releases certified, oldest first (``releases``; ``--from-data`` refreshes
+  it from the targets);
 - the section of README.md between ``<!-- certified-today:start -->`` and
   ``<!-- certified-today:end -->``, rendered from that file only;
 - in every findings file (docs/findings/) that has one, the section between
@@ -39,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from conformance.aggregate.release_order import ordered  # noqa: E402
 from conformance.core.results import read_results  # noqa: E402
 from conformance.core.run_folder import RunFolder  # noqa: E402
 from conformance.interop.crosscheck import suite_cases_by_role  # noqa: E402
@@ -166,10 +169,44 @@ def _shown_case(case: str, bases: dict[str, str]) -> str:
     return f"`{case}`" + (f" ({word})" if word else "")
 
 
+def release_ranges(data: dict) -> dict[str, dict]:
+    """Per implementation, the releases its targets certified, oldest first
+    in the registry's order (conformance/aggregate/release_order.py: PEP
+    440 for PyPI packages, semver for npm ones), and those CONFORMANT (a
+    release is CONFORMANT when every target of it is)."""
+    found: dict[str, dict[str, bool]] = {}
+    for t in data["targets"].values():
+        versions = found.setdefault(t["implementation"], {})
+        conformant = t["verdict"] == "CONFORMANT"
+        versions[t["version"]] = versions.get(t["version"], True) and conformant
+    out = {}
+    for impl, versions in sorted(found.items()):
+        releases = [r.version for r in ordered(impl, versions)]
+        out[impl] = {
+            "releases": releases,
+            "conformant": [v for v in releases if versions[v]],
+        }
+    return out
+
+
+def range_text(entry: dict) -> str:
+    """``16.0.1 (one release)``, or ``13.5.2 to 16.0.1 (15 releases, 3 CONFORMANT: ...)``."""
+    releases, conformant = entry["releases"], entry["conformant"]
+    if len(releases) == 1:
+        return f"{releases[0]} (one release)"
+    shown = ", ".join(conformant[:5]) + (", ..." if len(conformant) > 5 else "")
+    return (
+        f"{releases[0]} to {releases[-1]} ({len(releases)} releases, {len(conformant)} CONFORMANT"
+        + (f": {shown}" if conformant else "")
+        + ")"
+    )
+
+
 def render(data: dict) -> str:
+    ranges = release_ranges(data)
     rows = [
-        "| protocol | target | implementation | roles | verdict | MUST failed | SHOULD failed | cases (passed / failed / blocked / n/a) | findings |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| protocol | target | implementation | releases certified | roles | verdict | MUST failed | SHOULD failed | cases (passed / failed / blocked / n/a) | findings |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, t in data["targets"].items():
         counts = t["counts"]
@@ -187,7 +224,8 @@ def render(data: dict) -> str:
             else None
         )
         rows.append(
-            f"| {t['protocol']} | `{name}` | {t['implementation']} {t['version']} | {'/'.join(t['roles'])} | "
+            f"| {t['protocol']} | `{name}` | {t['implementation']} {t['version']} | "
+            f"{range_text(ranges[t['implementation']])} | {'/'.join(t['roles'])} | "
             f"{t['verdict']} | {failed_must} | {failed_should} | {shown} | "
             f"{f'[{Path(found).name}]({found})' if found else '-'} |"
         )
@@ -198,7 +236,9 @@ def render(data: dict) -> str:
         + source
         + " (`docs/certified-today.json`); never edited by hand. A word beside a failed case "
         + "names what binds its level when it is not the cited sentence's RFC 2119 key word "
-        + "(plain-words, wire-format, profile, erratum, inference: docs/levels.md).\n\n"
+        + "(plain-words, wire-format, profile, erratum, inference: docs/levels.md). "
+        + "Releases certified: per implementation, the releases of it these runs certified, "
+        + "oldest to newest in its registry's order (docs/versions-view.md).\n\n"
         + "\n".join(rows)
         + "\n"
     )
@@ -298,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-data",
         action="store_true",
-        help="render README.md's section from docs/certified-today.json as it is",
+        help="render README.md's section from docs/certified-today.json as it is (and refresh its "
+        "releases, derived from its targets)",
     )
     args = parser.parse_args(argv)
     if args.from_data:
@@ -323,8 +364,10 @@ def main(argv: list[str] | None = None) -> int:
             }
     table = render(data)
     if args.write or args.from_data:
-        if not args.from_data:
-            DATA.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        # The range of releases per implementation, beside the targets it
+        # derives from (for readers of the JSON; the table computes it).
+        data = {"targets": data["targets"], "releases": release_ranges(data)}
+        DATA.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         README.write_text(
             replace_section(README.read_text(encoding="utf-8"), table), encoding="utf-8"
         )

@@ -27,10 +27,14 @@
 #                         summary.json, interop-summary.json under STORE/runs/<run-id>/
 #   ingest    always      conformance ingest of every stored night (idempotent) into STORE/dataset;
 #                         a dataset it cannot update is rebuilt from the stored runs (a note)
-#   matrix    always      conformance matrix over every night in STORE/dataset -> NIGHTLY_DIR/matrix
+#   matrix    always      conformance matrix over every night in STORE/dataset -> NIGHTLY_DIR/matrix,
+#                         then conformance versions-view (every rule across each implementation's
+#                         releases, and the verdict changes) -> NIGHTLY_DIR/versions
 #   report    always      conformance report per run (certify, interop) -> NIGHTLY_DIR/allure/<kind>,
 #                         with the Allure history of the previous night (STORE/allure-history/<kind>)
-#   verdict   always      red or green, and why: NIGHTLY_DIR/verdict.json and verdict.md
+#   verdict   always      red or green, and why: NIGHTLY_DIR/verdict.json, verdict.md and
+#                         verdict.html; with the verdict changes the version view found (between
+#                         two releases, between a release's last two nights), in red in the HTML
 #
 # Steps the workflow's other jobs run (not part of a run of every step):
 #   versions-plan    the night's versioned targets, one NAME@VERSION a line, from the
@@ -360,7 +364,13 @@ step_ingest() {
 step_matrix() {
     local extra=()
     read -r -a extra <<<"${NIGHTLY_MATRIX_ARGS:-}"
-    "${conformance[@]}" matrix --dataset "$store/dataset" --out "$night_dir/matrix" "${extra[@]}"
+    local code=0
+    "${conformance[@]}" matrix --dataset "$store/dataset" --out "$night_dir/matrix" "${extra[@]}" || code=$?
+    # Every rule across the releases; its regressions.json is news the verdict tells.
+    # Run even when the matrices failed: the step's status is the first failure's.
+    "${conformance[@]}" versions-view --dataset "$store/dataset" --out "$night_dir/versions" \
+        || { [ "$code" -ne 0 ] || code=$?; }
+    return "$code"
 }
 
 step_report() {
@@ -512,8 +522,16 @@ if interop_on:
         red.append(f"coverage gap: {gap['client']} (client) and {gap['server']} (server) are both certified "
                    f"CONFORMANT but fail {cases}")
 
+# Regressions are news (docs/versions-view.md): every verdict change the
+# version view found, between two releases of an implementation and between
+# a release's last two nights (the harness version tells a flaky node or a
+# changed environment from a harness change). Listed, never red by itself.
+changes = load(night / "versions" / "regressions.json") or {}
+change_lines = [str(line) for line in changes.get("lines", [])]
+
 result = {"night": night.name, "red": bool(red), "why_red": red, "findings": findings, "notes": notes,
-          "certified": certified, "interop_pairs": pairs, "coverage_gaps": gaps}
+          "certified": certified, "interop_pairs": pairs, "coverage_gaps": gaps,
+          "verdict_changes": change_lines}
 (night / "verdict.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 md = [f"## Nightly {night.name}: {'RED' if red else 'green'}", ""]
@@ -525,8 +543,33 @@ for title, items in (("Why red", red), ("Findings (third-party nodes; expected, 
                      ("Notes", notes)):
     if items:
         md += ["", f"### {title}", ""] + [f"- {item}" for item in items]
+if change_lines:
+    md += ["", f"### Verdict changes ({len(changes.get('release_changes', []))} between releases, "
+               f"{len(changes.get('night_changes', []))} between nights)", "",
+           "See versions/index.html for every rule across the releases.", ""]
+    md += [f"- {line}" for line in change_lines]
 text = "\n".join(md) + "\n"
 (night / "verdict.md").write_text(text, encoding="utf-8")
+import html as _html
+page = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Nightly {_html.escape(night.name)}"
+        "</title></head><body>"]
+for line in md + [""]:
+    if not line.startswith("- ") and page[-1].startswith("<li"):
+        page.append("</ul>")
+    if line.startswith("- ") and not page[-1].startswith("<li"):
+        page.append("<ul>")
+    if line.startswith("## "):
+        page.append(f"<h1>{_html.escape(line[3:])}</h1>")
+    elif line.startswith("### "):
+        page.append(f"<h2>{_html.escape(line[4:])}</h2>")
+    elif line.startswith("- "):
+        red_line = line[2:] in change_lines or line[2:] in red
+        page.append(f'<li style="color:#b00000">{_html.escape(line[2:])}</li>' if red_line
+                    else f"<li>{_html.escape(line[2:])}</li>")
+    elif line:
+        page.append(f"<p>{_html.escape(line)}</p>")
+page.append("</body></html>\n")
+(night / "verdict.html").write_text("".join(page), encoding="utf-8")
 print(text)
 summary_path = os.environ.get("GITHUB_STEP_SUMMARY")
 if summary_path:

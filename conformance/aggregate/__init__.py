@@ -13,6 +13,9 @@ window of runs and writes CSV, JSON and a static HTML page. The modules:
   new version;
 * :mod:`.matrix` (the Spark job), :mod:`.html` (the page) and
   :mod:`.tables` (what both share);
+* :mod:`.version_view` (the Spark job of ``conformance versions-view``:
+  every rule across each implementation's releases), :mod:`.version_html`
+  (its page) and :mod:`.release_order` (PEP 440 / semver order of releases);
 * :mod:`.spark` -- the one SparkSession configuration all of them use,
   local or on a standalone cluster.
 

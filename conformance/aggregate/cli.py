@@ -6,6 +6,7 @@
     conformance matrix                                   # all runs -> reports/matrix/
     conformance matrix --since 2026-11-01 --last-runs 7 --out reports/matrix
     conformance matrix --master spark://127.0.0.1:7077   # on a standalone cluster
+    conformance versions-view --out reports/versions    # every rule across the releases
 
 ``register(subparsers)`` adds them to the ``conformance`` command line.
 PySpark is imported only when one of them runs, so the harness works
@@ -125,6 +126,27 @@ def register(subparsers: Any) -> None:
     _spark_args(matrix)
     matrix.set_defaults(func=cmd_matrix)
 
+    view = subparsers.add_parser(
+        "versions-view",
+        help="every rule across each implementation's releases (JSON, HTML) from the dataset",
+        description="Per implementation and rule, over its releases in version order (PEP 440 for "
+        "PyPI packages, semver for npm ones; docs/versions-view.md): the latest verdict per "
+        "release, the first release that fails the rule and the first later one that passes it "
+        "again, every release where the verdict changed, and the changes between a release's "
+        "last two nights. Writes versions.json, regressions.json and index.html.",
+    )
+    view.add_argument(
+        "--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)"
+    )
+    view.add_argument(
+        "--out", default="reports/versions", help="output directory (default reports/versions)"
+    )
+    view.add_argument(
+        "--implementation", default=None, help="only this implementation (default: every one)"
+    )
+    _spark_args(view)
+    view.set_defaults(func=cmd_versions_view)
+
 
 def _error(message: str) -> None:
     print(f"conformance: error: {message}", file=sys.stderr)
@@ -225,6 +247,28 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     print(
         f"wrote {len(report['files'])} file(s) to {out}: "
         + ", ".join(Path(p).name for p in report["files"]),
+        flush=True,
+    )
+    print(f"open {out / 'index.html'}", flush=True)
+    return EXIT_OK
+
+
+def cmd_versions_view(args: argparse.Namespace) -> int:
+    from .version_view import run
+    from .versions import require_dataset
+
+    def job() -> dict[str, Any]:
+        require_dataset(args.dataset)  # before starting a JVM
+        return run(_session(args), args.dataset, args.out, args.implementation, _progress)
+
+    code, report = _spark_job("versions-view failed", job)
+    if code != EXIT_OK:
+        return code
+    out = Path(args.out)
+    print(
+        f"wrote {len(report['files'])} file(s) to {out}: "
+        + ", ".join(Path(p).name for p in report["files"])
+        + f"; {report['changes']} verdict change(s)",
         flush=True,
     )
     print(f"open {out / 'index.html'}", flush=True)

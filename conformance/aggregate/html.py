@@ -348,18 +348,36 @@ EVIDENCE_MESSAGE_CHARS = 600
 """Characters of a latest record's message the page shows (results.jsonl has it all)."""
 
 
+def evidence_links(
+    source_uri: str | None, trace_file: str | None, pcap_file: str | None = None
+) -> list[tuple[str, str]]:
+    """(label, href) of a record's evidence, the files beside its run's
+    results.jsonl (``source_uri``): its trace, its capture, the results
+    file and the run's Allure report. The matrices' and the version view's
+    pages link cells to these."""
+    source = source_uri or ""
+    run = source.rsplit("/", 1)[0] if "/" in source else ""
+    links = []
+    if run and trace_file:
+        links.append(("trace", f"{run}/{trace_file}"))
+    if run and pcap_file:
+        links.append(("capture", f"{run}/{pcap_file}"))
+    if source:
+        links.append(("results.jsonl", source))
+        links.append(("Allure report", f"{run}/allure-report/index.html"))
+    return links
+
+
 def _evidence_item(anchor: str, row: dict[str, Any], level: str, latest: str, root: bool) -> str:
     """One cell's latest record: verdict, level and citation, what the node
     did, and links to the trace, the run's results and its Allure report
     (the files beside the run's results.jsonl, ``latest_source_uri``)."""
-    source = row.get("latest_source_uri") or ""
-    run = source.rsplit("/", 1)[0] if "/" in source else ""
-    links = []
-    if run and row.get("latest_trace_file"):
-        links.append(f'<a href="{_a(run + "/" + row["latest_trace_file"])}">trace</a>')
-    if source:
-        links.append(f'<a href="{_a(source)}">results.jsonl</a>')
-        links.append(f'<a href="{_a(run + "/allure-report/index.html")}">Allure report</a>')
+    links = [
+        f'<a href="{_a(href)}">{escape(label)}</a>'
+        for label, href in evidence_links(
+            row.get("latest_source_uri"), row.get("latest_trace_file")
+        )
+    ]
     message = row.get("latest_message") or ""
     if len(message) > EVIDENCE_MESSAGE_CHARS:
         message = message[:EVIDENCE_MESSAGE_CHARS] + " ..."

@@ -111,3 +111,56 @@ def test_writing_one_targets_run_keeps_the_other_targets(tmp_path, monkeypatch):
     assert written["producer"]["must_failed"] == [clients[0]]
     assert all(written[name] == entry for name, entry in kept["targets"].items())
     assert "`producer`" in readme.read_text() and readme.read_text().startswith("head\n")
+
+
+def _target(implementation: str, version: str, verdict: str) -> dict:
+    return {
+        "implementation": implementation,
+        "version": version,
+        "protocol": "stomp",
+        "roles": ["client"],
+        "verdict": verdict,
+        "cases": 1,
+        "counts": {"passed": 1},
+        "must_failed": [],
+        "should_failed": [],
+        "run_id": "r1",
+        "date": "2026-12-07",
+    }
+
+
+def test_release_range_per_implementation():
+    """One release is shown as such; several as their range in the
+    registry's order (PEP 440 for stomp.py, semver for stompit), with the
+    CONFORMANT ones named."""
+    data = {
+        "targets": {
+            "stomp-py@4.1.9": _target("stomp.py", "4.1.9", "NOT CONFORMANT"),
+            "stomp-py@4.1.10": _target("stomp.py", "4.1.10", "CONFORMANT"),
+            "stomp-py@4.1.10rc1": _target("stomp.py", "4.1.10rc1", "CONFORMANT"),
+            "stomp-py@9.0.0": _target("stomp.py", "9.0.0", "NOT CONFORMANT"),
+            "stompit": _target("stompit", "1.0.0-beta.2", "CONFORMANT"),
+        }
+    }
+    ranges = certified_today.release_ranges(data)
+    assert ranges["stomp.py"] == {
+        "releases": ["4.1.9", "4.1.10rc1", "4.1.10", "9.0.0"],
+        "conformant": ["4.1.10rc1", "4.1.10"],
+    }
+    assert certified_today.range_text(ranges["stomp.py"]) == (
+        "4.1.9 to 9.0.0 (4 releases, 2 CONFORMANT: 4.1.10rc1, 4.1.10)"
+    )
+    assert certified_today.range_text(ranges["stompit"]) == "1.0.0-beta.2 (one release)"
+    table = certified_today.render(data)
+    assert "| stomp.py 4.1.10 | 4.1.9 to 9.0.0 (4 releases, 2 CONFORMANT" in table
+    assert "| stompit 1.0.0-beta.2 | 1.0.0-beta.2 (one release) |" in table
+
+
+def test_the_data_file_keeps_the_ranges_of_its_targets():
+    data = json.loads(certified_today.DATA.read_text(encoding="utf-8"))
+    assert data["releases"] == certified_today.release_ranges(data), (
+        "run scripts/certified_today.py --from-data"
+    )
+    # Today every implementation has one release certified.
+    assert all(len(r["releases"]) == 1 for r in data["releases"].values())
+    assert "| ssb-server 16.0.1 | 16.0.1 (one release) |" in certified_today.render(data)

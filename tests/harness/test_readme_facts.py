@@ -66,7 +66,7 @@ def test_certify_row_is_exactly_the_exit_constants_of_cli():
 def test_the_other_rows_match_their_modules_constants():
     documented = documented_statuses()
     assert documented["report"] == exit_constants(report)
-    for command in ("ingest", "compact", "matrix"):
+    for command in ("ingest", "compact", "matrix", "versions-view"):
         assert documented[command] == exit_constants(aggregate_cli)
     # coverage's own 0/1/2, and the harness error every command can end with.
     assert documented["coverage"] == exit_constants(coverage_tool) | {cli.EXIT_HARNESS_ERROR}
