@@ -6,10 +6,10 @@ and the two orders disagree where it matters (semver's ``1.0.0-rc.1`` is a
 pre-release of 1.0.0; PEP 440 reads ``1.0.0-rc.1`` the same way but also
 takes ``1.0.0.post1`` and ``1!2.0``, and semver compares pre-release
 identifiers part by part, ``beta.11`` after ``beta.2``, where a plain
-string sort would not). So :data:`ECOSYSTEMS` names, per implementation,
-the registry its releases come from (its target definition installs it
-from there: conformance/targets/*.toml). An implementation not in the
-table is ordered as PyPI (PEP 440, which also reads plain ``X.Y.Z``): the
+string sort would not). So :func:`ecosystems` names, per implementation,
+the registry its releases come from (the ``registry`` of its target's
+versions table, conformance/targets/*.toml, or UNVERSIONED_ECOSYSTEMS). An
+implementation in neither is ordered as PyPI (PEP 440, which also reads plain ``X.Y.Z``): the
 reference nodes are this project's own Python packages.
 
 Versions that parse in neither (``5.17.2-SNAPSHOT`` in a PEP 440 table,
@@ -25,6 +25,7 @@ README's "certified today" range uses the same order.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from functools import cmp_to_key
@@ -33,21 +34,34 @@ from typing import Any, Iterable
 PYPI = "pypi"
 NPM = "npm"
 
-ECOSYSTEMS: dict[str, str] = {
-    # npm packages (conformance/targets/*.toml install them with npm)
-    "ssb-server": NPM,
+UNVERSIONED_ECOSYSTEMS: dict[str, str] = {
+    # npm packages certified at their pinned release only (no versions table)
     "ssb-db2": NPM,
     "secret-handshake": NPM,
-    "ilp-plugin-btp": NPM,
     "ilp-plugin-mini-accounts": NPM,
-    "stompit": NPM,
-    # PyPI packages (installed with pip)
-    "stomp.py": PYPI,
-    "stompman": PYPI,
+    # PyPI packages likewise
     "coilmq": PYPI,
     "swpt_stomp": PYPI,
 }
-"""Implementation -> the registry whose version order applies. Others: PyPI."""
+"""The registry of implementations whose targets declare no
+``[targets.NAME.versions]`` table; the others' is the one that table names
+(:func:`ecosystems`), so that a release is ordered by the registry it was
+installed from. Any other implementation: PyPI."""
+
+
+@functools.cache
+def ecosystems() -> dict[str, str]:
+    """Implementation -> the registry whose version order applies: the
+    built-in targets' versions tables, then UNVERSIONED_ECOSYSTEMS."""
+    from ..core.targets import load_targets
+
+    declared = {
+        target.implementation: target.versions.registry
+        for target in load_targets([]).values()
+        if target.versions is not None
+    }
+    return {**UNVERSIONED_ECOSYSTEMS, **declared}
+
 
 SEMVER = re.compile(
     r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -58,25 +72,29 @@ SEMVER = re.compile(
 
 
 def ecosystem(implementation: str) -> str:
-    return ECOSYSTEMS.get(implementation, PYPI)
+    return ecosystems().get(implementation, PYPI)
 
 
 def semver_key(version: str) -> tuple[Any, ...] | None:
-    """A sort key in semver precedence, or None if ``version`` is no semver.
-
-    A release sorts after its pre-releases; pre-release identifiers compare
-    one by one, numbers as numbers and below any text, a shorter list first
-    when all before are equal; build metadata is ignored."""
+    """A sort key in semver precedence, or None if ``version`` is no semver
+    (build metadata is ignored)."""
     match = SEMVER.match(version.strip())
     if not match:
         return None
     major, minor, patch, pre, _build = match.groups()
-    if pre is None:
-        pre_key: tuple[Any, ...] = (1,)
-    else:
-        parts = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
-        pre_key = (0, parts)
-    return (int(major), int(minor), int(patch), pre_key)
+    return semver_precedence(int(major), int(minor), int(patch), pre.split(".") if pre else ())
+
+
+def semver_precedence(
+    major: int, minor: int, patch: int, prerelease: Iterable[str]
+) -> tuple[Any, ...]:
+    """Semver 2.0.0 precedence (semver.org item 11): a release sorts after
+    its pre-releases; pre-release identifiers compare one by one, numbers
+    as numbers and below any text, a shorter list first when all before are
+    equal. The one definition of the order (the versions command's ranges
+    use it too)."""
+    parts = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in prerelease)
+    return (major, minor, patch, (0, parts) if parts else (1,))
 
 
 def pep440_key(version: str) -> Any:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from ..aggregate.release_order import semver_precedence
+
 PYPI_URL = "https://pypi.org/pypi/{package}/json"
 REGISTRY_TIMEOUT = 60.0
 
@@ -126,10 +128,7 @@ class SemVer:
         return bool(self.pre)
 
     def _key(self) -> tuple:
-        # A release sorts after its pre-releases; identifiers: numbers
-        # before text, numbers numerically; a longer list after its prefix.
-        pre = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre)
-        return (self.major, self.minor, self.patch, 0 if self.pre else 1, pre)
+        return semver_precedence(self.major, self.minor, self.patch, self.pre)
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, SemVer):

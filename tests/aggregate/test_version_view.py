@@ -34,7 +34,7 @@ from .conftest import REPO_ROOT, record, write_run
 
 quiet = lambda line: None  # noqa: E731
 
-NPM_IMPL = "ilp-plugin-btp"  # semver (release_order.ECOSYSTEMS)
+NPM_IMPL = "ilp-plugin-btp"  # semver (its versions table: registry = "npm")
 PYPI_IMPL = "stompman"  # PEP 440
 RULE = "btp.flow.server.silent-on-garbage"
 STEADY = "btp.auth.server.accepts-valid-auth"
