@@ -383,8 +383,12 @@ def _receive(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
 def _run_child(payload: dict[str, Any], fds: list[int], server_fds: list[int]) -> None:
     code = 70
     try:
+        # The dispositions a new interpreter starts with: SIGCHLD and SIGTERM
+        # at their defaults, SIGINT raising KeyboardInterrupt. SIGPIPE stays
+        # ignored, as Python sets it at start-up (a write to a closed socket
+        # raises instead of killing the session): the server has it so.
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+        for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in server_fds + [fds[0]]:

@@ -18,6 +18,7 @@ from conformance.runner import forkserver
 
 SUITE = textwrap.dedent("""
     import os
+    import signal
     import sys
     import time
     from pathlib import Path
@@ -25,6 +26,11 @@ SUITE = textwrap.dedent("""
 
     def test_reports_where_it_runs():
         print("CWD", os.getcwd())
+        # A new interpreter's dispositions: a write to a closed socket
+        # raises (SIGPIPE ignored), Ctrl-C raises KeyboardInterrupt.
+        print("SIGPIPE ignored", signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN)
+        print("SIGINT raises", signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        print("SIGTERM default", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
         print("MARK", os.environ.get("FORKSERVER_TEST_MARK"))
         print("PID", os.getpid())
         sys.stderr.write("ON STDERR\\n")
@@ -89,6 +95,8 @@ def test_second_session_is_forked_and_is_the_same_session(tmp_path, fresh_server
     assert second.wait(120) == 0
     text = second_log.read_text()
     assert f"CWD {work}" in text and "MARK two" in text and "1 passed" in text, text
+    for disposition in ("SIGPIPE ignored", "SIGINT raises", "SIGTERM default"):
+        assert f"{disposition} True" in text and f"{disposition} True" in first_log.read_text()
     assert f"PID {second.pid}" in text
     # A failing session's exit status is pytest's, as a started one's.
     third, third_log = _session(tmp_path, "third", {"FORKSERVER_TEST_FAIL": "1"})
