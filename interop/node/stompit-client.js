@@ -339,13 +339,20 @@ function run(plan, tlsFiles) {
       return client;
     },
   });
+  // The server an event is about, for the log. Releases before 0.20 emit
+  // 'error' with the error alone and 'connect' with the connector function
+  // (lib/ConnectFailover.js:183 and 195 in 0.18.3), later ones the server
+  // object: reading its fields from what 0.18 emits crashed the adapter,
+  // and the harness read that as the client sending nothing.
+  const where = (server) => {
+    const options = server && server.serverProperties && server.serverProperties.connectOptions;
+    return options ? `${options.host}:${options.port}` : 'the server';
+  };
   failover.on('error', (error, server) => {
-    const where = `${server.serverProperties.connectOptions.host}:${server.serverProperties.connectOptions.port}`;
-    log(`connection to ${where} failed: ${error.message}`);
+    log(`connection to ${where(server)} failed: ${error.message}`);
   });
   failover.on('connect', (server) => {
-    const where = `${server.serverProperties.connectOptions.host}:${server.serverProperties.connectOptions.port}`;
-    log(`connected to ${where}`);
+    log(`connected to ${where(server)}`);
   });
   const channel = new stompit.Channel(failover);
 

@@ -136,3 +136,24 @@ def test_sessions_start_as_new_processes_when_switched_off_or_the_server_is_gone
     forkserver._server.process.wait()
     after, _ = _session(tmp_path, "after", {})
     assert isinstance(after, subprocess.Popen) and after.wait(120) == 0
+
+
+def test_a_forked_process_labels_its_containers_as_its_own():
+    """Container targets are labelled with the harness process's session id,
+    which its reaper removes when the process ends: a forked session draws
+    its own (conformance/core/containers.py), or the first session to end
+    would remove the containers of every other session forked alike."""
+    from conformance.core import containers
+
+    parent = containers.session_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its id and leave at once
+        os.close(read)
+        os.write(write, containers.session_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 100).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child and child != parent and containers.session_id() == parent
