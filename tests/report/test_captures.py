@@ -6,7 +6,7 @@ Wireshark has none), a BTP case's its WebSocket frames.
 
 Needs /usr/bin/tshark (scripts/install-report-deps.sh installs it): skips
 without it, except in CI, where it fails (tests/report/test_report.py's
-``require``). Five certifications and a tshark per capture: the full tier.
+``require``). Five certifications and a tshark per node (its captures merged): the full tier.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dpkt
 import pytest
 
 from conformance.core import pcap
@@ -50,9 +51,40 @@ def _tshark(capture: Path, *args: str) -> str:
     return done.stdout
 
 
+MERGECAP = Path("/usr/bin/mergecap")
+
+
+def _merged(captures: list[Path], into: Path) -> tuple[Path, list[tuple[int, Path]]]:
+    """The captures one after the other in one file (``mergecap -a``), and
+    where each begins: (its first frame number, the capture). One tshark
+    over a node's captures instead of one per capture: a tshark's start is
+    most of its cost here (about 0.3 CPU-s), and 250 of them outran the
+    test's time in a loaded full tier. Every connection of a capture opens
+    with its SYN, so a 4-tuple seen again later is a new TCP stream to
+    Wireshark, never the continuation of another capture's."""
+    done = subprocess.run(
+        [str(MERGECAP), "-a", "-F", "pcapng", "-w", str(into), *map(str, captures)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"mergecap: {done.stderr}"
+    starts, frame = [], 1
+    for capture in captures:
+        starts.append((frame, capture))
+        with open(capture, "rb") as stream:
+            frame += sum(1 for _ in dpkt.pcapng.Reader(stream))
+    return into, starts
+
+
+def _capture_of(frame: int, starts: list[tuple[int, Path]]) -> Path:
+    return [capture for first, capture in starts if first <= frame][-1]
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
-    require([] if TSHARK.is_file() else [f"{TSHARK} (Debian's tshark)"])
+    require([f"{tool} (Debian's tshark)" for tool in (TSHARK, MERGECAP) if not tool.is_file()])
     folder = RunFolder(tmp_path_factory.mktemp("captures") / "run")
     targets = [arg for name in REFERENCE_NODES for arg in ("--target", name)]
     done = subprocess.run(
@@ -92,17 +124,31 @@ def test_every_traced_case_has_its_capture_beside_its_trace_and_in_allure(run: R
     assert all((run.allure_results / a["source"]).read_bytes()[:4] == b"\n\r\r\n" for a in attached)
 
 
-def test_tshark_reads_every_capture_of_the_run_without_a_malformed_packet(run: RunFolder):
+PROBLEM_SIGNS = ("[Malformed Packet", "Lua Error", "Errors (")
+
+
+def test_tshark_reads_every_capture_of_the_run_without_a_malformed_packet(
+    run: RunFolder, tmp_path: Path
+):
     captures = run.captures()
-    assert len({c.parent.name for c in captures}) == len(REFERENCE_NODES)
+    nodes = sorted({c.parent.name for c in captures})
+    assert len(nodes) == len(REFERENCE_NODES)
     problems = []
-    for capture in captures:
+    for node in nodes:
+        own = [c for c in captures if c.parent.name == node]
+        merged, _ = _merged(own, tmp_path / f"{node}.pcapng")
         # -V: every field of every packet; -z expert: Wireshark's expert
         # findings, by severity (a malformed packet is an error).
-        out = _tshark(capture, "-V", "-z", "expert")
-        for sign in ("[Malformed Packet", "Lua Error", "Errors ("):
-            if sign in out:
-                problems.append(f"{capture.relative_to(run.path)}: {sign}")
+        if not any(sign in _tshark(merged, "-V", "-z", "expert") for sign in PROBLEM_SIGNS):
+            continue
+        # Something is wrong in this node's captures: name which, each read alone.
+        for capture in own:
+            out = _tshark(capture, "-V", "-z", "expert")
+            problems += [
+                f"{capture.relative_to(run.path)}: {sign}" for sign in PROBLEM_SIGNS if sign in out
+            ]
+        if not problems:
+            problems.append(f"{node}: the captures read together show a problem, none alone")
     assert not problems, "\n".join(problems)
 
 
@@ -114,14 +160,16 @@ def test_a_stomp_case_shows_its_stomp_frames(run: RunFolder):
     assert "Header: accept-version:" in detail and "Header: version:1.2" in detail
 
 
-def test_a_btp_case_shows_websocket_frames(run: RunFolder):
+def test_a_btp_case_shows_websocket_frames(run: RunFolder, tmp_path: Path):
     btp = [c for c in run.captures() if c.parent.name == "reference-btp"]
-    opcodes = {
-        capture.name: _tshark(
-            capture, "-Y", "websocket", "-T", "fields", "-e", "websocket.opcode"
-        ).split()
-        for capture in btp
-    }
+    merged, starts = _merged(btp, tmp_path / "btp.pcapng")
+    opcodes: dict[str, list[str]] = {capture.name: [] for capture in btp}
+    fields = _tshark(
+        merged, "-Y", "websocket", "-T", "fields", "-e", "frame.number", "-e", "websocket.opcode"
+    )
+    for line in fields.splitlines():
+        frame, _, seen = line.partition("\t")
+        opcodes[_capture_of(int(frame), starts).name] += seen.split(",")
     # Binary frames (opcode 2): BTP packets, in most captures of the node.
     with_frames = [name for name, seen in opcodes.items() if "2" in seen]
     assert len(with_frames) > len(btp) // 2, opcodes
