@@ -39,6 +39,14 @@ def _date(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from exc
 
 
+def _dataset_and_out(parser: argparse.ArgumentParser, out: str) -> None:
+    """The dataset a command reads and the folder it writes."""
+    parser.add_argument(
+        "--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)"
+    )
+    parser.add_argument("--out", default=out, help=f"output directory (default {out})")
+
+
 def _spark_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master",
@@ -103,12 +111,7 @@ def register(subparsers: Any) -> None:
         description="Compute requirement, certification, interop, flaky and trend matrices over a window "
         "of ingested runs; write NAME.csv and NAME.json per matrix and index.html.",
     )
-    matrix.add_argument(
-        "--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)"
-    )
-    matrix.add_argument(
-        "--out", default="reports/matrix", help="output directory (default reports/matrix)"
-    )
+    _dataset_and_out(matrix, "reports/matrix")
     matrix.add_argument(
         "--since", type=_date, default=None, help="first run date, YYYY-MM-DD (inclusive)"
     )
@@ -135,12 +138,7 @@ def register(subparsers: Any) -> None:
         "again, every release where the verdict changed, and the changes between a release's "
         "last two nights. Writes versions.json, regressions.json and index.html.",
     )
-    view.add_argument(
-        "--dataset", default="reports/dataset", help="dataset directory (default reports/dataset)"
-    )
-    view.add_argument(
-        "--out", default="reports/versions", help="output directory (default reports/versions)"
-    )
+    _dataset_and_out(view, "reports/versions")
     view.add_argument(
         "--implementation", default=None, help="only this implementation (default: every one)"
     )

@@ -296,23 +296,7 @@ def test_the_nightly_summary_says_the_changes(view_out, tmp_path):
     )
     (night / "versions").mkdir()
     (night / "versions" / "regressions.json").write_bytes((out / "regressions.json").read_bytes())
-    env = dict(
-        os.environ,
-        NIGHTLY_DIR=str(night),
-        NIGHTLY_STORE=str(tmp_path / "store"),
-        NIGHTLY_TARGETS="reference-btp",
-        NIGHTLY_IMPAIRMENTS="none",
-        NIGHTLY_INTEROP_PROTOCOLS="none",
-    )
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    done = subprocess.run(
-        [str(REPO_ROOT / "scripts" / "nightly.sh"), "verdict"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=REPO_ROOT,
-    )
+    done = _nightly_verdict(night, tmp_path / "store", "reference-btp")
     assert done.returncode == 0, done.stdout + done.stderr
     text = (night / "verdict.md").read_text()
     assert "green" in text and "### Verdict changes (4 between releases, 2 between nights)" in text
@@ -334,16 +318,23 @@ def test_no_regressions_file_no_section(tmp_path):
     night = tmp_path / "night"
     (night / "runs" / "certify").mkdir(parents=True)
     (night / "runs" / "certify" / "summary.json").write_text(json.dumps({"targets": []}))
+    _nightly_verdict(night, tmp_path / "store", "none")
+    assert "Verdict changes" not in (night / "verdict.md").read_text()
+    assert json.loads((night / "verdict.json").read_text())["verdict_changes"] == []
+
+
+def _nightly_verdict(night: Path, store: Path, targets: str) -> subprocess.CompletedProcess:
+    """scripts/nightly.sh's verdict step alone, over the night folder given."""
     env = dict(
         os.environ,
         NIGHTLY_DIR=str(night),
-        NIGHTLY_STORE=str(tmp_path / "store"),
-        NIGHTLY_TARGETS="none",
+        NIGHTLY_STORE=str(store),
+        NIGHTLY_TARGETS=targets,
         NIGHTLY_IMPAIRMENTS="none",
         NIGHTLY_INTEROP_PROTOCOLS="none",
     )
     env.pop("GITHUB_STEP_SUMMARY", None)
-    subprocess.run(
+    return subprocess.run(
         [str(REPO_ROOT / "scripts" / "nightly.sh"), "verdict"],
         capture_output=True,
         text=True,
@@ -351,8 +342,6 @@ def test_no_regressions_file_no_section(tmp_path):
         env=env,
         cwd=REPO_ROOT,
     )
-    assert "Verdict changes" not in (night / "verdict.md").read_text()
-    assert json.loads((night / "verdict.json").read_text())["verdict_changes"] == []
 
 
 META = ("generated", "spark_master")
