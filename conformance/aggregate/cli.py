@@ -241,10 +241,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     code, report = _spark_job("matrix failed", job)
     if code != EXIT_OK:
         return code
-    out = Path(args.out)
+    return _wrote(Path(args.out), report["files"])
+
+
+def _wrote(out: Path, files: list[str], more: str = "") -> int:
+    """The closing lines of a command that wrote pages: which, and the one to open."""
     print(
-        f"wrote {len(report['files'])} file(s) to {out}: "
-        + ", ".join(Path(p).name for p in report["files"]),
+        f"wrote {len(files)} file(s) to {out}: " + ", ".join(Path(p).name for p in files) + more,
         flush=True,
     )
     print(f"open {out / 'index.html'}", flush=True)
@@ -262,12 +265,4 @@ def cmd_versions_view(args: argparse.Namespace) -> int:
     code, report = _spark_job("versions-view failed", job)
     if code != EXIT_OK:
         return code
-    out = Path(args.out)
-    print(
-        f"wrote {len(report['files'])} file(s) to {out}: "
-        + ", ".join(Path(p).name for p in report["files"])
-        + f"; {report['changes']} verdict change(s)",
-        flush=True,
-    )
-    print(f"open {out / 'index.html'}", flush=True)
-    return EXIT_OK
+    return _wrote(Path(args.out), report["files"], f"; {report['changes']} verdict change(s)")
