@@ -103,7 +103,13 @@ class ForkServerError(RuntimeError):
 class ForkedSession:
     """A session forked by the server, answering like ``subprocess.Popen``:
     ``pid``, ``returncode``, ``poll``, ``wait``, ``send_signal``,
-    ``terminate``, ``kill``, and ``stderr`` when it was asked for as a pipe."""
+    ``terminate``, ``kill``, and ``stderr`` when it was asked for as a pipe.
+
+    One thread reads the exit status from the reply socket; ``poll``,
+    ``wait`` and ``send_signal`` only look at what it found, so they never
+    wait for one another: a thread waiting for the session to end (a
+    certification's worker) does not stop another from signalling it
+    (Ctrl-C stopping every session)."""
 
     def __init__(self, args: list[str], pid: int, reply: socket.socket, stderr: IO[bytes] | None):
         self.args = args
@@ -111,23 +117,23 @@ class ForkedSession:
         self.returncode: int | None = None
         self.stderr = stderr
         self._reply = reply
+        self._ended = threading.Event()
+        # Held while the pid is signalled and while the reply socket is
+        # closed: the server reaps the session only once it is closed, so
+        # a pid signalled under this lock is still the session's.
         self._lock = threading.Lock()
+        threading.Thread(target=self._read_status, daemon=True, name=f"status of session {pid}").start()
 
-    def _read_status(self, timeout: float | None) -> int | None:
+    def _read_status(self) -> None:
+        data = _recv_exactly(self._reply, 4)
+        # No status: the server died before the session ended (it is
+        # killed with the process that started it). The session is the
+        # server's orphan now; wait for it to be gone.
+        code = struct.unpack(">i", data)[0] if data is not None else self._orphan_code()
         with self._lock:
-            if self.returncode is not None:
-                return self.returncode
-            ready, _, _ = select.select([self._reply], [], [], timeout)
-            if not ready:
-                return None
-            data = _recv_exactly(self._reply, 4)
-            # No status: the server died before the session ended (it is
-            # killed with the process that started it). The session is
-            # the server's orphan now; wait for it to be gone.
-            code = struct.unpack(">i", data)[0] if data is not None else self._orphan_code()
             self.returncode = code
             self._reply.close()  # the server may reap the child now
-            return code
+        self._ended.set()
 
     def _orphan_code(self) -> int:
         while _alive(self.pid):
@@ -135,22 +141,21 @@ class ForkedSession:
         return -signal.SIGKILL
 
     def poll(self) -> int | None:
-        return self._read_status(0)
+        return self.returncode if self._ended.is_set() else None
 
     def wait(self, timeout: float | None = None) -> int:
-        code = self._read_status(timeout)
-        if code is None:
+        if not self._ended.wait(timeout):
             raise subprocess.TimeoutExpired(self.args, timeout)
-        return code
+        assert self.returncode is not None
+        return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        # The pid is the session's until the reply socket is closed (the
-        # server reaps it only then): no other process can have it.
-        if self.poll() is None:
-            try:
-                os.kill(self.pid, sig)
-            except ProcessLookupError:
-                pass
+        with self._lock:
+            if self.returncode is None:
+                try:
+                    os.kill(self.pid, sig)
+                except ProcessLookupError:
+                    pass
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)

@@ -122,6 +122,26 @@ def test_a_forked_session_is_waited_for_signalled_and_piped(tmp_path, fresh_serv
     assert held.returncode == -signal.SIGTERM
 
 
+def test_a_session_waited_for_in_one_thread_is_signalled_from_another(tmp_path, fresh_server):
+    """What a run does on Ctrl-C: each session's worker thread waits for it
+    to end while the main thread polls and signals every session. Neither
+    may wait for the other (a full tier's SIGINT test hung on it)."""
+    import threading
+
+    _session(tmp_path, "warm-up", {})[0].wait(120)
+    held, _ = _session(tmp_path, "held", {"FORKSERVER_TEST_HOLD": "60"})
+    assert isinstance(held, forkserver.ForkedSession)
+    _wait_started(tmp_path, "held", held)
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(held.wait()), daemon=True)
+    worker.start()
+    worker.join(0.2)  # the worker is in wait() now, or about to be
+    assert worker.is_alive() and held.poll() is None
+    held.terminate()
+    worker.join(30)
+    assert codes == [-signal.SIGTERM]
+
+
 def test_sessions_start_as_new_processes_when_switched_off_or_the_server_is_gone(
     tmp_path, fresh_server, monkeypatch, capfd
 ):
