@@ -32,6 +32,7 @@ from .package_install import require_installed
 from .target_errors import TargetError, TargetNotStarted
 from .target_spec import GENERATORS, REPO_ROOT, LaunchSpec, Target
 from .work_dirs import remove_work_dir
+from .parent_death import die_with_parent
 
 MAX_ADAPTER_OUTPUT = 256 << 20
 """Bytes of an adapter command's output the harness reads at most."""
@@ -58,8 +59,15 @@ class ProcessHandle:
         self.argv = argv
         self.log_path = log_path
         self._log = open(log_path, "ab")
+        # A reference node launched from a forked session is forked by the
+        # session's server, its modules imported already (a node's start is
+        # mostly its imports; client cases start one per case). Any other
+        # command, or where that cannot be, starts as declared.
+        from conformance.runner.forkserver import fork_node
+
+        forked = fork_node(argv, env, cwd or None, self._log.fileno())
         try:
-            self.process = subprocess.Popen(
+            self.process = forked or subprocess.Popen(
                 argv,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
@@ -67,7 +75,7 @@ class ProcessHandle:
                 env=env,
                 cwd=cwd or None,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         except OSError as exc:
             self._log.close()
@@ -544,21 +552,3 @@ def runtime_problems(runtime: TargetRuntime, serving: bool = True) -> list[str]:
             elif not os.access(path, os.R_OK):
                 problems.append(f"credential {name}: file {path} is not readable")
     return problems
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the harness dies, even by
-    SIGKILL, so that no launched node outlives a killed run (Linux only).
-
-    The "parent" of PR_SET_PDEATHSIG is the *thread* that forked: a node
-    started from a worker thread (``asyncio.to_thread``, an executor) gets
-    SIGTERM as soon as that thread ends. Start and restart nodes from the
-    event-loop thread (conformance/suites/stomp/adapter.py does)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass

@@ -15,7 +15,7 @@ session from itself.
 A forked session is the same session: its own process, the same pytest
 command line, environment, working directory, standard streams and process
 group as a started one, and it is started, waited for, signalled and killed
-through the same interface (:class:`ForkedSession` answers like
+through the same interface (:class:`ForkedProcess` answers like
 ``subprocess.Popen``). What it does not redo is import the modules. The
 test modules of the suites are never imported before the session's
 collection, so that pytest still rewrites their asserts.
@@ -30,7 +30,25 @@ once the requester has closed the reply socket: until then the pid stays
 the session's (a zombie cannot be reused), so a signal sent after the
 session ended never reaches another process.
 
-``CONFORMANCE_FORKSERVER=0`` starts every session as a new interpreter.
+The nodes too. A reference node (``python -m reference_impl.X``, this
+interpreter) is mostly its imports, and a client case starts one per case:
+a forked session is given a channel to its server (a socket pair's end,
+named by CONFORMANCE_NODE_CHANNEL_FD), on which :func:`fork_node` asks,
+with the same request, for the node to be forked from the server, which
+holds the nodes' modules imported. The node runs in a session of its own
+(its process group, as the harness starts nodes), gets SIGTERM when the
+server dies and, from the server, when the session that asked for it is
+gone first (as a started node gets it when its session dies); its module
+runs as ``__main__`` with the streams, ``sys.argv``, ``sys.path[0]``,
+signal dispositions and exit functions a new interpreter would have. A
+node whose environment differs from the server's in a variable read at
+import (IMPORT_TIME_VARIABLES) is started as a new interpreter. Six RIPP
+client certifications (13 client launches each) in one process: 14.3
+CPU-s as new interpreters, 8.4 with sessions and nodes forked (a cpuacct
+cgroup around ``run_mutation`` called six times).
+
+``CONFORMANCE_FORKSERVER=0`` starts every session and node as a new
+interpreter.
 """
 
 from __future__ import annotations
@@ -100,8 +118,8 @@ class ForkServerError(RuntimeError):
     session as a new interpreter instead."""
 
 
-class ForkedSession:
-    """A session forked by the server, answering like ``subprocess.Popen``:
+class ForkedProcess:
+    """A session or a node forked by the server, answering like ``subprocess.Popen``:
     ``pid``, ``returncode``, ``poll``, ``wait``, ``send_signal``,
     ``terminate``, ``kill``, and ``stderr`` when it was asked for as a pipe.
 
@@ -122,7 +140,9 @@ class ForkedSession:
         # closed: the server reaps the session only once it is closed, so
         # a pid signalled under this lock is still the session's.
         self._lock = threading.Lock()
-        threading.Thread(target=self._read_status, daemon=True, name=f"status of session {pid}").start()
+        threading.Thread(
+            target=self._read_status, daemon=True, name=f"status of session {pid}"
+        ).start()
 
     def _read_status(self) -> None:
         data = _recv_exactly(self._reply, 4)
@@ -212,7 +232,7 @@ class _Server:
 
     def fork(
         self, argv: list[str], env: dict[str, str], stdout: int, stderr: int | None
-    ) -> ForkedSession:
+    ) -> ForkedProcess:
         reply, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pipe_read = pipe_write = None
         try:
@@ -246,7 +266,7 @@ class _Server:
             if pipe_write is not None:
                 os.close(pipe_write)
         stream = os.fdopen(pipe_read, "rb") if pipe_read is not None else None
-        return ForkedSession(argv, pid, reply, stream)
+        return ForkedProcess(argv, pid, reply, stream)
 
     def close(self) -> None:
         self.control.close()
@@ -277,7 +297,7 @@ def _stop_server() -> None:
 
 def start_session(
     argv: list[str], stdout: IO[bytes], env: dict[str, str], stderr: int | None = None
-) -> subprocess.Popen | ForkedSession:
+) -> subprocess.Popen | ForkedProcess:
     """``python -m pytest ...`` (``argv``) with ``stdout`` to a file, its
     stderr inherited or (``subprocess.PIPE``) piped: forked by this
     process's fork server from the second session on, started as a new
@@ -309,7 +329,78 @@ def start_session(
     return subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=env)
 
 
+def fork_node(
+    argv: list[str], env: dict[str, str], cwd: str | None, output: int
+) -> ForkedProcess | None:
+    """In a forked session, a reference node's command line (``python -m
+    reference_impl.X ...`` with this interpreter) forked by the server that
+    forked the session, which holds the nodes' modules imported: its own
+    process group, stdin from /dev/null, stdout and stderr to ``output``.
+    None where it cannot be (not a forked session, another command, an
+    environment the server's imports would not match, a server gone): the
+    caller starts the node as a new interpreter. Only the reference nodes:
+    any other program is started the way its declaration says."""
+    if len(argv) < 3 or argv[0] != sys.executable or argv[1] != "-m":
+        return None
+    if not argv[2].startswith("reference_impl."):
+        return None
+    channel = _node_channel()
+    if channel is None:
+        return None
+    reply, remote = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        payload = json.dumps({"argv": argv, "env": env, "cwd": cwd or os.getcwd()}).encode()
+        fds = array.array("i", [remote.fileno(), devnull, output, output])
+        with _channel_lock:
+            channel.sendmsg(
+                [struct.pack(">I", len(payload)) + payload],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)],
+            )
+        remote.close()
+        ready, _, _ = select.select([reply], [], [], START_DEADLINE)
+        data = _recv_exactly(reply, 8) if ready else None
+        pid = struct.unpack(">q", data)[0] if data is not None else -1
+    except OSError:
+        pid = -1
+    finally:
+        os.close(devnull)
+        remote.close()
+    if pid < 0:
+        reply.close()
+        return None
+    return ForkedProcess(argv, pid, reply, None)
+
+
+_channel: socket.socket | None = None
+_channel_lock = threading.Lock()
+
+
+def _node_channel() -> socket.socket | None:
+    """This forked session's channel to its server (NODE_CHANNEL_ENV, "FD
+    PID": a process started by the session inherits the variable, not the
+    descriptor, and must not take another descriptor of its own for it)."""
+    global _channel
+    with _channel_lock:
+        if _channel is None:
+            fd, _, pid = os.environ.get(NODE_CHANNEL_ENV, "").partition(" ")
+            if not fd.isdigit() or pid != str(os.getpid()):
+                return None
+            _channel = socket.socket(fileno=int(fd))
+        return _channel
+
+
 # The server side.
+
+NODE_CHANNEL_ENV = "CONFORMANCE_NODE_CHANNEL_FD"
+"""Set in a forked session: the descriptor of its channel to the server,
+on which it asks for its nodes to be forked (:func:`fork_node`)."""
+IMPORT_TIME_VARIABLES = ("PYTHON", "BTP_", "WEBSOCKETS_", "LANG", "LC_", "TZ")
+"""Prefixes of the environment variables that the interpreter or a
+preloaded module reads when it starts or is imported (the interpreter's
+PYTHON*, reference_impl/btp/packet.py's BTP_PURE_PYTHON, websockets'
+limits, the locale): a node whose environment differs from the server's
+in one of them is started as a new interpreter, which reads them."""
 
 
 def _serve(control: socket.socket) -> None:
@@ -317,19 +408,58 @@ def _serve(control: socket.socket) -> None:
     # sessions stop on it as started ones do, and the requester decides
     # what happens next; the server stays until the requester goes.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    start_env = dict(os.environ)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_write)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in PRELOADED + suite_helpers():
+        for name in PRELOADED + suite_helpers() + node_modules():
             __import__(name)
     control.sendall(READY)
-    running: dict[int, socket.socket] = {}  # pid -> reply socket, status not sent yet
+    # pid -> reply socket, for the children whose status is not sent yet;
+    # the nodes among them are stopped when their session goes first.
+    running: dict[int, socket.socket] = {}
+    nodes: set[int] = set()
     ended: dict[socket.socket, int] = {}  # reply socket -> pid, status sent, not reaped
+    channels: list[socket.socket] = []  # each forked session's, for its nodes
+
+    def fork(request: tuple[dict[str, Any], list[int]], channel: socket.socket | None) -> None:
+        payload, fds = request
+        reply = socket.socket(fileno=fds[0])
+        if channel is not None and not _same_at_import(start_env, payload["env"]):
+            for fd in fds[1:]:
+                os.close(fd)
+            _send(reply, struct.pack(">q", -1))  # refused: start it as a new interpreter
+            reply.close()
+            return
+        session_end = theirs = None
+        if channel is None:
+            session_end, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            if channel is None:
+                _run_session(payload, fds, theirs.fileno())
+            _run_node(payload, fds)
+        for fd in fds[1:]:
+            os.close(fd)
+        if theirs is not None:
+            theirs.close()
+            channels.append(session_end)
+        if _send(reply, struct.pack(">q", pid)):
+            running[pid] = reply
+            if channel is not None:
+                nodes.add(pid)
+        else:  # the requester is gone already
+            running[pid] = reply
+            _stop_orphaned_node(pid, nodes)
+
     while True:
-        readable, _, _ = select.select([control, wake_read, *ended], [], [])
+        watched = [control, wake_read, *ended, *channels]
+        # A node's requester that goes before it ends: its session died.
+        watched += [running[pid] for pid in nodes if pid in running]
+        readable, _, _ = select.select(watched, [], [])
         if wake_read in readable:
             os.read(wake_read, 4096)
         for pid, reply in list(running.items()):
@@ -340,33 +470,88 @@ def _serve(control: socket.socket) -> None:
                 continue
             code = result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
             del running[pid]
-            try:
-                reply.sendall(struct.pack(">i", code))
-            except OSError:
-                pass
+            nodes.discard(pid)
+            _send(reply, struct.pack(">i", code))
             ended[reply] = pid
         for reply in [s for s in readable if s in ended]:
-            if not reply.recv(1):  # the requester closed it: reap
+            if not _recv_or_eof(reply):  # the requester closed it: reap
                 os.waitpid(ended.pop(reply), 0)
                 reply.close()
+        for pid in [p for p in nodes if running.get(p) in readable]:
+            if not _recv_or_eof(running[pid]):
+                _stop_orphaned_node(pid, nodes)
+        for channel in [s for s in readable if s in channels]:
+            request = _receive(channel)
+            if request is None:  # the session ended (or sent nonsense)
+                channels.remove(channel)
+                channel.close()
+            else:
+                fork(request, channel)
         if control in readable:
             request = _receive(control)
             if request is None:
                 return  # the requester is gone; the sessions go on alone
-            payload, fds = request
-            reply = socket.socket(fileno=fds[0])
-            pid = os.fork()
-            if pid == 0:
-                _run_child(payload, fds, [control.fileno(), wake_read, wake_write])
-            for fd in fds[1:]:
-                os.close(fd)
-            reply.sendall(struct.pack(">q", pid))
-            running[pid] = reply
+            fork(request, None)
+
+
+def _send(sock: socket.socket, data: bytes) -> bool:
+    try:
+        sock.sendall(data)
+        return True
+    except OSError:
+        return False
+
+
+def _recv_or_eof(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(1)
+    except OSError:
+        return b""
+
+
+def _stop_orphaned_node(pid: int, nodes: set[int]) -> None:
+    """The session that asked for the node is gone without stopping it: the
+    node goes too, as a started one does (it gets SIGTERM when its parent
+    dies); the server reaps it once it has exited."""
+    nodes.discard(pid)
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _same_at_import(start: dict[str, str], env: dict[str, str]) -> bool:
+    """Whether a node with environment ``env`` would import the preloaded
+    modules the way the server did (IMPORT_TIME_VARIABLES)."""
+    differing = {k for k in start.keys() | env.keys() if start.get(k) != env.get(k)}
+    return not any(name.startswith(IMPORT_TIME_VARIABLES) for name in differing)
+
+
+def node_modules() -> tuple[str, ...]:
+    """The reference nodes' modules but their ``__main__`` (run anew in each
+    node, as ``python -m`` does) and the Hypothesis strategies (the suites'
+    tests import those, the nodes never)."""
+    import pkgutil
+
+    import reference_impl
+
+    names = []
+    for package in pkgutil.iter_modules(reference_impl.__path__):
+        if not package.ispkg:
+            continue
+        names.append(f"reference_impl.{package.name}")
+        for module in pkgutil.iter_modules([f"{reference_impl.__path__[0]}/{package.name}"]):
+            if module.name != "__main__" and not module.name.endswith("strategies"):
+                names.append(f"reference_impl.{package.name}.{module.name}")
+    return tuple(names)
 
 
 def _receive(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     fds = array.array("i")
-    message, ancillary, _, _ = control.recvmsg(4, socket.CMSG_SPACE(4 * fds.itemsize))
+    try:
+        message, ancillary, _, _ = control.recvmsg(4, socket.CMSG_SPACE(4 * fds.itemsize))
+    except OSError:
+        return None
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
@@ -385,44 +570,126 @@ def _receive(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     return json.loads(body), list(fds)
 
 
-def _run_child(payload: dict[str, Any], fds: list[int], server_fds: list[int]) -> None:
+def _become(payload: dict[str, Any], fds: list[int], keep: int | None = None) -> None:
+    """In a child just forked: a new interpreter's signal dispositions
+    (SIGCHLD and SIGTERM at their defaults, SIGINT raising
+    KeyboardInterrupt; SIGPIPE stays ignored, as Python sets it at start-up
+    and the server has it), the request's streams as 0, 1 and 2, no other
+    descriptor of the server's but ``keep``, and its directory and
+    environment."""
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in zip((0, 1, 2), fds[1:]):
+        os.dup2(fd, target)
+    # What a new interpreter would hold: the three streams (and the
+    # channel a session is given). The server's sockets, the other
+    # sessions' and nodes' replies and channels, are not the child's.
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the directory listing's own descriptor, closed already
+    os.chdir(payload["cwd"])
+    os.environ.clear()
+    os.environ.update(payload["env"])
+
+
+def _end_child(code: int) -> None:
+    """Leave as an interpreter leaves: the exit functions registered in the
+    child (work dirs removed, a container reaper released), the streams
+    flushed; never back into the server's loop."""
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _run_session(payload: dict[str, Any], fds: list[int], channel: int) -> None:
     code = 70
     try:
-        # The dispositions a new interpreter starts with: SIGCHLD and SIGTERM
-        # at their defaults, SIGINT raising KeyboardInterrupt. SIGPIPE stays
-        # ignored, as Python sets it at start-up (a write to a closed socket
-        # raises instead of killing the session): the server has it so.
-        signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for fd in server_fds + [fds[0]]:
-            os.close(fd)
-        for target, fd in zip((0, 1, 2), fds[1:]):
-            os.dup2(fd, target)
-        for fd in set(fds[1:]):
-            if fd > 2:
-                os.close(fd)
-        os.chdir(payload["cwd"])
-        os.environ.clear()
-        os.environ.update(payload["env"])
+        _become(payload, fds, keep=channel)
+        os.environ[NODE_CHANNEL_ENV] = f"{channel} {os.getpid()}"
         argv = payload["argv"]
         import pytest
 
+        # The plugins were imported by the server, so pytest cannot rewrite
+        # their asserts, and says so; the suites' modules it still rewrites.
+        args = [*argv[3:], "-W", "ignore:Module already imported so cannot be rewritten"]
         sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *argv[3:]]
-        code = int(pytest.main(argv[3:]))
+        code = int(pytest.main(args))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - the child must end here, never return to the server loop
         import traceback
 
         traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    _end_child(code)
+
+
+def _run_node(payload: dict[str, Any], fds: list[int]) -> None:
+    """``python -m MODULE ARGS`` (``payload["argv"]``) in this child: its own
+    session (a new process group, as the harness starts nodes), SIGTERM
+    when the server dies (as a started node gets it when its session dies),
+    the module run as ``__main__`` with the standard streams a new
+    interpreter would open."""
+    code = 70
+    try:
+        os.setsid()
+        _become(payload, fds)
+        from conformance.core.parent_death import die_with_parent
+
+        die_with_parent()
+        import io
+        import runpy
+
+        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            raw = io.FileIO(fd, "w", closefd=False)
+            stream = raw if unbuffered else io.BufferedWriter(raw)
+            setattr(
+                sys,
+                name,
+                io.TextIOWrapper(
+                    stream,  # type: ignore[arg-type]
+                    encoding=getattr(sys, name).encoding,
+                    errors="backslashreplace" if name == "stderr" else getattr(sys, name).errors,
+                    line_buffering=name == "stderr" or os.isatty(fd),
+                    write_through=unbuffered,
+                ),
+            )
+        argv = payload["argv"]
+        sys.argv = [argv[2], *argv[3:]]
+        sys.path[0] = payload["cwd"]  # what `python -m` puts first
+        runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        # An interpreter that ends on an uncaught Ctrl-C dies of SIGINT.
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:  # noqa: BLE001 - the child must end here, never return to the server loop
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    _end_child(code)
 
 
 def serve_inherited(fd: int) -> None:

@@ -91,7 +91,7 @@ def test_second_session_is_forked_and_is_the_same_session(tmp_path, fresh_server
     work.mkdir()
     monkeypatch.chdir(work)
     second, second_log = _session(tmp_path, "second", {"FORKSERVER_TEST_MARK": "two"})
-    assert isinstance(second, forkserver.ForkedSession)
+    assert isinstance(second, forkserver.ForkedProcess)
     assert second.wait(120) == 0
     text = second_log.read_text()
     assert f"CWD {work}" in text and "MARK two" in text and "1 passed" in text, text
@@ -100,7 +100,7 @@ def test_second_session_is_forked_and_is_the_same_session(tmp_path, fresh_server
     assert f"PID {second.pid}" in text
     # A failing session's exit status is pytest's, as a started one's.
     third, third_log = _session(tmp_path, "third", {"FORKSERVER_TEST_FAIL": "1"})
-    assert isinstance(third, forkserver.ForkedSession)
+    assert isinstance(third, forkserver.ForkedProcess)
     assert third.wait(120) == 1, third_log.read_text()
     assert "asked to fail" in third_log.read_text()
 
@@ -108,7 +108,7 @@ def test_second_session_is_forked_and_is_the_same_session(tmp_path, fresh_server
 def test_a_forked_session_is_waited_for_signalled_and_piped(tmp_path, fresh_server):
     _session(tmp_path, "warm-up", {})[0].wait(120)
     held, _ = _session(tmp_path, "held", {"FORKSERVER_TEST_HOLD": "60"}, stderr=subprocess.PIPE)
-    assert isinstance(held, forkserver.ForkedSession)
+    assert isinstance(held, forkserver.ForkedProcess)
     _wait_started(tmp_path, "held", held)
     with pytest.raises(subprocess.TimeoutExpired):
         held.wait(0.2)
@@ -130,7 +130,7 @@ def test_a_session_waited_for_in_one_thread_is_signalled_from_another(tmp_path, 
 
     _session(tmp_path, "warm-up", {})[0].wait(120)
     held, _ = _session(tmp_path, "held", {"FORKSERVER_TEST_HOLD": "60"})
-    assert isinstance(held, forkserver.ForkedSession)
+    assert isinstance(held, forkserver.ForkedProcess)
     _wait_started(tmp_path, "held", held)
     codes: list[int] = []
     worker = threading.Thread(target=lambda: codes.append(held.wait()), daemon=True)
@@ -151,11 +151,122 @@ def test_sessions_start_as_new_processes_when_switched_off_or_the_server_is_gone
         assert isinstance(process, subprocess.Popen) and process.wait(120) == 0
     monkeypatch.delenv(forkserver.ENV_SWITCH)
     forked, _ = _session(tmp_path, "on", {})
-    assert isinstance(forked, forkserver.ForkedSession) and forked.wait(120) == 0
+    assert isinstance(forked, forkserver.ForkedProcess) and forked.wait(120) == 0
     forkserver._server.process.kill()
     forkserver._server.process.wait()
     after, _ = _session(tmp_path, "after", {})
     assert isinstance(after, subprocess.Popen) and after.wait(120) == 0
+
+
+NODE_SUITE = textwrap.dedent("""
+    import os
+    import signal
+    import sys
+    from pathlib import Path
+
+    from conformance.core.target_runtime import ProcessHandle
+    from conformance.runner.forkserver import ForkedProcess
+
+    OUT = Path(os.environ["FORKSERVER_TEST_OUT"])
+
+
+    def test_reference_nodes_are_forked_and_run_as_started_ones(tmp_path):
+        helped = ProcessHandle(
+            [sys.executable, "-m", "reference_impl.ripp", "--help"],
+            tmp_path / "help.log",
+            dict(os.environ),
+            str(tmp_path),
+        )
+        code = helped.wait(30)
+        (OUT / "help.log").write_text(helped.output())
+        (OUT / "help.code").write_text(f"{code} {isinstance(helped.process, ForkedProcess)}")
+        # A node that runs until stopped: its own process group, stopped
+        # by the group's SIGTERM; a failing one exits with its status.
+        serving = ProcessHandle(
+            [sys.executable, "-m", "reference_impl.ripp", "consume", "--schemas",
+             os.environ["FORKSERVER_TEST_SCHEMAS"], "--host", "127.0.0.1", "--port", "0"],
+            tmp_path / "serve.log",
+            dict(os.environ),
+            str(tmp_path),
+        )
+        for _ in range(600):
+            if "RIPP_READY" in serving.output() or not serving.running():
+                break
+            serving.wait(0.05)
+        pid = serving.process.pid
+        (OUT / "serve.group").write_text(f"{os.getpgid(pid) == pid} {isinstance(serving.process, ForkedProcess)}")
+        (OUT / "serve.code").write_text(str(serving.stop()))
+        bad = ProcessHandle(
+            [sys.executable, "-m", "reference_impl.ripp", "no-such-command"],
+            tmp_path / "bad.log",
+            dict(os.environ),
+            str(tmp_path),
+        )
+        (OUT / "bad.code").write_text(str(bad.wait(30)))
+        # Another program, or an environment read at import: started as declared.
+        other = ProcessHandle(
+            [sys.executable, "-m", "reference_impl.ripp", "--help"],
+            tmp_path / "other.log",
+            dict(os.environ, PYTHONHASHSEED="7"),
+            str(tmp_path),
+        )
+        other.wait(30)
+        (OUT / "other.kind").write_text(str(isinstance(other.process, ForkedProcess)))
+        # A node still running when its session dies goes with it.
+        orphan = ProcessHandle(
+            [sys.executable, "-m", "reference_impl.ripp", "consume", "--schemas",
+             os.environ["FORKSERVER_TEST_SCHEMAS"], "--host", "127.0.0.1", "--port", "0"],
+            tmp_path / "orphan.log",
+            dict(os.environ),
+            str(tmp_path),
+        )
+        (OUT / "orphan.pid").write_text(str(orphan.process.pid))
+        os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_reference_nodes_of_a_forked_session_are_forked_and_behave_as_started_ones(
+    tmp_path, fresh_server
+):
+    import time
+
+    out = tmp_path / "out"
+    out.mkdir()
+    suite = tmp_path / "test_nodes.py"
+    suite.write_text(NODE_SUITE)
+    argv = [sys.executable, "-m", "pytest", str(suite), "-q", "-s", "-p", "no:cacheprovider"]
+    env = dict(
+        os.environ,
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+        FORKSERVER_TEST_OUT=str(out),
+        FORKSERVER_TEST_SCHEMAS=str(
+            Path(__file__).resolve().parents[2] / "conformance/suites/ripp/registry.json"
+        ),
+    )
+    env.pop("PYTHONHASHSEED", None)
+    _session(tmp_path, "warm-up", {})[0].wait(120)
+    with open(tmp_path / "session.log", "wb") as log:
+        session = forkserver.start_session(argv, stdout=log, env=env)
+    assert isinstance(session, forkserver.ForkedProcess)
+    assert session.wait(120) == -signal.SIGKILL, (tmp_path / "session.log").read_text()
+    assert (out / "help.code").read_text() == "0 True"
+    assert "usage: python -m reference_impl.ripp" in (out / "help.log").read_text()
+    assert (out / "serve.group").read_text() == "True True"
+    assert (out / "serve.code").read_text() == "0"  # SIGTERM: it stops cleanly, as a started one does
+    assert (out / "bad.code").read_text() == "2"  # argparse's status for a bad command
+    assert (out / "other.kind").read_text() == "False"
+    orphan = int((out / "orphan.pid").read_text())
+    for _ in range(300):  # the server stops it once it sees the session gone
+        try:
+            os.kill(orphan, 0)
+        except ProcessLookupError:
+            break
+        if open(f"/proc/{orphan}/stat").read().split()[2] == "Z":
+            break  # exited, the server about to reap it
+        time.sleep(0.1)
+    else:
+        os.killpg(orphan, signal.SIGKILL)
+        pytest.fail("the node of a session that died was left running")
 
 
 def test_a_forked_process_labels_its_containers_as_its_own():

@@ -338,7 +338,7 @@ def restart_target_server(target: TargetRuntime) -> Callable[[], Awaitable[None]
 
     async def restart() -> None:
         # In this thread, not asyncio.to_thread: the launched process gets
-        # PR_SET_PDEATHSIG (target_runtime._die_with_parent), which fires when the
+        # PR_SET_PDEATHSIG (parent_death.die_with_parent), which fires when the
         # *thread* that forked it ends; a worker thread of the case's event
         # loop ends with the case, and the restarted server was SIGTERMed.
         target.restart_server(True)
