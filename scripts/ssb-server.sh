@@ -139,6 +139,10 @@ fi
 app_name="ssb-conformance"
 temp_root="$(mktemp -d "${TMPDIR:-/tmp}/ssb-server.XXXXXX")"
 ssb_home="$temp_root/.$app_name"
+# multiserver's unix-socket plugin makes its socket's directory under
+# os.tmpdir() (plugins/unix-socket.js: mkdtempSync(tmpdir/multiserver-))
+# and leaves it behind: TMPDIR inside the home, removed with it.
+export TMPDIR="$temp_root"
 [ -n "$log_file" ] || log_file="$temp_root/server.log"
 server_pid=""
 

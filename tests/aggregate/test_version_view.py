@@ -344,52 +344,6 @@ def _nightly_verdict(night: Path, store: Path, targets: str) -> subprocess.Compl
     )
 
 
-META = ("generated", "spark_master")
-
-
-@pytest.mark.spark_cluster
-# A hang guard: a master, a worker, a driver and an executor JVM on 2 shared cores.
-@pytest.mark.timeout(600)
-def test_the_view_on_the_standalone_cluster_is_the_local_one(
-    view_out, standalone_cluster, tmp_path
-):
-    """``conformance versions-view --master spark://...`` on the cluster
-    scripts/spark-standalone.sh starts gives the view the local job gave."""
-    out, dataset = view_out
-    master = standalone_cluster.master
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "conformance.cli",
-            "versions-view",
-            "--dataset",
-            str(dataset),
-            "--out",
-            str(tmp_path / "cluster"),
-            "--master",
-            master,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=500,
-        cwd=REPO_ROOT,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"on {master}" in done.stdout and "; 6 verdict change(s)" in done.stdout, done.stdout
-
-    def view(where: Path) -> dict:
-        data = json.loads((where / "versions.json").read_text())
-        return {k: v for k, v in data.items() if k not in META}
-
-    assert view(tmp_path / "cluster") == view(out)
-    assert (
-        json.loads((tmp_path / "cluster" / "versions.json").read_text())["spark_master"] == master
-    )
-    stopped = standalone_cluster.stop()
-    assert stopped.returncode == 0, stopped.stderr
-
-
 def test_the_cli_says_what_is_missing(tmp_path):
     """No dataset: a usage error (exit 2) before any JVM starts."""
     done = subprocess.run(

@@ -252,7 +252,8 @@ def test_reference_nodes_of_a_forked_session_are_forked_and_behave_as_started_on
     assert (out / "help.code").read_text() == "0 True"
     assert "usage: python -m reference_impl.ripp" in (out / "help.log").read_text()
     assert (out / "serve.group").read_text() == "True True"
-    assert (out / "serve.code").read_text() == "0"  # SIGTERM: it stops cleanly, as a started one does
+    # SIGTERM: it stops cleanly, as a started one does.
+    assert (out / "serve.code").read_text() == "0"
     assert (out / "bad.code").read_text() == "2"  # argparse's status for a bad command
     assert (out / "other.kind").read_text() == "False"
     orphan = int((out / "orphan.pid").read_text())
