@@ -268,14 +268,17 @@ def test_incremental_ingest_compaction_and_matrices_on_the_cluster_match_local(
         lambda: run_versions_view(spark, local["dataset"], local["versions"], progress=quiet),
     )
 
-    def view(where: Path) -> dict:
-        data = json.loads((where / "versions.json").read_text(encoding="utf-8"))
+    def view(side: str) -> dict:
+        """The side's view, the paths into its own copy (the dataset, each
+        cell's source) named alike on both sides."""
+        text = (sides[side]["versions"] / "versions.json").read_text(encoding="utf-8")
+        data = json.loads(text.replace(str(tmp_path / side), "SIDE"))
         return {k: v for k, v in data.items() if k not in ("generated", "spark_master")}
 
     cluster_view = json.loads((cluster["versions"] / "versions.json").read_text(encoding="utf-8"))
     assert cluster_view["spark_master"] == master
     assert cluster_view["implementations"], "the view holds no implementation"
-    assert view(cluster["versions"]) == view(local["versions"])
+    assert view("cluster") == view("local")
 
     stopped = standalone_cluster.stop()
     assert stopped.returncode == 0, stopped.stderr
