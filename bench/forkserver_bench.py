@@ -4,7 +4,7 @@
 A process that runs many certifications (``certify`` of several targets,
 ``conformance mutation``, the project's tests) forks its pytest sessions,
 and those sessions their reference nodes, from a fork server that holds
-the modules imported (conformance/runner/forkserver.py). This benchmark
+the modules imported (conformance/core/forkserver.py). This benchmark
 certifies one faulty reference node N times in one process, once with
 every session and node started as a new interpreter
 (``CONFORMANCE_FORKSERVER=0``), once forked, for two workloads:

@@ -53,7 +53,7 @@ def _live_descendants() -> dict[int, float]:
             continue
         # utime and stime are fields 14 and 15 of stat(5); index 11, 12 after
         # the ")". cutime and cstime (16, 17) are its children it has waited
-        # for: the sessions a fork server (conformance/runner/forkserver.py)
+        # for: the sessions a fork server (conformance/core/forkserver.py)
         # forked and reaped, which never become children of ours.
         found[pid] = sum(int(fields[n]) for n in (11, 12, 13, 14)) / _TICKS
     return found

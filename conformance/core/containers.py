@@ -101,7 +101,7 @@ _reaper: subprocess.Popen[bytes] | None = None
 def _new_process_session() -> None:
     """A forked process is a harness process of its own: its own label and,
     once it starts a container, its own reaper. A session forked by the
-    runner's fork server (runner/forkserver.py) would otherwise share the
+    runner's fork server (core/forkserver.py) would otherwise share the
     label the server drew at import, and the first session to end would
     have its reaper remove the containers of every other."""
     global _SESSION_ID, _reaper

@@ -32,6 +32,7 @@ from .package_install import require_installed
 from .target_errors import TargetError, TargetNotStarted
 from .target_spec import GENERATORS, REPO_ROOT, LaunchSpec, Target
 from .work_dirs import remove_work_dir
+from .forkserver import fork_node
 from .parent_death import die_with_parent
 
 MAX_ADAPTER_OUTPUT = 256 << 20
@@ -63,8 +64,6 @@ class ProcessHandle:
         # session's server, its modules imported already (a node's start is
         # mostly its imports; client cases start one per case). Any other
         # command, or where that cannot be, starts as declared.
-        from conformance.runner.forkserver import fork_node
-
         forked = fork_node(argv, env, cwd or None, self._log.fileno())
         try:
             self.process = forked or subprocess.Popen(

@@ -26,7 +26,7 @@ from ..core.results import (
 from ..core.run_folder import RunFolder, session_label
 from ..core.targets import Target
 from ..jobs import KILLED_SESSIONS, ChildOutput
-from .forkserver import start_session
+from ..core.forkserver import start_session
 from .options import SUITES_DIR, RunOptions
 
 RUN_TIMEOUT_GRACE = 10.0

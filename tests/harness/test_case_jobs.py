@@ -307,7 +307,7 @@ def test_one_case_job_runs_pytest_as_before(tmp_path, monkeypatch):
             return 0
 
     # Where the session is started (a new interpreter or a fork of the
-    # fork server: runner/forkserver.py), with the command line it gets.
+    # fork server: core/forkserver.py), with the command line it gets.
     monkeypatch.setattr(session, "start_session", Process)
     target = load_targets([])["reference-ripplehost"]
     parser = cli.build_parser()

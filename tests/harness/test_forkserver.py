@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner import forkserver
+from conformance.core import forkserver
 
 SUITE = textwrap.dedent("""
     import os
@@ -165,7 +165,7 @@ NODE_SUITE = textwrap.dedent("""
     from pathlib import Path
 
     from conformance.core.target_runtime import ProcessHandle
-    from conformance.runner.forkserver import ForkedProcess
+    from conformance.core.forkserver import ForkedProcess
 
     OUT = Path(os.environ["FORKSERVER_TEST_OUT"])
 

@@ -8,7 +8,7 @@ as ``python -m pytest``, 1.0 forked, measured with RUSAGE_CHILDREN over five
 sessions). A process that runs many sessions (``certify`` with several
 targets, ``conformance mutation``, the project's tests) pays it once: from
 its second session on, a fork server (``python -m
-conformance.runner.forkserver``'s server, started then, living as long as the
+conformance.core.forkserver``'s server, started then, living as long as the
 process that started it) holds those modules imported and forks each
 session from itself.
 
@@ -67,6 +67,8 @@ import threading
 import time
 import warnings
 from typing import IO, Any
+
+from .parent_death import die_with_parent
 
 ENV_SWITCH = "CONFORMANCE_FORKSERVER"
 PRELOADED = (
@@ -211,7 +213,7 @@ class _Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.process = subprocess.Popen(
-                # -c, not -m: the package (conformance.runner) imports this
+                # -c, not -m: the package (conformance.core) imports this
                 # module, and runpy would warn of running it a second time.
                 [sys.executable, "-c", _SERVER_MAIN, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
@@ -644,8 +646,6 @@ def _run_node(payload: dict[str, Any], fds: list[int]) -> None:
     try:
         os.setsid()
         _become(payload, fds)
-        from conformance.core.parent_death import die_with_parent
-
         die_with_parent()
         import io
         import runpy
@@ -698,6 +698,6 @@ def serve_inherited(fd: int) -> None:
 
 
 _SERVER_MAIN = (
-    "import sys; from conformance.runner.forkserver import serve_inherited; "
+    "import sys; from conformance.core.forkserver import serve_inherited; "
     "serve_inherited(int(sys.argv[1]))"
 )
