@@ -1,4 +1,4 @@
-"""Pytest sessions forked from a warm interpreter.
+"""Pytest sessions and reference nodes forked from a warm interpreter.
 
 Every certification is a pytest session in a child process of its own
 (runner/session.py: each run starts clean). Starting one costs a new
