@@ -66,7 +66,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from .parent_death import die_with_parent
 
@@ -89,18 +89,26 @@ def suite_helpers() -> tuple[str, ...]:
     peers, prerequisites, sessions, and the reference cores they import):
     pytest imports those two kinds itself, rewriting their asserts, and a
     module imported before cannot be rewritten."""
-    import pkgutil
-
     import conformance.suites as suites
 
+    return _package_modules(
+        suites, lambda name: not name.startswith(("test_", "conftest", "learn_"))
+    )
+
+
+def _package_modules(top: Any, keep: Callable[[str], bool]) -> tuple[str, ...]:
+    """Each package directly under ``top`` (a package module) and those of
+    its modules whose name ``keep`` accepts, as dotted names."""
+    import pkgutil
+
     names = []
-    for package in pkgutil.iter_modules(suites.__path__):
+    for package in pkgutil.iter_modules(top.__path__):
         if not package.ispkg:
             continue
-        names.append(f"{suites.__name__}.{package.name}")
-        for module in pkgutil.iter_modules([f"{suites.__path__[0]}/{package.name}"]):
-            if not module.name.startswith(("test_", "conftest", "learn_")):
-                names.append(f"{suites.__name__}.{package.name}.{module.name}")
+        names.append(f"{top.__name__}.{package.name}")
+        for module in pkgutil.iter_modules([f"{top.__path__[0]}/{package.name}"]):
+            if keep(module.name):
+                names.append(f"{top.__name__}.{package.name}.{module.name}")
     return tuple(names)
 
 
@@ -533,19 +541,11 @@ def node_modules() -> tuple[str, ...]:
     """The reference nodes' modules but their ``__main__`` (run anew in each
     node, as ``python -m`` does) and the Hypothesis strategies (the suites'
     tests import those, the nodes never)."""
-    import pkgutil
-
     import reference_impl
 
-    names = []
-    for package in pkgutil.iter_modules(reference_impl.__path__):
-        if not package.ispkg:
-            continue
-        names.append(f"reference_impl.{package.name}")
-        for module in pkgutil.iter_modules([f"{reference_impl.__path__[0]}/{package.name}"]):
-            if module.name != "__main__" and not module.name.endswith("strategies"):
-                names.append(f"reference_impl.{package.name}.{module.name}")
-    return tuple(names)
+    return _package_modules(
+        reference_impl, lambda name: name != "__main__" and not name.endswith("strategies")
+    )
 
 
 def _receive(control: socket.socket) -> tuple[dict[str, Any], list[int]] | None:

@@ -170,6 +170,17 @@ NODE_SUITE = textwrap.dedent("""
     OUT = Path(os.environ["FORKSERVER_TEST_OUT"])
 
 
+    def consumer(tmp_path, name):
+        # The RIPP reference consumer, which serves until stopped.
+        return ProcessHandle(
+            [sys.executable, "-m", "reference_impl.ripp", "consume", "--schemas",
+             os.environ["FORKSERVER_TEST_SCHEMAS"], "--host", "127.0.0.1", "--port", "0"],
+            tmp_path / f"{name}.log",
+            dict(os.environ),
+            str(tmp_path),
+        )
+
+
     def test_reference_nodes_are_forked_and_run_as_started_ones(tmp_path):
         helped = ProcessHandle(
             [sys.executable, "-m", "reference_impl.ripp", "--help"],
@@ -182,13 +193,7 @@ NODE_SUITE = textwrap.dedent("""
         (OUT / "help.code").write_text(f"{code} {isinstance(helped.process, ForkedProcess)}")
         # A node that runs until stopped: its own process group, stopped
         # by the group's SIGTERM; a failing one exits with its status.
-        serving = ProcessHandle(
-            [sys.executable, "-m", "reference_impl.ripp", "consume", "--schemas",
-             os.environ["FORKSERVER_TEST_SCHEMAS"], "--host", "127.0.0.1", "--port", "0"],
-            tmp_path / "serve.log",
-            dict(os.environ),
-            str(tmp_path),
-        )
+        serving = consumer(tmp_path, "serve")
         for _ in range(600):
             if "RIPP_READY" in serving.output() or not serving.running():
                 break
@@ -213,13 +218,7 @@ NODE_SUITE = textwrap.dedent("""
         other.wait(30)
         (OUT / "other.kind").write_text(str(isinstance(other.process, ForkedProcess)))
         # A node still running when its session dies goes with it.
-        orphan = ProcessHandle(
-            [sys.executable, "-m", "reference_impl.ripp", "consume", "--schemas",
-             os.environ["FORKSERVER_TEST_SCHEMAS"], "--host", "127.0.0.1", "--port", "0"],
-            tmp_path / "orphan.log",
-            dict(os.environ),
-            str(tmp_path),
-        )
+        orphan = consumer(tmp_path, "orphan")
         (OUT / "orphan.pid").write_text(str(orphan.process.pid))
         os.kill(os.getpid(), signal.SIGKILL)
 """)
