@@ -100,6 +100,7 @@ from .variants import (
     LINGER_SECONDS,
     ONE_SEND_AT_A_TIME,
     OTHER_HEART_BEATS,
+    PROBE_SERVER_CERTIFICATE,
     UNPROMPTED_INTERVAL,
     VARIANT_HEADER,
     FrameStyle,
@@ -625,6 +626,36 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         pass
 
 
+async def _probe_server_certificate(host: str, port: int, timeout: float) -> None:
+    """Variant probe-server-certificate: what ``ssl.get_server_certificate``
+    does (stomp.py 8.0.1 calls it before it connects): a TLS handshake that
+    presents no certificate and checks nothing, the server's certificate
+    taken, the socket closed at once without a byte or a TLS close."""
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    probe.check_hostname = False
+    probe.verify_mode = ssl.CERT_NONE
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host, port, ssl=probe, ssl_handshake_timeout=max(timeout, 0.01)
+            ),
+            max(timeout, 0.01),
+        )
+    except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError) as exc:
+        log.info("certificate probe of %s:%d failed: %s", host, port, exc)
+        return
+    ssl_object = writer.get_extra_info("ssl_object")
+    certificate = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    log.info(
+        "certificate probe of %s:%d: %s, %d byte(s) of certificate",
+        host,
+        port,
+        ssl_object.version() if ssl_object is not None else "?",
+        len(certificate or b""),
+    )
+    writer.transport.abort()
+
+
 async def _one_connection(
     session: ClientSession,
     host: str,
@@ -642,6 +673,8 @@ async def _one_connection(
 
     if remaining() <= 0:
         return "deadline"
+    if PROBE_SERVER_CERTIFICATE in session.variants:
+        await _probe_server_certificate(host, port, remaining())
     reader, writer = await asyncio.wait_for(
         # server_hostname defaults to host: sent as SNI (a DNS name only), and
         # checked against the certificate only if the context checks hostnames

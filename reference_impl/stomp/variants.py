@@ -73,6 +73,7 @@ CONNECTION_PER_MESSAGE = "connection-per-message"
 MINIMAL_CONNECTED = "minimal-connected"
 CLOSE_WITHOUT_DISCONNECT = "close-without-disconnect"
 CUMULATIVE_RECEIPTS = "cumulative-receipts"
+PROBE_SERVER_CERTIFICATE = "probe-server-certificate"
 
 UNPROMPTED_INTERVAL = 0.2
 """Seconds between the EOLs of ``unprompted-traffic``."""
@@ -222,6 +223,17 @@ SPECS: tuple[VariantSpec, ...] = (
         'STOMP 1.2, DISCONNECT: "A client can disconnect from the server at anytime by closing the '
         'socket"; the graceful DISCONNECT is a SHOULD for a client that wants to be "assured that all '
         'previous frames have been received", which the RECEIPT of its last SEND already assures',
+    ),
+    VariantSpec(
+        PROBE_SERVER_CERTIFICATE,
+        ("client",),
+        "before each connection, a TLS connection of its own that presents no certificate, takes the "
+        "server's and is closed at once, no byte sent (stomp.py 8.0.1's check_ssl_certificate, "
+        "ssl.get_server_certificate); then the connection, with the certificate",
+        'Swaptacular STOMP profile, STOMP Connections: "Both the client and the server must present a '
+        'certificate, which the other side verifies before proceeding with the connection": the rule is '
+        'on "STOMP connections", and the probe proceeds with nothing (over TLS 1.3 its handshake is done '
+        "on the client's side before the server refuses it)",
     ),
     VariantSpec(
         JSON_CHARSET,
