@@ -295,8 +295,9 @@ class LaunchedClient:
         showing why (and its output)."""
         connection, failure = await self.handshake(what, wait)
         if connection is None:
+            probes = f" (before it: {'; '.join(self.probes)})" if self.probes else ""
             raise AssertionError(
-                f"{what}: the TLS handshake failed: {failure}; the client's output:\n"
+                f"{what}: the TLS handshake failed: {failure}{probes}; the client's output:\n"
                 f"{self.output_tail()}"
             )
         return connection
