@@ -281,8 +281,8 @@ class LaunchedClient:
     wait: float
     connections: list[ClientConnection] = field(default_factory=list)
     probes: list[str] = field(default_factory=list)
-    """How each connection the handshake passed over as a certificate probe
-    went (NO_CERTIFICATE_FAILURE), in order."""
+    """The TLS failure (NO_CERTIFICATE_FAILURE) of each connection the
+    handshake passed over as a certificate probe, in order."""
 
     def expected(self, key: str) -> str:
         return substitute(self.manifest_values[key], self.node_id)
@@ -295,7 +295,11 @@ class LaunchedClient:
         showing why (and its output)."""
         connection, failure = await self.handshake(what, wait)
         if connection is None:
-            probes = f" (before it: {'; '.join(self.probes)})" if self.probes else ""
+            probes = (
+                f" (before it, connections that presented no certificate: {'; '.join(self.probes)})"
+                if self.probes
+                else ""
+            )
             raise AssertionError(
                 f"{what}: the TLS handshake failed: {failure}{probes}; the client's output:\n"
                 f"{self.output_tail()}"
@@ -316,25 +320,25 @@ class LaunchedClient:
         wait = self.wait if wait is None else wait
         end = Deadline(wait)
         exited: Deadline | None = None
-        probes: list[str] = []
+        earlier_probes = len(self.probes)
         while True:
             while len(self.server.tls_failures) > failures:
                 failure = self.server.tls_failures[failures]
                 failures += 1
-                if not is_certificate_probe(failure) or len(probes) >= MAX_CERTIFICATE_PROBES:
+                probes = len(self.probes) - earlier_probes
+                if not is_certificate_probe(failure) or probes >= MAX_CERTIFICATE_PROBES:
                     return None, failure
                 # A TLS connection that presented no certificate, on which
                 # the client could send nothing (the handshake failed on our
                 # side first): not a STOMP connection it proceeded with
                 # (stomp.py 8.0.1 checks the server's certificate that way
                 # before it connects); passed over, bounded, and shown.
-                probes.append(failure)
-                self.probes.append(
-                    f"a connection closed after presenting no certificate: {failure}"
-                )
-            if probes and (end.expired or (exited is not None and exited.expired)):
+                self.probes.append(failure)
+            if len(self.probes) > earlier_probes and (
+                end.expired or (exited is not None and exited.expired)
+            ):
                 # Only probes came: the last one is what the client did.
-                return None, probes[-1]
+                return None, self.probes[-1]
             if exited is None and not self.process.running():
                 # A connection it made before it exited may still be on its
                 # way to the queue: a short grace, then nothing more can come.
