@@ -219,6 +219,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: -length(item))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Each process that runs tests (an xdist worker, or pytest alone)
+    shares its fork server with the `conformance` commands its tests run
+    (conformance/core/forkserver.py, share_with_children): their sessions
+    are forked from it from the first one on, instead of each command
+    starting its first session as a new interpreter and a server of its
+    own for the next. Not for xdist's controller (it runs no test) nor a
+    run that only collects."""
+    config = session.config
+    controller = not hasattr(config, "workerinput") and bool(
+        getattr(config.option, "numprocesses", None)
+    )
+    if not controller and not config.option.collectonly:
+        from conformance.core import forkserver
+
+        forkserver.share_with_children()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if (
         config.getoption("--tier") == "nightly"

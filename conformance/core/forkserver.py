@@ -47,6 +47,22 @@ client certifications (13 client launches each) in one process: 14.3
 CPU-s as new interpreters, 8.4 with sessions and nodes forked (a cpuacct
 cgroup around ``run_mutation`` called six times).
 
+A process that starts ``conformance`` commands (the project's test
+workers run hundreds: `tests/conftest.py`) can share its server with them
+(:func:`share_with_children`): the server also listens on an address
+(CONFORMANCE_FORKSERVER_ADDRESS, inherited by the commands), and a command
+that finds it asks there for its sessions, from the first one on, instead
+of starting the first as a new interpreter and a server of its own for the
+next. The server forks for such a process only when it runs the same
+interpreter and harness, in the same terminal session, with the
+environment the preloaded modules were imported with; the session joins
+that process's group (so a Ctrl-C, or a kill of the group, reaches it as it
+reaches a started one). Otherwise it refuses, and the process goes on as
+if there were no shared server. A CLI-heavy part of the project's tests
+(tests/harness: test_interop_command, test_unknown_params,
+test_placeholder_types, test_crosscheck, each running `conformance`): 27.8
+CPU-s before, 22.0 with the shared server.
+
 ``CONFORMANCE_FORKSERVER=0`` starts every session and node as a new
 interpreter.
 """
@@ -214,31 +230,18 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
     return data
 
 
-class _Server:
-    """The requester's handle on its fork server process."""
+class _Requester:
+    """What asks a fork server for sessions: a control connection, one
+    request at a time on it."""
 
-    def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.process = subprocess.Popen(
-                # -c, not -m: the package (conformance.core) imports this
-                # module, and runpy would warn of running it a second time.
-                [sys.executable, "-c", _SERVER_MAIN, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                # Its own output (none unless it fails) goes where ours does.
-            )
-        finally:
-            theirs.close()
-        self.control = ours
-        self.lock = threading.Lock()
-        ready, _, _ = select.select([ours], [], [], START_DEADLINE)
-        if not ready or ours.recv(1) != READY:
-            self.close()
-            raise ForkServerError("the fork server did not get ready")
+    control: socket.socket
+    lock: threading.Lock
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
     def fork(
         self, argv: list[str], env: dict[str, str], stdout: int, stderr: int | None
@@ -251,7 +254,19 @@ class _Server:
                 err_fd = pipe_write
             else:
                 err_fd = 2 if stderr is None else stderr
-            payload = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+            payload = json.dumps(
+                {
+                    "argv": argv,
+                    "env": env,
+                    "cwd": os.getcwd(),
+                    # What a server shared with other processes checks
+                    # before it forks a session for one of them (_serve).
+                    "python": sys.executable,
+                    "harness": _harness_dir(),
+                    "sid": os.getsid(0),
+                    "pgid": os.getpgrp(),
+                }
+            ).encode()
             fds = array.array("i", [remote.fileno(), 0, stdout, err_fd])
             with self.lock:
                 self.control.sendmsg(
@@ -265,6 +280,11 @@ class _Server:
             if data is None:
                 raise ForkServerError("the fork server did not fork the session")
             pid = struct.unpack(">q", data)[0]
+            if pid < 0:
+                raise ForkSessionRefused(
+                    "the shared fork server does not fork for this process (another "
+                    "interpreter, harness, terminal session or environment at import)"
+                )
         except (OSError, ForkServerError):
             reply.close()
             if pipe_read is not None:
@@ -278,6 +298,48 @@ class _Server:
         stream = os.fdopen(pipe_read, "rb") if pipe_read is not None else None
         return ForkedProcess(argv, pid, reply, stream)
 
+
+class _Server(_Requester):
+    """The requester's handle on its fork server process. ``shared``: the
+    server also listens on an address (SHARE_ENV) for the processes this
+    one starts (share_with_children)."""
+
+    def __init__(self, shared: bool = False) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener = None
+        self.address = ""
+        passed = [theirs.fileno()]
+        if shared:
+            # Linux's abstract namespace: no file to leave behind; who may
+            # connect is checked on each connection (SO_PEERCRED, _serve).
+            self.address = f"conformance-forkserver-{os.getpid()}-{os.urandom(6).hex()}"
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind("\0" + self.address)
+            listener.listen(64)
+            passed.append(listener.fileno())
+        try:
+            self.process = subprocess.Popen(
+                # -c, not -m: the package (conformance.core) imports this
+                # module, and runpy would warn of running it a second time.
+                [sys.executable, "-c", _SERVER_MAIN, *map(str, passed)],
+                pass_fds=passed,
+                stdin=subprocess.DEVNULL,
+                # Its own output (none unless it fails) goes where ours does.
+            )
+        finally:
+            theirs.close()
+            if listener is not None:
+                listener.close()
+        self.control = ours
+        self.lock = threading.Lock()
+        ready, _, _ = select.select([ours], [], [], START_DEADLINE)
+        if not ready or ours.recv(1) != READY:
+            self.close()
+            raise ForkServerError("the fork server did not get ready")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
     def close(self) -> None:
         self.control.close()
         try:
@@ -287,10 +349,84 @@ class _Server:
             self.process.wait()
 
 
+class _RemoteServer(_Requester):
+    """A connection to the fork server of a process that started this one
+    (its address in SHARE_ENV): this process's sessions are forked there,
+    from the first one on, instead of by a server of its own."""
+
+    def __init__(self, address: str) -> None:
+        self.control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.lock = threading.Lock()
+        self.control.settimeout(START_DEADLINE)
+        try:
+            self.control.connect("\0" + address)
+        except OSError:
+            self.control.close()
+            raise
+        self.control.settimeout(None)
+
+    def alive(self) -> bool:
+        return self.control.fileno() >= 0
+
+    def close(self) -> None:
+        self.control.close()
+
+
+class ForkSessionRefused(ForkServerError):
+    """A shared server does not fork for this process; it starts its sessions
+    as it would without one."""
+
+
+def _harness_dir() -> str:
+    """Where this interpreter's harness package is: a shared server forks
+    only for processes that would import the same code."""
+    import conformance
+
+    return os.path.dirname(os.path.abspath(conformance.__file__))
+
+
 _server: _Server | None = None
 _server_failed = False
 _sessions_started = 0
+_remote: _RemoteServer | None = None
+_remote_failed = False
 _lock = threading.Lock()
+
+SHARE_ENV = "CONFORMANCE_FORKSERVER_ADDRESS"
+"""Set by :func:`share_with_children` in the process whose server is
+shared, and so inherited by the processes it starts: the address of the
+server, which forks their sessions too."""
+
+
+def share_with_children() -> bool:
+    """Start this process's fork server now, listening for the processes it
+    starts too (SHARE_ENV, inherited): a ``conformance`` command run by this
+    one has its sessions forked from the first on, instead of starting each
+    as a new interpreter or a server of its own (the project's test workers
+    run hundreds of such commands). The server forks for a process only if
+    it runs the same interpreter and harness, in the same terminal session
+    (its sessions join that process's group, so a Ctrl-C or a kill of the
+    group reaches them as it reaches started ones), with the environment
+    the preloaded modules were imported with (IMPORT_TIME_VARIABLES); any
+    other starts its sessions as it would without it. False (nothing
+    started) where forking is switched off or the server cannot start."""
+    global _server, _server_failed
+    if not enabled():
+        return False
+    with _lock:
+        if _server is not None and _server.address:
+            os.environ[SHARE_ENV] = _server.address
+            return True
+        if _server is not None:
+            return False  # a server of its own already, not listening
+        try:
+            _server = _Server(shared=True)
+        except (OSError, ForkServerError) as exc:
+            _server_failed = True
+            sys.stderr.write(f"conformance: no shared fork server ({exc})\n")
+            return False
+        os.environ[SHARE_ENV] = _server.address
+        return True
 
 
 @atexit.register
@@ -313,10 +449,33 @@ def start_session(
     process's fork server from the second session on, started as a new
     interpreter otherwise (the first session, CONFORMANCE_FORKSERVER=0, a
     server that failed)."""
-    global _server, _server_failed, _sessions_started
-    server = None
+    global _server, _server_failed, _sessions_started, _remote, _remote_failed
+    server: _Requester | None = None
     with _lock:
         _sessions_started += 1
+    if argv[1:3] == ["-m", "pytest"] and enabled():
+        with _lock:
+            address = os.environ.get(SHARE_ENV, "")
+            shared_here = _server is not None and _server.address == address
+            if address and not shared_here and _remote is None and not _remote_failed:
+                try:
+                    _remote = _RemoteServer(address)
+                except OSError:
+                    _remote_failed = True  # gone with its process: on our own
+            if _remote is not None:
+                server = _remote
+    if server is not None:
+        try:
+            return server.fork(argv, env, stdout.fileno(), stderr)
+        except (OSError, ForkServerError):
+            # Refused (this process is not one it forks for) or gone: the
+            # sessions are this process's own business from now on.
+            with _lock:
+                if _remote is server:
+                    _remote_failed = True
+                    _remote = None
+            server.close()
+            server = None
     if argv[1:3] == ["-m", "pytest"] and enabled():
         with _lock:
             if _server is not None and not _server.alive():
@@ -413,12 +572,16 @@ limits, the locale): a node whose environment differs from the server's
 in one of them is started as a new interpreter, which reads them."""
 
 
-def _serve(control: socket.socket) -> None:
+def _serve(control: socket.socket, listener: socket.socket | None = None) -> None:
     # A Ctrl-C at the terminal reaches the whole process group: the
     # sessions stop on it as started ones do, and the requester decides
     # what happens next; the server stays until the requester goes.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     start_env = dict(os.environ)
+    harness = _harness_dir()
+    # Connections of the processes the requester started (a shared server,
+    # share_with_children), each asking for sessions as the requester does.
+    others: list[socket.socket] = []
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -435,10 +598,31 @@ def _serve(control: socket.socket) -> None:
     ended: dict[socket.socket, int] = {}  # reply socket -> pid, status sent, not reaped
     channels: list[socket.socket] = []  # each forked session's, for its nodes
 
-    def fork(request: tuple[dict[str, Any], list[int]], channel: socket.socket | None) -> None:
+    def for_another_process(payload: dict[str, Any]) -> bool:
+        """Whether a session asked for by another process than the requester
+        is one this server may fork: the same interpreter and harness (the
+        modules it holds are the ones that process would import), the same
+        terminal session (its session joins that process's group), the
+        environment the preloaded modules were imported with."""
+        return (
+            payload.get("python") == sys.executable
+            and payload.get("harness") == harness
+            and payload.get("sid") == os.getsid(0)
+            and isinstance(payload.get("pgid"), int)
+            and _same_at_import(start_env, payload["env"])
+        )
+
+    def fork(
+        request: tuple[dict[str, Any], list[int]],
+        channel: socket.socket | None,
+        other: bool = False,
+    ) -> None:
         payload, fds = request
         reply = socket.socket(fileno=fds[0])
-        if channel is not None and not _same_at_import(start_env, payload["env"]):
+        refused = (channel is not None and not _same_at_import(start_env, payload["env"])) or (
+            other and not for_another_process(payload)
+        )
+        if refused:
             for fd in fds[1:]:
                 os.close(fd)
             _send(reply, struct.pack(">q", -1))  # refused: start it as a new interpreter
@@ -449,9 +633,21 @@ def _serve(control: socket.socket) -> None:
             session_end, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
+            if other:
+                # In the asking process's group, as a session it started
+                # would be (set here and by the parent: whichever runs first).
+                try:
+                    os.setpgid(0, payload["pgid"])
+                except OSError:
+                    pass
             if channel is None:
                 _run_session(payload, fds, theirs.fileno())
             _run_node(payload, fds)
+        if other:
+            try:
+                os.setpgid(pid, payload["pgid"])
+            except OSError:
+                pass  # the child did it first (or has already gone)
         for fd in fds[1:]:
             os.close(fd)
         if theirs is not None:
@@ -466,7 +662,9 @@ def _serve(control: socket.socket) -> None:
             _stop_orphaned_node(pid, nodes)
 
     while True:
-        watched = [control, wake_read, *ended, *channels]
+        watched = [control, wake_read, *ended, *channels, *others]
+        if listener is not None:
+            watched.append(listener)
         # A node's requester that goes before it ends: its session died.
         watched += [running[pid] for pid in nodes if pid in running]
         readable, _, _ = select.select(watched, [], [])
@@ -497,11 +695,37 @@ def _serve(control: socket.socket) -> None:
                 channel.close()
             else:
                 fork(request, channel)
+        if listener is not None and listener in readable:
+            _accept(listener, others)
+        for other in [s for s in readable if s in others]:
+            request = _receive(other)
+            if request is None:  # that process is gone; its sessions go on alone
+                others.remove(other)
+                other.close()
+            else:
+                fork(request, None, other=True)
         if control in readable:
             request = _receive(control)
             if request is None:
                 return  # the requester is gone; the sessions go on alone
             fork(request, None)
+
+
+def _accept(listener: socket.socket, others: list[socket.socket]) -> None:
+    """A process's connection to a shared server, kept only if that process
+    runs as the same user (the server forks what it is asked to)."""
+    try:
+        connection, _ = listener.accept()
+    except OSError:
+        return
+    credentials = connection.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+    )
+    _, uid, _ = struct.unpack("3i", credentials)
+    if uid != os.getuid():
+        connection.close()
+        return
+    others.append(connection)
 
 
 def _send(sock: socket.socket, data: bytes) -> bool:
@@ -692,12 +916,16 @@ def _run_node(payload: dict[str, Any], fds: list[int]) -> None:
     _end_child(code)
 
 
-def serve_inherited(fd: int) -> None:
-    """The server process's entry point: serve on the inherited socket."""
-    _serve(socket.socket(fileno=fd))
+def serve_inherited(fd: int, listener_fd: int | None = None) -> None:
+    """The server process's entry point: serve on the inherited socket (and
+    the inherited listening socket of a shared server)."""
+    _serve(
+        socket.socket(fileno=fd),
+        socket.socket(fileno=listener_fd) if listener_fd is not None else None,
+    )
 
 
 _SERVER_MAIN = (
     "import sys; from conformance.core.forkserver import serve_inherited; "
-    "serve_inherited(int(sys.argv[1]))"
+    "serve_inherited(*map(int, sys.argv[1:]))"
 )

@@ -5,6 +5,7 @@ environment, working directory, streams, exit status, signals."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +34,8 @@ SUITE = textwrap.dedent("""
         print("SIGTERM default", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
         print("MARK", os.environ.get("FORKSERVER_TEST_MARK"))
         print("PID", os.getpid())
+        print("PPID", os.getppid())
+        print("PGID", os.getpgrp())
         sys.stderr.write("ON STDERR\\n")
         sys.stderr.flush()
         Path(os.environ["FORKSERVER_TEST_STARTED"]).write_text("started")
@@ -48,7 +51,12 @@ def fresh_server(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(forkserver, "_server", None)
     monkeypatch.setattr(forkserver, "_server_failed", False)
     monkeypatch.setattr(forkserver, "_sessions_started", 0)
+    monkeypatch.setattr(forkserver, "_remote", None)
+    monkeypatch.setattr(forkserver, "_remote_failed", False)
     monkeypatch.delenv(forkserver.ENV_SWITCH, raising=False)
+    # Not the worker's shared server (tests/conftest.py): this module's own.
+    monkeypatch.setenv(forkserver.SHARE_ENV, "")
+    monkeypatch.delenv(forkserver.SHARE_ENV)
     yield
     forkserver._stop_server()
 
@@ -156,6 +164,89 @@ def test_sessions_start_as_new_processes_when_switched_off_or_the_server_is_gone
     forkserver._server.process.wait()
     after, _ = _session(tmp_path, "after", {})
     assert isinstance(after, subprocess.Popen) and after.wait(120) == 0
+
+
+COMMAND = textwrap.dedent("""
+    # A process the sharing one starts (as a test starts `conformance`):
+    # two sessions through forkserver.start_session, as the runner starts them.
+    import json
+    import os
+    import sys
+
+    from conformance.core import forkserver
+
+    out = []
+    for name in ("one", "two"):
+        with open(os.path.join(sys.argv[1], name + ".log"), "wb") as log:
+            process = forkserver.start_session(
+                sys.argv[2:], stdout=log, env=dict(os.environ, FORKSERVER_TEST_MARK=name,
+                FORKSERVER_TEST_STARTED=os.path.join(sys.argv[1], name + ".started"))
+            )
+        out.append({"forked": isinstance(process, forkserver.ForkedProcess),
+                    "pid": process.pid, "code": process.wait(120)})
+    print(json.dumps({"sessions": out, "pgid": os.getpgrp(), "pid": os.getpid()}))
+""")
+
+
+def _command(tmp_path: Path, **popen) -> dict:
+    """COMMAND run as a process of its own; what it saw of its sessions."""
+    suite = tmp_path / "test_where.py"
+    suite.write_text(SUITE)
+    script = tmp_path / "command.py"
+    script.write_text(COMMAND)
+    argv = [sys.executable, "-m", "pytest", str(suite), "-q", "-s", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"),
+        **popen,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def test_a_process_started_by_a_sharing_one_has_every_session_forked_there(tmp_path, fresh_server):
+    """share_with_children: a command this process starts (the test
+    workers run hundreds) has its sessions forked by this process's
+    server from the first on, each in the command's own process group, as
+    a session it started would be; they are the same sessions."""
+    assert forkserver.share_with_children()
+    server = forkserver._server.process.pid
+    try:
+        seen = _command(tmp_path)
+    finally:
+        os.environ.pop(forkserver.SHARE_ENV, None)
+    assert [s["forked"] for s in seen["sessions"]] == [True, True]
+    assert [s["code"] for s in seen["sessions"]] == [0, 0]
+    for name, session in zip(("one", "two"), seen["sessions"]):
+        text = (tmp_path / f"{name}.log").read_text()
+        assert f"MARK {name}" in text and f"PID {session['pid']}" in text and "1 passed" in text
+        # The shared server's child, in the command's process group.
+        assert f"PPID {server}\n" in text and f"PGID {seen['pgid']}\n" in text, text
+
+
+def test_a_process_in_another_terminal_session_starts_its_own_sessions(tmp_path, fresh_server):
+    """A command in a session of its own (a test that stops a whole
+    process group, as a terminal does): its sessions could not join its
+    group from the shared server, so the server refuses, and the command
+    runs them as it would without one: the first as a new interpreter,
+    the second forked by a server of its own."""
+    assert forkserver.share_with_children()
+    try:
+        seen = _command(tmp_path, start_new_session=True)
+    finally:
+        os.environ.pop(forkserver.SHARE_ENV, None)
+    assert [s["forked"] for s in seen["sessions"]] == [False, True]
+    assert [s["code"] for s in seen["sessions"]] == [0, 0]
+    first = (tmp_path / "one.log").read_text()
+    assert f"PPID {seen['pid']}\n" in first and f"PGID {seen['pgid']}\n" in first, first
 
 
 NODE_SUITE = textwrap.dedent("""
