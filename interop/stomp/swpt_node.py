@@ -160,6 +160,28 @@ def make_client_nodedata(root: Path, ca: Path, node_id: str, manifest: Path) -> 
 # -- processes -------------------------------------------------------------------------------
 
 
+PORT_RACE_ATTEMPTS = 3
+"""Starts of a broker that lost a port. rabbitmq.sh picks free loopback ports
+(epmd, Erlang distribution, AMQP) by binding and releasing them, and the
+broker binds them a few seconds later: on the host's network, beside a full
+test tier's thousands of connections, another process may take one in
+between (seen in CI: ``dist_port_already_used``, one client launch of 20
+failed and its case with it). Another start picks other ports."""
+PORT_LOST = ("dist_port_already_used", "eaddrinuse")
+"""What the broker's log says when a port it was to bind is taken."""
+
+
+def _lost_a_port(server_log: Path, offset: int) -> bool:
+    """Whether the broker's log, past ``offset``, says a port was taken."""
+    try:
+        with open(server_log, "rb") as text:
+            text.seek(offset)
+            tail = text.read().decode("utf-8", "replace").lower()
+    except OSError:
+        return False
+    return any(marker in tail for marker in PORT_LOST)
+
+
 class Broker:
     """A private RabbitMQ (scripts/rabbitmq.sh --amqp-only)."""
 
@@ -184,20 +206,30 @@ class Broker:
         ]
         if amqp_port:
             argv += ["--amqp-port", str(amqp_port)]
-        self.process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL
-        )
-        self.amqp_port = 0
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            line = raw.decode("utf-8", "replace").strip()
-            match = re.search(r"RABBITMQ_READY=1 .*amqp_port=(\d+)", line)
-            if match:
-                self.amqp_port = int(match.group(1))
+        server_log = data_dir / "log" / "server.out"
+        for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
+            logged = server_log.stat().st_size if server_log.exists() else 0
+            self.process = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL
+            )
+            self.amqp_port = 0
+            assert self.process.stdout is not None
+            for raw in self.process.stdout:
+                line = raw.decode("utf-8", "replace").strip()
+                match = re.search(r"RABBITMQ_READY=1 .*amqp_port=(\d+)", line)
+                if match:
+                    self.amqp_port = int(match.group(1))
+                    break
+                log("rabbitmq.sh:", line)
+            if self.amqp_port:
                 break
-            log("rabbitmq.sh:", line)
-        if not self.amqp_port:
             self.process.wait()
+            if attempt < PORT_RACE_ATTEMPTS and _lost_a_port(server_log, logged):
+                log(
+                    "RabbitMQ lost one of the free ports rabbitmq.sh picked to another process "
+                    f"before binding it; starting it again on others (attempt {attempt + 1})"
+                )
+                continue
             raise SystemExit(
                 f"swpt_node.py: RabbitMQ did not start (rabbitmq.sh exited {self.process.returncode})"
             )

@@ -188,3 +188,64 @@ def test_client_launches_of_a_run_share_one_broker_that_ends_with_the_run(tmp_pa
         )
     finally:
         os.close(keeper)
+
+
+FAKE_RABBITMQ_SH = """#!/bin/bash
+# Stands in for scripts/rabbitmq.sh: each start is counted in DATA_DIR/starts;
+# the starts listed in DATA_DIR/lose-port log what RabbitMQ logs when another
+# process took its distribution port, those in DATA_DIR/fail fail without it,
+# and exit before ready; any other prints the ready line and stays up.
+while [ $# -gt 0 ]; do [ "$1" = --data-dir ] && dir="$2"; shift; done
+mkdir -p "$dir/log"
+n=$(( $(cat "$dir/starts" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$dir/starts"
+if grep -qx "$n" "$dir/lose-port" 2>/dev/null; then
+    echo 'Application rabbitmq_prelaunch exited with reason: {{shutdown,{failed_to_start_child,prelaunch,{dist_port_already_used,46809,not_erlang,"localhost"}}}}' >> "$dir/log/server.out"
+    exit 1
+fi
+grep -qx "$n" "$dir/fail" 2>/dev/null && { echo "plugins broken" >> "$dir/log/server.out"; exit 1; }
+echo "RABBITMQ_READY=1 port=0 amqp_port=$((40000 + n)) exchange=x queue=y data_dir=$dir"
+exec sleep 60
+"""
+
+
+@pytest.mark.parametrize(
+    "lose_port, fail, starts, ready",
+    [
+        ("1\n", "", 2, True),  # a port lost once: started again, on other ports
+        ("1\n2\n3\n", "", 3, False),  # lost every time: gives up after PORT_RACE_ATTEMPTS
+        ("", "1\n", 1, False),  # another failure: not retried
+    ],
+)
+def test_a_broker_that_lost_a_port_to_another_process_starts_again(
+    tmp_path, monkeypatch, lose_port, fail, starts, ready
+):
+    """swpt_node.py's Broker: rabbitmq.sh picks free ports, RabbitMQ binds
+    them seconds later, and another process on the host's network may take
+    one in between (a container client launch failed so in a full tier).
+    The launcher starts the broker again when its log says so, and only
+    then; the stand-in script is the only thing not real here."""
+    sys.path.insert(0, str(REPO_ROOT / "interop" / "stomp"))
+    try:
+        import swpt_node
+    finally:
+        sys.path.remove(str(REPO_ROOT / "interop" / "stomp"))
+    fake_repo = tmp_path / "repo"
+    script = fake_repo / "scripts" / "rabbitmq.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text(FAKE_RABBITMQ_SH)
+    script.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "lose-port").write_text(lose_port)
+    (data / "fail").write_text(fail)
+    monkeypatch.setattr(swpt_node, "REPO", fake_repo)
+    if ready:
+        broker = swpt_node.Broker(data, "x", "y", 10)
+        try:
+            assert broker.amqp_port == 40000 + starts
+        finally:
+            broker.stop()
+    else:
+        with pytest.raises(SystemExit, match="RabbitMQ did not start"):
+            swpt_node.Broker(data, "x", "y", 10)
+    assert int((data / "starts").read_text()) == starts
