@@ -63,6 +63,7 @@ CASE_IDS = (
     FRAME_S + "closes-on-non-canonical-number",
     FRAME_S + "closes-on-missing-end",
     FRAME_S + "closes-on-wrong-size",
+    FRAME_S + "sends-well-formed-frames",
     CHUNK_S + "reassembles-chunked",
     CHUNK_S + "reassembles-interleaved",
     CHUNK_S + "counts-crlf-before-end",
@@ -429,12 +430,26 @@ class RippleHostServerMachine(FuzzMachine):
         if not data:
             return False
         try:
-            received = self.reader.receive_data(data)
+            frames = self.reader.parser.receive_data(data)
         except FrameError as exc:
+            # A frame of the target's that breaks the grammar is the grammar
+            # case's rule (core/node_grammar.py), whatever the example sent.
             raise FuzzFailure(
-                self.case_of(len(self.cases) - 1),
+                FRAME_S + "sends-well-formed-frames",
                 f"the target sent bytes that break the grammar ({exc.reason}): {exc.data[:120]!r}",
             ) from None
+        received = []
+        for frame in frames:
+            try:
+                message = self.reader.reassembler.add(frame)
+            except FrameError as exc:
+                raise FuzzFailure(
+                    self.case_of(len(self.cases) - 1),
+                    f"the target sent a message the profile cannot read ({exc.reason}): "
+                    f"{exc.data[:120]!r}",
+                ) from None
+            if message is not None:
+                received.append(message)
         for message in received:
             self.trace.event(
                 f"decoded: {message.type} {message.version} {message.msgno} "

@@ -90,6 +90,11 @@ POINTS: dict[str, str] = {
         "encoded (correct: the msgno of the MSG, or of the MSG answered; an answer to a node "
         "frame has the users swapped); context: identified (the host-id exchange is done), body"
     ),
+    "outgoing-bytes": (
+        "the bytes of one message's frames as written, after encoding (correct: each frame "
+        "encoded by the codec, which writes only what the grammar reads); context: frames, "
+        "identified, body"
+    ),
     "version-accepted": (
         "whether the session serves a MSG of the peer's version (correct: its own version only); "
         "context: message"
@@ -177,6 +182,37 @@ def err_type_is_code(frames: list[Frame], *, body: Any, **_: Any) -> list[Frame]
         from_user=first.from_user,
         chunk_size=len(first.payload) if len(frames) > 1 else None,
     )
+
+
+def _first_header_changed(data: bytes, change: Callable[[list[bytes]], list[bytes]]) -> bytes:
+    """``data`` (the frames of one message) with the header line of its first
+    frame split into its fields, changed, and joined again."""
+    end = data.index(b"\r\n")
+    return b" ".join(change(data[:end].split(b" "))) + data[end:]
+
+
+def echo_rpy_size_one_short(data: bytes, *, frames: list[Frame], body: Any, **_: Any) -> bytes:
+    """echo-rpy-size-one-short: the first frame of an RPY to an echo MSG
+    says one content byte fewer than it carries, so its END is not where
+    size puts it."""
+    if frames[0].type != "RPY" or not isinstance(body, dict) or body.get("type") != "echo":
+        return data
+
+    def shorter(fields: list[bytes]) -> list[bytes]:
+        return [*fields[:4], b"%d" % (int(fields[4]) - 1), *fields[5:]]
+
+    return _first_header_changed(data, shorter)
+
+
+def msg_header_trailing_space(
+    data: bytes, *, frames: list[Frame], identified: bool, **_: Any
+) -> bytes:
+    """client-msg-header-trailing-space: after the host-id exchange, the
+    first frame of each MSG has a space before its header line's CRLF (an
+    empty last field, as a writer ending every field with a space makes)."""
+    if frames[0].type != "MSG" or not identified:
+        return data
+    return _first_header_changed(data, lambda fields: [*fields, b""])
 
 
 def other_parity(parity: int, **_: Any) -> int:
@@ -507,6 +543,14 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"outgoing-frames": answers_in_other_version},
     ),
     FaultSpec(
+        "echo-rpy-size-one-short",
+        "server",
+        "the first frame of each RPY to an echo MSG says one content byte fewer than it carries "
+        "(END is not where size puts it), in the middle of a session",
+        (FRAME_S + "sends-well-formed-frames",),
+        changes={"outgoing-bytes": echo_rpy_size_one_short},
+    ),
+    FaultSpec(
         "err-type-is-code",
         "server",
         'ERR bodies carry their code as type ({"type":"unknown-type","error":"unknown-type",...}), '
@@ -664,6 +708,14 @@ SPECS: tuple[FaultSpec, ...] = (
         "the initiator reads msgno and size with a general integer parser (03 and +15 are taken)",
         (FRAME_C + "closes-on-non-canonical-number",),
         changes={"parser-options": parse_numbers_as_int},
+    ),
+    FaultSpec(
+        "client-msg-header-trailing-space",
+        "client",
+        "after the host-id exchange, the header line of the initiator's MSGs ends with a space "
+        "before its CRLF",
+        (FRAME_C + "sends-well-formed-frames",),
+        changes={"outgoing-bytes": msg_header_trailing_space},
     ),
     FaultSpec(
         "client-answer-other-version",

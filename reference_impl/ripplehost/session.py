@@ -211,7 +211,13 @@ class RippleSession:
         frames = self._points.apply(
             "outgoing-frames", frames, identified=self.identified, body=body
         )
-        self._queue_frames(frames)
+        self._out += self._points.apply(
+            "outgoing-bytes",
+            b"".join(encode_frame(frame) for frame in frames),
+            frames=frames,
+            identified=self.identified,
+            body=body,
+        )
         return frames[0].msgno
 
     def _queue_frames(self, frames: list[Frame]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.coverage.cases import collect_cases
+from conformance.suites.ripplehost.prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
 from reference_impl.ripplehost.faults import SPECS
 
 from ..harness.cli_runner import REPO_ROOT, certify
@@ -137,4 +138,73 @@ def test_acceptor_that_refuses_everything_passes_no_case(tmp_path, mode):
     assert not passed, f"a target that refuses everything passed {passed}"
     root = records["ripplehost.hostid.server.replies-with-host-id"]
     assert root["outcome"] in ("failed", "error"), root
+    assert run.code == 1 and "NOT CONFORMANT" in run.output, run.output[-2000:]
+
+
+GRAMMAR_TARGET = """
+[targets.grammar-fault]
+implementation = "reference-ripplehost-{fault}"
+version = "test"
+protocol = "ripplehost"
+roles = ["{role}"]
+[targets.grammar-fault.launch]
+server = "{{python}} -m reference_impl.ripplehost serve --host {{host}} --port 0 --hostname reference.ripple.test --fault {fault}"
+client = "{{python}} -m reference_impl.ripplehost connect --peer-host {{peer_host}} --peer-port {{peer_port}} --hostname client.ripple.test --send {{messages_file}} --timeout {{client_timeout}} --fault {fault}"
+ready = "RIPPLE_READY"
+outputs = {{ port = "port" }}
+cwd = "{{repo}}"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("role", "fault", "grammar_case", "reader", "rule", "head"),
+    [
+        (
+            "server",
+            "echo-rpy-size-one-short",
+            SERVER_GRAMMAR,
+            "ripplehost.msgno.server.reply-carries-msgno",
+            "missing END trailer",
+            b"RPY 1.0 ",
+        ),
+        (
+            "client",
+            "client-msg-header-trailing-space",
+            CLIENT_GRAMMAR,
+            "ripplehost.msgno.client.uses-even-msgnos",
+            "fields not separated by single spaces",
+            b"MSG 1.0 ",
+        ),
+    ],
+)
+def test_a_node_breaking_the_grammar_fails_the_grammar_case_alone(
+    tmp_path, role, fault, grammar_case, reader, rule, head
+):
+    """A grammar fault of the reference node mid-session: the grammar case
+    of the role fails listing the frame with its rule and bytes (the
+    reading case's among them), and the case that read it first is blocked
+    by the grammar case, not failed for its own rule."""
+    targets = tmp_path / "targets.toml"
+    targets.write_text(GRAMMAR_TARGET.format(fault=fault, role=role))
+    run = certify(
+        tmp_path,
+        "--targets-file",
+        str(targets),
+        "--target",
+        "grammar-fault",
+        "--case",
+        reader,
+        "--case",
+        grammar_case,
+        timeout=300,
+    )
+    records = run.by_case("grammar-fault")
+    judged = records[grammar_case]
+    assert judged["outcome"] == "failed", judged
+    assert "break the frame grammar" in judged["message"], judged["message"]
+    assert rule in judged["message"] and head.hex() in judged["message"], judged["message"]
+    assert f"in {reader}" in judged["message"], judged["message"]
+    blocked = records[reader]
+    assert (blocked["outcome"], blocked["blocked_by"]) == ("blocked", grammar_case), blocked
     assert run.code == 1 and "NOT CONFORMANT" in run.output, run.output[-2000:]

@@ -308,3 +308,76 @@ def test_long_hostname_faults_name_254_characters_in_the_host_id_only():
         254,
     )
     assert all(len(label) <= 63 for label in opening.body["hostname"].split("."))
+
+
+def test_echo_rpy_size_one_short_breaks_only_the_rpy_to_an_echo():
+    """echo-rpy-size-one-short (the server grammar case's fault): the RPY to
+    an echo MSG, in the middle of a session, says one content byte fewer
+    than it carries, so a reader finds no END where size puts it; the
+    host-id RPY, other RPYs and ERRs stay frames of the grammar."""
+    from reference_impl.ripplehost.frame import FrameError, FrameParser
+
+    plain = identified(Role.ACCEPTOR)
+    [event] = received(plain, encode_message("MSG", 2, ECHO))
+    plain.reply(event.message.msgno, ECHO)
+    [answer] = MessageReader().receive_data(plain.data_to_send())
+    assert (answer.type, answer.body) == ("RPY", ECHO)
+    session = RippleSession(
+        Role.ACCEPTOR, "b.example", faults=frozenset({Fault.ECHO_RPY_SIZE_ONE_SHORT})
+    )
+    received(session, encode_message("MSG", 0, HOST_ID))
+    [reply] = MessageReader().receive_data(session.data_to_send())
+    assert (reply.type, reply.body["type"]) == ("RPY", "host-id")
+    [event] = received(session, encode_message("MSG", 2, {"type": "ping"}))
+    session.reply(event.message.msgno, {"type": "pong"})
+    received(session, encode_message("MSG", 4, ECHO, version="9.9"))
+    assert [(m.type, m.msgno) for m in MessageReader().receive_data(session.data_to_send())] == [
+        ("RPY", 2),
+        ("ERR", 4),
+    ]
+    [event] = received(session, encode_message("MSG", 6, ECHO))
+    session.reply(event.message.msgno, ECHO, chunk_size=16)
+    data = session.data_to_send()
+    content = encode_body(ECHO)
+    assert data.startswith(b"RPY 1.0 6 * 15\r\n" + content[:16] + b"END\r\n")
+    try:
+        FrameParser().receive_data(data)
+    except FrameError as exc:
+        assert exc.reason == "missing END trailer" and exc.data.startswith(b"RPY 1.0 6 * 15\r\n")
+    else:
+        raise AssertionError("the RPY to an echo parsed under echo-rpy-size-one-short")
+
+
+def test_client_msg_header_trailing_space_breaks_only_msgs_after_the_host_id():
+    """client-msg-header-trailing-space (the client grammar case's fault):
+    after the host-id exchange, the initiator's MSGs end their header line
+    with a space; its host-id MSG and its answers stay frames of the
+    grammar."""
+    from reference_impl.ripplehost.frame import FrameError, FrameParser
+
+    session = RippleSession(
+        Role.INITIATOR, "b.example", faults=frozenset({Fault.CLIENT_MSG_HEADER_TRAILING_SPACE})
+    )
+    session.start()
+    [opening] = MessageReader().receive_data(session.data_to_send())
+    assert (opening.type, opening.msgno, opening.body["type"]) == ("MSG", 0, "host-id")
+    received(session, encode_message("RPY", 0, {"type": "host-id", "hostname": "a.example"}))
+    assert session.identified
+    [event] = received(session, encode_message("MSG", 1, ECHO))
+    session.reply(event.message.msgno, ECHO)
+    [answer] = MessageReader().receive_data(session.data_to_send())
+    assert (answer.type, answer.msgno, answer.body) == ("RPY", 1, ECHO)
+    assert session.send_message({"type": "ping"}) == 2
+    data = session.data_to_send()
+    size = len(encode_body({"type": "ping"}))
+    assert data.startswith(b"MSG 1.0 2 . %d \r\n" % size)
+    try:
+        FrameParser().receive_data(data)
+    except FrameError as exc:
+        assert exc.reason == "fields not separated by single spaces"
+    else:
+        raise AssertionError("the initiator's MSG parsed under client-msg-header-trailing-space")
+    plain = identified(Role.INITIATOR)
+    plain.send_message({"type": "ping"})
+    [ping] = MessageReader().receive_data(plain.data_to_send())
+    assert (ping.type, ping.msgno) == ("MSG", 2)

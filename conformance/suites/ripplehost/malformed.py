@@ -41,6 +41,26 @@ TRAILER = (
     f'{README} ("A frame is the header line, CRLF, exactly size content bytes, then END CRLF")'
 )
 
+FRAME_GRAMMAR = (
+    f'{HOST_MESSAGES} ("Host messages are sent in BEEP-style frames as follows:" (type) (version) '
+    "(msgno) (more) (size)(CRLF); (type) = MSG | RPY | ERR; (version) = (string); (msgno) = "
+    '0..2147483647; (more) = . | *; (size) = (integer); "size is the number of content bytes '
+    "between, but not including, the CRLF at the end of the header line, and the END at the end "
+    f'of the frame"); {NODE_MESSAGES} ("Node messages are sent in frames of the following '
+    'format:" (type) (version) (msgno) (more) (size) (to-user) (from-user)(CRLF)); '
+    f"{TRAILER}"
+)
+"""The frame grammar every frame a host sends has (the grammar cases of
+both roles, core/node_grammar.py). The text's grammar lines are given as it
+has them but unquoted, as a figure: the coverage check reads a text's "|"
+as a table's rule, so a quote holding one is never found."""
+GRAMMAR_BASIS = (
+    "wire-format: the host frame and the node frame of Host Messages and Node Messages (header "
+    "fields separated by single spaces, CRLF, size content bytes, END CRLF; each field spelt and "
+    "bounded as the profile's section 2 fixes it)"
+)
+"""The grammar cases' basis; each adds who sends the frames."""
+
 # What binds the level of each close case (docs/levels.md). The text's own
 # "must be immediately closed" binds the close itself (plain words, not an
 # RFC 2119 key word); the silence, and the trailer the grammar lost, rest

@@ -12,8 +12,12 @@ Frames from the target are read with the codec's :class:`FrameParser` under
 the profile's bounds (docs/ripplehost-profile.md): a header line of at most
 512 bytes, at most 65536 content bytes per frame (checked from the header,
 before the content is buffered), 1 MiB per reassembled message, 32 messages
-in progress. A target cannot make the harness buffer without end, and a
-frame that breaks the grammar fails the case with its bytes.
+in progress. A target cannot make the harness buffer without end. A frame
+that breaks the frame grammar is a NodeGrammarViolation of
+``ripplehost.frame.<role>.sends-well-formed-frames`` (core/node_grammar.py):
+that case fails for it, with the bytes, and the case that read it is blocked
+by it. A message the profile cannot read (its joined content, the bounds on
+reassembly) and a flood of frames fail the case that read them.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from __future__ import annotations
 import json
 import secrets
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from conformance.core import node_grammar
 from conformance.core.transport import (
     Deadline,
     DeadlineExceeded,
@@ -42,6 +49,8 @@ from reference_impl.ripplehost.frame import (
     encode_frame,
     message_frames,
 )
+
+from .prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
 
 HOST_ID_TYPE = "host-id"
 HARNESS_HOSTNAME = "conformance-harness.invalid"
@@ -142,6 +151,11 @@ class RipplePeer:
         self.conn = conn
         self.role = role
         self.parser = FrameParser()
+        self.parsed = 0
+        """Bytes of the target's on this association that the parser made
+        into frames: where the frame it reads next starts."""
+        self.grammar_break: node_grammar.NodeGrammarViolation | None = None
+        """The frame that broke the grammar (the parser reads nothing after it)."""
         self.reassembler = Reassembler()
         self._frames: deque[Frame] = deque()
         self._next_msgno = PARITY[role]
@@ -194,10 +208,55 @@ class RipplePeer:
 
     # ---------------------------------------------------------------- receiving
 
+    @property
+    def grammar_case(self) -> str:
+        """The grammar case of the target's role: the harness as initiator
+        reads an acceptor's frames (server), as acceptor an initiator's."""
+        return SERVER_GRAMMAR if self.role == INITIATOR else CLIENT_GRAMMAR
+
+    def _frames_of(self, data: bytes, what: str) -> list[Frame]:
+        """The frames ``data`` completes. Every bound the parser holds the
+        bytes to is the profile's frame format, not a bound of the harness's
+        own: the 65536 of size ("whose size is above the bound, does not
+        meet either the host or node message format", profile section 2)
+        and the 512 bytes of a header line (its table; no header of valid
+        fields is longer than 306 bytes). So any FrameError of the parser
+        is the grammar case's rule (core/node_grammar.py), recorded for it
+        once: a parser that failed raises the same violation again,
+        unrecorded."""
+        if self.grammar_break is not None:
+            raise node_grammar.NodeGrammarViolation(
+                self.grammar_break.record, self.grammar_break.data
+            )
+        # Where the parser's buffer starts in the target's bytes: the frame
+        # it completes next starts there.
+        start = self.parsed
+        held = self.parser.buffered
+        try:
+            frames = self.parser.receive_data(data)
+        except FrameError as exc:
+            # The frames completed before the bad one were valid, and so
+            # reproduce their bytes (one spelling per field): the bad frame
+            # starts right after them.
+            offset = start + sum(len(encode_frame(frame)) for frame in exc.frames)
+            self.grammar_break = node_grammar.violation(
+                self.grammar_case,
+                f"a frame that breaks the Ripple host frame grammar where {what} was due: "
+                f"{exc.reason}",
+                exc.data,
+                direction=("server" if self.role == INITIATOR else "client") + " to harness",
+                offset=offset,
+                connection=self.conn.label,
+            )
+            raise self.grammar_break from None
+        self.parsed = start + held + len(data) - self.parser.buffered
+        return frames
+
     async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame:
-        """The target's next frame. A close fails the case (PeerClosed), a
-        frame that breaks the grammar too (ProtocolViolation with its bytes),
-        silence past the deadline too (DeadlineExceeded)."""
+        """The target's next frame. A close fails the case (PeerClosed),
+        silence past the deadline too (DeadlineExceeded); a frame that breaks
+        the grammar is the grammar case's (NodeGrammarViolation with its
+        bytes, see :meth:`_frames_of`)."""
         limit = (
             deadline
             if isinstance(deadline, Deadline)
@@ -210,12 +269,7 @@ class RipplePeer:
                 raise DeadlineExceeded(f"no {what}: {exc}") from None
             if not data:
                 raise PeerClosed(f"target closed the connection while {what} was due")
-            with target_bytes(
-                f"target sent a frame that breaks the grammar where {what} was due",
-                data,
-                FrameError,
-            ):
-                frames = self.parser.receive_data(data)
+            frames = self._frames_of(data, what)
             for frame in frames:
                 self.trace.event(f"decoded frame: {summary(frame)}")
             self._frames.extend(frames)
@@ -232,6 +286,12 @@ class RipplePeer:
         )
         for _ in range(MAX_FRAMES_WHILE_WAITING):
             frame = await self.next_frame(what, limit)
+            # What the reassembler refuses is no frame of bad grammar (each
+            # frame was read): content that is no JSON object with a type is
+            # the message format (profile section 3), chunks that change
+            # their message's version or users a rule across frames, and the
+            # bounds on reassembly the profile's resource limits. The case
+            # that read it fails, as for a flood of frames below.
             with target_bytes(
                 f"target sent a message the profile cannot read where {what} was due",
                 frame.payload,
@@ -323,7 +383,9 @@ class RipplePeer:
         and the start of a frame not yet whole (a frame the target began
         before is judged whole: under a fragmenting network its first bytes
         may come before the harness's last write, the rest after)."""
-        pending = b"".join(encode_frame(frame) for frame in self._frames) + self.parser.drain()
+        unfinished = self.parser.drain()
+        self.parsed += len(unfinished)
+        pending = b"".join(encode_frame(frame) for frame in self._frames) + unfinished
         self._frames.clear()
         closed, data = await self.conn.await_close(deadline)
         return closed, pending + data
@@ -346,6 +408,25 @@ class RipplePeer:
             else:
                 answers.append(message)
         return answers
+
+
+# ---------------------------------------------------------------- the grammar cases
+
+
+@contextmanager
+def exchange_cut_short(peer: RipplePeer) -> Iterator[None]:
+    """An exchange of a grammar case that ends before its last step (the
+    target closed or reset, answered otherwise or later than the other
+    cases' rules want) shows fewer frames; what it read is still judged.
+    Only a frame that breaks the grammar fails the grammar case: the rest
+    is the other cases' rules (a close while the harness wrote is an
+    AssertionError, PeerClosed, or a ConnectionError)."""
+    try:
+        yield
+    except (AssertionError, ConnectionError) as exc:
+        if node_grammar.grammar_violation_in(exc) is not None:
+            raise
+        peer.trace.event(f"the exchange ended early: {exc}")
 
 
 # ---------------------------------------------------------------- verdicts on closing

@@ -21,6 +21,10 @@ CLOSES_ON_MALFORMED = "ripplehost.frame.server.closes-on-malformed-header"
 """The silence of a closing target is judged only once it closes at all."""
 REASSEMBLES = "ripplehost.chunk.server.reassembles-chunked"
 """Interleaving is told apart from chunking only once chunking works."""
+SERVER_GRAMMAR = "ripplehost.frame.server.sends-well-formed-frames"
+"""The frame grammar of everything the acceptor sends (core/node_grammar.py):
+not a prerequisite of any case; a case that reads a frame breaking it is
+blocked by it, and it runs after every other server case."""
 
 # -- target as client (the initiator)
 CLIENT_HOST_ID = "ripplehost.hostid.client.sends-host-id-first"
@@ -28,6 +32,8 @@ CLIENT_HOST_ID = "ripplehost.hostid.client.sends-host-id-first"
 CLIENT_REPLY_MSGNO = "ripplehost.msgno.client.reply-carries-msgno"
 CLIENT_CLOSES_ON_MALFORMED = "ripplehost.frame.client.closes-on-malformed-header"
 """As for the acceptor: the initiator's silence is judged only once it closes at all."""
+CLIENT_GRAMMAR = "ripplehost.frame.client.sends-well-formed-frames"
+"""The frame grammar of everything the initiator sends, as SERVER_GRAMMAR."""
 CLIENT_CLOSES_SILENTLY = "ripplehost.frame.client.closes-silently-on-malformed-header"
 """A frame with a bad trailer or size is judged by the same silent close as a
 bad header: a target that answers before closing fails that case, not these."""

@@ -6,7 +6,8 @@ README on the END trailer; the profile, docs/ripplehost-profile.md, sections
 
 from __future__ import annotations
 
-from conformance.core.requirements import requirement
+from conformance.core.node_grammar import grammar_violation_in
+from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import DeadlineExceeded
 from reference_impl.ripplehost.frame import VERSION, message_frames
 
@@ -15,6 +16,8 @@ from .malformed import (
     BINDING,
     CLOSE,
     CLOSE_SILENTLY,
+    FRAME_GRAMMAR,
+    GRAMMAR_BASIS,
     HOST_MESSAGES,
     MISSING_END_BASIS,
     NUMBER,
@@ -33,6 +36,7 @@ from .peer import (
     HARNESS_HOSTNAME,
     HOST_ID_TYPE,
     RipplePeer,
+    exchange_cut_short,
     expect_close,
     hostname_problem,
     other_versions,
@@ -42,6 +46,7 @@ from .peer import (
 from .prerequisites import (
     CLIENT_CLOSES_ON_MALFORMED,
     CLIENT_CLOSES_SILENTLY,
+    CLIENT_GRAMMAR,
     CLIENT_HOST_ID,
     CLIENT_REPLY_MSGNO,
 )
@@ -419,3 +424,74 @@ async def test_client_speaks_version_in_use(launched_client):
             f"RPY and MSGs) must carry it; these carry another: {'; '.join(wrong)} (the answer: "
             f"{summary(answer)})"
         )
+
+
+async def client_frames_shown(peer: RipplePeer) -> None:
+    """Each kind of frame an initiator of the profile sends (sections 4, 6
+    and 7): its host-id MSG and its own MSGs (the three it was given, left
+    unanswered so that it stays); RPYs to the acceptor's echo MSGs, in one
+    frame, in frames of 16 bytes ('*' ... '.') and in a node frame; the ERR
+    to a MSG of no known type. Which answers come, and when, is the other
+    cases' rules: an association the initiator ends early, or answers
+    otherwise, shows less (exchange_cut_short)."""
+    with exchange_cut_short(peer):
+        await answer_host_id(peer)
+        asked = {
+            1: (probe_body("grammar"), {}),
+            3: ({**probe_body("grammar-chunked-" + "g" * 40), "chunk": 16}, {}),
+            5: (probe_body("grammar-node"), {"to_user": "alice", "from_user": "bob"}),
+            7: ({"type": "conformance-no-such-type"}, {}),
+        }
+        for msgno, (body, users) in asked.items():
+            await peer.send_message(
+                "MSG", msgno, body, f"a MSG of the acceptor ({body['type']})", **users
+            )
+        answered: set[int] = set()
+        own = 0
+        for _ in range(MAX_MESSAGES):
+            if answered >= set(asked) and own >= len(DEFAULT_CLIENT_MESSAGES):
+                break
+            message = await peer.next_message(
+                f"the initiator's answers to the acceptor's MSGs {sorted(asked)} and its own "
+                f"{len(DEFAULT_CLIENT_MESSAGES)} MSGs"
+            )
+            if message.type == "MSG":
+                own += 1
+            else:
+                answered.add(message.msgno)
+
+
+@requirement(
+    CLIENT_GRAMMAR,
+    "MUST",
+    FRAME_GRAMMAR,
+    role="client",
+    basis=f"{GRAMMAR_BASIS} that every frame an initiator sends has",
+    grammar=True,
+)
+async def test_client_sends_well_formed_frames(launched_client, node_grammar):
+    """Every frame the initiator sent in this run, in every case's traffic,
+    is a frame of the grammar: the violations the other cases met (each of
+    them blocked by this case) and those of its own exchange, which shows
+    each kind of frame an initiator sends (client_frames_shown)."""
+    with node_grammar.judging():
+        async with launched_client() as client:
+            try:
+                peer = await client.accept()
+            except AssertionError as exc:
+                if grammar_violation_in(exc) is not None:
+                    raise
+                blocked(
+                    CLIENT_HOST_ID,
+                    "failed within this case",
+                    "the initiator made no connection the harness could accept, so it sent no "
+                    f"frame: {str(exc).splitlines()[0]}",
+                )
+            await client_frames_shown(peer)
+            if not peer.received_frames:
+                blocked(
+                    CLIENT_HOST_ID,
+                    "failed within this case",
+                    "the initiator's connection carried no frame (not even its host-id MSG), so "
+                    "there was nothing to judge",
+                )

@@ -5,12 +5,14 @@ sections 2, 3 and 6)."""
 
 from __future__ import annotations
 
-from conformance.core.requirements import requirement
+from conformance.core.requirements import blocked, requirement
 from reference_impl.ripplehost.frame import VERSION, Frame, encode_body, message_frames
 
 from .malformed import (
     CLOSE,
     CLOSE_SILENTLY,
+    FRAME_GRAMMAR,
+    GRAMMAR_BASIS,
     HOST_MESSAGES,
     MISSING_END_BASIS,
     NODE_MESSAGES,
@@ -28,8 +30,16 @@ from .malformed import (
     non_canonical_numbers,
     wrong_size_frames,
 )
-from .peer import error_body_problem, expect_close, other_versions, probe_body, summary
-from .prerequisites import CLOSES_ON_MALFORMED, IDENTIFIED, REASSEMBLES
+from .peer import (
+    RipplePeer,
+    error_body_problem,
+    exchange_cut_short,
+    expect_close,
+    other_versions,
+    probe_body,
+    summary,
+)
+from .prerequisites import CLOSES_ON_MALFORMED, HOST_ID, IDENTIFIED, REASSEMBLES, SERVER_GRAMMAR
 
 MORE = (
     f'{HOST_MESSAGES} ("If more is ... it signifies there are more frames in the message; if it is ... this is '
@@ -366,3 +376,76 @@ async def test_closes_on_content_not_json_object(identified_peer):
         peer = await identified_peer(rule)
         await peer.send_raw(data, f"a MSG whose content is {rule}, then a valid ping")
         await expect_close(peer, f"a MSG whose content is {rule}", silent=False)
+
+
+OWN_MSGS_SHOWN = 2
+"""The acceptor's own MSGs the server grammar case asks for (ping-me)."""
+
+
+async def shown_frames(open_peer, capabilities: tuple[str, ...]) -> list[RipplePeer]:
+    """Each kind of frame an acceptor of the profile sends (sections 4, 6
+    and 7): the RPY to the host-id MSG; RPYs to echo MSGs, in one frame, in
+    frames of 16 bytes ('*' ... '.') and in a node frame; the ERR to a MSG
+    of no known type; with the capability ping-me, MSGs of its own
+    (answered); and on a second association the ERR host-id-required to a
+    MSG sent before the host-id. Which answers come, and when, is the other
+    cases' rules: an association the target ends early, or answers
+    otherwise, shows less (exchange_cut_short)."""
+    peer = await open_peer("each kind of frame the acceptor sends")
+    with exchange_cut_short(peer):
+        await peer.exchange_host_ids()
+        await peer.request(probe_body("grammar"), "an echo MSG")
+        await peer.request(
+            {**probe_body("grammar-chunked-" + "g" * 40), "chunk": 16},
+            "an echo MSG asking for its RPY in frames of 16 bytes (profile section 7)",
+        )
+        await peer.request(
+            probe_body("grammar-node"),
+            "an echo MSG in a node frame (to-user alice, from-user bob)",
+            to_user="alice",
+            from_user="bob",
+        )
+        await peer.request({"type": "conformance-no-such-type"}, "a MSG of no known type")
+        if "ping-me" in capabilities:
+            await peer.request(
+                {"type": "ping-me", "count": OWN_MSGS_SHOWN},
+                f"asking the acceptor for {OWN_MSGS_SHOWN} MSGs of its own (profile section 7)",
+            )
+            own = 0
+            for _ in range(OWN_MSGS_SHOWN + 20):  # bounded: its answers to ours are skipped
+                if own == OWN_MSGS_SHOWN:
+                    break
+                message = await peer.next_message(f"the acceptor's {OWN_MSGS_SHOWN} own MSGs")
+                if message.type == "MSG":
+                    own += 1
+                    await peer.answer_target_msg(message)
+    refused = await open_peer("an ERR to a MSG before the host-id")
+    with exchange_cut_short(refused):
+        await refused.send_message(
+            "MSG", 0, probe_body("grammar-before-host-id"), "an echo MSG where the host-id is due"
+        )
+        await refused.answer_to(0, "the answer to a MSG sent before the host-id")
+    return [peer, refused]
+
+
+@requirement(
+    SERVER_GRAMMAR,
+    "MUST",
+    FRAME_GRAMMAR,
+    basis=f"{GRAMMAR_BASIS} that every frame an acceptor sends has",
+    grammar=True,
+)
+async def test_sends_well_formed_frames(open_peer, target, node_grammar):
+    """Every frame the acceptor sent in this run, in every case's traffic,
+    is a frame of the grammar: the violations the other cases met (each of
+    them blocked by this case) and those of its own exchange, which shows
+    each kind of frame an acceptor sends (shown_frames)."""
+    with node_grammar.judging():
+        peers = await shown_frames(open_peer, tuple(target.target.capabilities))
+        if not any(peer.received_frames for peer in peers):
+            blocked(
+                HOST_ID,
+                "failed within this case",
+                "the acceptor sent no frame on either association (not even its host-id RPY), "
+                "so there was nothing to judge",
+            )
