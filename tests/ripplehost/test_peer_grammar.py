@@ -85,6 +85,25 @@ def test_a_frame_breaking_the_grammar_is_the_grammar_case_of_the_target_role(
     run(main())
 
 
+def test_valid_frames_read_with_the_bad_one_are_read_first(records):
+    """A case whose answer came whole before the bad frame, in one read,
+    gets it; the read after it raises the violation at once (no frame can
+    follow a bad one), recorded once with the bad frame's offset."""
+
+    async def main():
+        peer, server = await peer_reading([PONG + BAD_SIZE])
+        async with server:
+            frame = await peer.next_frame("the answer to a ping")
+            assert (frame.type, frame.msgno) == ("RPY", 2)
+            assert len(records) == 1 and records[0].offset == len(PONG)
+            with pytest.raises(NodeGrammarViolation, match="missing END trailer"):
+                await peer.next_frame("the answer to an echo", deadline=20)
+            peer.conn.abort()
+        assert len(records) == 1
+
+    run(main())
+
+
 def test_a_frame_read_after_the_break_raises_again_without_a_second_record(records):
     async def main():
         peer, server = await peer_reading([BAD_SIZE])

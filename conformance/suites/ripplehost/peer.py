@@ -222,12 +222,11 @@ class RipplePeer:
         and the 512 bytes of a header line (its table; no header of valid
         fields is longer than 306 bytes). So any FrameError of the parser
         is the grammar case's rule (core/node_grammar.py), recorded for it
-        once: a parser that failed raises the same violation again,
-        unrecorded."""
-        if self.grammar_break is not None:
-            raise node_grammar.NodeGrammarViolation(
-                self.grammar_break.record, self.grammar_break.data
-            )
+        once. The frames the same read completed before the bad one were
+        valid: they are read first, and the violation is raised at the read
+        after them (again, unrecorded, at every read after that: the parser
+        reads nothing after a bad frame)."""
+        self._after_grammar_break()
         # Where the parser's buffer starts in the target's bytes: the frame
         # it completes next starts there.
         start = self.parsed
@@ -248,9 +247,19 @@ class RipplePeer:
                 offset=offset,
                 connection=self.conn.label,
             )
-            raise self.grammar_break from None
+            if not exc.frames:
+                raise self.grammar_break from None
+            return exc.frames
         self.parsed = start + held + len(data) - self.parser.buffered
         return frames
+
+    def _after_grammar_break(self) -> None:
+        """Once a frame broke the grammar, no frame comes after it: every
+        read raises its violation again (recorded when it was made)."""
+        if self.grammar_break is not None:
+            raise node_grammar.NodeGrammarViolation(
+                self.grammar_break.record, self.grammar_break.data
+            )
 
     async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame:
         """The target's next frame. A close fails the case (PeerClosed),
@@ -263,6 +272,7 @@ class RipplePeer:
             else Deadline(self.conn.deadline if deadline is None else deadline)
         )
         while not self._frames:
+            self._after_grammar_break()
             try:
                 data = await self.conn.receive_some(limit)
             except DeadlineExceeded as exc:
