@@ -148,12 +148,19 @@ version = "test"
 protocol = "ripplehost"
 roles = ["{role}"]
 [targets.grammar-fault.launch]
-server = "{{python}} -m reference_impl.ripplehost serve --host {{host}} --port 0 --hostname reference.ripple.test --fault {fault}"
-client = "{{python}} -m reference_impl.ripplehost connect --peer-host {{peer_host}} --peer-port {{peer_port}} --hostname client.ripple.test --send {{messages_file}} --timeout {{client_timeout}} --fault {fault}"
+{launch}
 ready = "RIPPLE_READY"
 outputs = {{ port = "port" }}
 cwd = "{{repo}}"
 """
+GRAMMAR_LAUNCH = {
+    "server": 'server = "{{python}} -m reference_impl.ripplehost serve --host {{host}} --port 0 '
+    '--hostname reference.ripple.test --fault {fault}"',
+    "client": 'client = "{{python}} -m reference_impl.ripplehost connect --peer-host {{peer_host}} '
+    "--peer-port {{peer_port}} --hostname client.ripple.test --send {{messages_file}} --timeout "
+    '{{client_timeout}} --fault {fault}"',
+}
+"""The launch command of the faulty role (a target lists only the roles it launches)."""
 
 
 @pytest.mark.slow
@@ -186,7 +193,8 @@ def test_a_node_breaking_the_grammar_fails_the_grammar_case_alone(
     reading case's among them), and the case that read it first is blocked
     by the grammar case, not failed for its own rule."""
     targets = tmp_path / "targets.toml"
-    targets.write_text(GRAMMAR_TARGET.format(fault=fault, role=role))
+    launch = GRAMMAR_LAUNCH[role].format(fault=fault)
+    targets.write_text(GRAMMAR_TARGET.format(fault=fault, role=role, launch=launch))
     run = certify(
         tmp_path,
         "--targets-file",
