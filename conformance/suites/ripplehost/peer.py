@@ -152,8 +152,9 @@ class RipplePeer:
         self.role = role
         self.parser = FrameParser()
         self.parsed = 0
-        """Bytes of the target's on this association that the parser made
-        into frames: where the frame it reads next starts."""
+        """Bytes of the target's on this association before the parser's
+        buffer (made into frames, or handed back by :meth:`await_close`):
+        where the frame it completes next starts."""
         self.grammar_break: node_grammar.NodeGrammarViolation | None = None
         """The frame that broke the grammar (the parser reads nothing after it)."""
         self.reassembler = Reassembler()
