@@ -85,7 +85,7 @@ def test_certify_console_shows_the_node_behaviour_and_groups_blocked_cases(tmp_p
             line,
         )
     ]
-    assert grouped and "[ 15-28/36] blk  14 cases (10 MUST, 4 SHOULD)" in grouped[0], run.output
+    assert grouped and "[ 15-28/38] blk  14 cases (10 MUST, 4 SHOULD)" in grouped[0], run.output
     assert sum(line.strip().startswith("blocked by") for line in lines) <= 2, run.output
     # Root causes: the node's behaviour first, and the blocked cases counted.
     at = lines.index(f"  failed {shown} wrong-msgno: {root}")
