@@ -23,7 +23,7 @@ import struct
 from typing import Any, Optional
 
 from ..faults import FaultSpec, fault_enum
-from .envelope import CRC_SIZE, MAGIC, VERSION, MsgType, crc32c
+from .envelope import CRC_SIZE, HEADER_SIZE, MAGIC, VERSION, MsgType, crc32c
 from . import binprot as bp
 from .payloads import (
     DEFAULT_HEARTBEAT_MS,
@@ -183,6 +183,24 @@ def flag_one(flags: int) -> int:
 
 def crc_flipped(data: bytes) -> bytes:
     return data[:-1] + bytes([data[-1] ^ 1])
+
+
+def checkpoint_ack_crc_big_endian(data: bytes) -> bytes:
+    """checkpoint-ack-crc-big-endian: a Checkpoint_ack's CRC-32C is stored
+    big-endian (the text: "CRC-32C (Castagnoli, int32 LE)"); the envelopes
+    before it in the session are sound."""
+    if data[5] != MsgType.CHECKPOINT_ACK:
+        return data
+    return data[:-CRC_SIZE] + struct.pack(">I", crc32c(data[:-CRC_SIZE]))
+
+
+def delta_crc_without_payload(data: bytes) -> bytes:
+    """client-delta-crc-without-payload: a Delta's CRC-32C covers its 59
+    header bytes only, not its payload (the text: "Covers all bytes from
+    offset 0 through the end of the payload"); its Handshake is sound."""
+    if data[5] != MsgType.DELTA:
+        return data
+    return data[:-CRC_SIZE] + struct.pack("<I", crc32c(data[:HEADER_SIZE]))
 
 
 def negotiated_whatever_version(
@@ -476,8 +494,16 @@ SPECS: tuple[FaultSpec, ...] = (
         "bad-outgoing-crc",
         "server",
         "write a wrong CRC-32C (the correct one XOR 1) in every envelope it sends",
-        (SERVER + "sends-valid-envelopes",),
+        (SERVER + "sends-well-formed-envelopes",),
         changes={"sent-envelope": crc_flipped},
+    ),
+    FaultSpec(
+        "checkpoint-ack-crc-big-endian",
+        "server",
+        "store the CRC-32C of each Checkpoint_ack big-endian (the Schema_negotiation before it is "
+        "sound), in the middle of a session",
+        (SERVER + "sends-well-formed-envelopes",),
+        changes={"sent-envelope": checkpoint_ack_crc_big_endian},
     ),
     FaultSpec(
         "ignore-handshake-version",
@@ -685,8 +711,16 @@ SPECS: tuple[FaultSpec, ...] = (
         "client-bad-crc",
         "client",
         "write a wrong CRC-32C (the correct one XOR 1) in every envelope it sends",
-        (CLIENT + "sends-valid-envelopes",),
+        (CLIENT + "sends-well-formed-envelopes",),
         changes={"sent-envelope": crc_flipped},
+    ),
+    FaultSpec(
+        "client-delta-crc-without-payload",
+        "client",
+        "compute the CRC-32C of each Delta over its 59 header bytes only, not its payload (the "
+        "Handshake before them is sound), in the middle of a session",
+        (CLIENT + "sends-well-formed-envelopes",),
+        changes={"sent-envelope": delta_crc_without_payload},
     ),
     FaultSpec(
         "repeat-envelope-sequence",

@@ -94,7 +94,7 @@ def launched_producer(target: TargetRuntime, wire_trace: WireTrace, deadline: fl
                 raise AssertionError(
                     f"target producer did not connect; its output:\n{process.tail()}"
                 ) from None
-            yield RippPeer(conn)
+            yield RippPeer(conn, role="client")
 
     yield launch
     for process in processes:

@@ -13,16 +13,28 @@ forms, so decoding alone would not see them), and a fingerprint field of
 zero-padded ASCII that is all zeros on every message but a Delta (P4). The
 steps that read a value the profile fixes check it where they read it: a
 Schema_negotiation's protocol_version (1) and its errors (none when ok), a
-Checkpoint_ack's checkpoint_id, worker_id and the order of its sources."""
+Checkpoint_ack's checkpoint_id, worker_id and the order of its sources.
+
+An envelope that breaks the envelope grammar (the layout of Message
+Envelope Format: the length field, magic, CRC-32C, version 1, a type of the
+table; profile P1's receiver checks 1 to 5) is a NodeGrammarViolation of
+``ripp.envelope.<role>.sends-well-formed-envelopes`` (core/node_grammar.py):
+that case fails for it, with its bytes and its offset on the connection, and
+the case that read it is blocked by it. The flags byte (``sends-zero-flags``),
+the payload (P3), the fingerprint (P4) and the values the steps check stay
+plain ProtocolViolations of the case that read them."""
 
 from __future__ import annotations
 
 import itertools
 import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.core import node_grammar
 from conformance.core.transport import (
     Deadline,
     ProtocolViolation,
@@ -64,6 +76,28 @@ from reference_impl.ripp.payloads import (
 )
 from reference_impl.ripp.session import SourceTrack
 from reference_impl.ripp.node import sample_value, _key_bytes
+
+from .prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
+
+GRAMMAR_CHECKS = frozenset({"length", "magic", "crc", "version", "type"})
+"""The receiver checks of profile P1 that are the envelope grammar (the
+layout of the text's Message Envelope Format). The sixth, flags, is the
+rule of the sends-zero-flags cases ("Currently always 0"): a value of a
+field, not its layout."""
+
+ENVELOPE_GRAMMAR = (
+    'RIPP, Message Envelope Format ("Every wire message follows this layout:"; "Total overhead '
+    'per message: 63 bytes (header + CRC)"); Field Details ("Covers all bytes from offset 0 through the end of '
+    'the payload") (profile P1: the layout and receiver checks 1 to 5, length, magic, CRC, '
+    "version, type)"
+)
+"""The envelope grammar every envelope a node sends has (the grammar cases
+of both roles, core/node_grammar.py; RippPeer.next_envelope)."""
+GRAMMAR_BASIS = (
+    "wire-format: the envelope layout of Message Envelope Format (magic RIPP, version 1, a type "
+    "of the table, the payload length field within profile P1's bound and equal to the payload "
+    "read, CRC-32C over bytes 0..58+N as RIPP-E2 reads it, stored little-endian)"
+)
 
 _worker_ids = itertools.count(1)
 
@@ -113,11 +147,44 @@ class ExpectedState:
 
 
 class RippPeer:
-    def __init__(self, conn: TcpConnection) -> None:
+    def __init__(self, conn: TcpConnection, role: str = "server") -> None:
         self.conn = conn
+        self.role = role
+        """The target's role: ``server`` (the consumer the harness connects
+        to) or ``client`` (the producer that connects to the harness)."""
         self.sequence = 0
         self.received: list[Received] = []
         self.negotiation: SchemaNegotiation | None = None
+        self.consumed = 0
+        """Bytes of the target's on this connection read as whole envelopes:
+        where the envelope read next starts."""
+        self.grammar_break: node_grammar.NodeGrammarViolation | None = None
+        """The envelope that broke the grammar (nothing after it can be
+        read: profile P1, there is no resynchronisation)."""
+
+    @property
+    def grammar_case(self) -> str:
+        return SERVER_GRAMMAR if self.role == "server" else CLIENT_GRAMMAR
+
+    def _grammar_violation(self, rule: str, data: bytes) -> node_grammar.NodeGrammarViolation:
+        """Record the envelope at :attr:`consumed` that breaks the envelope
+        grammar for the grammar case of the target's role, once; every read
+        after it raises it again (unrecorded)."""
+        self.grammar_break = node_grammar.violation(
+            self.grammar_case,
+            rule,
+            data,
+            direction=f"{self.role} to harness",
+            offset=self.consumed,
+            connection=self.conn.label,
+        )
+        return self.grammar_break
+
+    def _after_grammar_break(self) -> None:
+        if self.grammar_break is not None:
+            raise node_grammar.NodeGrammarViolation(
+                self.grammar_break.record, self.grammar_break.data
+            )
 
     # -- sending
     def envelope(
@@ -148,15 +215,18 @@ class RippPeer:
 
     # -- receiving
     async def next_raw(self, what: str, deadline: float | Deadline | None = None) -> bytes:
+        self._after_grammar_break()
         limit = deadline if deadline is not None else Deadline(self.conn.deadline)
         header = await self.conn.receive_exactly(HEADER_SIZE, f"the header of {what}", limit)
         length = struct.unpack_from("<i", header, 55)[0]
         if not 0 <= length <= MAX_PAYLOAD:
-            raise ProtocolViolation(
+            # The profile's bound on the length field (P1, check 1), not one
+            # of the harness's own: the envelope grammar's.
+            raise self._grammar_violation(
                 f"{what}: the target's envelope claims a payload of {length} bytes "
                 f"(profile P1: 0..{MAX_PAYLOAD})",
                 header,
-            )
+            ) from None
         rest = await self.conn.receive_exactly(
             length + CRC_SIZE, f"the payload and CRC of {what}", limit
         )
@@ -180,10 +250,19 @@ class RippPeer:
             patched[6] = 0
             patched[-CRC_SIZE:] = struct.pack("<I", crc32c(bytes(patched[:-CRC_SIZE])))
             checked = bytes(patched)
-        with target_bytes(
-            f"{what}: the target's envelope is refused by the profile's checks", raw, EnvelopeError
-        ):
+        try:
             env = decode_envelope(checked)
+        except EnvelopeError as exc:
+            if exc.check in GRAMMAR_CHECKS:
+                raise self._grammar_violation(
+                    f"{what}: the target's envelope breaks the envelope grammar (profile P1, "
+                    f"check {exc.check}: {exc.reason})",
+                    raw,
+                ) from None
+            raise ProtocolViolation(
+                f"{what}: the target's envelope is refused by the profile's checks ({exc})", raw
+            ) from None
+        self.consumed += len(raw)
         name = MsgType(env.msg_type).name
         with target_bytes(
             f"{what}: the payload of the target's {name} does not decode", raw, PayloadError
@@ -285,6 +364,22 @@ class RippPeer:
         if self.negotiation is not None:
             window = min(window, 2 * self.negotiation.heartbeat_interval_ms / 1000)
         return await self.conn.await_close(window)
+
+
+@contextmanager
+def exchange_cut_short(peer: RippPeer) -> Iterator[None]:
+    """An exchange of a grammar case that ends before its last step (the
+    target closed or reset, answered otherwise or later than the other
+    cases' rules want) shows fewer envelopes; what it read is still judged.
+    Only an envelope that breaks the grammar fails the grammar case: the
+    rest is the other cases' rules (a close while the harness wrote is an
+    AssertionError, PeerClosed, or a ConnectionError)."""
+    try:
+        yield
+    except (AssertionError, ConnectionError) as exc:
+        if node_grammar.grammar_violation_in(exc) is not None:
+            raise
+        peer.conn.trace.event(f"the exchange ended early: {exc}")
 
 
 async def closes_on(

@@ -23,3 +23,11 @@ fails this case and blocks the others)."""
 # -- target as client (producer)
 CLIENT_ENVELOPES = "ripp.envelope.client.sends-valid-envelopes"
 CLIENT_HANDSHAKE = "ripp.handshake.client.sends-handshake-first"
+
+# -- the envelope grammar of what the node sends (core/node_grammar.py)
+SERVER_GRAMMAR = "ripp.envelope.server.sends-well-formed-envelopes"
+"""The envelope grammar of everything the consumer sends: not a
+prerequisite of any case; a case that reads an envelope breaking it is
+blocked by it, and it runs after every other server case."""
+CLIENT_GRAMMAR = "ripp.envelope.client.sends-well-formed-envelopes"
+"""The envelope grammar of everything the producer sends, as SERVER_GRAMMAR."""

@@ -8,7 +8,7 @@ import itertools
 import struct
 import time
 
-from conformance.core.requirements import not_applicable, requirement
+from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
 from reference_impl.ripp.envelope import CRC_SIZE, crc32c, encode_envelope
 from reference_impl.ripp import binprot as bp
@@ -27,8 +27,8 @@ from reference_impl.ripp.payloads import (
 )
 from reference_impl.ripp.session import SourceTrack, state_digest
 
-from .peer import canonical_payload
-from .prerequisites import CLIENT_ENVELOPES, CLIENT_HANDSHAKE
+from .peer import ENVELOPE_GRAMMAR, GRAMMAR_BASIS, canonical_payload, exchange_cut_short
+from .prerequisites import CLIENT_ENVELOPES, CLIENT_GRAMMAR, CLIENT_HANDSHAKE
 
 CLIENT_WAITS = "ripp.handshake.client.waits-for-negotiation"
 """A producer that does not wait for the Schema_negotiation has sent its Deltas
@@ -79,14 +79,14 @@ async def read_all(peer, count: int, **kw) -> list:
 @requirement(
     CLIENT_ENVELOPES,
     "MUST",
-    'RIPP, Message Envelope Format; Field Details ("Covers all bytes from offset 0 through the end of the '
-    'payload") (profile P1, P3; P4: a Delta carries the fingerprint of its writer schema)',
+    'RIPP, Message Envelope Format ("Payload (bin_prot encoded)"); Field Details ("Schema '
+    'fingerprint: 32-byte zero-padded string") (profile P3; P4: a Delta carries the fingerprint '
+    "of its writer schema)",
     role="client",
-    errata=["RIPP-E2"],
-    basis="wire-format: the envelope layout of Message Envelope Format (magic, version 1, type, "
-    "little-endian fields, CRC-32C over bytes 0..58+N as RIPP-E2 reads it) in the envelopes the "
-    "node sends, with the payload layouts of profile P3 and a Delta's non-empty fingerprint "
-    "(profile P4)",
+    basis="wire-format: the payload layouts of profile P3 (exactly what bin_write_t writes) and "
+    "the fingerprint field of Message Envelope Format (zero-padded ASCII; a Delta's non-empty, "
+    "profile P4) in the envelopes the node sends; the envelope's own layout is the grammar "
+    "case's (sends-well-formed-envelopes)",
 )
 async def test_client_sends_valid_envelopes(launched_producer):
     async with launched_producer(count=3) as peer:
@@ -546,3 +546,46 @@ async def test_client_closes_on_unrequested_ack(launched_producer, deadline):
             f"P7: a protocol error; P9: close, sending nothing); it sent meanwhile "
             f"{short_hex(sent) if sent else 'nothing'}"
         )
+
+
+GRAMMAR_DELTAS = 3
+"""The Deltas the client grammar case asks the producer for."""
+
+
+@requirement(
+    CLIENT_GRAMMAR,
+    "MUST",
+    ENVELOPE_GRAMMAR,
+    role="client",
+    errata=["RIPP-E2"],
+    basis=f"{GRAMMAR_BASIS} in every envelope a producer sends",
+    grammar=True,
+)
+async def test_client_sends_well_formed_envelopes(launched_producer, deadline, node_grammar):
+    """Every envelope the producer sent in this run, in every case's traffic,
+    is an envelope of the grammar: the violations the other cases met (each
+    of them blocked by this case) and those of its own exchange, which shows
+    each kind of envelope a producer sends (P2, P8): its Handshake, its
+    Deltas after an ok Schema_negotiation, and its Heartbeats (asked for
+    every HEARTBEAT_MS). Which come, and when, is the other cases' rules: an
+    exchange the producer ends early shows less (exchange_cut_short)."""
+    stay = 2 * HEARTBEAT_MS / 1000 + deadline + 2
+    with node_grammar.judging():
+        async with launched_producer(count=GRAMMAR_DELTAS, stay=stay) as peer:
+            with exchange_cut_short(peer):
+                await accept_handshake(peer)
+                watch = Deadline(2 * HEARTBEAT_MS / 1000 + deadline)
+                # bounded: the Deltas, any requests of its own, then a Heartbeat
+                for n in range(GRAMMAR_DELTAS + 8):
+                    got = await peer.next_envelope(
+                        f"envelope {n + 1} after the negotiation", deadline=watch
+                    )
+                    if isinstance(got.message, Heartbeat):
+                        break
+        if not peer.received:
+            blocked(
+                CLIENT_HANDSHAKE,
+                "failed within this case",
+                "the producer sent no envelope (not even its Handshake), so there was nothing "
+                "to judge",
+            )

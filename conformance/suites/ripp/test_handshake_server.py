@@ -13,8 +13,18 @@ from conformance.core.transport import short_hex
 from reference_impl.ripp.envelope import encode_envelope
 from reference_impl.ripp.payloads import CheckpointRequest, Handshake, Heartbeat, SchemaNegotiation
 
-from .peer import closes_on, describe, new_worker_id
-from .prerequisites import CHECKPOINT, HANDSHAKE, VALID_ENVELOPES
+from .peer import (
+    ENVELOPE_GRAMMAR,
+    GRAMMAR_BASIS,
+    RippPeer,
+    closes_on,
+    describe,
+    exchange_cut_short,
+    key,
+    new_worker_id,
+    set_delta,
+)
+from .prerequisites import CHECKPOINT, HANDSHAKE, SERVER_GRAMMAR, VALID_ENVELOPES
 
 FORMAT = "RIPP, Message Envelope Format"
 HANDSHAKE_TEXT = "RIPP, Handshake; Handshake Protocol"
@@ -55,13 +65,13 @@ async def negotiated(open_peer, registry):
 @requirement(
     VALID_ENVELOPES,
     "MUST",
-    f'{FORMAT}; Field Details ("Covers all bytes from offset 0 through the end of the payload") '
-    "(profile P1, P3; P4: a control message carries 32 zero bytes as its fingerprint)",
-    errata=["RIPP-E2"],
-    basis="wire-format: the envelope layout of Message Envelope Format (magic, version 1, type, "
-    "little-endian fields, CRC-32C over bytes 0..58+N as RIPP-E2 reads it) in the envelopes the "
-    "node sends, with the payload layout of profile P3 and the zero fingerprint of a control "
-    "message (profile P4)",
+    f'{FORMAT} ("Payload (bin_prot encoded)"); Field Details ("Schema fingerprint: 32-byte '
+    'zero-padded string") (profile P3; P4: a control message carries 32 zero bytes as its '
+    "fingerprint)",
+    basis="wire-format: the payload layout of profile P3 (exactly what bin_write_t writes) and "
+    "the fingerprint field of Message Envelope Format (zero-padded ASCII; 32 zero bytes in a "
+    "control message, profile P4) in the envelopes the node sends; the envelope's own layout is "
+    "the grammar case's (sends-well-formed-envelopes)",
 )
 async def test_sends_valid_envelopes(open_peer, registry):
     peer = await open_peer()
@@ -377,3 +387,50 @@ async def test_closes_on_second_handshake(open_peer, registry):
         "a second Handshake (the same as the first) after the ok Schema_negotiation",
         "profile P2: a second Handshake is a protocol error",
     )
+
+
+async def shown_envelopes(open_peer, registry) -> list[RippPeer]:
+    """Each kind of envelope a consumer of the profile sends (P2, P5, P7):
+    the Schema_negotiation ok=true to a Handshake of the registry's schemas,
+    the Checkpoint_ack to a Checkpoint_request after a Delta, and on a second
+    connection the Schema_negotiation ok=false to a Handshake missing a
+    required field. Which answers come, and when, is the other cases' rules:
+    a connection the target ends early, or answers otherwise, shows less
+    (exchange_cut_short)."""
+    name, schema = next(iter(registry.items()))
+    accepted = await open_peer("each kind of envelope the consumer sends")
+    with exchange_cut_short(accepted):
+        await accepted.handshake(list(registry.items()))
+        await accepted.send_raw(
+            accepted.delta_bytes(name, schema, 1, key("GRAMMAR"), set_delta(schema, 1)),
+            f"Delta 1 of {name}",
+        )
+        await accepted.checkpoint(11)
+    refused = await open_peer("the consumer's Schema_negotiation ok=false")
+    with exchange_cut_short(refused):
+        await refused.handshake([(name, without_field(schema, required_field(schema)))])
+    return [accepted, refused]
+
+
+@requirement(
+    SERVER_GRAMMAR,
+    "MUST",
+    ENVELOPE_GRAMMAR,
+    errata=["RIPP-E2"],
+    basis=f"{GRAMMAR_BASIS} in every envelope a consumer sends",
+    grammar=True,
+)
+async def test_sends_well_formed_envelopes(open_peer, registry, node_grammar):
+    """Every envelope the consumer sent in this run, in every case's traffic,
+    is an envelope of the grammar: the violations the other cases met (each
+    of them blocked by this case) and those of its own exchange, which shows
+    each kind of envelope a consumer sends (shown_envelopes)."""
+    with node_grammar.judging():
+        peers = await shown_envelopes(open_peer, registry)
+        if not any(peer.received for peer in peers):
+            blocked(
+                HANDSHAKE,
+                "failed within this case",
+                "the consumer sent no envelope on either connection (not even a "
+                "Schema_negotiation), so there was nothing to judge",
+            )
