@@ -92,3 +92,25 @@ def test_encoding_faults_keep_the_values():
     assert cut == payload
     broken = env._replace(payload=b"\x05")
     assert ripp_faults.payload_trailing_bytes_dropped(broken.payload, envelope=broken) == b"\x05"
+
+
+def test_grammar_faults_break_the_crc_of_their_message_type_only():
+    """checkpoint-ack-crc-big-endian and client-delta-crc-without-payload
+    (the grammar cases' faults) change the CRC of one message type; every
+    other envelope of the session passes the envelope checks."""
+    heartbeat = bytes(_heartbeat())
+    for change in (
+        ripp_faults.checkpoint_ack_crc_big_endian,
+        ripp_faults.delta_crc_without_payload,
+    ):
+        assert change(heartbeat) == heartbeat
+    for msg_type, change in (
+        (MsgType.CHECKPOINT_ACK, ripp_faults.checkpoint_ack_crc_big_endian),
+        (MsgType.DELTA, ripp_faults.delta_crc_without_payload),
+    ):
+        sound = ripp_faults._with_crc(bytes(_heartbeat(b5=int(msg_type))))
+        broken = change(sound)
+        assert broken[:-4] == sound[:-4] and broken != sound
+        with pytest.raises(EnvelopeError) as refused:
+            EnvelopeReader().receive_data(broken)
+        assert refused.value.check == "crc"
