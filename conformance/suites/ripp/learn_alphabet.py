@@ -65,7 +65,7 @@ from reference_impl.ripp.payloads import (
     msg_type_of,
 )
 
-from .peer import ExpectedState, key, set_delta
+from .peer import GRAMMAR_CHECKS, ExpectedState, key, set_delta
 from .registry import load_registry
 
 READ_WINDOW = 0.3
@@ -183,6 +183,13 @@ WORD_CASES = {
     "version=": (_case("handshake", "refuses-unsupported-protocol-version"),),
     "sequence-not-increasing": (_case("envelope", "sequence-increases"),),
     "UNDECODABLE(flags)": (_case("envelope", "sends-zero-flags"),),
+    # The envelope grammar (profile P1's checks 1 to 5) is the grammar case's
+    # rule (peer.GRAMMAR_CHECKS), named first; a payload that does not decode
+    # is sends-valid-envelopes' (named for every UNDECODABLE word, as before).
+    **{
+        f"UNDECODABLE({check})": (_case("envelope", "sends-well-formed-envelopes"),)
+        for check in sorted(GRAMMAR_CHECKS)
+    },
     "UNDECODABLE": (_case("envelope", "sends-valid-envelopes"),),
 }
 
