@@ -29,8 +29,6 @@ from __future__ import annotations
 import itertools
 import struct
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -364,22 +362,6 @@ class RippPeer:
         if self.negotiation is not None:
             window = min(window, 2 * self.negotiation.heartbeat_interval_ms / 1000)
         return await self.conn.await_close(window)
-
-
-@contextmanager
-def exchange_cut_short(peer: RippPeer) -> Iterator[None]:
-    """An exchange of a grammar case that ends before its last step (the
-    target closed or reset, answered otherwise or later than the other
-    cases' rules want) shows fewer envelopes; what it read is still judged.
-    Only an envelope that breaks the grammar fails the grammar case: the
-    rest is the other cases' rules (a close while the harness wrote is an
-    AssertionError, PeerClosed, or a ConnectionError)."""
-    try:
-        yield
-    except (AssertionError, ConnectionError) as exc:
-        if node_grammar.grammar_violation_in(exc) is not None:
-            raise
-        peer.conn.trace.event(f"the exchange ended early: {exc}")
 
 
 async def closes_on(

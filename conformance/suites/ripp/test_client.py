@@ -8,6 +8,7 @@ import itertools
 import struct
 import time
 
+from conformance.core.node_grammar import exchange_cut_short
 from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, short_hex
 from reference_impl.ripp.envelope import CRC_SIZE, crc32c, encode_envelope
@@ -27,7 +28,7 @@ from reference_impl.ripp.payloads import (
 )
 from reference_impl.ripp.session import SourceTrack, state_digest
 
-from .peer import ENVELOPE_GRAMMAR, GRAMMAR_BASIS, canonical_payload, exchange_cut_short
+from .peer import ENVELOPE_GRAMMAR, GRAMMAR_BASIS, canonical_payload
 from .prerequisites import CLIENT_ENVELOPES, CLIENT_GRAMMAR, CLIENT_HANDSHAKE
 
 CLIENT_WAITS = "ripp.handshake.client.waits-for-negotiation"
@@ -572,7 +573,7 @@ async def test_client_sends_well_formed_envelopes(launched_producer, deadline, n
     stay = 2 * HEARTBEAT_MS / 1000 + deadline + 2
     with node_grammar.judging():
         async with launched_producer(count=GRAMMAR_DELTAS, stay=stay) as peer:
-            with exchange_cut_short(peer):
+            with exchange_cut_short(peer.conn.trace):
                 await accept_handshake(peer)
                 watch = Deadline(2 * HEARTBEAT_MS / 1000 + deadline)
                 # bounded: the Deltas, any requests of its own, then a Heartbeat

@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import time
 
+from conformance.core.node_grammar import exchange_cut_short
 from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import short_hex
 from reference_impl.ripp.envelope import encode_envelope
@@ -19,7 +20,6 @@ from .peer import (
     RippPeer,
     closes_on,
     describe,
-    exchange_cut_short,
     key,
     new_worker_id,
     set_delta,
@@ -399,7 +399,7 @@ async def shown_envelopes(open_peer, registry) -> list[RippPeer]:
     (exchange_cut_short)."""
     name, schema = next(iter(registry.items()))
     accepted = await open_peer("each kind of envelope the consumer sends")
-    with exchange_cut_short(accepted):
+    with exchange_cut_short(accepted.conn.trace):
         await accepted.handshake(list(registry.items()))
         await accepted.send_raw(
             accepted.delta_bytes(name, schema, 1, key("GRAMMAR"), set_delta(schema, 1)),
@@ -407,7 +407,7 @@ async def shown_envelopes(open_peer, registry) -> list[RippPeer]:
         )
         await accepted.checkpoint(11)
     refused = await open_peer("the consumer's Schema_negotiation ok=false")
-    with exchange_cut_short(refused):
+    with exchange_cut_short(refused.conn.trace):
         await refused.handshake([(name, without_field(schema, required_field(schema)))])
     return [accepted, refused]
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import secrets
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from conformance.core import node_grammar
@@ -422,25 +420,6 @@ class RipplePeer:
 
 
 # ---------------------------------------------------------------- the grammar cases
-
-
-@contextmanager
-def exchange_cut_short(peer: RipplePeer) -> Iterator[None]:
-    """An exchange of a grammar case that ends before its last step (the
-    target closed or reset, answered otherwise or later than the other
-    cases' rules want) shows fewer frames; what it read is still judged.
-    Only a frame that breaks the grammar fails the grammar case: the rest
-    is the other cases' rules (a close while the harness wrote is an
-    AssertionError, PeerClosed, or a ConnectionError)."""
-    try:
-        yield
-    except (AssertionError, ConnectionError) as exc:
-        if node_grammar.grammar_violation_in(exc) is not None:
-            raise
-        peer.trace.event(f"the exchange ended early: {exc}")
-
-
-# ---------------------------------------------------------------- verdicts on closing
 
 
 def sent_in_answer(data: bytes, crossing: set[int] | frozenset[int]) -> str | None:

@@ -6,7 +6,7 @@ README on the END trailer; the profile, docs/ripplehost-profile.md, sections
 
 from __future__ import annotations
 
-from conformance.core.node_grammar import grammar_violation_in
+from conformance.core.node_grammar import exchange_cut_short, grammar_violation_in
 from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import DeadlineExceeded
 from reference_impl.ripplehost.frame import VERSION, message_frames
@@ -36,7 +36,6 @@ from .peer import (
     HARNESS_HOSTNAME,
     HOST_ID_TYPE,
     RipplePeer,
-    exchange_cut_short,
     expect_close,
     hostname_problem,
     other_versions,
@@ -434,7 +433,7 @@ async def client_frames_shown(peer: RipplePeer) -> None:
     to a MSG of no known type. Which answers come, and when, is the other
     cases' rules: an association the initiator ends early, or answers
     otherwise, shows less (exchange_cut_short)."""
-    with exchange_cut_short(peer):
+    with exchange_cut_short(peer.trace):
         await answer_host_id(peer)
         asked = {
             1: (probe_body("grammar"), {}),

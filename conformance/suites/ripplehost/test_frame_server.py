@@ -5,6 +5,7 @@ sections 2, 3 and 6)."""
 
 from __future__ import annotations
 
+from conformance.core.node_grammar import exchange_cut_short
 from conformance.core.requirements import blocked, requirement
 from reference_impl.ripplehost.frame import VERSION, Frame, encode_body, message_frames
 
@@ -33,7 +34,6 @@ from .malformed import (
 from .peer import (
     RipplePeer,
     error_body_problem,
-    exchange_cut_short,
     expect_close,
     other_versions,
     probe_body,
@@ -392,7 +392,7 @@ async def shown_frames(open_peer, capabilities: tuple[str, ...]) -> list[RippleP
     cases' rules: an association the target ends early, or answers
     otherwise, shows less (exchange_cut_short)."""
     peer = await open_peer("each kind of frame the acceptor sends")
-    with exchange_cut_short(peer):
+    with exchange_cut_short(peer.trace):
         await peer.exchange_host_ids()
         await peer.request(probe_body("grammar"), "an echo MSG")
         await peer.request(
@@ -420,7 +420,7 @@ async def shown_frames(open_peer, capabilities: tuple[str, ...]) -> list[RippleP
                     own += 1
                     await peer.answer_target_msg(message)
     refused = await open_peer("an ERR to a MSG before the host-id")
-    with exchange_cut_short(refused):
+    with exchange_cut_short(refused.trace):
         await refused.send_message(
             "MSG", 0, probe_body("grammar-before-host-id"), "an echo MSG where the host-id is due"
         )

@@ -12,10 +12,8 @@ what the malformed-frame cases want.
 from __future__ import annotations
 
 import secrets
-from contextlib import contextmanager
-from typing import Iterator
 
-from conformance.core.node_grammar import grammar_violation_in
+from conformance.core.node_grammar import exchange_cut_short
 from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import DeadlineExceeded, TlsRefused
 from reference_impl.stomp.frame import Frame, encode_frame, escape_header_value
@@ -451,7 +449,7 @@ async def shown_frames(connected_peer, stomp) -> None:
             TLS, "failed within this case", f"the TLS handshake failed ({exc}), so no frame came"
         )
     message, frame = valid_send(stomp.destination, "grammar")
-    with exchange_cut_short(peer):
+    with exchange_cut_short(peer.conn.trace):
         await peer.send_frame(frame, f"SEND receipt:{message.receipt}")
         await read_answers(peer, 1, f"the answer to SEND receipt:{message.receipt}")
         if not peer.closed:
@@ -460,26 +458,10 @@ async def shown_frames(connected_peer, stomp) -> None:
             await read_answers(peer, 1, f"the answer to DISCONNECT receipt:{receipt}")
     peer = await connected_peer("an ERROR")
     message, frame = valid_send(stomp.destination, "grammar-error")
-    with exchange_cut_short(peer):
+    with exchange_cut_short(peer.conn.trace):
         await peer.send_frame(frame.without("destination"), "SEND without destination")
         await read_answers(peer, 1, "the answer to a SEND without destination")
         await peer.await_close()
-
-
-@contextmanager
-def exchange_cut_short(peer: StompPeer) -> Iterator[None]:
-    """A session of the grammar case that ends before its last step (the
-    node closed or reset while the harness wrote, or answered otherwise or
-    later than the other cases' rules want) shows fewer frames; what it
-    read is still judged. Only a frame that breaks the grammar fails this
-    case: the rest is the other cases' rules (a close while the harness
-    wrote is an AssertionError, PeerClosed, or a ConnectionError)."""
-    try:
-        yield
-    except (AssertionError, ConnectionError) as exc:
-        if grammar_violation_in(exc) is not None:
-            raise
-        peer.conn.trace.event(f"the session ended early: {exc}")
 
 
 @requirement(
