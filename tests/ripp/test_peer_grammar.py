@@ -16,12 +16,14 @@ import pytest
 
 from conformance.core import node_grammar
 from conformance.core.node_grammar import GrammarRecord, NodeGrammarViolation
-from conformance.core.transport import ProtocolViolation, TcpConnection, WireTrace
+from conformance.core.transport import ProtocolViolation
 from conformance.suites.ripp.peer import RippPeer
 from conformance.suites.ripp.prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
 from reference_impl.ripp.envelope import CRC_SIZE, MAX_PAYLOAD, crc32c, encode_envelope
 from reference_impl.ripp.envelope import MsgType, make_envelope
 from reference_impl.ripp.payloads import Heartbeat, SchemaNegotiation, encode_payload
+
+from ..scripted_writer import connection_to_writer
 
 NEGOTIATION = encode_envelope(
     make_envelope(
@@ -68,16 +70,7 @@ async def peer_reading(chunks: list[bytes], role: str = "server") -> tuple[RippP
     """A peer reading a target of ``role`` on a connection whose other end
     writes ``chunks``, each in a write of its own, then stays open."""
 
-    async def script(reader, writer):
-        for chunk in chunks:
-            writer.write(chunk)
-            await writer.drain()
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(5)
-
-    server = await asyncio.start_server(script, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), 1.0, "grammar test")
+    conn, server = await connection_to_writer(chunks)
     return RippPeer(conn, role), server
 
 

@@ -14,11 +14,13 @@ import pytest
 
 from conformance.core import node_grammar
 from conformance.core.node_grammar import GrammarRecord, NodeGrammarViolation
-from conformance.core.transport import ProtocolViolation, TcpConnection, WireTrace
+from conformance.core.transport import ProtocolViolation
 from conformance.suites.ripplehost import peer as peer_module
 from conformance.suites.ripplehost.peer import ACCEPTOR, INITIATOR, RipplePeer, describe_bytes
 from conformance.suites.ripplehost.prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
 from reference_impl.ripplehost.frame import Frame, encode_frame, encode_message
+
+from ..scripted_writer import connection_to_writer
 
 PONG = encode_message("RPY", 2, {"type": "pong"})
 BAD_SIZE = b'RPY 1.0 4 . 14\r\n{"type":"pong"}END\r\n'
@@ -42,16 +44,7 @@ async def peer_reading(chunks: list[bytes], role: str = INITIATOR) -> tuple[Ripp
     """A peer of ``role`` on a connection whose other end writes ``chunks``,
     each in a write of its own, then stays open."""
 
-    async def script(reader, writer):
-        for chunk in chunks:
-            writer.write(chunk)
-            await writer.drain()
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(5)
-
-    server = await asyncio.start_server(script, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    conn = await TcpConnection.open("127.0.0.1", port, WireTrace(), 1.0, "grammar test")
+    conn, server = await connection_to_writer(chunks)
     return RipplePeer(conn, role), server
 
 
