@@ -85,3 +85,44 @@ ready_timeout = 60
 """A node that never gets ready: its start waits ready_timeout (60 s), far
 past a short --run-timeout, so the CLI's backstop has to stop the session
 (tests/harness/test_run_timeout.py, test_work_dirs.py)."""
+
+
+def certify_grammar_fault(
+    tmp_path: Path,
+    targets_text: str,
+    target: str,
+    reader: str,
+    grammar_case: str,
+    shown: tuple[str, ...],
+) -> CertifyRun:
+    """Certifies ``target`` of ``targets_text`` (a reference node with a
+    grammar fault) on the case that reads the broken frame and the grammar
+    case of its role, and checks the mechanism's verdicts
+    (core/node_grammar.py): the grammar case fails listing the frame, with
+    each of ``shown`` (its rule, its bytes in hex) and the reading case named; the reading
+    case is blocked by it, not failed for its own rule; the target is NOT
+    CONFORMANT."""
+    targets = tmp_path / "targets.toml"
+    targets.write_text(targets_text)
+    run = certify(
+        tmp_path,
+        "--targets-file",
+        str(targets),
+        "--target",
+        target,
+        "--case",
+        reader,
+        "--case",
+        grammar_case,
+        timeout=300,
+    )
+    records = run.by_case(target)
+    judged = records[grammar_case]
+    assert judged["outcome"] == "failed", judged
+    assert "break the frame grammar" in judged["message"], judged["message"]
+    assert all(text in judged["message"] for text in shown), (shown, judged["message"])
+    assert f"in {reader}" in judged["message"], judged["message"]
+    blocked = records[reader]
+    assert (blocked["outcome"], blocked["blocked_by"]) == ("blocked", grammar_case), blocked
+    assert run.code == 1 and "NOT CONFORMANT" in run.output, run.output[-2000:]
+    return run

@@ -69,7 +69,6 @@ def records():
 async def peer_reading(chunks: list[bytes], role: str = "server") -> tuple[RippPeer, object]:
     """A peer reading a target of ``role`` on a connection whose other end
     writes ``chunks``, each in a write of its own, then stays open."""
-
     conn, server = await connection_to_writer(chunks)
     return RippPeer(conn, role), server
 

@@ -13,7 +13,7 @@ import pytest
 from conformance.suites.ripp.prerequisites import CHECKPOINT, CLIENT_ENVELOPES
 from conformance.suites.ripp.prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
 
-from ..harness.cli_runner import certify
+from ..harness.cli_runner import certify, certify_grammar_fault
 
 REGISTRY = "{repo}/conformance/suites/ripp/registry.json"
 GRAMMAR_TARGET = """
@@ -82,27 +82,12 @@ def test_a_node_breaking_the_grammar_fails_the_grammar_case_alone(
     of the role fails listing the envelope with its rule and bytes (the
     reading case's among them), and the case that read it is blocked by the
     grammar case, not failed for its own rule."""
-    targets = tmp_path / "targets.toml"
     launch = GRAMMAR_LAUNCH[role].format(fault=fault)
-    targets.write_text(GRAMMAR_TARGET.format(fault=fault, role=role, launch=launch))
-    run = certify(
+    certify_grammar_fault(
         tmp_path,
-        "--targets-file",
-        str(targets),
-        "--target",
+        GRAMMAR_TARGET.format(fault=fault, role=role, launch=launch),
         "grammar-fault",
-        "--case",
         reader,
-        "--case",
         grammar_case,
-        timeout=300,
+        ("check crc", head.hex()),
     )
-    records = run.by_case("grammar-fault")
-    judged = records[grammar_case]
-    assert judged["outcome"] == "failed", judged
-    assert "break the frame grammar" in judged["message"], judged["message"]
-    assert "check crc" in judged["message"] and head.hex() in judged["message"], judged["message"]
-    assert f"in {reader}" in judged["message"], judged["message"]
-    blocked = records[reader]
-    assert (blocked["outcome"], blocked["blocked_by"]) == ("blocked", grammar_case), blocked
-    assert run.code == 1 and "NOT CONFORMANT" in run.output, run.output[-2000:]

@@ -43,7 +43,6 @@ def records():
 async def peer_reading(chunks: list[bytes], role: str = INITIATOR) -> tuple[RipplePeer, object]:
     """A peer of ``role`` on a connection whose other end writes ``chunks``,
     each in a write of its own, then stays open."""
-
     conn, server = await connection_to_writer(chunks)
     return RipplePeer(conn, role), server
 

@@ -15,7 +15,7 @@ from conformance.coverage.cases import collect_cases
 from conformance.suites.ripplehost.prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
 from reference_impl.ripplehost.faults import SPECS
 
-from ..harness.cli_runner import REPO_ROOT, certify
+from ..harness.cli_runner import REPO_ROOT, certify, certify_grammar_fault
 
 
 def suite_cases() -> set[str]:
@@ -192,27 +192,12 @@ def test_a_node_breaking_the_grammar_fails_the_grammar_case_alone(
     of the role fails listing the frame with its rule and bytes (the
     reading case's among them), and the case that read it first is blocked
     by the grammar case, not failed for its own rule."""
-    targets = tmp_path / "targets.toml"
     launch = GRAMMAR_LAUNCH[role].format(fault=fault)
-    targets.write_text(GRAMMAR_TARGET.format(fault=fault, role=role, launch=launch))
-    run = certify(
+    certify_grammar_fault(
         tmp_path,
-        "--targets-file",
-        str(targets),
-        "--target",
+        GRAMMAR_TARGET.format(fault=fault, role=role, launch=launch),
         "grammar-fault",
-        "--case",
         reader,
-        "--case",
         grammar_case,
-        timeout=300,
+        (rule, head.hex()),
     )
-    records = run.by_case("grammar-fault")
-    judged = records[grammar_case]
-    assert judged["outcome"] == "failed", judged
-    assert "break the frame grammar" in judged["message"], judged["message"]
-    assert rule in judged["message"] and head.hex() in judged["message"], judged["message"]
-    assert f"in {reader}" in judged["message"], judged["message"]
-    blocked = records[reader]
-    assert (blocked["outcome"], blocked["blocked_by"]) == ("blocked", grammar_case), blocked
-    assert run.code == 1 and "NOT CONFORMANT" in run.output, run.output[-2000:]
