@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import functools
 import json
 import os
 import select
@@ -377,9 +378,11 @@ class ForkSessionRefused(ForkServerError):
     as it would without one."""
 
 
+@functools.cache
 def _harness_dir() -> str:
     """Where this interpreter's harness package is: a shared server forks
-    only for processes that would import the same code."""
+    only for processes that would import the same code. (Once per process:
+    every session's request carries it.)"""
     import conformance
 
     return os.path.dirname(os.path.abspath(conformance.__file__))
