@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..argtypes import positive_int
-from .spark import DRIVER_MEMORY
+from .spark import DRIVER_MEMORY, JIT_CHOICES, JobSize, input_bytes
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -59,6 +59,14 @@ def _spark_args(parser: argparse.ArgumentParser) -> None:
         default=DRIVER_MEMORY,
         help=f"Spark driver heap (default {DRIVER_MEMORY}: with the JVM's own memory, the "
         "driver process stays within 1.6 GiB)",
+    )
+    parser.add_argument(
+        "--jit",
+        choices=JIT_CHOICES,
+        default="auto",
+        help="the JVMs' compiler: quick (C1 only: less CPU for small jobs), full (C1 then the "
+        "optimising C2), auto (default: quick for a job reading under 128 MiB of results or "
+        "16 MiB of the dataset)",
     )
 
 
@@ -150,14 +158,19 @@ def _error(message: str) -> None:
     print(f"conformance: error: {message}", file=sys.stderr)
 
 
-def _session(args: argparse.Namespace) -> Any:
-    from .spark import get_session
+def _session(args: argparse.Namespace, job: JobSize | None) -> Any:
+    """The job's SparkSession; ``job``: what it reads at most (None:
+    unknown), which picks the JIT under ``--jit auto``."""
+    from .spark import get_session, quick_jit
 
     started = time.monotonic()
-    spark = get_session(args.master, args.driver_memory)
+    quick = quick_jit(args.jit, job)
+    spark = get_session(args.master, args.driver_memory, quick=quick)
+    read = "" if job is None else f", {job} to read"
     print(
         f"spark {spark.version} on {spark.sparkContext.master} "
-        f"(driver memory {args.driver_memory}): started in {time.monotonic() - started:.1f} s",
+        f"(driver memory {args.driver_memory}, {'quick' if quick else 'full'} JIT{read}): "
+        f"started in {time.monotonic() - started:.1f} s",
         flush=True,
     )
     return spark
@@ -197,7 +210,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     def job() -> dict[str, Any]:
         find_runs(args.run_dirs)  # fail on bad paths before paying for a JVM
         # The JVM starts only if the manifest shows something to read or write.
-        return ingest(lambda: _session(args), args.run_dirs, args.dataset, progress=_progress)
+        return ingest(
+            lambda job: _session(args, job),
+            args.run_dirs,
+            args.dataset,
+            progress=_progress,
+        )
 
     code, report = _spark_job("ingest failed, the dataset is unchanged", job)
     if code != EXIT_OK:
@@ -216,8 +234,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from .versions import require_dataset
 
     def job() -> None:
-        require_dataset(args.dataset)  # before starting a JVM
-        compact(_session(args), args.dataset, progress=_progress, min_files=args.min_files)
+        version = require_dataset(args.dataset)  # before starting a JVM
+        spark = _session(args, JobSize(dataset_bytes=input_bytes(version)))
+        compact(spark, args.dataset, progress=_progress, min_files=args.min_files)
 
     code, _ = _spark_job("compaction failed, the dataset is unchanged", job)
     return code
@@ -233,8 +252,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     window = Window(args.since, args.until, args.last_runs)
 
     def job() -> dict[str, Any]:
-        require_dataset(args.dataset)  # before starting a JVM
-        spark = _session(args)
+        version = require_dataset(args.dataset)  # before starting a JVM
+        spark = _session(args, JobSize(dataset_bytes=input_bytes(version)))
         meta = {"generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
         return run(spark, args.dataset, args.out, window, progress=_progress, meta=meta)
 
@@ -259,8 +278,9 @@ def cmd_versions_view(args: argparse.Namespace) -> int:
     from .versions import require_dataset
 
     def job() -> dict[str, Any]:
-        require_dataset(args.dataset)  # before starting a JVM
-        return run(_session(args), args.dataset, args.out, args.implementation, _progress)
+        version = require_dataset(args.dataset)  # before starting a JVM
+        spark = _session(args, JobSize(dataset_bytes=input_bytes(version)))
+        return run(spark, args.dataset, args.out, args.implementation, _progress)
 
     code, report = _spark_job("versions-view failed", job)
     if code != EXIT_OK:

@@ -62,6 +62,7 @@ from .dataset import file_stats, manifest_from_data, read_data_files, runs_rows,
 from .errors import IngestError, Progress
 from .runs import RunInput, find_runs, run_input, summary_run_id
 from .schema import LEVELS, PARTITION_COLUMNS, RECORD_SCHEMA_DDL, RESULT_COLUMNS, ROLES
+from .spark import JobSize, input_bytes
 from .versions import (
     MANIFEST_FORMAT,
     RESULTS_DIR,
@@ -224,9 +225,10 @@ def ingest(
     """Ingest the runs under ``paths`` into ``dataset``; returns the report
     (also written to DATASET/ingest-reports/<id>.json).
 
-    ``spark`` is a SparkSession, or a function returning one: it is then
-    called only when there is something to read or write, so a nightly
-    ingest with nothing new starts no JVM.
+    ``spark`` is a SparkSession, or a function returning one given what
+    the job reads at most (a JobSize, which picks its JIT): it is then called only when
+    there is something to read or write, so a nightly ingest with nothing
+    new starts no JVM.
 
     The report says what the ingest cost: ``report["runs"]`` counts the
     results files ``parsed``, ``skipped_unchanged`` (recognised by the
@@ -250,7 +252,7 @@ def ingest(
     with DatasetLock(dataset):
         previous = current_version(dataset)
         with staging(dataset, ingest_id, progress) as work:
-            get_spark = spark if callable(spark) else (lambda: spark)
+            get_spark = spark if callable(spark) else (lambda _job: spark)
             report = _ingest_locked(
                 get_spark, runs, dataset, previous, work, ingest_id, progress, started
             )
@@ -298,7 +300,7 @@ class _Rewrite:
 
 
 def _ingest_locked(
-    get_spark: Callable[[], Any],
+    get_spark: Callable[[JobSize], Any],
     runs: list[RunInput],
     dataset: Path,
     previous: Path | None,
@@ -312,7 +314,9 @@ def _ingest_locked(
     if previous is None:
         old = empty_manifest()
     else:
-        old = load_manifest_file(previous) or manifest_from_data(get_spark(), previous, progress)
+        old = load_manifest_file(previous) or manifest_from_data(
+            get_spark(JobSize(dataset_bytes=input_bytes(previous))), previous, progress
+        )
     plan = _plan(runs, old)
     phases["plan"] = round(time.monotonic() - t, 2)
     progress(
@@ -323,7 +327,15 @@ def _ingest_locked(
     if not plan.to_parse and not plan.completion:
         return _nothing_new(ingest_id, dataset, previous, runs, plan, phases, started, progress)
 
-    spark = get_spark()
+    # What the job reads: the results files it parses, and the previous
+    # version too when it rewrites the rows of replaced runs.
+    rewritten = previous is not None and (plan.changed or plan.completion)
+    spark = get_spark(
+        JobSize(
+            results_bytes=sum(r.size for r in plan.to_parse.values()),
+            dataset_bytes=input_bytes(previous) if rewritten else 0,
+        )
+    )
     staged, batch, counted = _parse(spark, plan, work, phases, progress)
     _progress_counts(counted, batch, progress, phases["count"])
 

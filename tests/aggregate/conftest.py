@@ -25,7 +25,8 @@ SPARK_STANDALONE = REPO_ROOT / "scripts" / "spark-standalone.sh"
 def spark():
     from conformance.aggregate.spark import get_session
 
-    session = get_session(master="local[2]")
+    # The tests' datasets are a few kB: the quick JIT, as `--jit auto` picks for them.
+    session = get_session(master="local[2]", quick=True)
     yield session
     session.stop()
 
