@@ -35,7 +35,11 @@
 #   RABBITMQ_READY=1 port=<stomp tls port> amqp_port=<port> exchange=<name> queue=<name> data_dir=<dir>
 # A STOMP client then SENDs to destination /exchange/<exchange>/<anything>
 # (e.g. the Swaptacular form /exchange/smp/${NODE_ID}); CONNECT needs no
-# login (stomp.default_user). Stays in the foreground; SIGTERM/SIGINT stop the
+# login (stomp.default_user). The free ports are picked by binding and
+# releasing them; if the broker finds one taken when it binds it (its log
+# says eaddrinuse or dist_port_already_used), it is started again on other
+# free ports, up to 3 starts (ports given with --port/--amqp-port are kept).
+# Stays in the foreground; SIGTERM/SIGINT stop the
 # broker and the epmd it started. SIGKILL of the process group (the harness
 # does that to test durability) kills everything without cleanup; the data
 # directory stays for the next start.
@@ -101,11 +105,15 @@ probe_address="$listen"
 free_port() {
     "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
-assign_ports stomp_port amqp_port
-# Private Erlang distribution: our own epmd on its own port, and the node's
-# distribution listener on a fixed free port, both on loopback only.
-epmd_port="$(free_port)"
-dist_port="$(free_port)"
+given_stomp_port="$stomp_port" given_amqp_port="$amqp_port"
+pick_ports() {  # the ports the caller gave, and free ones for the others
+    stomp_port="$given_stomp_port" amqp_port="$given_amqp_port"
+    assign_ports stomp_port amqp_port
+    # Private Erlang distribution: our own epmd on its own port, and the
+    # node's distribution listener on a fixed free port, both on loopback only.
+    epmd_port="$(free_port)"
+    dist_port="$(free_port)"
+}
 
 use_data_dir rabbitmq
 # The node name is kept in the data directory: Mnesia's directory is named
@@ -124,12 +132,13 @@ log_file="$data_dir/log/server.out"
 guest_loopback_only=true
 [[ "$listen" == 127.* ]] || guest_loopback_only=false
 
-# rabbitmq.conf (cuttlefish). Only a TLS STOMP listener; the AMQP listener is
-# on loopback for the adapter (guest is loopback-only by default). CONNECT
-# without login/passcode logs in as guest (the profile: servers SHOULD NOT
-# require login). The low disk limit keeps a small container from raising the
-# disk alarm, which would block every publisher.
-cat >"$data_dir/rabbitmq.conf" <<EOF
+write_config() {  # rabbitmq.conf and the environment, for the ports picked
+    # rabbitmq.conf (cuttlefish). Only a TLS STOMP listener; the AMQP listener is
+    # on loopback for the adapter (guest is loopback-only by default). CONNECT
+    # without login/passcode logs in as guest (the profile: servers SHOULD NOT
+    # require login). The low disk limit keeps a small container from raising the
+    # disk alarm, which would block every publisher.
+    cat >"$data_dir/rabbitmq.conf" <<EOF
 listeners.tcp.1 = 127.0.0.1:$amqp_port
 listeners.ssl = none
 stomp.listeners.tcp = none
@@ -148,9 +157,9 @@ disk_free_limit.absolute = 20MB
 log.file.level = info
 log.console = false
 EOF
-if [ "$amqp_only" -eq 1 ]; then
-    # The broker alone: no STOMP plugin, no listener of its own on TLS.
-    cat >"$data_dir/rabbitmq.conf" <<EOF
+    if [ "$amqp_only" -eq 1 ]; then
+        # The broker alone: no STOMP plugin, no listener of its own on TLS.
+        cat >"$data_dir/rabbitmq.conf" <<EOF
 listeners.tcp.1 = 127.0.0.1:$amqp_port
 listeners.ssl = none
 loopback_users.guest = true
@@ -158,31 +167,32 @@ disk_free_limit.absolute = 20MB
 log.file.level = info
 log.console = false
 EOF
-    stomp_port=0
-fi
-enabled=(); [ "$amqp_only" -eq 1 ] || enabled=(rabbitmq_stomp)
-enabled+=(${plugins[@]+"${plugins[@]}"})
-echo "[$(IFS=,; echo "${enabled[*]}")]." >"$data_dir/enabled_plugins"
-: >"$data_dir/rabbitmq-env.conf"
+        stomp_port=0
+    fi
+    enabled=(); [ "$amqp_only" -eq 1 ] || enabled=(rabbitmq_stomp)
+    enabled+=(${plugins[@]+"${plugins[@]}"})
+    echo "[$(IFS=,; echo "${enabled[*]}")]." >"$data_dir/enabled_plugins"
+    : >"$data_dir/rabbitmq-env.conf"
 
-export HOME="$data_dir/home"
-export RABBITMQ_CONF_ENV_FILE="$data_dir/rabbitmq-env.conf"
-export RABBITMQ_CONFIG_FILE="$data_dir/rabbitmq.conf"
-export RABBITMQ_ADVANCED_CONFIG_FILE="$data_dir/advanced.config"
-export RABBITMQ_ENABLED_PLUGINS_FILE="$data_dir/enabled_plugins"
-export RABBITMQ_MNESIA_BASE="$data_dir/mnesia"
-export RABBITMQ_LOG_BASE="$data_dir/log"
-export RABBITMQ_PID_FILE="$data_dir/rabbitmq.pid"
-export RABBITMQ_PLUGINS_EXPAND_DIR="$data_dir/plugins-expand"
-export RABBITMQ_NODENAME="$nodename"
-export RABBITMQ_USE_LONGNAME=false
-export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
-export RABBITMQ_NODE_PORT="$amqp_port"
-export RABBITMQ_DIST_PORT="$dist_port"
-export ERL_EPMD_PORT="$epmd_port"
-export ERL_EPMD_ADDRESS=127.0.0.1
-export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
-unset RABBITMQ_ENABLED_PLUGINS RABBITMQ_SERVICENAME
+    export HOME="$data_dir/home"
+    export RABBITMQ_CONF_ENV_FILE="$data_dir/rabbitmq-env.conf"
+    export RABBITMQ_CONFIG_FILE="$data_dir/rabbitmq.conf"
+    export RABBITMQ_ADVANCED_CONFIG_FILE="$data_dir/advanced.config"
+    export RABBITMQ_ENABLED_PLUGINS_FILE="$data_dir/enabled_plugins"
+    export RABBITMQ_MNESIA_BASE="$data_dir/mnesia"
+    export RABBITMQ_LOG_BASE="$data_dir/log"
+    export RABBITMQ_PID_FILE="$data_dir/rabbitmq.pid"
+    export RABBITMQ_PLUGINS_EXPAND_DIR="$data_dir/plugins-expand"
+    export RABBITMQ_NODENAME="$nodename"
+    export RABBITMQ_USE_LONGNAME=false
+    export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+    export RABBITMQ_NODE_PORT="$amqp_port"
+    export RABBITMQ_DIST_PORT="$dist_port"
+    export ERL_EPMD_PORT="$epmd_port"
+    export ERL_EPMD_ADDRESS=127.0.0.1
+    export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    unset RABBITMQ_ENABLED_PLUGINS RABBITMQ_SERVICENAME
+}
 
 epmd_pid="" server_pid=""
 cleanup() {
@@ -213,20 +223,55 @@ show_log_tail() {
 
 # With setpriv (util-linux; death_signal) the children also die when this
 # script is killed with SIGKILL, which no trap can catch.
-"${death_signal[@]}" epmd -port "$epmd_port" -address 127.0.0.1 >>"$data_dir/log/epmd.out" 2>&1 &
-epmd_pid=$!
-(
-    cd "$data_dir"
-    exec "${death_signal[@]}" "$rabbit_bin/rabbitmq-server"
-) >>"$log_file" 2>&1 &
-server_pid=$!
+start_broker() {
+    "${death_signal[@]}" epmd -port "$epmd_port" -address 127.0.0.1 >>"$data_dir/log/epmd.out" 2>&1 &
+    epmd_pid=$!
+    (
+        cd "$data_dir"
+        exec "${death_signal[@]}" "$rabbit_bin/rabbitmq-server"
+    ) >>"$log_file" 2>&1 &
+    server_pid=$!
+}
 
+# broker_started OFFSET: 0 once the log, past OFFSET, says the broker
+# started ("Starting broker... completed": every plugin, STOMP included, is
+# up), 1 if rabbitmq-server exited first; dies at the deadline.
+broker_started() {
+    until tail -c +"$(($1 + 1))" "$log_file" 2>/dev/null | grep 'Starting broker.*completed' >/dev/null; do
+        kill -0 "$server_pid" 2>/dev/null || return 1
+        [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "rabbitmq-server not ready within ${timeout_seconds}s"; }
+        sleep 0.2
+    done
+}
+
+# port_taken OFFSET: the log, past OFFSET, says a port the broker was to bind
+# was taken. The free ports above are picked by binding and releasing them,
+# and the broker binds them seconds later: on a busy host (a full test tier's
+# thousands of connections) another process may take one in between.
+port_taken() {
+    # grep without -q: see wait_for_log (scripts/lib/service.sh).
+    tail -c +"$(($1 + 1))" "$log_file" 2>/dev/null | grep -iE 'dist_port_already_used|eaddrinuse' >/dev/null
+}
+
+START_ATTEMPTS=3
 deadline=$((SECONDS + timeout_seconds))
-# The broker prints "Starting broker... completed" once every plugin (STOMP
-# included) is up; the AMQP declare below then has a live broker to talk to.
-start_offset=$(stat -c %s "$log_file" 2>/dev/null || echo 0)
-wait_for_log 'Starting broker.*completed' "$start_offset" \
-    "rabbitmq-server exited before it was ready" "rabbitmq-server not ready within ${timeout_seconds}s"
+for ((attempt = 1; ; attempt++)); do
+    pick_ports
+    write_config
+    start_offset=$(stat -c %s "$log_file" 2>/dev/null || echo 0)
+    start_broker
+    broker_started "$start_offset" && break
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+    stop_process "$epmd_pid" 20
+    epmd_pid=""
+    if [ "$attempt" -lt "$START_ATTEMPTS" ] && port_taken "$start_offset"; then
+        echo "rabbitmq.sh: another process took a port before the broker bound it; starting it again on other free ports (attempt $((attempt + 1)) of $START_ATTEMPTS)" >&2
+        continue
+    fi
+    show_log_tail
+    die "rabbitmq-server exited before it was ready"
+done
 until [ "$amqp_only" -eq 1 ] || (exec 3<>"/dev/tcp/$probe_address/$stomp_port") 2>/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || { show_log_tail; die "STOMP TLS listener $listen:$stomp_port not open within ${timeout_seconds}s"; }
     sleep 0.2

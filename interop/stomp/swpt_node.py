@@ -43,6 +43,10 @@ its own commands (``swpt-server``, ``swpt-client``, ``configure-queue``):
         RUN_WORKDIR/swpt-client-broker) that stops it once the run's work
         dir is removed or its owner gone; each launch configures, fills and
         at its end deletes a queue of its own.
+    swpt_node.py broker --state-dir RUN_WORKDIR/swpt-client-broker --owner RUN_WORKDIR
+        That keeper, started for the run instead: a container target's
+        client service (conformance/targets/containers.toml), which outlives
+        the launches' containers; prints SHARED_BROKER_READY amqp_port=<port>.
 
 Both roles use the run's certificates: the run's CA plays every node's root
 certificate (``root-ca.crt``, the peer's ``root-ca.crt`` and ``sub-ca.crt``),
@@ -160,28 +164,6 @@ def make_client_nodedata(root: Path, ca: Path, node_id: str, manifest: Path) -> 
 # -- processes -------------------------------------------------------------------------------
 
 
-PORT_RACE_ATTEMPTS = 3
-"""Starts of a broker that lost a port. rabbitmq.sh picks free loopback ports
-(epmd, Erlang distribution, AMQP) by binding and releasing them, and the
-broker binds them a few seconds later: on the host's network, beside a full
-test tier's thousands of connections, another process may take one in
-between (seen in CI: ``dist_port_already_used``, one client launch of 20
-failed and its case with it). Another start picks other ports."""
-PORT_LOST = ("dist_port_already_used", "eaddrinuse")
-"""What the broker's log says when a port it was to bind is taken."""
-
-
-def _lost_a_port(server_log: Path, offset: int) -> bool:
-    """Whether the broker's log, past ``offset``, says a port was taken."""
-    try:
-        with open(server_log, "rb") as text:
-            text.seek(offset)
-            tail = text.read().decode("utf-8", "replace").lower()
-    except OSError:
-        return False
-    return any(marker in tail for marker in PORT_LOST)
-
-
 class Broker:
     """A private RabbitMQ (scripts/rabbitmq.sh --amqp-only)."""
 
@@ -206,30 +188,22 @@ class Broker:
         ]
         if amqp_port:
             argv += ["--amqp-port", str(amqp_port)]
-        server_log = data_dir / "log" / "server.out"
-        for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
-            logged = server_log.stat().st_size if server_log.exists() else 0
-            self.process = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL
-            )
-            self.amqp_port = 0
-            assert self.process.stdout is not None
-            for raw in self.process.stdout:
-                line = raw.decode("utf-8", "replace").strip()
-                match = re.search(r"RABBITMQ_READY=1 .*amqp_port=(\d+)", line)
-                if match:
-                    self.amqp_port = int(match.group(1))
-                    break
-                log("rabbitmq.sh:", line)
-            if self.amqp_port:
+        # rabbitmq.sh starts the broker again on other ports if one it
+        # picked was taken before the broker bound it.
+        self.process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=sys.stderr, stdin=subprocess.DEVNULL
+        )
+        self.amqp_port = 0
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = raw.decode("utf-8", "replace").strip()
+            match = re.search(r"RABBITMQ_READY=1 .*amqp_port=(\d+)", line)
+            if match:
+                self.amqp_port = int(match.group(1))
                 break
+            log("rabbitmq.sh:", line)
+        if not self.amqp_port:
             self.process.wait()
-            if attempt < PORT_RACE_ATTEMPTS and _lost_a_port(server_log, logged):
-                log(
-                    "RabbitMQ lost one of the free ports rabbitmq.sh picked to another process "
-                    f"before binding it; starting it again on others (attempt {attempt + 1})"
-                )
-                continue
             raise SystemExit(
                 f"swpt_node.py: RabbitMQ did not start (rabbitmq.sh exited {self.process.returncode})"
             )
@@ -551,6 +525,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     then stopped. It holds an exclusive flock on ``alive`` for its whole
     life, so a launch tells a live broker from a dead one's state file."""
     state = Path(args.state_dir)
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
     alive = os.open(state / "alive", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(alive, fcntl.LOCK_EX)
     stopping = threading.Event()
@@ -821,7 +796,11 @@ def main(argv: list[str] | None = None) -> int:
         help="use one RabbitMQ for every launch of the run whose work dir this is (started by the "
         "first launch, stopped when the dir goes away) instead of one per launch",
     )
-    b = sub.add_parser("broker", help="the shared broker's keeper (started by a client launch)")
+    b = sub.add_parser(
+        "broker",
+        help="the shared broker's keeper (started by a client launch, or for the run by a "
+        "container target's client service)",
+    )
     b.add_argument("--state-dir", required=True)
     b.add_argument("--owner", required=True)
     b.add_argument("--timeout", type=int, default=120)

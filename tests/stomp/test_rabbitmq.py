@@ -374,3 +374,99 @@ def test_harness_certifies_rabbitmq_with_the_known_findings(tmp_path):
     ):
         assert records[case]["outcome"] == "passed", records[case]["message"]
     assert run.code == 1 and "rabbitmq [rabbitmq 3.10.8, stomp]: NOT CONFORMANT" in run.output
+
+
+FAKE_PYTHON = """#!/bin/bash
+# The Python rabbitmq.sh is given (--python), except that the free ports it
+# asks for on the calls listed in TAKE_CALLS are the port TAKEN_PORT, which
+# the test holds: what happens when another process takes a free port
+# between rabbitmq.sh picking it and the broker binding it.
+if [ "$1" = -c ] && [[ "$2" == *getsockname* ]]; then
+    n=$(( $(cat "$CALLS_FILE" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$CALLS_FILE"
+    for take in $TAKE_CALLS; do
+        [ "$n" -eq "$take" ] && { echo "$TAKEN_PORT"; exit 0; }
+    done
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+def _read_until_ready(process: subprocess.Popen, timeout: float) -> str:
+    """rabbitmq.sh's stdout until its ready line, or until it exits or
+    ``timeout`` passes; what it printed."""
+    import select
+
+    out = b""
+    deadline = time.monotonic() + timeout
+    while b"RABBITMQ_READY=1" not in out:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        readable, _, _ = select.select([process.stdout], [], [], remaining)
+        if not readable:
+            break
+        chunk = os.read(process.stdout.fileno(), 4096)
+        if not chunk:  # exited
+            break
+        out += chunk
+    return out.decode(errors="replace")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "take_calls, ready",
+    [
+        # --amqp-only asks for four ports a start: STOMP (unused), AMQP, epmd,
+        # then the Erlang distribution port, the one CI saw taken.
+        ("4", True),
+        ("4 8 12", False),  # taken at every start: gives up after the third
+    ],
+)
+def test_a_broker_that_finds_a_port_taken_starts_again_on_other_ports(tmp_path, take_calls, ready):
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    taken = holder.getsockname()[1]
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    env = dict(
+        os.environ,
+        CALLS_FILE=str(tmp_path / "calls"),
+        TAKE_CALLS=take_calls,
+        TAKEN_PORT=str(taken),
+        REAL_PYTHON=sys.executable,
+    )
+    stderr = tmp_path / "rabbitmq.sh.err"
+    with open(stderr, "wb") as err:
+        process = subprocess.Popen(
+            [str(SCRIPT), "--amqp-only", "--python", str(fake), "--timeout", "120"],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        out = _read_until_ready(process, READY_TIMEOUT)
+        errors = stderr.read_text(errors="replace")
+        retries = re.findall(r"starting it again on other free ports \(attempt (\d) of 3\)", errors)
+        if ready:
+            match = READY.search(out)
+            assert match, f"not ready after a taken port:\n{out}\n{errors[-3000:]}"
+            assert retries == ["2"], errors[-3000:]
+            assert int(match.group(2)) != taken
+        else:
+            assert process.wait(60) != 0 and "RABBITMQ_READY" not in out
+            assert retries == ["2", "3"], errors[-3000:]
+            assert "rabbitmq-server exited before it was ready" in errors
+            assert "dist_port_already_used" in errors, "the log's tail says why"
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+        holder.close()
