@@ -70,6 +70,24 @@ class ContainerClientSpec:
     ready_timeout: float = 30.0
     """Seconds a launched client has to connect to the harness (as
     launch.ready_timeout for a process: the container's start is part of it)."""
+    service: "ContainerServiceSpec | None" = None
+    """``[...client.service]``: a container kept for the whole run beside
+    the launches (what a node keeps running between its client sessions,
+    such as its message broker)."""
+
+
+@dataclass(frozen=True)
+class ContainerServiceSpec:
+    """``[targets.NAME.container.client.service]``: one container per run,
+    started before the first client launch and removed with the run, from
+    the client's image, env and mounts, on the host's network with the
+    target's work dir at its own path (as a launch), so launches reach
+    what it serves on 127.0.0.1 and share files with it in the work dir."""
+
+    command: tuple[str, ...]
+    ready: str
+    """A regex a line of its output matches once it serves."""
+    ready_timeout: float = 60.0
 
 
 CONTAINER_FIELDS = (
@@ -96,7 +114,9 @@ CLIENT_FIELDS = (
     "mounts",
     "writable",
     "ready_timeout",
+    "service",
 )
+SERVICE_FIELDS = ("command", "ready", "ready_timeout")
 SERVER_ONLY_FIELDS = tuple(field for field in CONTAINER_FIELDS if field not in ("image", "client"))
 """Fields of the container table that configure the server role; a
 client-only target's table has only image and client."""
@@ -158,7 +178,7 @@ def parse_client(
     if not isinstance(table, dict):
         raise TargetError(
             f"{cwhere}: must be a table (command, and optionally image, entrypoint, env, "
-            "credential_env, mounts, writable)"
+            "credential_env, mounts, writable, ready_timeout, service)"
         )
     unknown = set(table) - set(CLIENT_FIELDS)
     if unknown:
@@ -188,11 +208,42 @@ def parse_client(
         mounts=tables["mounts"],
         writable=tables["writable"],
         ready_timeout=_ready_timeout(table, cwhere),
+        service=_service(table["service"], where) if "service" in table else None,
     )
 
 
-def _ready_timeout(table: dict, cwhere: str) -> float:
-    timeout = table.get("ready_timeout", 30.0)
+def _service(table: Any, where: str) -> ContainerServiceSpec:
+    """The ``[targets.NAME.container.client.service]`` table, validated."""
+    swhere = f"{where} [container.client.service]"
+    if not isinstance(table, dict):
+        raise TargetError(
+            f"{swhere}: must be a table (command, ready, and optionally ready_timeout)"
+        )
+    unknown = set(table) - set(SERVICE_FIELDS)
+    if unknown:
+        raise TargetError(
+            f"{swhere}: unknown field(s) {sorted(unknown)}; known: {sorted(SERVICE_FIELDS)}"
+        )
+    command = command_argv(table.get("command"), f"{swhere} command")
+    if not command:
+        raise TargetError(f"{swhere}: command is required: what the container runs for the run")
+    ready = table.get("ready")
+    if not isinstance(ready, str) or not ready:
+        raise TargetError(
+            f"{swhere}: ready is required: a regex a line of the service's output matches "
+            f"once it serves, got {ready!r}"
+        )
+    try:
+        re.compile(ready)
+    except re.error as exc:
+        raise TargetError(f"{swhere}: ready {ready!r} is not a regex: {exc}") from None
+    return ContainerServiceSpec(
+        command=command, ready=ready, ready_timeout=_ready_timeout(table, swhere, 60.0)
+    )
+
+
+def _ready_timeout(table: dict, cwhere: str, default: float = 30.0) -> float:
+    timeout = table.get("ready_timeout", default)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise TargetError(
             f"{cwhere}: ready_timeout must be a positive number of seconds, got {timeout!r}"

@@ -523,16 +523,20 @@ class ContainerClient:
         spec: ContainerClientSpec,
         extra: Mapping[str, Any],
         launch: int,
+        command: tuple[str, ...] | None = None,
     ) -> None:
+        """``launch``: the launch's number in the run, 0 for the client's
+        service container, which runs ``command`` instead of the client's."""
         self.runtime = runtime
         self.spec = spec
+        self.kind = "client" if launch else "service"
         safe = re.sub(r"[^a-zA-Z0-9_.-]", "-", runtime.target.name)
-        self.name = f"conformance-{safe}-client-{launch}-{uuid.uuid4().hex[:8]}"
+        numbered = f"client-{launch}" if launch else "client-service"
+        self.name = f"conformance-{safe}-{numbered}-{uuid.uuid4().hex[:8]}"
         suffix = runtime.work_dir.name.rsplit(".", 1)[-1]
-        self.log_path = (
-            runtime.log_dir / f"{runtime.target.name}.{suffix}.client.{launch}.container.log"
-        )
-        self.argv = [runtime._expand_text(part, extra) for part in spec.command]
+        numbered = f"client.{launch}" if launch else "client-service"
+        self.log_path = runtime.log_dir / f"{runtime.target.name}.{suffix}.{numbered}.container.log"
+        self.argv = [runtime._expand_text(part, extra) for part in command or spec.command]
         self._extra = dict(extra)
         self._container: Any = None  # docker SDK Container
         self._final_log: str | None = None
@@ -543,9 +547,27 @@ class ContainerClient:
         """Seconds from create to running (the per-case start cost)."""
 
     def _what(self) -> str:
+        role = "client" if self.kind == "client" else "client's service"
         return (
-            f"target {self.runtime.target.name!r} client (container {self.name}, "
+            f"target {self.runtime.target.name!r} {role} (container {self.name}, "
             f"image {self.spec.image})"
+        )
+
+    def wait_ready(self, pattern: str, timeout: float) -> None:
+        """Until a line of the container's output matches ``pattern`` (a
+        service container); a TargetNotStarted with its output's end if it
+        exits first or is not ready by ``timeout``."""
+
+        def state() -> bool | Exited:
+            if self.running():
+                return True
+            if self._returncode is not None:
+                return Exited(self._returncode, "")
+            return False
+
+        wait_until_ready(
+            StartingServer(self._what(), "output", self.output, state, lambda port: False),
+            ReadyWhen(pattern, None, timeout),
         )
 
     def start(self) -> None:
@@ -569,7 +591,7 @@ class ContainerClient:
                 RUN_LABEL: runtime.run_id or "unknown",
                 SESSION_LABEL: _SESSION_ID,
                 TARGET_LABEL: runtime.target.name,
-                ROLE_LABEL: "client",
+                ROLE_LABEL: self.kind,
             },
         )
         if spec.entrypoint:

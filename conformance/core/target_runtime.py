@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from .container_spec import ContainerClientSpec
 from .containers import ContainerClient, ContainerServer
 from .readiness import (
     Exited,
@@ -156,6 +157,9 @@ class TargetRuntime:
         self.restarts = 0
         self._launches = 0
         self.client_containers: list[ContainerClient] = []
+        self.client_service: ContainerClient | None = None
+        """The client's service container ([container.client.service]), from
+        the first launch to the run's end."""
         """Client-role containers launched for cases; stop() removes any a
         case left (their fixtures normally stop them)."""
 
@@ -389,12 +393,28 @@ class TargetRuntime:
             handle = self._start("client", extra)
             self.unreported_clients.append(handle)
             return handle
+        if spec.service is not None and self.client_service is None:
+            self._start_client_service(spec)
         self._launches += 1
         client = ContainerClient(self, spec, extra, self._launches)
         self.client_containers = [c for c in self.client_containers if c._container is not None]
         self.client_containers.append(client)
         client.start()
         return client
+
+    def _start_client_service(self, spec: ContainerClientSpec) -> None:
+        """The client's service container, once per run, before the first
+        launch: a launch that found no service would start its own (and
+        lose it with its container)."""
+        assert spec.service is not None
+        service = ContainerClient(self, spec, {}, 0, command=spec.service.command)
+        try:
+            service.start()
+            service.wait_ready(spec.service.ready, spec.service.ready_timeout)
+        except BaseException:
+            service.stop(grace=1.0)
+            raise
+        self.client_service = service
 
     def new_process_logs(self) -> list[tuple[str, Path, str]]:
         """(role, log file, text) of what the target's processes wrote since
@@ -519,6 +539,10 @@ class TargetRuntime:
         for client in self.client_containers:
             client.stop(grace=1.0)
         self.client_containers.clear()
+        if self.client_service is not None:
+            # After the launches: none is left to need it. Its output is saved to logs/.
+            self.client_service.stop(grace=10.0)
+            self.client_service = None
         if self.container is not None:
             # Its log is saved to logs/ first; the reaper would remove it anyway.
             self.container.remove()

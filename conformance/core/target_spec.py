@@ -216,7 +216,12 @@ class Target:
                 f"container {self.container.image}, port {self.container.ports[0]} published on "
                 "127.0.0.1"
                 if self.container and self.container.serves
-                else f"(client only, in containers of {self.container.client.image})"
+                else f"(client only, in containers of {self.container.client.image}"
+                + (
+                    ", beside a service container for the run)"
+                    if self.container.client.service
+                    else ")"
+                )
                 if self.container and self.container.client
                 else self.url or f"{self.host}:{self.port or '(chosen at launch)'}"
             ),

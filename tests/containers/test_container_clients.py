@@ -303,3 +303,69 @@ def test_the_client_handle_waits_reads_and_removes(
         f"client container start {client.start_seconds:.2f} s / {sleeper.start_seconds:.2f} s; "
         f"stop + remove of a running one {stop_s:.2f} s",
     )
+
+
+def test_a_client_service_runs_from_the_first_launch_to_the_end_of_the_run(
+    reference_image: None, tmp_path: Path
+) -> None:
+    """[container.client.service]: one container, started before the first
+    launch and ready by its output, which the launches share through the
+    work dir; removed with the run, its output in logs/. A service that
+    exits before it is ready is a target that did not start, its output in
+    the message, nothing left running."""
+    import dataclasses
+
+    from conformance.core.container_spec import ContainerServiceSpec
+    from conformance.core.targets import TargetNotStarted
+
+    base = load_targets_file(CONTAINER_TARGETS)["container-reference-btp"]
+
+    def runtime_with(service: ContainerServiceSpec, name: str) -> TargetRuntime:
+        client = ContainerClientSpec(
+            image="conformance/reference:dev",
+            entrypoint=("sh", "-c"),
+            command=("echo launch sees $(cat {workdir}/service-port)",),
+            service=service,
+        )
+        target = dataclasses.replace(
+            base, container=dataclasses.replace(base.container, client=client)
+        )
+        runtime = TargetRuntime(
+            target, make_work_dir(target.name), tmp_path / name, run_id=f"test-{name}-{os.getpid()}"
+        )
+        runtime.log_dir.mkdir()
+        return runtime
+
+    serving = runtime_with(
+        ContainerServiceSpec(
+            command=("echo 4711 > {workdir}/service-port; echo SERVICE_READY; exec sleep 600",),
+            ready="SERVICE_READY",
+        ),
+        "serving",
+    )
+    try:
+        launches = [serving.launch_client({}) for _ in range(2)]
+        for launch in launches:
+            assert launch.wait(30) == 0 and "launch sees 4711" in launch.output(), launch.output()
+        services = labelled(f"{ROLE_LABEL}=service")
+        assert len(set(services) & set(labelled(f"{RUN_LABEL}={serving.run_id}"))) == 1
+        assert serving.client_service is not None and serving.client_service.running()
+        serving.stop()
+        assert not labelled(f"{RUN_LABEL}={serving.run_id}")
+        (saved,) = serving.log_dir.glob("container-reference-btp.*.client-service.container.log")
+        assert "SERVICE_READY" in saved.read_text()
+    finally:
+        remove_labelled(f"{RUN_LABEL}={serving.run_id}")
+
+    broken = runtime_with(
+        ContainerServiceSpec(command=("echo the broker is broken; exit 4",), ready="SERVICE_READY"),
+        "broken",
+    )
+    try:
+        with pytest.raises(TargetNotStarted, match="(?s)service.*the broker is broken"):
+            broken.launch_client({})
+        assert broken.client_service is None and broken.client_containers == []
+        assert not labelled(f"{RUN_LABEL}={broken.run_id}")
+    finally:
+        broken.stop()
+        remove_labelled(f"{RUN_LABEL}={broken.run_id}")

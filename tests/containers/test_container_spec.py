@@ -361,6 +361,59 @@ def test_a_client_only_container_table_refuses_server_fields(
         load(tmp_path, text)
 
 
+SERVICE = """
+[targets.node.container.client.service]
+command = "broker --state-dir {workdir}/broker"
+ready = 'BROKER_READY port=\\d+'
+"""
+
+
+def test_a_client_service_is_parsed_with_its_own_ready_wait(tmp_path: Path) -> None:
+    """[container.client.service]: one container for the run beside the
+    launches, from the client's image; ready_timeout 60 s unless given."""
+    service = load(tmp_path, CLIENT_ONLY + SERVICE).container.client.service
+    assert service is not None
+    assert service.command == ("broker", "--state-dir", "{workdir}/broker")
+    assert (service.ready, service.ready_timeout) == (r"BROKER_READY port=\d+", 60.0)
+    slow = load(tmp_path, CLIENT_ONLY + SERVICE + "ready_timeout = 150\n")
+    assert slow.container.client.service.ready_timeout == 150.0
+    assert load(tmp_path, CLIENT_ONLY).container.client.service is None
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('command = "broker', 'commands = "broker', r"unknown field\(s\) \['commands'\]"),
+        ('command = "broker --state-dir {workdir}/broker"\n', "", r"command is required"),
+        ("ready = 'BROKER_READY port=\\d+'\n", "", r"ready is required: a regex"),
+        (
+            "ready = 'BROKER_READY",
+            "ready = '(BROKER_READY",
+            r"ready '\(BROKER_READY.*' is not a regex",
+        ),
+    ],
+)
+def test_invalid_client_service_tables_name_the_field(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    text = CLIENT_ONLY + SERVICE
+    assert old in text
+    with pytest.raises(TargetError, match=r"\[container.client.service\]: .*" + message):
+        load(tmp_path, text.replace(old, new, 1))
+
+
+def test_the_shipped_swpt_client_container_keeps_its_broker_in_a_service() -> None:
+    """container-swpt-client's launches share the RabbitMQ its service
+    container keeps for the run (--shared-broker, the keeper's ready line)."""
+    client = load_targets_file(
+        "containers.toml",
+        resources.files("conformance.targets").joinpath("containers.toml").read_text("utf-8"),
+    )["container-swpt-client"].container.client
+    assert client.service is not None and client.service.command[0] == "broker"
+    assert client.service.ready.startswith("SHARED_BROKER_READY")
+    assert "--shared-broker" in client.command
+
+
 def test_a_client_only_target_needs_the_client_table(tmp_path: Path) -> None:
     text = CLIENT_ONLY.split("[targets.node.container.client]")[0]
     with pytest.raises(

@@ -198,9 +198,10 @@ def test_swpt_stomp_container_gets_the_verdicts_of_the_process(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], record_property, role: str
 ) -> None:
     """swpt_stomp's server (its node database, RabbitMQ and swpt-server in one
-    container) and client (one container per launch, its own broker) in
-    conformance/swpt-stomp:dev against the built-in swpt-server and
-    swpt-client targets (docs/findings/swpt_stomp-0.1.0.md)."""
+    container) and client (one container per launch, the node's broker in
+    the client's service container for the run) in conformance/swpt-stomp:dev
+    against the built-in swpt-server and swpt-client targets
+    (docs/findings/swpt_stomp-0.1.0.md)."""
     if not (REPO_ROOT / ".tools" / "swpt-stomp" / "venv" / "bin" / "swpt-server").exists():
         pytest.skip(
             "swpt_stomp is not installed for the process target (scripts/install-swpt-stomp.sh)"
@@ -219,3 +220,17 @@ def test_swpt_stomp_container_gets_the_verdicts_of_the_process(
         assert in_container["stomp.receipt.server.stored-after-restart"]["outcome"] == "passed"
         log = next((run_dir / "logs").glob("container-swpt-server.*.container.log")).read_text()
         assert log.count("SWPT_SERVER_READY") == 2, log[-3000:]
+    else:
+        # One broker for the run, in the service container; every launch
+        # used it and started none of its own.
+        logs = run_dir / "logs"
+        service = next(logs.glob("container-swpt-client.*.client-service.container.log"))
+        assert service.read_text().count("SHARED_BROKER_READY") == 1
+        launches = sorted(logs.glob("container-swpt-client.*.client.*.container.log"))
+        assert len(launches) >= 15
+        for launch in launches:
+            text = launch.read_text()
+            assert "using the run's shared RabbitMQ" in text, (
+                launch.name,
+                text[-2000:],
+            )
