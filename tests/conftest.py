@@ -96,6 +96,7 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "learn/test_learn_ripplehost.py": ("full",),
     "learn/test_learn_stomp.py": ("full",),
     "learn/test_learn_ripp.py": ("full",),
+    "learn/test_learn_btp.py": ("full",),
     # Every reference node through each impairment profile that must change
     # no verdict: 20 certifications (docs/impairment.md).
     "harness/test_impair.py::test_reference_verdicts_hold_under_impairment": ("full",),

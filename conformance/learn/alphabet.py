@@ -23,8 +23,10 @@ import importlib
 import ssl
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..core.target_runtime import TargetRuntime
+from ..core.transport import TcpConnection, WireTrace
 
 SILENCE = "silence"
 """Nothing came back within the read window."""
@@ -53,6 +55,21 @@ class Received:
 
     words: list[str] = field(default_factory=list)
     unprompted: int = 0
+
+
+class LearnConnection(Protocol):
+    """What the mapper needs of one connection to the target: a TCP
+    connection (core/transport.py) by default; a protocol carried in
+    WebSocket messages gives its own (BTP)."""
+
+    async def send_quietly(self, data: bytes, note: str = "") -> bool: ...
+
+    async def await_close(self, deadline: float | None = None) -> tuple[bool, Any]:
+        """Read for ``deadline`` seconds or until the target closes:
+        ``(closed, what came)``, bounded."""
+        ...
+
+    def abort(self) -> None: ...
 
 
 class ConnectionMapper(ABC):
@@ -89,6 +106,25 @@ class ProtocolAlphabet(ABC):
 
     def tls_context(self, runtime: TargetRuntime) -> ssl.SSLContext | None:
         return None
+
+    async def open(
+        self,
+        runtime: TargetRuntime,
+        trace: WireTrace,
+        deadline: float,
+        tls: ssl.SSLContext | None,
+    ) -> LearnConnection:
+        """A new connection to the target (the reset): TCP to its host and
+        port, with ``tls`` when the protocol has it. Raises ConnectionError
+        or DeadlineExceeded when none can be opened."""
+        return await TcpConnection.open(
+            runtime.host, runtime.port, trace, deadline=deadline, label="learn", ssl=tls
+        )
+
+    def received_bytes(self, received: Any) -> bytes:
+        """What :meth:`LearnConnection.await_close` returned, as the bytes a
+        replay file shows (TCP: those bytes)."""
+        return received
 
     @abstractmethod
     def new_connection(self, runtime: TargetRuntime) -> ConnectionMapper:

@@ -25,7 +25,7 @@ from typing import Any
 from aalpy.base import SUL
 
 from ..core.target_runtime import TargetRuntime
-from ..core.transport import TcpConnection, WireTrace
+from ..core.transport import WireTrace
 from .alphabet import CLOSE, CLOSED, SEPARATOR, SILENCE, ProtocolAlphabet
 from .defaults import DEFAULT_REPEATS
 
@@ -219,14 +219,7 @@ class Mapper(SUL):
     async def _run(self, word: tuple[str, ...]) -> list[StepRecord]:
         trace = WireTrace()
         try:
-            conn = await TcpConnection.open(
-                self.runtime.host,
-                self.runtime.port,
-                trace,
-                deadline=CONNECT_DEADLINE,
-                label="learn",
-                ssl=self._tls,
-            )
+            conn = await self.alphabet.open(self.runtime, trace, CONNECT_DEADLINE, self._tls)
         except (ConnectionError, AssertionError) as exc:  # DeadlineExceeded is an AssertionError
             raise TargetUnreachable(
                 f"could not open a connection for {' · '.join(word) or 'the empty word'}: {exc}"
@@ -249,7 +242,11 @@ class Mapper(SUL):
                 words = got.words + ([CLOSE] if closed else [])
                 records.append(
                     StepRecord(
-                        name, data, received, SEPARATOR.join(words) or SILENCE, got.unprompted
+                        name,
+                        data,
+                        self.alphabet.received_bytes(received),
+                        SEPARATOR.join(words) or SILENCE,
+                        got.unprompted,
                     )
                 )
         finally:

@@ -16,7 +16,7 @@ def test_a_protocol_without_an_alphabet_says_which_exist(capsys, tmp_path) -> No
     assert code == EXIT_USAGE
     err = capsys.readouterr().err
     assert "no learning alphabet for protocol 'ssb'" in err
-    assert "ripplehost: server" in err and "stomp: server" in err
+    assert "ripplehost: server" in err and "stomp: server" in err and "btp: server" in err
 
 
 def test_a_protocol_the_target_does_not_speak_is_a_usage_error(capsys, tmp_path) -> None:

@@ -1,0 +1,86 @@
+"""``conformance learn`` on the BTP reference server, one of its faults and
+the conformant variants its alphabet's abstraction is made for (over
+WebSocket: the mapper's connection is the protocol's; the full tier)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.core.targets import load_targets
+from conformance.learn.alphabet import alphabet_for
+from conformance.learn.diff import separations
+from conformance.learn.learner import LearnOptions, learn, running_target
+from conformance.learn.replay import replay_separation
+from conformance.mutation import mutant_name, variant_name
+
+from .targets import write_learn_targets
+
+PROTOCOL = "btp"
+FAULT = "accept-wrong-token"
+"""Answers an auth Message with a wrong token with a Response."""
+VARIANTS = ("refuse-unknown-subprotocols", "unprompted-traffic")
+"""An Error for the probe Message instead of a Response; requests of the
+server's own once auth succeeded."""
+ALPHABET = alphabet_for(PROTOCOL, "server")
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    path = write_learn_targets(
+        tmp_path_factory.mktemp("learn"), PROTOCOL, FAULT, VARIANTS, ALPHABET
+    )
+    return load_targets([str(path)])
+
+
+@pytest.fixture(scope="module")
+def reference(targets: dict, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    with running_target(targets["reference-btp"], tmp_path_factory.mktemp("ref"), "t") as rt:
+        return learn(rt, ALPHABET, LearnOptions())
+
+
+def test_the_reference_server_model(reference) -> None:
+    model = reference.model
+    assert model.run(("auth", "message", "transfer", "garbage", "text", "response-unknown")) == (
+        "RESPONSE",
+        "ANSWER",
+        "RESPONSE",
+        "silence",
+        "silence",
+        "silence",
+    )
+    # Before auth: a wrong token is refused and the connection closed; so is
+    # any first packet but auth; unreadable messages are ignored.
+    assert model.run(("auth-wrong-token", "auth")) == ("ERROR+close", "closed")
+    assert model.run(("transfer",)) == ("ERROR+close",)
+    assert model.run(("garbage", "truncated", "auth")) == ("silence", "silence", "RESPONSE")
+
+
+def test_accepting_a_wrong_token_is_separated_and_replays(
+    targets: dict, reference, tmp_path: Path
+) -> None:
+    with running_target(targets[mutant_name(PROTOCOL, FAULT)], tmp_path, "t") as runtime:
+        result = learn(runtime, ALPHABET, LearnOptions())
+        found = separations(result.model, reference.model)
+        assert found, "the fault's model equals the reference's"
+        first = found[0]
+        assert first.word == ("auth-wrong-token",)
+        assert (first.target_outputs, first.reference_outputs) == (("RESPONSE",), ("ERROR+close",))
+        replay = replay_separation(
+            runtime, ALPHABET, first, times=5, read_window=result.read_window
+        )
+    assert replay.reproduced == 5
+    assert "btp.auth.server.rejects-wrong-token" in replay.cases
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_conformant_variant_learns_to_the_reference_model(
+    targets: dict, reference, tmp_path: Path, variant: str
+) -> None:
+    with running_target(targets[variant_name(PROTOCOL, variant)], tmp_path, "t") as runtime:
+        result = learn(runtime, ALPHABET, LearnOptions())
+    assert not separations(result.model, reference.model), result.disagreements
+    assert result.model.to_json() == reference.model.to_json()
+    if variant == "unprompted-traffic":
+        assert result.unprompted_dropped > 0, "the variant's own requests were dropped"
