@@ -46,6 +46,10 @@ class AbstractInput:
     needs: str | None = None
     """A capability the target must declare for this input to be sent
     (e.g. Ripple host ``hold``): without it the input is left out."""
+    unless: str | None = None
+    """A target param that, set to true, makes the input's rule not apply
+    to the target, as it makes its cases not applicable (e.g. BTP
+    ``accepts_any_token``): the input is then left out."""
 
 
 @dataclass
@@ -132,12 +136,16 @@ class ProtocolAlphabet(ABC):
 
     def inputs_for(self, runtime: TargetRuntime | None) -> tuple[AbstractInput, ...]:
         """The inputs this target can take: those needing a capability it
-        does not declare are left out (all of them without a runtime)."""
-        capabilities = set(runtime.target.capabilities) if runtime is not None else None
+        does not declare, or made not applicable by a param it sets, are
+        left out (all of them kept without a runtime)."""
+        if runtime is None:
+            return self.inputs
+        capabilities = set(runtime.target.capabilities)
         return tuple(
             item
             for item in self.inputs
-            if item.needs is None or capabilities is None or item.needs in capabilities
+            if (item.needs is None or item.needs in capabilities)
+            and (item.unless is None or runtime.params.get(item.unless) is not True)
         )
 
     def cases_for(self, name: str, *outputs: str) -> tuple[str, ...]:

@@ -55,6 +55,23 @@ def test_the_reference_server_model(reference) -> None:
     assert model.run(("auth-wrong-token", "auth")) == ("ERROR+close", "closed")
     assert model.run(("transfer",)) == ("ERROR+close",)
     assert model.run(("garbage", "truncated", "auth")) == ("silence", "silence", "RESPONSE")
+    # On an open connection an auth Message is a Message like any other: answered.
+    assert model.run(("auth", "auth", "auth-wrong-token")) == ("RESPONSE", "ANSWER", "ANSWER")
+
+
+def test_inputs_a_target_declares_not_applicable_are_left_out() -> None:
+    """No auth-wrong-token for a target that declares every token valid,
+    no transfer for one without a balance, as their cases do not apply."""
+    from types import SimpleNamespace
+
+    def names(capabilities: tuple[str, ...], params: dict) -> set[str]:
+        runtime = SimpleNamespace(target=SimpleNamespace(capabilities=capabilities), params=params)
+        return {item.name for item in ALPHABET.inputs_for(runtime)}
+
+    every = {item.name for item in ALPHABET.inputs}
+    assert names(("balance",), {}) == every
+    assert names((), {}) == every - {"transfer"}
+    assert names(("balance",), {"accepts_any_token": True}) == every - {"auth-wrong-token"}
 
 
 def test_accepting_a_wrong_token_is_separated_and_replays(

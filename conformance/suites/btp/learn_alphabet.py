@@ -18,12 +18,19 @@ id of a Response or Error the harness sent, ``ERROR(bad-code)`` has a code that 
 not three IA5 characters, ``UNREADABLE`` is a message that is no packet,
 ``TEXT`` a text message.
 
+A target that declares every token valid (``params.accepts_any_token``)
+gets no ``auth-wrong-token``, and one without the capability ``balance``
+no ``transfer``: the cases of those rules are not applicable to it either.
+
 Only what every conformant server answers is in a word (the variants of
 reference_impl/btp/variants.py learn to the reference's model):
 
 * the probe Message gets a Response or an Error (a server "not able to
   process the Message" answers with an Error: variant
-  ``refuse-unknown-subprotocols``): both are ``ANSWER``;
+  ``refuse-unknown-subprotocols``): both are ``ANSWER``; so is the answer
+  to an auth Message once auth succeeded (on an open connection it is a
+  Message like any other: the reference refuses it, ilp-plugin-btp
+  accepts it, the text rules neither);
 * an Error's code is not in the word (variant ``auth-refusals-f00``
   refuses auth with F00), only whether the code has its form;
 * Requests of the target's own once auth succeeded (variant
@@ -92,6 +99,7 @@ INPUTS = (
         "auth-wrong-token",
         "the auth Message with a token the target does not accept",
         (_case("auth", "rejects-wrong-token"), _case("auth", "closes-after-auth-error")),
+        unless="accepts_any_token",
     ),
     AbstractInput(
         "auth-no-token",
@@ -108,11 +116,13 @@ INPUTS = (
     ),
     AbstractInput(
         "transfer",
-        "a Transfer of 1",
+        "a Transfer of 1 (only to a target that keeps a balance: the answer to a Transfer "
+        "after auth is judged by the balance cases, which need the capability)",
         (
             _case("transfer", "response-means-balance-updated"),
             _case("auth", "error-on-transfer-before-auth"),
         ),
+        needs="balance",
     ),
     AbstractInput(
         "response-unknown",
@@ -214,14 +224,22 @@ class ServerConnection(ConnectionMapper):
     def _new_id() -> int:
         return secrets.randbits(32)
 
+    def _auth(self, message: Message) -> bytes:
+        if self.authenticated:
+            # On an open connection an auth Message is a Message like any
+            # other ("At the BTP level, the client and server play identical
+            # roles"): a Response and an Error are both an answer.
+            self.probes.add(message.request_id)
+        return self._request(message)
+
     def concrete(self, name: str) -> bytes:
         if name == "auth":
-            return self._request(auth_message(self._new_id(), self.token))
+            return self._auth(auth_message(self._new_id(), self.token))
         if name == "auth-wrong-token":
-            return self._request(auth_message(self._new_id(), _wrong_token(self.token)))
+            return self._auth(auth_message(self._new_id(), _wrong_token(self.token)))
         if name == "auth-no-token":
             valid = auth_message(self._new_id(), self.token)
-            return self._request(Message(valid.request_id, valid.protocol_data[:1]))
+            return self._auth(Message(valid.request_id, valid.protocol_data[:1]))
         if name == "message":
             probe = probe_message(self._new_id())
             self.probes.add(probe.request_id)
