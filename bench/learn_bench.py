@@ -65,7 +65,11 @@ def plan(protocol: str, args: argparse.Namespace, window: float) -> list[tuple[s
         for spec in variant_specs(protocol):
             if ROLE not in spec.roles or (args.variant and spec.name not in args.variant):
                 continue
-            table = variant_table(reference, spec, late_seconds(protocol, window))
+            table = variant_table(
+                reference,
+                spec,
+                late_seconds(protocol, alphabet_for(protocol, ROLE).late_window(window)),
+            )
             rows.append(("variant", spec.name, table))
     return rows
 

@@ -105,6 +105,19 @@ class ProtocolAlphabet(ABC):
     read_window: float
     """Seconds the mapper reads after each input (the module of each
     protocol says why its figure is enough)."""
+    writes_per_answer: int = 1
+    """How many writes of the target one answer may take within the read
+    window (BTP: the Error and the WebSocket close frame that follows it).
+    A node that makes each write late (variant ``late-answers``) is
+    learnt with each write as late as half the window shared out among
+    them: :meth:`late_window`."""
+
+    def late_window(self, read_window: float | None = None) -> float:
+        """The window ``late-answers`` is made late within (mutation's
+        ``late_seconds`` takes half of it): the read window over the writes
+        of one answer."""
+        return (read_window or self.read_window) / self.writes_per_answer
+
     word_cases: dict[str, tuple[str, ...]] = {}
     """Output words (or parts of words) -> the cases whose rule they break."""
 

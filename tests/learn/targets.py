@@ -1,6 +1,6 @@
 """The targets the learn tests learn: the protocol's reference node, one of
 its faults and some of its conformant variants (late-answers as late as half
-the alphabet's read window, as `conformance mutation` makes it half the read
+the alphabet's read window shared among the writes of one answer, as `conformance mutation` makes it half the read
 deadline), written as a targets file."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def write_learn_targets(
     reference = builtin_tables()[f"reference-{protocol}"]
     tables = {mutant_name(protocol, fault): mutant_table(reference, fault, "server")}
     specs = {spec.name: spec for spec in variant_specs(protocol)}
-    late = late_seconds(protocol, alphabet.read_window)
+    late = late_seconds(protocol, alphabet.late_window())
     for name in variants:
         tables[variant_name(protocol, name)] = variant_table(reference, specs[name], late)
     path = folder / "targets.toml"

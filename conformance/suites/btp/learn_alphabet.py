@@ -44,8 +44,13 @@ reference_impl/btp/variants.py learn to the reference's model):
   no word.
 
 Read window: 0.4 s. The reference node answers within milliseconds on
-loopback; ``late-answers`` writes as late as half the read window (0.2 s),
-which leaves 0.2 s for a loaded machine.
+loopback. A refusal is two writes, the Error and then the WebSocket close
+frame, both within the window (``writes_per_answer``): ``late-answers``
+makes each as late as a quarter of the window (0.1 s), so the close comes
+by half of it, which leaves 0.2 s for a loaded machine. (With 0.2 s per
+write the close came after the window, and the model said ``ERROR`` where
+the reference's says ``ERROR+close``.) A node slower than that needs a
+longer ``--read-window``.
 """
 
 from __future__ import annotations
@@ -333,6 +338,7 @@ class BtpServerAlphabet(ProtocolAlphabet):
     role = "server"
     inputs = INPUTS
     read_window = READ_WINDOW
+    writes_per_answer = 2
     word_cases = WORD_CASES
 
     def tls_context(self, runtime: TargetRuntime) -> ssl.SSLContext | None:
