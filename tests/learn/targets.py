@@ -6,8 +6,13 @@ deadline), written as a targets file."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from conformance.learn.alphabet import ProtocolAlphabet
+import pytest
+
+from conformance.core.targets import load_targets
+from conformance.learn.alphabet import ProtocolAlphabet, alphabet_for
+from conformance.learn.learner import LearnOptions, learn, running_target
 from conformance.mutation import (
     builtin_tables,
     late_seconds,
@@ -34,3 +39,26 @@ def write_learn_targets(
     path = folder / "targets.toml"
     path.write_text(targets_toml(tables), encoding="utf-8")
     return path
+
+
+def learn_module_fixtures(protocol: str, fault: str, variants: tuple[str, ...]) -> tuple[Any, Any]:
+    """The module fixtures of a protocol's learn tests, to assign in the
+    module (``targets, reference = learn_module_fixtures(...)``): ``targets``,
+    the targets of :func:`write_learn_targets` loaded; ``reference``, the
+    reference node's server model, learnt once for the module."""
+    alphabet = alphabet_for(protocol, "server")
+
+    @pytest.fixture(scope="module")
+    def targets(tmp_path_factory: pytest.TempPathFactory) -> dict:
+        path = write_learn_targets(
+            tmp_path_factory.mktemp("learn"), protocol, fault, variants, alphabet
+        )
+        return load_targets([str(path)])
+
+    @pytest.fixture(scope="module")
+    def reference(targets: dict, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN202
+        reference_target = targets[f"reference-{protocol}"]
+        with running_target(reference_target, tmp_path_factory.mktemp("ref"), "t") as runtime:
+            return learn(runtime, alphabet, LearnOptions())
+
+    return targets, reference

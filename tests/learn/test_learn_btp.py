@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.targets import load_targets
 from conformance.learn.alphabet import alphabet_for
 from conformance.learn.diff import separations
 from conformance.learn.learner import LearnOptions, learn, running_target
 from conformance.learn.replay import replay_separation
 from conformance.mutation import mutant_name, variant_name
 
-from .targets import write_learn_targets
+from .targets import learn_module_fixtures
 
 PROTOCOL = "btp"
 FAULT = "accept-wrong-token"
@@ -26,18 +25,7 @@ server's own once auth succeeded."""
 ALPHABET = alphabet_for(PROTOCOL, "server")
 
 
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    path = write_learn_targets(
-        tmp_path_factory.mktemp("learn"), PROTOCOL, FAULT, VARIANTS, ALPHABET
-    )
-    return load_targets([str(path)])
-
-
-@pytest.fixture(scope="module")
-def reference(targets: dict, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    with running_target(targets["reference-btp"], tmp_path_factory.mktemp("ref"), "t") as rt:
-        return learn(rt, ALPHABET, LearnOptions())
+targets, reference = learn_module_fixtures(PROTOCOL, FAULT, VARIANTS)
 
 
 def test_the_reference_server_model(reference) -> None:

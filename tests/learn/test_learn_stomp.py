@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from conformance.core.targets import load_targets
 from conformance.learn.alphabet import alphabet_for
 from conformance.learn.diff import separations
 from conformance.learn.learner import LearnOptions, learn, running_target
@@ -17,7 +16,7 @@ from conformance.mutation import (
     mutant_name,
     variant_name,
 )
-from .targets import write_learn_targets
+from .targets import learn_module_fixtures
 
 PROTOCOL = "stomp"
 FAULT = "accept-missing-destination"
@@ -25,18 +24,7 @@ VARIANTS = ("unprompted-traffic", "extra-headers")
 ALPHABET = alphabet_for(PROTOCOL, "server")
 
 
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    path = write_learn_targets(
-        tmp_path_factory.mktemp("learn"), PROTOCOL, FAULT, VARIANTS, ALPHABET
-    )
-    return load_targets([str(path)])
-
-
-@pytest.fixture(scope="module")
-def reference(targets: dict, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    with running_target(targets["reference-stomp"], tmp_path_factory.mktemp("ref"), "t") as rt:
-        return learn(rt, ALPHABET, LearnOptions())
+targets, reference = learn_module_fixtures(PROTOCOL, FAULT, VARIANTS)
 
 
 def test_the_reference_server_model(reference) -> None:

@@ -341,9 +341,6 @@ class BtpServerAlphabet(ProtocolAlphabet):
     writes_per_answer = 2
     word_cases = WORD_CASES
 
-    def tls_context(self, runtime: TargetRuntime) -> ssl.SSLContext | None:
-        return None
-
     async def open(
         self,
         runtime: TargetRuntime,
