@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -35,6 +34,7 @@ from hypothesis.internal.conjecture import engine as conjecture_engine
 from hypothesis.stateful import get_state_machine_test
 
 from .. import __version__ as HARNESS_VERSION
+from ..core.allure_result import Attachment, write_allure_result
 from ..core.results import FAILED, ResultRecord, ResultWriter, utc_now
 from ..core.run_folder import RunFolder
 from ..core.target_runtime import TargetRuntime
@@ -293,33 +293,18 @@ def _case_facts(protocol: str, case_id: str) -> tuple[str, str, str, list[str]]:
 def _allure_result(folder: RunFolder, record: ResultRecord, trace: str) -> None:
     """An Allure result of the failure, beside those certify's pytest session
     writes (the same labels the report groups by)."""
-    out = folder.allure_results
-    out.mkdir(parents=True, exist_ok=True)
-    result_id = str(uuid.uuid4())
-    attachment = f"{result_id}-attachment.txt"
-    (out / attachment).write_text(trace, encoding="utf-8")
-    now = int(time.time() * 1000)
-    document = {
-        "uuid": result_id,
-        "historyId": hashlib.md5(f"{record.target}:{record.case_id}".encode()).hexdigest(),
-        "name": record.case_id,
-        "fullName": f"fuzz.{record.target}.{record.case_id}",
-        "status": "failed",
-        "statusDetails": {"message": record.message},
-        "stage": "finished",
-        "start": now - int(record.duration_s * 1000),
-        "stop": now,
-        "labels": [
-            {"name": "parentSuite", "value": record.target},
-            {"name": "suite", "value": record.protocol},
-            {"name": "subSuite", "value": "fuzz"},
-            {"name": "tag", "value": record.level},
-            {"name": "tag", "value": "fuzz"},
-        ],
-        "parameters": [{"name": "target", "value": record.target}],
-        "attachments": [{"name": "wire trace", "source": attachment, "type": "text/plain"}],
-    }
-    (out / f"{result_id}-result.json").write_text(json.dumps(document), encoding="utf-8")
+    write_allure_result(
+        folder,
+        target=record.target,
+        protocol=record.protocol,
+        kind="fuzz",
+        name=record.case_id,
+        status="failed",
+        message=record.message,
+        seconds=record.duration_s,
+        tags=(record.level,),
+        attachments=(Attachment("wire trace", trace, "text/plain", "txt"),),
+    )
 
 
 def write_summary(folder: RunFolder, run_id: str, results: list[FuzzResult]) -> None:

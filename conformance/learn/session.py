@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.allure_result import Attachment, write_allure_result
 from ..core.run_folder import RunFolder
 from ..core.target_spec import Target
 from .alphabet import ProtocolAlphabet
@@ -142,7 +143,57 @@ def learn_target(
         json.dumps(run.summary(), indent=1) + "\n", encoding="utf-8"
     )
     run.files["summary"] = folder.learn_summary(target.name)
+    _allure_result(folder, target, alphabet, run)
     return run
+
+
+def _allure_result(
+    folder: RunFolder, target: Target, alphabet: ProtocolAlphabet, run: LearnRun
+) -> None:
+    """The learned model in the run's Allure report: the picture (the
+    transitions that differ from the reference in red), the model and the
+    summary; passed when the model equals the reference's, failed with the
+    separating sequences otherwise."""
+    figures = run.result.figures()
+    if run.separations:
+        lines = [f"{len(run.separations)} separating sequence(s) against {run.reference_name}:"]
+        for index, separation in enumerate(run.separations, 1):
+            replay = run.replays[index - 1] if run.replays else None
+            named = (
+                ""
+                if replay is None
+                else f" [{', '.join(replay.cases) if replay.cases else 'COVERAGE GAP'}]"
+            )
+            lines.append(
+                f"{index}. {' · '.join(separation.word)}: target "
+                f"{' · '.join(separation.target_outputs)}, reference "
+                f"{' · '.join(separation.reference_outputs)}{named}"
+            )
+        message = "\n".join(lines)
+    else:
+        message = f"the model equals {run.reference_name}'s"
+    attachments = [
+        Attachment(
+            "model (JSON)", run.files["json"].read_text("utf-8"), "application/json", "json"
+        ),
+        Attachment("model (DOT)", run.files["dot"].read_text("utf-8"), "text/plain", "txt"),
+        Attachment("summary", run.files["summary"].read_text("utf-8"), "application/json", "json"),
+    ]
+    if "svg" in run.files:
+        attachments.insert(
+            0, Attachment("model", run.files["svg"].read_bytes(), "image/svg+xml", "svg")
+        )
+    write_allure_result(
+        folder,
+        target=target.name,
+        protocol=alphabet.protocol,
+        kind="learn",
+        name=f"learned model ({alphabet.role} role)",
+        status="failed" if run.separations else "passed",
+        message=message,
+        seconds=float(figures["seconds"]),
+        attachments=tuple(attachments),
+    )
 
 
 def _title(name: str, alphabet: ProtocolAlphabet, result: LearnResult) -> str:

@@ -108,6 +108,25 @@ def test_a_fault_is_separated_and_its_replay_file_reproduces_it(
         assert folder.learned_model(name, suffix).is_file()
     assert "color=red" in folder.learned_model(name, ".dot").read_text(encoding="utf-8")
     assert "separating sequence" in out and "replayed 10/10" in out
+    # The model in the run's Allure results: failed, the separations in its
+    # message, the picture (with Graphviz) and the model attached.
+    (result,) = [
+        json.loads(path.read_text(encoding="utf-8"))
+        for path in folder.allure_results.glob("*-result.json")
+    ]
+    assert result["status"] == "failed" and result["name"] == "learned model (server role)"
+    assert "host-id · reused-outstanding-msgno" in result["statusDetails"]["message"]
+    assert {"parentSuite": name, "suite": PROTOCOL, "subSuite": "learn"} == {
+        label["name"]: label["value"]
+        for label in result["labels"]
+        if label["name"] in ("parentSuite", "suite", "subSuite")
+    }
+    attached = {item["name"]: item for item in result["attachments"]}
+    assert {"model (JSON)", "model (DOT)", "summary"} <= set(attached)
+    if folder.learned_model(name, ".svg").is_file():
+        assert attached["model"]["type"] == "image/svg+xml"
+    for item in attached.values():
+        assert (folder.allure_results / item["source"]).is_file()
 
     targets = load_targets([str(targets_file)])
     with running_target(targets[name], tmp_path / "again", "test") as runtime:
