@@ -14,9 +14,11 @@ the harness's request (the abstract output says only whether and how it
 was answered), ``ANSWER`` for the probe Message, and what breaks a rule
 spelled in the word: ``RESPONSE(unknown-id)`` / ``ERROR(unknown-id)``
 carry a request id the harness never sent, ``ERROR(to-an-answer)`` the
-id of a Response or Error the harness sent, ``ERROR(bad-code)`` has a code that is
-not three IA5 characters, ``UNREADABLE`` is a message that is no packet,
-``TEXT`` a text message.
+id of a Response or Error the harness sent; an Error's fields as the
+error cases judge them: ``bad-code`` (not three IA5 characters),
+``code-not-in-table``, ``name-not-the-code's``, ``bad-time`` (triggeredAt
+no valid UTC GeneralizedTime), ``data-too-long`` (over 8192 bytes);
+``UNREADABLE`` is a message that is no packet, ``TEXT`` a text message.
 
 A target that declares every token valid (``params.accepts_any_token``)
 gets no ``auth-wrong-token``, and one without the capability ``balance``
@@ -69,7 +71,10 @@ from conformance.learn.alphabet import (
     ProtocolAlphabet,
     Received,
 )
+from reference_impl.btp.oer import check_generalized_time
 from reference_impl.btp.packet import (
+    ERROR_CODES,
+    MAX_ERROR_DATA,
     BtpDecodeError,
     ContentType,
     Error,
@@ -83,7 +88,13 @@ from reference_impl.btp.packet import (
     is_request,
 )
 
-from .peer import MAX_PACKET_SIZE, PACKET_BOUND_OF, auth_message, probe_message
+from .peer import (
+    MAX_PACKET_SIZE,
+    PACKET_BOUND_OF,
+    auth_message,
+    error_code_problem,
+    probe_message,
+)
 
 READ_WINDOW = 0.4
 
@@ -159,6 +170,10 @@ INPUTS = (
 WORD_CASES = {
     "unknown-id": (_case("flow", "response-carries-request-id"),),
     "bad-code": (_case("error", "code-has-three-characters"),),
+    "code-not-in-table": (_case("error", "code-from-table"),),
+    "name-not-the-code's": (_case("error", "name-matches-code"),),
+    "bad-time": (_case("error", "triggered-at-is-utc"), _case("error", "triggered-at-valid-time")),
+    "data-too-long": (_case("error", "data-at-most-8192-bytes"),),
     "UNREADABLE": (_case("flow", "silent-on-garbage"),),
     "TEXT": (_case("flow", "silent-on-text-message"),),
 }
@@ -306,8 +321,8 @@ class ServerConnection(ConnectionMapper):
             notes.append("to-an-answer")
         else:
             notes.append("unknown-id")
-        if isinstance(packet, Error) and not _code_has_its_form(data):
-            notes.append("bad-code")
+        if isinstance(packet, Error):
+            notes += _error_notes(packet, data)
         if packet.request_id in self.probes and not notes:
             self.probes.discard(packet.request_id)
             return "ANSWER"
@@ -324,13 +339,24 @@ class ServerConnection(ConnectionMapper):
         return encode_packet(Response(self.owed_responses.pop(0)))
 
 
-def _code_has_its_form(data: bytes) -> bool:
-    """An Error's code is three IA5 characters (the strict decoder reads it)."""
-    try:
-        decode_packet(data)
-    except BtpDecodeError:
-        return False
-    return True
+def _error_notes(error: Error, data: bytes) -> list[str]:
+    """What of an Error's fields breaks the rule of its case, by the checks
+    those cases make (an Error is read leniently, so that each field is
+    judged on its own): the code's form (three IA5 characters), the code
+    from RFC 23's table and the name that goes with it, triggeredAt a valid
+    UTC GeneralizedTime, the data at most 8192 bytes."""
+    notes = []
+    if error_code_problem(data) is not None:
+        return ["bad-code"]  # the other fields were read with a guessed code size
+    if error.code not in ERROR_CODES:
+        notes.append("code-not-in-table")
+    elif ERROR_CODES[error.code] != error.name:
+        notes.append("name-not-the-code's")
+    if check_generalized_time(error.triggered_at) is not None:
+        notes.append("bad-time")
+    if len(error.data) > MAX_ERROR_DATA:
+        notes.append("data-too-long")
+    return notes
 
 
 class BtpServerAlphabet(ProtocolAlphabet):
