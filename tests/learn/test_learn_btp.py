@@ -89,3 +89,43 @@ def test_a_conformant_variant_learns_to_the_reference_model(
     assert result.model.to_json() == reference.model.to_json()
     if variant == "unprompted-traffic":
         assert result.unprompted_dropped > 0, "the variant's own requests were dropped"
+
+
+@pytest.mark.parametrize(
+    "code, name, triggered_at, data, word",
+    [
+        ("F00", "NotAcceptedError", None, b"", "ERROR"),
+        ("F99", "NotAcceptedError", None, b"", "ERROR(code-not-in-table)"),
+        ("F00", "InvalidFieldsError", None, b"", "ERROR(name-not-the-code's)"),
+        ("F00", "NotAcceptedError", "20171115140000.000", b"", "ERROR(bad-time)"),
+        ("F00", "NotAcceptedError", None, b"x" * 8193, "ERROR(data-too-long)"),
+        # Four bytes of code: the Error reads only with them, the code's rule.
+        ("F000", "NotAcceptedError", None, b"", "ERROR(bad-code)"),
+    ],
+)
+def test_an_errors_word_names_the_field_that_breaks_its_rule(
+    code: str, name: str, triggered_at: str | None, data: bytes, word: str
+) -> None:
+    """No network: the words the BTP mapper makes of a target's Errors to
+    the harness's auth Message, as the error cases judge each field."""
+    from types import SimpleNamespace
+
+    from conformance.suites.btp.learn_alphabet import ServerConnection
+    from reference_impl.btp.packet import Error, encode_packet, generalized_time
+
+    runtime = SimpleNamespace(target=SimpleNamespace(credentials={}, name="node"), params={})
+    connection = ServerConnection(runtime)
+    request_id = int.from_bytes(connection.concrete("auth")[1:5], "big")
+    error = Error(request_id, code, name, triggered_at or generalized_time(), data)
+    assert connection.received([encode_packet(error, validate=False)]).words == [word]
+    assert (
+        ALPHABET.cases_for("auth", word)[0]
+        == {
+            "ERROR": "btp.auth.server.accepts-valid-auth",
+            "ERROR(code-not-in-table)": "btp.error.server.code-from-table",
+            "ERROR(name-not-the-code's)": "btp.error.server.name-matches-code",
+            "ERROR(bad-time)": "btp.error.server.triggered-at-is-utc",
+            "ERROR(data-too-long)": "btp.error.server.data-at-most-8192-bytes",
+            "ERROR(bad-code)": "btp.error.server.code-has-three-characters",
+        }[word]
+    )

@@ -304,7 +304,14 @@ class ServerConnection(ConnectionMapper):
         try:
             packet = decode_packet(data, lenient_error_form=True)
         except BtpDecodeError:
-            return "UNREADABLE"
+            if error_code_problem(data) is None:
+                return "UNREADABLE"
+            # An Error that reads once its code is taken as another number
+            # of bytes: the code's rule, not an unreadable packet.
+            request_id = int.from_bytes(data[1:5], "big")
+            known = request_id in self.requests
+            self.requests.discard(request_id)
+            return "ERROR(bad-code)" if known else "ERROR(unknown-id,bad-code)"
         if is_request(packet):
             if self.authenticated:
                 # Traffic of the target's own once the connection is open (see the docstring).
