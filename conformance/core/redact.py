@@ -53,6 +53,17 @@ class Redactor:
                 start = data.find(form, start + 1)
         return positions
 
+    def masked(self, data: bytes) -> bytes:
+        """``data`` with every byte of a secret replaced by ``*`` (same
+        length, so offsets in it still hold)."""
+        positions = self.masked_positions(data)
+        if not positions:
+            return data
+        out = bytearray(data)
+        for i in positions:
+            out[i] = 0x2A
+        return bytes(out)
+
     def text(self, text: str) -> str:
         """``text`` with every secret form replaced by ``[redacted]``;
         longest forms first, so a secret's hex is not half-masked by a

@@ -24,6 +24,7 @@ from typing import Any
 
 from aalpy.base import SUL
 
+from ..core.redact import Redactor
 from ..core.target_runtime import TargetRuntime
 from ..core.transport import WireTrace
 from .alphabet import CLOSE, CLOSED, SEPARATOR, SILENCE, ProtocolAlphabet
@@ -125,6 +126,9 @@ class Mapper(SUL):
         self.cache: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
         self.stats = MapperStats()
         self._tls = alphabet.tls_context(runtime)
+        self._redactor: Redactor | None = None
+        """The target's secrets, read at the first run (a launched node may
+        write its key files as it starts)."""
 
     def close(self) -> None:
         if self._own_loop:
@@ -214,6 +218,14 @@ class Mapper(SUL):
         self.stats.concrete_steps += len(word)
         records = self.loop.run_until_complete(self._run(word))
         self.stats.unprompted_dropped += sum(record.unprompted for record in records)
+        # The bytes go into replay files: the target's credentials (a BTP
+        # auth token in the auth Message) are masked, as in traces; a
+        # replay runs the word again, not these bytes.
+        if self._redactor is None:
+            self._redactor = Redactor(self.runtime.secret_values())
+        for record in records:
+            record.sent = self._redactor.masked(record.sent)
+            record.received = self._redactor.masked(record.received)
         return records
 
     async def _run(self, word: tuple[str, ...]) -> list[StepRecord]:

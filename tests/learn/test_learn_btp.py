@@ -4,6 +4,7 @@ WebSocket: the mapper's connection is the protocol's; the full tier)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,8 +76,12 @@ def test_accepting_a_wrong_token_is_separated_and_replays(
         replay = replay_separation(
             runtime, ALPHABET, first, times=5, read_window=result.read_window
         )
+        token = runtime.credential("auth_token").rstrip(b"\r\n")
     assert replay.reproduced == 5
     assert "btp.auth.server.rejects-wrong-token" in replay.cases
+    # The bytes a replay file keeps mask the target's token (a secret).
+    saved = json.dumps(replay.to_json())
+    assert token and token.hex() not in saved and (b"*" * len(token)).hex() in saved
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
