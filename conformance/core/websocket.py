@@ -463,6 +463,16 @@ class WebSocketConnection:
         got = await self.messages_within(limit, limit=1000)
         return self.closed, got
 
+    def abort(self) -> None:
+        """Drop the connection at once, no closing handshake (as
+        :meth:`TcpConnection.abort <conformance.core.transport.TcpConnection.abort>`)."""
+        if not self.closed:
+            self.trace.ended(HARNESS, "rst")
+            transport = getattr(self._ws, "transport", None)
+            if transport is not None:
+                transport.abort()
+            self.closed = True
+
     async def close(self) -> None:
         if not self.closed:
             self.trace.ended(HARNESS, "fin")

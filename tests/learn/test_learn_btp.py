@@ -118,7 +118,11 @@ def test_an_errors_word_names_the_field_that_breaks_its_rule(
     from conformance.suites.btp.learn_alphabet import ServerConnection
     from reference_impl.btp.packet import Error, encode_packet, generalized_time
 
-    runtime = SimpleNamespace(target=SimpleNamespace(credentials={}, name="node"), params={})
+    runtime = SimpleNamespace(
+        target=SimpleNamespace(credentials={"auth_token": "file"}, name="node"),
+        params={},
+        credential=lambda name: b"token\n",
+    )
     connection = ServerConnection(runtime)
     request_id = int.from_bytes(connection.concrete("auth")[1:5], "big")
     error = Error(request_id, code, name, triggered_at or generalized_time(), data)

@@ -7,11 +7,11 @@ from contextlib import asynccontextmanager
 import pytest
 
 from conformance.core.readiness import accept_launched_client
-from conformance.core.targets import TargetError, TargetRuntime
+from conformance.core.targets import TargetRuntime
 from conformance.core.transport import WireTrace
 from conformance.core.websocket import WebSocketServer
 
-from .peer import BtpPeer
+from .peer import BtpPeer, target_auth_token, wrong_token_for
 from .prerequisites import ERROR_CODE
 
 DEFAULT_AUTH_TIMEOUT = 30.0
@@ -19,19 +19,12 @@ DEFAULT_AUTH_TIMEOUT = 30.0
 
 @pytest.fixture
 def auth_token(target: TargetRuntime) -> bytes:
-    """The token the target accepts (credential ``auth_token``; may be empty
-    when the target needs no authentication, but the credential must exist)."""
-    if "auth_token" not in target.target.credentials:
-        raise TargetError(
-            f"target {target.target.name} has no auth_token credential "
-            "(auth_token_file or auth_token_env)"
-        )
-    return target.credential("auth_token").rstrip(b"\r\n")
+    return target_auth_token(target)
 
 
 @pytest.fixture
 def wrong_token(auth_token: bytes) -> bytes:
-    return auth_token + b"-wrong" if auth_token else b"not-the-token"
+    return wrong_token_for(auth_token)
 
 
 @pytest.fixture

@@ -94,6 +94,8 @@ from .peer import (
     auth_message,
     error_code_problem,
     probe_message,
+    target_auth_token,
+    wrong_token_for,
 )
 
 READ_WINDOW = 0.4
@@ -179,16 +181,6 @@ WORD_CASES = {
 }
 
 
-def _wrong_token(token: bytes) -> bytes:
-    return token + b"-wrong" if token else b"not-the-token"
-
-
-def _token(runtime: TargetRuntime) -> bytes:
-    if "auth_token" not in runtime.target.credentials:
-        return b""
-    return runtime.credential("auth_token").rstrip(b"\r\n")
-
-
 class _WebSocketLearnConnection:
     """A :class:`~conformance.learn.alphabet.LearnConnection` over the
     harness's WebSocket connection (core/websocket.py: deadlines, bounds,
@@ -213,10 +205,7 @@ class _WebSocketLearnConnection:
             return True, [exc]
 
     def abort(self) -> None:
-        transport = getattr(self.conn._ws, "transport", None)
-        if transport is not None:
-            transport.abort()
-        self.conn.closed = True
+        self.conn.abort()
 
 
 TEXT_MARK = b"\x00learn-text:"
@@ -226,7 +215,7 @@ with this prefix (no BTP packet starts with a zero byte and this text)."""
 
 class ServerConnection(ConnectionMapper):
     def __init__(self, runtime: TargetRuntime) -> None:
-        self.token = _token(runtime)
+        self.token = target_auth_token(runtime)
         self.requests: set[int] = set()
         """Request ids of the harness's requests not yet answered."""
         self.answers_sent: set[int] = set()
@@ -256,7 +245,7 @@ class ServerConnection(ConnectionMapper):
         if name == "auth":
             return self._auth(auth_message(self._new_id(), self.token))
         if name == "auth-wrong-token":
-            return self._auth(auth_message(self._new_id(), _wrong_token(self.token)))
+            return self._auth(auth_message(self._new_id(), wrong_token_for(self.token)))
         if name == "auth-no-token":
             valid = auth_message(self._new_id(), self.token)
             return self._auth(Message(valid.request_id, valid.protocol_data[:1]))

@@ -13,6 +13,8 @@ import secrets
 from typing import Any
 
 from conformance.core.requirements import blocked
+from conformance.core.target_errors import TargetError
+from conformance.core.target_runtime import TargetRuntime
 from conformance.core.transport import Deadline, ProtocolViolation, short_hex, target_bytes
 from conformance.core.websocket import WebSocketConnection
 from reference_impl.btp.oer import encode_length, read_long_length
@@ -55,6 +57,22 @@ def auth_message(request_id: int, token: bytes) -> Message:
             ProtocolDataEntry(AUTH_TOKEN, ContentType.TEXT_PLAIN_UTF8, token),
         ),
     )
+
+
+def target_auth_token(target: TargetRuntime) -> bytes:
+    """The token the target accepts (credential ``auth_token``; may be empty
+    when the target needs no authentication, but the credential must exist)."""
+    if "auth_token" not in target.target.credentials:
+        raise TargetError(
+            f"target {target.target.name} has no auth_token credential "
+            "(auth_token_file or auth_token_env)"
+        )
+    return target.credential("auth_token").rstrip(b"\r\n")
+
+
+def wrong_token_for(auth_token: bytes) -> bytes:
+    """A token the target does not accept: its own with more after it."""
+    return auth_token + b"-wrong" if auth_token else b"not-the-token"
 
 
 def probe_message(request_id: int) -> Message:

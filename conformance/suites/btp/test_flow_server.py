@@ -21,7 +21,14 @@ from reference_impl.btp.packet import (
     is_response,
 )
 
-from .peer import auth_message, error_code_problem, new_request_id, probe_message, summary
+from .peer import (
+    auth_message,
+    error_code_problem,
+    new_request_id,
+    probe_message,
+    summary,
+    wrong_token_for,
+)
 from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, DUPLICATE_NAMES, REQUEST_ID
 
 FLOW = "BTP 2.0, Flow"
@@ -312,7 +319,7 @@ async def provoke_error(
     With ``as_sent`` the Error is returned as the bytes the target sent,
     undecoded (for btp.error.server.code-has-three-characters, which judges
     what the decoder needs to read it at all)."""
-    wrong_token = auth_token + b"-wrong" if auth_token else b"not-the-token"
+    wrong_token = wrong_token_for(auth_token)
     attempts = [
         ("two sub-protocols of one name after auth", True, _duplicate_names_message),
         ("a Transfer before auth", False, lambda: Transfer(new_request_id(), 1)),
