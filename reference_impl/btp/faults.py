@@ -165,6 +165,42 @@ def refuse_bytes_after_envelope(reading: Packet | BtpDecodeError, *, payload: by
     )
 
 
+def _acknowledgements(change: Callable[[bytes], bytes]) -> Callable[..., list[bytes]]:
+    """A change of the encoded Responses of rule ``acknowledge`` (the
+    answer to an ordinary Message, a probe's) made by ``change``."""
+
+    def apply(responses: list[bytes], *, rule: str, **_: Any) -> list[bytes]:
+        return [change(r) for r in responses] if rule == "acknowledge" else responses
+
+    apply.__name__ = change.__name__
+    return apply
+
+
+def length_beyond_end(response: bytes) -> bytes:
+    """ack-length-beyond-end, client-ack-length-beyond-end: the envelope's
+    length prefix one more than the bytes that follow it (a packet no
+    reader can read: "length prefix beyond end")."""
+    assert response[5] < 127, "an acknowledgement's envelope is short"
+    return response[:5] + bytes((response[5] + 1,)) + response[6:]
+
+
+def duplicate_entry_names(response: bytes) -> bytes:
+    """ack-duplicate-names: two protocol data entries named reference_note
+    after the Response's own (the ASN.1 module gives each entry a unique
+    protocolName)."""
+    packet = decode_packet(response)
+    note = ProtocolDataEntry("reference_note", ContentType.TEXT_PLAIN_UTF8, b"one")
+    notes = (note, replace(note, data=b"two"))
+    return encode_packet(replace(packet, protocol_data=tuple(packet.protocol_data) + notes))
+
+
+def long_form_length(response: bytes) -> bytes:
+    """ack-length-long-form: the envelope's length in long form (81 nn)
+    although it is below 128, where RFC 0030 wants the short form."""
+    assert response[5] < 128, "an acknowledgement's envelope is short"
+    return response[:5] + b"\x81" + response[5:]
+
+
 def answer_unreadable(
     answers: list[ErrorAnswer], *, payload: bytes, reason: str, **_: Any
 ) -> list[ErrorAnswer]:
@@ -364,6 +400,7 @@ AUTH = "btp.auth.server."
 FLOW = "btp.flow.server."
 ERROR = "btp.error.server."
 TRANSFER = "btp.transfer.server."
+PACKET = "btp.packet.server."
 
 SPECS: tuple[FaultSpec, ...] = (
     # --- authentication, server
@@ -625,6 +662,53 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"reading": refuse_bytes_after_envelope},
     ),
     FaultSpec(
+        "ack-length-beyond-end",
+        "server",
+        "answer an ordinary Message (a probe) with a Response whose envelope length is one more than "
+        "the bytes that follow: no reader can read it",
+        (PACKET + "sends-well-formed-packets",),
+        changes={"responses": _acknowledgements(length_beyond_end)},
+    ),
+    FaultSpec(
+        "ack-length-long-form",
+        "server",
+        "answer an ordinary Message (a probe) with a Response whose envelope length is in long form "
+        "(81 02) where RFC 0030 wants the short form (02)",
+        (PACKET + "canonical-lengths",),
+        changes={"responses": _acknowledgements(long_form_length)},
+    ),
+    FaultSpec(
+        "ack-duplicate-names",
+        "server",
+        "answer an ordinary Message (a probe) with a Response carrying two protocol data entries of "
+        "one name (reference_note)",
+        (PACKET + "sends-well-formed-packets",),
+        changes={"responses": _acknowledgements(duplicate_entry_names)},
+    ),
+    FaultSpec(
+        "client-ack-length-beyond-end",
+        "client",
+        "the client answers the server's ordinary Messages with a Response whose envelope length is "
+        "one more than the bytes that follow",
+        ("btp.packet.client.sends-well-formed-packets",),
+        changes={"responses": _acknowledgements(length_beyond_end)},
+    ),
+    FaultSpec(
+        "client-reject-extra-bytes-in-envelope",
+        "client",
+        "the client treats a packet with bytes after protocolData inside its envelope as unreadable "
+        "(an auth Response so extended is never taken)",
+        ("btp.packet.client.ignores-extra-bytes-in-envelope",),
+        changes={"reading": refuse_extra_envelope_bytes},
+    ),
+    FaultSpec(
+        "client-reject-bytes-after-envelope",
+        "client",
+        "the client treats a packet with bytes after its envelope as unreadable, against erratum BTP-E3",
+        ("btp.packet.client.ignores-bytes-after-envelope",),
+        changes={"reading": refuse_bytes_after_envelope},
+    ),
+    FaultSpec(
         "serve-unknown-type-as-message",
         "server",
         "serve a packet of an undefined type (such as 9) whose envelope reads as a Message's",
@@ -668,13 +752,6 @@ REGISTRY: dict[str, FaultSpec] = {spec.name: spec for spec in SPECS}
 
 NOT_ISOLABLE: dict[str, str] = {
     # --- cases from the coverage tables (issue 11)
-    "btp.packet.server.canonical-lengths": (
-        "the harness reads every packet with the strict BTP decoder (reference_impl/btp/packet.py), which "
-        "refuses a length in long form below 128 or with a leading zero byte, and a protocol data count with "
-        "a leading zero, as unreadable; each answer this case judges (to a probe, to two sub-protocols of one "
-        "name, to a Transfer before auth) is also read by the cases of those rules, so a fault here fails them "
-        "too (this case names the non-canonical field with the bytes)"
-    ),
     AUTH + "requires-reauth-after-reconnect": (
         "its wire sequence (authenticate, close, a new connection, a probe Message without auth) is the one "
         "btp.auth.server.error-on-non-auth-message-first already performs with its valid counterpart first "

@@ -4,9 +4,13 @@ an Error unreadable because of its code is that rule's alone."""
 
 from __future__ import annotations
 
-from conformance.suites.btp.peer import error_code_problem
+import pytest
+
+from conformance.suites.btp.peer import NON_CANONICAL_REASONS, error_code_problem
+from conformance.suites.btp.test_packet_server import EXTRA_BYTES, envelope_with_extra_bytes
 from reference_impl.btp.faults import Fault
 from reference_impl.btp.packet import (
+    BtpDecodeError,
     ContentType,
     Error,
     Message,
@@ -100,3 +104,49 @@ def test_client_auth_token_octet_stream_changes_the_content_type_only():
             ("auth", ContentType.APPLICATION_OCTET_STREAM, b""),
             ("auth_token", content_type, b"secret"),
         ]
+
+
+PROBE = Message(9, (ProtocolDataEntry("probe", ContentType.TEXT_PLAIN_UTF8, b"x"),))
+
+
+def test_acknowledgement_faults_change_the_probe_answer_alone():
+    """ack-length-beyond-end and ack-length-long-form change the Response to
+    an ordinary Message only: the auth Response stays as the correct node
+    sends it; the first is unreadable, the second refused by the strict
+    decoder for its non-canonical length alone (the canonical case's)."""
+    correct = _answers((), AUTH, PROBE)
+    assert correct == [encode_packet(Response(7)), encode_packet(Response(9))]
+    beyond = _answers((Fault.ACK_LENGTH_BEYOND_END,), AUTH, PROBE)
+    assert beyond[0] == correct[0] and beyond[1] == bytes.fromhex("0100000009030100")
+    with pytest.raises(BtpDecodeError, match="length prefix beyond end"):
+        decode_packet(beyond[1])
+    long_form = _answers((Fault.ACK_LENGTH_LONG_FORM,), AUTH, PROBE)
+    assert long_form[0] == correct[0] and long_form[1] == bytes.fromhex("010000000981020100")
+    with pytest.raises(BtpDecodeError) as refused:
+        decode_packet(long_form[1])
+    assert refused.value.reason in NON_CANONICAL_REASONS
+
+
+@pytest.mark.parametrize(
+    ("fault", "extended"),
+    [
+        (
+            Fault.CLIENT_REJECT_EXTRA_BYTES_IN_ENVELOPE,
+            envelope_with_extra_bytes(Response(7), EXTRA_BYTES),
+        ),
+        (Fault.CLIENT_REJECT_BYTES_AFTER_ENVELOPE, encode_packet(Response(7)) + EXTRA_BYTES),
+    ],
+)
+def test_client_reject_faults_do_not_take_an_extended_auth_response(fault, extended):
+    """The correct client takes an auth Response with extra bytes at the
+    end (RFC 0030, erratum BTP-E3) and is authenticated; the faulty one
+    treats that Response as unreadable, and stays unauthenticated (silent),
+    taking the plain one still."""
+    for faults, taken in (((), True), ((fault,), False)):
+        session = BtpSession.client(b"t", faults=faults)
+        auth = decode_packet(session.messages_to_send()[0])
+        assert isinstance(auth, Message)
+        extended_auth = extended[:1] + auth.request_id.to_bytes(4, "big") + extended[5:]
+        events = session.receive_message(extended_auth)
+        assert any(isinstance(e, Authenticated) for e in events) is taken, (faults, events)
+        assert session.messages_to_send() == []

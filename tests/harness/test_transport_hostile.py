@@ -27,7 +27,6 @@ from conformance.core.transport import (
 from conformance.core.websocket import MAX_MESSAGE_SIZE, WebSocketConnection
 from conformance.suites.btp.peer import MAX_PACKET_SIZE, BtpPeer
 from conformance.suites.ssb.session import MAX_RPC_BODY, SsbClientSession, TargetRpcMessage
-from reference_impl.btp.packet import BtpDecodeError
 from reference_impl.ssb import boxstream
 from reference_impl.ssb.boxstream import BoxStreamEncoder, BoxStreamError
 from reference_impl.ssb.rpc import RpcError, RpcMessage, encode_header
@@ -437,7 +436,8 @@ async def test_oer_length_prefix_of_4_gib_is_a_violation():
             ProtocolViolation, match=r"envelope of 4294967295 bytes.*; bytes: 010000000784ffffffff"
         ) as caught:
             await peer.next_packet("the answer")
-        assert isinstance(caught.value, BtpDecodeError)
+        # The packet grammar's (core/node_grammar.py): its case judges it.
+        assert caught.value.grammar_case == "btp.packet.server.sends-well-formed-packets"
         await peer.conn.close()
 
 

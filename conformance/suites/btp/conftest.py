@@ -87,7 +87,7 @@ def launched_client(target: TargetRuntime, wire_trace: WireTrace, deadline: floa
                 raise AssertionError(
                     f"target client did not connect; its output:\n{process.tail()}"
                 ) from None
-            yield BtpPeer(conn)
+            yield BtpPeer(conn, role="client")
 
     yield launch
     for process in processes:

@@ -4,6 +4,18 @@ Cases use :class:`BtpPeer` to speak BTP the way a correct peer would
 (authenticate, send requests, match responses) and its raw ``send_raw`` to
 put forged or broken packets on the wire. Every packet is noted in the
 wire trace in decoded form beside its bytes.
+
+Every message the target sends is judged by the packet grammar once, by a
+case of its own (core/node_grammar.py): one that is no readable BTP packet
+(a text message, a structure the strict decoder refuses, bytes after the
+envelope, two protocol data entries of one name) is a NodeGrammarViolation of
+``btp.packet.<role>.sends-well-formed-packets``, and one the strict decoder
+refuses only for a non-canonical length or count is one of
+``btp.packet.server.canonical-lengths`` (target as server). The case that
+read it is blocked by that case, which fails listing the bytes. An Error
+whose code is not three IA5 characters stays the code's case's
+(``error_code_case``), and an Error's triggeredAt and data size their cases'
+(read leniently here).
 """
 
 from __future__ import annotations
@@ -12,12 +24,14 @@ import json
 import secrets
 from typing import Any
 
+from conformance.core import node_grammar
 from conformance.core.requirements import blocked
 from conformance.core.target_errors import TargetError
 from conformance.core.target_runtime import TargetRuntime
-from conformance.core.transport import Deadline, ProtocolViolation, short_hex, target_bytes
+from conformance.core.transport import Deadline, short_hex
 from conformance.core.websocket import WebSocketConnection
 from reference_impl.btp.oer import encode_length, read_long_length
+from reference_impl.btp.session import duplicate_names
 from reference_impl.btp.packet import (
     BtpDecodeError,
     ContentType,
@@ -28,13 +42,23 @@ from reference_impl.btp.packet import (
     Response,
     decode_packet,
     encode_packet,
+    envelope_end,
     is_request,
     is_response,
 )
 
+from .prerequisites import CANONICAL, CLIENT_GRAMMAR, SERVER_GRAMMAR
+
 AUTH = "auth"
 AUTH_TOKEN = "auth_token"
 BALANCE = "balance"
+
+NON_CANONICAL_REASONS = ("non-canonical length", "non-canonical integer")
+"""The strict decoder's reasons (reference_impl/btp/oer.py) that are the
+canonical-OER rule's, not the packet structure's: RFC 0030 Long form ("This
+length MUST NOT contain leading zeros"; "the short form encoding MUST be
+used") and Variable-length unsigned integer ("Leading zeros MUST NOT be
+used")."""
 
 MAX_PACKET_SIZE = 64 * 1024
 """Largest BTP packet the harness accepts from a target. BTP sets no limit;
@@ -149,12 +173,100 @@ def error_code_problem(data: bytes | str) -> str | None:
 
 
 class BtpPeer:
-    def __init__(self, conn: WebSocketConnection, error_code_case: str | None = None) -> None:
+    def __init__(
+        self,
+        conn: WebSocketConnection,
+        error_code_case: str | None = None,
+        role: str = "server",
+    ) -> None:
         self.conn = conn
         self.error_code_case = error_code_case
         """The case of the Error code's form (target as server): an Error
         unreadable because of its code blocks the reading case by it."""
+        self.role = role
+        """The target's role: whose grammar cases judge what it sends."""
         conn.limit_message_size(MAX_PACKET_SIZE, PACKET_BOUND_OF)
+
+    @property
+    def grammar_case(self) -> str:
+        return SERVER_GRAMMAR if self.role == "server" else CLIENT_GRAMMAR
+
+    def _grammar_violation(
+        self, rule: str, data: bytes, case: str | None = None
+    ) -> node_grammar.NodeGrammarViolation:
+        """The violation of ``case`` (default: the role's packet grammar
+        case), recorded for the run as it is made."""
+        return node_grammar.violation(
+            case or self.grammar_case,
+            rule,
+            data,
+            direction=f"{self.role} to harness",
+            offset=None,
+            connection=self.conn.label,
+        )
+
+    def _unreadable(
+        self, message: bytes | str, what: str, error: BtpDecodeError | None
+    ) -> node_grammar.NodeGrammarViolation:
+        """The violation a message that is no readable packet makes:
+        ``error`` is the strict decoder's (None for a text message)."""
+        if isinstance(message, str):
+            return self._grammar_violation(
+                f"a text WebSocket message where {what} (a binary BTP packet) was due",
+                message.encode("utf-8"),
+            )
+        if error is not None and error.reason in NON_CANONICAL_REASONS:
+            return self._grammar_violation(
+                f"a packet that is not canonical OER where {what} was due: {error}",
+                message,
+                CANONICAL if self.role == "server" else None,
+            )
+        return self._grammar_violation(
+            f"an unreadable packet where {what} was due: {error}", message
+        )
+
+    def _judge_readable(self, message: bytes, what: str) -> None:
+        """A packet that reads: bytes after its envelope are no part of it
+        (the reader ignores them, erratum BTP-E3; a sender that writes
+        them wrote a wrong length prefix). Recorded for the grammar case;
+        the reading case goes on with the packet, its own rule unaffected."""
+        end = envelope_end(message)
+        if end != len(message):
+            self._grammar_violation(
+                f"{len(message) - end} byte(s) after the envelope of the packet where {what} was due "
+                "(the message is one packet, the envelope's length prefix ends it)",
+                message,
+            )
+
+    def _judge_names(self, packet: Packet, message: bytes, what: str) -> None:
+        """The protocol data entries of a packet the node sends each have a
+        unique protocolName (the BTP ASN.1 module: "Zero or more
+        protocolData entries, each with a unique protocolName"): the
+        strict decoder takes two of one name (a node must refuse such a
+        request, RFC 23 Authentication, which the reader checks), so the
+        grammar case judges it here. Recorded only: the reading case goes
+        on with the packet."""
+        dups = duplicate_names(packet)
+        if dups:
+            self._grammar_violation(
+                f"protocol data entries of one name ({', '.join(repr(n) for n in dups)}) in the packet "
+                f"where {what} was due (each protocolName is unique in a packet)",
+                message,
+            )
+
+    def decode_own(self, message: bytes | str, what: str) -> Packet:
+        """``message`` from the target decoded, judged by the grammar as
+        :meth:`next_packet` judges it; raises the NodeGrammarViolation of a
+        message that is no readable packet."""
+        if isinstance(message, str):
+            raise self._unreadable(message, what, None)
+        try:
+            packet = decode_packet(message, lenient_error_form=True)
+        except BtpDecodeError as exc:
+            raise self._unreadable(message, what, exc) from None
+        self._judge_readable(message, what)
+        self._judge_names(packet, message, what)
+        return packet
 
     async def send(self, packet: Packet, note: str = "") -> bytes:
         data = encode_packet(packet)
@@ -165,15 +277,12 @@ class BtpPeer:
         await self.conn.send(payload, note)
 
     async def next_packet(self, what: str, deadline: float | Deadline | None = None) -> Packet:
-        """The target's next packet; one that does not decode fails the case
-        with a ProtocolViolation showing its bytes (a target must only send
-        readable packets)."""
+        """The target's next packet; one that does not decode raises the
+        NodeGrammarViolation of its grammar case (a ProtocolViolation showing
+        its bytes): the reading case is blocked by that case."""
         message = await self.conn.receive(what, deadline)
         if isinstance(message, str):
-            raise ProtocolViolation(
-                f"target sent a text WebSocket message where {what} (a binary BTP packet) was due",
-                message.encode("utf-8"),
-            )
+            raise self._unreadable(message, what, None)
         # An Error's triggeredAt and data size are read leniently: the cases of those rules
         # (btp.error.server.triggered-at-*, data-at-most-8192-bytes) judge them, no other case.
         # An Error unreadable for its code's form is that rule's case's failure alone.
@@ -184,10 +293,7 @@ class BtpPeer:
                 "failed within this case",
                 f"the target's Error where {what} was due is unreadable: {problem}; bytes: {short_hex(message)}",
             )
-        with target_bytes(
-            f"target sent an unreadable packet where {what} was due", message, BtpDecodeError
-        ):
-            packet = decode_packet(message, lenient_error_form=True)
+        packet = self.decode_own(message, what)
         self.conn.trace.event(f"decoded: {summary(packet)}")
         return packet
 
@@ -200,7 +306,11 @@ class BtpPeer:
             packet = decode_packet(message)
         except BtpDecodeError:
             return None
-        return packet if is_request(packet) else None
+        if not is_request(packet):
+            return None
+        self._judge_readable(message, "a request of the target's own")
+        self._judge_names(packet, message, "a request of the target's own")
+        return packet
 
     async def next_response(self, what: str, deadline: float | Deadline | None = None) -> Packet:
         """The target's next response-type packet (Response or Error), whatever
@@ -237,6 +347,7 @@ class BtpPeer:
             message = await self.conn.receive(what, response_deadline)
             request = self._target_request(message)
             if request is None:
+                self.judged(message, what)
                 return message
             self.conn.trace.event(f"decoded: {summary(request)}")
             await self.send(Response(request.request_id), "answering the target's own request")
@@ -293,6 +404,7 @@ class BtpPeer:
                     "answering the target's own request",
                 )
                 continue
+            self.judged(message, "silence")
             if isinstance(message, str):
                 got.append(f"text message {message[:120]!r}")
                 continue
@@ -301,6 +413,19 @@ class BtpPeer:
             except BtpDecodeError:
                 got.append(f"unreadable {short_hex(message)}")
         return got
+
+    def judged(self, message: bytes | str, what: str) -> Packet | None:
+        """A message the case reads itself (as sent, or where silence was
+        due) judged by the grammar too, a violation recorded without
+        raising: the case's own rule decides what to make of the message.
+        The packet, or None when it does not read. An Error unreadable for
+        its code's form is the code's case's, not recorded."""
+        if isinstance(message, bytes) and error_code_problem(message):
+            return None
+        try:
+            return self.decode_own(message, what)
+        except node_grammar.NodeGrammarViolation:
+            return None
 
     async def assert_still_answers(self, after: str) -> None:
         """The connection keeps working: a probe request gets its response.

@@ -23,6 +23,15 @@ where the case wants silence)."""
 AUTHENTICATED = (AUTH, REQUEST_ID, ANSWERS_ONCE)
 """A case that authenticates and matches answers to its requests."""
 
+SERVER_GRAMMAR = "btp.packet.server.sends-well-formed-packets"
+"""The packet grammar of everything the server sends (core/node_grammar.py):
+not a prerequisite of any case; a case that reads a packet breaking it is
+blocked by it, and it runs after every other server case."""
+CANONICAL = "btp.packet.server.canonical-lengths"
+"""The canonical OER of the lengths and counts in everything the server
+sends: a grammar case too, of that one rule (a packet the strict decoder
+refuses only for a non-canonical length or count is judged by it, not by
+SERVER_GRAMMAR)."""
 ERROR_CODE = "btp.error.server.code-has-three-characters"
 """A case that reads an Error of the target: one unreadable because of its
 code's form (not three IA5 characters) blocks it by this rule's case
@@ -34,6 +43,9 @@ DUPLICATE_NAMES = "btp.subprotocol.server.rejects-duplicate-names"
 # -- target as client
 CLIENT_AUTH = "btp.auth.client.sends-auth-first"
 CLIENT_REQUEST_ID = "btp.flow.client.response-carries-request-id"
+CLIENT_GRAMMAR = "btp.packet.client.sends-well-formed-packets"
+"""The packet grammar of everything the client sends, as SERVER_GRAMMAR
+(canonical lengths included: the client role has no case of that rule alone)."""
 
 # -- shared state (``shares=``): cases naming it run one after another under
 # ``certify --case-jobs N`` (docs/concurrency.md)

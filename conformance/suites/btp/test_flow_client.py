@@ -3,24 +3,31 @@
 
 from __future__ import annotations
 
-from conformance.core.requirements import requirement
+from conformance.core.node_grammar import exchange_cut_short
+from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, PeerClosed, ProtocolViolation
 from reference_impl.btp.packet import (
-    BtpDecodeError,
     ContentType,
     Error,
     Message,
     ProtocolDataEntry,
     Response,
-    decode_packet,
+    encode_packet,
     generalized_time,
     is_request,
 )
 
-from .peer import new_request_id, summary
-from .prerequisites import CLIENT_AUTH, CLIENT_REQUEST_ID
+from .peer import new_request_id, probe_message, summary
+from .prerequisites import CLIENT_AUTH, CLIENT_GRAMMAR, CLIENT_REQUEST_ID
 from .test_client import accept_auth
 from .test_flow_server import SILENCE_WINDOW
+from .test_packet_server import (
+    BYTES_AFTER_ENVELOPE,
+    EXTRA_BYTES,
+    GRAMMAR_BASIS,
+    PACKET_GRAMMAR,
+    envelope_with_extra_bytes,
+)
 
 AUTH = "BTP 2.0, Authentication"
 FLOW = "BTP 2.0, Flow"
@@ -34,10 +41,7 @@ async def requests_within(peer, seconds: float) -> list:
     messages are left out). The caller answers them."""
     requests = []
     for message in await peer.conn.messages_within(seconds):
-        try:
-            packet = decode_packet(message) if isinstance(message, bytes) else None
-        except BtpDecodeError:
-            continue
+        packet = peer.judged(message, "the client's requests")
         if packet is not None and is_request(packet):
             requests.append(packet)
     return requests
@@ -180,3 +184,102 @@ async def test_client_does_not_retry_after_final_error(launched_client, auth_tok
         assert not again, (
             f"after a final Error (F00) the client sent the same request again: {again}"
         )
+
+
+async def assert_goes_on_after_extended_auth_response(peer, extend, where: str) -> None:
+    """The client's auth Message is accepted with a Response whose bytes
+    ``extend`` gives ``EXTRA_BYTES`` more ``where``: a client that ignores
+    them goes on as authenticated and sends the Message it was launched
+    with; one that takes the Response for unreadable waits for an answer
+    to its auth that never comes."""
+    first = await peer.next_packet("the client's auth Message")
+    assert isinstance(first, Message), (
+        f"the client's first packet must be the auth Message; got {summary(first)}"
+    )
+    await peer.send_raw(
+        extend(Response(first.request_id)),
+        f"accepting the auth with a Response with {len(EXTRA_BYTES)} extra bytes {where}",
+    )
+    try:
+        request = await peer.next_packet(
+            f"the client's Message after an auth Response with extra bytes {where}"
+        )
+    except DeadlineExceeded:
+        raise AssertionError(
+            f"the client sent nothing within {peer.conn.deadline} s after its auth Response with "
+            f"{EXTRA_BYTES.hex()} appended {where} (launched with a message to send): it did not take "
+            "the Response, whose extra bytes at the end must be ignored"
+        ) from None
+    assert is_request(request), (
+        f"after an auth Response with extra bytes {where} the client must go on as authenticated "
+        f"(send the Message it was launched with); got {summary(request)}"
+    )
+
+
+@requirement(
+    "btp.packet.client.ignores-extra-bytes-in-envelope",
+    "MUST",
+    'RFC 0030, Extensibility ("implementations MUST ignore extra bytes at the end of the message")',
+    role="client",
+    depends=[CLIENT_AUTH],
+)
+async def test_client_ignores_extra_bytes_at_end_of_envelope(launched_client):
+    async with launched_client(send_message="conformance:hello") as peer:
+        await assert_goes_on_after_extended_auth_response(
+            peer,
+            lambda response: envelope_with_extra_bytes(response, EXTRA_BYTES),
+            "inside its envelope, after protocolData",
+        )
+
+
+@requirement(
+    "btp.packet.client.ignores-bytes-after-envelope",
+    "MUST",
+    'RFC 0030, Extensibility ("implementations MUST ignore extra bytes at the end of the message")',
+    role="client",
+    depends=[CLIENT_AUTH],
+    errata=["BTP-E3"],
+    basis=f"erratum: {BYTES_AFTER_ENVELOPE}",
+)
+async def test_client_ignores_bytes_after_envelope(launched_client):
+    async with launched_client(send_message="conformance:hello") as peer:
+        await assert_goes_on_after_extended_auth_response(
+            peer,
+            lambda response: encode_packet(response) + EXTRA_BYTES,
+            "after its envelope (the length prefix unchanged)",
+        )
+
+
+@requirement(
+    CLIENT_GRAMMAR,
+    "MUST",
+    PACKET_GRAMMAR,
+    role="client",
+    basis=GRAMMAR_BASIS,
+    grammar=True,
+)
+async def test_client_sends_well_formed_packets(launched_client, auth_token, node_grammar):
+    """Every message the client sent in this run, in every case's traffic,
+    is one readable BTP packet (as the server's grammar case judges the
+    server's; canonical lengths included): the violations the other cases
+    met (each of them blocked by this case) and those of its own exchange,
+    which shows each kind of packet a client sends: its auth Message, the
+    Message it was launched with, its Response to a probe."""
+    with node_grammar.judging():
+        read = 0
+        async with launched_client(send_message="conformance:hello") as peer:
+            with exchange_cut_short(peer.conn.trace):
+                await accept_auth(peer, auth_token)
+                read += 1
+                probe = probe_message(new_request_id())
+                await peer.send(probe, "a probe Message")
+                # Its own Message, answered, and the probe's answer, in either order.
+                await peer.response_to(probe.request_id, "the client's answer to a probe Message")
+                read += 1
+        if not read:
+            blocked(
+                CLIENT_AUTH,
+                "failed within this case",
+                "the client sent no packet at all (not even its auth Message), so there was nothing "
+                "to judge",
+            )

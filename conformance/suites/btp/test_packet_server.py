@@ -3,20 +3,24 @@ target as server (BTP 2.0 and the OER notes, RFC 0030)."""
 
 from __future__ import annotations
 
+from conformance.core.node_grammar import exchange_cut_short
 from conformance.core.requirements import blocked, requirement
 from conformance.core.transport import DeadlineExceeded, short_hex
 from reference_impl.btp.oer import check_generalized_time
 from reference_impl.btp.packet import (
+    BtpDecodeError,
     ContentType,
     Message,
+    Packet,
     ProtocolDataEntry,
     Response,
     Transfer,
+    decode_packet,
     encode_packet,
 )
 
-from .peer import auth_message, error_code_problem, new_request_id, probe_message, summary
-from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, ERROR_CODE
+from .peer import auth_message, new_request_id, probe_message, summary
+from .prerequisites import AUTH, AUTHENTICATED, BALANCE_STATE, CANONICAL, SERVER_GRAMMAR
 from .test_flow_server import assert_silent_then_alive, provoke_error
 
 EXTRA_BYTES = bytes.fromhex("0a0b0c0d")
@@ -29,7 +33,7 @@ UNDEFINED_TYPE = 9
 """No BTP version defines packet type 9 (2.0 uses 1, 2, 6, 7; BTP 1 also 3-5)."""
 
 
-def envelope_with_extra_bytes(packet: Message, extra: bytes) -> bytes:
+def envelope_with_extra_bytes(packet: Packet, extra: bytes) -> bytes:
     """``packet`` with ``extra`` appended inside its envelope, after
     ``protocolData``, the envelope's length prefix grown to cover them: where
     a later BTP version would add a field (RFC 0030, Extensibility)."""
@@ -206,21 +210,32 @@ def encoding_problems(data: bytes) -> list[str]:
     return problems
 
 
-@requirement(
-    "btp.packet.server.canonical-lengths",
-    "MUST",
-    'RFC 0030, Long form ("This length MUST NOT contain leading zeros"; "the short form encoding MUST be '
-    'used"); Variable-length unsigned integer ("Leading zeros MUST NOT be used")',
-    depends=AUTHENTICATED,
-    shares=[BALANCE_STATE],
+PACKET_GRAMMAR = (
+    "BTP 2.0, Overview (a packet is the type, the requestId and the length-prefixed envelope holding the "
+    "type's fields, OER-encoded by the ASN.1 module); RFC 0030, Length determinant; Variable-length octet string"
 )
-async def test_target_packets_use_canonical_lengths(authenticated_peer, open_peer):
-    """The answers to a probe and to a Message with two entries of one name
-    after auth, and to a Transfer before auth (a Response or an Error each:
-    whichever the target sends, its encoding is judged)."""
-    peer = await authenticated_peer()
+GRAMMAR_BASIS = (
+    "wire-format: the BTP ASN.1 module and RFC 0030's OER define the one layout of a packet, each "
+    "WebSocket binary message one packet (RFC 23 uses no RFC 2119 keyword); a peer cannot read a "
+    "message that does not have it"
+)
+
+
+async def shown_packets(open_peer, auth_token: bytes) -> int:
+    """The grammar cases' own exchange: each kind of packet a server sends
+    in answer (the auth Response, a probe's Response, the Error to two
+    sub-protocols of one name after auth, the Error to a Transfer before
+    auth), each read and judged as every case's traffic is (BtpPeer). An
+    exchange cut short (the target refused the auth, closed, answered
+    otherwise) judges what it read: the rest is the other cases' rules.
+    Returns how many answers were read; their encoding is checked here
+    too, field by field (:func:`encoding_problems`), a problem recorded for
+    the canonical-lengths case."""
+    read = 0
     entry = ProtocolDataEntry("conformance_probe", ContentType.TEXT_PLAIN_UTF8, b"x")
-    for connection, request, what in (
+    peer = await open_peer("the packets a server sends")
+    steps = (
+        (peer, auth_message(new_request_id(), auth_token), "the auth Message"),
         (peer, probe_message(new_request_id()), "a probe Message"),
         (
             peer,
@@ -228,29 +243,85 @@ async def test_target_packets_use_canonical_lengths(authenticated_peer, open_pee
             "a Message with two sub-protocols of one name",
         ),
         (None, Transfer(new_request_id(), 1), "a Transfer before auth"),
-    ):
-        # The unauthenticated connection is opened only now: the target may
-        # drop it once its auth timeout passes, however long the answers above took.
-        connection = connection or await open_peer("a Transfer before auth")
-        await connection.send(request)
-        raw = await connection.next_response_bytes(f"the answer to {what}")
-        problem = error_code_problem(raw)
-        if problem:  # an Error whose code misplaces every field after it: that rule's case says so
+    )
+    refused = False
+    for connection, request, what in steps:
+        if refused and connection is peer:
+            continue  # auth refused: what follows it on that connection is the auth cases'
+        with exchange_cut_short(peer.conn.trace):
+            # The unauthenticated connection is opened only now: the target may
+            # drop it once its auth timeout passes, however long the answers above took.
+            connection = connection or await open_peer("a Transfer before auth")
+            await connection.send(request)
+            raw = await connection.next_response_bytes(f"the answer to {what}")
+            read += 1
+            try:
+                answer = (
+                    decode_packet(raw, lenient_error_form=True) if isinstance(raw, bytes) else None
+                )
+            except BtpDecodeError:
+                answer = None
+            if answer is None:
+                # Unreadable: recorded by next_response_bytes for its grammar case
+                # (or left to the Error code's case); an unreadable auth answer is no
+                # acceptance either.
+                refused = refused or what == "the auth Message"
+                continue
+            # A packet that reads: the decoder refuses every non-canonical length
+            # it meets; each field is checked again here, by name.
+            problems = encoding_problems(raw)
+            if problems:
+                raise connection._grammar_violation(
+                    f"the answer to {what} is not canonical OER: {problems}", raw, CANONICAL
+                )
+            if what == "the auth Message":
+                refused = not isinstance(answer, Response)
+    return read
+
+
+@requirement(
+    CANONICAL,
+    "MUST",
+    'RFC 0030, Long form ("This length MUST NOT contain leading zeros"; "the short form encoding MUST be '
+    'used"); Variable-length unsigned integer ("Leading zeros MUST NOT be used")',
+    shares=[BALANCE_STATE],
+    grammar=True,
+)
+async def test_target_packets_use_canonical_lengths(open_peer, auth_token, node_grammar):
+    """Every length determinant and protocol data count of every packet the
+    server sent in this run, in every case's traffic, is canonical: the
+    packets the strict decoder refused for a non-canonical one (each case
+    that read one is blocked by this case) and those of its own exchange,
+    each answer judged field by field (shown_packets)."""
+    with node_grammar.judging():
+        if not await shown_packets(open_peer, auth_token):
             blocked(
-                ERROR_CODE,
+                AUTH,
                 "failed within this case",
-                f"the target's Error answering {what} is unreadable: {problem}; bytes: {short_hex(raw, 96)}",
+                "the server answered none of the requests, so there was nothing to judge",
             )
-        assert (
-            isinstance(raw, bytes)
-            and len(raw) >= 6
-            and raw[0] in (1, 2)
-            and int.from_bytes(raw[1:5], "big") == request.request_id
-        ), (
-            f"expected the answer to {what} (a Response or Error with request id {request.request_id}); "
-            f"got {short_hex(raw, 96) if isinstance(raw, bytes) else repr(raw[:100])}"
-        )
-        problems = encoding_problems(raw)
-        assert not problems, (
-            f"the answer to {what} is not canonical OER: {problems}; bytes: {short_hex(raw, 160)}"
-        )
+
+
+@requirement(
+    SERVER_GRAMMAR,
+    "MUST",
+    PACKET_GRAMMAR,
+    basis=GRAMMAR_BASIS,
+    shares=[BALANCE_STATE],
+    grammar=True,
+)
+async def test_sends_well_formed_packets(open_peer, auth_token, node_grammar):
+    """Every message the server sent in this run, in every case's traffic,
+    is one readable BTP packet: a binary message the strict decoder reads,
+    nothing after its envelope. The violations the other cases met (each
+    of them blocked by this case) and those of its own exchange, which
+    shows each kind of answer a server sends (shown_packets). The rules an
+    Error's code, triggeredAt and data size break, and non-canonical
+    lengths, are their own cases'."""
+    with node_grammar.judging():
+        if not await shown_packets(open_peer, auth_token):
+            blocked(
+                AUTH,
+                "failed within this case",
+                "the server answered none of the requests, so there was nothing to judge",
+            )
