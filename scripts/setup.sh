@@ -5,11 +5,13 @@
 # add their extras. Idempotent: a second run only checks, and an extra once
 # installed stays (a later run without its flag does not remove it).
 #
-# Usage: scripts/setup.sh [--test] [--aggregate] [--node] [--rabbitmq] [--ocaml] [--swpt] [--activemq] [--graphviz]
+# Usage: scripts/setup.sh [--test-fast] [--test] [--aggregate] [--node] [--rabbitmq] [--ocaml] [--swpt] [--activemq] [--graphviz]
 #        scripts/setup.sh --help
-#   --test      also installs the test extra, `.[test]` (PySpark, DuckDB, NumPy,
-#               Selenium, the STOMP client libraries, actionlint, ...): what
-#               scripts/test.sh runs with; every tier passes it
+#   --test-fast also installs the fast tier's test extra, `.[test-fast]`
+#               (Hypothesis, the STOMP client libraries, actionlint, ruff, ...):
+#               what scripts/test.sh --fast runs with
+#   --test      also installs the test extra, `.[test]`: the fast tier's and
+#               PySpark, DuckDB, NumPy, Selenium; what the other tiers run with
 #   --aggregate also installs the aggregate extra, `.[aggregate]` (PySpark) for
 #               `conformance ingest|compact|matrix` (scripts/nightly.sh passes it)
 #   --node      also installs the npm interop packages (scripts/install-node-deps.sh)
@@ -33,7 +35,7 @@ usage() { sed -n '/^# Usage:/,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}";
 for arg in "$@"; do
     case "$arg" in
         -h|--help) usage; exit 0 ;;
-        --test|--aggregate|--node|--rabbitmq|--ocaml|--swpt|--activemq|--graphviz) ;;
+        --test-fast|--test|--aggregate|--node|--rabbitmq|--ocaml|--swpt|--activemq|--graphviz) ;;
         *) echo "setup: ERROR: unknown option $arg" >&2; usage >&2; exit 2 ;;
     esac
 done
@@ -63,19 +65,41 @@ for arg in "$@"; do
         --aggregate) [[ "$extras" == *",aggregate,"* || "$extras" == *",test,"* ]] \
                          || { extras="${extras}aggregate,"; missing=1; } ;;
         --test) [[ "$extras" == *",test,"* ]] || { extras="${extras}test,"; missing=1; } ;;
+        # The test extra holds the fast tier's.
+        --test-fast) [[ "$extras" == *",test-fast,"* || "$extras" == *",test,"* ]] \
+                         || { extras="${extras}test-fast,"; missing=1; } ;;
     esac
 done
 extras="$(tr ',' '\n' <<< "$extras" | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)"
+# The npm installs need nothing of .venv: they run beside pip's (on a new
+# clone 26 s and 26 s one after the other on this project's 2-core machines,
+# each of them often waiting on downloads), their output shown when both end.
+node_pid="" node_log=""
+stop_node_install() { if [ -n "$node_pid" ]; then kill "$node_pid" 2>/dev/null || true; fi; rm -f "$node_log"; }
+trap stop_node_install EXIT
+for arg in "$@"; do
+    if [ "$arg" = --node ]; then
+        node_log="$(mktemp)"
+        scripts/install-node-deps.sh >"$node_log" 2>&1 &
+        node_pid=$!
+    fi
+done
 if [ "${have:-}" != "$want" ] || [ "$missing" -eq 1 ]; then
     echo "setup: installing the harness${extras:+ with the extras $extras} and its dependencies into .venv"
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -e ".${extras:+[$extras]}"
     echo "$want${extras:+ $extras}" > "$stamp"
 fi
+if [ -n "$node_pid" ]; then
+    node_code=0
+    wait "$node_pid" || node_code=$?
+    node_pid=""
+    cat "$node_log"
+    [ "$node_code" -eq 0 ] || { echo "setup: ERROR: scripts/install-node-deps.sh failed (exit $node_code)" >&2; exit "$node_code"; }
+fi
 for arg in "$@"; do
     case "$arg" in
-        --test|--aggregate) ;;
-        --node) scripts/install-node-deps.sh ;;
+        --test-fast|--test|--aggregate|--node) ;;
         --rabbitmq) scripts/install-rabbitmq.sh ;;
         --ocaml) scripts/install-ocaml.sh ;;
         --swpt) scripts/install-rabbitmq.sh && scripts/install-swpt-stomp.sh ;;

@@ -12,8 +12,8 @@
 #                   skipped, with CONFORMANCE_REQUIRE_DOCKER=1 they fail.
 #   fast            (--fast) the inner loop: codecs, vectors, sans-I/O cores,
 #                   harness core, every reference node certified, under
-#                   3 minutes. Only .venv: no system package, no Docker, no
-#                   JVM, no npm package.
+#                   3 minutes. Only .venv with the test-fast extra: no system
+#                   package, no Docker, no JVM (no PySpark), no npm package.
 #   containers      tests/containers only (the engine and images as for full).
 #   nightly         the Hypothesis property tests with the nightly profile:
 #                   10,000 examples each (tests/fuzz_budget.py); .venv and
@@ -64,7 +64,7 @@ esac
 # Which tests a tier runs is decided in one place, tests/conftest.py (--tier).
 case "$tier" in
     fast)
-        scripts/setup.sh --test ;;
+        scripts/setup.sh --test-fast ;;
     containers)
         scripts/setup.sh --test --node --rabbitmq --ocaml --swpt ;;
     nightly)

@@ -120,6 +120,25 @@ def _needs(nodeid: str) -> tuple[str, ...]:
     return TIER_NEEDS.get(best, ()) if best else ()
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast tier does not even import a test file whose every test it
+    leaves out: tests/aggregate import PySpark, which the fast tier's setup
+    does not install (the test-fast extra, pyproject.toml)."""
+    if config.getoption("--tier", None) != "fast" or collection_path.suffix != ".py":
+        return None
+    try:
+        path = collection_path.resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return None
+    if not set(_needs(path)) & set(NOT_FAST):
+        return None
+    # A test of the file named on its own with needs the fast tier runs.
+    for key, needs in TIER_NEEDS.items():
+        if key.startswith(path + "::") and not set(needs) & set(NOT_FAST):
+            return None
+    return True
+
+
 def _shared_fixture_group(item: pytest.Item) -> str | None:
     """The xdist group of a test that uses a fixture of wider than function
     scope defined in tests/: its session-scoped fixtures when it has any
