@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +66,20 @@ def test_the_main_job_installs_no_extra():
     assert calls == [[]], calls
 
 
-def test_every_test_tier_installs_the_test_extra():
-    calls = setup_calls("test.sh")
-    assert len(calls) == 4 and all("--test" in call for call in calls), calls
+def test_every_test_tier_installs_the_test_extra_and_the_fast_one_its_own():
+    """The fast tier installs the test-fast extra (no PySpark: no test of
+    that tier needs a JVM); the others the test extra, which holds it."""
+    text = (REPO / "scripts" / "test.sh").read_text(encoding="utf-8")
+    tiers = dict(re.findall(r"^\s+([a-z|]+)\)\n\s+scripts/setup\.sh ([^\n;]*)", text, re.MULTILINE))
+    assert set(tiers) == {"fast", "containers", "nightly", "full"}, tiers
+    assert tiers["fast"].split() == ["--test-fast"], tiers
+    for tier in ("containers", "nightly", "full"):
+        assert "--test" in tiers[tier].split(), tiers
+    with open(REPO / "pyproject.toml", "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert "conformance-harness[test-fast]" in extras["test"]
+    assert not [
+        dep
+        for dep in extras["test-fast"]
+        if dep.split(">")[0] in {"pyspark", "duckdb", "numpy", "selenium"}
+    ]
