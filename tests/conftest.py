@@ -86,9 +86,11 @@ TIER_NEEDS: dict[str, tuple[str, ...]] = {
     "harness/test_certify.py::test_each_broken_node_fails_the_rule_it_breaks": ("full",),
     # Live fuzzing runs (nodes started, Hypothesis for real): seconds each.
     "fuzz/test_live.py": ("full",),
-    # Certifications of the BTP reference node's grammar faults (10-25 s each,
-    # the client's launches); the fast tier certifies the reference node whole.
+    # Certifications of the BTP and SSB reference nodes' grammar faults
+    # (10-25 s each, the clients' launches); the fast tier certifies each
+    # reference node whole.
     "btp/test_suite_grammar.py": ("full",),
+    "ssb/test_suite_grammar.py": ("full",),
     # certify + mutation + interop end to end (53 s, the fast tier's longest);
     # the cross-check's logic keeps its unit tests in the fast tier.
     "harness/test_crosscheck.py::test_interop_writes_the_cross_check_with_real_certifications": (

@@ -104,6 +104,9 @@ def begin_case(case_id: str, sink: Sink | None) -> None:
     _CASE, _SINK = case_id, sink
 
 
+_ALSO_CLASSES: dict[type, type] = {}
+
+
 def violation(
     grammar_case: str,
     rule: str,
@@ -112,9 +115,13 @@ def violation(
     direction: str,
     offset: int | None = None,
     connection: str = "",
+    error: BaseException | None = None,
 ) -> NodeGrammarViolation:
     """The exception for a decoder to raise, recorded for the run as it is
-    made: the bytes were read, whatever the case then does with the error."""
+    made: the bytes were read, whatever the case then does with the error.
+    With ``error`` (the decoder's own exception) it is an instance of that
+    exception's class too, with its attributes: code that catches the
+    decoder's error type goes on catching it."""
     record = GrammarRecord(
         grammar_case,
         _CASE or "(no case)",
@@ -126,7 +133,27 @@ def violation(
     )
     if _SINK is not None:
         _SINK(record)
-    return NodeGrammarViolation(record, data)
+    return made_violation(record, data, error)
+
+
+def made_violation(
+    record: GrammarRecord, data: bytes, error: BaseException | None = None
+) -> NodeGrammarViolation:
+    """The NodeGrammarViolation of a record already made (raised again,
+    unrecorded, where the same bytes are read again), of ``error``'s class
+    too when given."""
+    if error is None:
+        return NodeGrammarViolation(record, data)
+    cls = _ALSO_CLASSES.get(type(error))
+    if cls is None:
+        cls = type(
+            f"{type(error).__name__}GrammarViolation", (NodeGrammarViolation, type(error)), {}
+        )
+        _ALSO_CLASSES[type(error)] = cls
+    made = cls.__new__(cls)
+    made.__dict__.update(getattr(error, "__dict__", {}))
+    NodeGrammarViolation.__init__(made, record, data)
+    return made
 
 
 def grammar_violation_in(exc: BaseException | None) -> NodeGrammarViolation | None:

@@ -225,6 +225,16 @@ def _indented_request(message: Any, *, body: Any) -> Any:
     return replace(message, body=json_stringify(body, 2).encode("utf-8"))
 
 
+def _json_cut_short(message: Any, **context: Any) -> Any:
+    """stream-data-json-cut-short, client-request-json-cut-short: a JSON
+    body without its last byte (its closing brace or quote), the body type
+    still JSON: a body no JSON reader can read."""
+    # 2 is rpc.BodyType.JSON (rpc.py imports this module, not the other way).
+    if int(message.body_type) != 2 or not message.body:
+        return message
+    return replace(message, body=message.body[:-1])
+
+
 def _numbered_by_latest_request(message: Any, *, value: Any, latest_request: int) -> Any:
     return replace(message, req=-latest_request)
 
@@ -577,6 +587,13 @@ SPECS: tuple[FaultSpec, ...] = (
         changes={"end-stream-the-peer-ended": _left_open_after_requester_abort},
     ),
     FaultSpec(
+        "stream-data-json-cut-short",
+        "server",
+        "stream data goes out with its JSON body cut short by its last byte (body type still JSON)",
+        (RPC + "sends-well-formed-messages",),
+        changes={"stream-data-message": _json_cut_short},
+    ),
+    FaultSpec(
         "indented-json",
         "server",
         "stream data goes out as indented JSON",
@@ -913,6 +930,13 @@ SPECS: tuple[FaultSpec, ...] = (
         "the client numbers its requests from 2",
         ("ssb.rpc.client.first-request-is-number-1",),
         changes={"first-request-number": _number_2},
+    ),
+    FaultSpec(
+        "client-request-json-cut-short",
+        "client",
+        "the client's request bodies go out cut short by their last byte (body type still JSON)",
+        ("ssb.rpc.client.sends-well-formed-messages",),
+        changes={"request-message": _json_cut_short},
     ),
     FaultSpec(
         "client-indented-json",

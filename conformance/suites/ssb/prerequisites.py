@@ -40,7 +40,14 @@ LIMIT_DEFAULT = "ssb.history.server.limit-default-unlimited"
 """A case that needs every message (the latest, or one just published) reads
 the feed without a limit and relies on the default being unlimited."""
 
+SERVER_GRAMMAR = "ssb.rpc.server.sends-well-formed-messages"
+"""The RPC message format of everything the server sends (core/node_grammar.py):
+not a prerequisite of any case; a case that reads a message breaking it is
+blocked by it, and it runs after every other server case."""
+
 # -- target as client
+CLIENT_GRAMMAR = "ssb.rpc.client.sends-well-formed-messages"
+"""The RPC message format of everything the client sends, as SERVER_GRAMMAR."""
 CLIENT_HELLO = "ssb.shs.client.sends-valid-hello"
 CLIENT_HANDSHAKE = "ssb.shs.client.completes-valid-handshake"
 CLIENT_HISTORY_REQUEST = "ssb.history.client.sends-well-formed-request"

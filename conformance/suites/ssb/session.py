@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.core import node_grammar
+from conformance.core.node_grammar import NodeGrammarViolation
 from conformance.core.transport import (
     SHOWN_BYTES,
     Deadline,
@@ -22,11 +24,14 @@ from conformance.core.transport import (
     TcpConnection,
     short_hex,
     target_bytes,
+    violation_from,
 )
 from reference_impl.ssb import boxstream, rpc, shs
 from reference_impl.ssb.boxstream import BoxStreamDecoder, BoxStreamEncoder, BoxStreamError
 from reference_impl.ssb.keys import Keypair, feed_id_to_public
-from reference_impl.ssb.rpc import RpcDecoder, RpcError, RpcMessage
+from reference_impl.ssb.rpc import BodyType, RpcDecoder, RpcError, RpcMessage
+
+from .prerequisites import SERVER_GRAMMAR
 
 # The bounds SSB sets on what the harness reads; beyond them the target's
 # bytes are a ProtocolViolation (a failure naming them), never buffered.
@@ -50,9 +55,17 @@ MAX_KEPT_BOX_BODIES = 1024
 class TargetRpcMessage(RpcMessage):
     """An RPC message the target sent: a body that does not parse is a
     ProtocolViolation (still an RpcError), so a case reading it fails
-    naming the bytes instead of ending in ``error``."""
+    naming the bytes instead of ending in ``error``. A JSON body that does
+    not parse, or a STRING body that is not UTF-8, breaks the RPC message
+    format: judged when the message was decoded (TargetRpcDecoder), by the
+    grammar case of the target's role; a case that reads the body then
+    gets that violation, unrecorded again, and is blocked by that case."""
+
+    grammar_violation: NodeGrammarViolation | None = None
 
     def json(self) -> Any:
+        if self.grammar_violation is not None and self.body_type is BodyType.JSON:
+            raise self._again()
         with target_bytes(
             f"the body of the target's RPC message (req {self.req}) is not valid JSON",
             self.body,
@@ -61,6 +74,8 @@ class TargetRpcMessage(RpcMessage):
             return super().json()
 
     def text(self) -> str:
+        if self.grammar_violation is not None and self.body_type is BodyType.STRING:
+            raise self._again()
         with target_bytes(
             f"the body of the target's RPC message (req {self.req}) is not UTF-8 text",
             self.body,
@@ -68,17 +83,83 @@ class TargetRpcMessage(RpcMessage):
         ):
             return super().text()
 
+    def _again(self) -> NodeGrammarViolation:
+        made = self.grammar_violation
+        assert made is not None
+        return node_grammar.made_violation(made.record, made.data, RpcError(*made.rpc_error))
+
 
 class TargetRpcDecoder(RpcDecoder):
-    """Splits the target's RPC stream; framing errors and a body length over
-    ``max_body`` are ProtocolViolations (and RpcErrors)."""
+    """Splits the target's RPC stream, every message judged by the RPC
+    message format once (core/node_grammar.py): a header the format does
+    not allow (body type 3, unknown flag bits), bytes after the goodbye,
+    and a JSON body that does not parse or a STRING body that is not UTF-8
+    are NodeGrammarViolations of ``grammar_case`` (and RpcErrors); a body
+    length over ``max_body``, the harness's own bound, a plain
+    ProtocolViolation (and RpcError)."""
+
+    def __init__(
+        self, max_body: int, grammar_case: str, direction: str, connection: str = ""
+    ) -> None:
+        super().__init__(max_body)
+        self.grammar_case = grammar_case
+        self.direction = direction
+        self.connection = connection
+        self._break: NodeGrammarViolation | None = None
+        self.decoded = 0
+        """Messages decoded (and judged) so far."""
+
+    def _violation(self, rule: str, data: bytes, error: RpcError) -> NodeGrammarViolation:
+        made = node_grammar.violation(
+            self.grammar_case,
+            rule,
+            data,
+            direction=self.direction,
+            connection=self.connection,
+            error=error,
+        )
+        made.rpc_error = (error.reason, error.detail)
+        return made
 
     def receive_data(self, data: bytes) -> list[RpcMessage]:
-        with target_bytes("the target's RPC stream is malformed", data, RpcError):
-            return [
-                TargetRpcMessage(m.req, m.stream, m.end, m.body_type, m.body)
-                for m in super().receive_data(data)
-            ]
+        if self._break is not None:  # no message after a broken frame: the same violation again
+            raise node_grammar.made_violation(
+                self._break.record, self._break.data, RpcError(*self._break.rpc_error)
+            )
+        try:
+            messages = super().receive_data(data)
+        except RpcError as exc:
+            if exc.reason == "body length exceeds limit":
+                raise violation_from(exc, "the target's RPC stream is malformed", data) from None
+            self._break = self._violation(
+                f"RPC bytes that break the RPC message format ({exc})", data, exc
+            )
+            raise self._break from None
+        judged = []
+        for m in messages:
+            msg = TargetRpcMessage(m.req, m.stream, m.end, m.body_type, m.body)
+            try:
+                # The body as its type says (the base class's readers: this
+                # class's would wrap the error): JSON parses, STRING is UTF-8.
+                if msg.body_type is BodyType.JSON:
+                    RpcMessage.json(msg)
+                elif msg.body_type is BodyType.STRING:
+                    RpcMessage.text(msg)
+            except RpcError as exc:
+                # A frozen dataclass: set as its __post_init__ sets fields.
+                object.__setattr__(
+                    msg,
+                    "grammar_violation",
+                    self._violation(
+                        f"an RPC message (req {m.req}) whose {m.body_type.name} body does not read as "
+                        f"its body type says ({exc})",
+                        m.encode(),
+                        exc,
+                    ),
+                )
+            judged.append(msg)
+        self.decoded += len(judged)
+        return judged
 
 
 class TargetBoxStreamDecoder(BoxStreamDecoder):
@@ -152,7 +233,9 @@ class SsbClientSession:
         self.params = params
         self.encoder = BoxStreamEncoder(params.encrypt_key, params.encrypt_nonce)
         self.decoder = TargetBoxStreamDecoder(params.decrypt_key, params.decrypt_nonce)
-        self.rpc_decoder = TargetRpcDecoder(MAX_RPC_BODY)
+        self.rpc_decoder = TargetRpcDecoder(
+            MAX_RPC_BODY, SERVER_GRAMMAR, "server to harness", conn.label
+        )
         self.next_req = 1
         self.inbox: list[RpcMessage] = []
         self.inbox_bytes = 0
@@ -451,9 +534,13 @@ def describe(msg: RpcMessage) -> str:
 
 
 def error_body(msg: RpcMessage) -> Any:
-    """The body of an end/err message, or None if it is not JSON."""
+    """The body of an end/err message, or None if it is not JSON. A JSON
+    body that does not parse is the grammar case's (raised: the reading
+    case is blocked by it), not a body of another kind."""
     try:
         return msg.json()
+    except NodeGrammarViolation:
+        raise
     except Exception:
         return None
 

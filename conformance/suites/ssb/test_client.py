@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
+from conformance.core.node_grammar import exchange_cut_short
 from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded, ProtocolViolation
 from reference_impl.ssb import shs
@@ -19,7 +22,8 @@ from reference_impl.ssb.feed import Feed
 from reference_impl.ssb.keys import Keypair
 from reference_impl.ssb.rpc import RpcMessage
 
-from .prerequisites import CLIENT_HANDSHAKE, CLIENT_HELLO, CLIENT_HISTORY_REQUEST
+from .prerequisites import CLIENT_GRAMMAR, CLIENT_HANDSHAKE, CLIENT_HELLO, CLIENT_HISTORY_REQUEST
+from .test_rpc_more_server import RPC_FORMAT, RPC_FORMAT_BASIS
 from .session import (
     MAX_RPC_BODY,
     TargetBoxStreamDecoder,
@@ -54,7 +58,7 @@ class ServedSession:
         # The target's bytes: a box or RPC frame that does not decode is a
         # ProtocolViolation (a failure showing the bytes), never an error.
         self.decoder = TargetBoxStreamDecoder(params.decrypt_key, params.decrypt_nonce)
-        self.rpc = TargetRpcDecoder(MAX_RPC_BODY)
+        self.rpc = TargetRpcDecoder(MAX_RPC_BODY, CLIENT_GRAMMAR, "client to harness", conn.label)
         self.inbox: list[RpcMessage] = []
 
     async def next_message(self, what: str) -> RpcMessage:
@@ -413,3 +417,42 @@ async def test_client_closes_its_end_of_a_finished_stream(
                 )
                 return
         raise AssertionError("the client never closed its end of the finished stream")
+
+
+@requirement(
+    CLIENT_GRAMMAR,
+    "MUST",
+    RPC_FORMAT,
+    role="client",
+    basis=RPC_FORMAT_BASIS,
+    grammar=True,
+)
+async def test_client_sends_well_formed_messages(
+    launched_client, network_key, harness_keypair, wire_trace, node_grammar
+):
+    """Every RPC message the client sent in this run, in every case's
+    traffic, keeps the RPC message format (session.TargetRpcDecoder), as
+    the server's grammar case judges the server's: the violations the
+    other cases met (each of them blocked by this case) and those of its
+    own exchange, the client's requests until it asks for the feed it was
+    told to replicate (a client that replicates by EBT only ends that
+    exchange not applicable to the history cases; what it sent until then
+    was judged all the same)."""
+    with node_grammar.judging():
+        read = 0
+        with exchange_cut_short(wire_trace):
+            async with launched_client(harness_keypair, harness_keypair.feed_id) as (conn, _):
+                session = await serve_handshake(conn, network_key, harness_keypair)
+                try:
+                    await first_history_request(session, harness_keypair.feed_id)
+                except pytest.skip.Exception as ended:
+                    if not session.rpc.decoded:
+                        raise
+                    wire_trace.event(f"the exchange ended early: {ended}")
+                read = session.rpc.decoded
+        if not read:
+            blocked(
+                CLIENT_HANDSHAKE,
+                "failed within this case",
+                "the client sent no RPC message at all, so there was nothing to judge",
+            )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from conformance.core.requirements import requirement
+from conformance.core.node_grammar import exchange_cut_short
+from conformance.core.requirements import blocked, requirement
 
-from .prerequisites import reading_the_feed
+from .prerequisites import SERVER_GRAMMAR, reading_the_feed
 from .session import describe
 
 NUMBERING = "ssb.rpc.server.responses-use-negated-request-number"
@@ -34,7 +35,9 @@ def compact(value) -> bytes:
 )
 async def test_json_bodies_declare_json_body_type(open_session, server_feed_id):
     """Every createHistoryStream response and the end are JSON; the low two
-    flag bits must say so (2), and the body must then parse as JSON."""
+    flag bits must say so (2). A body of type JSON that does not parse
+    breaks the RPC message format, the grammar case's rule (reading it
+    raises that case's violation: this one is blocked by it)."""
     session = await open_session()
     req = await session.request(["createHistoryStream"], [{"id": server_feed_id, "keys": False}])
     with reading_the_feed():
@@ -46,10 +49,7 @@ async def test_json_bodies_declare_json_body_type(open_session, server_feed_id):
                 f"body type {msg.body_type.name} (flags 0x{msg.flags:02x}): {describe(msg)}"
             )
             continue
-        try:
-            json.loads(msg.body)
-        except ValueError as exc:
-            wrong.append(f"body type JSON but the body does not parse ({exc}): {describe(msg)}")
+        msg.json()
     assert not wrong, "responses whose header does not declare their JSON body:\n" + "\n".join(
         wrong
     )
@@ -78,3 +78,49 @@ async def test_json_bodies_have_no_whitespace(open_session, server_feed_id):
     assert not loose, "JSON bodies with indentation or whitespace outside strings:\n" + "\n".join(
         loose
     )
+
+
+RPC_FORMAT = (
+    "SSB guide, RPC protocol, Header structure (flags: stream, end/err and the body type, 0 binary, "
+    "1 UTF-8 string, 2 JSON; a u32 body length; an i32 request number)"
+)
+RPC_FORMAT_BASIS = (
+    "wire-format: the RPC header figure (img/rpc_header.png) fixes the header's fields and the body "
+    "types; a body of type JSON is JSON, one of type string UTF-8 text, and only the zeroed header "
+    "is the goodbye, after which nothing comes; a peer cannot read a message that breaks them"
+)
+
+
+@requirement(
+    SERVER_GRAMMAR,
+    "MUST",
+    RPC_FORMAT,
+    basis=RPC_FORMAT_BASIS,
+    grammar=True,
+)
+async def test_sends_well_formed_messages(open_session, server_feed_id, wire_trace, node_grammar):
+    """Every RPC message the server sent in this run, in every case's
+    traffic, keeps the RPC message format (session.TargetRpcDecoder): the
+    violations the other cases met (each of them blocked by this case) and
+    those of its own exchange, which shows the kinds of message a server
+    sends (a source stream's data and its end, the error answering an
+    async request of an unknown procedure). A box that does not decrypt is
+    the box stream's cases', a body over the harness's bound no grammar."""
+    with node_grammar.judging():
+        read = 0
+        with exchange_cut_short(wire_trace):
+            session = await open_session()
+            req = await session.request(
+                ["createHistoryStream"], [{"id": server_feed_id, "limit": 2}]
+            )
+            items, end = await session.collect_stream(req, "two messages of the server's feed")
+            read += len(items) + 1
+            req = await session.request(["conformance", "noSuchProcedure"], [], "async")
+            await session.next_message(req, "the answer to an async request of no procedure")
+            read += 1
+        if not read:
+            blocked(
+                NUMBERING,
+                "failed within this case",
+                "the server answered none of the requests, so there was nothing to judge",
+            )

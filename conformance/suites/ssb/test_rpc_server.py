@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from conformance.core.node_grammar import NodeGrammarViolation
 from conformance.core.requirements import blocked, not_applicable, requirement
 from conformance.core.transport import Deadline, DeadlineExceeded
 from reference_impl.ssb.keys import Keypair
@@ -25,9 +26,13 @@ LIVE = "ssb.history.server.live-sends-new-messages"
 
 
 def author_of(msg) -> str | None:
-    """The author of a createHistoryStream item (keys true or false), or None."""
+    """The author of a createHistoryStream item (keys true or false), or
+    None. A JSON body that does not parse is the grammar case's (raised:
+    the reading case is blocked by it), not an item of another feed."""
     try:
         body = msg.json()
+    except NodeGrammarViolation:
+        raise
     except Exception:
         return None
     if isinstance(body, dict) and isinstance(body.get("value"), dict):
