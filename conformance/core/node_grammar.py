@@ -30,8 +30,9 @@ import os
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
+from .requirements import blocked
 from .transport import ProtocolViolation, short_hex
 
 SHOWN_IN_LIST = 5
@@ -208,6 +209,21 @@ class GrammarJudge:
     case_id: str
     records_file: Path
     run_id: str = ""
+    check_prerequisites: Callable[[tuple[str, ...]], None] | None = None
+    """Ends the case blocked by the root cause of the first of the given
+    cases that did not pass in this run, as ``depends`` would (the plugin
+    sets it); returns when all passed."""
+
+    def nothing_to_judge(self, depends: Sequence[str], why: str) -> NoReturn:
+        """The case's own exchange read nothing of the node: blocked as a
+        case depending on ``depends`` would be (by the root cause of the
+        first that did not pass in this run: a failed handshake, say), else
+        by the last of them, with ``why``. A grammar case has no
+        ``depends`` of its own: it judges the other cases' records however
+        they ended."""
+        if self.check_prerequisites is not None:
+            self.check_prerequisites(tuple(depends))
+        blocked(depends[-1], "failed within this case", why)
 
     def recorded(self) -> list[GrammarRecord]:
         return read_records(self.records_file, self.case_id, self.run_id)

@@ -5,6 +5,7 @@ connections and the wire trace."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -34,7 +35,10 @@ def node_grammar(request: pytest.FixtureRequest, requirement_spec: Requirement) 
         raise RuntimeError(f"node_grammar is for grammar cases; {requirement_spec.case_id} is not")
     state = state_of(request.config)
     return GrammarJudge(
-        requirement_spec.case_id, grammar_records_file(state, requirement_spec), state.run_id
+        requirement_spec.case_id,
+        grammar_records_file(state, requirement_spec),
+        state.run_id,
+        lambda depends: check_prerequisites(state, replace(requirement_spec, depends=depends)),
     )
 
 

@@ -191,7 +191,7 @@ class BtpPeer:
     def grammar_case(self) -> str:
         return SERVER_GRAMMAR if self.role == "server" else CLIENT_GRAMMAR
 
-    def _grammar_violation(
+    def grammar_violation(
         self, rule: str, data: bytes, case: str | None = None
     ) -> node_grammar.NodeGrammarViolation:
         """The violation of ``case`` (default: the role's packet grammar
@@ -211,17 +211,17 @@ class BtpPeer:
         """The violation a message that is no readable packet makes:
         ``error`` is the strict decoder's (None for a text message)."""
         if isinstance(message, str):
-            return self._grammar_violation(
+            return self.grammar_violation(
                 f"a text WebSocket message where {what} (a binary BTP packet) was due",
                 message.encode("utf-8"),
             )
         if error is not None and error.reason in NON_CANONICAL_REASONS:
-            return self._grammar_violation(
+            return self.grammar_violation(
                 f"a packet that is not canonical OER where {what} was due: {error}",
                 message,
                 CANONICAL if self.role == "server" else None,
             )
-        return self._grammar_violation(
+        return self.grammar_violation(
             f"an unreadable packet where {what} was due: {error}", message
         )
 
@@ -232,7 +232,7 @@ class BtpPeer:
         the reading case goes on with the packet, its own rule unaffected."""
         end = envelope_end(message)
         if end != len(message):
-            self._grammar_violation(
+            self.grammar_violation(
                 f"{len(message) - end} byte(s) after the envelope of the packet where {what} was due "
                 "(the message is one packet, the envelope's length prefix ends it)",
                 message,
@@ -248,7 +248,7 @@ class BtpPeer:
         on with the packet."""
         dups = duplicate_names(packet)
         if dups:
-            self._grammar_violation(
+            self.grammar_violation(
                 f"protocol data entries of one name ({', '.join(repr(n) for n in dups)}) in the packet "
                 f"where {what} was due (each protocolName is unique in a packet)",
                 message,

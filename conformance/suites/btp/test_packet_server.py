@@ -4,7 +4,7 @@ target as server (BTP 2.0 and the OER notes, RFC 0030)."""
 from __future__ import annotations
 
 from conformance.core.node_grammar import exchange_cut_short
-from conformance.core.requirements import blocked, requirement
+from conformance.core.requirements import requirement
 from conformance.core.transport import DeadlineExceeded, short_hex
 from reference_impl.btp.oer import check_generalized_time
 from reference_impl.btp.packet import (
@@ -271,7 +271,7 @@ async def shown_packets(open_peer, auth_token: bytes) -> int:
             # it meets; each field is checked again here, by name.
             problems = encoding_problems(raw)
             if problems:
-                raise connection._grammar_violation(
+                raise connection.grammar_violation(
                     f"the answer to {what} is not canonical OER: {problems}", raw, CANONICAL
                 )
             if what == "the auth Message":
@@ -295,10 +295,8 @@ async def test_target_packets_use_canonical_lengths(open_peer, auth_token, node_
     each answer judged field by field (shown_packets)."""
     with node_grammar.judging():
         if not await shown_packets(open_peer, auth_token):
-            blocked(
-                AUTH,
-                "failed within this case",
-                "the server answered none of the requests, so there was nothing to judge",
+            node_grammar.nothing_to_judge(
+                (AUTH,), "the server answered none of the requests, so there was nothing to judge"
             )
 
 
@@ -320,8 +318,6 @@ async def test_sends_well_formed_packets(open_peer, auth_token, node_grammar):
     lengths, are their own cases'."""
     with node_grammar.judging():
         if not await shown_packets(open_peer, auth_token):
-            blocked(
-                AUTH,
-                "failed within this case",
-                "the server answered none of the requests, so there was nothing to judge",
+            node_grammar.nothing_to_judge(
+                (AUTH,), "the server answered none of the requests, so there was nothing to judge"
             )

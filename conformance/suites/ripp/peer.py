@@ -164,7 +164,7 @@ class RippPeer:
     def grammar_case(self) -> str:
         return SERVER_GRAMMAR if self.role == "server" else CLIENT_GRAMMAR
 
-    def _grammar_violation(self, rule: str, data: bytes) -> node_grammar.NodeGrammarViolation:
+    def grammar_violation(self, rule: str, data: bytes) -> node_grammar.NodeGrammarViolation:
         """Record the envelope at :attr:`consumed` that breaks the envelope
         grammar for the grammar case of the target's role, once; every read
         after it raises it again (unrecorded)."""
@@ -220,7 +220,7 @@ class RippPeer:
         if not 0 <= length <= MAX_PAYLOAD:
             # The profile's bound on the length field (P1, check 1), not one
             # of the harness's own: the envelope grammar's.
-            raise self._grammar_violation(
+            raise self.grammar_violation(
                 f"{what}: the target's envelope claims a payload of {length} bytes "
                 f"(profile P1: 0..{MAX_PAYLOAD})",
                 header,
@@ -252,7 +252,7 @@ class RippPeer:
             env = decode_envelope(checked)
         except EnvelopeError as exc:
             if exc.check in GRAMMAR_CHECKS:
-                raise self._grammar_violation(
+                raise self.grammar_violation(
                     f"{what}: the target's envelope breaks the envelope grammar (profile P1, "
                     f"check {exc.check}: {exc.reason})",
                     raw,
