@@ -325,3 +325,16 @@ if (
 settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("nightly", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def grammar_records():
+    """The grammar violations recorded while a test runs (core/node_grammar.py),
+    as if in case ``a.case.id``: what a suite's decoder of node output records
+    for a grammar case."""
+    from conformance.core import node_grammar
+
+    records: list[node_grammar.GrammarRecord] = []
+    node_grammar.begin_case("a.case.id", records.append)
+    yield records
+    node_grammar.begin_case("", None)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 from websockets.asyncio.server import serve
 
-from conformance.core import node_grammar
 from conformance.core.node_grammar import NodeGrammarViolation
 from conformance.core.transport import WireTrace
 from conformance.core.websocket import WebSocketConnection
@@ -30,18 +29,10 @@ SENT: list[bytes | str] = [
 ]
 
 
-@pytest.fixture
-def recorded():
-    records: list[node_grammar.GrammarRecord] = []
-    node_grammar.begin_case("btp.some.case", records.append)
-    yield records
-    node_grammar.begin_case("", None)
-
-
 @pytest.mark.parametrize(
     ("role", "grammar_case"), [("server", SERVER_GRAMMAR), ("client", CLIENT_GRAMMAR)]
 )
-async def test_each_message_is_judged_by_its_grammar_case(recorded, role, grammar_case):
+async def test_each_message_is_judged_by_its_grammar_case(grammar_records, role, grammar_case):
     async def sender(ws):
         for message in SENT:
             await ws.send(message)
@@ -64,18 +55,20 @@ async def test_each_message_is_judged_by_its_grammar_case(recorded, role, gramma
     # server (the client role has no case of that rule alone).
     canonical = CANONICAL if role == "server" else grammar_case
     assert raised == [canonical, grammar_case, grammar_case]
-    assert [(r.grammar_case, r.case_id, r.direction) for r in recorded] == [
-        (grammar_case, "btp.some.case", f"{role} to harness"),
-        (grammar_case, "btp.some.case", f"{role} to harness"),
-        (canonical, "btp.some.case", f"{role} to harness"),
-        (grammar_case, "btp.some.case", f"{role} to harness"),
-        (grammar_case, "btp.some.case", f"{role} to harness"),
+    assert [(r.grammar_case, r.case_id, r.direction) for r in grammar_records] == [
+        (grammar_case, "a.case.id", f"{role} to harness"),
+        (grammar_case, "a.case.id", f"{role} to harness"),
+        (canonical, "a.case.id", f"{role} to harness"),
+        (grammar_case, "a.case.id", f"{role} to harness"),
+        (grammar_case, "a.case.id", f"{role} to harness"),
     ]
-    rules = [r.rule for r in recorded]
+    rules = [r.rule for r in grammar_records]
     assert rules[0].startswith("2 byte(s) after the envelope of the packet where the first answer")
-    assert recorded[0].data_hex == "01000000010201000a0b"
+    assert grammar_records[0].data_hex == "01000000010201000a0b"
     assert "protocol data entries of one name ('note')" in rules[1]
     assert "not canonical OER" in rules[2] and "non-canonical length" in rules[2]
-    assert recorded[2].data_hex == "010000000381020100"
-    assert "length prefix beyond end" in rules[3] and recorded[3].data_hex == "0100000004030100"
+    assert grammar_records[2].data_hex == "010000000381020100"
+    assert (
+        "length prefix beyond end" in rules[3] and grammar_records[3].data_hex == "0100000004030100"
+    )
     assert rules[4].startswith("a text WebSocket message where the fifth answer")

@@ -18,7 +18,7 @@ from conformance.suites.btp.prerequisites import (
     SERVER_GRAMMAR,
 )
 
-from ..harness.cli_runner import certify, certify_grammar_fault
+from ..harness.cli_runner import certify_grammar_fault, certify_reference_grammar_cases
 
 GRAMMAR_TARGET = """
 [targets.grammar-fault]
@@ -49,22 +49,9 @@ launches), as reference-btp's in conformance/targets/builtin.toml."""
 
 @pytest.mark.slow
 def test_the_reference_node_passes_the_grammar_cases(tmp_path):
-    run = certify(
-        tmp_path,
-        "--target",
-        "reference-btp",
-        "--case",
-        SERVER_GRAMMAR,
-        "--case",
-        CANONICAL,
-        "--case",
-        CLIENT_GRAMMAR,
-        timeout=300,
+    certify_reference_grammar_cases(
+        tmp_path, "reference-btp", SERVER_GRAMMAR, CANONICAL, CLIENT_GRAMMAR
     )
-    records = run.by_case("reference-btp")
-    for case in (SERVER_GRAMMAR, CANONICAL, CLIENT_GRAMMAR):
-        assert records[case]["outcome"] == "passed", records[case]
-    assert run.code == 0, run.output[-2000:]
 
 
 @pytest.mark.slow

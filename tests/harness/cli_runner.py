@@ -87,6 +87,18 @@ past a short --run-timeout, so the CLI's backstop has to stop the session
 (tests/harness/test_run_timeout.py, test_work_dirs.py)."""
 
 
+def certify_reference_grammar_cases(tmp_path: Path, target: str, *cases: str) -> CertifyRun:
+    """Certifies the reference node ``target`` on its grammar ``cases``
+    (core/node_grammar.py): each passes, and the node is CONFORMANT on them."""
+    args = [arg for case in cases for arg in ("--case", case)]
+    run = certify(tmp_path, "--target", target, *args, timeout=300)
+    records = run.by_case(target)
+    for case in cases:
+        assert records[case]["outcome"] == "passed", records[case]
+    assert run.code == 0, run.output[-2000:]
+    return run
+
+
 def certify_grammar_fault(
     tmp_path: Path,
     targets_text: str,

@@ -13,7 +13,7 @@ import pytest
 from conformance.suites.ripp.prerequisites import CHECKPOINT, CLIENT_ENVELOPES
 from conformance.suites.ripp.prerequisites import CLIENT_GRAMMAR, SERVER_GRAMMAR
 
-from ..harness.cli_runner import certify, certify_grammar_fault
+from ..harness.cli_runner import certify_grammar_fault, certify_reference_grammar_cases
 
 REGISTRY = "{repo}/conformance/suites/ripp/registry.json"
 GRAMMAR_TARGET = """
@@ -45,20 +45,7 @@ launches), as reference-ripp's in conformance/targets/builtin.toml."""
 
 @pytest.mark.slow
 def test_the_reference_node_passes_both_grammar_cases(tmp_path):
-    run = certify(
-        tmp_path,
-        "--target",
-        "reference-ripp",
-        "--case",
-        SERVER_GRAMMAR,
-        "--case",
-        CLIENT_GRAMMAR,
-        timeout=300,
-    )
-    records = run.by_case("reference-ripp")
-    for case in (SERVER_GRAMMAR, CLIENT_GRAMMAR):
-        assert records[case]["outcome"] == "passed", records[case]
-    assert run.code == 0, run.output[-2000:]
+    certify_reference_grammar_cases(tmp_path, "reference-ripp", SERVER_GRAMMAR, CLIENT_GRAMMAR)
 
 
 @pytest.mark.slow

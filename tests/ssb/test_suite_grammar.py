@@ -16,7 +16,7 @@ from conformance.suites.ssb.prerequisites import (
     SERVER_GRAMMAR,
 )
 
-from ..harness.cli_runner import certify, certify_grammar_fault
+from ..harness.cli_runner import certify_grammar_fault, certify_reference_grammar_cases
 
 GRAMMAR_TARGET = """
 [targets.grammar-fault]
@@ -49,20 +49,7 @@ conformance/targets/builtin.toml."""
 
 @pytest.mark.slow
 def test_the_reference_node_passes_both_grammar_cases(tmp_path):
-    run = certify(
-        tmp_path,
-        "--target",
-        "reference-ssb",
-        "--case",
-        SERVER_GRAMMAR,
-        "--case",
-        CLIENT_GRAMMAR,
-        timeout=300,
-    )
-    records = run.by_case("reference-ssb")
-    for case in (SERVER_GRAMMAR, CLIENT_GRAMMAR):
-        assert records[case]["outcome"] == "passed", records[case]
-    assert run.code == 0, run.output[-2000:]
+    certify_reference_grammar_cases(tmp_path, "reference-ssb", SERVER_GRAMMAR, CLIENT_GRAMMAR)
 
 
 @pytest.mark.slow
