@@ -134,15 +134,6 @@ def violation(
     )
     if _SINK is not None:
         _SINK(record)
-    return made_violation(record, data, error)
-
-
-def made_violation(
-    record: GrammarRecord, data: bytes, error: BaseException | None = None
-) -> NodeGrammarViolation:
-    """The NodeGrammarViolation of a record already made (raised again,
-    unrecorded, where the same bytes are read again), of ``error``'s class
-    too when given."""
     if error is None:
         return NodeGrammarViolation(record, data)
     cls = _ALSO_CLASSES.get(type(error))
@@ -155,6 +146,18 @@ def made_violation(
     made.__dict__.update(getattr(error, "__dict__", {}))
     NodeGrammarViolation.__init__(made, record, data)
     return made
+
+
+def again(made: NodeGrammarViolation) -> NodeGrammarViolation:
+    """``made`` raised again, unrecorded, where a reader meets the same
+    bytes again (no frame after a broken one; a body read a second time):
+    a new instance of its class, with its attributes, so each raise has a
+    traceback of its own."""
+    cls = type(made)
+    fresh = cls.__new__(cls)
+    fresh.__dict__.update(made.__dict__)
+    NodeGrammarViolation.__init__(fresh, made.record, made.data)
+    return fresh
 
 
 def grammar_violation_in(exc: BaseException | None) -> NodeGrammarViolation | None:

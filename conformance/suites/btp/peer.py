@@ -404,14 +404,13 @@ class BtpPeer:
                     "answering the target's own request",
                 )
                 continue
-            self.judged(message, "silence")
+            packet = self.judged(message, "silence")
             if isinstance(message, str):
                 got.append(f"text message {message[:120]!r}")
-                continue
-            try:
-                got.append(summary(decode_packet(message, lenient_error_form=True)))
-            except BtpDecodeError:
+            elif packet is None:
                 got.append(f"unreadable {short_hex(message)}")
+            else:
+                got.append(summary(packet))
         return got
 
     def judged(self, message: bytes | str, what: str) -> Packet | None:

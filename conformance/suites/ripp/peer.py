@@ -180,9 +180,7 @@ class RippPeer:
 
     def _after_grammar_break(self) -> None:
         if self.grammar_break is not None:
-            raise node_grammar.NodeGrammarViolation(
-                self.grammar_break.record, self.grammar_break.data
-            )
+            raise node_grammar.again(self.grammar_break)
 
     # -- sending
     def envelope(

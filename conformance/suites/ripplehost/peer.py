@@ -256,9 +256,7 @@ class RipplePeer:
         """Once a frame broke the grammar, no frame comes after it: every
         read raises its violation again (recorded when it was made)."""
         if self.grammar_break is not None:
-            raise node_grammar.NodeGrammarViolation(
-                self.grammar_break.record, self.grammar_break.data
-            )
+            raise node_grammar.again(self.grammar_break)
 
     async def next_frame(self, what: str, deadline: float | Deadline | None = None) -> Frame:
         """The target's next frame. A close fails the case (PeerClosed),

@@ -65,7 +65,7 @@ class TargetRpcMessage(RpcMessage):
 
     def json(self) -> Any:
         if self.grammar_violation is not None and self.body_type is BodyType.JSON:
-            raise self._again()
+            raise node_grammar.again(self.grammar_violation)
         with target_bytes(
             f"the body of the target's RPC message (req {self.req}) is not valid JSON",
             self.body,
@@ -75,18 +75,13 @@ class TargetRpcMessage(RpcMessage):
 
     def text(self) -> str:
         if self.grammar_violation is not None and self.body_type is BodyType.STRING:
-            raise self._again()
+            raise node_grammar.again(self.grammar_violation)
         with target_bytes(
             f"the body of the target's RPC message (req {self.req}) is not UTF-8 text",
             self.body,
             RpcError,
         ):
             return super().text()
-
-    def _again(self) -> NodeGrammarViolation:
-        made = self.grammar_violation
-        assert made is not None
-        return node_grammar.made_violation(made.record, made.data, RpcError(*made.rpc_error))
 
 
 class TargetRpcDecoder(RpcDecoder):
@@ -110,7 +105,7 @@ class TargetRpcDecoder(RpcDecoder):
         """Messages decoded (and judged) so far."""
 
     def _violation(self, rule: str, data: bytes, error: RpcError) -> NodeGrammarViolation:
-        made = node_grammar.violation(
+        return node_grammar.violation(
             self.grammar_case,
             rule,
             data,
@@ -118,14 +113,10 @@ class TargetRpcDecoder(RpcDecoder):
             connection=self.connection,
             error=error,
         )
-        made.rpc_error = (error.reason, error.detail)
-        return made
 
     def receive_data(self, data: bytes) -> list[RpcMessage]:
         if self._break is not None:  # no message after a broken frame: the same violation again
-            raise node_grammar.made_violation(
-                self._break.record, self._break.data, RpcError(*self._break.rpc_error)
-            )
+            raise node_grammar.again(self._break)
         try:
             messages = super().receive_data(data)
         except RpcError as exc:
